@@ -1,0 +1,19 @@
+"""Finding the line of user code that created an op, for error messages."""
+from __future__ import annotations
+
+import os
+import sys
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OUR_DIRS = tuple(os.path.join(_PACKAGE_ROOT, p) + os.sep for p in ("program", "grad_makers", "framework"))
+
+
+def user_callsite() -> str | None:
+    """``file.py:line`` of the nearest stack frame outside gradgen's own packages."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_OUR_DIRS) and not filename.startswith("<frozen"):
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None

@@ -1,0 +1,25 @@
+"""The dtypes a Variable may have, as strings, and the families they fall in."""
+from __future__ import annotations
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("int32", "int64")
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+
+
+def is_float(dtype: str) -> bool:
+    """True for the dtypes that carry gradients."""
+    return dtype in FLOAT_DTYPES
+
+
+def normalize_dtype(dtype) -> str:
+    """Accept a dtype string or anything numpy understands; return one of ``DTYPES``."""
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", str(dtype))
+    if name == "float":
+        name = "float64"
+    if name == "int":
+        name = "int64"
+    if name not in DTYPES:
+        from .errors import ProgramError
+
+        raise ProgramError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return name

@@ -1,0 +1,65 @@
+"""Layers that declare inputs and parameters or make constant tensors."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..dtypes import normalize_dtype
+from ..errors import ProgramError
+from ..guard import default_main_program, default_startup_program
+from ..initializer import XavierUniform
+from ..variable import Variable
+from .helper import append, check_var
+
+
+def data(name: str, shape: Sequence[int], dtype="float32") -> Variable:
+    """Declare an input fed at run time (-1 for sizes known only then). Data gets no gradient by default."""
+    block = default_main_program().current_block()
+    return block.create_var(name, shape, dtype, stop_gradient=True)
+
+
+def create_parameter(shape: Sequence[int], dtype="float32", name: str | None = None, initializer=None,
+                     trainable: bool = True) -> Variable:
+    """A persistable, trainable var in the main program, initialized by an op in the startup program.
+
+    The default initializer is Xavier-uniform with a seed drawn from the
+    startup program's deterministic seed sequence.
+    """
+    if any(int(d) < 0 for d in shape):
+        raise ProgramError(f"parameter {name or ''} needs a fully known shape, got {list(shape)}")
+    dtype = normalize_dtype(dtype)
+    main, startup = default_main_program(), default_startup_program()
+    name = name or main.unique_name("param")
+    var = main.global_block().create_var(name, shape, dtype, persistable=True, is_parameter=True, trainable=trainable,
+                                         stop_gradient=not trainable)
+    init = initializer if initializer is not None else XavierUniform()
+    op_type, attrs = init.op(tuple(shape), dtype, startup.next_seed())
+    sblock = startup.global_block()
+    if name not in sblock.vars:
+        sblock.create_var(name, shape, dtype, persistable=True, is_parameter=True, trainable=trainable)
+    sblock.append_op(op_type, {}, {"Out": [name]}, attrs)
+    return var
+
+
+def fill_constant(shape: Sequence[int], dtype, value: float, name: str | None = None) -> Variable:
+    """A tensor of ``shape`` filled with ``value``."""
+    return append("fill_constant", {}, {"shape": list(shape), "dtype": normalize_dtype(dtype), "value": value},
+                  name=name, stop_gradient=True)
+
+
+def zeros_like(x: Variable, dtype=None) -> Variable:
+    return append("fill_zeros_like", {"X": check_var(x, "x")}, {"dtype": normalize_dtype(dtype) if dtype else ""},
+                  stop_gradient=True)
+
+
+def ones_like(x: Variable, dtype=None) -> Variable:
+    return append("fill_any_like", {"X": check_var(x, "x")},
+                  {"value": 1.0, "dtype": normalize_dtype(dtype) if dtype else ""}, stop_gradient=True)
+
+
+def assign(x: Variable, output: Variable | None = None) -> Variable:
+    """Out = x; writes into ``output`` when given."""
+    return append("assign", {"X": check_var(x, "x")}, name=output.name if output is not None else None)
+
+
+def cast(x: Variable, dtype) -> Variable:
+    return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})

@@ -1,0 +1,44 @@
+"""The one function every layer uses to append an op and get its output vars."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..guard import default_main_program
+from ..variable import Variable
+
+
+def append(op_type: str, inputs: dict[str, Any], attrs: dict[str, Any] | None = None,
+           out_slots: Sequence[str] = ("Out",), name: str | None = None, stop_gradient: bool = False):
+    """Append ``op_type`` to the current block; returns its output var (or a tuple, one per slot).
+
+    Output names are ``name`` (if given, for a single output) or
+    ``{op_type}_{k}`` made unique in the program; extra output slots get a
+    ``.{slot}`` suffix.
+    """
+    program = default_main_program()
+    block = program.current_block()
+    base = name or program.unique_name(op_type)
+    names = {slot: base if i == 0 else f"{base}.{slot.lower()}" for i, slot in enumerate(out_slots)}
+    block.append_op(op_type, inputs, {s: [n] for s, n in names.items()}, attrs or {})
+    outs = tuple(block.var(n) for n in names.values())
+    if stop_gradient:
+        for v in outs:
+            v.stop_gradient = True
+    return outs[0] if len(outs) == 1 else outs
+
+
+def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Variable:
+    """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
+    if isinstance(value, Variable):
+        return value
+    from .creation import fill_constant
+
+    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), float(value))
+
+
+def check_var(value, what: str) -> Variable:
+    if not isinstance(value, Variable):
+        from ..errors import ProgramError
+
+        raise ProgramError(f"{what} must be a Variable, got {type(value).__name__}")
+    return value

@@ -1,0 +1,2 @@
+"""logic layers."""
+from __future__ import annotations

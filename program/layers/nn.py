@@ -1,0 +1,2 @@
+"""nn layers."""
+from __future__ import annotations

@@ -1,0 +1,33 @@
+"""Reduction layers."""
+from __future__ import annotations
+
+from ..variable import Variable
+from .helper import append, check_var
+
+
+def _dims(dim) -> list[int]:
+    if dim is None:
+        return []
+    return [int(dim)] if isinstance(dim, int) else [int(d) for d in dim]
+
+
+def _reduce(op_type: str):
+    def layer(x: Variable, dim=None, keep_dim: bool = False, name=None) -> Variable:
+        dims = _dims(dim)
+        return append(op_type, {"X": check_var(x, "x")},
+                      {"dim": dims, "keep_dim": keep_dim, "reduce_all": dim is None}, name=name)
+
+    layer.__name__ = op_type
+    layer.__doc__ = f"{op_type[7:]} over ``dim`` (an int, a list, or None for every dim)."
+    return layer
+
+
+reduce_sum = _reduce("reduce_sum")
+reduce_mean = _reduce("reduce_mean")
+reduce_max = _reduce("reduce_max")
+reduce_min = _reduce("reduce_min")
+
+
+def mean(x: Variable, name=None) -> Variable:
+    """The mean of every element: a scalar."""
+    return append("mean", {"X": check_var(x, "x")}, name=name)

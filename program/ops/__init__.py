@@ -1,0 +1,25 @@
+"""The schema registry: every op type gradgen knows, gathered from one module per family.
+
+There is no registration by import side effect: a family module defines a
+``SCHEMAS`` tuple and is listed here.
+"""
+from __future__ import annotations
+
+from ..schema import OpSchema
+from . import activation, creation, elementwise, linalg, logic, manipulation, nn, reduction
+
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn)
+
+
+def _collect(families) -> dict[str, OpSchema]:
+    table: dict[str, OpSchema] = {}
+    for family in families:
+        for s in family.SCHEMAS:
+            if s.type in table:
+                raise RuntimeError(f"op type '{s.type}' is declared twice ({family.__name__})")
+            table[s.type] = s
+    return table
+
+
+OP_SCHEMAS: dict[str, OpSchema] = _collect(FAMILIES)
+"""op type -> schema, for every op type."""

@@ -1,0 +1,4 @@
+"""logic ops."""
+from __future__ import annotations
+
+SCHEMAS = ()

@@ -1,0 +1,4 @@
+"""nn ops."""
+from __future__ import annotations
+
+SCHEMAS = ()

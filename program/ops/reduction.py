@@ -1,0 +1,45 @@
+"""Reductions over some or all dims."""
+from __future__ import annotations
+
+from ..schema import Attr, TensorType, schema
+from ..shapes import normalize_axes
+
+
+def reduced_shape(shape, dim, keep_dim, reduce_all):
+    """The shape after reducing ``dim`` (all dims when ``reduce_all`` or ``dim`` is empty)."""
+    rank = len(shape)
+    axes = set(range(rank)) if (reduce_all or not dim) else set(normalize_axes(dim, rank))
+    if keep_dim:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduce(ctx):
+    x = ctx.input("X")
+    shape = reduced_shape(x.shape, ctx.attr("dim"), ctx.attr("keep_dim"), ctx.attr("reduce_all"))
+    return {"Out": TensorType(shape, x.dtype)}
+
+
+def _mean(ctx):
+    return {"Out": TensorType((), ctx.input("X").dtype)}
+
+
+def _mean_grad(ctx):
+    x, g = ctx.input("X"), ctx.input("Out@GRAD")
+    want = reduced_shape(x.shape, ctx.attr("dim"), ctx.attr("keep_dim"), ctx.attr("reduce_all"))
+    if len(want) != len(g.shape):
+        ctx.fail(f"Out@GRAD has rank {len(g.shape)}, expected the reduced shape {list(want)}")
+    return {"X@GRAD": TensorType(x.shape, g.dtype)}
+
+
+REDUCE_ATTRS = {"dim": Attr("ints", []), "keep_dim": Attr("bool", False), "reduce_all": Attr("bool", False)}
+REDUCE_TYPES = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
+
+SCHEMAS = tuple(
+    schema(t, ["X"], ["Out"], _reduce, REDUCE_ATTRS, doc=f"{t[7:]} over `dim` (every dim when empty or reduce_all).")
+    for t in REDUCE_TYPES
+) + (
+    schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar."),
+    schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
+           doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count."),
+)

@@ -1,0 +1,186 @@
+"""Op schemas: every op type declared once, as data.
+
+A schema names an op's input and output slots, its attrs with kinds and
+defaults, and a compile-time function that infers output shapes and dtypes
+from input shapes and dtypes. ``program.ops.OP_SCHEMAS`` is the table of all
+of them; ``program.validate`` checks an op against its schema.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
+
+from .dtypes import DTYPES
+from .errors import ShapeInferenceError
+
+
+class TensorType(NamedTuple):
+    """What compile time knows of a tensor: its shape (-1 = unknown dim) and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An input or output slot. ``duplicable`` slots hold any number of vars; ``optional`` ones may be absent."""
+
+    name: str
+    duplicable: bool = False
+    optional: bool = False
+
+
+REQUIRED = object()  # marks an attr without a default
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attr's kind (see ``ATTR_KINDS``) and its default (``REQUIRED`` when it must be given)."""
+
+    kind: str
+    default: Any = REQUIRED
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _coerce_int(v):
+    if hasattr(v, "__index__") and not isinstance(v, bool):
+        return int(v.__index__())
+    raise TypeError
+
+
+def _coerce_float(v):
+    if _is_number(v) or (hasattr(v, "dtype") and getattr(v, "shape", None) == ()):
+        return float(v)
+    raise TypeError
+
+
+def _coerce_bool(v):
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return bool(v)
+    raise TypeError
+
+
+def _coerce_str(v):
+    if isinstance(v, str):
+        return v
+    raise TypeError
+
+
+def _coerce_list(item):
+    def coerce(v):
+        if isinstance(v, (list, tuple)):
+            return [item(x) for x in v]
+        raise TypeError
+
+    return coerce
+
+
+def _coerce_dtype(v):
+    if v in DTYPES:
+        return v
+    raise TypeError
+
+
+def _coerce_optional(inner):
+    def coerce(v):
+        return None if v is None else inner(v)
+
+    return coerce
+
+
+ATTR_KINDS: Mapping[str, Callable[[Any], Any]] = {
+    "int": _coerce_int,
+    "float": _coerce_float,
+    "bool": _coerce_bool,
+    "str": _coerce_str,
+    "ints": _coerce_list(_coerce_int),
+    "floats": _coerce_list(_coerce_float),
+    "dtype": _coerce_dtype,
+    "block": _coerce_int,
+    "optional_int": _coerce_optional(_coerce_int),
+    "optional_float": _coerce_optional(_coerce_float),
+    "strs": _coerce_list(_coerce_str),
+    "optional_dtype": lambda v: "" if v in ("", None) else _coerce_dtype(v),
+}
+"""How each attr kind turns a Python value into its canonical, JSON-able form (TypeError if it cannot)."""
+
+
+class InferContext:
+    """What a schema's infer function sees: input types by slot and the op's attrs."""
+
+    __slots__ = ("op_type", "_inputs", "_attrs")
+
+    def __init__(self, op_type: str, inputs: Mapping[str, list[TensorType]], attrs: Mapping[str, Any]):
+        self.op_type = op_type
+        self._inputs = inputs
+        self._attrs = attrs
+
+    def input(self, slot: str) -> TensorType:
+        """The type of the single var in ``slot``."""
+        return self._inputs[slot][0]
+
+    def inputs(self, slot: str) -> list[TensorType]:
+        """The types of every var in ``slot`` (empty for an absent optional slot)."""
+        return self._inputs.get(slot, [])
+
+    def has_input(self, slot: str) -> bool:
+        return bool(self._inputs.get(slot))
+
+    def attr(self, name: str) -> Any:
+        return self._attrs[name]
+
+    def fail(self, message: str):
+        """Reject the op's inputs or attrs; the caller adds the block, op and vars."""
+        raise ShapeInferenceError(message)
+
+
+InferFn = Callable[[InferContext], Mapping[str, Any]]
+"""Returns, per output slot, a TensorType (or a list of them for a duplicable slot)."""
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """Everything compile time knows of one op type."""
+
+    type: str
+    inputs: tuple[Slot, ...]
+    outputs: tuple[Slot, ...]
+    infer: InferFn
+    attrs: Mapping[str, Attr] = field(default_factory=dict)
+    doc: str = ""
+    stateful: bool = False
+    """True for ops whose result depends on more than their inputs (random ops): never deduplicated."""
+
+    def input_slot(self, name: str) -> Slot | None:
+        for s in self.inputs:
+            if s.name == name:
+                return s
+        return None
+
+    def output_slot(self, name: str) -> Slot | None:
+        for s in self.outputs:
+            if s.name == name:
+                return s
+        return None
+
+
+def same_as(slot: str, out: str = "Out") -> InferFn:
+    """Infer function for ops whose single output has the type of input ``slot``."""
+
+    def infer(ctx: InferContext):
+        return {out: ctx.input(slot)}
+
+    return infer
+
+
+def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr] | None = None, doc: str = "", **kw) -> OpSchema:
+    """Shorthand: slots may be given as names (``"X"``) or ``Slot`` objects."""
+    as_slot = lambda s: s if isinstance(s, Slot) else Slot(s)  # noqa: E731
+    return OpSchema(type, tuple(map(as_slot, inputs)), tuple(map(as_slot, outputs)), infer, dict(attrs or {}), doc, **kw)

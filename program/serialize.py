@@ -1,0 +1,179 @@
+"""Versioned, deterministic JSON for programs, and a strict loader.
+
+The JSON mirrors the IR one to one: blocks, their vars, their ops (slots in
+schema order, attrs sorted by name, the role, the forward op a generated op
+was made for as ``[block, index]``, and the creating call site). Loading
+checks every field and then re-validates every op against its schema, so a
+malformed or tampered file is an error, never a half-built program.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from typing import Any
+
+from .errors import GradgenError, SerializationError
+from .operator import Operator
+
+FORMAT_NAME = "gradgen-program"
+FORMAT_VERSION = 1
+
+
+def _encode_float(v: Any) -> Any:
+    # JSON has no inf/nan; spell them as strings so the text stays strict JSON.
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": repr(v)}
+    if isinstance(v, list):
+        return [_encode_float(x) for x in v]
+    return v
+
+
+def _decode_float(v: Any) -> Any:
+    if isinstance(v, dict) and set(v) == {"float"} and v["float"] in ("inf", "-inf", "nan"):
+        return float(v["float"])
+    if isinstance(v, list):
+        return [_decode_float(x) for x in v]
+    return v
+
+
+def program_to_dict(program) -> dict:
+    position = {id(op): [b.idx, i] for b in program.blocks for i, op in enumerate(b.ops)}
+    blocks = []
+    for b in program.blocks:
+        vars_ = [
+            {"name": v.name, "shape": list(v.shape), "dtype": v.dtype, "persistable": v.persistable,
+             "stop_gradient": v.stop_gradient, "is_parameter": v.is_parameter, "trainable": v.trainable}
+            for v in b.vars.values()
+        ]
+        ops = [
+            {"type": op.type, "inputs": op.inputs, "outputs": op.outputs,
+             "attrs": {k: _encode_float(op.attrs[k]) for k in sorted(op.attrs)}, "role": op.role,
+             "forward_op": position.get(id(op.forward_op)) if op.forward_op is not None else None,
+             "callsite": op.callsite}
+            for op in b.ops
+        ]
+        blocks.append({"idx": b.idx, "parent_idx": b.parent_idx, "vars": vars_, "ops": ops})
+    return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "random_seed": program.random_seed, "blocks": blocks}
+
+
+def program_to_json(program) -> str:
+    return json.dumps(program_to_dict(program), indent=1, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SerializationError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    return program_from_dict(data, source)
+
+
+def _field(obj: Any, key: str, kind, path: str, source: str):
+    if not isinstance(obj, dict):
+        raise SerializationError(f"{source}: {path} must be an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise SerializationError(f"{source}: {path} has no field '{key}'")
+    value = obj[key]
+    ok = isinstance(value, kind) and not (kind in (int, (int, float)) and isinstance(value, bool))
+    if not ok:
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise SerializationError(f"{source}: {path}.{key} must be {names}, got {value!r}")
+    return value
+
+
+def _slot_map(value: Any, path: str, source: str) -> dict[str, list[str]]:
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in value.items()):
+        raise SerializationError(f"{source}: {path} must map slot names to lists of var names")
+    return value
+
+
+def program_from_dict(data: Any, source: str = "<dict>"):
+    """Rebuild a Program from its dict form, checking every field and op."""
+    from .program import Program
+    from .block import Block
+    from .validate import make_operator
+
+    fmt = _field(data, "format", str, "program", source)
+    if fmt != FORMAT_NAME:
+        raise SerializationError(f"{source}: not a gradgen program (format is {fmt!r}, expected {FORMAT_NAME!r})")
+    version = _field(data, "version", int, "program", source)
+    if version > FORMAT_VERSION:
+        raise SerializationError(f"{source}: written in program format version {version}, newer than this gradgen "
+                                 f"reads (up to {FORMAT_VERSION}); upgrade gradgen")
+    if version < 1:
+        raise SerializationError(f"{source}: unknown program format version {version}")
+    blocks = _field(data, "blocks", list, "program", source)
+    if not blocks:
+        raise SerializationError(f"{source}: program has no blocks")
+    program = Program()
+    program.random_seed = data.get("random_seed", 0) if isinstance(data.get("random_seed", 0), int) else 0
+    program.blocks = []
+    for i, b in enumerate(blocks):
+        path = f"blocks[{i}]"
+        if _field(b, "idx", int, path, source) != i:
+            raise SerializationError(f"{source}: {path}.idx is {b['idx']}, expected {i}")
+        parent = _field(b, "parent_idx", int, path, source)
+        if not (parent == -1 if i == 0 else 0 <= parent < i):
+            raise SerializationError(f"{source}: {path}.parent_idx {parent} is not an earlier block")
+        program.blocks.append(Block(program, i, parent))
+    try:
+        for i, b in enumerate(blocks):
+            block = program.blocks[i]
+            for j, v in enumerate(_field(b, "vars", list, f"blocks[{i}]", source)):
+                path = f"blocks[{i}].vars[{j}]"
+                shape = _field(v, "shape", list, path, source)
+                if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+                    raise SerializationError(f"{source}: {path}.shape must be a list of ints, got {shape!r}")
+                block.create_var(_field(v, "name", str, path, source), shape, _field(v, "dtype", str, path, source),
+                                 persistable=_field(v, "persistable", bool, path, source),
+                                 stop_gradient=_field(v, "stop_gradient", bool, path, source),
+                                 is_parameter=_field(v, "is_parameter", bool, path, source),
+                                 trainable=_field(v, "trainable", bool, path, source))
+        refs = []
+        for i, b in enumerate(blocks):
+            block = program.blocks[i]
+            for j, o in enumerate(_field(b, "ops", list, f"blocks[{i}]", source)):
+                path = f"blocks[{i}].ops[{j}]"
+                attrs = {k: _decode_float(v) for k, v in _field(o, "attrs", dict, path, source).items()}
+                callsite = o.get("callsite")
+                if callsite is not None and not isinstance(callsite, str):
+                    raise SerializationError(f"{source}: {path}.callsite must be a string or null")
+                op = make_operator(block, j, _field(o, "type", str, path, source),
+                                   _slot_map(_field(o, "inputs", dict, path, source), f"{path}.inputs", source),
+                                   _slot_map(_field(o, "outputs", dict, path, source), f"{path}.outputs", source),
+                                   attrs, _field(o, "role", str, path, source), None, callsite)
+                block.ops.append(op)
+                refs.append((op, o.get("forward_op"), path))
+        for op, ref, path in refs:
+            if ref is None:
+                continue
+            if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) for x in ref)
+                    and 0 <= ref[0] < len(program.blocks) and 0 <= ref[1] < len(program.blocks[ref[0]].ops)):
+                raise SerializationError(f"{source}: {path}.forward_op {ref!r} does not name an op")
+            op.forward_op = program.blocks[ref[0]].ops[ref[1]]
+    except SerializationError:
+        raise
+    except GradgenError as e:
+        raise SerializationError(f"{source}: {e}") from None
+    program._touch()
+    return program
+
+
+def write_atomically(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

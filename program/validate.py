@@ -1,0 +1,136 @@
+"""Building an ``Operator`` checked against its schema, and typing its outputs.
+
+``make_operator`` is the one door through which ops enter a block: it
+normalizes slots to lists of names, checks slots and attrs against the
+schema, runs compile-time shape inference, and creates (or checks) the
+output vars. Every failure is an ``OpError`` that names the block, the op
+index and type, and the vars with their shapes.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .describe import describe_slots, op_location
+from .errors import OpError, ShapeInferenceError
+from .operator import ROLES, Operator
+from .ops import OP_SCHEMAS
+from .schema import ATTR_KINDS, REQUIRED, OpSchema, TensorType
+from .shapes import format_shape, shapes_agree
+
+if TYPE_CHECKING:
+    from .block import Block
+
+
+def _names(value) -> list[str]:
+    """A slot value (a Variable, a name, or a list of them) as a list of names."""
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, str) else v.name for v in value]
+    return [value if isinstance(value, str) else value.name]
+
+
+def _suggest(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _normalize_slots(where: str, given: Mapping[str, Any] | None, slots, kind: str) -> dict[str, list[str]]:
+    given = given or {}
+    known = {s.name: s for s in slots}
+    for name in given:
+        if name not in known:
+            raise OpError(f"{where}: unknown {kind} slot '{name}'{_suggest(name, known)} "
+                          f"(valid: {', '.join(known) or 'none'})")
+    out: dict[str, list[str]] = {}
+    for slot in slots:
+        value = given.get(slot.name)
+        names = [] if value is None else _names(value)
+        if not names:
+            if not slot.optional:
+                raise OpError(f"{where}: missing {kind} slot '{slot.name}'")
+            continue
+        if not slot.duplicable and len(names) != 1:
+            raise OpError(f"{where}: {kind} slot '{slot.name}' takes one var, got {len(names)}: {names}")
+        out[slot.name] = names
+    return out
+
+
+def normalize_attrs(where: str, schema: OpSchema, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Check attr names and kinds, coerce to canonical values, fill defaults; sorted by name."""
+    attrs = attrs or {}
+    for name in attrs:
+        if name not in schema.attrs:
+            raise OpError(f"{where}: unknown attr '{name}'{_suggest(name, schema.attrs)} "
+                          f"(valid: {', '.join(schema.attrs) or 'none'})")
+    out = {}
+    for name in sorted(schema.attrs):
+        spec = schema.attrs[name]
+        if name in attrs:
+            try:
+                out[name] = ATTR_KINDS[spec.kind](attrs[name])
+            except (TypeError, ValueError):
+                raise OpError(f"{where}: attr '{name}' must be of kind {spec.kind}, got {attrs[name]!r}") from None
+        elif spec.default is REQUIRED:
+            raise OpError(f"{where}: missing required attr '{name}' ({spec.kind})")
+        else:
+            out[name] = spec.default
+    return out
+
+
+def lookup_schema(where: str, op_type: str) -> OpSchema:
+    schema = OP_SCHEMAS.get(op_type)
+    if schema is None:
+        raise OpError(f"{where}: unknown op type '{op_type}'{_suggest(op_type, OP_SCHEMAS)}")
+    return schema
+
+
+def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, list[str]],
+                attrs: dict[str, Any]) -> dict[str, list[TensorType]]:
+    """Run the schema's shape inference; returns a list of output types per slot."""
+    from .schema import InferContext
+
+    types = {}
+    for slot, names in inputs.items():
+        ts = []
+        for n in names:
+            var = block.find_var(n)
+            if var is None:
+                raise OpError(f"{where}: input {slot}={n} is not defined in block {block.idx} or its ancestors")
+            ts.append(TensorType(var.shape, var.dtype))
+        types[slot] = ts
+    try:
+        result = schema.infer(InferContext(schema.type, types, attrs))
+    except ShapeInferenceError as e:
+        raise OpError(f"{where}: {e} (inputs: {describe_slots(block, inputs)})") from None
+    return {slot: (list(t) if isinstance(t, list) else [t]) for slot, t in result.items()}
+
+
+def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs=None, attrs=None,
+                  role: str = "forward", forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
+    """A schema-checked Operator for ``block`` at ``index``; creates missing output vars."""
+    where = op_location(block, index, op_type, callsite)
+    schema = lookup_schema(where, op_type)
+    if role not in ROLES:
+        raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
+    ins = _normalize_slots(where, inputs, schema.inputs, "input")
+    outs = _normalize_slots(where, outputs, schema.outputs, "output")
+    norm_attrs = normalize_attrs(where, schema, attrs)
+    inferred = infer_types(block, where, schema, ins, norm_attrs)
+    for slot, names in outs.items():
+        types = inferred.get(slot)
+        if types is None or len(types) != len(names):
+            raise OpError(f"{where}: output slot '{slot}' names {len(names)} var(s) but the op makes "
+                          f"{0 if types is None else len(types)}")
+        for name, t in zip(names, types):
+            _bind_output(block, where, slot, name, t)
+    return Operator(block, op_type, ins, outs, norm_attrs, role, forward_op, callsite)
+
+
+def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType) -> None:
+    var = block.find_var(name)
+    if var is None:
+        block.create_var(name, t.shape, t.dtype)
+        return
+    if var.dtype != t.dtype or not shapes_agree(var.shape, t.shape):
+        raise OpError(f"{where}: output {slot}={name} is declared {var.type_str()} but the op makes "
+                      f"{t.dtype}{format_shape(t.shape)}")
