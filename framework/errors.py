@@ -1,0 +1,20 @@
+"""Run-time and compile-pass errors of ``framework``, under the project's ``GradgenError``."""
+from __future__ import annotations
+
+from program.errors import GradgenError
+
+
+class ExecutionError(GradgenError):
+    """A program failed to run: a kernel raised, an input was missing, a value was not finite."""
+
+
+class FeedError(ExecutionError):
+    """A feed is missing, unknown, or does not match its var's declared shape or dtype."""
+
+
+class NanInfError(ExecutionError):
+    """``check_nan_inf`` found a NaN or Inf in an op's output."""
+
+
+class BackwardError(GradgenError):
+    """The backward pass cannot differentiate the program as asked."""

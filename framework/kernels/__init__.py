@@ -1,0 +1,31 @@
+"""One numpy kernel per op type, gathered from one module per family (as the schemas are).
+
+A kernel is a factory: given the Operator (its attrs and its vars' static
+types), it returns a function from the op's input arrays, flat in schema slot
+order, to its output array (or a tuple of them, flat in schema slot order).
+Work that depends only on attrs happens once, in the factory, not per run.
+Kernels never modify their inputs; returning an input unchanged is allowed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import activation, creation, elementwise, linalg, logic, manipulation, nn, reduction
+
+KernelFactory = Callable[[Any], Callable[..., Any]]
+
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn)
+
+
+def _collect(families) -> dict[str, KernelFactory]:
+    table: dict[str, KernelFactory] = {}
+    for family in families:
+        for op_type, factory in family.KERNELS.items():
+            if op_type in table:
+                raise RuntimeError(f"op type '{op_type}' has two kernels ({family.__name__})")
+            table[op_type] = factory
+    return table
+
+
+KERNELS: dict[str, KernelFactory] = _collect(FAMILIES)
+"""op type -> kernel factory."""

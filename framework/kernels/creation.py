@@ -1,0 +1,60 @@
+"""Kernels that make tensors: constants, seeded random samples, copies and casts."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def fill_constant(op):
+    shape, dtype, value = tuple(op.attr("shape")), op.attr("dtype"), op.attr("value")
+    return lambda: np.full(shape, value, dtype=dtype)
+
+
+def uniform_random(op):
+    shape, dtype, lo, hi, seed = (tuple(op.attr("shape")), op.attr("dtype"), op.attr("min"), op.attr("max"),
+                                  op.attr("seed"))
+
+    def run():
+        # PCG64 and its float stream are defined by numpy, not the platform: same values everywhere.
+        return np.random.Generator(np.random.PCG64(seed)).uniform(lo, hi, size=shape).astype(dtype, copy=False)
+
+    return run
+
+
+def gaussian_random(op):
+    shape, dtype, mean, std, seed = (tuple(op.attr("shape")), op.attr("dtype"), op.attr("mean"), op.attr("std"),
+                                     op.attr("seed"))
+
+    def run():
+        return np.random.Generator(np.random.PCG64(seed)).normal(mean, std, size=shape).astype(dtype, copy=False)
+
+    return run
+
+
+def _out_dtype(op):
+    return op.attr("dtype") or op.block.var(op.input("X")[0]).dtype
+
+
+def fill_any_like(op):
+    value, dtype = op.attr("value"), _out_dtype(op)
+    return lambda x: np.full(np.shape(x), value, dtype=dtype)
+
+
+def fill_zeros_like(op):
+    dtype = _out_dtype(op)
+    return lambda x: np.zeros(np.shape(x), dtype=dtype)
+
+
+def assign(op):
+    # Arrays are never modified in place by kernels, so sharing is a valid copy.
+    return lambda x: x
+
+
+def cast(op):
+    dtype = np.dtype(op.attr("out_dtype"))
+    return lambda x: np.asarray(x).astype(dtype, copy=False)
+
+
+KERNELS = {
+    "fill_constant": fill_constant, "uniform_random": uniform_random, "gaussian_random": gaussian_random,
+    "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like, "assign": assign, "cast": cast,
+}

@@ -1,0 +1,4 @@
+"""logic kernels."""
+from __future__ import annotations
+
+KERNELS = {}

@@ -1,0 +1,4 @@
+"""nn kernels."""
+from __future__ import annotations
+
+KERNELS = {}

@@ -1,0 +1,50 @@
+"""Reduction kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _axes(op, rank: int):
+    dim = op.attr("dim")
+    if op.attr("reduce_all") or not dim:
+        return None
+    return tuple(d % rank for d in dim)
+
+
+def _reducer(fn):
+    def factory(op):
+        rank = len(op.block.var(op.input("X")[0]).shape)
+        axis, keep = _axes(op, rank), op.attr("keep_dim")
+        return lambda x: np.asarray(fn(x, axis=axis, keepdims=keep))
+
+    return factory
+
+
+def mean(op):
+    return lambda x: np.asarray(np.mean(x))
+
+
+def reduce_mean_grad(op):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis = _axes(op, rank)
+    keep = op.attr("keep_dim")
+    axes = tuple(range(rank)) if axis is None else axis
+
+    def run(x, dout):
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        g = dout if keep else np.expand_dims(dout, axes)
+        return np.broadcast_to(g / max(count, 1), x.shape).astype(dout.dtype, copy=True)
+
+    return run
+
+
+KERNELS = {
+    "reduce_sum": _reducer(np.sum),
+    "reduce_mean": _reducer(np.mean),
+    "reduce_max": _reducer(np.max),
+    "reduce_min": _reducer(np.min),
+    "mean": mean,
+    "reduce_mean_grad": reduce_mean_grad,
+}

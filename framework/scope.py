@@ -1,0 +1,77 @@
+"""``Scope``: where the values of persistable vars live between runs."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+
+class Scope:
+    """A mapping from var names to numpy arrays, optionally chained to a parent scope.
+
+    Lookups fall back to the parent; writes go to this scope. The executor
+    keeps persistable vars here; everything else lives only during one run.
+    """
+
+    def __init__(self, parent: "Scope | None" = None):
+        self._vars: dict[str, np.ndarray] = {}
+        self.parent = parent
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        scope = self
+        while scope is not None:
+            if name in scope._vars:
+                return scope._vars[name]
+            scope = scope.parent
+        raise KeyError(name)
+
+    def get(self, name: str, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        scope = self
+        while scope is not None:
+            if name in scope._vars:
+                return True
+            scope = scope.parent
+        return False
+
+    def set(self, name: str, value) -> None:
+        """Store ``value`` (as a numpy array) under ``name`` in this scope."""
+        self._vars[name] = np.asarray(value)
+
+    __setitem__ = set
+
+    def remove(self, name: str) -> None:
+        self._vars.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        """Names stored in this scope (not its parents), in insertion order."""
+        return iter(list(self._vars))
+
+    def __len__(self) -> int:
+        return len(self._vars)
+
+    def keys(self) -> list[str]:
+        return list(self._vars)
+
+    def new_scope(self) -> "Scope":
+        """A child scope whose lookups fall back to this one."""
+        return Scope(self)
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return dict(self._vars)
+
+    def __repr__(self) -> str:
+        return f"Scope({len(self._vars)} vars{', with parent' if self.parent is not None else ''})"
+
+
+_GLOBAL_SCOPE = Scope()
+
+
+def global_scope() -> Scope:
+    """The scope ``Executor.run`` uses when none is given."""
+    return _GLOBAL_SCOPE
