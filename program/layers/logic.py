@@ -1,2 +1,42 @@
-"""logic layers."""
+"""Comparison and selection layers; comparisons, argmax and one_hot carry no gradient."""
 from __future__ import annotations
+
+from ..dtypes import normalize_dtype
+from ..variable import Variable
+from .helper import append, as_var, check_var
+
+
+def where(cond: Variable, x, y, name=None) -> Variable:
+    """x where ``cond`` holds, else y (all three broadcast)."""
+    x = as_var(x, like=y if isinstance(y, Variable) else None)
+    y = as_var(y, like=x)
+    return append("where", {"Condition": check_var(cond, "cond"), "X": x, "Y": y}, name=name)
+
+
+def _compare(op_type: str):
+    def layer(x, y, name=None) -> Variable:
+        x = as_var(x, like=y if isinstance(y, Variable) else None)
+        y = as_var(y, like=x)
+        return append(op_type, {"X": x, "Y": y}, name=name, stop_gradient=True)
+
+    layer.__name__ = op_type
+    layer.__doc__ = f"Elementwise {op_type}(x, y) as bool, with broadcasting."
+    return layer
+
+
+less_than = _compare("less_than")
+less_equal = _compare("less_equal")
+greater_than = _compare("greater_than")
+greater_equal = _compare("greater_equal")
+equal = _compare("equal")
+not_equal = _compare("not_equal")
+
+
+def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variable:
+    return append("argmax", {"X": check_var(x, "x")}, {"axis": axis, "keep_dim": keep_dim}, name=name,
+                  stop_gradient=True)
+
+
+def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
+    return append("one_hot", {"X": check_var(x, "x")}, {"depth": depth, "dtype": normalize_dtype(dtype)}, name=name,
+                  stop_gradient=True)

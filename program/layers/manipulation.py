@@ -17,4 +17,70 @@ def sum(xs: Sequence[Variable], name=None) -> Variable:
 
 
 def broadcast_to(x: Variable, shape: Sequence[int], name=None) -> Variable:
+    """x broadcast (numpy rules) to ``shape``."""
     return append("broadcast_to", {"X": check_var(x, "x")}, {"shape": list(shape)}, name=name)
+
+
+def reshape(x: Variable, shape: Sequence[int], name=None) -> Variable:
+    """x with a new shape of the same size; one dim may be -1 (inferred), 0 copies x's dim."""
+    return append("reshape", {"X": check_var(x, "x")}, {"shape": list(shape)}, name=name)
+
+
+def transpose(x: Variable, perm: Sequence[int], name=None) -> Variable:
+    return append("transpose", {"X": check_var(x, "x")}, {"perm": list(perm)}, name=name)
+
+
+def concat(xs: Sequence[Variable], axis: int = 0, name=None) -> Variable:
+    xs = list(xs)
+    if not xs:
+        raise ProgramError("concat needs at least one var")
+    return append("concat", {"X": [check_var(x, "xs[i]") for x in xs]}, {"axis": axis}, name=name)
+
+
+def split(x: Variable, num_or_sections, axis: int = 0, name=None) -> list[Variable]:
+    """x cut along ``axis`` into ``num_or_sections`` equal pieces, or pieces of the listed sizes."""
+    check_var(x, "x")
+    if isinstance(num_or_sections, int):
+        size = x.shape[axis]
+        if size < 0:
+            raise ProgramError(f"split: axis {axis} of '{x.name}' has unknown size; give the section sizes")
+        if num_or_sections <= 0 or size % num_or_sections:
+            raise ProgramError(f"split: axis {axis} of '{x.name}' (size {size}) does not divide into "
+                               f"{num_or_sections} equal pieces")
+        sections = [size // num_or_sections] * num_or_sections
+    else:
+        sections = [int(s) for s in num_or_sections]
+    from ..guard import default_main_program
+
+    program = default_main_program()
+    base = name or program.unique_name("split")
+    names = [f"{base}.{i}" for i in range(len(sections))]
+    block = program.current_block()
+    block.append_op("split", {"X": x}, {"Out": names}, {"axis": axis, "sections": sections})
+    return [block.var(n) for n in names]
+
+
+def slice(x: Variable, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int], name=None) -> Variable:
+    """x[starts:ends] along each of ``axes`` (Python slicing rules)."""
+    return append("slice", {"X": check_var(x, "x")}, {"axes": list(axes), "starts": list(starts), "ends": list(ends)},
+                  name=name)
+
+
+def squeeze(x: Variable, axes: Sequence[int] = (), name=None) -> Variable:
+    return append("squeeze", {"X": check_var(x, "x")}, {"axes": list(axes)}, name=name)
+
+
+def unsqueeze(x: Variable, axes: Sequence[int], name=None) -> Variable:
+    return append("unsqueeze", {"X": check_var(x, "x")}, {"axes": list(axes)}, name=name)
+
+
+def stack(xs: Sequence[Variable], axis: int = 0, name=None) -> Variable:
+    xs = list(xs)
+    if not xs:
+        raise ProgramError("stack needs at least one var")
+    return append("stack", {"X": [check_var(x, "xs[i]") for x in xs]}, {"axis": axis}, name=name)
+
+
+def gather(x: Variable, index: Variable, axis: int = 0, name=None) -> Variable:
+    """x's slices at the integers of ``index`` along ``axis``."""
+    return append("gather", {"X": check_var(x, "x"), "Index": check_var(index, "index")}, {"axis": axis}, name=name)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..schema import Attr, Slot, TensorType, schema
-from ..shapes import broadcast_shapes, shapes_agree
+from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree
 
 
 def _sum(ctx):
@@ -35,10 +35,144 @@ def _broadcast_to(ctx):
     return {"Out": TensorType(tuple(shape), x.dtype)}
 
 
+def _reshape(ctx):
+    x, target = ctx.input("X"), list(ctx.attr("shape"))
+    if target.count(-1) > 1:
+        ctx.fail(f"shape {target} has more than one -1")
+    if any(d < -1 for d in target):
+        ctx.fail(f"shape {target} has a negative size other than -1")
+    shape = []
+    for i, d in enumerate(target):
+        if d == 0:
+            if i >= len(x.shape):
+                ctx.fail(f"shape {target}: 0 at position {i} copies a dim X (rank {len(x.shape)}) does not have")
+            d = x.shape[i]
+        shape.append(d)
+    total, known = numel(x.shape), numel([d for d in shape if d != -1])
+    if -1 in shape:
+        if total >= 0 and known > 0:
+            if total % known:
+                ctx.fail(f"cannot reshape {list(x.shape)} ({total} elements) to {target}")
+            shape[shape.index(-1)] = total // known
+    elif total >= 0 and -1 not in shape and numel(shape) != total:
+        ctx.fail(f"cannot reshape {list(x.shape)} ({total} elements) to {target} ({numel(shape)} elements)")
+    return {"Out": TensorType(tuple(shape), x.dtype)}
+
+
+def _transpose(ctx):
+    x, perm = ctx.input("X"), list(ctx.attr("perm"))
+    if sorted(normalize_axes(perm, len(x.shape))) != list(range(len(x.shape))):
+        ctx.fail(f"perm {perm} is not a permutation of the {len(x.shape)} dims of X")
+    perm = normalize_axes(perm, len(x.shape))
+    return {"Out": TensorType(tuple(x.shape[p] for p in perm), x.dtype)}
+
+
+def _concat(ctx):
+    xs = ctx.inputs("X")
+    first = xs[0]
+    axis = normalize_axis(ctx.attr("axis"), len(first.shape))
+    size = 0
+    for t in xs:
+        if t.dtype != first.dtype or len(t.shape) != len(first.shape) or not shapes_agree(
+                [d for i, d in enumerate(t.shape) if i != axis], [d for i, d in enumerate(first.shape) if i != axis]):
+            ctx.fail(f"inputs must agree except on axis {axis}: {first.dtype}{list(first.shape)} vs "
+                     f"{t.dtype}{list(t.shape)}")
+        size = -1 if size == -1 or t.shape[axis] == -1 else size + t.shape[axis]
+    shape = list(first.shape)
+    shape[axis] = size
+    return {"Out": TensorType(tuple(shape), first.dtype)}
+
+
+def _split(ctx):
+    x, sections = ctx.input("X"), list(ctx.attr("sections"))
+    axis = normalize_axis(ctx.attr("axis"), len(x.shape))
+    size = x.shape[axis]
+    if size >= 0 and -1 not in sections and sum(sections) != size:
+        ctx.fail(f"sections {sections} add up to {sum(sections)}, but axis {axis} of X has size {size}")
+    if size >= 0 and sections.count(-1) == 1:
+        sections[sections.index(-1)] = size - (sum(sections) + 1)
+    outs = []
+    for s in sections:
+        shape = list(x.shape)
+        shape[axis] = s
+        outs.append(TensorType(tuple(shape), x.dtype))
+    return {"Out": outs}
+
+
+def _slice(ctx):
+    x = ctx.input("X")
+    axes, starts, ends = ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends")
+    if not len(axes) == len(starts) == len(ends):
+        ctx.fail(f"axes, starts and ends differ in length: {axes}, {starts}, {ends}")
+    shape = list(x.shape)
+    for a, s, e in zip(normalize_axes(axes, len(shape)), starts, ends):
+        if shape[a] >= 0:
+            shape[a] = len(range(*slice(s, e).indices(shape[a])))
+    return {"Out": TensorType(tuple(shape), x.dtype)}
+
+
+def _squeeze(ctx):
+    x = ctx.input("X")
+    axes = set(normalize_axes(ctx.attr("axes"), len(x.shape)))
+    if not axes:
+        if -1 in x.shape:
+            ctx.fail(f"squeeze with no axes needs X's shape known, got {list(x.shape)}")
+        return {"Out": TensorType(tuple(d for d in x.shape if d != 1), x.dtype)}
+    for a in axes:
+        if x.shape[a] not in (1, -1):
+            ctx.fail(f"axis {a} of X has size {x.shape[a]}, not 1")
+    return {"Out": TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)}
+
+
+def _unsqueeze(ctx):
+    x = ctx.input("X")
+    shape = list(x.shape)
+    for a in ctx.attr("axes"):
+        shape.insert(normalize_axis(a, len(shape) + 1), 1)
+    return {"Out": TensorType(tuple(shape), x.dtype)}
+
+
+def _stack(ctx):
+    xs = ctx.inputs("X")
+    first = xs[0]
+    for t in xs[1:]:
+        if t.dtype != first.dtype or not shapes_agree(t.shape, first.shape):
+            ctx.fail(f"every input must have the same shape and dtype: {first.dtype}{list(first.shape)} vs "
+                     f"{t.dtype}{list(t.shape)}")
+    shape = list(first.shape)
+    shape.insert(normalize_axis(ctx.attr("axis"), len(shape) + 1), len(xs))
+    return {"Out": TensorType(tuple(shape), first.dtype)}
+
+
+def _gather(ctx):
+    x, index = ctx.input("X"), ctx.input("Index")
+    if index.dtype not in ("int32", "int64"):
+        ctx.fail(f"Index must be int32 or int64, got {index.dtype}")
+    axis = normalize_axis(ctx.attr("axis"), len(x.shape))
+    return {"Out": TensorType(tuple(x.shape[:axis]) + tuple(index.shape) + tuple(x.shape[axis + 1:]), x.dtype)}
+
+
 SCHEMAS = (
     schema("sum", [Slot("X", duplicable=True)], ["Out"], _sum, doc="Out = X[0] + X[1] + ... (same shapes)."),
     schema("reduce_as", ["X", "Target"], ["Out"], _reduce_as,
            doc="Sum X over the dims that broadcasting added to Target's run-time shape: the adjoint of broadcast."),
     schema("broadcast_to", ["X", Slot("ShapeLike", optional=True)], ["Out"], _broadcast_to, {"shape": Attr("ints", [])},
            doc="X broadcast to `shape`, or to ShapeLike's run-time shape when given."),
+    schema("reshape", ["X"], ["Out"], _reshape, {"shape": Attr("ints")},
+           doc="X with a new shape of the same size; one dim may be -1 (inferred) and 0 copies X's dim."),
+    schema("transpose", ["X"], ["Out"], _transpose, {"perm": Attr("ints")}, doc="X with its dims permuted."),
+    schema("concat", [Slot("X", duplicable=True)], ["Out"], _concat, {"axis": Attr("int", 0)},
+           doc="The inputs joined along `axis`."),
+    schema("split", ["X"], [Slot("Out", duplicable=True)], _split, {"axis": Attr("int", 0), "sections": Attr("ints")},
+           doc="X cut along `axis` into pieces of the sizes in `sections`."),
+    schema("slice", ["X"], ["Out"], _slice, {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints")},
+           doc="X[starts:ends] along each of `axes`, with Python's clamping and negative indices."),
+    schema("squeeze", ["X"], ["Out"], _squeeze, {"axes": Attr("ints", [])},
+           doc="X without the size-1 dims in `axes` (every size-1 dim when empty)."),
+    schema("unsqueeze", ["X"], ["Out"], _unsqueeze, {"axes": Attr("ints")},
+           doc="X with size-1 dims inserted at `axes`, one after another."),
+    schema("stack", [Slot("X", duplicable=True)], ["Out"], _stack, {"axis": Attr("int", 0)},
+           doc="Inputs of one shape stacked along a new dim `axis`."),
+    schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
+           doc="X's slices at the integers of Index along `axis` (numpy's take)."),
 )

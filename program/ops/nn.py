@@ -1,4 +1,68 @@
-"""nn ops."""
+"""Softmax and the classification losses."""
 from __future__ import annotations
 
-SCHEMAS = ()
+from ..dtypes import INT_DTYPES
+from ..schema import Attr, TensorType, schema
+from ..shapes import dims_agree, normalize_axis, shapes_agree
+
+
+def _float_like(ctx):
+    x = ctx.input("X")
+    if not x.dtype.startswith("float"):
+        ctx.fail(f"X must be a float tensor, got {x.dtype}")
+    normalize_axis(ctx.attr("axis"), len(x.shape))
+    return {"Out": x}
+
+
+def _check_label(ctx, x: TensorType, label: TensorType, axis: int, soft: bool) -> None:
+    """Soft labels match x; hard labels are ints shaped like x with 1 (or nothing) on the class axis."""
+    if soft:
+        if label.dtype != x.dtype or not shapes_agree(label.shape, x.shape):
+            ctx.fail(f"soft labels must be {x.dtype}{list(x.shape)}, got {label.dtype}{list(label.shape)}")
+        return
+    if label.dtype not in INT_DTYPES:
+        ctx.fail(f"hard labels must be int32 or int64, got {label.dtype} (soft_label=True for probabilities)")
+    with_axis = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
+    without = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    if not (shapes_agree(label.shape, with_axis) or shapes_agree(label.shape, without)):
+        ctx.fail(f"hard labels must have shape {list(with_axis)} or {list(without)}, got {list(label.shape)}")
+
+
+def _cross_entropy(ctx):
+    x, label = ctx.input("X"), ctx.input("Label")
+    axis = len(x.shape) - 1
+    _check_label(ctx, x, label, axis, ctx.attr("soft_label"))
+    return {"Out": TensorType(tuple(x.shape[:-1]) + (1,), x.dtype)}
+
+
+def _softmax_with_cross_entropy(ctx):
+    logits, label = ctx.input("Logits"), ctx.input("Label")
+    if not logits.dtype.startswith("float"):
+        ctx.fail(f"Logits must be a float tensor, got {logits.dtype}")
+    axis = normalize_axis(ctx.attr("axis"), len(logits.shape))
+    _check_label(ctx, logits, label, axis, ctx.attr("soft_label"))
+    loss = tuple(1 if i == axis else d for i, d in enumerate(logits.shape))
+    return {"Softmax": logits, "Loss": TensorType(loss, logits.dtype)}
+
+
+def _sigmoid_ce(ctx):
+    x, label = ctx.input("X"), ctx.input("Label")
+    if label.dtype != x.dtype or len(label.shape) != len(x.shape) or not all(
+            dims_agree(a, b) for a, b in zip(label.shape, x.shape)):
+        ctx.fail(f"Label must be {x.dtype}{list(x.shape)}, got {label.dtype}{list(label.shape)}")
+    return {"Out": x}
+
+
+SCHEMAS = (
+    schema("softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
+           doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max."),
+    schema("log_softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
+           doc="log(softmax(X)) along `axis`, computed as X - max - log(sum(exp(X - max)))."),
+    schema("cross_entropy", ["X", "Label"], ["Out"], _cross_entropy, {"soft_label": Attr("bool", False)},
+           doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis."),
+    schema("softmax_with_cross_entropy", ["Logits", "Label"], ["Softmax", "Loss"], _softmax_with_cross_entropy,
+           {"soft_label": Attr("bool", False), "axis": Attr("int", -1)},
+           doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1."),
+    schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
+           doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise."),
+)

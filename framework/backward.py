@@ -1,0 +1,220 @@
+"""The backward pass: ``append_backward`` and ``gradients``.
+
+The pass appends the gradient of a program as more program:
+
+1. seed the targets' gradients (ones shaped like each target, or the given ``target_gradients``);
+2. find the ops on a path from the inputs to the targets (networkx reachability on the
+   versioned dataflow graph, built once);
+3. walk those ops in reverse and ask each op's grad maker (``grad_makers.GRAD_MAKERS``) for ops;
+4. where a var's gradient has several contributions, name them ``x@GRAD@RENAME@k`` and sum
+   them with one ``sum`` op right before the first use of ``x@GRAD``;
+5. zero-fill output gradients a maker needs but nothing produced; skip ops none of whose
+   outputs has a gradient;
+6. append the ops through ``Block.append_op``, which types every new var by schema inference;
+7. mark each appended op with role ``backward`` and the forward op it was made for.
+
+Every step is linear in the number of ops: one graph, one reverse walk, one append loop.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import networkx as nx
+
+from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
+from program.dtypes import is_float
+from program.graph import dataflow_graph, latest_version
+from program.shapes import shapes_agree
+from program.variable import Variable
+
+from .backward_context import MakerContext, NameAllocator
+from .errors import BackwardError
+
+GRAD_SUFFIX = "@GRAD"
+
+
+def _names(vars_: Iterable | None) -> set[str]:
+    return {v if isinstance(v, str) else v.name for v in (vars_ or ())}
+
+
+class _Pass:
+    """The state of one backward pass over one block."""
+
+    def __init__(self, block, targets: list[Variable], no_grad: set[str]):
+        self.block = block
+        self.targets = targets
+        self.no_grad = no_grad
+        self.names = NameAllocator(block)
+        end = 1 + max((i for i, op in enumerate(block.ops) if set(op.output_arg_names) & {t.name for t in targets}),
+                      default=-1)
+        self.end = end
+        self.graph = dataflow_graph(block, range(end))
+        self.contributions: dict[tuple, list[str]] = {}
+        self.rename: dict[str, str] = {}
+        self.final: dict[tuple, str] = {}
+        self.emitted: list[tuple[OpDesc, object]] = []
+
+    # -- which vars carry gradients ------------------------------------------
+    def blocked(self, name: str) -> bool:
+        var = self.block.find_var(name)
+        return var is None or name in self.no_grad or not is_float(var.dtype)
+
+    def differentiable_nodes(self, starts: list[tuple], explicit: set[str]) -> set[tuple]:
+        """Var and op nodes on a path from ``starts`` to the targets that crosses no stopped var.
+
+        A var stops gradients when it is in ``no_grad_set``, not floating point,
+        or ``stop_gradient`` (unless it is an explicitly requested input).
+        """
+        graph = self.graph
+        stop = {n for n in graph if n[0] == "var" and n[1] not in explicit
+                and (self.blocked(n[1]) or self.block.find_var(n[1]).stop_gradient)}
+        sink, source = ("sink",), ("source",)
+        graph.add_edges_from((latest_version(graph, t.name), sink) for t in self.targets)
+        graph.add_edges_from((source, s) for s in starts)
+        view = nx.subgraph_view(graph, filter_edge=lambda u, v: u not in stop)
+        on_path = nx.ancestors(view, sink) & nx.descendants(view, source)
+        graph.remove_nodes_from((sink, source))
+        return on_path
+
+    # -- gradient names and accumulation -------------------------------------
+    def contribution(self, node: tuple) -> str:
+        """A fresh name for one more partial gradient of ``node``."""
+        parts = self.contributions.setdefault(node, [])
+        name = self.names.fresh(f"{node[1]}{GRAD_SUFFIX}@RENAME@{len(parts)}")
+        parts.append(name)
+        return name
+
+    def finalize(self, node: tuple, fwd=None) -> str | None:
+        """The gradient var of ``node``: its one contribution renamed, or a ``sum`` of several."""
+        if node in self.final:
+            return self.final[node]
+        parts = self.contributions.get(node)
+        if not parts:
+            return None
+        name = self.names.fresh(node[1] + GRAD_SUFFIX)
+        if len(parts) == 1:
+            self.rename[parts[0]] = name
+        else:
+            self.emitted.append((OpDesc("sum", {"X": list(parts)}, {"Out": [name]}), fwd))
+        self.final[node] = name
+        return name
+
+    def zeros_like(self, var_name: str, fwd) -> str:
+        name = self.names.fresh(var_name + GRAD_SUFFIX + "@ZERO")
+        self.emitted.append((OpDesc("fill_zeros_like", {"X": [var_name]}, {"Out": [name]}), fwd))
+        return name
+
+    # -- the walk ------------------------------------------------------------
+    def seed(self, target_gradients: Sequence | None) -> None:
+        for k, t in enumerate(self.targets):
+            node = latest_version(self.graph, t.name)
+            given = target_gradients[k] if target_gradients is not None else None
+            if given is None:
+                name = self.contribution(node)
+                self.emitted.append((OpDesc("fill_any_like", {"X": [t.name]}, {"Out": [name]}, {"value": 1.0}), None))
+            else:
+                if not shapes_agree(given.shape, t.shape) or given.dtype != t.dtype:
+                    raise BackwardError(f"target_gradients[{k}] '{given.name}' is {given.type_str()} but target "
+                                        f"'{t.name}' is {t.type_str()}")
+                self.contributions.setdefault(node, []).append(given.name)
+                self.final[node] = given.name
+
+    def walk(self, on_path: set[tuple]) -> None:
+        block = self.block
+        for i in range(self.end - 1, -1, -1):
+            node = ("op", i)
+            if node not in on_path:
+                continue
+            fwd = block.ops[i]
+            out_nodes = {n[1]: n for n in self.graph.successors(node)}
+            if not any(n in self.contributions for n in out_nodes.values()):
+                continue
+            if fwd.type in NON_DIFFERENTIABLE:
+                continue
+            maker = GRAD_MAKERS.get(fwd.type)
+            if maker is None:
+                wanted = [n for n in fwd.input_arg_names if not self.blocked(n)]
+                raise BackwardError(
+                    f"block {block.idx}, op #{i} ({fwd.type}) has no grad maker, but the gradient must flow through "
+                    f"it to {', '.join(repr(n) for n in wanted) or 'its inputs'}; mark those vars stop_gradient=True "
+                    f"or pass them in no_grad_set")
+            in_nodes = {n[1]: n for n in self.graph.predecessors(node)}
+            ctx = MakerContext(self, fwd, in_nodes, out_nodes, on_path)
+            for desc in maker(fwd, ctx):
+                self.emitted.append((desc, fwd))
+
+    def materialize(self) -> None:
+        """Append every emitted op, renamed, typed by schema inference, marked backward with its forward op."""
+        block, rename = self.block, self.rename
+        for desc, fwd in self.emitted:
+            ins = {s: [rename.get(n, n) for n in ns] for s, ns in desc.inputs.items()}
+            outs = {s: [rename.get(n, n) for n in ns] for s, ns in desc.outputs.items()}
+            block.append_op(desc.type, ins, outs, desc.attrs, role="backward", forward_op=fwd,
+                            callsite=fwd.callsite if fwd is not None else "append_backward")
+
+
+def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
+    if not targets:
+        raise BackwardError("the backward pass needs at least one target")
+    block = targets[0].block
+    for t in targets:
+        if t.block is not block:
+            raise BackwardError(f"targets '{targets[0].name}' and '{t.name}' are in different blocks")
+        if not is_float(t.dtype):
+            raise BackwardError(f"target '{t.name}' is {t.type_str()}: only floating-point targets have gradients")
+    if target_gradients is not None and len(target_gradients) != len(targets):
+        raise BackwardError(f"{len(target_gradients)} target_gradients for {len(targets)} targets")
+    p = _Pass(block, targets, _names(no_grad_set))
+    explicit_names = {v.name for v in inputs} if explicit else set()
+    starts = [latest_version(p.graph, v.name) if explicit else ("var", v.name, 0) for v in inputs]
+    if not explicit:
+        # Every var nothing writes and that is not stop_gradient starts a gradient path too (Paddle's rule).
+        starts += [n for n in p.graph if n[0] == "var" and n[2] == 0 and not p.blocked(n[1])
+                   and not block.find_var(n[1]).stop_gradient]
+    on_path = p.differentiable_nodes(starts, explicit_names)
+    p.seed(target_gradients)
+    p.walk(on_path)
+    grads = []
+    for v in inputs:
+        node = latest_version(p.graph, v.name) if explicit else ("var", v.name, 0)
+        grads.append(p.finalize(node))
+    p.materialize()
+    return [block.var(g) if g is not None else None for g in grads]
+
+
+def append_backward(loss: Variable, parameter_list: Sequence | None = None,
+                    no_grad_set: Iterable | None = None) -> list[tuple[Variable, Variable]]:
+    """Append the gradient ops of ``loss``; return ``[(param, param@GRAD), ...]``.
+
+    Parameters are the trainable parameters of the program (or ``parameter_list``,
+    vars or names) that ``loss`` depends on.
+
+    >>> params_grads = append_backward(loss)
+    >>> [(p.name, g.name) for p, g in params_grads]
+    [('w1', 'w1@GRAD'), ('w2', 'w2@GRAD')]
+    """
+    block = loss.block
+    if parameter_list is None:
+        params = [v for v in block.program.global_block().vars.values() if v.is_parameter and v.trainable]
+    else:
+        params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
+    no_grad = _names(no_grad_set)
+    params = [p for p in params if p.name not in no_grad]
+    grads = _run([loss], params, False, None, no_grad)
+    return [(p, g) for p, g in zip(params, grads) if g is not None]
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | None = None) -> list[Variable | None]:
+    """Append ops computing d(sum of targets)/d(input) for each input; None where there is no dependence.
+
+    ``inputs`` may be any vars of the targets' block, including stop_gradient
+    data vars and vars made by an earlier backward pass (higher-order gradients).
+    """
+    targets = [targets] if isinstance(targets, Variable) else list(targets)
+    inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
+    if isinstance(target_gradients, Variable):
+        target_gradients = [target_gradients]
+    return _run(targets, inputs, True, target_gradients, no_grad_set)
+
+
+__all__ = ["append_backward", "gradients"]

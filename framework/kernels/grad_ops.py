@@ -1,0 +1,80 @@
+"""Kernels of the fused grad ops (see ``program/ops/grad_ops.py``)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import erf
+
+
+def leaky_relu_grad(op):
+    alpha = op.attr("alpha")
+    return lambda x, dout: np.where(x > 0, dout, dout * alpha).astype(dout.dtype, copy=False)
+
+
+def clip_grad(op):
+    lo, hi = op.attr("min"), op.attr("max")
+    return lambda x, dout: np.where((x > lo) & (x < hi), dout, 0).astype(dout.dtype, copy=False)
+
+
+def gelu_grad(op):
+    def run(x, dout):
+        cdf = 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+        pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return (dout * (cdf + x * pdf)).astype(dout.dtype, copy=False)
+
+    return run
+
+
+def slice_index(shape, axes, starts, ends) -> tuple:
+    """The numpy index that ``slice`` takes (python slicing clamps out-of-range bounds the same way)."""
+    index = [slice(None)] * len(shape)
+    for a, s, e in zip(axes, starts, ends):
+        index[a % len(shape)] = slice(s, e)
+    return tuple(index)
+
+
+def slice_grad(op):
+    axes, starts, ends = op.attr("axes"), op.attr("starts"), op.attr("ends")
+
+    def run(x, dout):
+        dx = np.zeros(x.shape, dtype=dout.dtype)
+        dx[slice_index(x.shape, axes, starts, ends)] = dout
+        return dx
+
+    return run
+
+
+def gather_grad(op):
+    axis = op.attr("axis")
+
+    def run(x, index, dout):
+        ax = axis % x.ndim
+        dx = np.zeros(x.shape, dtype=dout.dtype)
+        moved = np.moveaxis(dx, ax, 0)  # a view: writes land in dx
+        g = np.moveaxis(dout.reshape(x.shape[:ax] + (index.size,) + x.shape[ax + 1:]), ax, 0)
+        np.add.at(moved, index.reshape(-1), g)
+        return dx
+
+    return run
+
+
+def reshape_as(op):
+    return lambda x, target: np.reshape(x, np.shape(target))
+
+
+def split_like(op):
+    axis = op.attr("axis")
+
+    def run(x, *likes):
+        bounds = np.cumsum([np.shape(t)[axis] for t in likes])[:-1]
+        pieces = np.split(x, bounds, axis=axis)
+        return pieces[0] if len(pieces) == 1 else tuple(pieces)
+
+    return run
+
+
+KERNELS = {
+    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "slice_grad": slice_grad,
+    "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
+}

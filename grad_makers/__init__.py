@@ -1,0 +1,42 @@
+"""gradgen's gradient rules: one grad-op maker per forward op type (or family), IR -> IR.
+
+    from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+
+Makers are tagged with ``@grad_maker(...)`` in the family modules listed in
+``FAMILIES`` below and gathered here; nothing registers itself on import.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import activation, elementwise, grad_ops, linalg, manipulation, nn, reduction
+from .base import GradContext, Maker, OpDesc, grad_maker, op
+
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops)
+
+
+def _collect(families) -> dict[str, Maker]:
+    table: dict[str, Maker] = {}
+    for family in families:
+        for fn in vars(family).values():
+            for op_type in getattr(fn, "grad_of", ()):
+                if op_type in table and table[op_type] is not fn:
+                    raise RuntimeError(f"op type '{op_type}' has two grad makers ({family.__name__})")
+                table[op_type] = fn
+    return table
+
+
+GRAD_MAKERS: dict[str, Maker] = _collect(FAMILIES)
+"""op type -> its grad maker."""
+
+NON_DIFFERENTIABLE: frozenset[str] = frozenset({
+    # comparisons and integer-valued results: no gradient flows through them
+    "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "one_hot", "sign",
+    # tensors made from attrs or only from an input's shape
+    "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
+    # optimizer updates
+    "sgd", "momentum", "adam",
+})
+"""Op types that have no gradient: the backward pass lets no gradient through them."""
+
+__all__ = ["GRAD_MAKERS", "NON_DIFFERENTIABLE", "FAMILIES", "OpDesc", "GradContext", "Maker", "grad_maker", "op"]

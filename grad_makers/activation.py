@@ -1,0 +1,148 @@
+"""Gradients of unary elementwise ops, each written with ordinary ops so they can be differentiated again.
+
+Ops whose derivative is a mask (relu, leaky_relu, clip) use a fused grad op
+that is linear in ``Out@GRAD``; its own maker (in ``grad_ops``) is one line.
+"""
+from __future__ import annotations
+
+import math
+
+from .base import OpDesc, grad_maker, op
+
+
+def _unary(ctx, chain) -> list[OpDesc]:
+    """Shared shape of a unary rule: ``chain(x, out, dout, dx)`` returns the ops writing dx."""
+    (dx,) = ctx.input_grad("X")
+    if dx is None:
+        return []
+    return chain(ctx.input("X")[0], ctx.output("Out")[0], ctx.output_grad("Out")[0], dx)
+
+
+def _mul(a: str, b: str, out: str) -> OpDesc:
+    return op("elementwise_mul", {"X": a, "Y": b}, {"Out": out})
+
+
+def _scale(x: str, out: str, scale: float = 1.0, bias: float = 0.0) -> OpDesc:
+    return op("scale", {"X": x}, {"Out": out}, scale=scale, bias=bias)
+
+
+@grad_maker("exp")
+def exp_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [_mul(dout, out, dx)])
+
+
+@grad_maker("log")
+def log_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [op("elementwise_div", {"X": dout, "Y": x}, {"Out": dx})])
+
+
+@grad_maker("reciprocal")
+def reciprocal_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        sq, neg = ctx.tmp("sq"), ctx.tmp("neg")
+        return [op("square", {"X": out}, {"Out": sq}), _scale(sq, neg, -1.0), _mul(dout, neg, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("sqrt")
+def sqrt_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        two_out = ctx.tmp("two_out")
+        return [_scale(out, two_out, 2.0), op("elementwise_div", {"X": dout, "Y": two_out}, {"Out": dx})]
+    return _unary(ctx, chain)
+
+
+@grad_maker("square")
+def square_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        two_x = ctx.tmp("two_x")
+        return [_scale(x, two_x, 2.0), _mul(dout, two_x, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("pow")
+def pow_grad(fwd, ctx):
+    factor = fwd.attr("factor")
+
+    def chain(x, out, dout, dx):
+        p, d = ctx.tmp("pow"), ctx.tmp("dpow")
+        return [op("pow", {"X": x}, {"Out": p}, factor=factor - 1.0), _scale(p, d, factor), _mul(dout, d, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("sigmoid")
+def sigmoid_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        one_minus, slope = ctx.tmp("one_minus"), ctx.tmp("slope")
+        return [_scale(out, one_minus, -1.0, 1.0), _mul(out, one_minus, slope), _mul(dout, slope, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("tanh")
+def tanh_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        sq, slope = ctx.tmp("sq"), ctx.tmp("slope")
+        return [op("square", {"X": out}, {"Out": sq}), _scale(sq, slope, -1.0, 1.0), _mul(dout, slope, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("sin")
+def sin_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        c = ctx.tmp("cos")
+        return [op("cos", {"X": x}, {"Out": c}), _mul(dout, c, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("cos")
+def cos_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        s, neg = ctx.tmp("sin"), ctx.tmp("neg_sin")
+        return [op("sin", {"X": x}, {"Out": s}), _scale(s, neg, -1.0), _mul(dout, neg, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("abs")
+def abs_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        s = ctx.tmp("sign")
+        return [op("sign", {"X": x}, {"Out": s}), _mul(dout, s, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("softplus")
+def softplus_grad(fwd, ctx):
+    def chain(x, out, dout, dx):
+        s = ctx.tmp("sigmoid")
+        return [op("sigmoid", {"X": x}, {"Out": s}), _mul(dout, s, dx)]
+    return _unary(ctx, chain)
+
+
+@grad_maker("scale")
+def scale_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [_scale(dout, dx, fwd.attr("scale"))])
+
+
+@grad_maker("relu")
+def relu_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [op("relu_grad", {"Out": out, "Out@GRAD": dout}, {"X@GRAD": dx})])
+
+
+@grad_maker("leaky_relu")
+def leaky_relu_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [
+        op("leaky_relu_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx}, alpha=fwd.attr("alpha"))])
+
+
+@grad_maker("clip")
+def clip_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [
+        op("clip_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx}, min=fwd.attr("min"), max=fwd.attr("max"))])
+
+
+@grad_maker("gelu")
+def gelu_grad(fwd, ctx):
+    return _unary(ctx, lambda x, out, dout, dx: [op("gelu_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx})])
+
+
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

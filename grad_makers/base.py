@@ -1,0 +1,71 @@
+"""What every grad maker shares: the op descriptions it returns, the tag, and its context.
+
+A grad maker is a pure function ``maker(op, ctx) -> list[OpDesc]``. It reads
+the forward op (slots, attrs, compile-time types) through ``ctx`` and
+describes the ops that compute the gradients of the op's inputs. It never
+sees numbers. It writes each wanted input gradient to the name
+``ctx.input_grad(slot)[i]`` and emits nothing for the ones that are None.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from program.schema import TensorType
+
+
+@dataclass
+class OpDesc:
+    """One op to append: type, ``slot -> [var names]`` for inputs and outputs, attrs."""
+
+    type: str
+    inputs: dict[str, list[str]]
+    outputs: dict[str, list[str]]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> OpDesc:
+    """Shorthand: a slot may be given as one name or a list of names."""
+    as_list = lambda v: list(v) if isinstance(v, (list, tuple)) else [v]  # noqa: E731
+    return OpDesc(type, {k: as_list(v) for k, v in inputs.items()}, {k: as_list(v) for k, v in outputs.items()},
+                  attrs)
+
+
+class GradContext(Protocol):
+    """What a maker may ask about the forward op it differentiates (see framework.backward)."""
+
+    def input(self, slot: str) -> list[str]: ...
+    def output(self, slot: str) -> list[str]: ...
+    def attr(self, name: str) -> Any: ...
+    def var_type(self, name: str) -> TensorType: ...
+    def has_output_grad(self, slot: str, i: int = 0) -> bool: ...
+    def output_grad(self, slot: str) -> list[str]: ...
+    def input_grad(self, slot: str) -> list[str | None]: ...
+    def tmp(self, prefix: str) -> str: ...
+
+
+Maker = Callable[[Any, GradContext], list[OpDesc]]
+
+
+def grad_maker(*op_types: str) -> Callable[[Maker], Maker]:
+    """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers."""
+
+    def tag(fn: Maker) -> Maker:
+        fn.grad_of = tuple(op_types)  # type: ignore[attr-defined]
+        return fn
+
+    return tag
+
+
+def summed_back(ctx: GradContext, full_shape, like: str, out: str, build: Callable[[str], list[OpDesc]]) -> list[OpDesc]:
+    """``build(target)`` computes a gradient of shape ``full_shape``; sum it back to ``like``'s shape into ``out``.
+
+    When ``like`` statically has ``full_shape``, ``build`` writes ``out``
+    directly; otherwise a ``reduce_as`` (the adjoint of broadcasting) follows it.
+    This relies on gradgen's broadcasting convention: two -1 dims that meet in
+    a broadcast have the same run-time size (as a batch dim does).
+    """
+    if tuple(ctx.var_type(like).shape) == tuple(full_shape):
+        return build(out)
+    full = ctx.tmp("full")
+    return build(full) + [op("reduce_as", {"X": full, "Target": like}, {"Out": out})]

@@ -1,0 +1,78 @@
+"""Makers for the fused grad ops, so that a gradient can itself be differentiated.
+
+Most fused grad ops are linear in ``Out@GRAD`` and use their other inputs only
+as a mask or a shape; the gradient with respect to ``Out@GRAD`` is then the
+adjoint linear map (often the same op), and the other inputs get none.
+"""
+from __future__ import annotations
+
+from .activation import INV_SQRT_2PI
+from .base import grad_maker, op
+
+
+def _dd(ctx) -> str:
+    return ctx.output_grad("X@GRAD")[0]
+
+
+@grad_maker("relu_grad", "leaky_relu_grad", "clip_grad")
+def masked_grad_grad(fwd, ctx):
+    """Self-adjoint masks: the same op applied to the incoming gradient."""
+    (g,) = ctx.input_grad("Out@GRAD")
+    if g is None:
+        return []
+    inputs = {slot: names for slot, names in fwd.inputs.items()}
+    inputs["Out@GRAD"] = [_dd(ctx)]
+    return [op(fwd.type, inputs, {"X@GRAD": g}, **fwd.attrs)]
+
+
+@grad_maker("reduce_mean_grad")
+def reduce_mean_grad_grad(fwd, ctx):
+    (g,) = ctx.input_grad("Out@GRAD")
+    if g is None:
+        return []
+    return [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
+
+
+@grad_maker("slice_grad")
+def slice_grad_grad(fwd, ctx):
+    (g,) = ctx.input_grad("Out@GRAD")
+    if g is None:
+        return []
+    return [op("slice", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
+
+
+@grad_maker("gather_grad")
+def gather_grad_grad(fwd, ctx):
+    (g,) = ctx.input_grad("Out@GRAD")
+    if g is None:
+        return []
+    return [op("gather", {"X": _dd(ctx), "Index": ctx.input("Index")[0]}, {"Out": g}, **fwd.attrs)]
+
+
+@grad_maker("split_like")
+def split_like_grad(fwd, ctx):
+    (g,) = ctx.input_grad("X")
+    if g is None:
+        return []
+    return [op("concat", {"X": ctx.output_grad("Out")}, {"Out": g}, axis=fwd.attr("axis"))]
+
+
+@grad_maker("gelu_grad")
+def gelu_grad_grad(fwd, ctx):
+    """gelu_grad = dout * (Phi(x) + x phi(x)); its x-derivative is dout * phi(x) * (2 - x^2)."""
+    x, dout, dd = ctx.input("X")[0], ctx.input("Out@GRAD")[0], _dd(ctx)
+    (gx,) = ctx.input_grad("X")
+    (gdout,) = ctx.input_grad("Out@GRAD")
+    descs = []
+    if gdout is not None:
+        descs.append(op("gelu_grad", {"X": x, "Out@GRAD": dd}, {"X@GRAD": gdout}))
+    if gx is not None:
+        sq, half, e, phi, two_minus, slope, s2 = (ctx.tmp(n) for n in ("sq", "half", "e", "phi", "two_minus",
+                                                                       "slope", "slope2"))
+        descs += [op("square", {"X": x}, {"Out": sq}), op("scale", {"X": sq}, {"Out": half}, scale=-0.5),
+                  op("exp", {"X": half}, {"Out": e}), op("scale", {"X": e}, {"Out": phi}, scale=INV_SQRT_2PI),
+                  op("scale", {"X": sq}, {"Out": two_minus}, scale=-1.0, bias=2.0),
+                  op("elementwise_mul", {"X": phi, "Y": two_minus}, {"Out": slope}),
+                  op("elementwise_mul", {"X": slope, "Y": dout}, {"Out": s2}),
+                  op("elementwise_mul", {"X": s2, "Y": dd}, {"Out": gx})]
+    return descs

@@ -1,0 +1,48 @@
+"""networkx views of a block's dataflow, for the verifier and for passes.
+
+Vars are versioned: ``("var", name, 0)`` is a var's value before any op of
+the block writes it, and every op that writes it makes the next version, so
+a program that updates a var in place (an optimizer step) is still a DAG.
+Ops are ``("op", i)``. Edges go var -> op for inputs and op -> var for outputs.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+import networkx as nx
+
+if TYPE_CHECKING:
+    from .block import Block
+
+
+def dataflow_graph(block: "Block", ops: Iterable[int] | None = None) -> nx.DiGraph:
+    """The DiGraph of ``block``'s ops (all, or the indices in ``ops``, in order) and versioned vars."""
+    indices = range(len(block.ops)) if ops is None else ops
+    version: dict[str, int] = {}
+    op_nodes, var_nodes, edges = [], [], []
+    for i in indices:
+        op = block.ops[i]
+        node = ("op", i)
+        op_nodes.append(node)
+        for name in op.input_arg_names:
+            v = ("var", name, version.get(name, 0))
+            var_nodes.append(v)
+            edges.append((v, node))
+        for name in op.output_arg_names:
+            version[name] = version.get(name, 0) + 1
+            v = ("var", name, version[name])
+            var_nodes.append(v)
+            edges.append((node, v))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(op_nodes, kind="op")
+    graph.add_nodes_from(var_nodes, kind="var")
+    graph.add_edges_from(edges)
+    return graph
+
+
+def latest_version(graph: nx.DiGraph, name: str) -> tuple:
+    """The node of the last value of var ``name`` in ``graph`` (version 0 if no op writes it)."""
+    k = 0
+    while graph.has_node(("var", name, k + 1)):
+        k += 1
+    return ("var", name, k)

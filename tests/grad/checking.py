@@ -1,0 +1,66 @@
+"""Shared machinery for gradient tests: build an op on float64 inputs, check first and second order."""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from framework import Executor, Scope, gradients
+from framework.gradcheck import numeric_gradient
+from program import Program, layers, program_guard
+
+
+def _weighted_sum(out, name: str):
+    """sum(out * r) for a fixed random r fed as ``name``: tests a general output gradient, not just ones."""
+    r = layers.data(name, list(out.shape), out.dtype)
+    return layers.reduce_sum(out * r), r
+
+
+def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second_order: bool = True,
+                       seed: int = 0, rtol: float = 1e-5, atol: float = 1e-6, extra_feed=None) -> None:
+    """Assert that generated first (and second) order gradients of ``build(*vars)`` match finite differences.
+
+    ``inputs`` maps names to float64 arrays (the vars differentiated) and
+    ``extra_feed`` to arrays fed but not differentiated (labels, indices).
+    ``build`` returns one output var (or the first of a tuple is used).
+    """
+    rng = np.random.default_rng(seed)
+    extra_feed = dict(extra_feed or {})
+    main = Program()
+    with program_guard(main, Program()):
+        xs = [layers.data(n, list(a.shape), str(a.dtype)) for n, a in inputs.items()]
+        extras = {n: layers.data(n, list(a.shape), str(a.dtype)) for n, a in extra_feed.items()}
+        out = build(*xs, **extras)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        loss, r = _weighted_sum(out, "r@cotangent")
+        grads = gradients(loss, xs)
+    assert -1 not in out.shape, "inputs have static shapes, so the output's shape must be known"
+    feed = {**inputs, **extra_feed, "r@cotangent": rng.standard_normal(out.shape)}
+    exe, scope = Executor(), Scope()
+    fetched = exe.run(main, feed=feed, fetch_list=[g for g in grads if g is not None], scope=scope)
+    assert all(g is not None for g in grads), f"no gradient for {[x.name for x, g in zip(xs, grads) if g is None]}"
+    for x, analytic in zip(xs, fetched):
+        numeric = numeric_gradient(main, feed, scope, loss.name, x.name)
+        np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"d loss / d {x.name}")
+    if not second_order:
+        return
+    # Second order: s = sum_i sum(grad_i * v_i); its gradient is a Hessian-vector product.
+    with program_guard(main, Program()):
+        vs = [layers.data(f"v@{x.name}", list(x.shape), x.dtype) for x in xs]
+        s = layers.sum([layers.reduce_sum(g * v) for g, v in zip(grads, vs)]) if len(xs) > 1 \
+            else layers.reduce_sum(grads[0] * vs[0])
+        hvps = gradients(s, xs)
+    for x in xs:
+        feed[f"v@{x.name}"] = rng.standard_normal(inputs[x.name].shape)
+    wanted = [(x, h) for x, h in zip(xs, hvps) if h is not None]
+    fetched = exe.run(main, feed=feed, fetch_list=[h for _, h in wanted], scope=scope)
+    for (x, _), analytic in zip(wanted, fetched):
+        numeric = numeric_gradient(main, feed, scope, s.name, x.name)
+        np.testing.assert_allclose(analytic, numeric, rtol=rtol * 10, atol=atol * 10,
+                                   err_msg=f"second order: d s / d {x.name}")
+    for x, h in zip(xs, hvps):
+        if h is None:  # no second-order dependence: the numeric Hessian-vector product must vanish
+            numeric = numeric_gradient(main, feed, scope, s.name, x.name)
+            np.testing.assert_allclose(numeric, 0.0, atol=atol * 10, err_msg=f"second order of {x.name} is not zero")
+
