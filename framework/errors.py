@@ -18,3 +18,7 @@ class NanInfError(ExecutionError):
 
 class BackwardError(GradgenError):
     """The backward pass cannot differentiate the program as asked."""
+
+
+class ParamFileError(GradgenError):
+    """A parameter file that cannot be read, or whose arrays do not match the program's vars."""

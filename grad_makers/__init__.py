@@ -35,7 +35,7 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     # tensors made from attrs or only from an input's shape
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
     # optimizer updates
-    "sgd", "momentum", "adam",
+    "sgd", "momentum", "adam", "global_norm", "clip_by_global_norm",
 })
 """Op types that have no gradient: the backward pass lets no gradient through them."""
 

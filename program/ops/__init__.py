@@ -6,9 +6,9 @@ There is no registration by import side effect: a family module defines a
 from __future__ import annotations
 
 from ..schema import OpSchema
-from . import activation, creation, elementwise, grad_ops, linalg, logic, manipulation, nn, reduction
+from . import activation, creation, elementwise, grad_ops, linalg, logic, manipulation, nn, optimizer, reduction
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer)
 
 
 def _collect(families) -> dict[str, OpSchema]:

@@ -1,0 +1,60 @@
+"""Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def sgd(op):
+    return lambda param, grad, lr: param - lr.reshape(()) * grad
+
+
+def momentum(op):
+    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
+
+    def run(param, grad, velocity, lr):
+        lr = lr.reshape(())
+        v = mu * velocity + grad
+        step = grad + mu * v if nesterov else v
+        return param - lr * step, v
+
+    return run
+
+
+def adam(op):
+    b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
+
+    def run(param, grad, lr, m1, m2, b1p, b2p):
+        m1 = b1 * m1 + (1.0 - b1) * grad
+        m2 = b2 * m2 + (1.0 - b2) * grad * grad
+        lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
+        param = param - (lr_t * m1 / (np.sqrt(m2) + eps * np.sqrt(1.0 - b2p))).astype(param.dtype, copy=False)
+        return param, m1, m2, b1p * b1, b2p * b2
+
+    return run
+
+
+def _norm(xs):
+    return np.sqrt(sum(float(np.sum(np.square(x, dtype=np.float64))) for x in xs))
+
+
+def global_norm(op):
+    def run(*xs):
+        return np.asarray(_norm(xs), dtype=xs[0].dtype)
+
+    return run
+
+
+def clip_by_global_norm(op):
+    max_norm = op.attr("max_norm")
+
+    def run(*xs):
+        norm = _norm(xs)
+        scale = max_norm / max(norm, max_norm)
+        out = tuple((x * scale).astype(x.dtype, copy=False) for x in xs)
+        return out[0] if len(out) == 1 else out
+
+    return run
+
+
+KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
+           "clip_by_global_norm": clip_by_global_norm}

@@ -1,0 +1,58 @@
+"""Optimizer updates and their helpers, as ops: each writes its outputs into the vars it reads.
+
+``ParamOut`` names the same var as ``Param`` (and likewise for optimizer
+state): an update is in place in meaning. Kernels still return new arrays;
+the executor commits persistable writes only when a whole run succeeds.
+"""
+from __future__ import annotations
+
+from ..schema import Attr, Slot, TensorType, schema
+from ..shapes import shapes_agree
+
+
+def _same_as_param(*pairs: tuple[str, str]):
+    """Outputs typed like their inputs; Grad and every state must match Param; LearningRate is a scalar."""
+    def infer(ctx):
+        p = ctx.input("Param")
+        for slot in ("Grad",) + tuple(i for i, _ in pairs if i not in ("Param", "Beta1Pow", "Beta2Pow")):
+            t = ctx.input(slot)
+            if t.dtype != p.dtype or not shapes_agree(t.shape, p.shape):
+                ctx.fail(f"{slot} is {t.dtype}{list(t.shape)} but Param is {p.dtype}{list(p.shape)}")
+        lr = ctx.input("LearningRate")
+        if lr.shape not in ((), (1,)):
+            ctx.fail(f"LearningRate must be a scalar, got shape {list(lr.shape)}")
+        return {out: ctx.input(inp) for inp, out in pairs}
+
+    return infer
+
+
+def _global_norm(ctx):
+    xs = ctx.inputs("X")
+    return {"Out": TensorType((), xs[0].dtype)}
+
+
+def _clip_by_norm(ctx):
+    xs = ctx.inputs("X")
+    return {"Out": [TensorType(t.shape, t.dtype) for t in xs]}
+
+
+SCHEMAS = (
+    schema("sgd", ["Param", "Grad", "LearningRate"], ["ParamOut"], _same_as_param(("Param", "ParamOut")),
+           doc="ParamOut = Param - LearningRate * Grad."),
+    schema("momentum", ["Param", "Grad", "Velocity", "LearningRate"], ["ParamOut", "VelocityOut"],
+           _same_as_param(("Param", "ParamOut"), ("Velocity", "VelocityOut")),
+           {"mu": Attr("float", 0.9), "use_nesterov": Attr("bool", False)},
+           doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut "
+               "(Nesterov: Param - lr * (Grad + mu * VelocityOut))."),
+    schema("adam", ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"],
+           ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],
+           _same_as_param(("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
+                          ("Beta1Pow", "Beta1PowOut"), ("Beta2Pow", "Beta2PowOut")),
+           {"beta1": Attr("float", 0.9), "beta2": Attr("float", 0.999), "epsilon": Attr("float", 1e-8)},
+           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers."),
+    schema("global_norm", [Slot("X", duplicable=True)], ["Out"], _global_norm,
+           doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses."),
+    schema("clip_by_global_norm", [Slot("X", duplicable=True)], [Slot("Out", duplicable=True)], _clip_by_norm,
+           {"max_norm": Attr("float")},
+           doc="Every X scaled by max_norm / max(global_norm(X), max_norm), so their joint norm is <= max_norm."),
+)
