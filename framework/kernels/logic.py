@@ -1,4 +1,46 @@
-"""logic kernels."""
+"""Comparison, selection and index kernels: bool and int outputs, no gradients of their own."""
 from __future__ import annotations
 
-KERNELS = {}
+import numpy as np
+
+
+def _fixed(fn):
+    return lambda op: fn
+
+
+def where(op):
+    return lambda cond, x, y: np.where(cond, x, y)
+
+
+def argmax(op):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis, keep = op.attr("axis") % max(rank, 1), op.attr("keep_dim")
+
+    def run(x):
+        out = np.argmax(x, axis=axis)
+        return (np.expand_dims(out, axis) if keep else np.asarray(out)).astype(np.int64, copy=False)
+
+    return run
+
+
+def one_hot(op):
+    depth, dtype = op.attr("depth"), np.dtype(op.attr("dtype"))
+
+    def run(x):
+        # Comparing against arange broadcasts to x.shape + [depth]; out-of-range ids give all-zero rows.
+        return (np.expand_dims(x, -1) == np.arange(depth)).astype(dtype)
+
+    return run
+
+
+KERNELS = {
+    "where": where,
+    "less_than": _fixed(np.less),
+    "less_equal": _fixed(np.less_equal),
+    "greater_than": _fixed(np.greater),
+    "greater_equal": _fixed(np.greater_equal),
+    "equal": _fixed(np.equal),
+    "not_equal": _fixed(np.not_equal),
+    "argmax": argmax,
+    "one_hot": one_hot,
+}

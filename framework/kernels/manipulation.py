@@ -46,3 +46,99 @@ def broadcast_to(op):
 
 
 KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
+
+
+# -- reshaping and reordering -------------------------------------------------------------------------------
+
+
+def _axis(op, slot: str = "X") -> int:
+    """The op's ``axis`` attr normalized against the rank of its first input var."""
+    rank = len(op.block.var(op.input(slot)[0]).shape)
+    return op.attr("axis") % rank if rank else 0
+
+
+def reshape(op):
+    target = tuple(op.attr("shape"))
+
+    def run(x):
+        # 0 copies the input's dim at the same position; one -1 is inferred by numpy.
+        shape = tuple(x.shape[i] if d == 0 else d for i, d in enumerate(target))
+        return np.reshape(x, shape)
+
+    return run
+
+
+def transpose(op):
+    perm = tuple(op.attr("perm"))
+    return lambda x: np.transpose(x, perm)
+
+
+def concat(op):
+    axis = _axis(op)
+    return lambda *xs: np.concatenate(xs, axis=axis)
+
+
+def split(op):
+    axis, sections = _axis(op), list(op.attr("sections"))
+    lead = (slice(None),) * axis
+
+    def run(x):
+        size, sizes = x.shape[axis], list(sections)
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
+        if sum(sizes) != size:
+            raise ValueError(f"sections {sizes} do not add up to size {size} of axis {axis}")
+        pieces, start = [], 0
+        for s in sizes:
+            pieces.append(x[lead + (slice(start, start + s),)])
+            start += s
+        return pieces[0] if len(pieces) == 1 else tuple(pieces)
+
+    return run
+
+
+def slice_(op):
+    axes, starts, ends = op.attr("axes"), op.attr("starts"), op.attr("ends")
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    index = [slice(None)] * rank
+    for a, s, e in zip(axes, starts, ends):
+        index[a % rank] = slice(s, e)  # Python slicing clamps out-of-range bounds, as numpy does
+    index = tuple(index)
+    return lambda x: x[index]
+
+
+def squeeze(op):
+    axes = tuple(op.attr("axes"))
+    if not axes:
+        return lambda x: np.reshape(x, tuple(d for d in x.shape if d != 1))
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    drop = tuple(sorted({a % rank for a in axes}))
+    return lambda x: np.squeeze(x, axis=drop)  # numpy refuses a named axis whose size is not 1
+
+
+def unsqueeze(op):
+    axes = op.attr("axes")
+
+    def run(x):
+        shape = list(x.shape)
+        for a in axes:  # inserted one after another, each normalized against the rank so far
+            shape.insert(a % (len(shape) + 1), 1)
+        return np.reshape(x, tuple(shape))
+
+    return run
+
+
+def stack(op):
+    axis = op.attr("axis")
+    return lambda *xs: np.stack(xs, axis=axis)
+
+
+def gather(op):
+    axis = _axis(op)
+    return lambda x, index: np.take(x, index, axis=axis)
+
+
+KERNELS.update({
+    "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice_,
+    "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather,
+})

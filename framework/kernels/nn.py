@@ -1,4 +1,85 @@
-"""nn kernels."""
+"""Softmax and cross-entropy kernels, written to stay finite for any finite logits.
+
+Softmax and log-softmax subtract the max along the axis before exponentiating;
+cross-entropy from logits goes through log-sum-exp, never through log(softmax).
+"""
 from __future__ import annotations
 
-KERNELS = {}
+import numpy as np
+
+
+def _axis(op, slot: str) -> int:
+    rank = len(op.block.var(op.input(slot)[0]).shape)
+    return op.attr("axis") % max(rank, 1)
+
+
+def log_softmax_along(x, axis: int):
+    """log(softmax(x)) as x - max - log(sum(exp(x - max))): no overflow, no log(0) underflow."""
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def softmax_along(x, axis: int):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax(op):
+    axis = _axis(op, "X")
+    return lambda x: softmax_along(x, axis)
+
+
+def log_softmax(op):
+    axis = _axis(op, "X")
+    return lambda x: log_softmax_along(x, axis)
+
+
+def _hard_label_index(label, x_ndim: int, axis: int):
+    """Hard labels as an int array with x's rank and size 1 on ``axis`` (they may come without that axis)."""
+    label = np.asarray(label)
+    if label.ndim < x_ndim:
+        label = np.expand_dims(label, axis)
+    return label.astype(np.int64, copy=False)
+
+
+def cross_entropy(op):
+    """X holds probabilities along the last axis; Out = -log(X[label]) (or -sum(label * log X))."""
+    if op.attr("soft_label"):
+        return lambda x, label: -np.sum(label * np.log(x), axis=-1, keepdims=True)
+
+    def run(x, label):
+        index = _hard_label_index(label, x.ndim, x.ndim - 1)
+        return -np.log(np.take_along_axis(x, index, axis=-1))
+
+    return run
+
+
+def softmax_with_cross_entropy(op):
+    axis, soft = _axis(op, "Logits"), op.attr("soft_label")
+
+    def run(logits, label):
+        log_p = log_softmax_along(logits, axis)
+        if soft:
+            loss = -np.sum(label * log_p, axis=axis, keepdims=True)
+        else:
+            loss = -np.take_along_axis(log_p, _hard_label_index(label, logits.ndim, axis), axis=axis)
+        return np.exp(log_p), loss.astype(logits.dtype, copy=False)
+
+    return run
+
+
+def sigmoid_cross_entropy_with_logits(op):
+    def run(x, label):
+        # max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows.
+        return np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
+
+    return run
+
+
+KERNELS = {
+    "softmax": softmax,
+    "log_softmax": log_softmax,
+    "cross_entropy": cross_entropy,
+    "softmax_with_cross_entropy": softmax_with_cross_entropy,
+    "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
+}

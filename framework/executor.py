@@ -1,0 +1,207 @@
+"""``Executor``: runs block 0 of a program on numpy, through a cached plan.
+
+    exe = Executor()
+    exe.run(startup)                                   # fills the parameters in the global scope
+    (loss,) = exe.run(main, feed={"x": xs}, fetch_list=[loss_var])
+
+A run: look up (or build) the plan for this program version and these feed
+and fetch names; check the feeds and the scope's persistable values against
+their declared types; walk the plan's steps, dropping each intermediate
+array after its last use; then, only if every op succeeded, write the
+persistable vars the run changed into the scope.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from program.describe import describe_var, op_location
+from program.guard import default_main_program
+from program.shapes import format_shape
+
+from .errors import ExecutionError, FeedError, NanInfError
+from .plan import Plan, build_plan
+from .scope import Scope, global_scope
+
+
+def _fetch_name(item) -> str:
+    if isinstance(item, str):
+        return item
+    name = getattr(item, "name", None)
+    if not isinstance(name, str):
+        raise ExecutionError(f"fetch_list items must be Variables or names, got {type(item).__name__}")
+    return name
+
+
+def _shape_matches(declared: Sequence[int], actual: Sequence[int]) -> bool:
+    return len(declared) == len(actual) and all(d == -1 or d == a for d, a in zip(declared, actual))
+
+
+def _check_value(block, name: str, value, what: str, error: type) -> np.ndarray:
+    """``value`` as an array of var ``name``'s declared dtype and shape, or ``error``."""
+    var = block.find_var(name)
+    if not isinstance(value, (np.ndarray, np.generic)):
+        # Python numbers and lists carry no dtype of their own: give them the declared one.
+        try:
+            value = np.asarray(value, dtype=var.dtype)
+        except (TypeError, ValueError) as e:
+            raise error(f"{what} '{name}' cannot be turned into a {var.dtype} array: {e}") from None
+    value = np.asarray(value)
+    if value.dtype != np.dtype(var.dtype):
+        raise error(f"{what} '{name}' has dtype {value.dtype}, but {describe_var(block, name)} is declared; "
+                    f"convert it with .astype('{var.dtype}')")
+    if not _shape_matches(var.shape, value.shape):
+        raise error(f"{what} '{name}' has shape {format_shape(value.shape)}, but {describe_var(block, name)} "
+                    "is declared (-1 matches any size)")
+    return value
+
+
+def _describe_inputs(block, op, env_before: Mapping[str, Any]) -> str:
+    parts = []
+    for slot, names in op.inputs.items():
+        for n in names:
+            v = env_before.get(n)
+            got = f"{np.asarray(v).dtype}{format_shape(np.shape(v))}" if v is not None else "<released>"
+            parts.append(f"{slot}={n}: {got}")
+    return ", ".join(parts) or "no inputs"
+
+
+class Executor:
+    """Runs programs on numpy. Plans are cached per program, version, feed names and fetch names.
+
+    ``check_nan_inf`` makes every run check each op's float outputs and stop
+    with a NanInfError at the first op that makes a NaN or Inf.
+    ``plans_built`` counts compilations (a test uses it to see plans reused).
+    """
+
+    def __init__(self, check_nan_inf: bool = False):
+        self.check_nan_inf = check_nan_inf
+        self.plans_built = 0
+        self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+    # -- planning ---------------------------------------------------------------
+    def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
+        """The cached plan of ``program``'s block 0 for these names, built if missing or stale."""
+        per_program = self._plans.get(program)
+        if per_program is None or per_program.get("version") != program.version:
+            per_program = {"version": program.version}
+            self._plans[program] = per_program
+        key = (tuple(sorted(feed_names)), tuple(fetch_names))
+        plan = per_program.get(key)
+        if plan is None:
+            plan = build_plan(program.global_block(), key[0], key[1])
+            per_program[key] = plan
+            self.plans_built += 1
+        return plan
+
+    # -- running ----------------------------------------------------------------
+    def run(self, program=None, feed: Mapping[str, Any] | None = None, fetch_list: Sequence | None = None,
+            scope: Scope | None = None, return_numpy: bool = True) -> list:
+        """Run ``program`` (default: the default main program); return the fetched arrays in order.
+
+        Persistable vars written by the run reach ``scope`` (default: the
+        global scope) only if the whole run succeeds.
+        """
+        program = default_main_program() if program is None else program
+        scope = global_scope() if scope is None else scope
+        feed = {} if feed is None else feed
+        fetch_names = [_fetch_name(f) for f in (fetch_list or ())]
+        plan = self.plan_for(program, list(feed), fetch_names)
+        env = self._initial_env(plan, feed, scope)
+        if self.check_nan_inf:
+            self._run_checked(plan, env)
+        else:
+            self._run_fast(plan, env)
+        self._commit(plan, env, feed, scope)
+        return [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+
+    def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
+        block = plan.block
+        env: dict[str, Any] = {}
+        for name in feed:  # every feed is checked, even one no op reads
+            value = _check_value(block, name, feed[name], "feed", FeedError)
+            if name in plan.feeds:
+                env[name] = value
+        for name in plan.from_scope:
+            if name in env:
+                continue
+            if name not in scope:
+                raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
+                                     "scope (run the startup program first, or scope.set it)")
+            env[name] = _check_value(block, name, scope[name], "scope value", ExecutionError)
+        return env
+
+    @staticmethod
+    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> None:
+        """Write the persistable vars the run changed into the scope (the run has succeeded)."""
+        fed = {id(v) for v in feed.values()}
+        for name in plan.commits:
+            value = env[name]
+            # A view (or the caller's own feed array) could change under the scope later: own a copy.
+            if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
+                value = np.array(value)
+            scope.set(name, value)
+
+    def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):
+        value = env[name]
+        if not return_numpy:
+            return value
+        # A fetched persistable value is the scope's own array: hand out a copy the caller may change.
+        if plan.block.find_var(name).persistable:
+            return np.array(value)
+        return np.asarray(value)
+
+    def _run_fast(self, plan: Plan, env: dict) -> None:
+        """The hot loop: prebuilt tuples, no per-op checks, a branch on arity instead of building lists."""
+        i = 0
+        try:
+            for i, (fn, get, nargs, out, outs, dead, _) in enumerate(plan.steps):
+                if nargs == 1:
+                    result = fn(get(env))
+                elif nargs:
+                    result = fn(*get(env))
+                else:
+                    result = fn()
+                if out is not None:
+                    env[out] = result
+                else:
+                    if len(result) != len(outs):
+                        raise ValueError(f"the kernel returned {len(result)} outputs for {len(outs)} output vars")
+                    for n, v in zip(outs, result):
+                        env[n] = v
+                for n in dead:
+                    del env[n]
+        except Exception as e:
+            raise self._kernel_error(plan, i, env, e) from e
+
+    def _run_checked(self, plan: Plan, env: dict) -> None:
+        """The hot loop plus a NaN/Inf check of every float output."""
+        block = plan.block
+        for i, step in enumerate(plan.steps):
+            try:
+                result = step.fn(*[env[n] for n in step.ins])
+            except Exception as e:
+                raise self._kernel_error(plan, i, env, e) from e
+            values = (result,) if step.out is not None else tuple(result)
+            if len(values) != len(step.outs):
+                raise self._kernel_error(plan, i, env, ValueError(
+                    f"the kernel returned {len(values)} outputs for {len(step.outs)} output vars"))
+            for n, v in zip(step.outs, values):
+                v = np.asarray(v)
+                if v.dtype.kind in "fc" and not np.isfinite(v).all():
+                    op = block.ops[i]
+                    bad = "NaN" if np.isnan(v).any() else "Inf"
+                    raise NanInfError(f"{op_location(block, i, op.type, op.callsite)} produced {bad} in output "
+                                      f"{n} ({v.dtype}{format_shape(v.shape)}); inputs: {_describe_inputs(block, op, env)}")
+                env[n] = v
+            for n in step.dead:
+                del env[n]
+
+    @staticmethod
+    def _kernel_error(plan: Plan, i: int, env: dict, e: Exception) -> ExecutionError:
+        block = plan.block
+        op = block.ops[i]
+        return ExecutionError(f"{op_location(block, i, op.type, op.callsite)} failed: {type(e).__name__}: {e}; "
+                              f"inputs: {_describe_inputs(block, op, env)}")
