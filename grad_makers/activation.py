@@ -26,17 +26,17 @@ def _scale(x: str, out: str, scale: float = 1.0, bias: float = 0.0) -> OpDesc:
     return op("scale", {"X": x}, {"Out": out}, scale=scale, bias=bias)
 
 
-@grad_maker("exp")
+@grad_maker("exp", emits=("elementwise_mul",))
 def exp_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [_mul(dout, out, dx)])
 
 
-@grad_maker("log")
+@grad_maker("log", emits=("elementwise_div",))
 def log_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [op("elementwise_div", {"X": dout, "Y": x}, {"Out": dx})])
 
 
-@grad_maker("reciprocal")
+@grad_maker("reciprocal", emits=("square", "scale", "elementwise_mul"))
 def reciprocal_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         sq, neg = ctx.tmp("sq"), ctx.tmp("neg")
@@ -44,7 +44,7 @@ def reciprocal_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("sqrt")
+@grad_maker("sqrt", emits=("scale", "elementwise_div"))
 def sqrt_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         two_out = ctx.tmp("two_out")
@@ -52,7 +52,7 @@ def sqrt_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("square")
+@grad_maker("square", emits=("scale", "elementwise_mul"))
 def square_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         two_x = ctx.tmp("two_x")
@@ -60,7 +60,7 @@ def square_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("pow")
+@grad_maker("pow", emits=("pow", "scale", "elementwise_mul"))
 def pow_grad(fwd, ctx):
     factor = fwd.attr("factor")
 
@@ -70,7 +70,7 @@ def pow_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("sigmoid")
+@grad_maker("sigmoid", emits=("scale", "elementwise_mul"))
 def sigmoid_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         one_minus, slope = ctx.tmp("one_minus"), ctx.tmp("slope")
@@ -78,7 +78,7 @@ def sigmoid_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("tanh")
+@grad_maker("tanh", emits=("square", "scale", "elementwise_mul"))
 def tanh_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         sq, slope = ctx.tmp("sq"), ctx.tmp("slope")
@@ -86,7 +86,7 @@ def tanh_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("sin")
+@grad_maker("sin", emits=("cos", "elementwise_mul"))
 def sin_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         c = ctx.tmp("cos")
@@ -94,7 +94,7 @@ def sin_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("cos")
+@grad_maker("cos", emits=("sin", "scale", "elementwise_mul"))
 def cos_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         s, neg = ctx.tmp("sin"), ctx.tmp("neg_sin")
@@ -102,7 +102,7 @@ def cos_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("abs")
+@grad_maker("abs", emits=("sign", "elementwise_mul"))
 def abs_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         s = ctx.tmp("sign")
@@ -110,7 +110,7 @@ def abs_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("softplus")
+@grad_maker("softplus", emits=("sigmoid", "elementwise_mul"))
 def softplus_grad(fwd, ctx):
     def chain(x, out, dout, dx):
         s = ctx.tmp("sigmoid")
@@ -118,29 +118,29 @@ def softplus_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("scale")
+@grad_maker("scale", emits=("scale",))
 def scale_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [_scale(dout, dx, fwd.attr("scale"))])
 
 
-@grad_maker("relu")
+@grad_maker("relu", emits=("relu_grad",))
 def relu_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [op("relu_grad", {"Out": out, "Out@GRAD": dout}, {"X@GRAD": dx})])
 
 
-@grad_maker("leaky_relu")
+@grad_maker("leaky_relu", emits=("leaky_relu_grad",))
 def leaky_relu_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [
         op("leaky_relu_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx}, alpha=fwd.attr("alpha"))])
 
 
-@grad_maker("clip")
+@grad_maker("clip", emits=("clip_grad",))
 def clip_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [
         op("clip_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx}, min=fwd.attr("min"), max=fwd.attr("max"))])
 
 
-@grad_maker("gelu")
+@grad_maker("gelu", emits=("gelu_grad",))
 def gelu_grad(fwd, ctx):
     return _unary(ctx, lambda x, out, dout, dx: [op("gelu_grad", {"X": x, "Out@GRAD": dout}, {"X@GRAD": dx})])
 

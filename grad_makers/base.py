@@ -47,11 +47,16 @@ class GradContext(Protocol):
 Maker = Callable[[Any, GradContext], list[OpDesc]]
 
 
-def grad_maker(*op_types: str) -> Callable[[Maker], Maker]:
-    """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers."""
+def grad_maker(*op_types: str, emits: tuple[str, ...] = ()) -> Callable[[Maker], Maker]:
+    """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers.
+
+    ``emits`` lists the op types the maker may append (for ``gradgen ops`` and
+    the docs); the gradient tests check every generated op against it.
+    """
 
     def tag(fn: Maker) -> Maker:
         fn.grad_of = tuple(op_types)  # type: ignore[attr-defined]
+        fn.emits = tuple(emits)  # type: ignore[attr-defined]
         return fn
 
     return tag

@@ -36,23 +36,23 @@ def _div(a, b, out):
     return op("elementwise_div", {"X": a, "Y": b}, {"Out": out})
 
 
-@grad_maker("elementwise_add")
+@grad_maker("elementwise_add", emits=("assign", "reduce_as"))
 def add_grad(fwd, ctx):
     return _binary(fwd, ctx, {"X": None, "Y": None})
 
 
-@grad_maker("elementwise_sub")
+@grad_maker("elementwise_sub", emits=("assign", "scale", "reduce_as"))
 def sub_grad(fwd, ctx):
     return _binary(fwd, ctx, {"X": None, "Y": lambda t, x, y, o, d: [op("scale", {"X": d}, {"Out": t}, scale=-1.0)]})
 
 
-@grad_maker("elementwise_mul")
+@grad_maker("elementwise_mul", emits=("elementwise_mul", "reduce_as"))
 def mul_grad(fwd, ctx):
     return _binary(fwd, ctx, {"X": lambda t, x, y, o, d: [_mul(d, y, t)],
                               "Y": lambda t, x, y, o, d: [_mul(d, x, t)]})
 
 
-@grad_maker("elementwise_div")
+@grad_maker("elementwise_div", emits=("elementwise_div", "elementwise_mul", "scale", "reduce_as"))
 def div_grad(fwd, ctx):
     def dy(t, x, y, o, d):
         q, p = ctx.tmp("dout_over_y"), ctx.tmp("prod")
@@ -61,7 +61,7 @@ def div_grad(fwd, ctx):
     return _binary(fwd, ctx, {"X": lambda t, x, y, o, d: [_div(d, y, t)], "Y": dy})
 
 
-@grad_maker("elementwise_pow")
+@grad_maker("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as"))
 def pow_grad(fwd, ctx):
     def dx(t, x, y, o, d):
         ym1, p, s = ctx.tmp("y_minus_1"), ctx.tmp("pow"), ctx.tmp("slope")
@@ -92,5 +92,7 @@ def _masked(compare_x: str, compare_y: str):
     return maker
 
 
-maximum_grad = grad_maker("elementwise_max")(_masked("greater_equal", "less_than"))
-minimum_grad = grad_maker("elementwise_min")(_masked("less_equal", "greater_than"))
+maximum_grad = grad_maker("elementwise_max", emits=("greater_equal", "less_than", "cast", "elementwise_mul", "reduce_as"))(
+    _masked("greater_equal", "less_than"))
+minimum_grad = grad_maker("elementwise_min", emits=("less_equal", "greater_than", "cast", "elementwise_mul", "reduce_as"))(
+    _masked("less_equal", "greater_than"))

@@ -14,7 +14,7 @@ def _dd(ctx) -> str:
     return ctx.output_grad("X@GRAD")[0]
 
 
-@grad_maker("relu_grad", "leaky_relu_grad", "clip_grad")
+@grad_maker("relu_grad", "leaky_relu_grad", "clip_grad", emits=("relu_grad", "leaky_relu_grad", "clip_grad"))
 def masked_grad_grad(fwd, ctx):
     """Self-adjoint masks: the same op applied to the incoming gradient."""
     (g,) = ctx.input_grad("Out@GRAD")
@@ -25,7 +25,7 @@ def masked_grad_grad(fwd, ctx):
     return [op(fwd.type, inputs, {"X@GRAD": g}, **fwd.attrs)]
 
 
-@grad_maker("reduce_mean_grad")
+@grad_maker("reduce_mean_grad", emits=("reduce_mean",))
 def reduce_mean_grad_grad(fwd, ctx):
     (g,) = ctx.input_grad("Out@GRAD")
     if g is None:
@@ -33,7 +33,7 @@ def reduce_mean_grad_grad(fwd, ctx):
     return [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
 
 
-@grad_maker("slice_grad")
+@grad_maker("slice_grad", emits=("slice",))
 def slice_grad_grad(fwd, ctx):
     (g,) = ctx.input_grad("Out@GRAD")
     if g is None:
@@ -41,7 +41,7 @@ def slice_grad_grad(fwd, ctx):
     return [op("slice", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
 
 
-@grad_maker("gather_grad")
+@grad_maker("gather_grad", emits=("gather",))
 def gather_grad_grad(fwd, ctx):
     (g,) = ctx.input_grad("Out@GRAD")
     if g is None:
@@ -49,7 +49,7 @@ def gather_grad_grad(fwd, ctx):
     return [op("gather", {"X": _dd(ctx), "Index": ctx.input("Index")[0]}, {"Out": g}, **fwd.attrs)]
 
 
-@grad_maker("split_like")
+@grad_maker("split_like", emits=("concat",))
 def split_like_grad(fwd, ctx):
     (g,) = ctx.input_grad("X")
     if g is None:
@@ -57,7 +57,7 @@ def split_like_grad(fwd, ctx):
     return [op("concat", {"X": ctx.output_grad("Out")}, {"Out": g}, axis=fwd.attr("axis"))]
 
 
-@grad_maker("gelu_grad")
+@grad_maker("gelu_grad", emits=("gelu_grad", "square", "scale", "exp", "elementwise_mul"))
 def gelu_grad_grad(fwd, ctx):
     """gelu_grad = dout * (Phi(x) + x phi(x)); its x-derivative is dout * phi(x) * (2 - x^2)."""
     x, dout, dd = ctx.input("X")[0], ctx.input("Out@GRAD")[0], _dd(ctx)

@@ -13,7 +13,7 @@ _RULES = {
 }
 
 
-@grad_maker("matmul")
+@grad_maker("matmul", emits=("matmul", "reduce_as"))
 def matmul_grad(fwd, ctx):
     names = {"x": ctx.input("X")[0], "y": ctx.input("Y")[0], "dout": ctx.output_grad("Out")[0]}
     rules = _RULES[(fwd.attr("transpose_x"), fwd.attr("transpose_y"))]

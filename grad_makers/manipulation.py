@@ -8,20 +8,20 @@ from program.shapes import normalize_axis
 from .base import grad_maker, op, summed_back
 
 
-@grad_maker("sum")
+@grad_maker("sum", emits=("assign",))
 def sum_grad(fwd, ctx):
     """One op per input: each addend's gradient is the output's (an assign shares the array)."""
     dout = ctx.output_grad("Out")[0]
     return [op("assign", {"X": dout}, {"Out": g}) for g in ctx.input_grad("X") if g is not None]
 
 
-@grad_maker("assign")
+@grad_maker("assign", emits=("assign",))
 def assign_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     return [] if dx is None else [op("assign", {"X": ctx.output_grad("Out")[0]}, {"Out": dx})]
 
 
-@grad_maker("cast")
+@grad_maker("cast", emits=("cast",))
 def cast_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -30,7 +30,7 @@ def cast_grad(fwd, ctx):
     return [op("cast", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, out_dtype=dtype)]
 
 
-@grad_maker("broadcast_to")
+@grad_maker("broadcast_to", emits=("reduce_as",))
 def broadcast_to_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -38,7 +38,7 @@ def broadcast_to_grad(fwd, ctx):
     return [op("reduce_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})]
 
 
-@grad_maker("reduce_as")
+@grad_maker("reduce_as", emits=("broadcast_to",))
 def reduce_as_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -46,7 +46,7 @@ def reduce_as_grad(fwd, ctx):
     return [op("broadcast_to", {"X": ctx.output_grad("Out")[0], "ShapeLike": ctx.input("X")[0]}, {"Out": dx})]
 
 
-@grad_maker("reshape", "squeeze", "unsqueeze", "reshape_as")
+@grad_maker("reshape", "squeeze", "unsqueeze", "reshape_as", emits=("reshape_as",))
 def reshape_grad(fwd, ctx):
     """Any pure reshape: the gradient is the output gradient reshaped to the input's run-time shape."""
     (dx,) = ctx.input_grad("X")
@@ -55,7 +55,7 @@ def reshape_grad(fwd, ctx):
     return [op("reshape_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})]
 
 
-@grad_maker("transpose")
+@grad_maker("transpose", emits=("transpose",))
 def transpose_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -64,7 +64,7 @@ def transpose_grad(fwd, ctx):
     return [op("transpose", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, perm=inverse)]
 
 
-@grad_maker("concat")
+@grad_maker("concat", emits=("split", "split_like"))
 def concat_grad(fwd, ctx):
     """concat -> split at the inputs' sizes along the axis (pieces nobody wants go to temporaries)."""
     grads = ctx.input_grad("X")
@@ -82,7 +82,7 @@ def concat_grad(fwd, ctx):
     return [op("split", {"X": ctx.output_grad("Out")[0]}, {"Out": outs}, axis=axis, sections=sizes)]
 
 
-@grad_maker("split")
+@grad_maker("split", emits=("concat",))
 def split_grad(fwd, ctx):
     """split -> concat of the pieces' gradients (the pass zero-fills pieces nothing used)."""
     (dx,) = ctx.input_grad("X")
@@ -91,7 +91,7 @@ def split_grad(fwd, ctx):
     return [op("concat", {"X": ctx.output_grad("Out")}, {"Out": dx}, axis=fwd.attr("axis"))]
 
 
-@grad_maker("stack")
+@grad_maker("stack", emits=("split", "squeeze"))
 def stack_grad(fwd, ctx):
     """stack -> split into size-1 pieces along the axis, then squeeze each wanted piece."""
     grads = ctx.input_grad("X")
@@ -105,7 +105,7 @@ def stack_grad(fwd, ctx):
     return descs
 
 
-@grad_maker("slice")
+@grad_maker("slice", emits=("slice_grad",))
 def slice_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -114,7 +114,7 @@ def slice_grad(fwd, ctx):
                axes=fwd.attr("axes"), starts=fwd.attr("starts"), ends=fwd.attr("ends"))]
 
 
-@grad_maker("gather")
+@grad_maker("gather", emits=("gather_grad",))
 def gather_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -123,7 +123,7 @@ def gather_grad(fwd, ctx):
                                "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, axis=fwd.attr("axis"))]
 
 
-@grad_maker("where")
+@grad_maker("where", emits=("fill_zeros_like", "where", "reduce_as"))
 def where_grad(fwd, ctx):
     """Each branch gets the output gradient where it was chosen and zero elsewhere, summed back to its shape."""
     cond, dout = ctx.input("Condition")[0], ctx.output_grad("Out")[0]

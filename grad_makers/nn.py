@@ -19,7 +19,7 @@ def _softmax_backward(ctx, out: str, dout: str, axis: int, dx: str) -> list[OpDe
             op("elementwise_mul", {"X": out, "Y": diff}, {"Out": dx})]
 
 
-@grad_maker("softmax")
+@grad_maker("softmax", emits=("elementwise_mul", "reduce_sum", "elementwise_sub"))
 def softmax_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -28,7 +28,7 @@ def softmax_grad(fwd, ctx):
     return _softmax_backward(ctx, out, ctx.output_grad("Out")[0], _axis(fwd, ctx, out), dx)
 
 
-@grad_maker("log_softmax")
+@grad_maker("log_softmax", emits=("reduce_sum", "exp", "elementwise_mul", "elementwise_sub"))
 def log_softmax_grad(fwd, ctx):
     """dx = dout - softmax * sum(dout, axis), with softmax = exp(out)."""
     (dx,) = ctx.input_grad("X")
@@ -55,7 +55,7 @@ def _one_hot_labels(ctx, label: str, like: str) -> tuple[list[OpDesc], str]:
     return descs, hot
 
 
-@grad_maker("cross_entropy")
+@grad_maker("cross_entropy", emits=("squeeze", "one_hot", "elementwise_div", "elementwise_mul", "scale", "log"))
 def cross_entropy_grad(fwd, ctx):
     """Out = -sum(label * log(X)) over the last axis: dX = -dout * label / X; soft labels get -dout * log(X)."""
     x, label, dout = ctx.input("X")[0], ctx.input("Label")[0], ctx.output_grad("Out")[0]
@@ -79,7 +79,7 @@ def cross_entropy_grad(fwd, ctx):
     return descs
 
 
-@grad_maker("softmax_with_cross_entropy")
+@grad_maker("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale"))
 def softmax_with_cross_entropy_grad(fwd, ctx):
     """dLogits = (softmax - label) * dLoss, plus softmax's own backward if its output was used."""
     logits, label = ctx.input("Logits")[0], ctx.input("Label")[0]
@@ -110,7 +110,7 @@ def softmax_with_cross_entropy_grad(fwd, ctx):
     return descs
 
 
-@grad_maker("sigmoid_cross_entropy_with_logits")
+@grad_maker("sigmoid_cross_entropy_with_logits", emits=("sigmoid", "elementwise_sub", "elementwise_mul", "scale"))
 def sigmoid_cross_entropy_grad(fwd, ctx):
     """Out = max(x, 0) - x * z + log(1 + exp(-|x|)): dX = (sigmoid(x) - z) * dout, dZ = -x * dout."""
     x, z, dout = ctx.input("X")[0], ctx.input("Label")[0], ctx.output_grad("Out")[0]

@@ -23,7 +23,7 @@ def _kept(fwd, ctx, name: str) -> tuple[list, str]:
     return [op("unsqueeze", {"X": name}, {"Out": kept}, axes=axes)], kept
 
 
-@grad_maker("reduce_sum")
+@grad_maker("reduce_sum", emits=("unsqueeze", "broadcast_to"))
 def reduce_sum_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -32,7 +32,7 @@ def reduce_sum_grad(fwd, ctx):
     return descs + [op("broadcast_to", {"X": dout, "ShapeLike": ctx.input("X")[0]}, {"Out": dx})]
 
 
-@grad_maker("reduce_mean")
+@grad_maker("reduce_mean", emits=("reduce_mean_grad",))
 def reduce_mean_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -41,7 +41,7 @@ def reduce_mean_grad(fwd, ctx):
                dim=fwd.attr("dim"), keep_dim=fwd.attr("keep_dim"), reduce_all=fwd.attr("reduce_all"))]
 
 
-@grad_maker("mean")
+@grad_maker("mean", emits=("reduce_mean_grad",))
 def mean_grad(fwd, ctx):
     (dx,) = ctx.input_grad("X")
     if dx is None:
@@ -50,7 +50,7 @@ def mean_grad(fwd, ctx):
                reduce_all=True)]
 
 
-@grad_maker("reduce_max", "reduce_min")
+@grad_maker("reduce_max", "reduce_min", emits=("unsqueeze", "equal", "cast", "elementwise_mul"))
 def reduce_extreme_grad(fwd, ctx):
     """The gradient flows to every element equal to the extreme (ties all receive it, as in Paddle)."""
     (dx,) = ctx.input_grad("X")

@@ -7,7 +7,19 @@ import numpy as np
 
 from framework import Executor, Scope, gradients
 from framework.gradcheck import numeric_gradient
+from grad_makers import GRAD_MAKERS
 from program import Program, layers, program_guard
+
+PASS_OPS = {"sum", "fill_zeros_like", "fill_any_like"}
+"""Ops the pass itself adds (accumulation, zero-fill, seeds) rather than a maker."""
+
+
+def assert_makers_emit_what_they_declare(program) -> None:
+    """Each generated op is one its forward op's maker declares in ``emits`` (or an op of the pass)."""
+    for op in program.global_block().ops:
+        if op.role == "backward" and op.forward_op is not None and op.type not in PASS_OPS:
+            declared = GRAD_MAKERS[op.forward_op.type].emits
+            assert op.type in declared, f"{op.forward_op.type}'s maker emitted {op.type}, not in {declared}"
 
 
 def _weighted_sum(out, name: str):
@@ -44,6 +56,7 @@ def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second
         numeric = numeric_gradient(main, feed, scope, loss.name, x.name)
         np.testing.assert_allclose(analytic, numeric, rtol=rtol, atol=atol, err_msg=f"d loss / d {x.name}")
     if not second_order:
+        assert_makers_emit_what_they_declare(main)
         return
     # Second order: s = sum_i sum(grad_i * v_i); its gradient is a Hessian-vector product.
     with program_guard(main, Program()):
@@ -59,6 +72,7 @@ def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second
         numeric = numeric_gradient(main, feed, scope, s.name, x.name)
         np.testing.assert_allclose(analytic, numeric, rtol=rtol * 10, atol=atol * 10,
                                    err_msg=f"second order: d s / d {x.name}")
+    assert_makers_emit_what_they_declare(main)
     for x, h in zip(xs, hvps):
         if h is None:  # no second-order dependence: the numeric Hessian-vector product must vanish
             numeric = numeric_gradient(main, feed, scope, s.name, x.name)
