@@ -6,6 +6,8 @@ import sys
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OUR_DIRS = tuple(os.path.join(_PACKAGE_ROOT, p) + os.sep for p in ("program", "grad_makers", "framework"))
+_EXAMPLES_DIR = os.path.join(_PACKAGE_ROOT, "framework", "examples") + os.sep
+"""The built-in example models are user code of gradgen's own: their lines are worth naming."""
 
 
 def user_callsite() -> str | None:
@@ -13,7 +15,8 @@ def user_callsite() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_OUR_DIRS) and not filename.startswith("<frozen"):
+        ours = filename.startswith(_OUR_DIRS) and not filename.startswith(_EXAMPLES_DIR)
+        if not ours and not filename.startswith("<frozen"):
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None

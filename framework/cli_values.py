@@ -1,0 +1,62 @@
+"""Turning command-line strings into names, shapes and arrays, and arrays into short text."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from program.errors import GradgenError
+
+
+class ArgumentError(GradgenError):
+    """A malformed command-line value."""
+
+
+def parse_names(text: str | None) -> list[str]:
+    """``"a,b, c"`` -> ``["a", "b", "c"]``; None or empty -> ``[]``."""
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def _split_pair(item: str, what: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+        raise ArgumentError(f"{what} must look like NAME=VALUE, got {item!r}")
+    return name.strip(), value.strip()
+
+
+def load_feeds(items: list[str]) -> dict[str, np.ndarray]:
+    """``["x=x.npy", ...]`` -> ``{"x": array}``, loading with ``allow_pickle=False``."""
+    feeds = {}
+    for item in items:
+        name, path = _split_pair(item, "--feed")
+        if not os.path.exists(path):
+            raise ArgumentError(f"--feed {name}: no such file: {path}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise ArgumentError(f"--feed {name}: {path} is not a .npy array file: {e}") from None
+    return feeds
+
+
+def parse_shape_args(items: list[str]) -> dict[str, tuple[int, ...]]:
+    """``["x=64,1000"]`` -> ``{"x": (64, 1000)}``."""
+    shapes = {}
+    for item in items:
+        name, dims = _split_pair(item, "--feed-shape")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise ArgumentError(f"--feed-shape {name}: dims must be comma-separated integers, got {dims!r}") from None
+    return shapes
+
+
+def describe_array(value) -> str:
+    """The array itself when small; shape, dtype and summary statistics when large."""
+    a = np.asarray(value)
+    head = f"{a.dtype}{list(a.shape)}"
+    if a.size <= 16:
+        return f"{head} {np.array2string(a, precision=6, separator=', ')}"
+    if np.issubdtype(a.dtype, np.number):
+        return (f"{head} min {a.min():.6g}, max {a.max():.6g}, mean {a.mean():.6g}, "
+                f"std {a.std():.6g}")
+    return f"{head} ({a.size} elements)"

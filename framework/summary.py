@@ -1,0 +1,67 @@
+"""A program at a glance: op counts by type and role, parameters, and the bytes of every var."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+def resolve_shape(shape: Sequence[int], batch: int | None) -> tuple[int, ...] | None:
+    """``shape`` with -1 dims replaced by ``batch``; None if some dim stays unknown."""
+    if -1 not in shape:
+        return tuple(shape)
+    return None if batch is None else tuple(batch if d == -1 else d for d in shape)
+
+
+def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -> dict:
+    """Plain data describing ``program``.
+
+    ``feed_shapes`` (name -> shape) fixes the -1 dims: every -1 is taken to be
+    the first dim of the first fed shape that replaces a -1 (the batch size).
+    """
+    block = program.global_block()
+    ops_by_type = Counter(op.type for b in program.blocks for op in b.ops)
+    ops_by_role = Counter(op.role for b in program.blocks for op in b.ops)
+    params = [v for v in program.all_parameters()]
+    param_elems = sum(int(np.prod(v.shape)) for v in params)
+    param_bytes = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in params)
+    batch = None
+    for name, shape in (feed_shapes or {}).items():
+        var = block.find_var(name)
+        if var is not None and -1 in var.shape:
+            batch = int(shape[var.shape.index(-1)])
+            break
+    var_bytes = {}
+    for v in block.vars.values():
+        shape = resolve_shape(v.shape, batch)
+        var_bytes[v.name] = None if shape is None else int(np.prod(shape)) * np.dtype(v.dtype).itemsize
+    return {"ops_by_type": dict(sorted(ops_by_type.items())), "ops_by_role": dict(ops_by_role),
+            "parameters": len(params), "parameter_elements": param_elems, "parameter_bytes": param_bytes,
+            "var_bytes": var_bytes}
+
+
+def format_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def summary_text(program, feed_shapes=None) -> str:
+    s = summarize(program, feed_shapes)
+    lines = ["ops by role: " + ", ".join(f"{r} {n}" for r, n in s["ops_by_role"].items()),
+             "ops by type:"]
+    lines += [f"  {t:<36} {n}" for t, n in s["ops_by_type"].items()]
+    lines.append(f"parameters: {s['parameters']} ({s['parameter_elements']} elements, "
+                 f"{format_bytes(s['parameter_bytes'])})")
+    lines.append("var bytes" + ("" if feed_shapes else " (-1 dims unresolved: pass --feed-shape)") + ":")
+    total = 0
+    for name, b in s["var_bytes"].items():
+        lines.append(f"  {name:<40} {format_bytes(b)}")
+        total += b or 0
+    lines.append(f"  {'total':<40} {format_bytes(total)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""Parameter files: round trip, checks against the program, atomic writes, no pickle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework import Executor, Scope
+from framework.errors import ParamFileError
+from framework.io import load_params, save_params
+from program import Program, layers, program_guard
+
+
+def _model():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3], "float64")
+        w = layers.create_parameter([3, 2], "float64", name="w")
+        b = layers.create_parameter([2], "float64", name="b")
+        layers.reduce_sum(x @ w + b)
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    return main, scope
+
+
+def test_round_trip(tmp_path):
+    main, scope = _model()
+    assert save_params(tmp_path / "p.npz", main, scope) == ["w", "b"]
+    other = Scope()
+    assert load_params(tmp_path / "p.npz", main, other) == ["w", "b"]
+    np.testing.assert_array_equal(other["w"], scope["w"])
+    np.testing.assert_array_equal(other["b"], scope["b"])
+
+
+@pytest.mark.parametrize("arrays,message", [
+    ({"w": np.zeros((3, 2))}, "missing persistable var(s) 'b'"),
+    ({"w": np.zeros((2, 3)), "b": np.zeros(2)}, "'w' is float64[2, 3] in the file but the program declares float64[3, 2]"),
+    ({"w": np.zeros((3, 2), np.float32), "b": np.zeros(2)}, "'w' is float32[3, 2]"),
+    ({"w": np.zeros((3, 2)), "b": np.zeros(2), "extra": np.zeros(1)}, "holds 'extra', which is not a persistable var"),
+])
+def test_mismatches_are_clear_errors_and_change_nothing(tmp_path, arrays, message):
+    main, scope = _model()
+    before = scope["w"].copy()
+    np.savez(tmp_path / "p.npz", **arrays)
+    with pytest.raises(ParamFileError) as err:
+        load_params(tmp_path / "p.npz", main, scope)
+    assert message in str(err.value)
+    np.testing.assert_array_equal(scope["w"], before)
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    main, scope = _model()
+    (tmp_path / "bad.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ParamFileError, match="not a gradgen parameter file"):
+        load_params(tmp_path / "bad.npz", main, scope)
+    with pytest.raises(ParamFileError, match="no such parameter file"):
+        load_params(tmp_path / "none.npz", main, scope)
+
+
+def test_object_arrays_are_refused_without_unpickling(tmp_path):
+    main, scope = _model()
+    np.savez(tmp_path / "p.npz", w=np.array([object()], dtype=object), b=np.zeros(2))
+    with pytest.raises(ParamFileError):
+        load_params(tmp_path / "p.npz", main, scope)
+
+
+def test_a_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    main, scope = _model()
+    path = tmp_path / "p.npz"
+    save_params(path, main, scope)
+    old = path.read_bytes()
+    scope.set("w", scope["w"] + 1.0)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_params(path, main, scope)
+    assert path.read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir()] == ["p.npz"]  # no temp file left behind
