@@ -6,9 +6,9 @@ There is no registration by import side effect: a family module defines a
 from __future__ import annotations
 
 from ..schema import OpSchema
-from . import activation, creation, elementwise, grad_ops, linalg, logic, manipulation, nn, optimizer, reduction
+from . import activation, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, nn, optimizer, reduction
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv)
 
 
 def _collect(families) -> dict[str, OpSchema]:

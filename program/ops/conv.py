@@ -1,0 +1,91 @@
+"""2-D convolution and pooling over NCHW tensors, and the ops their gradients are made of.
+
+``conv2d_input_grad`` and ``conv2d_filter_grad`` are the two adjoints of
+``conv2d``; each is bilinear, so the gradients of all three are written with
+the same three op types. Pooling likewise has ``pool2d_grad`` and, for max
+pooling, ``pool2d_select`` as each other's adjoints.
+"""
+from __future__ import annotations
+
+from ..schema import Attr, TensorType, schema
+
+CONV_ATTRS = {"strides": Attr("ints", [1, 1]), "paddings": Attr("ints", [0, 0]), "dilations": Attr("ints", [1, 1]),
+              "groups": Attr("int", 1)}
+POOL_ATTRS = {"pooling_type": Attr("str", "max"), "ksize": Attr("ints"), "strides": Attr("ints", [1, 1]),
+              "paddings": Attr("ints", [0, 0])}
+
+
+def out_size(size: int, k: int, stride: int, pad: int, dilation: int = 1) -> int:
+    """Output length of a window sweep; -1 stays unknown."""
+    if size < 0:
+        return -1
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def _pairs(ctx, *names):
+    for n in names:
+        v = ctx.attr(n)
+        if len(v) != 2 or any(d <= 0 for d in v) and n != "paddings" or any(d < 0 for d in v):
+            ctx.fail(f"{n} must be two positive integers (paddings: non-negative), got {v}")
+
+
+def _conv2d(ctx):
+    x, w = ctx.input("Input"), ctx.input("Filter")
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        ctx.fail(f"conv2d takes NCHW input and OIHW filter (rank 4), got ranks {len(x.shape)} and {len(w.shape)}")
+    if x.dtype != w.dtype:
+        ctx.fail(f"dtypes differ: Input is {x.dtype}, Filter is {w.dtype}")
+    _pairs(ctx, "strides", "paddings", "dilations")
+    g = ctx.attr("groups")
+    if g <= 0 or w.shape[0] % g or (x.shape[1] >= 0 and x.shape[1] != w.shape[1] * g):
+        ctx.fail(f"Input has {x.shape[1]} channels but Filter expects {w.shape[1]} per group x {g} groups "
+                 f"(and {w.shape[0]} output channels must divide by the groups)")
+    (sh, sw), (ph, pw), (dh, dw) = ctx.attr("strides"), ctx.attr("paddings"), ctx.attr("dilations")
+    oh, ow = out_size(x.shape[2], w.shape[2], sh, ph, dh), out_size(x.shape[3], w.shape[3], sw, pw, dw)
+    if oh == 0 or ow == 0 or oh < -1 or ow < -1:
+        ctx.fail(f"the {w.shape[2]}x{w.shape[3]} filter does not fit the {x.shape[2]}x{x.shape[3]} input")
+    return {"Output": TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)}
+
+
+def _like(slot: str, out: str):
+    def infer(ctx):
+        return {out: ctx.input(slot)}
+
+    return infer
+
+
+def _pool2d(ctx):
+    x = ctx.input("X")
+    if len(x.shape) != 4:
+        ctx.fail(f"pool2d takes NCHW input (rank 4), got rank {len(x.shape)}")
+    if ctx.attr("pooling_type") not in ("max", "avg"):
+        ctx.fail(f"pooling_type must be 'max' or 'avg', got {ctx.attr('pooling_type')!r}")
+    _pairs(ctx, "ksize", "strides", "paddings")
+    (kh, kw), (sh, sw), (ph, pw) = ctx.attr("ksize"), ctx.attr("strides"), ctx.attr("paddings")
+    if ph >= kh or pw >= kw:
+        ctx.fail(f"paddings {[ph, pw]} must be smaller than ksize {[kh, kw]}")
+    return {"Out": TensorType((x.shape[0], x.shape[1], out_size(x.shape[2], kh, sh, ph),
+                               out_size(x.shape[3], kw, sw, pw)), x.dtype)}
+
+
+def _pool2d_select(ctx):
+    x, d = ctx.input("X"), ctx.input("D")
+    if d.dtype != x.dtype or d.shape != x.shape:
+        ctx.fail(f"D must be shaped like X, {x.dtype}{list(x.shape)}; got {d.dtype}{list(d.shape)}")
+    return _pool2d(ctx)
+
+
+SCHEMAS = (
+    schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
+           doc="2-D cross-correlation of NCHW Input with OIHW Filter (strides, paddings, dilations, groups)."),
+    schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
+           CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape."),
+    schema("conv2d_filter_grad", ["Input", "Output@GRAD", "Filter"], ["Filter@GRAD"], _like("Filter", "Filter@GRAD"),
+           CONV_ATTRS, doc="conv2d's adjoint in Filter; Filter gives only the shape."),
+    schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
+           doc="Max or average (over the window's in-bounds elements) pooling of NCHW X."),
+    schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
+           doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it."),
+    schema("pool2d_select", ["X", "D"], ["Out"], _pool2d_select, POOL_ATTRS,
+           doc="For each max-pool window of X, D's value where X is largest: the adjoint of max pool2d_grad."),
+)
