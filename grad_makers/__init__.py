@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import activation, conv, elementwise, grad_ops, linalg, manipulation, nn, reduction
+from . import activation, conv, elementwise, grad_ops, linalg, manipulation, network, nn, reduction
 from .base import GradContext, Maker, OpDesc, grad_maker, op
 
-FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv)
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv, network)
 
 
 def _collect(families) -> dict[str, Maker]:

@@ -9,5 +9,6 @@ from .manipulation import (broadcast_to, concat, gather, reshape, slice, split, 
                            unsqueeze)
 from .math import (abs, add, clip, cos, divide, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
                    reciprocal, relu, scale, sigmoid, sign, sin, softplus, sqrt, square, subtract, tanh)
+from .network import batch_norm, dropout, embedding, fc, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
 from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
