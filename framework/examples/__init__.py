@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Callable
 
 from .base import Example
+from .cnn import cnn
 from .mlp import mlp
 
-EXAMPLES: dict[str, Callable[..., Example]] = {"mlp": mlp}
+EXAMPLES: dict[str, Callable[..., Example]] = {"mlp": mlp, "cnn": cnn}
 """name -> builder."""
 
 __all__ = ["EXAMPLES", "Example"]

@@ -101,3 +101,13 @@ def test_global_norm_clipping():
         g = g * 0.5 / max(np.linalg.norm(g), 0.5)
         w = w - 0.1 * g
         np.testing.assert_allclose(step, w, rtol=1e-12)
+
+
+def test_cnn_example_loss_falls_by_at_least_half_within_its_default_steps():
+    ex = EXAMPLES["cnn"]()
+    with program_guard(ex.main, ex.startup):
+        ex.make_optimizer().minimize(ex.loss)
+    exe, scope = Executor(), Scope()
+    exe.run(ex.startup, scope=scope)
+    losses = [float(exe.run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)[0]) for _ in range(ex.steps)]
+    assert losses[-1] <= 0.5 * losses[0], (losses[0], losses[-1])
