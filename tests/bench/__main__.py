@@ -1,0 +1,50 @@
+"""Run the benchmark suite: ``python -m tests.bench [--quick] [--json FILE]``.
+
+Prints one row per case: gradgen's median, the hand-written numpy baseline's
+median measured in the same run, and their ratio (below 1 means gradgen is
+faster). Writes the rows as JSON too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+import numpy as np
+
+from . import cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, skip the large cases")
+    parser.add_argument("--json", default="bench_results.json", help="where to write the results")
+    args = parser.parse_args()
+    repeats = 5 if args.quick else 21
+    rows = [cases.mlp_step("float64", repeats), cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
+    if not args.quick:
+        rows.append(cases.large_mlp_step(3))
+    for n in (1000, 4000, 16000) + (() if args.quick else (64000,)):
+        rows.append(cases.backward_chain(n))
+    if not args.quick:
+        rows.append(cases.peak_memory_step())
+    print(f"{'case':<58} {'gradgen':>12} {'numpy':>12} {'ratio':>7}")
+    for row in rows:
+        unit = row.get("unit", "s")
+        g, n = row["gradgen_s"], row["numpy_s"]
+        ratio = f"{g / n:7.2f}" if n else "      -"
+        shown_n = f"{n:12.4g}" if n is not None else f"{'-':>12}"
+        print(f"{row['case']:<58} {g:12.4g} {shown_n} {ratio}  ({unit}{', medians' if unit == 's' else ''})")
+        if "overhead_us_per_op" in row:
+            print(f"{'  overhead above the numpy calls, per op':<58} {row['overhead_us_per_op']:12.3g} us")
+    chain = [r for r in rows if r["case"].startswith("append_backward")]
+    for a, b in zip(chain, chain[1:]):
+        print(f"append_backward growth {a['case'].split(', ')[1]} -> {b['case'].split(', ')[1]}: "
+              f"{b['gradgen_s'] / a['gradgen_s']:.2f}x")
+    with open(args.json, "w") as f:
+        json.dump({"machine": platform.platform(), "numpy": np.__version__, "rows": rows}, f, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Benchmark cases: each returns gradgen's and a hand-written numpy baseline's timings, measured side by side."""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+from typing import Callable
+
+import numpy as np
+
+from framework import Executor, Scope, append_backward, optimizer
+from program import Program, layers, program_guard
+from program.initializer import Normal
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """The median wall time of ``fn`` over ``repeats`` calls, after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _mlp_step(n, d_in, h, d_out, dtype, lr):
+    """gradgen's and numpy's SGD step on relu(x @ w1) @ w2 with squared error, from the same weights."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, d_in], dtype)
+        y = layers.data("y", [-1, d_out], dtype)
+        w1 = layers.create_parameter([d_in, h], dtype, name="w1", initializer=Normal(0.0, 0.01, seed=1))
+        w2 = layers.create_parameter([h, d_out], dtype, name="w2", initializer=Normal(0.0, 0.01, seed=2))
+        loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
+        optimizer.SGD(lr).minimize(loss)
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((n, d_in)).astype(dtype), "y": rng.standard_normal((n, d_out)).astype(dtype)}
+    W1, W2 = scope["w1"].copy(), scope["w2"].copy()
+    xs, ys = feed["x"], feed["y"]
+
+    def gradgen_step():
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+
+    def numpy_step():
+        hidden = xs @ W1
+        h_relu = np.maximum(hidden, 0)
+        y_pred = h_relu @ W2
+        np.square(y_pred - ys).sum()
+        grad_y_pred = 2.0 * (y_pred - ys)
+        grad_w2 = h_relu.T @ grad_y_pred
+        grad_h = grad_y_pred @ W2.T
+        grad_h[hidden < 0] = 0
+        grad_w1 = xs.T @ grad_h
+        W1[...] -= lr * grad_w1
+        W2[...] -= lr * grad_w2
+
+    return gradgen_step, numpy_step
+
+
+def mlp_step(dtype: str, repeats: int) -> dict:
+    g, n = _mlp_step(64, 1000, 100, 10, dtype, 1e-6)
+    return {"case": f"seed MLP step ({dtype})", "gradgen_s": median_time(g, repeats), "numpy_s": median_time(n, repeats)}
+
+
+def large_mlp_step(repeats: int) -> dict:
+    g, n = _mlp_step(512, 4096, 4096, 1000, "float32", 1e-6)
+    return {"case": "large MLP step (float32)", "gradgen_s": median_time(g, repeats),
+            "numpy_s": median_time(n, repeats)}
+
+
+def tiny_op_chain(repeats: int, length: int = 1000) -> dict:
+    """Per-op overhead: a chain of ``length`` scale ops on a 4-element vector, against the same numpy calls."""
+    main = Program()
+    with program_guard(main, Program()):
+        h = layers.data("x", [4], "float64")
+        for _ in range(length):
+            h = layers.scale(h, 1.0001, 0.5)
+    exe, scope = Executor(), Scope()
+    feed = {"x": np.ones(4)}
+    x = feed["x"]
+
+    def numpy_chain():
+        v = x
+        for _ in range(length):
+            v = v * 1.0001 + 0.5
+        return v
+
+    g = median_time(lambda: exe.run(main, feed=feed, fetch_list=[h], scope=scope), repeats)
+    n = median_time(numpy_chain, repeats)
+    return {"case": f"chain of {length} tiny ops", "gradgen_s": g, "numpy_s": n,
+            "overhead_us_per_op": (g - n) / length * 1e6}
+
+
+def backward_chain(length: int) -> dict:
+    """Time of ``append_backward`` on a chain of ``length`` forward ops (no numpy baseline: it is a compiler pass)."""
+    main = Program()
+    with program_guard(main, Program()):
+        h = layers.data("x", [4], "float64")
+        w = layers.create_parameter([4], "float64", name="w")
+        h = h * w
+        for _ in range(length - 2):
+            h = layers.tanh(h)
+        loss = layers.reduce_sum(h)
+    gc.collect()
+    start = time.perf_counter()
+    with program_guard(main, Program()):
+        append_backward(loss)
+    return {"case": f"append_backward, {length} ops", "gradgen_s": time.perf_counter() - start, "numpy_s": None,
+            "unit": "s, one run"}
+
+
+def peak_memory_step(layers_count: int = 50, width: int = 1024, batch: int = 256) -> dict:
+    """Peak traced memory of one training step of a deep MLP over its resting state, gradgen vs numpy."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, width], "float32")
+        h = x
+        for i in range(layers_count):
+            w = layers.create_parameter([width, width], "float32", name=f"w{i}", initializer=Normal(0.0, 0.02, seed=i))
+            h = layers.relu(h @ w)
+        loss = layers.mean(layers.square(h))
+        optimizer.SGD(1e-3).minimize(loss)
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    xs = np.random.default_rng(0).standard_normal((batch, width)).astype("float32")
+    weights = [scope[f"w{i}"].copy() for i in range(layers_count)]
+
+    def numpy_step():
+        acts = [xs]
+        for w in weights:
+            acts.append(np.maximum(acts[-1] @ w, 0))
+        grad = 2.0 * acts[-1] / acts[-1].size
+        for i in reversed(range(layers_count)):
+            grad = grad * (acts[i + 1] > 0)
+            gw = acts[i].T @ grad
+            grad = grad @ weights[i].T
+            weights[i] -= 1e-3 * gw
+
+    def traced(fn):
+        fn()  # warm up: plans and caches
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak - base
+
+    g = traced(lambda: exe.run(main, feed={"x": xs}, fetch_list=[loss], scope=scope))
+    n = traced(numpy_step)
+    return {"case": f"{layers_count}-layer MLP step, peak memory over resting (MiB)", "gradgen_s": g / 2 ** 20,
+            "numpy_s": n / 2 ** 20, "unit": "MiB"}
