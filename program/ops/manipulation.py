@@ -5,7 +5,8 @@ from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree
 
 
-def _sum(ctx):
+def _same_types(ctx) -> TensorType:
+    """The common type of every var in slot X (known dims win over -1); fails if two differ."""
     xs = ctx.inputs("X")
     first = xs[0]
     for t in xs[1:]:
@@ -13,7 +14,11 @@ def _sum(ctx):
             ctx.fail(f"every input must have the same shape and dtype: {first.dtype}{list(first.shape)} "
                      f"vs {t.dtype}{list(t.shape)}")
     shape = tuple(next((d for d in ds if d != -1), -1) for ds in zip(*(t.shape for t in xs)))
-    return {"Out": TensorType(shape, first.dtype)}
+    return TensorType(shape, first.dtype)
+
+
+def _sum(ctx):
+    return {"Out": _same_types(ctx)}
 
 
 def _reduce_as(ctx):
@@ -133,15 +138,10 @@ def _unsqueeze(ctx):
 
 
 def _stack(ctx):
-    xs = ctx.inputs("X")
-    first = xs[0]
-    for t in xs[1:]:
-        if t.dtype != first.dtype or not shapes_agree(t.shape, first.shape):
-            ctx.fail(f"every input must have the same shape and dtype: {first.dtype}{list(first.shape)} vs "
-                     f"{t.dtype}{list(t.shape)}")
-    shape = list(first.shape)
-    shape.insert(normalize_axis(ctx.attr("axis"), len(shape) + 1), len(xs))
-    return {"Out": TensorType(tuple(shape), first.dtype)}
+    common = _same_types(ctx)
+    shape = list(common.shape)
+    shape.insert(normalize_axis(ctx.attr("axis"), len(shape) + 1), len(ctx.inputs("X")))
+    return {"Out": TensorType(tuple(shape), common.dtype)}
 
 
 def _gather(ctx):
