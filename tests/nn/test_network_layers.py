@@ -150,3 +150,27 @@ def test_batch_norm_layer_updates_running_statistics_and_inference_uses_them():
     (inferred,) = exe.run(test_program, feed={"x": xs}, fetch_list=[y.name], scope=scope)
     running = (xs - scope["bn.mean"][:, None, None]) / np.sqrt(scope["bn.variance"][:, None, None] + 1e-5)
     np.testing.assert_allclose(inferred, running, rtol=1e-10)
+
+
+def test_clone_for_test_drops_backward_and_optimizer_ops_and_switches_dropout_off():
+    from framework import optimizer
+
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 4], "float64")
+        h = layers.dropout(layers.fc(x, 3, act="relu", name="fc"), 0.5, seed=3)
+        loss = layers.mean(h)
+        optimizer.SGD(0.1).minimize(loss)
+    test_program = main.clone(for_test=True)
+    ops = test_program.global_block().ops
+    assert {op.role for op in ops} == {"forward"}
+    assert [op.type for op in ops] == [op.type for op in main.global_block().ops if op.role == "forward"]
+    assert [op.attr("is_test") for op in ops if op.type == "dropout"] == [True]
+    assert not any("@GRAD" in name for name in test_program.global_block().vars)
+    exe, scope = _run_startup(startup)
+    xs = np.random.default_rng(0).standard_normal((5, 4))
+    a, = exe.run(test_program, feed={"x": xs}, fetch_list=[h.name], scope=scope)
+    b, = exe.run(test_program, feed={"x": xs}, fetch_list=[h.name], scope=scope)
+    np.testing.assert_array_equal(a, b)  # inference is deterministic
+    np.testing.assert_allclose(a, np.maximum(xs @ scope["fc.w"] + scope["fc.b"], 0), rtol=1e-12)
+    assert any(op.role == "backward" for op in main.global_block().ops)  # the original is untouched
