@@ -17,6 +17,7 @@ Every step is linear in the number of ops: one graph, one reverse walk, one appe
 """
 from __future__ import annotations
 
+import gc
 from typing import Iterable, Sequence
 
 import networkx as nx
@@ -154,6 +155,17 @@ class _Pass:
 
 
 def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
+    # The pass allocates many small objects that all stay alive: the cyclic collector would only rescan them.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_pass(targets, inputs, explicit, target_gradients, no_grad_set)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
     if not targets:
         raise BackwardError("the backward pass needs at least one target")
     block = targets[0].block
