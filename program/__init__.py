@@ -13,9 +13,10 @@ from .ops import OP_SCHEMAS
 from .program import Program
 from .schema import Attr, OpSchema, Slot, TensorType
 from .variable import Variable
+from .verify import verify
 
 __all__ = [
     "Program", "Block", "Operator", "Variable", "program_guard", "default_main_program", "default_startup_program",
-    "layers", "initializer", "OP_SCHEMAS", "OpSchema", "Slot", "Attr", "TensorType",
+    "layers", "initializer", "verify", "OP_SCHEMAS", "OpSchema", "Slot", "Attr", "TensorType",
     "GradgenError", "ProgramError", "OpError", "SerializationError", "VerificationError",
 ]
