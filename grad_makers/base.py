@@ -74,3 +74,9 @@ def summed_back(ctx: GradContext, full_shape, like: str, out: str, build: Callab
         return build(out)
     full = ctx.tmp("full")
     return build(full) + [op("reduce_as", {"X": full, "Target": like}, {"Out": out})]
+
+
+def only_grad(ctx: GradContext, slot: str, build: Callable[[str], list[OpDesc]]) -> list[OpDesc]:
+    """For a rule with one differentiable input ``slot``: ``build(grad_name)``, or nothing when it is not wanted."""
+    (grad,) = ctx.input_grad(slot)
+    return [] if grad is None else build(grad)

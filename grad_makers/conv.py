@@ -1,7 +1,7 @@
 """Gradients of convolution and pooling: three bilinear conv ops and two pooling adjoints close under differentiation."""
 from __future__ import annotations
 
-from .base import grad_maker, op
+from .base import grad_maker, only_grad, op
 
 
 @grad_maker("conv2d", emits=("conv2d_input_grad", "conv2d_filter_grad"))
@@ -51,11 +51,9 @@ def conv2d_filter_grad_grad(fwd, ctx):
 
 @grad_maker("pool2d", emits=("pool2d_grad",))
 def pool2d_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("pool2d_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
-               **fwd.attrs)]
+    return only_grad(ctx, "X", lambda dx: [
+        op("pool2d_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
+           **fwd.attrs)])
 
 
 @grad_maker("pool2d_grad", emits=("pool2d", "pool2d_select"))

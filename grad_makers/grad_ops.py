@@ -7,7 +7,7 @@ adjoint linear map (often the same op), and the other inputs get none.
 from __future__ import annotations
 
 from .activation import INV_SQRT_2PI
-from .base import grad_maker, op
+from .base import grad_maker, only_grad, op
 
 
 def _dd(ctx) -> str:
@@ -27,34 +27,24 @@ def masked_grad_grad(fwd, ctx):
 
 @grad_maker("reduce_mean_grad", emits=("reduce_mean",))
 def reduce_mean_grad_grad(fwd, ctx):
-    (g,) = ctx.input_grad("Out@GRAD")
-    if g is None:
-        return []
-    return [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
+    return only_grad(ctx, "Out@GRAD", lambda g: [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)])
 
 
 @grad_maker("slice_grad", emits=("slice",))
 def slice_grad_grad(fwd, ctx):
-    (g,) = ctx.input_grad("Out@GRAD")
-    if g is None:
-        return []
-    return [op("slice", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)]
+    return only_grad(ctx, "Out@GRAD", lambda g: [op("slice", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)])
 
 
 @grad_maker("gather_grad", emits=("gather",))
 def gather_grad_grad(fwd, ctx):
-    (g,) = ctx.input_grad("Out@GRAD")
-    if g is None:
-        return []
-    return [op("gather", {"X": _dd(ctx), "Index": ctx.input("Index")[0]}, {"Out": g}, **fwd.attrs)]
+    return only_grad(ctx, "Out@GRAD", lambda g: [
+        op("gather", {"X": _dd(ctx), "Index": ctx.input("Index")[0]}, {"Out": g}, **fwd.attrs)])
 
 
 @grad_maker("split_like", emits=("concat",))
 def split_like_grad(fwd, ctx):
-    (g,) = ctx.input_grad("X")
-    if g is None:
-        return []
-    return [op("concat", {"X": ctx.output_grad("Out")}, {"Out": g}, axis=fwd.attr("axis"))]
+    return only_grad(ctx, "X", lambda g: [
+        op("concat", {"X": ctx.output_grad("Out")}, {"Out": g}, axis=fwd.attr("axis"))])
 
 
 @grad_maker("gelu_grad", emits=("gelu_grad", "square", "scale", "exp", "elementwise_mul"))

@@ -5,7 +5,7 @@ import numpy as np
 
 from program.shapes import normalize_axis
 
-from .base import grad_maker, op, summed_back
+from .base import grad_maker, only_grad, op, summed_back
 
 
 @grad_maker("sum", emits=("assign",))
@@ -17,51 +17,39 @@ def sum_grad(fwd, ctx):
 
 @grad_maker("assign", emits=("assign",))
 def assign_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    return [] if dx is None else [op("assign", {"X": ctx.output_grad("Out")[0]}, {"Out": dx})]
+    return only_grad(ctx, "X", lambda dx: [op("assign", {"X": ctx.output_grad("Out")[0]}, {"Out": dx})])
 
 
 @grad_maker("cast", emits=("cast",))
 def cast_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
     dtype = ctx.var_type(ctx.input("X")[0]).dtype
-    return [op("cast", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, out_dtype=dtype)]
+    return only_grad(ctx, "X", lambda dx: [op("cast", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, out_dtype=dtype)])
 
 
 @grad_maker("broadcast_to", emits=("reduce_as",))
 def broadcast_to_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("reduce_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})]
+    return only_grad(ctx, "X", lambda dx: [
+        op("reduce_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})])
 
 
 @grad_maker("reduce_as", emits=("broadcast_to",))
 def reduce_as_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("broadcast_to", {"X": ctx.output_grad("Out")[0], "ShapeLike": ctx.input("X")[0]}, {"Out": dx})]
+    return only_grad(ctx, "X", lambda dx: [
+        op("broadcast_to", {"X": ctx.output_grad("Out")[0], "ShapeLike": ctx.input("X")[0]}, {"Out": dx})])
 
 
 @grad_maker("reshape", "squeeze", "unsqueeze", "reshape_as", emits=("reshape_as",))
 def reshape_grad(fwd, ctx):
     """Any pure reshape: the gradient is the output gradient reshaped to the input's run-time shape."""
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("reshape_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})]
+    return only_grad(ctx, "X", lambda dx: [
+        op("reshape_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})])
 
 
 @grad_maker("transpose", emits=("transpose",))
 def transpose_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
     inverse = [int(i) for i in np.argsort(fwd.attr("perm"))]
-    return [op("transpose", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, perm=inverse)]
+    return only_grad(ctx, "X", lambda dx: [
+        op("transpose", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, perm=inverse)])
 
 
 @grad_maker("concat", emits=("split", "split_like"))
@@ -85,10 +73,8 @@ def concat_grad(fwd, ctx):
 @grad_maker("split", emits=("concat",))
 def split_grad(fwd, ctx):
     """split -> concat of the pieces' gradients (the pass zero-fills pieces nothing used)."""
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("concat", {"X": ctx.output_grad("Out")}, {"Out": dx}, axis=fwd.attr("axis"))]
+    return only_grad(ctx, "X", lambda dx: [op("concat", {"X": ctx.output_grad("Out")}, {"Out": dx},
+                                                axis=fwd.attr("axis"))])
 
 
 @grad_maker("stack", emits=("split", "squeeze"))
@@ -107,20 +93,15 @@ def stack_grad(fwd, ctx):
 
 @grad_maker("slice", emits=("slice_grad",))
 def slice_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("slice_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
-               axes=fwd.attr("axes"), starts=fwd.attr("starts"), ends=fwd.attr("ends"))]
+    return only_grad(ctx, "X", lambda dx: [
+        op("slice_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, **fwd.attrs)])
 
 
 @grad_maker("gather", emits=("gather_grad",))
 def gather_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("gather_grad", {"X": ctx.input("X")[0], "Index": ctx.input("Index")[0],
-                               "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, axis=fwd.attr("axis"))]
+    return only_grad(ctx, "X", lambda dx: [
+        op("gather_grad", {"X": ctx.input("X")[0], "Index": ctx.input("Index")[0],
+                           "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, axis=fwd.attr("axis"))])
 
 
 @grad_maker("where", emits=("fill_zeros_like", "where", "reduce_as"))

@@ -1,26 +1,22 @@
 """Gradients of dropout, lookup_table and batch_norm, written with ordinary ops."""
 from __future__ import annotations
 
-from .base import grad_maker, op
+from .base import grad_maker, only_grad, op
 
 
 @grad_maker("dropout", emits=("elementwise_mul",))
 def dropout_grad(fwd, ctx):
     """dX = dOut * Mask: the forward's mask is reused, never resampled."""
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("elementwise_mul", {"X": ctx.output_grad("Out")[0], "Y": ctx.output("Mask")[0]}, {"Out": dx})]
+    return only_grad(ctx, "X", lambda dx: [
+        op("elementwise_mul", {"X": ctx.output_grad("Out")[0], "Y": ctx.output("Mask")[0]}, {"Out": dx})])
 
 
 @grad_maker("lookup_table", emits=("gather_grad",))
 def lookup_table_grad(fwd, ctx):
     """Rows of dW get the gradients of every lookup of them (repeated ids accumulate)."""
-    (dw,) = ctx.input_grad("W")
-    if dw is None:
-        return []
-    return [op("gather_grad", {"X": ctx.input("W")[0], "Index": ctx.input("Ids")[0],
-                               "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dw}, axis=0)]
+    return only_grad(ctx, "W", lambda dw: [
+        op("gather_grad", {"X": ctx.input("W")[0], "Index": ctx.input("Ids")[0], "Out@GRAD": ctx.output_grad("Out")[0]},
+           {"X@GRAD": dw}, axis=0)])
 
 
 @grad_maker("batch_norm", emits=("unsqueeze", "reduce_mean", "reduce_sum", "elementwise_sub", "elementwise_mul",

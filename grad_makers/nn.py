@@ -79,7 +79,8 @@ def cross_entropy_grad(fwd, ctx):
     return descs
 
 
-@grad_maker("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale"))
+@grad_maker("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul",
+                                                 "reduce_sum", "elementwise_add", "log_softmax", "scale"))
 def softmax_with_cross_entropy_grad(fwd, ctx):
     """dLogits = (softmax - label) * dLoss, plus softmax's own backward if its output was used."""
     logits, label = ctx.input("Logits")[0], ctx.input("Label")[0]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from program.shapes import normalize_axes
 
-from .base import grad_maker, op
+from .base import grad_maker, only_grad, op
 
 
 def _reduced_axes(fwd, rank: int) -> list[int]:
@@ -34,20 +34,16 @@ def reduce_sum_grad(fwd, ctx):
 
 @grad_maker("reduce_mean", emits=("reduce_mean_grad",))
 def reduce_mean_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("reduce_mean_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
-               dim=fwd.attr("dim"), keep_dim=fwd.attr("keep_dim"), reduce_all=fwd.attr("reduce_all"))]
+    return only_grad(ctx, "X", lambda dx: [
+        op("reduce_mean_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
+           **fwd.attrs)])
 
 
 @grad_maker("mean", emits=("reduce_mean_grad",))
 def mean_grad(fwd, ctx):
-    (dx,) = ctx.input_grad("X")
-    if dx is None:
-        return []
-    return [op("reduce_mean_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
-               reduce_all=True)]
+    return only_grad(ctx, "X", lambda dx: [
+        op("reduce_mean_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
+           reduce_all=True)])
 
 
 @grad_maker("reduce_max", "reduce_min", emits=("unsqueeze", "equal", "cast", "elementwise_mul"))
