@@ -163,6 +163,10 @@ def cmd_run(args) -> int:
     fetch = parse_names(args.fetch)
     for name in fetch:
         _var(program, name, "fetched var")
+    if args.memory:
+        from .memory import analyze_memory, memory_text
+
+        print(memory_text(analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch)), end="")
     values = []
     for _ in _progress(args.steps, args.steps > 1):
         values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
@@ -292,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=int, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
+    p.add_argument("--memory", action="store_true", help="first print the bytes live after each op and the peak")
     p.set_defaults(run=cmd_run)
 
     p = sub.add_parser("check-grad", help="compare generated gradients with finite differences")

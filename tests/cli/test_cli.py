@@ -71,6 +71,15 @@ def test_run_prints_fetched_values_and_saves_params(trained, tmp_path):
     assert not np.array_equal(before["w1"], after["w1"])  # two SGD steps moved the weights
 
 
+def test_run_memory_prints_the_live_bytes_and_the_peak(trained):
+    out, _ = trained
+    result = gradgen("run", out / "main.json", "--feed", f"x={out / 'x.npy'}", "--feed", f"y={out / 'y.npy'}",
+                     "--params", out / "params.npz", "--fetch", "loss", "--memory")
+    assert result.returncode == 0, result.stderr
+    assert "resting (feeds and persistable vars read)" in result.stdout
+    assert "peak:" in result.stdout and "w1@GRAD" in result.stdout
+
+
 def test_backward_then_check_grad_on_a_forward_program(tmp_path):
     from program import Program, layers, program_guard
 
