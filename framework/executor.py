@@ -73,11 +73,14 @@ class Executor:
 
     ``check_nan_inf`` makes every run check each op's float outputs and stop
     with a NanInfError at the first op that makes a NaN or Inf.
+    ``check_types`` checks that every kernel returned the dtype and shape its
+    var declares (-1 matches any size): a debugging aid and a test harness.
     ``plans_built`` counts compilations (a test uses it to see plans reused).
     """
 
-    def __init__(self, check_nan_inf: bool = False):
+    def __init__(self, check_nan_inf: bool = False, check_types: bool = False):
         self.check_nan_inf = check_nan_inf
+        self.check_types = check_types
         self.plans_built = 0
         self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
@@ -110,7 +113,7 @@ class Executor:
         fetch_names = [_fetch_name(f) for f in (fetch_list or ())]
         plan = self.plan_for(program, list(feed), fetch_names)
         env = self._initial_env(plan, feed, scope)
-        if self.check_nan_inf:
+        if self.check_nan_inf or self.check_types:
             self._run_checked(plan, env)
         else:
             self._run_fast(plan, env)
@@ -190,7 +193,14 @@ class Executor:
                     f"the kernel returned {len(values)} outputs for {len(step.outs)} output vars"))
             for n, v in zip(step.outs, values):
                 v = np.asarray(v)
-                if v.dtype.kind in "fc" and not np.isfinite(v).all():
+                if self.check_types:
+                    var = block.var(n)
+                    if v.dtype.name != var.dtype or not _shape_matches(var.shape, v.shape):
+                        op = block.ops[i]
+                        raise ExecutionError(f"{op_location(block, i, op.type, op.callsite)}: its kernel returned "
+                                             f"{v.dtype.name}{format_shape(v.shape)} for output {n}, declared "
+                                             f"{var.type_str()}")
+                if self.check_nan_inf and v.dtype.kind in "fc" and not np.isfinite(v).all():
                     op = block.ops[i]
                     bad = "NaN" if np.isnan(v).any() else "Inf"
                     raise NanInfError(f"{op_location(block, i, op.type, op.callsite)} produced {bad} in output "

@@ -49,7 +49,7 @@ def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second
         grads = gradients(loss, xs)
     assert -1 not in out.shape, "inputs have static shapes, so the output's shape must be known"
     feed = {**inputs, **extra_feed, "r@cotangent": rng.standard_normal(out.shape)}
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(check_types=True), Scope()  # every kernel must keep its type promise
     fetched = exe.run(main, feed=feed, fetch_list=[g for g in grads if g is not None], scope=scope)
     assert all(g is not None for g in grads), f"no gradient for {[x.name for x, g in zip(xs, grads) if g is None]}"
     for x, analytic in zip(xs, fetched):
