@@ -46,3 +46,30 @@ def latest_version(graph: nx.DiGraph, name: str) -> tuple:
     while graph.has_node(("var", name, k + 1)):
         k += 1
     return ("var", name, k)
+
+
+def ops_in_topological_order(block: "Block") -> list[int]:
+    """Op indices of ``block`` in a dataflow-respecting order (ties broken by position)."""
+    graph = dataflow_graph(block)
+    order = nx.lexicographical_topological_sort(graph, key=lambda n: (n[1], n[0]) if n[0] == "op" else (-1, n[1]))
+    return [n[1] for n in order if n[0] == "op"]
+
+
+def ancestor_ops(block: "Block", var_names: Iterable[str]) -> set[int]:
+    """Indices of the ops whose results flow into the last values of ``var_names``."""
+    graph = dataflow_graph(block)
+    found: set = set()
+    for name in var_names:
+        found |= nx.ancestors(graph, latest_version(graph, name))
+    return {n[1] for n in found if n[0] == "op"}
+
+
+def descendant_ops(block: "Block", var_names: Iterable[str]) -> set[int]:
+    """Indices of the ops that read, directly or through other ops, the values ``var_names`` had before the block ran."""
+    graph = dataflow_graph(block)
+    found: set = set()
+    for name in var_names:
+        start = ("var", name, 0)
+        if graph.has_node(start):
+            found |= nx.descendants(graph, start)
+    return {n[1] for n in found if n[0] == "op"}

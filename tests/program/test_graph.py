@@ -19,3 +19,32 @@ def test_versioned_graph_of_an_in_place_update():
     assert list(graph.successors(("var", "exp_0", 2))) == [("op", 3)]  # tanh reads the assigned one
     assert nx.ancestors(graph, ("op", 3)) >= {("op", 0), ("op", 1), ("op", 2), ("var", "x", 0)}
     assert {graph.nodes[n]["kind"] for n in graph} == {"op", "var"}
+
+
+def _two_branches():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        y = layers.data("y", [3], "float64")
+        a = layers.exp(x)      # op 0
+        b = layers.tanh(y)     # op 1
+        c = layers.relu(a)     # op 2
+    return main.global_block(), a, b, c
+
+
+def test_ancestors_and_descendants_follow_only_dataflow():
+    from program.graph import ancestor_ops, descendant_ops
+
+    block, a, b, c = _two_branches()
+    assert ancestor_ops(block, [c.name]) == {0, 2}
+    assert ancestor_ops(block, [b.name]) == {1}
+    assert descendant_ops(block, ["x"]) == {0, 2}
+    assert descendant_ops(block, ["y"]) == {1}
+
+
+def test_topological_order_keeps_positions_when_they_are_valid():
+    from program.graph import ops_in_topological_order
+
+    block, *_ = _two_branches()
+    assert ops_in_topological_order(block) == [0, 1, 2]
+
