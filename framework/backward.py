@@ -41,11 +41,11 @@ def _names(vars_: Iterable | None) -> set[str]:
 class _Pass:
     """The state of one backward pass over one block."""
 
-    def __init__(self, block, targets: list[Variable], no_grad: set[str]):
+    def __init__(self, block, targets: list[Variable], no_grad: set[str], names: NameAllocator | None = None):
         self.block = block
         self.targets = targets
         self.no_grad = no_grad
-        self.names = NameAllocator(block)
+        self.names = names if names is not None else NameAllocator(block)
         end = 1 + max((i for i, op in enumerate(block.ops) if set(op.output_arg_names) & {t.name for t in targets}),
                       default=-1)
         self.end = end
@@ -105,6 +105,12 @@ class _Pass:
         self.emitted.append((OpDesc("fill_zeros_like", {"X": [var_name]}, {"Out": [name]}), fwd))
         return name
 
+    def nested(self, block, targets: list[str], target_grads: list[str], inputs: list[str]) -> list[str | None]:
+        """Run a backward pass inside ``block`` (a gradient sub-block) sharing this pass's names."""
+        grads = _run_pass([block.var(t) for t in targets], [block.var(n) for n in inputs], True,
+                          [block.var(g) for g in target_grads], self.no_grad, self.names)
+        return [g.name if g is not None else None for g in grads]
+
     # -- the walk ------------------------------------------------------------
     def seed(self, target_gradients: Sequence | None) -> None:
         for k, t in enumerate(self.targets):
@@ -144,8 +150,48 @@ class _Pass:
             for desc in maker(fwd, ctx):
                 self.emitted.append((desc, fwd))
 
+    def snapshot_overwritten(self) -> None:
+        """Give grad ops the values their forward op saw, for vars the forward part overwrites later.
+
+        A grad op reads forward vars by name, but it runs after the whole
+        forward part: if a later op writes the same name (``assign(.., output=x)``),
+        the name holds the newer value by then. Such a read is redirected to an
+        ``assign`` snapshot inserted right where the forward op saw the value.
+        (Control-flow grad ops bind outer names inside their sub-blocks and are
+        left as they are.)
+        """
+        block = self.block
+        writes: dict[str, int] = {}  # name -> index of its last write in the forward part
+        for j, op in enumerate(block.ops):
+            for n in op.output_arg_names:
+                writes[n] = j
+        if not writes:
+            return
+        position = {id(op): j for j, op in enumerate(block.ops)}
+        snapshots: dict[tuple[str, int], str] = {}
+        for desc, fwd in self.emitted:
+            if fwd is None or desc.type in ("cond", "while"):
+                continue
+            i = position.get(id(fwd))
+            if i is None:
+                continue
+            made_here = set(fwd.output_arg_names)
+            for names in desc.inputs.values():
+                for k, n in enumerate(names):
+                    point = i + 1 if n in made_here else i  # where the value the forward op saw is current
+                    if writes.get(n, -1) < point:
+                        continue
+                    key = (n, point)
+                    if key not in snapshots:
+                        snapshots[key] = self.names.fresh(f"{n}@SNAPSHOT")
+                    names[k] = snapshots[key]
+        for (n, point), copy in sorted(snapshots.items(), key=lambda item: -item[0][1]):
+            block.insert_op(point, "assign", {"X": [n]}, {"Out": [copy]}, role="backward",
+                            callsite="append_backward")
+
     def materialize(self) -> None:
         """Append every emitted op, renamed, typed by schema inference, marked backward with its forward op."""
+        self.snapshot_overwritten()
         block, rename = self.block, self.rename
         for desc, fwd in self.emitted:
             ins = {s: [rename.get(n, n) for n in ns] for s, ns in desc.inputs.items()}
@@ -165,7 +211,8 @@ def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target
             gc.enable()
 
 
-def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
+def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set,
+              names: NameAllocator | None = None):
     if not targets:
         raise BackwardError("the backward pass needs at least one target")
     block = targets[0].block
@@ -176,7 +223,7 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
             raise BackwardError(f"target '{t.name}' is {t.type_str()}: only floating-point targets have gradients")
     if target_gradients is not None and len(target_gradients) != len(targets):
         raise BackwardError(f"{len(target_gradients)} target_gradients for {len(targets)} targets")
-    p = _Pass(block, targets, _names(no_grad_set))
+    p = _Pass(block, targets, _names(no_grad_set), names)
     explicit_names = {v.name for v in inputs} if explicit else set()
     starts = [latest_version(p.graph, v.name) if explicit else ("var", v.name, 0) for v in inputs]
     if not explicit:

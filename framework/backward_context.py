@@ -39,7 +39,8 @@ class MakerContext:
         self._out = out_nodes
         self._on_path = on_path
         self._input_grads: dict[str, list] = {}
-        self._label = (fwd.output_arg_names or [fwd.type])[0]
+        # Temporaries are named after the op's first output, without an extra slot's ".slot" suffix.
+        self._label = (fwd.output_arg_names or [fwd.type])[0].split(".")[0]
 
     def input(self, slot: str) -> list[str]:
         return self._fwd.input(slot)
@@ -64,6 +65,30 @@ class MakerContext:
             g = self._pass.finalize(self._out[name], self._fwd)
             grads.append(g if g is not None else self._pass.zeros_like(name, self._fwd))
         return grads
+
+    def output_grad_or_none(self, slot: str, declare: bool = False) -> list[str | None]:
+        """Each output's gradient name, or None where nothing produced one (no zero fill).
+
+        With ``declare``, each gradient var is declared in the forward op's
+        block right away (typed like its output), so that a sub-block built
+        now can read it before the pass appends the op that makes it.
+        """
+        block, grads = self._fwd.block, []
+        for name in self._fwd.output(slot):
+            g = self._pass.finalize(self._out[name], self._fwd) if name in self._out else None
+            if g is not None and declare and not block.has_var(g):
+                var = block.var(name)
+                block.create_var(g, var.shape, var.dtype)
+            grads.append(g)
+        return grads
+
+    def new_block(self):
+        """A fresh sub-block whose parent is the forward op's block (for a gradient sub-block)."""
+        return self._fwd.block.program.create_block(self._fwd.block.idx)
+
+    def gradients(self, block, targets: list[str], target_grads: list[str], inputs: list[str]) -> list[str | None]:
+        """Append to ``block`` the gradient of ``targets`` (seeded with ``target_grads``) in ``inputs``."""
+        return self._pass.nested(block, targets, target_grads, inputs)
 
     def input_grad(self, slot: str) -> list[str | None]:
         if slot not in self._input_grads:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import activation, conv, elementwise, grad_ops, linalg, manipulation, network, nn, reduction
+from . import activation, control_flow, conv, elementwise, grad_ops, linalg, manipulation, network, nn, reduction
 from .base import GradContext, Maker, OpDesc, grad_maker, op
 
-FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv, network)
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv, network,
+                                    control_flow)
 
 
 def _collect(families) -> dict[str, Maker]:

@@ -115,12 +115,14 @@ ATTR_KINDS: Mapping[str, Callable[[Any], Any]] = {
 class InferContext:
     """What a schema's infer function sees: input types by slot and the op's attrs."""
 
-    __slots__ = ("op_type", "_inputs", "_attrs")
+    __slots__ = ("op_type", "_inputs", "_attrs", "_program")
 
-    def __init__(self, op_type: str, inputs: Mapping[str, list[TensorType]], attrs: Mapping[str, Any]):
+    def __init__(self, op_type: str, inputs: Mapping[str, list[TensorType]], attrs: Mapping[str, Any],
+                 program: Any = None):
         self.op_type = op_type
         self._inputs = inputs
         self._attrs = attrs
+        self._program = program
 
     def input(self, slot: str) -> TensorType:
         """The type of the single var in ``slot``."""
@@ -135,6 +137,17 @@ class InferContext:
 
     def attr(self, name: str) -> Any:
         return self._attrs[name]
+
+    def block_var(self, block_attr: str, name: str) -> TensorType:
+        """The type of var ``name`` in the sub-block named by attr ``block_attr`` (control-flow ops)."""
+        blocks = self._program.blocks if self._program is not None else []
+        idx = self._attrs[block_attr]
+        if not 0 <= idx < len(blocks):
+            self.fail(f"attr {block_attr}={idx} names no block of the program")
+        var = blocks[idx].find_var(name)
+        if var is None:
+            self.fail(f"block {idx} (attr {block_attr}) has no var '{name}'")
+        return TensorType(var.shape, var.dtype)
 
     def fail(self, message: str):
         """Reject the op's inputs or attrs; the caller adds the block, op and vars."""

@@ -99,7 +99,7 @@ def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, 
             ts.append(TensorType(var.shape, var.dtype))
         types[slot] = ts
     try:
-        result = schema.infer(InferContext(schema.type, types, attrs))
+        result = schema.infer(InferContext(schema.type, types, attrs, block.program))
     except ShapeInferenceError as e:
         raise OpError(f"{where}: {e} (inputs: {describe_slots(block, inputs)})") from None
     return {slot: (list(t) if isinstance(t, list) else [t]) for slot, t in result.items()}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import activation, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn, optimizer, reduction
+from . import activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn, optimizer, reduction
 
 KernelFactory = Callable[[Any], Callable[..., Any]]
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network, control_flow)
 
 
 def _collect(families) -> dict[str, KernelFactory]:

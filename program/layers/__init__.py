@@ -1,6 +1,7 @@
 """``program.layers``: functions that append ops to the current block and return their outputs."""
 from __future__ import annotations
 
+from .control_flow import cond, while_loop
 from .conv import conv2d, pool2d
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul

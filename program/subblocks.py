@@ -1,0 +1,66 @@
+"""Building and reading sub-blocks: entering one, what it reads from outside, copying one.
+
+A control-flow op lists every var its sub-blocks read from enclosing blocks
+in its ``Input`` slot, so the enclosing block's dataflow stays complete.
+``external_reads`` finds those vars; nested control-flow ops already list
+theirs, so one level of ops is enough.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from .errors import ProgramError
+
+if TYPE_CHECKING:
+    from .block import Block
+    from .program import Program
+
+
+@contextmanager
+def building_block(program: "Program", block: "Block") -> Iterator["Block"]:
+    """Inside the ``with``, ``layers`` functions append to ``block`` instead of the current block."""
+    previous = program._current_block_idx
+    program._current_block_idx = block.idx
+    try:
+        yield block
+    finally:
+        program._current_block_idx = previous
+
+
+def external_reads(blocks: Iterable["Block"], exclude: Iterable[str] = ()) -> list[str]:
+    """Names read by ops of ``blocks`` that none of them declares, in first-read order (minus ``exclude``)."""
+    found: dict[str, None] = {}
+    skip = set(exclude)
+    for block in blocks:
+        for op in block.ops:
+            for name in op.input_arg_names:
+                if name not in block.vars and name not in skip:
+                    found[name] = None
+    return list(found)
+
+
+def check_writes_local(block: "Block", what: str) -> None:
+    """A ProgramError if an op of ``block`` writes a var of an enclosing block (sub-blocks are functional)."""
+    for i, op in enumerate(block.ops):
+        for name in op.output_arg_names:
+            if name not in block.vars:
+                raise ProgramError(f"{what} (block {block.idx}), op #{i} ({op.type}) writes '{name}', a var of an "
+                                   "enclosing block; a sub-block may only write its own vars (return the new "
+                                   "value instead)")
+
+
+def copy_vars(src: "Block", dst: "Block") -> None:
+    """Declare ``src``'s vars in ``dst`` with the same names, types and flags."""
+    for var in src.vars.values():
+        if var.name not in dst.vars:
+            dst.create_var(var.name, var.shape, var.dtype, var.persistable, var.stop_gradient, var.is_parameter,
+                           var.trainable)
+
+
+def copy_ops(src: "Block", dst: "Block") -> None:
+    """Append copies of ``src``'s ops to ``dst``, in order (their vars must be declared there: ``copy_vars``)."""
+    for op in src.ops:
+        dst.append_op(op.type, {s: list(n) for s, n in op.inputs.items()},
+                      {s: list(n) for s, n in op.outputs.items()}, dict(op.attrs), role=op.role,
+                      forward_op=op.forward_op, callsite=op.callsite)

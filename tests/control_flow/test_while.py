@@ -1,0 +1,158 @@
+"""while_loop: forward values, gradients against the unrolled loop and finite differences, errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework import Executor, ExecutionError, Scope, gradients
+from program import Program, layers, program_guard
+from program.errors import OpError, ProgramError
+from tests.grad.checking import check_op_gradients
+
+from .rnn import B, H, build, feed_for, numeric, run
+
+
+def _counted_loop(steps: int, body, loop_vars, **kw):
+    """``body`` applied ``steps`` times (a fixed trip count, so shapes stay static for the checker)."""
+    limit = layers.fill_constant([], "int64", steps)
+    one = layers.fill_constant([], "int64", 1)
+    out = layers.while_loop(lambda t, *vs: layers.less_than(t, limit),
+                            lambda t, *vs: [layers.add(t, one)] + list(body(*vs)),
+                            [layers.fill_constant([], "int64", 0)] + list(loop_vars), **kw)
+    return out[1:]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 7])
+def test_rnn_loop_equals_the_unrolled_loop_and_finite_differences(steps):
+    feed = feed_for(steps)
+    loop, loss, (gw, gh0) = build()
+    unrolled, u_loss, (u_gw, u_gh0) = build(steps)
+    got = run(loop, [loss, gw, gh0], feed)
+    want = run(unrolled, [u_loss] + [g for g in (u_gw, u_gh0) if g is not None], feed)
+    if u_gw is None:  # zero steps: the loss does not depend on w, so its gradient is zero
+        want.insert(1, np.zeros((H, H)))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(got[1], numeric(loop, loss, feed, "w"), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got[2], numeric(loop, loss, feed, "h0"), rtol=1e-6, atol=1e-8)
+
+
+def test_the_loop_records_every_iteration_and_counts_them():
+    feed = feed_for(5)
+    main, _, _ = build()
+    op = next(op for op in main.global_block().ops if op.type == "while" and op.role == "forward")
+    history, steps = run(main, [op.output("History")[1], op.output("Steps")[0]], feed)
+    assert steps == 5 and history.shape == (5, B, H)
+    np.testing.assert_array_equal(history[0], feed["h0"])
+    np.testing.assert_allclose(history[1], np.tanh(feed["h0"] @ feed["w"] + feed["xs"][0]))
+
+
+@pytest.mark.parametrize("bias_shape", [[3], [1, 3], [2, 3]])
+def test_a_body_reading_a_parameter_several_times(bias_shape):
+    rng = np.random.default_rng(3)
+
+    def body(h, w, b):
+        hw = layers.matmul(h, w)
+        return [layers.add(layers.sin(hw), layers.multiply(layers.matmul(hw, w), b))]
+
+    check_op_gradients(lambda h, w, b: _counted_loop(3, lambda h: body(h, w, b), [h])[0],
+                       {"h": rng.standard_normal((2, 3)), "w": 0.4 * rng.standard_normal((3, 3)),
+                        "b": rng.standard_normal(bias_shape)})
+
+
+def test_loop_vars_read_and_written_by_each_other_and_an_overwritten_local():
+    rng = np.random.default_rng(4)
+
+    def body(a, s):
+        mixed = layers.tanh(layers.add(a, s))
+        layers.assign(layers.multiply(mixed, s), output=mixed)  # the body overwrites its own var
+        return [mixed, layers.add(s, layers.scale(a, 0.5))]
+
+    check_op_gradients(lambda a, s: _counted_loop(4, body, [a, s])[0],
+                       {"a": rng.standard_normal((2, 3)), "s": 0.5 * rng.standard_normal((2, 3))})
+
+
+def test_a_cond_inside_the_loop_body():
+    rng = np.random.default_rng(5)
+
+    def build_loop(h, w):
+        limit, one = layers.fill_constant([], "int64", 4), layers.fill_constant([], "int64", 1)
+        two = layers.fill_constant([], "int64", 2)
+
+        def body(t, h):
+            new = layers.cond(layers.less_than(t, two), lambda: layers.tanh(layers.matmul(h, w)),
+                              lambda: layers.multiply(layers.sin(h), h))
+            return [layers.add(t, one), new]
+
+        return layers.while_loop(lambda t, h: layers.less_than(t, limit), body,
+                                 [layers.fill_constant([], "int64", 0), h])[1]
+
+    check_op_gradients(build_loop, {"h": rng.standard_normal((2, 3)), "w": 0.5 * rng.standard_normal((3, 3))})
+
+
+def test_hessian_vector_product_through_three_steps():
+    rng = np.random.default_rng(6)
+    main = Program()
+    with program_guard(main, Program()):
+        h0 = layers.data("h0", [B, H], "float64")
+        w = layers.data("w", [H, H], "float64")
+        v = layers.data("v", [H, H], "float64")
+        (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [h0])
+        loss = layers.reduce_sum(layers.square(h))
+        (gw,) = gradients(loss, [w])
+        directional = layers.reduce_sum(layers.multiply(gw, v))
+        (hvp,) = gradients(directional, [w])
+    feed = {"h0": rng.standard_normal((B, H)), "w": 0.5 * rng.standard_normal((H, H)),
+            "v": rng.standard_normal((H, H))}
+    (got,) = Executor(check_types=True).run(main, feed=feed, fetch_list=[hvp], scope=Scope())
+    from framework.gradcheck import numeric_gradient
+
+    want = numeric_gradient(main, feed, Scope(), directional.name, "w")
+    assert np.abs(want).max() > 1e-3  # the check is not vacuous
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    loops = [op for b in main.blocks for op in b.ops if op.type == "while"]
+    assert len(loops) >= 4  # forward, its gradient, and the gradients of both in the second pass
+
+
+def test_exceeding_max_iterations_is_a_run_time_error_naming_the_loop():
+    main = Program()
+    with program_guard(main, Program()):
+        n = layers.data("n", [], "int64")
+        one = layers.fill_constant([], "int64", 1)
+        (t,) = layers.while_loop(lambda t: layers.less_than(t, n), lambda t: [layers.add(t, one)],
+                                 [layers.fill_constant([], "int64", 0)], max_iterations=5)
+    exe = Executor()
+    assert exe.run(main, feed={"n": np.int64(5)}, fetch_list=[t], scope=Scope())[0] == 5
+    with pytest.raises(ExecutionError, match=r"op #2 \(while\).*max_iterations=5"):
+        exe.run(main, feed={"n": np.int64(6)}, fetch_list=[t], scope=Scope())
+
+
+def test_a_body_that_changes_a_loop_var_type_is_a_build_error():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3], "float64")
+        with pytest.raises(OpError, match=r"loop var 0 is float64\[2, 3\].*float64\[3, 2\]"):
+            layers.while_loop(lambda h: layers.less_than(layers.reduce_sum(h), layers.fill_constant([], "float64", 1)),
+                              lambda h: [layers.transpose(h, [1, 0])], [x])
+
+
+def test_a_body_writing_an_outer_var_is_a_build_error():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        outer = layers.scale(x, 1.0)
+        with pytest.raises(ProgramError, match="writes '.*', a var of an enclosing block"):
+            layers.while_loop(lambda h: layers.less_than(layers.reduce_sum(h), layers.fill_constant([], "float64", 1)),
+                              lambda h: [layers.assign(h, output=outer)], [x])
+
+
+def test_a_loop_var_that_changes_shape_at_run_time_is_an_error():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1], "float64")
+        one = layers.fill_constant([], "int64", 1)
+        _, out = layers.while_loop(lambda t, h: layers.less_than(t, one),
+                                   lambda t, h: [layers.add(t, one), layers.concat([h, h])],
+                                   [layers.fill_constant([], "int64", 0), x])
+    with pytest.raises(ExecutionError, match=r"loop var 1 changed shape from \[2\] to \[4\]"):
+        Executor().run(main, feed={"x": np.ones(2)}, fetch_list=[out], scope=Scope())
