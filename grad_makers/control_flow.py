@@ -18,19 +18,26 @@ through the same makers again (second order through loops and branches).
 from __future__ import annotations
 
 from program.dtypes import is_float
-from program.subblocks import copy_ops, copy_vars, external_reads
+from program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
 
 from .base import OpDesc, grad_maker, op
 
 
 def _assign_targets(block, ctx, results: list[str], grads: list[str | None]) -> tuple[list[str], list[str]]:
-    """Copies of the results that have gradients: distinct vars made in ``block`` to seed the pass from."""
+    """The results that have gradients, as distinct vars made in ``block`` to seed the pass from.
+
+    A result made by an op of the block is its own target; one that is a
+    parameter, an outer var or a repeat gets an ``assign`` copy.
+    """
+    made = {n for op in block.ops for n in op.output_arg_names}
     targets, seeds = [], []
     for name, g in zip(results, grads):
         if g is None:
             continue
-        target = ctx.tmp("target")
-        block.append_op("assign", {"X": [name]}, {"Out": [target]}, role="backward")
+        target = name
+        if name not in made or name in targets:
+            target = ctx.tmp("target")
+            block.append_op("assign", {"X": [name]}, {"Out": [target]}, role="backward")
         targets.append(target)
         seeds.append(g)
     return targets, seeds
@@ -62,6 +69,7 @@ def cond_grad(fwd, ctx) -> list[OpDesc]:
         inputs = [n for n, _ in wanted]
         grads = ctx.gradients(block, targets, seeds, inputs) if targets else [None] * len(inputs)
         results.append([_or_zeros(block, ctx, g, n) for g, (n, _) in zip(grads, wanted)])
+        prune_unused(block, results[-1])
         blocks.append(block)
     return [op("cond", {"Cond": ctx.input("Cond")[0], "Input": external_reads(blocks)},
                {"Out": [g for _, g in wanted]}, true_block=blocks[0].idx, false_block=blocks[1].idx,
@@ -136,6 +144,7 @@ def while_grad(fwd, ctx) -> list[OpDesc]:
         block.append_op("elementwise_add", {"X": [acc], "Y": [g]}, {"Out": [total]}, role="backward")
         new_accs.append(total)
 
+    prune_unused(block, [index] + new_carries + new_accs, [step] + carries + accs)
     outs = ([ctx.tmp("step")] + [x_grads[k] or ctx.tmp("carry_out") for k in carried] + [g for _, g in wanted])
     return descs + [op("while", {"X": init, "Input": external_reads([cond_block, block])},
                        {"Out": outs, "History": [ctx.tmp("history") for _ in outs], "Steps": ctx.tmp("steps")},

@@ -64,3 +64,30 @@ def copy_ops(src: "Block", dst: "Block") -> None:
         dst.append_op(op.type, {s: list(n) for s, n in op.inputs.items()},
                       {s: list(n) for s, n in op.outputs.items()}, dict(op.attrs), role=op.role,
                       forward_op=op.forward_op, callsite=op.callsite)
+
+
+def prune_unused(block: "Block", keep: Iterable[str], params: Iterable[str] = ()) -> int:
+    """Remove the ops of ``block`` whose results neither ``keep`` nor a later op needs; returns how many.
+
+    Random ops are kept (their effect is more than their result). Vars no
+    remaining op uses go too, except ``keep`` and ``params`` (the block's
+    parameters, bound by the owning op). Used on gradient sub-blocks, whose
+    copied forward ops may feed nothing the gradient reads (a loop
+    counter's increment, say).
+    """
+    from .ops import OP_SCHEMAS
+
+    live = set(keep)
+    removed = 0
+    for i in range(len(block.ops) - 1, -1, -1):
+        op = block.ops[i]
+        schema = OP_SCHEMAS.get(op.type)
+        if not (set(op.output_arg_names) & live) and not (schema is not None and schema.stateful):
+            block.remove_op(i)
+            removed += 1
+            continue
+        live.update(op.input_arg_names)
+    used = live | set(params) | {n for op in block.ops for n in op.output_arg_names}
+    for name in [n for n in block.vars if n not in used]:
+        block.remove_var(name)
+    return removed

@@ -11,8 +11,9 @@ from typing import Callable
 from .base import Example
 from .cnn import cnn
 from .mlp import mlp
+from .rnn import rnn
 
-EXAMPLES: dict[str, Callable[..., Example]] = {"mlp": mlp, "cnn": cnn}
+EXAMPLES: dict[str, Callable[..., Example]] = {"mlp": mlp, "cnn": cnn, "rnn": rnn}
 """name -> builder."""
 
 __all__ = ["EXAMPLES", "Example"]

@@ -46,7 +46,7 @@ def test_example_prints_forward_and_generated_program_and_writes_files(trained):
 
 def test_example_list_and_unknown_example():
     listing = gradgen("example", "--list").stdout
-    assert "mlp" in listing and "cnn" in listing
+    assert "mlp" in listing and "cnn" in listing and "rnn" in listing
     result = gradgen("example", "nope")
     assert result.returncode == 1 and "unknown example 'nope'" in result.stderr
     assert "Traceback" not in result.stderr

@@ -36,3 +36,14 @@ def test_json_round_trip_is_exact_and_the_loaded_program_computes_the_same_gradi
     fetch = [loss.name] + [g.name for g in grads]
     for a, b in zip(run(main, fetch, feed), run(loaded, fetch, feed)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_gradient_body_recomputes_only_what_the_gradient_reads():
+    main, _, _ = build()
+    grad_loop = next(op for op in main.global_block().ops if op.type == "while" and op.role == "backward")
+    body = main.block(grad_loop.attr("body_block"))
+    types = [op.type for op in body.ops]
+    assert types.count("tanh") == 1 and types.count("matmul") == 3  # one recomputed, two for the gradients
+    assert not any(op.type == "elementwise_add" and body.var(op.output_arg_names[0]).dtype == "int64"
+                   for op in body.ops)  # the forward counter's increment feeds no gradient
+    assert set(body.vars) >= set(grad_loop.attr("body_params"))
