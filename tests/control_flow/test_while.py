@@ -156,3 +156,25 @@ def test_a_loop_var_that_changes_shape_at_run_time_is_an_error():
                                    [layers.fill_constant([], "int64", 0), x])
     with pytest.raises(ExecutionError, match=r"loop var 1 changed shape from \[2\] to \[4\]"):
         Executor().run(main, feed={"x": np.ones(2)}, fetch_list=[out], scope=Scope())
+
+
+def test_a_loop_inside_a_loop_body():
+    rng = np.random.default_rng(7)
+
+    def nested(h, w):
+        inner = lambda h: _counted_loop(3, lambda g: [layers.tanh(layers.matmul(g, w))], [h])  # noqa: E731
+        return _counted_loop(2, inner, [h])[0]
+
+    check_op_gradients(nested, {"h": rng.standard_normal((2, 3)), "w": 0.5 * rng.standard_normal((3, 3))})
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_loop_inside_a_cond_branch(taken):
+    rng = np.random.default_rng(8)
+
+    def build(h, w, p):
+        return layers.cond(p, lambda: _counted_loop(3, lambda g: [layers.sin(layers.matmul(g, w))], [h])[0],
+                           lambda: layers.multiply(h, h))
+
+    check_op_gradients(build, {"h": rng.standard_normal((2, 3)), "w": 0.5 * rng.standard_normal((3, 3))},
+                       extra_feed={"p": np.array(taken)})
