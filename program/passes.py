@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .ops import OP_SCHEMAS
+from .subblocks import owned_blocks
 
 
 def strip_for_test(program) -> None:
@@ -12,6 +13,7 @@ def strip_for_test(program) -> None:
     that attr (dropout becomes the identity, batch norm uses its running
     statistics).
     """
+    orphans: set[int] = set()
     for block in program.blocks:
         kept, dropped = [], []
         for op in block.ops:
@@ -23,8 +25,34 @@ def strip_for_test(program) -> None:
                 if name not in still_used and var is not None and not var.persistable:
                     del block.vars[name]
         block.ops[:] = kept
+        orphans.update(b for op in dropped for b in owned_blocks(op))
         for op in kept:
             schema = OP_SCHEMAS.get(op.type)
             if schema is not None and "is_test" in schema.attrs:
                 op.attrs["is_test"] = True
+    _remove_blocks(program, orphans)
     program._touch()
+
+
+def _remove_blocks(program, doomed: set[int]) -> None:
+    """Drop the blocks in ``doomed`` and every block their ops own; renumber the rest and their references."""
+    stack = list(doomed)
+    while stack:
+        for op in program.blocks[stack.pop()].ops:
+            for b in owned_blocks(op):
+                if b not in doomed:
+                    doomed.add(b)
+                    stack.append(b)
+    if not doomed:
+        return
+    survivors = [b for b in program.blocks if b.idx not in doomed]
+    new_index = {b.idx: i for i, b in enumerate(survivors)}
+    for block in survivors:
+        block.idx = new_index[block.idx]
+        block.parent_idx = new_index[block.parent_idx] if block.parent_idx >= 0 else -1
+        for op in block.ops:
+            schema = OP_SCHEMAS.get(op.type)
+            for name, spec in (schema.attrs.items() if schema is not None else ()):
+                if spec.kind == "block" and name in op.attrs:
+                    op.attrs[name] = new_index[op.attrs[name]]
+    program.blocks[:] = survivors

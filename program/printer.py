@@ -8,6 +8,7 @@ indented under the op that owns them.
 from __future__ import annotations
 
 from .ops import OP_SCHEMAS
+from .subblocks import owned_blocks
 
 
 def _format_value(v) -> str:
@@ -18,13 +19,6 @@ def _format_value(v) -> str:
     if isinstance(v, str):
         return repr(v)
     return str(v)
-
-
-def _block_attrs(op) -> list[int]:
-    schema = OP_SCHEMAS.get(op.type)
-    if schema is None:
-        return []
-    return [op.attrs[name] for name, spec in schema.attrs.items() if spec.kind == "block" and name in op.attrs]
 
 
 def format_op(op, index: int, positions: dict | None = None) -> str:
@@ -83,7 +77,7 @@ def block_to_lines(block, indent: str, positions: dict, owned: set[int]) -> list
             role = op.role
             lines.append(f"{indent}{role}:")
         lines.append(f"{indent}  {format_op(op, i, positions)}")
-        for sub in _block_attrs(op):
+        for sub in owned_blocks(op):
             if 0 <= sub < len(block.program.blocks):
                 child = block.program.blocks[sub]
                 lines.append(f"{indent}    block {sub} (parent {child.parent_idx}):")
@@ -94,7 +88,7 @@ def block_to_lines(block, indent: str, positions: dict, owned: set[int]) -> list
 def program_to_text(program) -> str:
     """The whole program as text; blocks owned by an op appear nested under it."""
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
-    owned = {sub for b in program.blocks for op in b.ops for sub in _block_attrs(op)}
+    owned = {sub for b in program.blocks for op in b.ops for sub in owned_blocks(op)}
     n = len(program.blocks)
     lines = [f"program ({n} block{'s' if n != 1 else ''})"]
     for block in program.blocks:

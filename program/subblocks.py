@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from .program import Program
 
 
+def owned_blocks(op) -> list[int]:
+    """Indices of the sub-blocks ``op`` owns (its attrs of kind ``block``)."""
+    from .ops import OP_SCHEMAS
+
+    schema = OP_SCHEMAS.get(op.type)
+    if schema is None:
+        return []
+    return [op.attrs[name] for name, spec in schema.attrs.items() if spec.kind == "block" and name in op.attrs]
+
+
 @contextmanager
 def building_block(program: "Program", block: "Block") -> Iterator["Block"]:
     """Inside the ``with``, ``layers`` functions append to ``block`` instead of the current block."""

@@ -47,3 +47,15 @@ def test_the_gradient_body_recomputes_only_what_the_gradient_reads():
     assert not any(op.type == "elementwise_add" and body.var(op.output_arg_names[0]).dtype == "int64"
                    for op in body.ops)  # the forward counter's increment feeds no gradient
     assert set(body.vars) >= set(grad_loop.attr("body_params"))
+
+
+def test_clone_for_test_drops_the_gradient_sub_blocks_and_renumbers_the_rest():
+    main, loss, _ = build()
+    test = main.clone(for_test=True)
+    assert len(test.blocks) == 3  # block 0, the loop's condition and body
+    loop = next(op for op in test.global_block().ops if op.type == "while")
+    assert {loop.attr("cond_block"), loop.attr("body_block")} == {1, 2}
+    assert all(op.role == "forward" for b in test.blocks for op in b.ops)
+    verify(test)
+    feed = feed_for(3)
+    np.testing.assert_array_equal(run(test, [loss.name], feed)[0], run(main, [loss.name], feed)[0])
