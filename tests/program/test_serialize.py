@@ -1,6 +1,8 @@
 """The JSON format: round trips, determinism, versions, and a strict loader for bad files."""
 import json
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,6 +64,14 @@ def test_not_json_and_missing_files(tmp_path):
         Program.load(tmp_path / "bin.json")
 
 
+def _broadcastable(a, b) -> bool:
+    try:
+        np.broadcast_shapes(tuple(a), tuple(b))
+    except ValueError:
+        return False
+    return True
+
+
 UNARY = ["relu", "tanh", "sigmoid", "exp", "square", "abs", "sin"]
 
 
@@ -77,7 +87,7 @@ def random_programs(draw):
             if kind == "unary":
                 out = getattr(layers, draw(st.sampled_from(UNARY)))(a)
             elif kind == "binary":
-                b = draw(st.sampled_from([v for v in pool if v.shape[-1:] == a.shape[-1:] or not v.shape]))
+                b = draw(st.sampled_from([v for v in pool if _broadcastable(a.shape, v.shape)]))
                 out = draw(st.sampled_from([layers.add, layers.multiply, layers.maximum]))(a, b)
             elif kind == "reduce" and len(a.shape) > 1:
                 out = layers.reduce_sum(a, dim=draw(st.integers(0, len(a.shape) - 2)))
