@@ -1,6 +1,7 @@
 """``Block``: an ordered list of ops and the vars they use; sub-blocks have a parent."""
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Iterable
 
 from .callsite import user_callsite
@@ -62,10 +63,10 @@ class Block:
         if name in self.vars:
             raise ProgramError(f"block {self.idx}: a var named '{name}' already exists ({self.vars[name].type_str()})")
         try:
-            shape = tuple(int(d.__index__()) for d in shape)
-        except (TypeError, AttributeError):
+            shape = tuple(map(operator.index, shape))
+        except TypeError:
             raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} (a list of ints)") from None
-        if any(d < -1 for d in shape):
+        if shape and min(shape) < -1:
             raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} (dims are >= 0 or -1)")
         var = Variable(self, name, shape, normalize_dtype(dtype), persistable, stop_gradient, is_parameter, trainable)
         self.vars[name] = var
