@@ -20,11 +20,9 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Sequence
 
-import networkx as nx
-
 from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
 from program.dtypes import is_float
-from program.graph import dataflow_graph, latest_version
+from program.graph import dataflow_graph, latest_version, reachable
 from program.shapes import shapes_agree
 from program.variable import Variable
 
@@ -67,13 +65,13 @@ class _Pass:
         or ``stop_gradient`` (unless it is an explicitly requested input).
         """
         graph = self.graph
-        stop = {n for n in graph if n[0] == "var" and n[1] not in explicit
-                and (self.blocked(n[1]) or self.block.find_var(n[1]).stop_gradient)}
+        names = {n[1] for n in graph if n[0] == "var"}
+        stopped = {n for n in names if n not in explicit and (self.blocked(n) or self.block.find_var(n).stop_gradient)}
+        stop = {n for n in graph if n[0] == "var" and n[1] in stopped}
         sink, source = ("sink",), ("source",)
         graph.add_edges_from((latest_version(graph, t.name), sink) for t in self.targets)
         graph.add_edges_from((source, s) for s in starts)
-        view = nx.subgraph_view(graph, filter_edge=lambda u, v: u not in stop)
-        on_path = nx.ancestors(view, sink) & nx.descendants(view, source)
+        on_path = reachable(graph, sink, reverse=True, stop=stop) & reachable(graph, source, stop=stop)
         graph.remove_nodes_from((sink, source))
         return on_path
 
