@@ -126,7 +126,7 @@ class _Pass:
                 continue
             fwd = block.ops[i]
             out_nodes = {n[1]: n for n in self.graph.successors(node)}
-            if not any(n in self.contributions for n in out_nodes.values()):
+            if self.contributions.keys().isdisjoint(out_nodes.values()):
                 continue
             if fwd.type in NON_DIFFERENTIABLE:
                 continue
