@@ -146,8 +146,10 @@ class _Pass:
         """Append every emitted op, renamed, typed by schema inference, marked backward with its forward op."""
         block, rename = self.block, self.rename
         for desc, fwd in self.emitted:
-            ins = {s: [rename.get(n, n) for n in ns] for s, ns in desc.inputs.items()}
-            outs = {s: [rename.get(n, n) for n in ns] for s, ns in desc.outputs.items()}
+            ins, outs = {}, {}
+            for slots, renamed in ((desc.inputs, ins), (desc.outputs, outs)):
+                for s, ns in slots.items():
+                    renamed[s] = [rename.get(n, n) for n in ns]
             block.append_op(desc.type, ins, outs, desc.attrs, role="backward", forward_op=fwd,
                             callsite=fwd.callsite if fwd is not None else "append_backward")
 

@@ -25,10 +25,27 @@ _tensor_type = tuple.__new__
 """``_tensor_type(TensorType, (shape, dtype))`` builds a TensorType without the Python-level ``__new__`` frame."""
 
 
+class _Location(tuple):
+    """``(block, index, op_type, callsite)``, shown as ``op_location`` gives it.
+
+    Checks put it at the head of their messages; formatting it only when one
+    fails saves that cost on every op that passes.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return op_location(*self)
+
+
 def _names(value) -> list[str]:
     """A slot value (a Variable, a name, or a list of them) as a new list of names."""
     if isinstance(value, (list, tuple)):
-        return [v if isinstance(v, str) else v.name for v in value]
+        names = list(value)
+        for v in names:  # usually all names already: one copy and a check, no comprehension
+            if not isinstance(v, str):
+                return [v if isinstance(v, str) else v.name for v in value]
+        return names
     return [value if isinstance(value, str) else value.name]
 
 
@@ -117,8 +134,8 @@ def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, 
 def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs=None, attrs=None,
                   role: str = "forward", forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
     """A schema-checked Operator for ``block`` at ``index``; creates missing output vars."""
-    where = op_location(block, index, op_type, callsite)
-    schema = lookup_schema(where, op_type)
+    where = _Location((block, index, op_type, callsite))
+    schema = OP_SCHEMAS.get(op_type) or lookup_schema(where, op_type)
     if role not in ROLES:
         raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
     ins = _normalize_slots(where, inputs, schema, "input")
