@@ -26,14 +26,11 @@ class OpDesc:
 
 def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> OpDesc:
     """Shorthand: a slot may be given as one name or a list of names."""
-    return OpDesc(type, _as_lists(inputs), _as_lists(outputs), attrs)
-
-
-def _as_lists(slots: dict[str, Any]) -> dict[str, list[str]]:
-    out = {}
-    for k, v in slots.items():  # a loop, not a comprehension: makers call this for every op they emit
-        out[k] = list(v) if isinstance(v, (list, tuple)) else [v]
-    return out
+    ins, outs = {}, {}
+    for given, slots in ((inputs, ins), (outputs, outs)):
+        for k, v in given.items():  # loops, not comprehensions: makers call this for every op they emit
+            slots[k] = list(v) if isinstance(v, (list, tuple)) else [v]
+    return OpDesc(type, ins, outs, attrs)
 
 
 class GradContext(Protocol):

@@ -153,7 +153,9 @@ def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs
 
 
 def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType) -> None:
-    var = block.vars.get(name) or block.find_var(name)
+    var = block.vars.get(name)
+    if var is None and block.parent_idx >= 0:
+        var = block.find_var(name)
     if var is None:
         block.create_var(name, t.shape, t.dtype)
         return
