@@ -76,8 +76,12 @@ class Block:
     def append_op(self, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
         """Validate an op against its schema, create its missing output vars, append it."""
-        return self.insert_op(len(self.ops), type, inputs, outputs, attrs, role=role,
-                              forward_op=forward_op, callsite=callsite)
+        if callsite is None:
+            callsite = user_callsite()
+        op = make_operator(self, len(self.ops), type, inputs, outputs, attrs, role, forward_op, callsite)
+        self.ops.append(op)
+        self.program._touch()
+        return op
 
     def insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:

@@ -58,10 +58,11 @@ def _normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSche
     """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
     known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
-    for name in given:
-        if name not in known:
-            raise OpError(f"{where}: unknown {kind} slot '{name}'{_suggest(name, known)} "
-                          f"(valid: {', '.join(known) or 'none'})")
+    if not given.keys() <= known.keys():
+        for name in given:
+            if name not in known:
+                raise OpError(f"{where}: unknown {kind} slot '{name}'{_suggest(name, known)} "
+                              f"(valid: {', '.join(known) or 'none'})")
     out: dict[str, list[str]] = {}
     for name, slot in known.items():
         value = given.get(name)
