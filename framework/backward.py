@@ -149,7 +149,7 @@ class _Pass:
             ins, outs = {}, {}
             for slots, renamed in ((desc.inputs, ins), (desc.outputs, outs)):
                 for s, ns in slots.items():
-                    renamed[s] = [rename.get(n, n) for n in ns]
+                    renamed[s] = list(map(rename.get, ns, ns))  # rename.get(n, n) for each n, without a Python frame
             block.append_op(desc.type, ins, outs, desc.attrs, role="backward", forward_op=fwd,
                             callsite=fwd.callsite if fwd is not None else "append_backward")
 
