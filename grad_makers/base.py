@@ -29,7 +29,7 @@ def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> O
     ins, outs = {}, {}
     for given, slots in ((inputs, ins), (outputs, outs)):
         for k, v in given.items():  # loops, not comprehensions: makers call this for every op they emit
-            slots[k] = list(v) if isinstance(v, (list, tuple)) else [v]
+            slots[k] = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else [v]
     return OpDesc(type, ins, outs, attrs)
 
 
