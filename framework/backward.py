@@ -20,11 +20,9 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Sequence
 
-import networkx as nx
-
 from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
 from program.dtypes import is_float
-from program.graph import dataflow_graph, latest_version
+from program.graph import dataflow_graph, latest_version, reachable
 from program.shapes import shapes_agree
 from program.variable import Variable
 
@@ -67,13 +65,13 @@ class _Pass:
         or ``stop_gradient`` (unless it is an explicitly requested input).
         """
         graph = self.graph
-        stop = {n for n in graph if n[0] == "var" and n[1] not in explicit
-                and (self.blocked(n[1]) or self.block.find_var(n[1]).stop_gradient)}
+        names = {n[1] for n in graph if n[0] == "var"}
+        stopped = {n for n in names if n not in explicit and (self.blocked(n) or self.block.find_var(n).stop_gradient)}
+        stop = {n for n in graph if n[0] == "var" and n[1] in stopped}
         sink, source = ("sink",), ("source",)
         graph.add_edges_from((latest_version(graph, t.name), sink) for t in self.targets)
         graph.add_edges_from((source, s) for s in starts)
-        view = nx.subgraph_view(graph, filter_edge=lambda u, v: u not in stop)
-        on_path = nx.ancestors(view, sink) & nx.descendants(view, source)
+        on_path = reachable(graph, sink, reverse=True, stop=stop) & reachable(graph, source, stop=stop)
         graph.remove_nodes_from((sink, source))
         return on_path
 
@@ -134,7 +132,7 @@ class _Pass:
                 continue
             fwd = block.ops[i]
             out_nodes = {n[1]: n for n in self.graph.successors(node)}
-            if not any(n in self.contributions for n in out_nodes.values()):
+            if self.contributions.keys().isdisjoint(out_nodes.values()):
                 continue
             if fwd.type in NON_DIFFERENTIABLE:
                 continue
@@ -194,10 +192,25 @@ class _Pass:
         self.snapshot_overwritten()
         block, rename = self.block, self.rename
         for desc, fwd in self.emitted:
-            ins = {s: [rename.get(n, n) for n in ns] for s, ns in desc.inputs.items()}
-            outs = {s: [rename.get(n, n) for n in ns] for s, ns in desc.outputs.items()}
+            ins, outs = {}, {}
+            for slots, renamed in ((desc.inputs, ins), (desc.outputs, outs)):
+                for s, ns in slots.items():
+                    renamed[s] = list(map(rename.get, ns, ns))  # rename.get(n, n) for each n, without a Python frame
             block.append_op(desc.type, ins, outs, desc.attrs, role="backward", forward_op=fwd,
                             callsite=fwd.callsite if fwd is not None else "append_backward")
+
+
+def _promote_survivors() -> None:
+    """Hand every object the collector tracks to its oldest generation without scanning them.
+
+    Almost all the pass allocates stays alive as program, so the two young
+    collections that would follow the pass could only move it there. Cyclic
+    garbage among them waits for the next full collection. Skipped when some
+    objects are frozen already: ``gc.unfreeze`` would release those too.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
@@ -208,6 +221,7 @@ def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target
         return _run_pass(targets, inputs, explicit, target_gradients, no_grad_set)
     finally:
         if paused:
+            _promote_survivors()
             gc.enable()
 
 

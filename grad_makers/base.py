@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 from program.schema import TensorType
 
 
-@dataclass
+@dataclass(slots=True)
 class OpDesc:
     """One op to append: type, ``slot -> [var names]`` for inputs and outputs, attrs."""
 
@@ -26,9 +26,11 @@ class OpDesc:
 
 def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> OpDesc:
     """Shorthand: a slot may be given as one name or a list of names."""
-    as_list = lambda v: list(v) if isinstance(v, (list, tuple)) else [v]  # noqa: E731
-    return OpDesc(type, {k: as_list(v) for k, v in inputs.items()}, {k: as_list(v) for k, v in outputs.items()},
-                  attrs)
+    ins, outs = {}, {}
+    for given, slots in ((inputs, ins), (outputs, outs)):
+        for k, v in given.items():  # loops, not comprehensions: makers call this for every op they emit
+            slots[k] = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else [v]
+    return OpDesc(type, ins, outs, attrs)
 
 
 class GradContext(Protocol):

@@ -1,6 +1,7 @@
 """``Block``: an ordered list of ops and the vars they use; sub-blocks have a parent."""
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Iterable
 
 from .callsite import user_callsite
@@ -62,10 +63,10 @@ class Block:
         if name in self.vars:
             raise ProgramError(f"block {self.idx}: a var named '{name}' already exists ({self.vars[name].type_str()})")
         try:
-            shape = tuple(int(d.__index__()) for d in shape)
-        except (TypeError, AttributeError):
+            shape = tuple(map(operator.index, shape))
+        except TypeError:
             raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} (a list of ints)") from None
-        if any(d < -1 for d in shape):
+        if shape and min(shape) < -1:
             raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} (dims are >= 0 or -1)")
         var = Variable(self, name, shape, normalize_dtype(dtype), persistable, stop_gradient, is_parameter, trainable)
         self.vars[name] = var
@@ -75,8 +76,12 @@ class Block:
     def append_op(self, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
         """Validate an op against its schema, create its missing output vars, append it."""
-        return self.insert_op(len(self.ops), type, inputs, outputs, attrs, role=role,
-                              forward_op=forward_op, callsite=callsite)
+        if callsite is None:
+            callsite = user_callsite()
+        op = make_operator(self, len(self.ops), type, inputs, outputs, attrs, role, forward_op, callsite)
+        self.ops.append(op)
+        self.program._touch()
+        return op
 
     def insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:

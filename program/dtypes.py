@@ -4,6 +4,7 @@ from __future__ import annotations
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int32", "int64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+_CANONICAL = frozenset(DTYPES)
 
 
 def is_float(dtype: str) -> bool:
@@ -13,6 +14,8 @@ def is_float(dtype: str) -> bool:
 
 def normalize_dtype(dtype) -> str:
     """Accept a dtype string or anything numpy understands; return one of ``DTYPES``."""
+    if type(dtype) is str and dtype in _CANONICAL:
+        return dtype
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", str(dtype))
     if name == "float":
         name = "float64"

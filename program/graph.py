@@ -7,7 +7,7 @@ Ops are ``("op", i)``. Edges go var -> op for inputs and op -> var for outputs.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Container, Iterable
 
 import networkx as nx
 
@@ -46,6 +46,30 @@ def latest_version(graph: nx.DiGraph, name: str) -> tuple:
     while graph.has_node(("var", name, k + 1)):
         k += 1
     return ("var", name, k)
+
+
+def reachable(graph: nx.DiGraph, start, *, reverse: bool = False, stop: Container = frozenset()) -> set:
+    """Nodes reachable from ``start`` (itself excluded), as ``nx.descendants`` (or ``nx.ancestors`` when
+    ``reverse``) would find them in ``graph`` with every edge leaving a node of ``stop`` removed.
+
+    A stopped node can still be reached going forward, but nothing beyond it;
+    going backward it is never reached. A plain search over the adjacency, with
+    no filtered view: passes call it on graphs of hundreds of thousands of nodes.
+
+    >>> reachable(dataflow_graph(block), ("var", "x", 0), stop={("var", "h", 1)})
+    """
+    step = graph.predecessors if reverse else graph.successors
+    seen = {start}
+    frontier = [start] if reverse or start not in stop else []
+    while frontier:
+        for node in step(frontier.pop()):
+            if node in seen or (reverse and node in stop):
+                continue
+            seen.add(node)
+            if reverse or node not in stop:
+                frontier.append(node)
+    seen.discard(start)
+    return seen
 
 
 def ops_in_topological_order(block: "Block") -> list[int]:

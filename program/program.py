@@ -50,7 +50,10 @@ class Program:
 
     # -- names --------------------------------------------------------------
     def has_var_anywhere(self, name: str) -> bool:
-        return any(name in b.vars for b in self.blocks)
+        for b in self.blocks:  # a plain loop: the backward pass asks this for every name it hands out
+            if name in b.vars:
+                return True
+        return False
 
     def unique_name(self, prefix: str) -> str:
         """``prefix_k`` for the smallest counter k not yet used by this program for ``prefix``."""

@@ -170,6 +170,11 @@ class OpSchema:
     doc: str = ""
     stateful: bool = False
     """True for ops whose result depends on more than their inputs (random ops): never deduplicated."""
+    tables: "SchemaTables" = field(init=False, repr=False, compare=False)
+    """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "tables", SchemaTables.of(self))
 
     def input_slot(self, name: str) -> Slot | None:
         for s in self.inputs:
@@ -182,6 +187,28 @@ class OpSchema:
             if s.name == name:
                 return s
         return None
+
+
+class SchemaTables(NamedTuple):
+    """Slots by name and the attrs in sorted order, with the defaults every op of the type starts from.
+
+    ``defaults`` holds, in sorted name order, each attr that has a default;
+    ``required`` names the attrs without one. An op given no attrs gets a copy
+    of ``defaults`` (valid only when ``required`` is empty).
+    """
+
+    inputs: dict[str, Slot]
+    outputs: dict[str, Slot]
+    attr_names: tuple[str, ...]
+    defaults: dict[str, Any]
+    required: tuple[str, ...]
+
+    @staticmethod
+    def of(schema: "OpSchema") -> "SchemaTables":
+        names = tuple(sorted(schema.attrs))
+        return SchemaTables({s.name: s for s in schema.inputs}, {s.name: s for s in schema.outputs}, names,
+                            {n: schema.attrs[n].default for n in names if schema.attrs[n].default is not REQUIRED},
+                            tuple(n for n in names if schema.attrs[n].default is REQUIRED))
 
 
 def same_as(slot: str, out: str = "Out") -> InferFn:

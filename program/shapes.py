@@ -14,6 +14,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     An unknown dim broadcast against 1 stays unknown; against a known size n > 1
     it must be n (or 1) at run time, and the result is n.
     """
+    if len(shapes) == 2 and tuple(shapes[0]) == tuple(shapes[1]):
+        return tuple(shapes[0])  # what the loop below gives for equal shapes; the common case, made cheap
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
     for shape in shapes:

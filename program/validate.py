@@ -15,17 +15,37 @@ from .describe import describe_slots, op_location
 from .errors import OpError, ShapeInferenceError
 from .operator import ROLES, Operator
 from .ops import OP_SCHEMAS
-from .schema import ATTR_KINDS, REQUIRED, OpSchema, TensorType
+from .schema import ATTR_KINDS, InferContext, OpSchema, TensorType
 from .shapes import format_shape, shapes_agree
 
 if TYPE_CHECKING:
     from .block import Block
 
+_tensor_type = tuple.__new__
+"""``_tensor_type(TensorType, (shape, dtype))`` builds a TensorType without the Python-level ``__new__`` frame."""
+
+
+class _Location(tuple):
+    """``(block, index, op_type, callsite)``, shown as ``op_location`` gives it.
+
+    Checks put it at the head of their messages; formatting it only when one
+    fails saves that cost on every op that passes.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return op_location(*self)
+
 
 def _names(value) -> list[str]:
-    """A slot value (a Variable, a name, or a list of them) as a list of names."""
+    """A slot value (a Variable, a name, or a list of them) as a new list of names."""
     if isinstance(value, (list, tuple)):
-        return [v if isinstance(v, str) else v.name for v in value]
+        names = list(value)
+        for v in names:  # usually all names already: one copy and a check, no comprehension
+            if not isinstance(v, str):
+                return [v if isinstance(v, str) else v.name for v in value]
+        return names
     return [value if isinstance(value, str) else value.name]
 
 
@@ -34,46 +54,51 @@ def _suggest(word: str, choices) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _normalize_slots(where: str, given: Mapping[str, Any] | None, slots, kind: str) -> dict[str, list[str]]:
+def _normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
+    """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
+    known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
-    known = {s.name: s for s in slots}
-    for name in given:
-        if name not in known:
-            raise OpError(f"{where}: unknown {kind} slot '{name}'{_suggest(name, known)} "
-                          f"(valid: {', '.join(known) or 'none'})")
+    if not given.keys() <= known.keys():
+        for name in given:
+            if name not in known:
+                raise OpError(f"{where}: unknown {kind} slot '{name}'{_suggest(name, known)} "
+                              f"(valid: {', '.join(known) or 'none'})")
     out: dict[str, list[str]] = {}
-    for slot in slots:
-        value = given.get(slot.name)
+    for name, slot in known.items():
+        value = given.get(name)
         names = [] if value is None else _names(value)
         if not names:
             if not slot.optional:
-                raise OpError(f"{where}: missing {kind} slot '{slot.name}'")
+                raise OpError(f"{where}: missing {kind} slot '{name}'")
             continue
         if not slot.duplicable and len(names) != 1:
-            raise OpError(f"{where}: {kind} slot '{slot.name}' takes one var, got {len(names)}: {names}")
-        out[slot.name] = names
+            raise OpError(f"{where}: {kind} slot '{name}' takes one var, got {len(names)}: {names}")
+        out[name] = names
     return out
 
 
 def normalize_attrs(where: str, schema: OpSchema, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
     """Check attr names and kinds, coerce to canonical values, fill defaults; sorted by name."""
+    tables = schema.tables
+    if not attrs and not tables.required:
+        return dict(tables.defaults)  # the same dict the loop below builds when nothing is given
     attrs = attrs or {}
     for name in attrs:
         if name not in schema.attrs:
             raise OpError(f"{where}: unknown attr '{name}'{_suggest(name, schema.attrs)} "
                           f"(valid: {', '.join(schema.attrs) or 'none'})")
     out = {}
-    for name in sorted(schema.attrs):
-        spec = schema.attrs[name]
+    for name in tables.attr_names:
         if name in attrs:
+            kind = schema.attrs[name].kind
             try:
-                out[name] = ATTR_KINDS[spec.kind](attrs[name])
+                out[name] = ATTR_KINDS[kind](attrs[name])
             except (TypeError, ValueError):
-                raise OpError(f"{where}: attr '{name}' must be of kind {spec.kind}, got {attrs[name]!r}") from None
-        elif spec.default is REQUIRED:
-            raise OpError(f"{where}: missing required attr '{name}' ({spec.kind})")
+                raise OpError(f"{where}: attr '{name}' must be of kind {kind}, got {attrs[name]!r}") from None
+        elif name in tables.defaults:
+            out[name] = tables.defaults[name]
         else:
-            out[name] = spec.default
+            raise OpError(f"{where}: missing required attr '{name}' ({schema.attrs[name].kind})")
     return out
 
 
@@ -87,33 +112,35 @@ def lookup_schema(where: str, op_type: str) -> OpSchema:
 def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, list[str]],
                 attrs: dict[str, Any]) -> dict[str, list[TensorType]]:
     """Run the schema's shape inference; returns a list of output types per slot."""
-    from .schema import InferContext
-
+    local = block.vars
     types = {}
     for slot, names in inputs.items():
         ts = []
         for n in names:
-            var = block.find_var(n)
+            var = local.get(n) or block.find_var(n)
             if var is None:
                 raise OpError(f"{where}: input {slot}={n} is not defined in block {block.idx} or its ancestors")
-            ts.append(TensorType(var.shape, var.dtype))
+            ts.append(_tensor_type(TensorType, (var.shape, var.dtype)))
         types[slot] = ts
     try:
         result = schema.infer(InferContext(schema.type, types, attrs, block.program))
     except ShapeInferenceError as e:
         raise OpError(f"{where}: {e} (inputs: {describe_slots(block, inputs)})") from None
-    return {slot: (list(t) if isinstance(t, list) else [t]) for slot, t in result.items()}
+    out = {}
+    for slot, t in result.items():
+        out[slot] = list(t) if isinstance(t, list) else [t]
+    return out
 
 
 def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs=None, attrs=None,
                   role: str = "forward", forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
     """A schema-checked Operator for ``block`` at ``index``; creates missing output vars."""
-    where = op_location(block, index, op_type, callsite)
-    schema = lookup_schema(where, op_type)
+    where = _Location((block, index, op_type, callsite))
+    schema = OP_SCHEMAS.get(op_type) or lookup_schema(where, op_type)
     if role not in ROLES:
         raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
-    ins = _normalize_slots(where, inputs, schema.inputs, "input")
-    outs = _normalize_slots(where, outputs, schema.outputs, "output")
+    ins = _normalize_slots(where, inputs, schema, "input")
+    outs = _normalize_slots(where, outputs, schema, "output")
     norm_attrs = normalize_attrs(where, schema, attrs)
     inferred = infer_types(block, where, schema, ins, norm_attrs)
     for slot, names in outs.items():
@@ -127,7 +154,9 @@ def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs
 
 
 def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType) -> None:
-    var = block.find_var(name)
+    var = block.vars.get(name)
+    if var is None and block.parent_idx >= 0:
+        var = block.find_var(name)
     if var is None:
         block.create_var(name, t.shape, t.dtype)
         return

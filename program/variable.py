@@ -24,7 +24,7 @@ class Variable:
                  stop_gradient: bool = False, is_parameter: bool = False, trainable: bool = True):
         self.block = block
         self.name = name
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype
         self.persistable = persistable
         self.stop_gradient = stop_gradient

@@ -48,3 +48,21 @@ def test_topological_order_keeps_positions_when_they_are_valid():
     block, *_ = _two_branches()
     assert ops_in_topological_order(block) == [0, 1, 2]
 
+
+
+def test_reachable_matches_networkx_on_a_view_without_the_stopped_nodes_out_edges():
+    import random
+
+    from program.graph import reachable
+
+    rng = random.Random(0)
+    for trial in range(30):
+        graph = nx.gnp_random_graph(40, 0.08, seed=trial, directed=True)
+        graph = nx.DiGraph((u, v) for u, v in graph.edges if u < v)  # a DAG, as dataflow graphs are
+        graph.add_nodes_from(range(40))
+        stop = set(rng.sample(range(40), 6))
+        view = nx.subgraph_view(graph, filter_edge=lambda u, v: u not in stop)
+        for start in (0, 5, 17, rng.choice(sorted(stop))):
+            assert reachable(graph, start, stop=stop) == nx.descendants(view, start)
+            assert reachable(graph, start, reverse=True, stop=stop) == nx.ancestors(view, start)
+    assert reachable(nx.DiGraph([(1, 2), (2, 3)]), 1, stop={1}) == set()  # nothing leaves a stopped start
