@@ -224,3 +224,13 @@ def test_evenly_spaced_checkpoints():
     assert evenly_spaced_checkpoints([]) == []
     with pytest.raises(BackwardError, match="cannot pick 6 checkpoints from 5 candidates"):
         evenly_spaced_checkpoints(names[:5], count=6)
+
+
+def test_bench_rows_run_on_a_small_chain():
+    from tests.bench.recompute_case import recompute_rows
+
+    rows = recompute_rows(1, layers_count=9, width=32, batch=16)
+    assert [r["case"] for r in rows] == ["recompute (3 ckpts): step time"] + [
+        f"recompute (3 ckpts): {part} peak, {how}" for part in ("fwd+bwd", "whole step")
+        for how in ("analysis", "tracemalloc")]
+    assert rows[1]["with"] < rows[1]["without"]  # the predicted fwd+bwd peak
