@@ -147,14 +147,17 @@ def apply_recompute(block, plan: RecomputePlan) -> dict[str, str]:
                 first_reader.setdefault(s, j)
                 wanted.setdefault(s, set()).add(n)
     names = NameAllocator(block)
-    rename: dict[str, str] = {}
+    copied: dict[str, str] = {}
     groups = []
     for s in sorted(wanted):
         clones = _needed_ops(plan, ops, wanted[s])
         for i in clones:
             for n in ops[i].output_arg_names:
-                rename[n] = names.fresh(n + RECOMPUTE_SUFFIX)
+                copied[n] = names.fresh(n + RECOMPUTE_SUFFIX)
         groups.append((first_reader[s], s, [ops[i] for i in clones]))
+    # A copy may also remake a held value (a checkpoint made by the same op): its readers keep the original,
+    # which may be read before the copy exists. Recomputable reads are all after it, by construction.
+    rename = {n: c for n, c in copied.items() if n in plan.recomputable}
     for op in ops[plan.forward_ops:]:
         # Only the grad ops' reads change; the inserts below bump the program's version.
         for slot, args in op.inputs.items():
@@ -163,7 +166,7 @@ def apply_recompute(block, plan: RecomputePlan) -> dict[str, str]:
     for at, _, clones in sorted(groups, key=lambda g: (g[0], g[1]), reverse=True):
         for k, fwd in enumerate(clones):
             ins = {slot: [rename.get(n, n) for n in args] for slot, args in fwd.inputs.items()}
-            outs = {slot: [rename[n] for n in args] for slot, args in fwd.outputs.items()}
+            outs = {slot: [copied[n] for n in args] for slot, args in fwd.outputs.items()}
             block.insert_op(at + k, fwd.type, ins, outs, dict(fwd.attrs), role="backward", forward_op=fwd,
                             callsite=fwd.callsite)
     return rename

@@ -257,3 +257,29 @@ def test_second_order_through_recomputed_copies_agrees_to_rounding():
     assert np.array_equal(g1, g2)
     # The second pass sees the copies as more paths, so it sums the same terms in another order.
     np.testing.assert_allclose(gg1, gg2, rtol=1e-12, atol=1e-12)
+
+
+def test_an_op_with_a_checkpoint_output_and_a_recomputed_one():
+    # softmax_with_cross_entropy makes Softmax (read by its own grad op: recomputed) and Loss (the checkpoint,
+    # read by mean's grad op before the copy exists): that read must stay on the original.
+    def build(checkpointed):
+        main, startup = Program(), Program()
+        with program_guard(main, startup):
+            x = layers.data("x", [-1, WIDTH], "float64")
+            label = layers.data("label", [-1, 1], "int64")
+            logits = layers.tanh(x @ layers.create_parameter([WIDTH, 5], "float64", name="w"))
+            loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
+            picked = [main.global_block().ops[-2].output("Loss")[0]] if checkpointed else None
+            ((_, grad),) = append_backward(loss, checkpoints=picked)
+        exe, scope = Executor(), Scope()
+        exe.run(startup, scope=scope)
+        rng = np.random.default_rng(2)
+        feed = {"x": rng.standard_normal((BATCH, WIDTH)), "label": rng.integers(0, 5, (BATCH, 1))}
+        return main, exe.run(main, feed=feed, fetch_list=[grad], scope=scope)[0]
+
+    main, with_ = build(True)
+    _, without = build(False)
+    assert np.array_equal(with_, without)
+    assert "softmax_with_cross_entropy" in {op.type for op in _recomputed(main)}
+    mean_grad = next(op for op in main.global_block().ops if op.type == "reduce_mean_grad")
+    assert not any(n.endswith(RECOMPUTE_SUFFIX) for n in mean_grad.input_arg_names)
