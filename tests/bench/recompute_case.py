@@ -55,8 +55,8 @@ def _peaks(checkpointed: bool, sgd: bool, xs: np.ndarray, layers_count: int, wid
     return predicted / 2 ** 20, measured / 2 ** 20
 
 
-def _step_times(xs: np.ndarray, repeats: int, layers_count: int, width: int) -> tuple[float, float, int]:
-    """Median seconds of the SGD step without and with checkpoints, and the number of checkpoints."""
+def _step_times(xs: np.ndarray, repeats: int, layers_count: int, width: int) -> tuple[list, list, int]:
+    """Seconds of each SGD step without and with checkpoints, run in alternation, and the number of checkpoints."""
     plain, ckpt = _step(False, True, layers_count, width), _step(True, True, layers_count, width)
     runs = {0: [], 1: []}
     for k in range(repeats + 1):
@@ -65,7 +65,7 @@ def _step_times(xs: np.ndarray, repeats: int, layers_count: int, width: int) -> 
             exe.run(main, feed={"x": xs}, fetch_list=[loss], scope=scope)
             if k:  # the first round is warm-up
                 runs[which].append(time.perf_counter() - start)
-    return statistics.median(runs[0]), statistics.median(runs[1]), ckpt[4]
+    return runs[0], runs[1], ckpt[4]
 
 
 def _ratio_row(case: str, with_: float, without: float, unit: str) -> dict:
@@ -76,9 +76,13 @@ def _ratio_row(case: str, with_: float, without: float, unit: str) -> dict:
 def recompute_rows(repeats: int, layers_count: int = 50, width: int = 1024, batch: int = 256) -> list[dict]:
     """The rows for the bench table: each a with/without ratio, the two values in its unit text."""
     xs = np.random.default_rng(0).standard_normal((batch, width)).astype("float32")
-    without, with_, count = _step_times(xs, repeats, layers_count, width)
+    plain, ckpt, count = _step_times(xs, repeats, layers_count, width)
     name = f"recompute ({count} ckpts):"
-    rows = [_ratio_row(f"{name} step time", with_, without, "s, medians")]
+    # The median of each round's ratio too: on a shared machine it shrugs off load that comes and goes.
+    paired = statistics.median(c / p for c, p in zip(ckpt, plain))
+    rows = [_ratio_row(f"{name} step time", statistics.median(ckpt), statistics.median(plain),
+                       f"s, medians; median of paired ratios {paired:.3g}")]
+    rows[0]["paired_ratio"] = paired
     for sgd, part in ((False, "fwd+bwd"), (True, "whole step")):
         (p_with, m_with), (p_without, m_without) = (_peaks(c, sgd, xs, layers_count, width) for c in (True, False))
         rows.append(_ratio_row(f"{name} {part} peak, analysis", p_with, p_without, "MiB"))
