@@ -28,6 +28,7 @@ from program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
 from .errors import BackwardError
+from .recompute import apply_recompute, plan_recompute
 
 GRAD_SUFFIX = "@GRAD"
 
@@ -255,12 +256,14 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
     return [block.var(g) if g is not None else None for g in grads]
 
 
-def append_backward(loss: Variable, parameter_list: Sequence | None = None,
-                    no_grad_set: Iterable | None = None) -> list[tuple[Variable, Variable]]:
+def append_backward(loss: Variable, parameter_list: Sequence | None = None, no_grad_set: Iterable | None = None,
+                    checkpoints: Iterable | None = None) -> list[tuple[Variable, Variable]]:
     """Append the gradient ops of ``loss``; return ``[(param, param@GRAD), ...]``.
 
     Parameters are the trainable parameters of the program (or ``parameter_list``,
-    vars or names) that ``loss`` depends on.
+    vars or names) that ``loss`` depends on. With ``checkpoints`` (vars or names),
+    only those activations stay alive for the backward part; the forward ops in
+    between are run again there (``framework.recompute``).
 
     >>> params_grads = append_backward(loss)
     >>> [(p.name, g.name) for p, g in params_grads]
@@ -273,21 +276,30 @@ def append_backward(loss: Variable, parameter_list: Sequence | None = None,
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
     no_grad = _names(no_grad_set)
     params = [p for p in params if p.name not in no_grad]
+    plan = plan_recompute(block, checkpoints) if checkpoints is not None else None
     grads = _run([loss], params, False, None, no_grad)
+    if plan is not None:
+        apply_recompute(block, plan)
     return [(p, g) for p, g in zip(params, grads) if g is not None]
 
 
-def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | None = None) -> list[Variable | None]:
+def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | None = None,
+              checkpoints: Iterable | None = None) -> list[Variable | None]:
     """Append ops computing d(sum of targets)/d(input) for each input; None where there is no dependence.
 
     ``inputs`` may be any vars of the targets' block, including stop_gradient
     data vars and vars made by an earlier backward pass (higher-order gradients).
+    ``checkpoints`` works as in ``append_backward``.
     """
     targets = [targets] if isinstance(targets, Variable) else list(targets)
     inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
     if isinstance(target_gradients, Variable):
         target_gradients = [target_gradients]
-    return _run(targets, inputs, True, target_gradients, no_grad_set)
+    plan = plan_recompute(targets[0].block, checkpoints) if checkpoints is not None and targets else None
+    grads = _run(targets, inputs, True, target_gradients, no_grad_set)
+    if plan is not None:
+        apply_recompute(targets[0].block, plan)
+    return grads
 
 
 __all__ = ["append_backward", "gradients"]

@@ -13,6 +13,7 @@ import platform
 import numpy as np
 
 from . import cases
+from .recompute_case import recompute_rows
 
 
 def main() -> None:
@@ -28,6 +29,7 @@ def main() -> None:
         rows.append(cases.backward_chain(n))
     if not args.quick:
         rows.append(cases.peak_memory_step())
+        rows += recompute_rows(11)
     print(f"{'case':<58} {'gradgen':>12} {'numpy':>12} {'ratio':>7}")
     for row in rows:
         unit = row.get("unit", "s")
