@@ -8,6 +8,16 @@ def sgd(op):
     return lambda param, grad, lr: param - lr.reshape(()) * grad
 
 
+def sgd_into(op):
+    def run(param, grad, lr, buf):
+        if buf is None or buf.shape != param.shape or not buf.dtype == param.dtype == grad.dtype == lr.dtype:
+            return param - lr.reshape(()) * grad
+        np.multiply(grad, lr.reshape(()), out=buf)  # the same roundings as param - lr * grad
+        return np.subtract(param, buf, out=buf)
+
+    return run
+
+
 def momentum(op):
     mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
 
@@ -58,3 +68,4 @@ def clip_by_global_norm(op):
 
 KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
+INTO = {"sgd": sgd_into}
