@@ -90,7 +90,7 @@ def run_plan(plan: Plan, env: dict) -> None:
 
 
 def describe_inputs(block, op, env: Mapping[str, Any]) -> str:
-    """``X=x: float64(64, 1000), Y=w: <released>``: an op's inputs as they are in ``env``."""
+    """``X=x: float64[64, 1000], Y=w: <released>``: an op's inputs as they are in ``env``."""
     parts = []
     for slot, names in op.inputs.items():
         for n in names:
