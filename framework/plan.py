@@ -10,6 +10,7 @@ from anywhere.
 """
 from __future__ import annotations
 
+from functools import partial
 from operator import itemgetter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -20,6 +21,7 @@ from program.shapes import format_shape
 
 from .buffers import Buffers, assign_slots, slotted
 from .errors import ExecutionError, FeedError
+from .fusion import gemm_update_pairs, sgd_gemm
 from .kernels import INTO, KERNELS
 from .schedule import schedule
 
@@ -121,6 +123,10 @@ def build_kernel(block, index: int, op) -> Callable[..., Any]:
         raise ExecutionError(f"{where}: cannot build its kernel: {type(e).__name__}: {e}") from e
 
 
+def _unbuffered(into: Callable[..., Any], *args) -> Any:
+    return into(*args, None)
+
+
 def _into_kernel(op) -> Callable[..., Any] | None:
     """The op's kernel that writes into a given buffer, or None (no such kernel, or it declines these attrs/types)."""
     factory = INTO.get(op.type)
@@ -183,26 +189,41 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> 
 
     keep = set(fetch_names)
     order = schedule(ops)
-    last_use: dict[str, int] = {}
+    readers: dict[str, int] = {}
+    for op in ops:
+        for name in op.input_arg_names:
+            readers[name] = readers.get(name, 0) + 1
+    fused = gemm_update_pairs(block, [ops[i] for i in order], keep, readers)
+    # (op index, input names, output names, kernel-with-buffer or None) per step, in run order
+    units = []
     for at, i in enumerate(order):
-        for name in ops[i].input_arg_names + ops[i].output_arg_names:
+        op = ops[i]
+        if at in fused:
+            prod = ops[order[fused[at]]]
+            ins = (prod.input("X")[0], prod.input("Y")[0], op.input("Param")[0], op.input("LearningRate")[0])
+            units.append((i, ins, tuple(op.output_arg_names), sgd_gemm(prod)))
+        elif at + 1 not in fused:
+            units.append((i, tuple(op.input_arg_names), tuple(op.output_arg_names), _into_kernel(op)))
+    last_use: dict[str, int] = {}
+    for at, (_, ins, outs, _) in enumerate(units):
+        for name in ins + outs:
             last_use[name] = at
     dying: dict[int, list[str]] = {}
     for name, at in last_use.items():
         if name not in keep and not _is_persistable(block, name):
             dying.setdefault(at, []).append(name)
 
-    scheduled = [ops[i] for i in order]
-    intos = {at: f for at, op in enumerate(scheduled) if (f := _into_kernel(op)) is not None}
+    scheduled = [ops[i] for i, *_ in units]
+    intos = {at: unit[3] for at, unit in enumerate(units) if unit[3] is not None}
     by_step, swaps, count = assign_slots(block, scheduled, set(intos), dying, keep)
     buffers = Buffers([None] * count, swaps, by_step)
     steps = []
-    for at, i in enumerate(order):
-        op = ops[i]
-        ins, outs = tuple(op.input_arg_names), tuple(op.output_arg_names)
-        fn = build_kernel(block, i, op)
+    for at, (i, ins, outs, _) in enumerate(units):
+        fn = build_kernel(block, i, ops[i])
         if at in by_step:
             fn = slotted(intos[at], buffers.slots, by_step[at])
+        elif len(ins) != len(ops[i].input_arg_names):  # a fused step without a buffer of its own
+            fn = partial(_unbuffered, intos[at])
         steps.append(Step(fn, itemgetter(*ins) if ins else None, len(ins), outs[0] if len(outs) == 1 else None,
                           outs, tuple(dying.get(at, ())), ins, i))
     commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))

@@ -20,15 +20,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip the large cases")
     parser.add_argument("--json", default="bench_results.json", help="where to write the results")
     args = parser.parse_args()
-    repeats = 5 if args.quick else 21
-    rows = [cases.mlp_step("float64", repeats), cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
+    repeats = 5 if args.quick else 51
+    rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
     if not args.quick:
-        rows.append(cases.large_mlp_step(3))
+        rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000) + (() if args.quick else (64000,)):
         rows.append(cases.backward_chain(n))
     if not args.quick:
-        rows.append(cases.peak_memory_step())
-    print(f"{'case':<58} {'gradgen':>12} {'numpy':>12} {'ratio':>7}")
+        rows += cases.peak_memory_step()
+    print(f"{'case':<58} {'gradgen':>12} {'numpy/base':>12} {'ratio':>7}")
     for row in rows:
         unit = row.get("unit", "s")
         g, n = row["gradgen_s"], row["numpy_s"]

@@ -6,6 +6,8 @@ import pytest
 
 from framework import ExecutionError, Executor, Scope, optimizer
 from framework.kernels import KERNELS
+from framework import plan as plan_module
+from framework.blas import gemm
 from framework.plan import build_plan, run_plan
 from framework.schedule import schedule
 from program import Program, layers, program_guard
@@ -52,7 +54,8 @@ def test_updates_run_right_after_their_gradient_is_complete():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("make_opt", [lambda: optimizer.SGD(0.01), lambda: optimizer.Momentum(0.01, 0.9),
                                       lambda: optimizer.Adam(0.01)])
-def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt):
+def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt, monkeypatch):
+    monkeypatch.setattr(plan_module, "gemm_update_pairs", lambda *a: {})  # fusion rounds differently: tested below
     main, startup, loss, feed = _mlp(dtype, make_opt())
     exe, scope = Executor(), Scope()
     exe.run(startup, scope=scope)
@@ -64,6 +67,36 @@ def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt):
         np.testing.assert_array_equal(got, env[loss.name])
     for name in scope:
         np.testing.assert_array_equal(scope[name], env[name], err_msg=name)
+
+
+@pytest.mark.skipif(gemm is None, reason="numpy's bundled BLAS is not reachable here")
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol, monkeypatch):
+    main, startup, loss, feed = _mlp(dtype, d_in=40, h=30)
+    plan = build_plan(main.global_block(), list(feed), [loss.name])
+    ops = main.global_block().ops
+    fused = [s for s in plan.steps if ops[s.index].type == "sgd" and len(s.ins) == 4]
+    assert len(plan.steps) == len(ops) - 2 and len(fused) == 2  # both weight gradients are never materialised
+    assert not {"w1@GRAD", "w2@GRAD"} & {n for s in plan.steps for n in s.outs}
+
+    def train(executor_scope):
+        exe, scope = executor_scope
+        exe.run(startup, scope=scope)
+        losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(4)]
+        return losses, scope
+
+    fused_losses, fused_scope = train((Executor(), Scope()))
+    monkeypatch.setattr(plan_module, "gemm_update_pairs", lambda *a: {})
+    plain_losses, plain_scope = train((Executor(), Scope()))
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
+    for name in ("w1", "w2"):
+        np.testing.assert_allclose(fused_scope[name], plain_scope[name], rtol=rtol, atol=rtol * 1e-2)
+
+
+def test_no_fusion_when_the_gradient_is_fetched():
+    main, _, loss, feed = _mlp()
+    plan = build_plan(main.global_block(), list(feed), [loss.name, "w1@GRAD"])
+    assert len(plan.steps) == len(main.global_block().ops) - 1  # only w2's product is fused
 
 
 def test_an_array_read_from_the_scope_keeps_its_values_across_runs():
