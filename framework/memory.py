@@ -41,6 +41,8 @@ class MemoryReport:
     first_run_peak: int = 0
     steady_peak: int = 0
     held_bytes: int = 0
+    op_index: list[int] | None = None
+    """``op_index[i]``: the block index of the op step i runs (steps run in schedule order)."""
 
 
 def _sizer(block, feed_shapes: Mapping[str, Sequence[int]]):
@@ -90,7 +92,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
             live.pop(name, None)
         live_after.append(sum(live.values()))
     return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak, resting,
-                        first, steady, sum(slot_bytes.values()))
+                        first, steady, sum(slot_bytes.values()), [s.index for s in plan.steps])
 
 
 def memory_text(report: MemoryReport, top: int = 10) -> str:
@@ -99,8 +101,9 @@ def memory_text(report: MemoryReport, top: int = 10) -> str:
              f"plan buffers held between runs: {format_bytes(report.held_bytes)}; allocated at most: "
              f"{format_bytes(report.first_run_peak)} in a first run, {format_bytes(report.steady_peak)} in later runs",
              f"{'step':>6}  {'type':<28} {'live after':>12}"]
-    lines += [f"{f'#{i}':>6}  {t:<28} {format_bytes(b):>12}" for i, (t, b) in enumerate(zip(report.ops,
-                                                                                          report.live_after))]
+    index = report.op_index or list(range(len(report.ops)))
+    lines += [f"{f'#{i}':>6}  {f'{t} (op #{k})':<28} {format_bytes(b):>12}"
+              for i, (t, k, b) in enumerate(zip(report.ops, index, report.live_after))]
     if report.peak_op >= 0:
         lines.append(f"peak: {format_bytes(report.peak_bytes)} above resting, while step #{report.peak_op} "
                      f"({report.ops[report.peak_op]}) runs; largest vars alive then:")

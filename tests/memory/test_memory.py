@@ -4,7 +4,7 @@ import tracemalloc
 
 import numpy as np
 
-from framework import Executor, Scope, append_backward
+from framework import Executor, Scope, append_backward, optimizer
 from framework.memory import analyze_memory, memory_text
 from program import Program, layers, program_guard
 
@@ -61,3 +61,28 @@ def test_training_step_names_what_is_alive_at_the_peak():
     assert report.peak_bytes >= max(report.live_after)
     text = memory_text(report)
     assert "peak:" in text and "resting" in text
+
+
+def test_training_step_allocations_match_the_analysis_in_first_and_later_runs():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 256], "float64")
+        h = x
+        for i in range(4):
+            h = layers.relu(h @ layers.create_parameter([256, 256], "float64", name=f"w{i}"))
+        loss = layers.mean(layers.square(h))
+        optimizer.SGD(0.01).minimize(loss)
+    feed = {"x": np.random.default_rng(0).standard_normal((64, 256))}
+    report = analyze_memory(main, {"x": (64, 256)}, [loss])
+    weights = 4 * 256 * 256 * 8
+    assert report.held_bytes >= weights  # each update's double buffer
+    assert report.first_run_peak <= report.held_bytes + report.steady_peak
+    assert report.steady_peak < weights / 4  # no weight-sized array is made once the buffers exist
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    exe.plan_for(main, ["x"], [loss.name])
+    first = _traced(lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope))
+    later = [_traced(lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope)) for _ in range(2)]
+    assert 0.9 * report.first_run_peak <= first <= 1.25 * report.first_run_peak, (first, report.first_run_peak)
+    # From the third run on, the scope's old arrays are the update buffers: only small arrays are new.
+    assert later[-1] <= 1.25 * report.steady_peak + 64 * 2 ** 10, (later, report.steady_peak)
