@@ -22,7 +22,7 @@ from program.guard import default_main_program
 from program.shapes import format_shape
 
 from .errors import ExecutionError, FeedError, NanInfError
-from .plan import Plan, build_plan, describe_inputs, kernel_error, run_plan
+from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
 from .scope import Scope, global_scope
 
 
@@ -119,8 +119,11 @@ class Executor:
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
         block = plan.block
         env: dict[str, Any] = {}
+        declared = plan.declared
         for name in feed:  # every feed is checked, even one no op reads
-            value = _check_value(block, name, feed[name], "feed", FeedError)
+            value = feed[name]
+            if not conforms(value, declared[name]):  # the slow path converts or explains
+                value = _check_value(block, name, value, "feed", FeedError)
             if name in plan.feeds:
                 env[name] = value
         for name in plan.from_scope:
@@ -129,7 +132,9 @@ class Executor:
             if name not in scope:
                 raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
                                      "scope (run the startup program first, or scope.set it)")
-            env[name] = _check_value(block, name, scope[name], "scope value", ExecutionError)
+            value = scope[name]
+            env[name] = value if conforms(value, declared[name]) else _check_value(
+                block, name, value, "scope value", ExecutionError)
         return env
 
     @staticmethod

@@ -60,6 +60,8 @@ class Plan(NamedTuple):
     fetches: tuple[str, ...]
     buffers: Buffers
     """Arrays the plan owns and reuses across runs (intermediates' slots, spare parameter buffers)."""
+    declared: dict[str, tuple]
+    """Feeds and scope values the run checks: name -> (numpy dtype, rank, ((axis, size) of each known dim))."""
 
 
 def run_plan(plan: Plan, env: dict) -> None:
@@ -227,5 +229,22 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> 
         steps.append(Step(fn, itemgetter(*ins) if ins else None, len(ins), outs[0] if len(outs) == 1 else None,
                           outs, tuple(dying.get(at, ())), ins, i))
     commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
+    declared = {n: _declared(block.var(n)) for n in (*feed_names, *needed_from_scope)}
     return Plan(block, tuple(steps), tuple(needed_feeds), tuple(needed_from_scope), commits, tuple(fetch_names),
-                buffers)
+                buffers, declared)
+
+
+def _declared(var) -> tuple:
+    return np.dtype(var.dtype), len(var.shape), tuple((a, d) for a, d in enumerate(var.shape) if d != -1)
+
+
+def conforms(value: Any, declared: tuple) -> bool:
+    """True when ``value`` is an ndarray of exactly the declared dtype and shape (-1 matches any size)."""
+    dtype, rank, known = declared
+    if type(value) is not np.ndarray or value.dtype != dtype or value.ndim != rank:
+        return False
+    shape = value.shape
+    for a, d in known:
+        if shape[a] != d:
+            return False
+    return True
