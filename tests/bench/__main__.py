@@ -21,6 +21,7 @@ def main() -> None:
     parser.add_argument("--json", default="bench_results.json", help="where to write the results")
     args = parser.parse_args()
     repeats = 5 if args.quick else 51
+    print(f"heap kept warm for both sides (glibc mallopt): {cases.keep_heap_warm()}")
     rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
     if not args.quick:
         rows += cases.large_mlp_step(5)
