@@ -53,6 +53,11 @@ def _gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarr
     kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
     if k != kb or c.shape != (m, n):
         raise ValueError(f"gemm shapes do not agree: op(A) {m}x{k}, op(B) {kb}x{n}, C {c.shape}")
+    if 0 in (m, n, k):  # BLAS wants leading dimensions of at least 1: numpy handles the empty cases
+        c *= beta
+        if m and n:
+            c += alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
+        return c
     fn(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, alpha,
        a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
     return c
