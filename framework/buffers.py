@@ -60,15 +60,18 @@ def _worth_a_slot(var) -> bool:
     return size >= _SMALL
 
 
-def _updates_in_place(op, writers: Mapping[str, int]) -> bool:
-    """An op whose one output is also one of its inputs and is written by no other op (an optimizer update)."""
-    out = op.output_arg_names[0]
-    return out in op.input_arg_names and writers.get(out) == 1
+def _updates_in_place(block, op, writers: Mapping[str, int]) -> bool:
+    """An op whose outputs are all persistable, each also one of its inputs and written by no other op
+    (an optimizer update: the parameter, and the optimizer's state for momentum or adam)."""
+    ins = op.input_arg_names
+    return all(block.var(n).persistable and n in ins and writers.get(n) == 1 for n in op.output_arg_names)
 
 
 def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int, Sequence[str]],
-                 keep: set) -> tuple[dict[int, int], dict[str, int], int]:
+                 keep: set) -> tuple[dict[int, Any], dict[str, int], int]:
     """Slots for the scheduled ``ops``: (position -> slot, updated persistable var -> slot, slot count).
+
+    An in-place update with several outputs gets a tuple of slots, one per output.
 
     ``writes_into`` are the positions whose op has an into kernel;
     ``dying[p]`` the vars that die right after position p; ``keep`` the
@@ -86,13 +89,14 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     count = 0
     for at, op in enumerate(ops):
         outs = op.output_arg_names
-        if at in writes_into and len(outs) == 1:
+        if at in writes_into and _updates_in_place(block, op, writers):
+            ks = tuple(range(count, count + len(outs)))
+            swaps.update(zip(outs, ks))
+            by_step[at] = ks[0] if len(ks) == 1 else ks
+            count += len(ks)
+        elif at in writes_into and len(outs) == 1:
             var = block.var(outs[0])
-            if var.persistable:
-                if _updates_in_place(op, writers):
-                    by_step[at] = swaps[outs[0]] = count
-                    count += 1
-            elif outs[0] not in keep and writers[outs[0]] == 1 and _worth_a_slot(var):
+            if not var.persistable and outs[0] not in keep and writers[outs[0]] == 1 and _worth_a_slot(var):
                 key = (tuple(var.shape), var.dtype)
                 k = free[key].pop() if free.get(key) else None
                 if k is None:
@@ -105,8 +109,14 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     return by_step, swaps, count
 
 
-def slotted(into: Callable[..., Any], slots: list, k: int) -> Callable[..., Any]:
-    """A step function running ``into`` with slot k's array as its buffer when nothing else holds it."""
+def slotted(into: Callable[..., Any], slots: list, k: int | tuple[int, ...]) -> Callable[..., Any]:
+    """A step function running ``into`` with slot k's array as its buffer when nothing else holds it.
+
+    With a tuple of slots, ``into`` gets a tuple of buffers and returns a tuple of results.
+    """
+    if isinstance(k, tuple):
+        return _slotted_many(into, slots, k)
+
     def run(*args):
         buf = slots[k]
         # References: slots[k], buf, getrefcount's argument. Any more and someone can still see it.
@@ -114,5 +124,20 @@ def slotted(into: Callable[..., Any], slots: list, k: int) -> Callable[..., Any]
             buf = None
         slots[k] = result = into(*args, buf)
         return result
+
+    return run
+
+
+def _slotted_many(into: Callable[..., Any], slots: list, ks: tuple[int, ...]) -> Callable[..., Any]:
+    def run(*args):
+        bufs = []
+        for k in ks:
+            buf = slots[k]
+            # References: slots[k], buf, getrefcount's argument, as in ``slotted``.
+            bufs.append(buf if buf is not None and sys.getrefcount(buf) <= 3 else None)
+        results = into(*args, tuple(bufs))
+        for k, r in zip(ks, results):
+            slots[k] = r
+        return results
 
     return run

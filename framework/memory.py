@@ -78,11 +78,12 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     live_after, peak, peak_op, at_peak, first, steady = [], 0, -1, [], 0, 0
     for i, step in enumerate(plan.steps):
         k = plan.buffers.by_step.get(i)
+        ks = () if k is None else k if isinstance(k, tuple) else (k,)
         for name in step.outs:
             live[name] = size(name)
-            if k is not None:
-                slotted.add(name)
-                slot_bytes[k] = max(slot_bytes.get(k, 0), live[name])
+        for name, k in zip(step.outs, ks):
+            slotted.add(name)
+            slot_bytes[k] = max(slot_bytes.get(k, 0), live[name])
         during = sum(live.values())
         fresh = sum(b for n, b in live.items() if n not in slotted)
         first, steady = max(first, fresh + sum(slot_bytes.values())), max(steady, fresh)

@@ -30,6 +30,30 @@ def momentum(op):
     return run
 
 
+def momentum_into(op):
+    """The same operations in the same order as ``momentum``, into the parameter's and velocity's buffers."""
+    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
+    plain = momentum(op)
+
+    def run(param, grad, velocity, lr, bufs):
+        pbuf, vbuf = bufs
+        if not (pbuf is not None and vbuf is not None and pbuf.shape == vbuf.shape == param.shape == velocity.shape
+                and pbuf.dtype == vbuf.dtype == param.dtype == velocity.dtype == grad.dtype == lr.dtype):
+            return plain(param, grad, velocity, lr)
+        lr = lr.reshape(())
+        np.multiply(velocity, mu, out=vbuf)
+        np.add(vbuf, grad, out=vbuf)  # v = mu * velocity + grad
+        if nesterov:
+            np.multiply(vbuf, mu, out=pbuf)
+            np.add(grad, pbuf, out=pbuf)  # step = grad + mu * v
+            np.multiply(pbuf, lr, out=pbuf)
+        else:
+            np.multiply(vbuf, lr, out=pbuf)
+        return np.subtract(param, pbuf, out=pbuf), vbuf
+
+    return run
+
+
 def adam(op):
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
 
@@ -68,4 +92,4 @@ def clip_by_global_norm(op):
 
 KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
-INTO = {"sgd": sgd_into}
+INTO = {"sgd": sgd_into, "momentum": momentum_into}

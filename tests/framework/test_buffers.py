@@ -53,6 +53,7 @@ def test_updates_run_right_after_their_gradient_is_complete():
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("make_opt", [lambda: optimizer.SGD(0.01), lambda: optimizer.Momentum(0.01, 0.9),
+                                      lambda: optimizer.Momentum(0.01, 0.9, use_nesterov=True),
                                       lambda: optimizer.Adam(0.01)])
 def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt, monkeypatch):
     monkeypatch.setattr(plan_module, "gemm_update_pairs", lambda *a: {})  # fusion rounds differently: tested below
@@ -113,17 +114,21 @@ def test_an_array_read_from_the_scope_keeps_its_values_across_runs():
     assert scope["w1"] is not held and not np.array_equal(scope["w1"], kept)
 
 
-def test_updates_swap_two_buffers_when_nobody_holds_the_old_one():
-    main, startup, loss, feed = _mlp()
+@pytest.mark.parametrize("make_opt,var", [(lambda: optimizer.SGD(0.01), "w1"),
+                                          (lambda: optimizer.Momentum(0.01, 0.9), "w1"),
+                                          (lambda: optimizer.Momentum(0.01, 0.9), "velocity")])
+def test_updates_swap_two_buffers_when_nobody_holds_the_old_one(make_opt, var):
+    main, startup, loss, feed = _mlp(opt=make_opt())
     exe, scope = Executor(), Scope()
     exe.run(startup, scope=scope)
     exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
     buffers = exe.plan_for(main, list(feed), [loss.name]).buffers
-    slot = buffers.swaps["w1"]
+    name = var if var in buffers.swaps else next(n for n in buffers.swaps if var in n)
+    slot = buffers.swaps[name]
     for _ in range(3):
-        spare, current = id(buffers.slots[slot]), id(scope.own("w1"))
+        spare, current = id(buffers.slots[slot]), id(scope.own(name))
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-        assert id(scope.own("w1")) == spare and id(buffers.slots[slot]) == current
+        assert id(scope.own(name)) == spare and id(buffers.slots[slot]) == current
 
 
 def test_failed_run_after_an_in_place_update_leaves_the_scope_untouched():

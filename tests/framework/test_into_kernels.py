@@ -13,7 +13,13 @@ from program import OP_SCHEMAS, Program
 _rng = np.random.default_rng(0)
 SGD_CASES = [Case("sgd", {"Param": _rng.standard_normal((5, 3)).astype(d), "Grad": _rng.standard_normal((5, 3)).astype(d),
                           "LearningRate": np.asarray(0.1, d)}, None) for d in ("float32", "float64")]
+MOMENTUM_CASES = [Case("momentum", {"Param": _rng.standard_normal((5, 3)).astype(d),
+                                     "Grad": _rng.standard_normal((5, 3)).astype(d),
+                                     "Velocity": _rng.standard_normal((5, 3)).astype(d),
+                                     "LearningRate": np.asarray(0.1, d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
+                      label=f"nesterov={n}") for d in ("float32", "float64") for n in (False, True)]
 INTO_CASES = [c for c in ALL_CASES if c.op in INTO] + SGD_CASES
+MULTI_CASES = MOMENTUM_CASES
 
 
 def _one_op(case):
@@ -36,7 +42,7 @@ def _one_op(case):
 
 
 def test_there_are_into_cases_for_every_into_kernel():
-    assert {c.op for c in INTO_CASES} == set(INTO)
+    assert {c.op for c in INTO_CASES + MULTI_CASES} == set(INTO)
 
 
 @pytest.mark.parametrize("case", INTO_CASES, ids=lambda c: c.id)
@@ -60,5 +66,23 @@ def test_into_kernel_equals_the_plain_kernel_with_and_without_a_buffer(case):
     wrong = np.full(want.shape + (2,), 7, want.dtype)
     np.testing.assert_array_equal(into(*args, wrong), want)
     assert (wrong == 7).all()  # a buffer that does not fit is left alone
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", MULTI_CASES, ids=lambda c: c.id)
+def test_multi_output_update_writes_each_output_into_its_buffer(case):
+    op, args = _one_op(case)
+    into = INTO[op.type](op)
+    before = [a.copy() for a in args]
+    want = KERNELS[op.type](op)(*args)
+    for got in (into(*args, (None,) * len(want)), into(*args, (np.empty_like(want[0]), None))):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    bufs = tuple(np.full_like(w, 7) for w in want)
+    got = into(*args, bufs)
+    assert all(g is b for g, b in zip(got, bufs))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)
