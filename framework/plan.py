@@ -190,31 +190,8 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> 
                                  "it is not fed, and it is not persistable")
 
     keep = set(fetch_names)
-    order = schedule(ops)
-    readers: dict[str, int] = {}
-    for op in ops:
-        for name in op.input_arg_names:
-            readers[name] = readers.get(name, 0) + 1
-    fused = gemm_update_pairs(block, [ops[i] for i in order], keep, readers)
-    # (op index, input names, output names, kernel-with-buffer or None) per step, in run order
-    units = []
-    for at, i in enumerate(order):
-        op = ops[i]
-        if at in fused:
-            prod = ops[order[fused[at]]]
-            ins = (prod.input("X")[0], prod.input("Y")[0], op.input("Param")[0], op.input("LearningRate")[0])
-            units.append((i, ins, tuple(op.output_arg_names), sgd_gemm(prod)))
-        elif at + 1 not in fused:
-            units.append((i, tuple(op.input_arg_names), tuple(op.output_arg_names), _into_kernel(op)))
-    last_use: dict[str, int] = {}
-    for at, (_, ins, outs, _) in enumerate(units):
-        for name in ins + outs:
-            last_use[name] = at
-    dying: dict[int, list[str]] = {}
-    for name, at in last_use.items():
-        if name not in keep and not _is_persistable(block, name):
-            dying.setdefault(at, []).append(name)
-
+    units = _units(block, ops, schedule(ops), keep)
+    dying = _dying(block, units, keep)
     scheduled = [ops[i] for i, *_ in units]
     intos = {at: unit[3] for at, unit in enumerate(units) if unit[3] is not None}
     by_step, swaps, count = assign_slots(block, scheduled, set(intos), dying, keep)
@@ -232,6 +209,41 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> 
     declared = {n: _declared(block.var(n)) for n in (*feed_names, *needed_from_scope)}
     return Plan(block, tuple(steps), tuple(needed_feeds), tuple(needed_from_scope), commits, tuple(fetch_names),
                 buffers, declared)
+
+
+def _units(block, ops, order: Sequence[int], keep: set) -> list[tuple]:
+    """The steps to run, in ``order``: (op index, input names, output names, into kernel or None).
+
+    A weight-gradient product fused into the update after it becomes one unit, under the update's index.
+    """
+    readers: dict[str, int] = {}
+    for op in ops:
+        for name in op.input_arg_names:
+            readers[name] = readers.get(name, 0) + 1
+    fused = gemm_update_pairs(block, [ops[i] for i in order], keep, readers)
+    units = []
+    for at, i in enumerate(order):
+        op = ops[i]
+        if at in fused:
+            prod = ops[order[fused[at]]]
+            ins = (prod.input("X")[0], prod.input("Y")[0], op.input("Param")[0], op.input("LearningRate")[0])
+            units.append((i, ins, tuple(op.output_arg_names), sgd_gemm(prod)))
+        elif at + 1 not in fused:
+            units.append((i, tuple(op.input_arg_names), tuple(op.output_arg_names), _into_kernel(op)))
+    return units
+
+
+def _dying(block, units: Sequence[tuple], keep: set) -> dict[int, list[str]]:
+    """Position -> the vars last used there that are neither fetched nor persistable."""
+    last_use: dict[str, int] = {}
+    for at, (_, ins, outs, _) in enumerate(units):
+        for name in ins + outs:
+            last_use[name] = at
+    dying: dict[int, list[str]] = {}
+    for name, at in last_use.items():
+        if name not in keep and not _is_persistable(block, name):
+            dying.setdefault(at, []).append(name)
+    return dying
 
 
 def _declared(var) -> tuple:
