@@ -67,6 +67,34 @@ def adam(op):
     return run
 
 
+def adam_into(op):
+    """The same operations in the same order as ``adam``, into the five outputs' buffers (one temporary left)."""
+    b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
+    plain = adam(op)
+
+    def run(param, grad, lr, m1, m2, b1p, b2p, bufs):
+        pb, m1b, m2b, b1b, b2b = bufs
+        arrays = (param, grad, lr, m1, m2, b1p, b2p)
+        if (any(b is None for b in bufs) or param.ndim == 0 or any(a.dtype != param.dtype for a in arrays)
+                or not pb.shape == m1b.shape == m2b.shape == param.shape == m1.shape == m2.shape
+                or b1b.shape != b1p.shape or b2b.shape != b2p.shape
+                or any(b.dtype != param.dtype for b in bufs)):
+            return plain(param, grad, lr, m1, m2, b1p, b2p)
+        np.multiply(m1, b1, out=m1b)
+        np.add(m1b, np.multiply(grad, 1.0 - b1, out=pb), out=m1b)  # m1 = b1 m1 + (1 - b1) grad
+        np.multiply(m2, b2, out=m2b)
+        np.multiply(grad, 1.0 - b2, out=pb)
+        np.add(m2b, np.multiply(pb, grad, out=pb), out=m2b)  # m2 = b2 m2 + (1 - b2) grad grad
+        lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
+        np.sqrt(m2b, out=pb)
+        np.add(pb, eps * np.sqrt(1.0 - b2p), out=pb)
+        np.divide(lr_t * m1b, pb, out=pb)
+        np.subtract(param, pb, out=pb)
+        return pb, m1b, m2b, np.multiply(b1p, b1, out=b1b), np.multiply(b2p, b2, out=b2b)
+
+    return run
+
+
 def _norm(xs):
     return np.sqrt(sum(float(np.sum(np.square(x, dtype=np.float64))) for x in xs))
 
@@ -92,4 +120,4 @@ def clip_by_global_norm(op):
 
 KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
-INTO = {"sgd": sgd_into, "momentum": momentum_into}
+INTO = {"sgd": sgd_into, "momentum": momentum_into, "adam": adam_into}

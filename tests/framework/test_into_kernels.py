@@ -18,8 +18,13 @@ MOMENTUM_CASES = [Case("momentum", {"Param": _rng.standard_normal((5, 3)).astype
                                      "Velocity": _rng.standard_normal((5, 3)).astype(d),
                                      "LearningRate": np.asarray(0.1, d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
                       label=f"nesterov={n}") for d in ("float32", "float64") for n in (False, True)]
+ADAM_CASES = [Case("adam", {"Param": _rng.standard_normal((5, 3)).astype(d), "Grad": _rng.standard_normal((5, 3)).astype(d),
+                             "LearningRate": np.asarray(0.1, d), "Moment1": _rng.standard_normal((5, 3)).astype(d),
+                             "Moment2": _rng.random((5, 3)).astype(d), "Beta1Pow": np.asarray([0.9], d),
+                             "Beta2Pow": np.asarray([0.999], d)}, None,
+                   attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}) for d in ("float32", "float64")]
 INTO_CASES = [c for c in ALL_CASES if c.op in INTO] + SGD_CASES
-MULTI_CASES = MOMENTUM_CASES
+MULTI_CASES = MOMENTUM_CASES + ADAM_CASES
 
 
 def _one_op(case):
@@ -76,7 +81,7 @@ def test_multi_output_update_writes_each_output_into_its_buffer(case):
     into = INTO[op.type](op)
     before = [a.copy() for a in args]
     want = KERNELS[op.type](op)(*args)
-    for got in (into(*args, (None,) * len(want)), into(*args, (np.empty_like(want[0]), None))):
+    for got in (into(*args, (None,) * len(want)), into(*args, (np.empty_like(want[0]),) + (None,) * (len(want) - 1))):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
     bufs = tuple(np.full_like(w, 7) for w in want)
