@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 _SMALL = 1024
 """Outputs of a fully static shape below this many elements are left to numpy's own small-array cache."""
 
@@ -47,7 +49,8 @@ class Buffers:
     def recycle(self, name: str, old: Any) -> None:
         """Make ``old`` (the scope's array just replaced by ``name``'s update) the slot's next buffer, if unshared."""
         # References: the caller's, our argument, getrefcount's argument.
-        if sys.getrefcount(old) <= 3 and getattr(old, "flags", None) is not None and old.flags.writeable and old.flags.owndata:
+        unshared = sys.getrefcount(old) <= 3  # before .flags, whose object holds a reference too
+        if unshared and isinstance(old, np.ndarray) and old.flags.writeable and old.flags.owndata:
             self.slots[self.swaps[name]] = old
 
 

@@ -68,7 +68,7 @@ def relu_into(op):
 
 
 def relu_grad_into(op):
-    return lambda out, dout, buf: np.multiply(dout, out > 0, out=buf) if _fits(buf, dout) else np.multiply(dout, out > 0)
+    return lambda out, dout, buf: np.multiply(dout, out > 0, out=buf if _fits(buf, dout) else None)
 
 
 def scale_into(op):

@@ -117,7 +117,8 @@ def test_an_array_read_from_the_scope_keeps_its_values_across_runs():
 @pytest.mark.parametrize("make_opt,var", [(lambda: optimizer.SGD(0.01), "w1"),
                                           (lambda: optimizer.Momentum(0.01, 0.9), "w1"),
                                           (lambda: optimizer.Momentum(0.01, 0.9), "velocity"),
-                                          (lambda: optimizer.Adam(0.01), "w1"), (lambda: optimizer.Adam(0.01), "moment")])
+                                          (lambda: optimizer.Adam(0.01), "w1"),
+                                          (lambda: optimizer.Adam(0.01), "moment")])
 def test_updates_swap_two_buffers_when_nobody_holds_the_old_one(make_opt, var):
     main, startup, loss, feed = _mlp(opt=make_opt())
     exe, scope = Executor(), Scope()

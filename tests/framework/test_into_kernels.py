@@ -11,15 +11,19 @@ from op_harness import Case
 from program import OP_SCHEMAS, Program
 
 _rng = np.random.default_rng(0)
-SGD_CASES = [Case("sgd", {"Param": _rng.standard_normal((5, 3)).astype(d), "Grad": _rng.standard_normal((5, 3)).astype(d),
-                          "LearningRate": np.asarray(0.1, d)}, None) for d in ("float32", "float64")]
-MOMENTUM_CASES = [Case("momentum", {"Param": _rng.standard_normal((5, 3)).astype(d),
-                                     "Grad": _rng.standard_normal((5, 3)).astype(d),
-                                     "Velocity": _rng.standard_normal((5, 3)).astype(d),
+
+
+def _randn(dtype):
+    return _rng.standard_normal((5, 3)).astype(dtype)
+
+
+SGD_CASES = [Case("sgd", {"Param": _randn(d), "Grad": _randn(d), "LearningRate": np.asarray(0.1, d)}, None)
+             for d in ("float32", "float64")]
+MOMENTUM_CASES = [Case("momentum", {"Param": _randn(d), "Grad": _randn(d), "Velocity": _randn(d),
                                      "LearningRate": np.asarray(0.1, d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
                       label=f"nesterov={n}") for d in ("float32", "float64") for n in (False, True)]
-ADAM_CASES = [Case("adam", {"Param": _rng.standard_normal((5, 3)).astype(d), "Grad": _rng.standard_normal((5, 3)).astype(d),
-                             "LearningRate": np.asarray(0.1, d), "Moment1": _rng.standard_normal((5, 3)).astype(d),
+ADAM_CASES = [Case("adam", {"Param": _randn(d), "Grad": _randn(d), "LearningRate": np.asarray(0.1, d),
+                             "Moment1": _randn(d),
                              "Moment2": _rng.random((5, 3)).astype(d), "Beta1Pow": np.asarray([0.9], d),
                              "Beta2Pow": np.asarray([0.999], d)}, None,
                    attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}) for d in ("float32", "float64")]
