@@ -14,7 +14,7 @@ tens of nanoseconds. Otherwise the kernel gets no buffer and allocates, and
 the slot takes the fresh array. Kernels thus never write over a value anyone
 can still see.
 
-Parameter updates (``sgd``) get a slot of their own. The commit puts the
+Parameter updates (``sgd``, ``momentum``, ``adam``) get a slot of their own per output. The commit puts the
 slot's array in the scope and, when nothing else holds the scope's previous
 array, makes that the slot's next buffer (double buffering): updates write
 in place, yet a failed run leaves the scope untouched and an array read
@@ -39,8 +39,8 @@ class Buffers:
 
     slots: list = field(default_factory=list)
     swaps: dict[str, int] = field(default_factory=dict)
-    by_step: dict[int, int] = field(default_factory=dict)
-    """Step position -> the slot its output is written into."""
+    by_step: dict[int, Any] = field(default_factory=dict)
+    """Step position -> the slot its output is written into (a tuple of slots for an update with several)."""
 
     def nbytes(self) -> int:
         """Bytes the plan holds between runs."""
