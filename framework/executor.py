@@ -22,7 +22,7 @@ from program.guard import default_main_program
 from program.shapes import format_shape
 
 from .errors import ExecutionError, FeedError, NanInfError
-from .plan import Plan, build_plan
+from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
 from .scope import Scope, global_scope
 
 
@@ -56,16 +56,6 @@ def _check_value(block, name: str, value, what: str, error: type) -> np.ndarray:
         raise error(f"{what} '{name}' has shape {format_shape(value.shape)}, but {describe_var(block, name)} "
                     "is declared (-1 matches any size)")
     return value
-
-
-def _describe_inputs(block, op, env_before: Mapping[str, Any]) -> str:
-    parts = []
-    for slot, names in op.inputs.items():
-        for n in names:
-            v = env_before.get(n)
-            got = f"{np.asarray(v).dtype}{format_shape(np.shape(v))}" if v is not None else "<released>"
-            parts.append(f"{slot}={n}: {got}")
-    return ", ".join(parts) or "no inputs"
 
 
 class Executor:
@@ -116,15 +106,24 @@ class Executor:
         if self.check_nan_inf or self.check_types:
             self._run_checked(plan, env)
         else:
-            self._run_fast(plan, env)
-        self._commit(plan, env, feed, scope)
-        return [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+            run_plan(plan, env)
+        replaced = self._commit(plan, env, feed, scope)
+        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+        env.clear()
+        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
+            name, old = replaced.pop()
+            plan.buffers.recycle(name, old)
+            del old
+        return fetched
 
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
         block = plan.block
         env: dict[str, Any] = {}
+        declared = plan.declared
         for name in feed:  # every feed is checked, even one no op reads
-            value = _check_value(block, name, feed[name], "feed", FeedError)
+            value = feed[name]
+            if not conforms(value, declared[name]):  # the slow path converts or explains
+                value = _check_value(block, name, value, "feed", FeedError)
             if name in plan.feeds:
                 env[name] = value
         for name in plan.from_scope:
@@ -133,19 +132,31 @@ class Executor:
             if name not in scope:
                 raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
                                      "scope (run the startup program first, or scope.set it)")
-            env[name] = _check_value(block, name, scope[name], "scope value", ExecutionError)
+            value = scope[name]
+            env[name] = value if conforms(value, declared[name]) else _check_value(
+                block, name, value, "scope value", ExecutionError)
         return env
 
     @staticmethod
-    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> None:
-        """Write the persistable vars the run changed into the scope (the run has succeeded)."""
+    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[tuple[str, Any]]:
+        """Write the persistable vars the run changed into the scope (the run has succeeded).
+
+        Returns the scope's previous arrays of vars updated in a plan buffer,
+        for the plan to reuse once nothing else holds them.
+        """
         fed = {id(v) for v in feed.values()}
+        replaced = []
         for name in plan.commits:
             value = env[name]
             # A view (or the caller's own feed array) could change under the scope later: own a copy.
             if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
                 value = np.array(value)
+            if name in plan.buffers.swaps:
+                old = scope.own(name)
+                if old is not None and old is not value:
+                    replaced.append((name, old))
             scope.set(name, value)
+        return replaced
 
     def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):
         value = env[name]
@@ -156,62 +167,32 @@ class Executor:
             return np.array(value)
         return np.asarray(value)
 
-    def _run_fast(self, plan: Plan, env: dict) -> None:
-        """The hot loop: prebuilt tuples, no per-op checks, a branch on arity instead of building lists."""
-        i = 0
-        try:
-            for i, (fn, get, nargs, out, outs, dead, _) in enumerate(plan.steps):
-                if nargs == 1:
-                    result = fn(get(env))
-                elif nargs:
-                    result = fn(*get(env))
-                else:
-                    result = fn()
-                if out is not None:
-                    env[out] = result
-                else:
-                    if len(result) != len(outs):
-                        raise ValueError(f"the kernel returned {len(result)} outputs for {len(outs)} output vars")
-                    for n, v in zip(outs, result):
-                        env[n] = v
-                for n in dead:
-                    del env[n]
-        except Exception as e:
-            raise self._kernel_error(plan, i, env, e) from e
-
     def _run_checked(self, plan: Plan, env: dict) -> None:
         """The hot loop plus a NaN/Inf check of every float output."""
         block = plan.block
         for i, step in enumerate(plan.steps):
+            op = block.ops[step.index]
             try:
                 result = step.fn(*[env[n] for n in step.ins])
             except Exception as e:
-                raise self._kernel_error(plan, i, env, e) from e
+                raise kernel_error(plan, i, env, e) from e
             values = (result,) if step.out is not None else tuple(result)
             if len(values) != len(step.outs):
-                raise self._kernel_error(plan, i, env, ValueError(
+                raise kernel_error(plan, i, env, ValueError(
                     f"the kernel returned {len(values)} outputs for {len(step.outs)} output vars"))
             for n, v in zip(step.outs, values):
                 v = np.asarray(v)
                 if self.check_types:
                     var = block.var(n)
                     if v.dtype.name != var.dtype or not _shape_matches(var.shape, v.shape):
-                        op = block.ops[i]
-                        raise ExecutionError(f"{op_location(block, i, op.type, op.callsite)}: its kernel returned "
-                                             f"{v.dtype.name}{format_shape(v.shape)} for output {n}, declared "
+                        raise ExecutionError(f"{op_location(block, step.index, op.type, op.callsite)}: its kernel "
+                                             f"returned {v.dtype.name}{format_shape(v.shape)} for output {n}, declared "
                                              f"{var.type_str()}")
                 if self.check_nan_inf and v.dtype.kind in "fc" and not np.isfinite(v).all():
-                    op = block.ops[i]
                     bad = "NaN" if np.isnan(v).any() else "Inf"
-                    raise NanInfError(f"{op_location(block, i, op.type, op.callsite)} produced {bad} in output "
-                                      f"{n} ({v.dtype}{format_shape(v.shape)}); inputs: {_describe_inputs(block, op, env)}")
+                    raise NanInfError(f"{op_location(block, step.index, op.type, op.callsite)} produced {bad} in "
+                                      f"output {n} ({v.dtype}{format_shape(v.shape)}); inputs: "
+                                      f"{describe_inputs(block, op, env)}")
                 env[n] = v
             for n in step.dead:
                 del env[n]
-
-    @staticmethod
-    def _kernel_error(plan: Plan, i: int, env: dict, e: Exception) -> ExecutionError:
-        block = plan.block
-        op = block.ops[i]
-        return ExecutionError(f"{op_location(block, i, op.type, op.callsite)} failed: {type(e).__name__}: {e}; "
-                              f"inputs: {_describe_inputs(block, op, env)}")

@@ -39,6 +39,10 @@ class Scope:
             scope = scope.parent
         return False
 
+    def own(self, name: str):
+        """The array stored under ``name`` in this scope itself (not a parent), or None."""
+        return self._vars.get(name)
+
     def set(self, name: str, value) -> None:
         """Store ``value`` (as a numpy array) under ``name`` in this scope."""
         self._vars[name] = np.asarray(value)

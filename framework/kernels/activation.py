@@ -49,7 +49,40 @@ def pow_(op):
 
 
 def relu_grad(op):
-    return lambda out, dout: np.where(out > 0, dout, 0).astype(dout.dtype, copy=False)
+    # dout * (out > 0): one pass, several times faster than np.where on big arrays. It differs from a
+    # select only where dout is already NaN or Inf at an inactive unit (NaN instead of 0) or negative (-0.0).
+    return lambda out, dout: np.multiply(dout, out > 0)
+
+
+def _fits(buf, like) -> bool:
+    """``buf`` can hold a result of ``like``'s shape and dtype."""
+    return buf is not None and buf.shape == like.shape and buf.dtype == like.dtype
+
+
+def _unary_into(ufunc):
+    return lambda op: lambda x, buf: ufunc(x, out=buf) if _fits(buf, x) else ufunc(x)
+
+
+def relu_into(op):
+    return lambda x, buf: np.maximum(x, 0, out=buf) if _fits(buf, x) else np.maximum(x, 0)
+
+
+def relu_grad_into(op):
+    return lambda out, dout, buf: np.multiply(dout, out > 0, out=buf if _fits(buf, dout) else None)
+
+
+def scale_into(op):
+    s, b = op.attr("scale"), op.attr("bias")
+    if b == 0.0 and s == 1.0:
+        return None
+
+    def run(x, buf):
+        if not _fits(buf, x):
+            return scale(op)(x)
+        np.multiply(x, s, out=buf)
+        return np.add(buf, b, out=buf) if b != 0.0 else buf
+
+    return run
 
 
 KERNELS = {
@@ -73,3 +106,6 @@ KERNELS = {
     "pow": pow_,
     "relu_grad": relu_grad,
 }
+
+INTO = {"relu": relu_into, "relu_grad": relu_grad_into, "scale": scale_into, "square": _unary_into(np.square),
+        "exp": _unary_into(np.exp), "tanh": _unary_into(np.tanh)}

@@ -20,6 +20,23 @@ def sum_(op):
     return run
 
 
+def sum_into(op):
+    """Gradient accumulation into a buffer: same additions in the same order as ``sum_``."""
+    if len(op.input("X")) == 1:
+        return None
+
+    def run(*args):
+        *xs, buf = args
+        if buf is None or any(x.shape != buf.shape or x.dtype != buf.dtype for x in xs):
+            return sum_(op)(*xs)
+        np.add(xs[0], xs[1], out=buf)
+        for x in xs[2:]:
+            np.add(buf, x, out=buf)
+        return buf
+
+    return run
+
+
 def sum_to_shape(x, shape):
     """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting)."""
     x = np.asarray(x)
@@ -46,6 +63,7 @@ def broadcast_to(op):
 
 
 KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
+INTO = {"sum": sum_into}
 
 
 # -- reshaping and reordering -------------------------------------------------------------------------------

@@ -21,16 +21,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip the large cases")
     parser.add_argument("--json", default="bench_results.json", help="where to write the results")
     args = parser.parse_args()
-    repeats = 5 if args.quick else 21
-    rows = [cases.mlp_step("float64", repeats), cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
+    repeats = 5 if args.quick else 51
+    print(f"heap kept warm for both sides (glibc mallopt): {cases.keep_heap_warm()}")
+    rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
     if not args.quick:
-        rows.append(cases.large_mlp_step(3))
+        rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000, 64000):  # 64k takes a few seconds since the pass is linear: quick runs keep it
         rows.append(cases.backward_chain(n))
     if not args.quick:
-        rows.append(cases.peak_memory_step())
+        rows += cases.peak_memory_step()
         rows += recompute_rows(11)
-    print(f"{'case':<58} {'gradgen':>12} {'numpy':>12} {'ratio':>7}")
+    print(f"{'case':<58} {'gradgen':>12} {'numpy/base':>12} {'ratio':>7}")
     for row in rows:
         unit = row.get("unit", "s")
         g, n = row["gradgen_s"], row["numpy_s"]

@@ -4,21 +4,27 @@ import tracemalloc
 
 import numpy as np
 
-from framework import Executor, Scope, append_backward
+from framework import Executor, Scope, append_backward, optimizer
 from framework.memory import analyze_memory, memory_text
 from program import Program, layers, program_guard
 
 
-def _measured_peak(program, feed, fetch):
-    exe, scope = Executor(), Scope()
-    exe.run(program, feed=feed, fetch_list=fetch, scope=scope)  # build the plan outside the measurement
+def _traced(run):
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+    run()
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     return peak
+
+
+def _measured_peaks(program, feed, fetch):
+    """What a first run and a second run of ``program`` allocate at most (the plan is built before either)."""
+    exe, scope = Executor(), Scope()
+    exe.plan_for(program, list(feed), [f.name for f in fetch])
+    first = _traced(lambda: exe.run(program, feed=feed, fetch_list=fetch, scope=scope))
+    return first, _traced(lambda: exe.run(program, feed=feed, fetch_list=fetch, scope=scope))
 
 
 def test_chain_peak_matches_tracemalloc():
@@ -31,8 +37,11 @@ def test_chain_peak_matches_tracemalloc():
     feed = {"x": np.random.default_rng(0).standard_normal((128, 1024))}  # 1 MiB per array
     report = analyze_memory(main, {"x": (128, 1024)}, [out])
     assert report.peak_bytes == 2 * 2 ** 20  # one array being read, one being written
-    measured = _measured_peak(main, feed, [out])
-    assert 0.9 * report.peak_bytes <= measured <= 1.25 * report.peak_bytes, (measured, report.peak_bytes)
+    assert report.held_bytes == 2 * 2 ** 20  # two buffers, used in turn
+    assert report.first_run_peak == report.held_bytes + 8 and report.steady_peak == 8  # and the scalar sum
+    first, steady = _measured_peaks(main, feed, [out])
+    assert 0.9 * report.first_run_peak <= first <= 1.25 * report.first_run_peak, (first, report.first_run_peak)
+    assert steady <= 64 * 2 ** 10, steady  # the buffers are reused: no array-sized allocation at all
 
 
 def test_training_step_names_what_is_alive_at_the_peak():
@@ -52,3 +61,28 @@ def test_training_step_names_what_is_alive_at_the_peak():
     assert report.peak_bytes >= max(report.live_after)
     text = memory_text(report)
     assert "peak:" in text and "resting" in text
+
+
+def test_training_step_allocations_match_the_analysis_in_first_and_later_runs():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 256], "float64")
+        h = x
+        for i in range(4):
+            h = layers.relu(h @ layers.create_parameter([256, 256], "float64", name=f"w{i}"))
+        loss = layers.mean(layers.square(h))
+        optimizer.SGD(0.01).minimize(loss)
+    feed = {"x": np.random.default_rng(0).standard_normal((64, 256))}
+    report = analyze_memory(main, {"x": (64, 256)}, [loss])
+    weights = 4 * 256 * 256 * 8
+    assert report.held_bytes >= weights  # each update's double buffer
+    assert report.first_run_peak <= report.held_bytes + report.steady_peak
+    assert report.steady_peak < weights / 4  # no weight-sized array is made once the buffers exist
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    exe.plan_for(main, ["x"], [loss.name])
+    first = _traced(lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope))
+    later = [_traced(lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope)) for _ in range(2)]
+    assert 0.9 * report.first_run_peak <= first <= 1.25 * report.first_run_peak, (first, report.first_run_peak)
+    # From the third run on, the scope's old arrays are the update buffers: only small arrays are new.
+    assert later[-1] <= 1.25 * report.steady_peak + 64 * 2 ** 10, (later, report.steady_peak)

@@ -1,0 +1,97 @@
+"""Every into kernel computes exactly what its plain kernel does, writes only into a buffer that fits, and never
+touches its inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework.kernels import INTO, KERNELS
+from op_cases import ALL_CASES
+from op_harness import Case
+from program import OP_SCHEMAS, Program
+
+_rng = np.random.default_rng(0)
+
+
+def _randn(dtype):
+    return _rng.standard_normal((5, 3)).astype(dtype)
+
+
+SGD_CASES = [Case("sgd", {"Param": _randn(d), "Grad": _randn(d), "LearningRate": np.asarray(0.1, d)}, None)
+             for d in ("float32", "float64")]
+MOMENTUM_CASES = [Case("momentum", {"Param": _randn(d), "Grad": _randn(d), "Velocity": _randn(d),
+                                     "LearningRate": np.asarray(0.1, d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
+                      label=f"nesterov={n}") for d in ("float32", "float64") for n in (False, True)]
+ADAM_CASES = [Case("adam", {"Param": _randn(d), "Grad": _randn(d), "LearningRate": np.asarray(0.1, d),
+                             "Moment1": _randn(d),
+                             "Moment2": _rng.random((5, 3)).astype(d), "Beta1Pow": np.asarray([0.9], d),
+                             "Beta2Pow": np.asarray([0.999], d)}, None,
+                   attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}) for d in ("float32", "float64")]
+INTO_CASES = [c for c in ALL_CASES if c.op in INTO] + SGD_CASES
+MULTI_CASES = MOMENTUM_CASES + ADAM_CASES
+
+
+def _one_op(case):
+    """The case's op in a one-op block, and its input arrays flat in the kernel's argument order."""
+    block = Program().global_block()
+    arrays, ins = {}, {}
+    for slot, value in case.inputs.items():
+        names = []
+        for k, v in enumerate(value if isinstance(value, list) else [value]):
+            v = np.asarray(v)
+            name = f"in_{slot}_{k}"
+            block.create_var(name, v.shape, v.dtype.name)
+            arrays[name] = v
+            names.append(name)
+        ins[slot] = names
+    outs = {s.name: [f"out_{s.name}_{k}" for k in range(case.n_outputs.get(s.name, 1))]
+            for s in OP_SCHEMAS[case.op].outputs if not s.optional or s.name in case.n_outputs}
+    op = block.append_op(case.op, ins, outs, case.attrs)
+    return op, [arrays[n] for n in op.input_arg_names]
+
+
+def test_there_are_into_cases_for_every_into_kernel():
+    assert {c.op for c in INTO_CASES + MULTI_CASES} == set(INTO)
+
+
+@pytest.mark.parametrize("case", INTO_CASES, ids=lambda c: c.id)
+def test_into_kernel_equals_the_plain_kernel_with_and_without_a_buffer(case):
+    op, args = _one_op(case)
+    into = INTO[op.type](op)
+    if into is None:
+        pytest.skip("the factory declines these attrs or ranks")
+    before = [a.copy() for a in args]
+    want = np.asarray(KERNELS[op.type](op)(*args))
+    np.testing.assert_array_equal(into(*args, None), want)
+    buf = np.full(want.shape, 7, want.dtype)
+    got = into(*args, buf)
+    np.testing.assert_array_equal(got, want)
+    if got is not buf:  # declined at run time (broadcasting, mixed dtypes): then the buffer is left alone
+        assert (buf == 7).all()
+    # The cases the buffers are for must use them: no broadcasting, or a 2-D product.
+    arrays = args[:2] if op.type == "sgd" else args  # not sgd's scalar learning rate
+    same_shape = all(a.shape == want.shape for a in arrays)
+    assert got is buf or not (same_shape or op.type == "matmul" and all(a.ndim == 2 for a in args))
+    wrong = np.full(want.shape + (2,), 7, want.dtype)
+    np.testing.assert_array_equal(into(*args, wrong), want)
+    assert (wrong == 7).all()  # a buffer that does not fit is left alone
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", MULTI_CASES, ids=lambda c: c.id)
+def test_multi_output_update_writes_each_output_into_its_buffer(case):
+    op, args = _one_op(case)
+    into = INTO[op.type](op)
+    before = [a.copy() for a in args]
+    want = KERNELS[op.type](op)(*args)
+    for got in (into(*args, (None,) * len(want)), into(*args, (np.empty_like(want[0]),) + (None,) * (len(want) - 1))):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    bufs = tuple(np.full_like(w, 7) for w in want)
+    got = into(*args, bufs)
+    assert all(g is b for g, b in zip(got, bufs))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
