@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from program.describe import op_location
-
-from .errors import ExecutionError, GradgenError
-from .plan import Plan, build_plan
+from .plan import Plan, build_plan, run_plan
 
 
 def compile_block(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
@@ -21,20 +18,11 @@ def compile_block(block, feed_names: Sequence[str], fetch_names: Sequence[str]) 
 
 
 def run_block(plan: Plan, env: dict[str, Any]) -> list[Any]:
-    """Run ``plan``'s steps on ``env`` (consumed) and return its fetches in order."""
-    block = plan.block
-    for i, step in enumerate(plan.steps):
-        try:
-            result = step.fn(*[env[n] for n in step.ins])
-        except GradgenError:
-            raise
-        except Exception as e:
-            op = block.ops[i]
-            raise ExecutionError(f"{op_location(block, i, op.type, op.callsite)} failed: {type(e).__name__}: {e}") from e
-        if step.out is not None:
-            env[step.out] = result
-        else:
-            env.update(zip(step.outs, result))
-        for n in step.dead:
-            del env[n]
+    """Run ``plan``'s steps on ``env`` (consumed) and return its fetches in order.
+
+    A failing op inside raises the executor's located ExecutionError for the
+    sub-block; the owning op's kernel error wraps it, so the message names
+    both ops.
+    """
+    run_plan(plan, env)
     return [env[n] for n in plan.fetches]
