@@ -161,10 +161,18 @@ class _Pass:
         """
         block = self.block
         writes: dict[str, int] = {}  # name -> index of its last write in the forward part
+        seen: set[str] = set()  # names read or written so far
+        overwritten: set[str] = set()  # names some op writes after an earlier op read or wrote them
         for j, op in enumerate(block.ops):
-            for n in op.output_arg_names:
-                writes[n] = j
-        if not writes:
+            for names in op.inputs.values():
+                seen.update(names)
+            for names in op.outputs.values():
+                for n in names:
+                    if n in seen:
+                        overwritten.add(n)
+                    seen.add(n)
+                    writes[n] = j
+        if not overwritten:
             return
         position = {id(op): j for j, op in enumerate(block.ops)}
         snapshots: dict[tuple[str, int], str] = {}
@@ -177,6 +185,8 @@ class _Pass:
             made_here = set(fwd.output_arg_names)
             for names in desc.inputs.values():
                 for k, n in enumerate(names):
+                    if n not in overwritten:
+                        continue
                     point = i + 1 if n in made_here else i  # where the value the forward op saw is current
                     if writes.get(n, -1) < point:
                         continue

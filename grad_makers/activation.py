@@ -70,20 +70,14 @@ def pow_grad(fwd, ctx):
     return _unary(ctx, chain)
 
 
-@grad_maker("sigmoid", emits=("scale", "elementwise_mul"))
+@grad_maker("sigmoid", emits=("sigmoid_grad",))
 def sigmoid_grad(fwd, ctx):
-    def chain(x, out, dout, dx):
-        one_minus, slope = ctx.tmp("one_minus"), ctx.tmp("slope")
-        return [_scale(out, one_minus, -1.0, 1.0), _mul(out, one_minus, slope), _mul(dout, slope, dx)]
-    return _unary(ctx, chain)
+    return _unary(ctx, lambda x, out, dout, dx: [op("sigmoid_grad", {"Out": out, "Out@GRAD": dout}, {"X@GRAD": dx})])
 
 
-@grad_maker("tanh", emits=("square", "scale", "elementwise_mul"))
+@grad_maker("tanh", emits=("tanh_grad",))
 def tanh_grad(fwd, ctx):
-    def chain(x, out, dout, dx):
-        sq, slope = ctx.tmp("sq"), ctx.tmp("slope")
-        return [op("square", {"X": out}, {"Out": sq}), _scale(sq, slope, -1.0, 1.0), _mul(dout, slope, dx)]
-    return _unary(ctx, chain)
+    return _unary(ctx, lambda x, out, dout, dx: [op("tanh_grad", {"Out": out, "Out@GRAD": dout}, {"X@GRAD": dx})])
 
 
 @grad_maker("sin", emits=("cos", "elementwise_mul"))

@@ -25,6 +25,27 @@ def masked_grad_grad(fwd, ctx):
     return [op(fwd.type, inputs, {"X@GRAD": g}, **fwd.attrs)]
 
 
+@grad_maker("tanh_grad", "sigmoid_grad", emits=("tanh_grad", "sigmoid_grad", "elementwise_mul", "scale"))
+def output_slope_grad_grad(fwd, ctx):
+    """dX = dOut * f'(Out) with f' = 1 - Out^2 (tanh) or Out (1 - Out) (sigmoid).
+
+    In dOut the map is linear and self-adjoint: the same op on the incoming
+    gradient ddX. In Out: ddX * dOut * f''(Out), with f'' = -2 Out or 1 - 2 Out.
+    """
+    out, dout = fwd.input("Out")[0], fwd.input("Out@GRAD")[0]
+    (g_out,), (g_dout,) = ctx.input_grad("Out"), ctx.input_grad("Out@GRAD")
+    descs = []
+    if g_dout is not None:
+        descs.append(op(fwd.type, {"Out": out, "Out@GRAD": _dd(ctx)}, {"X@GRAD": g_dout}))
+    if g_out is not None:
+        both, curve = ctx.tmp("dd_dout"), ctx.tmp("curvature")
+        scale, bias = (-2.0, 0.0) if fwd.type == "tanh_grad" else (-2.0, 1.0)
+        descs += [op("elementwise_mul", {"X": _dd(ctx), "Y": dout}, {"Out": both}),
+                  op("scale", {"X": out}, {"Out": curve}, scale=scale, bias=bias),
+                  op("elementwise_mul", {"X": both, "Y": curve}, {"Out": g_out})]
+    return descs
+
+
 @grad_maker("reduce_mean_grad", emits=("reduce_mean",))
 def reduce_mean_grad_grad(fwd, ctx):
     return only_grad(ctx, "Out@GRAD", lambda g: [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)])

@@ -54,6 +54,14 @@ def relu_grad(op):
     return lambda out, dout: np.multiply(dout, out > 0)
 
 
+def tanh_grad(op):
+    return lambda out, dout: dout * (1.0 - out * out)
+
+
+def sigmoid_grad(op):
+    return lambda out, dout: dout * (out * (1.0 - out))
+
+
 def _fits(buf, like) -> bool:
     """``buf`` can hold a result of ``like``'s shape and dtype."""
     return buf is not None and buf.shape == like.shape and buf.dtype == like.dtype
@@ -69,6 +77,28 @@ def relu_into(op):
 
 def relu_grad_into(op):
     return lambda out, dout, buf: np.multiply(dout, out > 0, out=buf if _fits(buf, dout) else None)
+
+
+def tanh_grad_into(op):
+    def run(out, dout, buf):
+        if not _fits(buf, dout) or out.shape != dout.shape:
+            return dout * (1.0 - out * out)
+        np.multiply(out, out, out=buf)
+        np.subtract(1.0, buf, out=buf)
+        return np.multiply(buf, dout, out=buf)
+
+    return run
+
+
+def sigmoid_grad_into(op):
+    def run(out, dout, buf):
+        if not _fits(buf, dout) or out.shape != dout.shape:
+            return dout * (out * (1.0 - out))
+        np.subtract(1.0, out, out=buf)
+        np.multiply(buf, out, out=buf)
+        return np.multiply(buf, dout, out=buf)
+
+    return run
 
 
 def scale_into(op):
@@ -105,7 +135,9 @@ KERNELS = {
     "clip": clip,
     "pow": pow_,
     "relu_grad": relu_grad,
+    "tanh_grad": tanh_grad,
+    "sigmoid_grad": sigmoid_grad,
 }
 
-INTO = {"relu": relu_into, "relu_grad": relu_grad_into, "scale": scale_into, "square": _unary_into(np.square),
+INTO = {"relu": relu_into, "relu_grad": relu_grad_into, "tanh_grad": tanh_grad_into, "sigmoid_grad": sigmoid_grad_into, "scale": scale_into, "square": _unary_into(np.square),
         "exp": _unary_into(np.exp), "tanh": _unary_into(np.tanh)}

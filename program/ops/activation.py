@@ -37,4 +37,8 @@ SCHEMAS = tuple(
 ) + (
     schema("relu_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
            doc="X@GRAD = Out@GRAD where Out > 0, else 0: relu's gradient in one pass."),
+    schema("tanh_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
+           doc="X@GRAD = Out@GRAD * (1 - Out^2): tanh's gradient from its output, in one op."),
+    schema("sigmoid_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
+           doc="X@GRAD = Out@GRAD * Out * (1 - Out): sigmoid's gradient from its output, in one op."),
 )

@@ -126,6 +126,10 @@ def activation_grad_cases():
         for shape in [(4,), (2, 3)]:
             yield Case("relu_grad", {"Out": np.maximum(randn(shape, dtype), 0), "Out@GRAD": randn(shape, dtype)},
                        lambda i: {"X@GRAD": [i["Out@GRAD"] * (i["Out"] > 0)]})
+            yield Case("tanh_grad", {"Out": np.tanh(randn(shape, dtype)), "Out@GRAD": randn(shape, dtype)},
+                       lambda i: {"X@GRAD": [i["Out@GRAD"] * (1 - i["Out"] ** 2)]})
+            yield Case("sigmoid_grad", {"Out": 1 / (1 + np.exp(-randn(shape, dtype))), "Out@GRAD": randn(shape, dtype)},
+                       lambda i: {"X@GRAD": [i["Out@GRAD"] * i["Out"] * (1 - i["Out"])]})
 
 
 def creation_cases():

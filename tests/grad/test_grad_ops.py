@@ -25,6 +25,8 @@ def _raw(op_type, slots, out="X@GRAD", **attrs):
 
 CASES = {
     "relu_grad": (_raw("relu_grad", {"Out": "m", "Out@GRAD": "g"}), {"g": (3, 4)}, {"m": _x((3, 4), 1, True)}),
+    "tanh_grad": (_raw("tanh_grad", {"Out": "o", "Out@GRAD": "g"}), {"o": (3, 4), "g": (3, 4)}, {}),
+    "sigmoid_grad": (_raw("sigmoid_grad", {"Out": "o", "Out@GRAD": "g"}), {"o": (2, 3), "g": (2, 3)}, {}),
     "leaky_relu_grad": (_raw("leaky_relu_grad", {"X": "m", "Out@GRAD": "g"}, alpha=0.2), {"g": (3, 4)},
                         {"m": _x((3, 4), 1, True)}),
     "clip_grad": (_raw("clip_grad", {"X": "m", "Out@GRAD": "g"}, min=-0.5, max=0.5), {"g": (3, 4)},
