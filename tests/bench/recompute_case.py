@@ -1,11 +1,12 @@
 """Recompute on the 50-layer MLP step of ``cases.peak_memory_step``: memory and time with sqrt(n) checkpoints.
 
-Memory is the peak over the resting state, predicted (``analyze_memory``) and
-measured (tracemalloc), for two programs: the forward and backward part alone
+Memory is the peak over the resting state of a first run (which allocates the
+plan's reusable buffers), predicted (``analyze_memory``) and measured
+(tracemalloc), for two programs: the forward and backward part alone
 (its parameter gradients die as soon as they are made, so the peak is the
 activations plus a layer's worth of gradients) and the whole SGD step (whose
-peak is the 50 parameter gradients waiting for their updates: recompute
-cannot change that). Time is the whole SGD step, medians, the two programs
+peak holds the 50 new weights staged for the atomic commit: recompute cannot
+change that). Time is the whole SGD step, medians, the two programs
 timed in alternation so that drift on the machine hits both alike.
 """
 from __future__ import annotations
@@ -42,10 +43,11 @@ def _step(checkpointed: bool, sgd: bool, layers_count: int, width: int):
 
 
 def _peaks(checkpointed: bool, sgd: bool, xs: np.ndarray, layers_count: int, width: int) -> tuple[float, float]:
-    """(predicted, measured) peak MiB over resting of one run."""
+    """(predicted, measured) peak MiB over resting of a first run."""
     main, loss, exe, scope, _ = _step(checkpointed, sgd, layers_count, width)
     predicted = analyze_memory(main, {"x": xs.shape}, [loss]).peak_bytes
-    exe.run(main, feed={"x": xs}, fetch_list=[loss], scope=scope)  # plans and caches outside the measurement
+    # The first run: it allocates the plan's buffers, which the schedule's lifetimes size (later runs
+    # reuse them and allocate about nothing, with or without checkpoints).
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
