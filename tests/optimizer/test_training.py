@@ -103,24 +103,25 @@ def test_global_norm_clipping():
         np.testing.assert_allclose(step, w, rtol=1e-12)
 
 
-def test_cnn_example_loss_falls_by_at_least_half_within_its_default_steps():
-    ex = EXAMPLES["cnn"]()
+def _train_example(name: str):
+    """Train a built-in example for its default steps; returns it, its executor and scope, and the losses."""
+    ex = EXAMPLES[name]()
     with program_guard(ex.main, ex.startup):
         ex.make_optimizer().minimize(ex.loss)
     exe, scope = Executor(), Scope()
     exe.run(ex.startup, scope=scope)
     losses = [float(exe.run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)[0]) for _ in range(ex.steps)]
+    return ex, exe, scope, losses
+
+
+def test_cnn_example_loss_falls_by_at_least_half_within_its_default_steps():
+    _, _, _, losses = _train_example("cnn")
     assert losses[-1] <= 0.5 * losses[0], (losses[0], losses[-1])
 
 
 def test_rnn_example_trains_through_its_while_loop():
     """The loop's gradient drives Adam: the loss falls a hundredfold, and the fed T decides the trip count."""
-    ex = EXAMPLES["rnn"]()
-    with program_guard(ex.main, ex.startup):
-        ex.make_optimizer().minimize(ex.loss)
-    exe, scope = Executor(), Scope()
-    exe.run(ex.startup, scope=scope)
-    losses = [float(exe.run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)[0]) for _ in range(ex.steps)]
+    ex, exe, scope, losses = _train_example("rnn")
     assert losses[-1] <= 0.01 * losses[0], (losses[0], losses[-1])
     loop = next(op for op in ex.main.global_block().ops if op.type == "while" and op.role == "forward")
     (steps,) = exe.run(ex.main, feed={**ex.feed, "T": np.int64(5)}, fetch_list=[loop.output("Steps")[0]], scope=scope)
