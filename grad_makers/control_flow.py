@@ -112,7 +112,8 @@ def while_grad(fwd, ctx) -> list[OpDesc]:
     cond_block.append_op("greater_than", {"X": [cond_params[0]], "Y": [zero]}, {"Out": [going]}, role="backward")
 
     block = ctx.new_block()
-    step, carries, accs = (lambda p: (p[0], p[1:1 + len(carried)], p[1 + len(carried):]))(params(block, "body"))
+    body_vars = params(block, "body")
+    step, carries, accs = body_vars[0], body_vars[1:1 + len(carried)], body_vars[1 + len(carried):]
     one, index = ctx.tmp("one"), ctx.tmp("index")
     block.append_op("fill_constant", {}, {"Out": [one]}, {"shape": [], "dtype": "int64", "value": 1.0},
                     role="backward")
