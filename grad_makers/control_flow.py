@@ -23,6 +23,11 @@ from program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
 from .base import OpDesc, grad_maker, op
 
 
+def _emit(block, op_type: str, inputs: dict, outputs: dict, **attrs) -> None:
+    """Append one op of a gradient sub-block (role ``backward``)."""
+    block.append_op(op_type, inputs, outputs, attrs, role="backward")
+
+
 def _assign_targets(block, ctx, results: list[str], grads: list[str | None]) -> tuple[list[str], list[str]]:
     """The results that have gradients, as distinct vars made in ``block`` to seed the pass from.
 
@@ -37,7 +42,7 @@ def _assign_targets(block, ctx, results: list[str], grads: list[str | None]) -> 
         target = name
         if name not in made or name in targets:
             target = ctx.tmp("target")
-            block.append_op("assign", {"X": [name]}, {"Out": [target]}, role="backward")
+            _emit(block, "assign", {"X": [name]}, {"Out": [target]})
         targets.append(target)
         seeds.append(g)
     return targets, seeds
@@ -47,7 +52,7 @@ def _or_zeros(block, ctx, grad: str | None, like: str) -> str:
     if grad is not None:
         return grad
     zeros = ctx.tmp("zeros")
-    block.append_op("fill_zeros_like", {"X": [like]}, {"Out": [zeros]}, role="backward")
+    _emit(block, "fill_zeros_like", {"X": [like]}, {"Out": [zeros]})
     return zeros
 
 
@@ -76,9 +81,67 @@ def cond_grad(fwd, ctx) -> list[OpDesc]:
                true_outs=results[0], false_outs=results[1])]
 
 
+def _loop_params(ctx, block, types: list, role: str) -> list[str]:
+    names = [ctx.tmp(f"{role}{k}") for k in range(len(types))]
+    for name, t in zip(names, types):
+        block.create_var(name, t.shape, t.dtype)
+    return names
+
+
+def _countdown_cond(ctx, types: list) -> tuple:
+    """The reverse loop's condition block: go on while the counter (the first loop var) is above 0."""
+    block = ctx.new_block()
+    params = _loop_params(ctx, block, types, "cond")
+    zero, going = ctx.tmp("zero"), ctx.tmp("going")
+    _emit(block, "fill_constant", {}, {"Out": [zero]}, shape=[], dtype="int64", value=0.0)
+    _emit(block, "greater_than", {"X": [params[0]], "Y": [zero]}, {"Out": [going]})
+    return block, params, going
+
+
+def _reverse_body(fwd, ctx, types: list, carried: list[int], wanted: list[str], history_grads: list) -> tuple:
+    """The reverse loop's body block: one forward iteration, read back from History and differentiated.
+
+    Its loop vars are the counter, the carried gradients and the accumulators
+    (in ``types`` order); returns the block, those params and the next values.
+    """
+    body, history = fwd.block.program.block(fwd.attr("body_block")), fwd.output("History")
+    body_params, body_outs = fwd.attr("body_params"), fwd.attr("body_outs")
+    block = ctx.new_block()
+    params = _loop_params(ctx, block, types, "body")
+    step, carries, accs = params[0], params[1:1 + len(carried)], params[1 + len(carried):]
+    one, index = ctx.tmp("one"), ctx.tmp("index")
+    _emit(block, "fill_constant", {}, {"Out": [one]}, shape=[], dtype="int64", value=1.0)
+    _emit(block, "elementwise_sub", {"X": [step], "Y": [one]}, {"Out": [index]})
+    copy_vars(body, block)
+    for record, param in zip(history, body_params):  # this iteration's forward loop values
+        _emit(block, "gather", {"X": [record], "Index": [index]}, {"Out": [param]})
+    copy_ops(body, block)
+    targets, seeds = _assign_targets(block, ctx, [body_outs[k] for k in carried], carries)
+    grads = ctx.gradients(block, targets, seeds, [body_params[k] for k in carried] + wanted)
+    new_carries = []
+    for k, g in zip(carried, grads):
+        g = _or_zeros(block, ctx, g, body_params[k])
+        if history_grads[k] is not None:  # the loop value at this iteration's start is also used outside
+            from_history, total = ctx.tmp("history"), ctx.tmp("carry")
+            _emit(block, "gather", {"X": [history_grads[k]], "Index": [index]}, {"Out": [from_history]})
+            _emit(block, "elementwise_add", {"X": [g], "Y": [from_history]}, {"Out": [total]})
+            g = total
+        new_carries.append(g)
+    new_accs = []
+    for acc, g in zip(accs, grads[len(carried):]):
+        if g is not None:
+            total = ctx.tmp("acc")
+            _emit(block, "elementwise_add", {"X": [acc], "Y": [g]}, {"Out": [total]})
+            acc = total
+        new_accs.append(acc)
+    nexts = [index] + new_carries + new_accs
+    prune_unused(block, nexts, params)
+    return block, params, nexts
+
+
 @grad_maker("while", emits=("while", "fill_zeros_like"))
 def while_grad(fwd, ctx) -> list[OpDesc]:
-    xs, inputs = ctx.input("X"), ctx.input("Input")
+    xs, inputs, steps = ctx.input("X"), ctx.input("Input"), ctx.output("Steps")[0]
     carried = [k for k, x in enumerate(xs) if is_float(ctx.var_type(x).dtype)]
     x_grads = ctx.input_grad("X")
     wanted = [(n, g) for n, g in zip(inputs, ctx.input_grad("Input")) if g is not None]
@@ -86,7 +149,6 @@ def while_grad(fwd, ctx) -> list[OpDesc]:
         return []
     out_grads = ctx.output_grad_or_none("Out")
     history_grads = ctx.output_grad_or_none("History", declare=True)
-    history, body = ctx.output("History"), fwd.block.program.block(fwd.attr("body_block"))
     descs: list[OpDesc] = []
 
     def zeros_like(name: str) -> str:
@@ -94,61 +156,15 @@ def while_grad(fwd, ctx) -> list[OpDesc]:
         descs.append(op("fill_zeros_like", {"X": name}, {"Out": zeros}))
         return zeros
 
-    init = ([ctx.output("Steps")[0]] + [out_grads[k] or zeros_like(xs[k]) for k in carried]
-            + [zeros_like(n) for n, _ in wanted])
-    types = [ctx.var_type(n) for n in [ctx.output("Steps")[0]] + [xs[k] for k in carried] + [n for n, _ in wanted]]
-
-    def params(block, role: str) -> list[str]:
-        names = [ctx.tmp(f"{role}{k}") for k in range(len(types))]
-        for name, t in zip(names, types):
-            block.create_var(name, t.shape, t.dtype)
-        return names
-
-    cond_block = ctx.new_block()
-    cond_params = params(cond_block, "cond")
-    zero, going = ctx.tmp("zero"), ctx.tmp("going")
-    cond_block.append_op("fill_constant", {}, {"Out": [zero]}, {"shape": [], "dtype": "int64", "value": 0.0},
-                         role="backward")
-    cond_block.append_op("greater_than", {"X": [cond_params[0]], "Y": [zero]}, {"Out": [going]}, role="backward")
-
-    block = ctx.new_block()
-    body_vars = params(block, "body")
-    step, carries, accs = body_vars[0], body_vars[1:1 + len(carried)], body_vars[1 + len(carried):]
-    one, index = ctx.tmp("one"), ctx.tmp("index")
-    block.append_op("fill_constant", {}, {"Out": [one]}, {"shape": [], "dtype": "int64", "value": 1.0},
-                    role="backward")
-    block.append_op("elementwise_sub", {"X": [step], "Y": [one]}, {"Out": [index]}, role="backward")
-    copy_vars(body, block)
-    body_params = fwd.attr("body_params")
-    for record, param in zip(history, body_params):  # this iteration's forward loop values
-        block.append_op("gather", {"X": [record], "Index": [index]}, {"Out": [param]}, role="backward")
-    copy_ops(body, block)
-    body_outs = fwd.attr("body_outs")
-    targets, seeds = _assign_targets(block, ctx, [body_outs[k] for k in carried], carries)
-    grads = ctx.gradients(block, targets, seeds, [body_params[k] for k in carried] + [n for n, _ in wanted])
-    new_carries = []
-    for k, g in zip(carried, grads):
-        g = _or_zeros(block, ctx, g, body_params[k])
-        if history_grads[k] is not None:  # the loop value at this iteration's start is also used outside
-            from_history, total = ctx.tmp("history"), ctx.tmp("carry")
-            block.append_op("gather", {"X": [history_grads[k]], "Index": [index]}, {"Out": [from_history]},
-                            role="backward")
-            block.append_op("elementwise_add", {"X": [g], "Y": [from_history]}, {"Out": [total]}, role="backward")
-            g = total
-        new_carries.append(g)
-    new_accs = []
-    for acc, g in zip(accs, grads[len(carried):]):
-        if g is None:
-            new_accs.append(acc)
-            continue
-        total = ctx.tmp("acc")
-        block.append_op("elementwise_add", {"X": [acc], "Y": [g]}, {"Out": [total]}, role="backward")
-        new_accs.append(total)
-
-    prune_unused(block, [index] + new_carries + new_accs, [step] + carries + accs)
-    outs = ([ctx.tmp("step")] + [x_grads[k] or ctx.tmp("carry_out") for k in carried] + [g for _, g in wanted])
-    return descs + [op("while", {"X": init, "Input": external_reads([cond_block, block])},
+    # Loop vars of the reverse loop: the counter, each float loop var's gradient, each wanted input's sum.
+    init = [steps] + [out_grads[k] or zeros_like(xs[k]) for k in carried] + [zeros_like(n) for n, _ in wanted]
+    types = [ctx.var_type(n) for n in [steps] + [xs[k] for k in carried] + [n for n, _ in wanted]]
+    cond_block, cond_params, going = _countdown_cond(ctx, types)
+    body_block, body_params, body_outs = _reverse_body(fwd, ctx, types, carried, [n for n, _ in wanted],
+                                                       history_grads)
+    outs = [ctx.tmp("step")] + [x_grads[k] or ctx.tmp("carry_out") for k in carried] + [g for _, g in wanted]
+    return descs + [op("while", {"X": init, "Input": external_reads([cond_block, body_block])},
                        {"Out": outs, "History": [ctx.tmp("history") for _ in outs], "Steps": ctx.tmp("steps")},
-                       cond_block=cond_block.idx, body_block=block.idx, cond_params=cond_params, cond_out=going,
-                       body_params=[step] + carries + accs, body_outs=[index] + new_carries + new_accs,
+                       cond_block=cond_block.idx, body_block=body_block.idx, cond_params=cond_params,
+                       cond_out=going, body_params=body_params, body_outs=body_outs,
                        max_iterations=fwd.attr("max_iterations"))]
