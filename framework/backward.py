@@ -24,6 +24,7 @@ from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
 from program.dtypes import is_float
 from program.graph import dataflow_graph, latest_version, reachable
 from program.shapes import shapes_agree
+from program.subblocks import owned_blocks, rename_outer_reads
 from program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
@@ -156,8 +157,8 @@ class _Pass:
         forward part: if a later op writes the same name (``assign(.., output=x)``),
         the name holds the newer value by then. Such a read is redirected to an
         ``assign`` snapshot inserted right where the forward op saw the value.
-        (Control-flow grad ops bind outer names inside their sub-blocks and are
-        left as they are.)
+        (Control-flow grad ops, whose sub-blocks read outer names, are
+        redirected inside their sub-blocks as well.)
         """
         block = self.block
         writes: dict[str, int] = {}  # name -> index of its last write in the forward part
@@ -177,12 +178,11 @@ class _Pass:
         position = {id(op): j for j, op in enumerate(block.ops)}
         snapshots: dict[tuple[str, int], str] = {}
         for desc, fwd in self.emitted:
-            if fwd is None or desc.type in ("cond", "while"):
-                continue
-            i = position.get(id(fwd))
+            i = position.get(id(fwd)) if fwd is not None else None
             if i is None:
                 continue
             made_here = set(fwd.output_arg_names)
+            redirected = {}
             for names in desc.inputs.values():
                 for k, n in enumerate(names):
                     if n not in overwritten:
@@ -193,7 +193,9 @@ class _Pass:
                     key = (n, point)
                     if key not in snapshots:
                         snapshots[key] = self.names.fresh(f"{n}@SNAPSHOT")
-                    names[k] = snapshots[key]
+                    names[k] = redirected[n] = snapshots[key]
+            if redirected and desc.type in ("cond", "while"):  # its sub-blocks read the outer names too
+                rename_outer_reads(block.program, owned_blocks(desc), redirected)
         for (n, point), copy in sorted(snapshots.items(), key=lambda item: -item[0][1]):
             block.insert_op(point, "assign", {"X": [n]}, {"Out": [copy]}, role="backward",
                             callsite="append_backward")

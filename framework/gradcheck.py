@@ -4,6 +4,11 @@
 element and differentiates a scalar target by central differences;
 ``check_gradients`` compares that with the gradient vars the backward pass
 generated and reports the worst errors per var.
+
+Every evaluation starts from the scope as it was when the check began: a
+program that also updates state (a training program with optimizer ops,
+batch norm's running statistics) would otherwise move its own parameters
+between evaluations and compare gradients at different points.
 """
 from __future__ import annotations
 
@@ -17,7 +22,22 @@ from .executor import Executor
 from .scope import Scope
 
 
-def _target_value(exe: Executor, program, feed, scope: Scope, target: str) -> float:
+def _snapshot(scope: Scope) -> dict[str, np.ndarray]:
+    return {name: np.array(scope[name], copy=True) for name in scope}
+
+
+def _restore(scope: Scope, saved: dict[str, np.ndarray]) -> None:
+    for name, value in saved.items():
+        scope.set(name, value.copy())
+
+
+def _target_value(exe: Executor, program, feed, scope: Scope, target: str,
+                  saved: dict[str, np.ndarray] | None = None, wrt: str | None = None, value=None) -> float:
+    """The scalar ``target``, evaluated from the ``saved`` scope (with ``wrt`` set to ``value`` if given)."""
+    if saved is not None:
+        _restore(scope, saved)
+    if wrt is not None:
+        scope.set(wrt, value)
     (value,) = exe.run(program, feed=feed, fetch_list=[target], scope=scope)
     if np.size(value) != 1:
         raise ExecutionError(f"gradient check: target '{target}' must be a scalar, got shape {np.shape(value)}")
@@ -30,7 +50,8 @@ def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, targ
     exe = executor or Executor()
     feed = {k: np.array(v, copy=True) for k, v in feed.items()}
     in_feed = wrt in feed
-    base = feed[wrt] if in_feed else np.array(scope[wrt], copy=True)
+    saved = _snapshot(scope)
+    base = feed[wrt] if in_feed else saved[wrt]
     grad = np.zeros(base.shape, dtype=np.float64)
     flat = base.reshape(-1)
     for i in range(flat.size):
@@ -40,12 +61,11 @@ def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, targ
             x.reshape(-1)[i] = flat[i] + sign * delta
             if in_feed:
                 feed[wrt] = x
+                values.append(_target_value(exe, program, feed, scope, target, saved))
             else:
-                scope.set(wrt, x)
-            values.append(_target_value(exe, program, feed, scope, target))
+                values.append(_target_value(exe, program, feed, scope, target, saved, wrt, x))
         grad.reshape(-1)[i] = (values[0] - values[1]) / (2.0 * delta)
-    if not in_feed:
-        scope.set(wrt, base)
+    _restore(scope, saved)
     return grad
 
 
@@ -64,7 +84,9 @@ def check_gradients(program, target: str, grads: Mapping[str, str], feed: Mappin
     """Compare each generated gradient ``grads[var]`` with d target / d var by central differences."""
     exe = Executor()
     names = list(grads)
+    saved = _snapshot(scope)
     fetched = exe.run(program, feed=dict(feed), fetch_list=[grads[n] for n in names], scope=scope)
+    _restore(scope, saved)
     reports = []
     for name, analytic in zip(names, fetched):
         numeric = numeric_gradient(program, feed, scope, target, name, delta, exe)

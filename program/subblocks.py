@@ -101,3 +101,34 @@ def prune_unused(block: "Block", keep: Iterable[str], params: Iterable[str] = ()
     for name in [n for n in block.vars if n not in used]:
         block.remove_var(name)
     return removed
+
+
+RESULT_ATTRS = ("true_outs", "false_outs", "body_outs", "cond_out")
+"""Attrs of control-flow ops that name a sub-block's results (which may be outer vars, read by name)."""
+
+
+def rename_outer_reads(program: "Program", block_ids: Iterable[int], mapping: dict[str, str]) -> None:
+    """In blocks ``block_ids`` and the blocks their ops own, read ``mapping[n]`` wherever an outer ``n`` is read.
+
+    A name declared in a block is that block's own var and is left alone there
+    (and below it). Used when the backward pass redirects a gradient
+    sub-block's reads to snapshots of vars the forward part overwrites.
+    """
+    stack = [(idx, dict(mapping)) for idx in block_ids]
+    while stack:
+        idx, names = stack.pop()
+        block = program.blocks[idx]
+        names = {n: m for n, m in names.items() if n not in block.vars}
+        if not names:
+            continue
+        for op in block.ops:
+            for slot, args in op.inputs.items():
+                op.inputs[slot] = [names.get(n, n) for n in args]
+            for key in RESULT_ATTRS:
+                value = op.attrs.get(key)
+                if isinstance(value, list):
+                    op.attrs[key] = [names.get(n, n) for n in value]
+                elif isinstance(value, str):
+                    op.attrs[key] = names.get(value, value)
+            stack.extend((sub, names) for sub in owned_blocks(op))
+    program._touch()

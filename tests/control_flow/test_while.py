@@ -183,3 +183,34 @@ def test_a_loop_inside_a_cond_branch(taken):
 
     check_op_gradients(build, {"h": rng.standard_normal((2, 3)), "w": 0.5 * rng.standard_normal((3, 3))},
                        extra_feed={"p": np.array(taken)})
+
+
+def test_a_loop_gradient_taken_after_the_update_sees_the_weights_the_loop_saw():
+    """gradients() appended after an SGD step: the gradient loop reads w's snapshot, not the updated w."""
+    rng = np.random.default_rng(9)
+
+    def build(with_update: bool):
+        main, startup = Program(), Program()
+        with program_guard(main, startup):
+            h0 = layers.data("h0", [2, 3], "float64")
+            w = layers.create_parameter([3, 3], "float64", name="w")
+            (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [h0])
+            loss = layers.reduce_sum(layers.square(h))
+            if with_update:
+                from framework import optimizer
+
+                optimizer.SGD(0.5).minimize(loss)
+            (gw,) = gradients(loss, [w])
+        return main, startup, gw
+
+    feed = {"h0": rng.standard_normal((2, 3))}
+    w0 = 0.5 * rng.standard_normal((3, 3))
+    results = []
+    for with_update in (False, True):
+        main, startup, gw = build(with_update)
+        scope = Scope()
+        Executor().run(startup, scope=scope)
+        scope.set("w", w0.copy())
+        results.append(Executor().run(main, feed=feed, fetch_list=[gw], scope=scope)[0])
+        assert with_update == (not np.array_equal(scope["w"], w0))  # the update did happen
+    np.testing.assert_array_equal(results[1], results[0])
