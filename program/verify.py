@@ -13,6 +13,7 @@ from .errors import OpError, VerificationError
 from .graph import dataflow_graph
 from .schema import TensorType
 from .shapes import format_shape, shapes_agree
+from .subblocks import external_reads, owned_blocks
 from .validate import _normalize_slots, infer_types, lookup_schema, normalize_attrs
 
 
@@ -49,6 +50,27 @@ def _op_problems(block, index: int, op) -> list[str]:
             elif block.program.blocks[sub].parent_idx != block.idx:
                 problems.append(f"{where}: attr '{kind_name}' names block {sub}, whose parent is block "
                                 f"{block.program.blocks[sub].parent_idx}, not block {block.idx}")
+    return problems + _sub_block_problems(block, where, op)
+
+
+def _sub_block_problems(block, where: str, op) -> list[str]:
+    """A control-flow op's blocks read only outer vars listed in its Input slot and write only their own."""
+    owned = [b for b in owned_blocks(op) if 0 <= b < len(block.program.blocks)]
+    if not owned:
+        return []
+    problems = []
+    listed = set(op.input("Input"))
+    sub_blocks = [block.program.blocks[b] for b in owned]
+    for name in external_reads(sub_blocks):
+        if name not in listed:
+            problems.append(f"{where}: its sub-blocks read '{name}' from an enclosing block, but its Input slot "
+                            "does not list it")
+    for sub in sub_blocks:
+        for j, inner in enumerate(sub.ops):
+            for name in inner.output_arg_names:
+                if name not in sub.vars:
+                    problems.append(f"{op_location(sub, j, inner.type, inner.callsite)}: writes '{name}', a var of "
+                                    "an enclosing block (sub-blocks only write their own vars)")
     return problems
 
 

@@ -59,3 +59,22 @@ def test_clone_for_test_drops_the_gradient_sub_blocks_and_renumbers_the_rest():
     verify(test)
     feed = feed_for(3)
     np.testing.assert_array_equal(run(test, [loss.name], feed)[0], run(main, [loss.name], feed)[0])
+
+
+def test_verify_names_an_unlisted_outer_read_and_an_outer_write_in_a_sub_block():
+    import json
+
+    from program.errors import VerificationError
+    import pytest
+
+    main, _, _ = build()
+    data = json.loads(main.to_json())
+    loop = next(o for o in data["blocks"][0]["ops"] if o["type"] == "while")
+    loop["inputs"]["Input"] = [n for n in loop["inputs"]["Input"] if n != "w"]
+    body = data["blocks"][loop["attrs"]["body_block"]]
+    body["ops"][-1]["outputs"]["Out"] = ["c"]  # the body's last op now writes the outer feed 'c'
+    with pytest.raises(VerificationError) as caught:
+        verify(Program.from_json(json.dumps(data)))
+    assert "read 'w' from an enclosing block, but its Input slot does not list it" in str(caught.value)
+    assert "op #5 (tanh), created at rnn.py" in str(caught.value)
+    assert "writes 'c', a var of an enclosing block" in str(caught.value)
