@@ -24,6 +24,7 @@ from program.shapes import format_shape
 from .errors import ExecutionError, FeedError, NanInfError
 from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
 from .scope import Scope, global_scope
+from .subblock import checked_runner
 
 
 def _fetch_name(item) -> str:
@@ -169,11 +170,20 @@ class Executor:
 
     def _run_checked(self, plan: Plan, env: dict) -> None:
         """The hot loop plus a NaN/Inf check of every float output."""
+        token = checked_runner.set(self._run_checked)  # control-flow kernels check their sub-blocks too
+        try:
+            self._run_checked_steps(plan, env)
+        finally:
+            checked_runner.reset(token)
+
+    def _run_checked_steps(self, plan: Plan, env: dict) -> None:
         block = plan.block
         for i, step in enumerate(plan.steps):
             op = block.ops[step.index]
             try:
                 result = step.fn(*[env[n] for n in step.ins])
+            except NanInfError as e:  # from inside a sub-block: keep its type, add where it ran
+                raise NanInfError(f"{e} (inside {op_location(block, step.index, op.type, op.callsite)})") from e
             except Exception as e:
                 raise kernel_error(plan, i, env, e) from e
             values = (result,) if step.out is not None else tuple(result)

@@ -7,9 +7,13 @@ record of values: nothing one iteration makes is overwritten by the next.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextvars import ContextVar
+from typing import Any, Callable, Sequence
 
 from .plan import Plan, build_plan, run_plan
+
+checked_runner: ContextVar[Callable[[Plan, dict], None] | None] = ContextVar("checked_runner", default=None)
+"""Set by an Executor running with ``check_nan_inf`` or ``check_types``: sub-blocks run under the same checks."""
 
 
 def compile_block(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
@@ -22,7 +26,8 @@ def run_block(plan: Plan, env: dict[str, Any]) -> list[Any]:
 
     A failing op inside raises the executor's located ExecutionError for the
     sub-block; the owning op's kernel error wraps it, so the message names
-    both ops.
+    both ops. Under a checking Executor, the sub-block's ops are checked too.
     """
-    run_plan(plan, env)
+    runner = checked_runner.get()
+    (runner or run_plan)(plan, env)
     return [env[n] for n in plan.fetches]

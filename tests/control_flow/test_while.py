@@ -214,3 +214,18 @@ def test_a_loop_gradient_taken_after_the_update_sees_the_weights_the_loop_saw():
         results.append(Executor().run(main, feed=feed, fetch_list=[gw], scope=scope)[0])
         assert with_update == (not np.array_equal(scope["w"], w0))  # the update did happen
     np.testing.assert_array_equal(results[1], results[0])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log")
+def test_check_nan_inf_reaches_inside_the_loop_body():
+    from framework import NanInfError
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        (h,) = _counted_loop(3, lambda h: [layers.log(layers.scale(h, 1.0, -1.0))], [x])  # log(h - 1)
+    feed = {"x": np.array([5.0, 4.0, 3.0])}  # the second iteration takes the log of a negative number
+    (out,) = Executor().run(main, feed=feed, fetch_list=[h], scope=Scope())
+    assert np.isnan(out).any()  # unchecked, the NaN just flows out
+    with pytest.raises(NanInfError, match=r"block 2, op #\d+ \(log\).*produced NaN.*inside block 0, op #\d+ \(while\)"):
+        Executor(check_nan_inf=True).run(main, feed=feed, fetch_list=[h], scope=Scope())
