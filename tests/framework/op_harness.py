@@ -36,8 +36,8 @@ class Case:
         return f"{self.op}[{shapes}|{'/'.join(sorted(dtypes))}{'|' + self.label if self.label else ''}]"
 
 
-def run_case(case: Case):
-    """Build a one-op program, run it, check the type promise; returns ({slot: [arrays]}, {slot: [Variables]})."""
+def one_op_program(case: Case):
+    """The case's op alone in block 0 of a new program; returns (program, op, feed by var name)."""
     main = Program()
     block = main.global_block()
     feed, ins = {}, {}
@@ -54,7 +54,14 @@ def run_case(case: Case):
     schema = OP_SCHEMAS[case.op]
     outs = {s.name: [f"out_{s.name}_{k}" for k in range(case.n_outputs.get(s.name, 1))]
             for s in schema.outputs if not s.optional or s.name in case.n_outputs}
-    block.append_op(case.op, ins, outs, case.attrs)
+    op = block.append_op(case.op, ins, outs, case.attrs)
+    return main, op, feed
+
+
+def run_case(case: Case):
+    """Build a one-op program, run it, check the type promise; returns ({slot: [arrays]}, {slot: [Variables]})."""
+    main, op, feed = one_op_program(case)
+    block, outs = main.global_block(), op.outputs
     fetch = [n for names in outs.values() for n in names]
     before = {k: v.copy() for k, v in feed.items()}
     values = Executor().run(main, feed=feed, fetch_list=fetch, scope=Scope())

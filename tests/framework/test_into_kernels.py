@@ -7,8 +7,7 @@ import pytest
 
 from framework.kernels import INTO, KERNELS
 from op_cases import ALL_CASES
-from op_harness import Case
-from program import OP_SCHEMAS, Program
+from op_harness import Case, one_op_program
 
 _rng = np.random.default_rng(0)
 
@@ -33,21 +32,8 @@ MULTI_CASES = MOMENTUM_CASES + ADAM_CASES
 
 def _one_op(case):
     """The case's op in a one-op block, and its input arrays flat in the kernel's argument order."""
-    block = Program().global_block()
-    arrays, ins = {}, {}
-    for slot, value in case.inputs.items():
-        names = []
-        for k, v in enumerate(value if isinstance(value, list) else [value]):
-            v = np.asarray(v)
-            name = f"in_{slot}_{k}"
-            block.create_var(name, v.shape, v.dtype.name)
-            arrays[name] = v
-            names.append(name)
-        ins[slot] = names
-    outs = {s.name: [f"out_{s.name}_{k}" for k in range(case.n_outputs.get(s.name, 1))]
-            for s in OP_SCHEMAS[case.op].outputs if not s.optional or s.name in case.n_outputs}
-    op = block.append_op(case.op, ins, outs, case.attrs)
-    return op, [arrays[n] for n in op.input_arg_names]
+    _, op, feed = one_op_program(case)
+    return op, [feed[n] for n in op.input_arg_names]
 
 
 def test_there_are_into_cases_for_every_into_kernel():
