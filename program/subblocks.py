@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .errors import ProgramError
+from .ops import OP_SCHEMAS
 
 if TYPE_CHECKING:
     from .block import Block
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 
 def owned_blocks(op) -> list[int]:
     """Indices of the sub-blocks ``op`` owns (its attrs of kind ``block``)."""
-    from .ops import OP_SCHEMAS
-
     schema = OP_SCHEMAS.get(op.type)
     if schema is None:
         return []
@@ -85,8 +84,6 @@ def prune_unused(block: "Block", keep: Iterable[str], params: Iterable[str] = ()
     copied forward ops may feed nothing the gradient reads (a loop
     counter's increment, say).
     """
-    from .ops import OP_SCHEMAS
-
     live = set(keep)
     removed = 0
     for i in range(len(block.ops) - 1, -1, -1):
