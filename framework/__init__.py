@@ -1,11 +1,46 @@
-"""gradgen's engine: kernels, the executor and the scope (plus, from other modules, the backward pass)."""
+"""gradgen's engine: passes over programs, the runtime that runs them, and the tools around both.
+
+    from gradgen.framework import Executor, append_backward, gradients, optimizer
+
+The folders are the architecture: ``passes/`` (programs -> programs: the backward pass,
+recompute), ``runtime/`` (kernels, plans, buffers, the executor and scope) and ``tools/``
+(the ``gradgen`` command, summaries, memory reports, gradient checks, examples).
+
+The names below load on first use, so ``gradgen --help`` starts without numpy's
+friends (networkx, scipy) that only the passes and kernels need.
+"""
 from __future__ import annotations
 
-from .backward import append_backward, gradients
-from .errors import BackwardError, ExecutionError, FeedError, NanInfError
-from .executor import Executor
-from .scope import Scope, global_scope
+from importlib import import_module
+from typing import Any
 
-__all__ = ["append_backward", "gradients", "Executor", "Scope", "global_scope", "ExecutionError", "FeedError", "NanInfError", "BackwardError"]
+_PUBLIC = {
+    "append_backward": ".passes.backward",
+    "gradients": ".passes.backward",
+    "Executor": ".runtime.executor",
+    "Scope": ".runtime.scope",
+    "global_scope": ".runtime.scope",
+    "ExecutionError": ".errors",
+    "FeedError": ".errors",
+    "NanInfError": ".errors",
+    "BackwardError": ".errors",
+    "ParamFileError": ".errors",
+    "io": None,
+    "optimizer": None,
+}
+"""Public name -> the module that defines it (None: the name is a submodule of this package)."""
 
-from . import io, optimizer  # noqa: E402  (modules, used as framework.optimizer.SGD)
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = _PUBLIC[name]
+    value = import_module(f".{name}", __name__) if where is None else getattr(import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,7 +1,7 @@
 """Run-time and compile-pass errors of ``framework``, under the project's ``GradgenError``."""
 from __future__ import annotations
 
-from program.errors import GradgenError
+from gradgen.program.errors import GradgenError
 
 
 class ExecutionError(GradgenError):

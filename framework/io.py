@@ -12,10 +12,10 @@ import zipfile
 
 import numpy as np
 
-from program.serialize import write_atomically
+from gradgen.program.serialize import write_atomically
 
 from .errors import ParamFileError
-from .scope import Scope
+from .runtime.scope import Scope
 
 
 def persistable_vars(program) -> list:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from program.guard import default_startup_program
-from program.initializer import Constant
-from program.variable import Variable
+from gradgen.program.guard import default_startup_program
+from gradgen.program.initializer import Constant
+from gradgen.program.variable import Variable
 
-from .backward import append_backward
-from program.errors import ProgramError
+from .passes.backward import append_backward
+from gradgen.program.errors import ProgramError
 
 
 class Optimizer:

@@ -1,6 +1,6 @@
 """gradgen's gradient rules: one grad-op maker per forward op type (or family), IR -> IR.
 
-    from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+    from . import GRAD_MAKERS, NON_DIFFERENTIABLE
 
 Makers are tagged with ``@grad_maker(...)`` in the family modules listed in
 ``FAMILIES`` below and gathered here; nothing registers itself on import.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from program.schema import TensorType
+from gradgen.program.schema import TensorType
 
 
 @dataclass(slots=True)
@@ -34,7 +34,7 @@ def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> O
 
 
 class GradContext(Protocol):
-    """What a maker may ask about the forward op it differentiates (see framework.backward)."""
+    """What a maker may ask about the forward op it differentiates (see gradgen.framework.passes.backward)."""
 
     def input(self, slot: str) -> list[str]: ...
     def output(self, slot: str) -> list[str]: ...

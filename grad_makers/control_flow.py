@@ -17,8 +17,8 @@ through the same makers again (second order through loops and branches).
 """
 from __future__ import annotations
 
-from program.dtypes import is_float
-from program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
+from gradgen.program.dtypes import is_float
+from gradgen.program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
 
 from .base import OpDesc, grad_maker, op
 

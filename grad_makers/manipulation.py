@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from program.shapes import normalize_axis
+from gradgen.program.shapes import normalize_axis
 
 from .base import grad_maker, only_grad, op, summed_back
 

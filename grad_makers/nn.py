@@ -1,7 +1,7 @@
 """Gradients of softmax, log-softmax and the cross-entropy losses, written with ordinary ops."""
 from __future__ import annotations
 
-from program.shapes import normalize_axis
+from gradgen.program.shapes import normalize_axis
 
 from .base import OpDesc, grad_maker, op
 

@@ -1,7 +1,7 @@
 """Gradients of reductions: broadcast the output gradient back over the reduced dims."""
 from __future__ import annotations
 
-from program.shapes import normalize_axes
+from gradgen.program.shapes import normalize_axes
 
 from .base import grad_maker, only_grad, op
 

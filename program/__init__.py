@@ -1,6 +1,6 @@
 """gradgen's language: the program IR, op schemas, and the Python builder.
 
-    from program import Program, program_guard, layers
+    from . import Program, program_guard, layers
 """
 from __future__ import annotations
 
@@ -13,7 +13,18 @@ from .ops import OP_SCHEMAS
 from .program import Program
 from .schema import Attr, OpSchema, Slot, TensorType
 from .variable import Variable
-from .verify import verify
+
+
+
+def __getattr__(name: str):
+    # ``verify`` walks networkx graphs: loaded on first use, so importing the IR (and ``gradgen --help``) stays light.
+    if name == "verify":
+        from .verify import verify
+
+        globals()["verify"] = verify
+        return verify
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Program", "Block", "Operator", "Variable", "program_guard", "default_main_program", "default_startup_program",

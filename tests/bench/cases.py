@@ -10,10 +10,10 @@ from typing import Callable
 
 import numpy as np
 
-from framework import Executor, Scope, append_backward, optimizer
-from framework.memory import analyze_memory
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.framework import Executor, Scope, append_backward, optimizer
+from gradgen.framework.tools.memory import analyze_memory
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
 
 def keep_heap_warm() -> bool:

@@ -18,11 +18,11 @@ import tracemalloc
 
 import numpy as np
 
-from framework import Executor, Scope, append_backward, optimizer
-from framework.memory import analyze_memory
-from framework.recompute import evenly_spaced_checkpoints, outputs_of_type
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.framework import Executor, Scope, append_backward, optimizer
+from gradgen.framework.tools.memory import analyze_memory
+from gradgen.framework.passes.recompute import evenly_spaced_checkpoints, outputs_of_type
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
 
 def _step(checkpointed: bool, sgd: bool, layers_count: int, width: int):

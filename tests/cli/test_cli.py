@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-GRADGEN = [shutil.which("gradgen")] if shutil.which("gradgen") else [sys.executable, "-m", "framework.cli"]
+GRADGEN = [shutil.which("gradgen")] if shutil.which("gradgen") else [sys.executable, "-m", "gradgen.framework"]
 
 
 def gradgen(*args, cwd=None):
@@ -81,7 +81,7 @@ def test_run_memory_prints_the_live_bytes_and_the_peak(trained):
 
 
 def test_backward_then_check_grad_on_a_forward_program(tmp_path):
-    from program import Program, layers, program_guard
+    from gradgen.program import Program, layers, program_guard
 
     main = Program()
     with program_guard(main, Program()):

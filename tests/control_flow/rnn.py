@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework import Executor, Scope, gradients
-from framework.gradcheck import numeric_gradient
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework.tools.gradcheck import numeric_gradient
+from gradgen.program import Program, layers, program_guard
 
 B, H, T_MAX = 2, 3, 7
 

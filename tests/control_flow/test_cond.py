@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, Scope, gradients
-from program import Program, layers, program_guard
-from program.errors import OpError, ProgramError
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.errors import OpError, ProgramError
 from tests.grad.checking import check_op_gradients
 
 

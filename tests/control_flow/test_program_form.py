@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from program import Program, verify
+from gradgen.program import Program, verify
 
 from .rnn import build, feed_for, run
 
@@ -64,7 +64,7 @@ def test_clone_for_test_drops_the_gradient_sub_blocks_and_renumbers_the_rest():
 def test_verify_names_an_unlisted_outer_read_and_an_outer_write_in_a_sub_block():
     import json
 
-    from program.errors import VerificationError
+    from gradgen.program.errors import VerificationError
     import pytest
 
     main, _, _ = build()

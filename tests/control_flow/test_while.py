@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, ExecutionError, Scope, gradients
-from program import Program, layers, program_guard
-from program.errors import OpError, ProgramError
+from gradgen.framework import Executor, ExecutionError, Scope, gradients
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.errors import OpError, ProgramError
 from tests.grad.checking import check_op_gradients
 
 from .rnn import B, H, build, feed_for, numeric, run
@@ -110,7 +110,7 @@ def test_hessian_vector_product_through_three_steps():
     feed = {"h0": rng.standard_normal((B, H)), "w": 0.5 * rng.standard_normal((H, H)),
             "v": rng.standard_normal((H, H))}
     (got,) = Executor(check_types=True).run(main, feed=feed, fetch_list=[hvp], scope=Scope())
-    from framework.gradcheck import numeric_gradient
+    from gradgen.framework.tools.gradcheck import numeric_gradient
 
     want = numeric_gradient(main, feed, Scope(), directional.name, "w")
     assert np.abs(want).max() > 1e-3  # the check is not vacuous
@@ -197,7 +197,7 @@ def test_a_loop_gradient_taken_after_the_update_sees_the_weights_the_loop_saw():
             (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [h0])
             loss = layers.reduce_sum(layers.square(h))
             if with_update:
-                from framework import optimizer
+                from gradgen.framework import optimizer
 
                 optimizer.SGD(0.5).minimize(loss)
             (gw,) = gradients(loss, [w])
@@ -218,7 +218,7 @@ def test_a_loop_gradient_taken_after_the_update_sees_the_weights_the_loop_saw():
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in log")
 def test_check_nan_inf_reaches_inside_the_loop_body():
-    from framework import NanInfError
+    from gradgen.framework import NanInfError
 
     main = Program()
     with program_guard(main, Program()):

@@ -5,8 +5,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import Executor, Scope, gradients
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.program import Program, layers, program_guard
 
 
 def _program(batch: int, width: int, unrolled: int | None):

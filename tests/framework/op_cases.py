@@ -7,7 +7,7 @@ import math
 import numpy as np
 from scipy.special import erf
 
-from op_harness import Case
+from tests.framework.op_harness import Case
 
 rng = np.random.default_rng(1234)
 FLOATS = ("float32", "float64")

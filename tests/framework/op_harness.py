@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from framework import Executor, Scope
-from program import OP_SCHEMAS, Program
+from gradgen.framework import Executor, Scope
+from gradgen.program import OP_SCHEMAS, Program
 
 
 @dataclass

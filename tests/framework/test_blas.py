@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.blas import gemm
+from gradgen.framework.runtime.blas import gemm
 
 pytestmark = pytest.mark.skipif(gemm is None, reason="numpy's bundled BLAS is not reachable here")
 

@@ -6,10 +6,10 @@ import os
 
 import numpy as np
 
-from framework.blas import gemm
-from framework.plan import build_plan
-from program import Program, layers, program_guard
-from framework import optimizer
+from gradgen.framework.runtime.blas import gemm
+from gradgen.framework.runtime.plan import build_plan
+from gradgen.program import Program, layers, program_guard
+from gradgen.framework import optimizer
 
 
 def test_gemm_is_bound_exactly_when_numpy_bundles_its_openblas():
@@ -19,7 +19,7 @@ def test_gemm_is_bound_exactly_when_numpy_bundles_its_openblas():
 
 
 def test_without_the_library_the_plan_keeps_plain_products(monkeypatch):
-    import framework.fusion as fusion
+    import gradgen.framework.runtime.fusion as fusion
 
     monkeypatch.setattr(fusion, "gemm", None, raising=False)
     main = Program()

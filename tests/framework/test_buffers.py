@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import ExecutionError, Executor, Scope, optimizer
-from framework.kernels import KERNELS
-from framework import plan as plan_module
-from framework.blas import gemm
-from framework.plan import build_plan, run_plan
-from framework.schedule import schedule
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.framework import ExecutionError, Executor, Scope, optimizer
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime import plan as plan_module
+from gradgen.framework.runtime.blas import gemm
+from gradgen.framework.runtime.plan import build_plan, run_plan
+from gradgen.framework.runtime.schedule import schedule
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
 
 def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3):

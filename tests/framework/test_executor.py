@@ -7,8 +7,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from framework import Executor, Scope
-from program import Program, initializer, layers, program_guard
+from gradgen.framework import Executor, Scope
+from gradgen.program import Program, initializer, layers, program_guard
 
 
 def _chain_program(length: int, fetch_all: bool = False):
@@ -37,8 +37,8 @@ def test_run_returns_fetches_in_order_and_accepts_names():
 
 
 def test_default_program_and_scope_are_used(monkeypatch):
-    from program import guard
-    import framework.scope as scope_module
+    from gradgen.program import guard
+    import gradgen.framework.runtime.scope as scope_module
 
     main, scope = Program(), Scope()
     monkeypatch.setattr(guard, "_main_program", main)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import ExecutionError, Executor, FeedError, NanInfError, Scope
-from program import Program, layers, program_guard
+from gradgen.framework import ExecutionError, Executor, FeedError, NanInfError, Scope
+from gradgen.program import Program, layers, program_guard
 
 
 def _matmul_program():
@@ -152,7 +152,7 @@ def test_check_nan_inf_reports_inf():
 
 
 def test_op_type_without_kernel_is_reported_at_planning(monkeypatch):
-    from framework import kernels
+    from gradgen.framework.runtime import kernels
 
     main, out = _matmul_program()
     monkeypatch.delitem(kernels.KERNELS, "matmul")
@@ -172,7 +172,7 @@ def test_run_time_shape_clash_inside_a_kernel_is_an_execution_error():
 
 @pytest.mark.parametrize("check_nan_inf", [False, True])
 def test_kernel_returning_too_few_outputs_is_reported(monkeypatch, check_nan_inf):
-    from framework import kernels
+    from gradgen.framework.runtime import kernels
 
     main = Program()
     with program_guard(main, Program()):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework import Executor, Scope, gradients, optimizer
-from framework.gradcheck import check_gradients
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.framework import Executor, Scope, gradients, optimizer
+from gradgen.framework.tools.gradcheck import check_gradients
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
 
 def test_a_training_program_is_checked_at_one_point_and_its_scope_is_left_as_it_was():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.kernels import INTO, KERNELS
-from op_cases import ALL_CASES
-from op_harness import Case, one_op_program
+from gradgen.framework.runtime.kernels import INTO, KERNELS
+from tests.framework.op_cases import ALL_CASES
+from tests.framework.op_harness import Case, one_op_program
 
 _rng = np.random.default_rng(0)
 

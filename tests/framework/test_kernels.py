@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.kernels import KERNELS
-from op_cases import ALL_CASES
-from op_harness import check_type_promise, run_case
-from program import OP_SCHEMAS
-from program import ops as program_ops
+from gradgen.framework.runtime.kernels import KERNELS
+from tests.framework.op_cases import ALL_CASES
+from tests.framework.op_harness import check_type_promise, run_case
+from gradgen.program import OP_SCHEMAS
+from gradgen.program import ops as program_ops
 
 KERNEL_FAMILIES = ("creation", "elementwise", "activation", "linalg", "reduction", "manipulation", "logic", "nn")
 """Schema families whose kernels live in this package's family modules (grad and optimizer ops are tested by theirs)."""

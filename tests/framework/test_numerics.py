@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from op_harness import Case, run_case
+from tests.framework.op_harness import Case, run_case
 
 EXTREME = np.array([[1000.0, 0.0, -1000.0], [-800.0, -800.0, -801.0]])
 

@@ -5,10 +5,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from framework import BackwardError, Executor, Scope, append_backward, gradients
-from framework.memory import analyze_memory
-from framework.recompute import RECOMPUTE_SUFFIX, evenly_spaced_checkpoints, outputs_of_type
-from program import Program, layers, program_guard, verify
+from gradgen.framework import BackwardError, Executor, Scope, append_backward, gradients
+from gradgen.framework.tools.memory import analyze_memory
+from gradgen.framework.passes.recompute import RECOMPUTE_SUFFIX, evenly_spaced_checkpoints, outputs_of_type
+from gradgen.program import Program, layers, program_guard, verify
 
 WIDTH, BATCH = 16, 8
 

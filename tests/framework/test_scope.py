@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Scope, global_scope
+from gradgen.framework import Scope, global_scope
 
 
 def test_scope_is_a_mapping_of_arrays():

@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from framework import Executor, Scope
-from program import Program, initializer, layers, program_guard
+from gradgen.framework import Executor, Scope
+from gradgen.program import Program, initializer, layers, program_guard
 
 INITIALIZERS = {
     "c": initializer.Constant(0.25),

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from framework import ExecutionError, Executor, Scope
-from framework import kernels
-from program import Program, layers, program_guard
+from gradgen.framework import ExecutionError, Executor, Scope
+from gradgen.framework.runtime import kernels
+from gradgen.program import Program, layers, program_guard
 
 
 def test_a_kernel_returning_the_wrong_dtype_is_named(monkeypatch):

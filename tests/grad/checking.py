@@ -5,10 +5,10 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from framework import Executor, Scope, gradients
-from framework.gradcheck import numeric_gradient
-from grad_makers import GRAD_MAKERS
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework.tools.gradcheck import numeric_gradient
+from gradgen.grad_makers import GRAD_MAKERS
+from gradgen.program import Program, layers, program_guard
 
 PASS_OPS = {"sum", "fill_zeros_like", "fill_any_like"}
 """Ops the pass itself adds (accumulation, zero-fill, seeds) rather than a maker."""

@@ -3,7 +3,7 @@ forward ops hold too. Inputs that only give a shape or a mask are fed, not diffe
 import numpy as np
 import pytest
 
-from program.layers.helper import append
+from gradgen.program.layers.helper import append
 
 from .checking import check_op_gradients
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from framework import Executor, Scope, append_backward, gradients
-from framework.gradcheck import numeric_gradient
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope, append_backward, gradients
+from gradgen.framework.tools.gradcheck import numeric_gradient
+from gradgen.program import Program, layers, program_guard
 
 from .checking import check_op_gradients
 
@@ -184,7 +184,7 @@ def test_target_gradients_scale_the_result():
 
 
 def test_target_gradients_of_the_wrong_shape_are_rejected():
-    from framework import BackwardError
+    from gradgen.framework import BackwardError
 
     main = Program()
     with program_guard(main, Program()):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from program import layers
+from gradgen.program import layers
 
 from .checking import check_op_gradients
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from program import Program, layers, program_guard
-from framework import append_backward
+from gradgen.program import Program, layers, program_guard
+from gradgen.framework import append_backward
 
 from .checking import check_op_gradients
 

@@ -1,8 +1,8 @@
 """The backward pass pauses the cyclic collector and leaves it as it found it."""
 import gc
 
-from framework import append_backward
-from program import Program, layers, program_guard
+from gradgen.framework import append_backward
+from gradgen.program import Program, layers, program_guard
 
 
 def _build():

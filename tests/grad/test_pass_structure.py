@@ -1,9 +1,9 @@
 """The shape of what the backward pass generates: exact op lists, provenance, registry coverage, errors."""
 import pytest
 
-from framework import BackwardError, append_backward, gradients
-from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
-from program import OP_SCHEMAS, Program, layers, program_guard
+from gradgen.framework import BackwardError, append_backward, gradients
+from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+from gradgen.program import OP_SCHEMAS, Program, layers, program_guard
 
 
 def _mlp():

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, Scope
-from framework.errors import ParamFileError
-from framework.io import load_params, save_params
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope
+from gradgen.framework.errors import ParamFileError
+from gradgen.framework.io import load_params, save_params
+from gradgen.program import Program, layers, program_guard
 
 
 def _model():

@@ -4,9 +4,9 @@ import tracemalloc
 
 import numpy as np
 
-from framework import Executor, Scope, append_backward, optimizer
-from framework.memory import analyze_memory, memory_text
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope, append_backward, optimizer
+from gradgen.framework.tools.memory import analyze_memory, memory_text
+from gradgen.program import Program, layers, program_guard
 
 
 def _traced(run):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, Scope
-from program import Program, layers, program_guard
+from gradgen.framework import Executor, Scope
+from gradgen.program import Program, layers, program_guard
 from tests.grad.checking import check_op_gradients
 
 
@@ -77,7 +77,7 @@ def test_conv2d_gradients_first_and_second_order(case):
     w = rng.standard_normal((f, xs[1] // g) + tuple(k))
 
     def build(x, w):
-        from program.layers.helper import append
+        from gradgen.program.layers.helper import append
 
         return append("conv2d", {"Input": x, "Filter": w}, {"strides": list(s), "paddings": list(p),
                                                             "dilations": list(d), "groups": g}, out_slots=("Output",))
@@ -111,7 +111,7 @@ def test_conv_layer_with_bias_and_activation_trains_its_parameters():
         x = layers.data("x", [2, 1, 4, 4], "float64")
         y = layers.conv2d(x, 2, 3, padding=1, act="tanh", name="c")
         loss = layers.mean(layers.square(y))
-        from framework import append_backward
+        from gradgen.framework import append_backward
 
         params_grads = append_backward(loss)
     assert [(p.name, g.shape) for p, g in params_grads] == [("c.w", (2, 1, 3, 3)), ("c.b", (2, 1, 1))]

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, Scope, append_backward, gradients
-from framework.gradcheck import check_gradients
-from program import Program, layers, program_guard
-from program.layers.helper import append
+from gradgen.framework import Executor, Scope, append_backward, gradients
+from gradgen.framework.tools.gradcheck import check_gradients
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.layers.helper import append
 from tests.grad.checking import check_op_gradients
 
 
@@ -153,7 +153,7 @@ def test_batch_norm_layer_updates_running_statistics_and_inference_uses_them():
 
 
 def test_clone_for_test_drops_backward_and_optimizer_ops_and_switches_dropout_off():
-    from framework import optimizer
+    from gradgen.framework import optimizer
 
     main, startup = Program(), Program()
     with program_guard(main, startup):

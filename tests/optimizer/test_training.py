@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework import Executor, Scope, optimizer
-from framework.examples import EXAMPLES
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.framework import Executor, Scope, optimizer
+from gradgen.framework.tools.examples import EXAMPLES
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
 
 def test_mlp_example_matches_the_hand_written_numpy_loop_after_500_steps():

@@ -1,7 +1,7 @@
 """Ops that do not match their schema are refused where they are built, with everything named."""
 import pytest
 
-from program import OpError, Program
+from gradgen.program import OpError, Program
 
 
 def _block():

@@ -1,8 +1,8 @@
 """The networkx dataflow view: versioned vars keep in-place updates acyclic."""
 import networkx as nx
 
-from program import Program, layers, program_guard
-from program.graph import dataflow_graph, latest_version
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.graph import dataflow_graph, latest_version
 
 
 def test_versioned_graph_of_an_in_place_update():
@@ -33,7 +33,7 @@ def _two_branches():
 
 
 def test_ancestors_and_descendants_follow_only_dataflow():
-    from program.graph import ancestor_ops, descendant_ops
+    from gradgen.program.graph import ancestor_ops, descendant_ops
 
     block, a, b, c = _two_branches()
     assert ancestor_ops(block, [c.name]) == {0, 2}
@@ -43,7 +43,7 @@ def test_ancestors_and_descendants_follow_only_dataflow():
 
 
 def test_topological_order_keeps_positions_when_they_are_valid():
-    from program.graph import ops_in_topological_order
+    from gradgen.program.graph import ops_in_topological_order
 
     block, *_ = _two_branches()
     assert ops_in_topological_order(block) == [0, 1, 2]
@@ -53,7 +53,7 @@ def test_topological_order_keeps_positions_when_they_are_valid():
 def test_reachable_matches_networkx_on_a_view_without_the_stopped_nodes_out_edges():
     import random
 
-    from program.graph import reachable
+    from gradgen.program.graph import reachable
 
     rng = random.Random(0)
     for trial in range(30):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from program import Program, SerializationError, layers, program_guard, verify
+from gradgen.program import Program, SerializationError, layers, program_guard, verify
 
 
 def _example():

@@ -1,7 +1,7 @@
 """Compile-time shape and dtype inference for every layer, -1 dims and broadcasting included."""
 import pytest
 
-from program import OpError, Program, layers, program_guard
+from gradgen.program import OpError, Program, layers, program_guard
 
 
 def _build(fn, *specs):

@@ -1,7 +1,7 @@
 """The verifier reports every problem at once; the printer shows roles, types and provenance."""
 import pytest
 
-from program import Program, VerificationError, layers, program_guard, verify
+from gradgen.program import Program, VerificationError, layers, program_guard, verify
 
 
 def _program():

@@ -17,11 +17,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from program.describe import describe_var, op_location
-from program.guard import default_main_program
-from program.shapes import format_shape
+from gradgen.program.describe import describe_var, op_location
+from gradgen.program.guard import default_main_program
+from gradgen.program.shapes import format_shape
 
-from .errors import ExecutionError, FeedError, NanInfError
+from ..errors import ExecutionError, FeedError, NanInfError
 from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
 from .scope import Scope, global_scope
 from .subblock import checked_runner

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
-from ..optimizer import SGD
+from ...optimizer import SGD
 from .base import Example
 
 N, D_IN, H, D_OUT = 64, 1000, 100, 10

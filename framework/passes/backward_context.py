@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from program.dtypes import is_float
-from program.schema import TensorType
+from gradgen.program.dtypes import is_float
+from gradgen.program.schema import TensorType
 
 
 class NameAllocator:

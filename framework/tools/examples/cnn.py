@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from program import Program, layers, program_guard
+from gradgen.program import Program, layers, program_guard
 
-from ..optimizer import Adam
+from ...optimizer import Adam
 from .base import Example
 
 BATCH, SIZE = 32, 8

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from program import Program, layers, program_guard
-from program.initializer import Normal
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
 
-from ..optimizer import Adam
+from ...optimizer import Adam
 from .base import Example
 
 BATCH, STEPS, HIDDEN = 32, 12, 16

@@ -7,7 +7,7 @@ the pair is one BLAS call: copy w into the update's buffer, then
 ``gemm(alpha=-lr, X, Y, beta=1)`` into it. The rounding differs from the
 two-step form only by where ``lr`` multiplies in (``-lr * sum`` accumulated
 onto w instead of ``w - lr * sum``), well inside float tolerance.
-Only with ``framework.blas.gemm`` (numpy's own BLAS) available.
+Only with ``runtime.blas.gemm`` (numpy's own BLAS) available.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .plan import build_plan
+from ..runtime.plan import build_plan
 from .summary import format_bytes
 
 

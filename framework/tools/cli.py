@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from program import Program
-from program.errors import GradgenError
+from gradgen.program import Program
+from gradgen.program.errors import GradgenError
 
 from .cli_values import describe_array, load_feeds, parse_names, parse_shape_args
 
@@ -56,9 +56,9 @@ def _progress(steps: int, enabled: bool):
 
 
 def cmd_example(args) -> int:
-    from . import Executor, Scope
+    from .. import Executor, Scope
     from .examples import EXAMPLES
-    from .io import save_params
+    from ..io import save_params
 
     if args.list or args.name is None:
         for name, build in EXAMPLES.items():
@@ -70,7 +70,7 @@ def cmd_example(args) -> int:
     print(f"# {ex.name}: {ex.description}\n")
     print("## forward program\n")
     print(ex.main)
-    from program import program_guard
+    from gradgen.program import program_guard
 
     with program_guard(ex.main, ex.startup):
         ex.make_optimizer().minimize(ex.loss)
@@ -106,7 +106,7 @@ def cmd_show(args) -> int:
     if args.block is None:
         print(program, end="")
         return 0
-    from program.printer import block_to_lines
+    from gradgen.program.printer import block_to_lines
 
     block = program.block(args.block)
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
@@ -116,7 +116,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_backward(args) -> int:
-    from . import append_backward, gradients
+    from .. import append_backward, gradients
 
     program = _load(args.program)
     loss = _var(program, args.loss, "loss")
@@ -139,8 +139,8 @@ def cmd_backward(args) -> int:
 
 def _prepare(args):
     """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
-    from . import Executor, Scope
-    from .io import load_params
+    from .. import Executor, Scope
+    from ..io import load_params
 
     program = _load(args.program)
     exe, scope = Executor(), Scope()
@@ -154,7 +154,7 @@ def _prepare(args):
 
 
 def cmd_run(args) -> int:
-    from .io import save_params
+    from ..io import save_params
 
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
@@ -179,7 +179,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_check_grad(args) -> int:
-    from . import gradients
+    from .. import gradients
     from .gradcheck import check_gradients
 
     program, exe, scope = _prepare(args)
@@ -233,8 +233,8 @@ def cmd_dot(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
-    from program import OP_SCHEMAS
+    from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+    from gradgen.program import OP_SCHEMAS
 
     print(f"{'op type':<36} {'gradient':<18} grad ops emitted")
     for op_type in sorted(OP_SCHEMAS):

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from program.errors import GradgenError
+from gradgen.program.errors import GradgenError
 
 
 class ArgumentError(GradgenError):

@@ -20,15 +20,15 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Sequence
 
-from grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
-from program.dtypes import is_float
-from program.graph import dataflow_graph, latest_version, reachable
-from program.shapes import shapes_agree
-from program.subblocks import owned_blocks, rename_outer_reads
-from program.variable import Variable
+from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
+from gradgen.program.dtypes import is_float
+from gradgen.program.graph import dataflow_graph, latest_version, reachable
+from gradgen.program.shapes import shapes_agree
+from gradgen.program.subblocks import owned_blocks, rename_outer_reads
+from gradgen.program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
-from .errors import BackwardError
+from ..errors import BackwardError
 from .recompute import apply_recompute, plan_recompute
 
 GRAD_SUFFIX = "@GRAD"
@@ -275,7 +275,7 @@ def append_backward(loss: Variable, parameter_list: Sequence | None = None, no_g
     Parameters are the trainable parameters of the program (or ``parameter_list``,
     vars or names) that ``loss`` depends on. With ``checkpoints`` (vars or names),
     only those activations stay alive for the backward part; the forward ops in
-    between are run again there (``framework.recompute``).
+    between are run again there (``gradgen.framework.passes.recompute``).
 
     >>> params_grads = append_backward(loss)
     >>> [(p.name, g.name) for p, g in params_grads]

@@ -17,9 +17,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .errors import ExecutionError
-from .executor import Executor
-from .scope import Scope
+from ..errors import ExecutionError
+from ..runtime.executor import Executor
+from ..runtime.scope import Scope
 
 
 def _snapshot(scope: Scope) -> dict[str, np.ndarray]:

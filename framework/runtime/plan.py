@@ -16,11 +16,11 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from program.describe import describe_var, op_location
-from program.shapes import format_shape
+from gradgen.program.describe import describe_var, op_location
+from gradgen.program.shapes import format_shape
 
 from .buffers import Buffers, assign_slots, slotted
-from .errors import ExecutionError, FeedError
+from ..errors import ExecutionError, FeedError
 from .fusion import gemm_update_pairs, sgd_gemm
 from .kernels import INTO, KERNELS
 from .schedule import schedule

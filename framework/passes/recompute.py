@@ -33,11 +33,11 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from program import OP_SCHEMAS
-from program.variable import Variable
+from gradgen.program import OP_SCHEMAS
+from gradgen.program.variable import Variable
 
 from .backward_context import NameAllocator
-from .errors import BackwardError
+from ..errors import BackwardError
 
 RECOMPUTE_SUFFIX = "@RECOMPUTE"
 

@@ -1,0 +1,1 @@
+"""Tests of the runtime: kernels, plans, buffers, the executor."""
