@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Sequence
 
-from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
+from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, Builder, OpDesc, RuleError
 from gradgen.program.dtypes import is_float
 from gradgen.program.graph import dataflow_graph, latest_version, reachable
 from gradgen.program.shapes import shapes_agree
@@ -28,6 +28,7 @@ from gradgen.program.subblocks import owned_blocks, rename_outer_reads
 from gradgen.program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
+from .backward_subblocks import build_sub_blocks
 from ..errors import BackwardError
 from .recompute import apply_recompute, plan_recompute
 
@@ -147,8 +148,15 @@ class _Pass:
                     f"or pass them in no_grad_set")
             in_nodes = {n[1]: n for n in self.graph.predecessors(node)}
             ctx = MakerContext(self, fwd, in_nodes, out_nodes, on_path)
-            for desc in maker(fwd, ctx):
-                self.emitted.append((desc, fwd))
+            g = Builder(maker.allowed)
+            try:
+                descs = g.finish(ctx.results(maker(g, ctx)), ctx.tmp)
+                if g.blocks:
+                    build_sub_blocks(self, ctx, fwd, descs)
+            except RuleError as e:
+                raise BackwardError(f"block {block.idx}, op #{i} ({fwd.type}), grad maker "
+                                    f"{getattr(maker, '__name__', maker)!r}: {e}") from None
+            self.emitted.extend([(desc, fwd) for desc in descs])
 
     def snapshot_overwritten(self) -> None:
         """Give grad ops the values their forward op saw, for vars the forward part overwrites later.
