@@ -16,8 +16,8 @@ from . import activation, control_flow, conv, elementwise, grad_ops, linalg, man
 from .base import GradContext, Grads, Maker, grad_maker
 from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
-FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv, network,
-                                    control_flow)
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
+                                    network, control_flow)
 
 
 def _collect(families) -> dict[str, Maker]:

@@ -33,7 +33,8 @@ abs_grad = from_input("abs", emits=("sign", "elementwise_mul"), slope=lambda g, 
 softplus_grad = from_input("softplus", emits=("sigmoid", "elementwise_mul"), slope=lambda g, x: g.sigmoid(x))
 
 log_grad = unary("log", emits=("elementwise_div",), rule=lambda g, x, out, dout: g.div(dout, x))
-sqrt_grad = unary("sqrt", emits=("scale", "elementwise_div"), rule=lambda g, x, out, dout: g.div(dout, g.scale(out, 2.0)))
+sqrt_grad = unary("sqrt", emits=("scale", "elementwise_div"),
+                  rule=lambda g, x, out, dout: g.div(dout, g.scale(out, 2.0)))
 scale_grad = linear("scale", emits=("scale",), transpose=lambda g, dout, scale: g.scale(dout, scale))
 
 sigmoid_grad = unary("sigmoid", emits=("sigmoid_grad",), rule=_fused_of_output("sigmoid_grad"))
@@ -45,4 +46,6 @@ gelu_grad = unary("gelu", emits=("gelu_grad",), rule=_fused_of_input("gelu_grad"
 
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-__all__ = ["INV_SQRT_2PI"]
+__all__ = ["exp_grad", "reciprocal_grad", "square_grad", "pow_grad", "sin_grad", "cos_grad", "abs_grad", "softplus_grad",
+           "log_grad", "sqrt_grad", "scale_grad", "sigmoid_grad", "tanh_grad", "relu_grad", "leaky_relu_grad",
+           "clip_grad", "gelu_grad", "INV_SQRT_2PI"]

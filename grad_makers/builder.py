@@ -1,19 +1,16 @@
 """An expression builder for rules: methods named after op types record op descriptions and return their results.
 
     g = Builder()
-    dx = g.mul(dout, g.cos(x))          # two OpDescs recorded; dx is a Ref, not yet a name
+    dx = g.mul(dout, g.cos(x))          # two ops recorded; dx is a Ref, named only when the recording finishes
     descs = g.finish([("x@GRAD", dx)], fresh=lambda label: f"tmp@{label}")
 
-A result is a ``Ref``: a placeholder named only when the recording is finished.
-``finish`` writes each wanted result to its given name (renaming the op that
-makes it, or an ``assign`` when the result is an existing var), drops the ops
-no wanted result needs, and names the remaining temporaries through ``fresh``.
-So a rule may compute every input's gradient and let the caller keep the
-wanted ones; it never tests which are wanted.
-
-Nothing here knows about gradients: the same builder serves grad makers and
-(later) forward-mode tangent rules. A ``SubBlock`` records the contents of a
-sub-block of a control-flow op for the pass to build.
+``finish`` writes each wanted result to its given name (the op that makes it
+writes there, or an ``assign`` copies an existing var), drops the ops no wanted
+result needs, and names the remaining temporaries through ``fresh``. So a rule
+may compute every input's gradient and let the caller keep the wanted ones.
+Nothing here knows about gradients: the same builder can serve forward-mode
+tangent rules. A ``SubBlock`` records a control-flow op's sub-block for the
+pass to build.
 """
 from __future__ import annotations
 
@@ -42,6 +39,10 @@ class Ref:
         self.name: str | None = None
         self.zero_like: str | None = None
 
+    def prefix(self) -> str:
+        """The label a fresh name is made from: the op type, shortened (``mul`` for ``elementwise_mul``)."""
+        return self.label.removeprefix("elementwise_")
+
     def __repr__(self) -> str:
         return f"Ref({self.name or '?' + self.label})"
 
@@ -58,10 +59,6 @@ class OpDesc:
     inputs: dict[str, list]
     outputs: dict[str, list]
     attrs: dict[str, Any] = field(default_factory=dict)
-
-
-def _label(op_type: str) -> str:
-    return op_type.removeprefix("elementwise_")
 
 
 class Builder:
@@ -98,97 +95,45 @@ class Builder:
         self.descs.append(OpDesc(type, ins, {slot: list(refs) for slot, refs in outs.items()}, dict(attrs or {})))
         return outs
 
-    # -- elementwise arithmetic --------------------------------------------------
-    def add(self, x, y):
-        return self.op("elementwise_add", {"X": x, "Y": y})
-
-    def sub(self, x, y):
-        return self.op("elementwise_sub", {"X": x, "Y": y})
-
-    def mul(self, x, y):
-        return self.op("elementwise_mul", {"X": x, "Y": y})
-
-    def div(self, x, y):
-        return self.op("elementwise_div", {"X": x, "Y": y})
-
-    def elementwise_pow(self, x, y):
-        return self.op("elementwise_pow", {"X": x, "Y": y})
-
+    # -- one method per op type the rules use; each records the op and returns its result(s) ---------------------
     def scale(self, x, scale: float = 1.0, bias: float = 0.0):
         """``scale * x + bias``."""
         return self.op("scale", {"X": x}, {"scale": scale, "bias": bias})
 
-    def neg(self, x):
-        return self.scale(x, -1.0)
+    def add(self, x, y): return self.op("elementwise_add", {"X": x, "Y": y})
+    def sub(self, x, y): return self.op("elementwise_sub", {"X": x, "Y": y})
+    def mul(self, x, y): return self.op("elementwise_mul", {"X": x, "Y": y})
+    def div(self, x, y): return self.op("elementwise_div", {"X": x, "Y": y})
+    def elementwise_pow(self, x, y): return self.op("elementwise_pow", {"X": x, "Y": y})
+    def compare(self, op_type: str, x, y): return self.op(op_type, {"X": x, "Y": y})  # equal, less_than, ...
+    def neg(self, x): return self.scale(x, -1.0)
+    def pow(self, x, factor: float): return self.op("pow", {"X": x}, {"factor": factor})  # a constant exponent
+    def cos(self, x): return self.op("cos", {"X": x})
+    def sin(self, x): return self.op("sin", {"X": x})
+    def exp(self, x): return self.op("exp", {"X": x})
+    def log(self, x): return self.op("log", {"X": x})
+    def square(self, x): return self.op("square", {"X": x})
+    def sigmoid(self, x): return self.op("sigmoid", {"X": x})
+    def sign(self, x): return self.op("sign", {"X": x})
+    def cast(self, x, dtype: str): return self.op("cast", {"X": x}, {"out_dtype": dtype})
 
-    def pow(self, x, factor: float):
-        """``x ** factor`` for a constant ``factor``."""
-        return self.op("pow", {"X": x}, {"factor": factor})
-
-    def compare(self, op_type: str, x, y):
-        """A comparison op (``equal``, ``less_than``, ...): a bool tensor."""
-        return self.op(op_type, {"X": x, "Y": y})
-
-    def unary(self, op_type: str, x, **attrs):
-        """Any op with one input ``X`` and one output ``Out``: ``g.unary("cos", x)``."""
-        return self.op(op_type, {"X": x}, attrs)
-
-    def cos(self, x):
-        return self.op("cos", {"X": x})
-
-    def sin(self, x):
-        return self.op("sin", {"X": x})
-
-    def exp(self, x):
-        return self.op("exp", {"X": x})
-
-    def log(self, x):
-        return self.op("log", {"X": x})
-
-    def square(self, x):
-        return self.op("square", {"X": x})
-
-    def sigmoid(self, x):
-        return self.op("sigmoid", {"X": x})
-
-    def sign(self, x):
-        return self.op("sign", {"X": x})
-
-    def cast(self, x, dtype: str):
-        return self.op("cast", {"X": x}, {"out_dtype": dtype})
-
-    def assign(self, x):
-        return self.op("assign", {"X": x})
-
-    # -- shapes and movement ------------------------------------------------------
     def reduce_sum(self, x, dim: Sequence[int], keep_dim: bool = False):
         return self.op("reduce_sum", {"X": x}, {"dim": list(dim), "keep_dim": keep_dim})
 
     def reduce_mean(self, x, dim: Sequence[int], keep_dim: bool = False):
         return self.op("reduce_mean", {"X": x}, {"dim": list(dim), "keep_dim": keep_dim})
 
-    def unsqueeze(self, x, axes: Sequence[int]):
-        return self.op("unsqueeze", {"X": x}, {"axes": list(axes)})
-
-    def squeeze(self, x, axes: Sequence[int]):
-        return self.op("squeeze", {"X": x}, {"axes": list(axes)})
-
-    def broadcast_to(self, x, like):
-        """``x`` broadcast to ``like``'s run-time shape."""
-        return self.op("broadcast_to", {"X": x, "ShapeLike": like})
-
-    def reduce_as(self, x, like):
-        """``x`` summed over its broadcast dims down to ``like``'s run-time shape (the adjoint of broadcasting)."""
-        return self.op("reduce_as", {"X": x, "Target": like})
-
-    def reshape_as(self, x, like):
-        return self.op("reshape_as", {"X": x, "Target": like})
-
-    def transpose(self, x, perm: Sequence[int]):
-        return self.op("transpose", {"X": x}, {"perm": list(perm)})
-
-    def concat(self, xs: Sequence, axis: int):
-        return self.op("concat", {"X": list(xs)}, {"axis": axis})
+    def unsqueeze(self, x, axes: Sequence[int]): return self.op("unsqueeze", {"X": x}, {"axes": list(axes)})
+    def squeeze(self, x, axes: Sequence[int]): return self.op("squeeze", {"X": x}, {"axes": list(axes)})
+    def transpose(self, x, perm: Sequence[int]): return self.op("transpose", {"X": x}, {"perm": list(perm)})
+    def concat(self, xs: Sequence, axis: int): return self.op("concat", {"X": list(xs)}, {"axis": axis})
+    # ``like`` is a var whose run-time shape the result takes (reduce_as: the adjoint of broadcasting)
+    def broadcast_to(self, x, like): return self.op("broadcast_to", {"X": x, "ShapeLike": like})
+    def reduce_as(self, x, like): return self.op("reduce_as", {"X": x, "Target": like})
+    def reshape_as(self, x, like): return self.op("reshape_as", {"X": x, "Target": like})
+    def where(self, condition, x, y): return self.op("where", {"Condition": condition, "X": x, "Y": y})
+    def fill_zeros_like(self, x): return self.op("fill_zeros_like", {"X": x})
+    def one_hot(self, x, depth: int, dtype: str): return self.op("one_hot", {"X": x}, {"depth": depth, "dtype": dtype})
 
     def split(self, x, axis: int, sections: Sequence[int]) -> list:
         return self.op("split", {"X": x}, {"axis": axis, "sections": list(sections)},
@@ -197,21 +142,11 @@ class Builder:
     def gather(self, x, index, axis: int = 0, into: str | None = None):
         return self.op("gather", {"X": x, "Index": index}, {"axis": axis}, into=into)
 
-    def where(self, condition, x, y):
-        return self.op("where", {"Condition": condition, "X": x, "Y": y})
-
     def matmul(self, x, y, transpose_x: bool = False, transpose_y: bool = False):
         return self.op("matmul", {"X": x, "Y": y}, {"transpose_x": transpose_x, "transpose_y": transpose_y})
 
-    # -- making tensors ---------------------------------------------------------
-    def fill_zeros_like(self, x):
-        return self.op("fill_zeros_like", {"X": x})
-
     def fill_constant(self, shape: Sequence[int], dtype: str, value: float):
         return self.op("fill_constant", {}, {"shape": list(shape), "dtype": dtype, "value": value})
-
-    def one_hot(self, x, depth: int, dtype: str):
-        return self.op("one_hot", {"X": x}, {"depth": depth, "dtype": dtype})
 
     # -- sub-blocks -------------------------------------------------------------
     def sub_block(self) -> "SubBlock":
@@ -255,7 +190,7 @@ class Builder:
                 for k, r in enumerate(refs):
                     if type(r) is Ref:
                         if r.name is None:
-                            r.name = fresh(_label(r.label))
+                            r.name = fresh(r.prefix())
                         refs[k] = r.name
             for refs in desc.inputs.values():
                 for k, r in enumerate(refs):

@@ -99,7 +99,8 @@ def while_grad(g, op):
         return {}
     out_grads = op.grads_or_none("Out")
     # Loop vars of the reverse loop: the counter, each float loop var's gradient, each wanted input's sum.
-    init = [steps] + [out_grads[k] or g.fill_zeros_like(xs[k]) for k in carried] + [g.fill_zeros_like(n) for n in wanted]
+    init = [steps] + [out_grads[k] or g.fill_zeros_like(xs[k]) for k in carried]
+    init += [g.fill_zeros_like(n) for n in wanted]
     types = [op.var_type(n) for n in [steps] + [xs[k] for k in carried] + wanted]
     cond, body = _countdown(g, types), _reverse_body(g, op, types, carried, wanted)
     outs = g.op("while", {"X": init, "Input": g.reads(cond, body)},

@@ -1,4 +1,5 @@
-"""Gradients of convolution and pooling: three bilinear conv ops and two pooling adjoints close under differentiation."""
+"""Gradients of convolution and pooling: three bilinear conv ops and two pooling adjoints, closed under
+differentiation."""
 from __future__ import annotations
 
 from .base import grad_maker

@@ -53,7 +53,8 @@ def gelu_grad_grad(g, op):
     x, dout, dd = op.input("X"), op.input("Out@GRAD"), op.grad("X@GRAD")
     sq = g.square(x)
     slope = g.mul(g.scale(g.exp(g.scale(sq, -0.5)), INV_SQRT_2PI), g.scale(sq, -1.0, 2.0))
-    return {"Out@GRAD": g.op("gelu_grad", {"X": x, "Out@GRAD": dd}, outputs="X@GRAD"), "X": g.mul(g.mul(slope, dout), dd)}
+    return {"Out@GRAD": g.op("gelu_grad", {"X": x, "Out@GRAD": dd}, outputs="X@GRAD"),
+            "X": g.mul(g.mul(slope, dout), dd)}
 
 
 __all__ = ["masked_grad_grad", "reduce_mean_grad_grad", "slice_grad_grad", "gather_grad_grad", "split_like_grad",

@@ -4,7 +4,8 @@ from __future__ import annotations
 from .base import grad_maker
 from .families import linear
 
-dropout_grad = linear("dropout", emits=("elementwise_mul",), transpose=lambda g, dout, op: g.mul(dout, op.output("Mask")))
+dropout_grad = linear("dropout", emits=("elementwise_mul",),
+                      transpose=lambda g, dout, op: g.mul(dout, op.output("Mask")))
 """dX = dOut * Mask: the forward's mask is reused, never resampled."""
 
 lookup_table_grad = linear("lookup_table", emits=("gather_grad",), slot="W", transpose=lambda g, dout, op: g.op(

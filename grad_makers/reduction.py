@@ -12,7 +12,8 @@ reduce_sum_grad = reduction("reduce_sum", emits=("unsqueeze", "broadcast_to"),
                             rule=lambda g, x, out, dout: g.broadcast_to(dout, x))
 reduce_mean_grad = linear("reduce_mean", emits=("reduce_mean_grad",),
                           transpose=lambda g, dout, op: _mean_grad(g, dout, op, **op.attrs))
-mean_grad = linear("mean", emits=("reduce_mean_grad",), transpose=lambda g, dout, op: _mean_grad(g, dout, op, reduce_all=True))
+mean_grad = linear("mean", emits=("reduce_mean_grad",),
+                   transpose=lambda g, dout, op: _mean_grad(g, dout, op, reduce_all=True))
 reduce_extreme_grad = reduction(
     "reduce_max", "reduce_min", emits=("unsqueeze", "equal", "cast", "elementwise_mul"),
     rule=lambda g, x, out, dout, op: g.mul(g.cast(g.compare("equal", x, out), op.dtype(x)), dout))

@@ -156,7 +156,8 @@ class _Pass:
             except RuleError as e:
                 raise BackwardError(f"block {block.idx}, op #{i} ({fwd.type}), grad maker "
                                     f"{getattr(maker, '__name__', maker)!r}: {e}") from None
-            self.emitted.extend([(desc, fwd) for desc in descs])
+            for desc in descs:
+                self.emitted.append((desc, fwd))
 
     def snapshot_overwritten(self) -> None:
         """Give grad ops the values their forward op saw, for vars the forward part overwrites later.
@@ -246,11 +247,26 @@ def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target
             gc.enable()
 
 
+def _check_one_program(target: Variable, groups: list[tuple[str, Iterable | None]]) -> None:
+    """A BackwardError for a Variable of another program than ``target``'s (never a silent lookup by name)."""
+    program = target.block.program
+    for what, items in groups:
+        for k, v in enumerate(items or ()):
+            if isinstance(v, Variable) and v.block.program is not program:
+                own = target.block.find_var(v.name)
+                here = (f"that program's own '{v.name}' is {own.type_str()}" if own is not None
+                        else f"that program has no var named '{v.name}'")
+                raise BackwardError(f"{what}[{k}] '{v.name}' ({v.type_str()}) belongs to another program than target "
+                                    f"'{target.name}' ({target.type_str()}); {here}. Pass vars of the targets' program")
+
+
 def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set,
               names: NameAllocator | None = None):
     if not targets:
         raise BackwardError("the backward pass needs at least one target")
     block = targets[0].block
+    _check_one_program(targets[0], [("targets", targets), ("inputs", inputs), ("target_gradients", target_gradients),
+                                    ("no_grad_set", no_grad_set)])
     for t in targets:
         if t.block is not block:
             raise BackwardError(f"targets '{targets[0].name}' and '{t.name}' are in different blocks")
@@ -294,6 +310,7 @@ def append_backward(loss: Variable, parameter_list: Sequence | None = None, no_g
         params = [v for v in block.program.global_block().vars.values() if v.is_parameter and v.trainable]
     else:
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
+    _check_one_program(loss, [("parameter_list", params), ("no_grad_set", list(no_grad_set or ()))])
     no_grad = _names(no_grad_set)
     params = [p for p in params if p.name not in no_grad]
     plan = plan_recompute(block, checkpoints) if checkpoints is not None else None

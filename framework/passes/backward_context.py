@@ -94,7 +94,8 @@ class MakerContext:
         return i < len(names) and bool(self._pass.contributions.get(self._out[names[i]]))
 
     def grad(self, slot: str) -> str:
-        name = self.output(slot)
+        names = self._fwd.outputs.get(slot)
+        name = names[0] if names else self.output(slot)  # output() raises the error
         g = self._pass.finalize(self._out[name], self._fwd)
         return g if g is not None else self._pass.zeros_like(name, self._fwd)
 

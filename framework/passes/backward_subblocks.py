@@ -60,7 +60,7 @@ class _Builder:
         for slot, values in desc.outputs.items():
             for v in values:
                 if type(v) is Ref:
-                    v.name = self.ctx.tmp(v.label)
+                    v.name = self.ctx.tmp(v.prefix())
             outs[slot] = [v.name if type(v) is Ref else v for v in values]
         block.append_op(desc.type, ins, outs, desc.attrs, role="backward")
 
@@ -89,7 +89,7 @@ class _Builder:
         block = self.program.create_block(self.fwd.block.idx)
         sub.idx = block.idx
         for ref, var_type in sub.params:
-            ref.name = self.ctx.tmp(ref.label)
+            ref.name = self.ctx.tmp(ref.prefix())
             block.create_var(ref.name, var_type.shape, var_type.dtype)
         for step in sub.descs:
             if type(step) is CopyVars:
