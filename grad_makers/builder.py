@@ -148,6 +148,13 @@ class Builder:
     def fill_constant(self, shape: Sequence[int], dtype: str, value: float):
         return self.op("fill_constant", {}, {"shape": list(shape), "dtype": dtype, "value": value})
 
+    @staticmethod
+    def named(label: str, value):
+        """``value``, whose temporary name (if it gets one) is made from ``label`` instead of its op type."""
+        if type(value) is Ref:
+            value.label = label
+        return value
+
     # -- sub-blocks -------------------------------------------------------------
     def sub_block(self) -> "SubBlock":
         """A new sub-block to record into; pass it as a ``block`` attr of a control-flow op."""

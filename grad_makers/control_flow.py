@@ -61,7 +61,8 @@ def _countdown(g: Builder, types: list) -> SubBlock:
     """The reverse loop's condition block: go on while the counter (the first loop var) is above 0."""
     block = g.sub_block()
     params = [block.param(t, f"cond{k}") for k, t in enumerate(types)]
-    block.returns([block.compare("greater_than", params[0], block.fill_constant([], "int64", 0.0))])
+    zero = block.fill_constant([], "int64", 0.0)
+    block.returns([block.named("going", block.compare("greater_than", params[0], zero))])
     return block
 
 
@@ -76,7 +77,7 @@ def _reverse_body(g: Builder, op, types: list, carried: list[int], wanted: list[
     block = g.sub_block()
     params = [block.param(t, f"body{k}") for k, t in enumerate(types)]
     step, carries, accs = params[0], params[1:1 + len(carried)], params[1 + len(carried):]
-    index = block.sub(step, block.fill_constant([], "int64", 1.0))
+    index = block.named("index", block.sub(step, block.fill_constant([], "int64", 1.0)))
     block.copy_vars(body)
     for record, param in zip(op.outputs("History"), body_params):  # this iteration's forward loop values
         block.gather(record, index, into=param)
@@ -85,7 +86,8 @@ def _reverse_body(g: Builder, op, types: list, carried: list[int], wanted: list[
     # The loop value at an iteration's start may be used outside too (by a second-order pass): add that gradient.
     new_carries = [grad if history_grads[k] is None else block.add(grad, block.gather(history_grads[k], index))
                    for k, grad in zip(carried, grads)]
-    block.returns([index] + new_carries + [block.add(acc, grad) for acc, grad in zip(accs, grads[len(carried):])])
+    new_accs = [block.named("acc", block.add(acc, grad)) for acc, grad in zip(accs, grads[len(carried):])]
+    block.returns([index] + new_carries + new_accs)
     return block
 
 

@@ -36,8 +36,8 @@ def _extras(names: tuple[str, ...], op: GradContext) -> dict[str, Any]:
     return {n: op if n == "op" else op.attr(n) for n in names}
 
 
-def _register(op_types: tuple[str, ...], emits: tuple[str, ...], maker: Maker, rule: Callable) -> Maker:
-    maker.rule = rule  # type: ignore[attr-defined]  # the formula, for the op table and for forward mode
+def _register(op_types: tuple[str, ...], emits: tuple[str, ...], maker: Maker, rule: Any) -> Maker:
+    maker.rule = rule  # type: ignore[attr-defined]  # the formula the maker applies, kept for inspection
     return grad_maker(*op_types, emits=emits)(maker)
 
 
@@ -59,7 +59,8 @@ def _chain(op_types, emits, slope, of_output: bool) -> Maker:
         v = op.output("Out") if of_output else op.input("X")
         return {"X": g.mul(op.grad("Out"), slope(g, v, **_extras(extra, op)) if extra else slope(g, v))}
 
-    maker.slope_of = "Out" if of_output else "X"  # type: ignore[attr-defined]
+    # f' and what it reads, for forward mode to reuse as the tangent rule dout = f'(x) * dx
+    maker.slope, maker.slope_of = slope, ("Out" if of_output else "X")  # type: ignore[attr-defined]
     return _register(op_types, emits, maker, slope)
 
 

@@ -8,6 +8,14 @@ from gradgen.program.dtypes import is_float
 from gradgen.program.schema import TensorType
 
 
+def _first(slots: dict[str, list[str]], slot: str, kind: str) -> str:
+    """The one var of ``slot`` (a rule reading a slot the op does not fill is a RuleError)."""
+    names = slots.get(slot)
+    if not names:
+        raise RuleError(f"the rule reads {kind} slot '{slot}', which holds no var")
+    return names[0]
+
+
 class NameAllocator:
     """Hands out names no var of the program and no earlier call has, so repeated passes never collide."""
 
@@ -58,10 +66,7 @@ class MakerContext:
         return self._fwd.attrs[name]
 
     def input(self, slot: str) -> str:
-        names = self._fwd.inputs.get(slot)
-        if not names:
-            raise RuleError(f"the rule reads input slot '{slot}', which holds no var")
-        return names[0]
+        return _first(self._fwd.inputs, slot, "input")
 
     def inputs(self, slot: str) -> list[str]:
         return self._fwd.inputs.get(slot, [])
@@ -70,10 +75,7 @@ class MakerContext:
         return self._fwd.inputs
 
     def output(self, slot: str) -> str:
-        names = self._fwd.outputs.get(slot)
-        if not names:
-            raise RuleError(f"the rule reads output slot '{slot}', which holds no var")
-        return names[0]
+        return _first(self._fwd.outputs, slot, "output")
 
     def outputs(self, slot: str) -> list[str]:
         return self._fwd.outputs.get(slot, [])

@@ -63,7 +63,7 @@ def test_every_grad_makers_module_lists_its_public_names_and_makers_in_all():
         assert isinstance(getattr(module, "__all__", None), list), f"{info.name} has no __all__"
         assert all(hasattr(module, name) for name in module.__all__), info.name
         tagged = {name for name, value in vars(module).items() if getattr(value, "grad_of", None)}
-        assert tagged <= set(module.__all__), f"{info.name}: makers missing from __all__: {tagged - set(module.__all__)}"
+        assert tagged <= set(module.__all__), f"{info.name}: makers not in __all__: {tagged - set(module.__all__)}"
 
 
 def test_an_op_without_a_maker_on_the_path_is_a_clear_error(monkeypatch):
