@@ -5,7 +5,9 @@ The pass appends the gradient of a program as more program:
 1. seed the targets' gradients (ones shaped like each target, or the given ``target_gradients``);
 2. find the ops on a path from the inputs to the targets (networkx reachability on the
    versioned dataflow graph, built once);
-3. walk those ops in reverse and ask each op's grad maker (``grad_makers.GRAD_MAKERS``) for ops;
+3. walk those ops in reverse; each op's grad maker (``grad_makers.GRAD_MAKERS``) records the ops of its
+   rule with a fresh ``grad_makers.Builder``, which keeps those the wanted gradients need; the gradient
+   sub-blocks control-flow makers record are built here (``backward_subblocks``);
 4. where a var's gradient has several contributions, name them ``x@GRAD@RENAME@k`` and sum
    them with one ``sum`` op right before the first use of ``x@GRAD``;
 5. zero-fill output gradients a maker needs but nothing produced; skip ops none of whose
