@@ -15,7 +15,7 @@ pass to build.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.errors import GradgenError
 from gradgen.program.schema import TensorType
@@ -26,7 +26,9 @@ class RuleError(GradgenError):
 
 
 class Ref:
-    """A value an op of the recording makes; ``name`` is set when the recording is finished.
+    """A value an op of the recording makes (a builder method's result; an existing var is a plain name).
+
+    ``name`` is set when the recording is finished.
 
     ``zero_like`` marks a symbolic zero: a value known to be all zeros, shaped
     like that var, that costs no op until something must read it.
@@ -45,10 +47,6 @@ class Ref:
 
     def __repr__(self) -> str:
         return f"Ref({self.name or '?' + self.label})"
-
-
-Value = Union[str, Ref]
-"""A var name (an existing var) or a ``Ref`` (a value the recording makes)."""
 
 
 @dataclass(slots=True)
@@ -295,5 +293,4 @@ class SubBlock(Builder):
         return self.results
 
 
-__all__ = ["Builder", "SubBlock", "Ref", "OpDesc", "RuleError", "CopyVars", "CopyOps", "Differentiate", "ReadsOf",
-           "Value"]
+__all__ = ["Builder", "SubBlock", "Ref", "OpDesc", "RuleError", "CopyVars", "CopyOps", "Differentiate", "ReadsOf"]

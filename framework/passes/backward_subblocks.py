@@ -14,7 +14,7 @@ other read materializes it once as ``fill_zeros_like``.
 """
 from __future__ import annotations
 
-from gradgen.grad_makers.builder import CopyOps, CopyVars, Differentiate, OpDesc, ReadsOf, Ref, SubBlock
+from gradgen.grad_makers.builder import CopyOps, CopyVars, Differentiate, OpDesc, ReadsOf, Ref, RuleError, SubBlock
 from gradgen.program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
 
 
@@ -32,7 +32,9 @@ class _Builder:
         if type(value) is not Ref:
             self.declare_pending(value)
             return value
-        if value.name is None and value.zero_like is not None:
+        if value.name is None:
+            if value.zero_like is None:
+                raise RuleError(f"sub-block {block.idx} reads {value!r} before anything in it makes that value")
             value.name = self.ctx.tmp("zeros")
             block.append_op("fill_zeros_like", {"X": [value.zero_like]}, {"Out": [value.name]}, role="backward")
         return value.name
