@@ -66,6 +66,8 @@ class Builder:
     (``emits``): recording any other type is a ``RuleError`` at once.
     """
 
+    __slots__ = ("descs", "blocks", "_allowed")
+
     def __init__(self, allowed: frozenset[str] | None = None):
         self.descs: list = []
         self.blocks: list[SubBlock] = []
@@ -262,6 +264,8 @@ class SubBlock(Builder):
     The pass that owns the control-flow op builds it (``idx`` is set then);
     a ``SubBlock`` itself never touches a program.
     """
+
+    __slots__ = ("params", "results", "idx")
 
     def __init__(self):
         super().__init__(None)
