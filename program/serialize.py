@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from typing import Any
 
 from .errors import GradgenError, SerializationError
+from .describe import op_location
+from .files import write_atomically
 from .operator import Operator
+from .subblocks import owned_blocks
 
 FORMAT_NAME = "gradgen-program"
 FORMAT_VERSION = 1
@@ -62,11 +63,39 @@ def program_to_json(program) -> str:
     return json.dumps(program_to_dict(program), indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
+INT_DIGITS_MAX = 20
+"""Longest integer literal a program file may hold: every int of the IR fits in 64 bits (20 digits)."""
+
+
+def _reject_constant(name: str):
+    raise SerializationError(f"the literal {name} is not JSON (gradgen writes non-finite floats as "
+                             '{"float": "nan"} and the like)')
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise SerializationError(f"the number {text[:40]} does not fit in a 64-bit float")
+    return value
+
+
+def _strict_int(text: str) -> int:
+    if len(text.lstrip("-")) > INT_DIGITS_MAX:
+        raise SerializationError(f"an integer literal of {len(text.lstrip('-'))} digits is too long "
+                                 f"(at most {INT_DIGITS_MAX}: the IR's ints are 64-bit)")
+    return int(text)
+
+
 def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
+    """Parse strict JSON (no NaN/Infinity literals, no overflowing numbers) and rebuild the Program."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=_strict_float, parse_int=_strict_int)
     except json.JSONDecodeError as e:
         raise SerializationError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except SerializationError as e:
+        raise SerializationError(f"{source}: {e}") from None
+    except RecursionError:
+        raise SerializationError(f"{source}: JSON nested too deeply (a program file nests a few levels)") from None
     return program_from_dict(data, source)
 
 
@@ -88,6 +117,26 @@ def _slot_map(value: Any, path: str, source: str) -> dict[str, list[str]]:
             isinstance(k, str) and isinstance(v, list) and all(isinstance(n, str) for n in v) for k, v in value.items()):
         raise SerializationError(f"{source}: {path} must map slot names to lists of var names")
     return value
+
+
+def _check_sub_block_owners(program, source: str) -> None:
+    """Every block an op owns is a child of the op's own block.
+
+    Block indices grow from parent to child, so this also rules out an op that
+    owns its own block or an ancestor: printing, differentiating or running
+    such a program would recurse without end.
+    """
+    for block in program.blocks:
+        for j, op in enumerate(block.ops):
+            for sub in owned_blocks(op):
+                if not (isinstance(sub, int) and 0 <= sub < len(program.blocks)):
+                    raise SerializationError(f"{source}: {op_location(block, j, op.type, op.callsite)} owns block "
+                                             f"{sub!r}, but the program has blocks 0..{len(program.blocks) - 1}")
+                if program.blocks[sub].parent_idx != block.idx:
+                    raise SerializationError(
+                        f"{source}: {op_location(block, j, op.type, op.callsite)} owns block {sub}, whose parent "
+                        f"is block {program.blocks[sub].parent_idx}, not block {block.idx} (a sub-block must be a "
+                        "child of the op's block, never the block itself or an ancestor)")
 
 
 def program_from_dict(data: Any, source: str = "<dict>"):
@@ -147,6 +196,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
                                    attrs, _field(o, "role", str, path, source), None, callsite)
                 block.ops.append(op)
                 refs.append((op, o.get("forward_op"), path))
+        _check_sub_block_owners(program, source)
         for op, ref, path in refs:
             if ref is None:
                 continue
@@ -160,20 +210,3 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         raise SerializationError(f"{source}: {e}") from None
     program._touch()
     return program
-
-
-def write_atomically(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
