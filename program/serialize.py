@@ -15,6 +15,7 @@ from typing import Any
 from .errors import GradgenError, SerializationError
 from .describe import op_location
 from .files import write_atomically
+from .nesting import MAX_NESTING, make_room_for
 from .operator import Operator
 from .subblocks import owned_blocks
 
@@ -160,6 +161,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
     program = Program()
     program.random_seed = data.get("random_seed", 0) if isinstance(data.get("random_seed", 0), int) else 0
     program.blocks = []
+    depths: list[int] = []
     for i, b in enumerate(blocks):
         path = f"blocks[{i}]"
         if _field(b, "idx", int, path, source) != i:
@@ -168,6 +170,11 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         if not (parent == -1 if i == 0 else 0 <= parent < i):
             raise SerializationError(f"{source}: {path}.parent_idx {parent} is not an earlier block")
         program.blocks.append(Block(program, i, parent))
+        depths.append(0 if i == 0 else depths[parent] + 1)
+        if depths[i] > MAX_NESTING:
+            raise SerializationError(f"{source}: {path} is nested {depths[i]} levels deep; gradgen supports up "
+                                     f"to {MAX_NESTING}")
+    make_room_for(max(depths), source)
     try:
         for i, b in enumerate(blocks):
             block = program.blocks[i]
