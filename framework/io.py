@@ -100,6 +100,5 @@ def load_params(path: str | os.PathLike, program, scope: Scope, strict: bool = T
     missing = [n for n in declared if n not in arrays]
     if strict and missing:
         raise ParamFileError(f"{where}: missing persistable var(s) {', '.join(repr(n) for n in missing)}")
-    for name, array in arrays.items():
-        scope.set(name, array)
+    scope.update(arrays)  # one operation: a KeyboardInterrupt cannot leave half a file loaded
     return list(arrays)
