@@ -84,7 +84,10 @@ def _strict_int(text: str) -> int:
     if len(text.lstrip("-")) > INT_DIGITS_MAX:
         raise SerializationError(f"an integer literal of {len(text.lstrip('-'))} digits is too long "
                                  f"(at most {INT_DIGITS_MAX}: the IR's ints are 64-bit)")
-    return int(text)
+    value = int(text)
+    if not -2**63 <= value < 2**64:
+        raise SerializationError(f"the integer {text} does not fit in 64 bits")
+    return value
 
 
 def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
@@ -215,5 +218,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         raise
     except GradgenError as e:
         raise SerializationError(f"{source}: {e}") from None
+    except RecursionError:  # a dict built in Python (not parsed JSON) can nest attr lists without limit
+        raise SerializationError(f"{source}: an attr value is nested too deeply") from None
     program._touch()
     return program

@@ -22,11 +22,12 @@ def _cond_program() -> dict:
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ('{"format": "gradgen-program", "version": 1' + "0" * 5000 + "}", "5001 digits is too long"),
     ('{"format": "gradgen-program", "version": -1' + "0" * 30 + "}", "too long"),
+    ('{"format": "gradgen-program", "version": 99999999999999999999}', "does not fit in 64 bits"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": NaN}', "NaN is not JSON"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": Infinity}', "Infinity is not JSON"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": -Infinity}', "-Infinity is not JSON"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": 1e999}', "1e999 does not fit"),
-], ids=["deep-brackets", "5000-digit-int", "30-digit-negative-int", "NaN", "Infinity", "-Infinity", "1e999"])
+], ids=["deep-brackets", "5000-digit-int", "30-digit-negative-int", "20-digit-int", "NaN", "Infinity", "-Infinity", "1e999"])
 def test_hostile_json_is_a_serialization_error(text, message):
     with pytest.raises(SerializationError, match=message):
         Program.from_json(text)
@@ -100,3 +101,15 @@ def test_a_block_attr_out_of_range_is_refused():
     data["blocks"][0]["ops"][-1]["attrs"]["true_block"] = 7
     with pytest.raises(SerializationError):
         Program.from_json(json.dumps(data))
+
+
+def test_a_dict_with_attrs_nested_without_limit_is_an_error():
+    from gradgen.program.serialize import program_from_dict
+
+    data = _cond_program()
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    data["blocks"][0]["ops"][-1]["attrs"]["true_outs"] = deep
+    with pytest.raises(SerializationError, match="nested too deeply"):
+        program_from_dict(data)

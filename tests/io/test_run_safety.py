@@ -43,7 +43,8 @@ def test_interrupts_at_random_moments_never_tear_the_commit():
         exe.run(main, fetch_list=[loss], scope=scope)
     per_run = (time.perf_counter() - started) / 20
     rng = random.Random(0)
-    seen = set()
+    seen: set[float] = set()
+    last = 0.0
     for _ in range(150):
         timer = threading.Timer(rng.uniform(0.0, 3 * per_run), _thread.interrupt_main)
         try:
@@ -55,6 +56,9 @@ def test_interrupts_at_random_moments_never_tear_the_commit():
         timer.join()
         steps = _steps_in_scope(scope)
         assert len(steps) == 1, f"parameters are at steps {sorted(steps)}"
+        (step,) = steps
+        assert step.is_integer() and step >= last  # whole SGD steps only, never undone
+        last = step
         seen |= steps
     assert len(seen) > 100  # the interrupts did land while training went on
     exe.run(main, scope=scope)  # the executor still works after being interrupted
