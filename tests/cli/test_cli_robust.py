@@ -1,6 +1,7 @@
 """The gradgen command given wrong files, wrong numbers, missing directories and Ctrl-C."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 
@@ -55,7 +56,8 @@ def test_dot_into_a_missing_directory(trained, tmp_path):  # noqa: F811
 
 def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
     proc = subprocess.Popen(GRADGEN + ["example", "mlp", "--steps", "100000000", "--quiet", "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:  # wait until training has started
         if line.startswith("## after append_backward"):
             break

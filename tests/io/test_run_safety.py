@@ -60,7 +60,7 @@ def test_interrupts_at_random_moments_never_tear_the_commit():
         assert step.is_integer() and step >= last  # whole SGD steps only, never undone
         last = step
         seen |= steps
-    assert len(seen) > 100  # the interrupts did land while training went on
+    assert len(seen) > 20  # training went on between the interrupts
     exe.run(main, scope=scope)  # the executor still works after being interrupted
     assert len(_steps_in_scope(scope)) == 1
 
