@@ -101,20 +101,21 @@ class Executor:
         fetched_names = fetch_names(program, fetch_list)
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
-        with self._run_lock, scope.run_lock:
-            plan = self.plan_for(program, list(feed), fetched_names)
-            env = self._initial_env(plan, feed, scope)
-            if self.check_nan_inf or self.check_types:
-                self._run_checked(plan, env)
-            else:
-                run_plan(plan, env)
-            replaced = self._commit(plan, env, feed, scope)
-        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
-        env.clear()
-        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
-            name, old = replaced.pop()
-            plan.buffers.recycle(name, old)
-            del old
+        with self._run_lock:
+            with scope.run_lock:
+                plan = self.plan_for(program, list(feed), fetched_names)
+                env = self._initial_env(plan, feed, scope)
+                if self.check_nan_inf or self.check_types:
+                    self._run_checked(plan, env)
+                else:
+                    run_plan(plan, env)
+                replaced = self._commit(plan, env, feed, scope)
+            fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+            env.clear()
+            while replaced:  # popped one by one, so that each array's only reference is ``old``'s
+                name, old = replaced.pop()
+                plan.buffers.recycle(name, old)
+                del old
         return fetched
 
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:

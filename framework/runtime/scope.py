@@ -55,12 +55,13 @@ class Scope:
     __setitem__ = set
 
     def update(self, values: Mapping[str, np.ndarray]) -> None:
-        """Store every array of ``values`` at once: one dict update, so a KeyboardInterrupt lands before or after it.
+        """Store every value (as a numpy array) at once, so a KeyboardInterrupt lands before or after it.
 
-        Signal handlers run between bytecodes, and ``dict.update`` from a dict
-        is one; the values must already be numpy arrays.
+        The values are converted first; then one ``dict.update`` stores them
+        all, and Python runs signal handlers only between bytecodes.
         """
-        self._vars.update(values)
+        arrays = {name: np.asarray(value) for name, value in values.items()}
+        self._vars.update(arrays)
 
     def remove(self, name: str) -> None:
         self._vars.pop(name, None)

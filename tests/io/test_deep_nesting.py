@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope, gradients
-from gradgen.program import Program, layers, program_guard
+# verify from the package: importing the submodule gradgen.program.verify would shadow the package's function
+from gradgen.program import Program, layers, program_guard, verify
 from gradgen.program.errors import ProgramError, SerializationError
 from gradgen.program.nesting import MAX_NESTING
-from gradgen.program.verify import verify
 
 
 def _nested(depth: int):
