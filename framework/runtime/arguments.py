@@ -40,6 +40,8 @@ def feed_by_name(program: Program, feed: Any) -> dict[str, Any]:
     """``feed`` as a dict keyed by var name; keys may be names or Variables of ``program``."""
     if feed is None:
         return {}
+    if type(feed) is dict and all(type(key) is str for key in feed):  # the common case, checked fast
+        return feed
     if not isinstance(feed, Mapping):
         raise FeedError(f"Executor.run: feed must be a dict of var name -> array, got {type(feed).__name__}")
     named: dict[str, Any] = {}
@@ -59,12 +61,15 @@ def fetch_names(program: Program, fetch_list: Any) -> list[str]:
     """The names of ``fetch_list``'s items: names, or Variables of ``program``."""
     if fetch_list is None:
         return []
-    if isinstance(fetch_list, (str, bytes, Variable, Mapping)) or not isinstance(fetch_list, Iterable):
+    if type(fetch_list) is not list and (isinstance(fetch_list, (str, bytes, Variable, Mapping))
+                                         or not isinstance(fetch_list, Iterable)):
         raise ExecutionError(f"Executor.run: fetch_list must be a list of Variables or names, got "
                              f"{type(fetch_list).__name__}")
     names = []
     for item in fetch_list:
-        if isinstance(item, Variable):
+        if type(item) is str:
+            names.append(item)
+        elif isinstance(item, Variable):
             names.append(_var_name(program, item, "fetched"))
         elif isinstance(item, str):
             names.append(item)

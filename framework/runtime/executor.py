@@ -150,6 +150,8 @@ class Executor:
         scope's previous arrays of vars updated in a plan buffer, for the plan
         to reuse once nothing else holds them.
         """
+        if not plan.commits:
+            return []
         fed = {id(v) for v in feed.values()}
         new: dict[str, np.ndarray] = {}
         replaced = []
