@@ -27,7 +27,8 @@ def _cond_program() -> dict:
     ('{"format": "gradgen-program", "version": 1, "random_seed": Infinity}', "Infinity is not JSON"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": -Infinity}', "-Infinity is not JSON"),
     ('{"format": "gradgen-program", "version": 1, "random_seed": 1e999}', "1e999 does not fit"),
-], ids=["deep-brackets", "5000-digit-int", "30-digit-negative-int", "20-digit-int", "NaN", "Infinity", "-Infinity", "1e999"])
+], ids=["deep-brackets", "5000-digit-int", "30-digit-negative-int", "20-digit-int", "NaN", "Infinity", "-Infinity",
+        "1e999"])
 def test_hostile_json_is_a_serialization_error(text, message):
     with pytest.raises(SerializationError, match=message):
         Program.from_json(text)
