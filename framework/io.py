@@ -1,8 +1,12 @@
 """Parameter files: the persistable vars of a program, as a numpy ``.npz`` archive.
 
-Files are written atomically (a temp file renamed into place), loaded with
-``allow_pickle=False``, and checked against the program's declared names,
-shapes and dtypes before anything in the scope changes.
+The archive holds one ``<name>.npy`` member per var, under the var's exact
+name (``np.load`` reads it too). It is written here with ``zipfile`` and
+``np.lib.format`` rather than ``np.savez``, whose keyword arguments would
+swallow vars named ``file`` or ``allow_pickle``. Files are written atomically
+(see ``gradgen.program.files``), read with ``allow_pickle=False``, and checked
+against the program's declared names, shapes and dtypes before anything in
+the scope changes.
 """
 from __future__ import annotations
 
@@ -12,10 +16,50 @@ import zipfile
 
 import numpy as np
 
-from gradgen.program.serialize import write_atomically
+from gradgen.program.files import write_atomically
 
 from .errors import ParamFileError
 from .runtime.scope import Scope
+
+__all__ = ["persistable_vars", "save_params", "load_params", "arrays_to_npz", "arrays_from_npz"]
+
+_MEMBER_SUFFIX = ".npy"
+
+
+def arrays_to_npz(arrays: dict[str, np.ndarray]) -> bytes:
+    """The bytes of an ``.npz`` archive holding each array as member ``<name>.npy``, names kept exactly."""
+    buffer = _io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            if "\0" in name:
+                raise ParamFileError(f"cannot save var {name!r}: a zip member name cannot hold a NUL character")
+            info = zipfile.ZipInfo(name + _MEMBER_SUFFIX, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def arrays_from_npz(where: str) -> dict[str, np.ndarray]:
+    """Every ``<name>.npy`` member of the archive at ``where``, keyed by exact name; never unpickles."""
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(where) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(_MEMBER_SUFFIX):
+                    raise ParamFileError(f"{where}: member {info.filename!r} is not a .npy array")
+                name = info.filename[:-len(_MEMBER_SUFFIX)]
+                if name in arrays:
+                    raise ParamFileError(f"{where}: holds '{name}' twice")
+                with archive.open(info) as member:
+                    arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
+    except FileNotFoundError:
+        raise ParamFileError(f"{where}: no such parameter file") from None
+    except IsADirectoryError:
+        raise ParamFileError(f"{where}: is a directory, not a parameter file (.npz)") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        raise ParamFileError(f"{where}: not a gradgen parameter file (.npz): {e}") from None
+    return arrays
 
 
 def persistable_vars(program) -> list:
@@ -32,9 +76,7 @@ def save_params(path: str | os.PathLike, program, scope: Scope) -> list[str]:
     if not arrays:
         raise ParamFileError(f"nothing to save: the scope holds none of the program's persistable vars "
                              f"(run the startup program first)")
-    buffer = _io.BytesIO()
-    np.savez(buffer, **arrays)
-    write_atomically(path, buffer.getvalue())
+    write_atomically(path, arrays_to_npz(arrays))
     return list(arrays)
 
 
@@ -45,13 +87,7 @@ def load_params(path: str | os.PathLike, program, scope: Scope, strict: bool = T
     Nothing is written to the scope unless every check passes.
     """
     where = os.fspath(path)
-    try:
-        with np.load(where, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except FileNotFoundError:
-        raise ParamFileError(f"{where}: no such parameter file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise ParamFileError(f"{where}: not a gradgen parameter file (.npz): {e}") from None
+    arrays = arrays_from_npz(where)
     declared = {v.name: v for v in persistable_vars(program)}
     for name, array in arrays.items():
         var = declared.get(name)
@@ -64,6 +100,5 @@ def load_params(path: str | os.PathLike, program, scope: Scope, strict: bool = T
     missing = [n for n in declared if n not in arrays]
     if strict and missing:
         raise ParamFileError(f"{where}: missing persistable var(s) {', '.join(repr(n) for n in missing)}")
-    for name, array in arrays.items():
-        scope.set(name, array)
+    scope.update(arrays)  # one operation: a KeyboardInterrupt cannot leave half a file loaded
     return list(arrays)

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from .block import Block
 from .errors import ProgramError
+from .nesting import block_depth, make_room_for
 
 
 class Program:
@@ -43,6 +44,7 @@ class Program:
         """A new empty block whose parent is ``parent_idx`` (default: the current block)."""
         parent = self._current_block_idx if parent_idx is None else parent_idx
         self.block(parent)
+        make_room_for(block_depth(self, parent) + 1, f"block {len(self.blocks)}")
         block = Block(self, len(self.blocks), parent)
         self.blocks.append(block)
         self._touch()

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from typing import Any
 
 from .errors import GradgenError, SerializationError
+from .describe import op_location
+from .files import write_atomically
+from .nesting import MAX_NESTING, make_room_for
 from .operator import Operator
+from .subblocks import owned_blocks
 
 FORMAT_NAME = "gradgen-program"
 FORMAT_VERSION = 1
@@ -62,11 +64,42 @@ def program_to_json(program) -> str:
     return json.dumps(program_to_dict(program), indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
+INT_DIGITS_MAX = 20
+"""Longest integer literal a program file may hold: every int of the IR fits in 64 bits (20 digits)."""
+
+
+def _reject_constant(name: str):
+    raise SerializationError(f"the literal {name} is not JSON (gradgen writes non-finite floats as "
+                             '{"float": "nan"} and the like)')
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise SerializationError(f"the number {text[:40]} does not fit in a 64-bit float")
+    return value
+
+
+def _strict_int(text: str) -> int:
+    if len(text.lstrip("-")) > INT_DIGITS_MAX:
+        raise SerializationError(f"an integer literal of {len(text.lstrip('-'))} digits is too long "
+                                 f"(at most {INT_DIGITS_MAX}: the IR's ints are 64-bit)")
+    value = int(text)
+    if not -2**63 <= value < 2**64:
+        raise SerializationError(f"the integer {text} does not fit in 64 bits")
+    return value
+
+
 def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
+    """Parse strict JSON (no NaN/Infinity literals, no overflowing numbers) and rebuild the Program."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=_strict_float, parse_int=_strict_int)
     except json.JSONDecodeError as e:
         raise SerializationError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except SerializationError as e:
+        raise SerializationError(f"{source}: {e}") from None
+    except RecursionError:
+        raise SerializationError(f"{source}: JSON nested too deeply (a program file nests a few levels)") from None
     return program_from_dict(data, source)
 
 
@@ -90,6 +123,26 @@ def _slot_map(value: Any, path: str, source: str) -> dict[str, list[str]]:
     return value
 
 
+def _check_sub_block_owners(program, source: str) -> None:
+    """Every block an op owns is a child of the op's own block.
+
+    Block indices grow from parent to child, so this also rules out an op that
+    owns its own block or an ancestor: printing, differentiating or running
+    such a program would recurse without end.
+    """
+    for block in program.blocks:
+        for j, op in enumerate(block.ops):
+            for sub in owned_blocks(op):
+                if not (isinstance(sub, int) and 0 <= sub < len(program.blocks)):
+                    raise SerializationError(f"{source}: {op_location(block, j, op.type, op.callsite)} owns block "
+                                             f"{sub!r}, but the program has blocks 0..{len(program.blocks) - 1}")
+                if program.blocks[sub].parent_idx != block.idx:
+                    raise SerializationError(
+                        f"{source}: {op_location(block, j, op.type, op.callsite)} owns block {sub}, whose parent "
+                        f"is block {program.blocks[sub].parent_idx}, not block {block.idx} (a sub-block must be a "
+                        "child of the op's block, never the block itself or an ancestor)")
+
+
 def program_from_dict(data: Any, source: str = "<dict>"):
     """Rebuild a Program from its dict form, checking every field and op."""
     from .program import Program
@@ -111,6 +164,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
     program = Program()
     program.random_seed = data.get("random_seed", 0) if isinstance(data.get("random_seed", 0), int) else 0
     program.blocks = []
+    depths: list[int] = []
     for i, b in enumerate(blocks):
         path = f"blocks[{i}]"
         if _field(b, "idx", int, path, source) != i:
@@ -119,6 +173,11 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         if not (parent == -1 if i == 0 else 0 <= parent < i):
             raise SerializationError(f"{source}: {path}.parent_idx {parent} is not an earlier block")
         program.blocks.append(Block(program, i, parent))
+        depths.append(0 if i == 0 else depths[parent] + 1)
+        if depths[i] > MAX_NESTING:
+            raise SerializationError(f"{source}: {path} is nested {depths[i]} levels deep; gradgen supports up "
+                                     f"to {MAX_NESTING}")
+    make_room_for(max(depths), source)
     try:
         for i, b in enumerate(blocks):
             block = program.blocks[i]
@@ -147,6 +206,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
                                    attrs, _field(o, "role", str, path, source), None, callsite)
                 block.ops.append(op)
                 refs.append((op, o.get("forward_op"), path))
+        _check_sub_block_owners(program, source)
         for op, ref, path in refs:
             if ref is None:
                 continue
@@ -158,22 +218,7 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         raise
     except GradgenError as e:
         raise SerializationError(f"{source}: {e}") from None
+    except RecursionError:  # a dict built in Python (not parsed JSON) can nest attr lists without limit
+        raise SerializationError(f"{source}: an attr value is nested too deeply") from None
     program._touch()
     return program
-
-
-def write_atomically(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

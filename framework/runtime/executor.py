@@ -12,6 +12,7 @@ persistable vars the run changed into the scope.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any, Mapping, Sequence
 
@@ -22,18 +23,11 @@ from gradgen.program.guard import default_main_program
 from gradgen.program.shapes import format_shape
 
 from ..errors import ExecutionError, FeedError, NanInfError
+from .arguments import check_program, check_scope, feed_by_name, fetch_names
+from .place import check_place
 from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
 from .scope import Scope, global_scope
 from .subblock import checked_runner
-
-
-def _fetch_name(item) -> str:
-    if isinstance(item, str):
-        return item
-    name = getattr(item, "name", None)
-    if not isinstance(name, str):
-        raise ExecutionError(f"fetch_list items must be Variables or names, got {type(item).__name__}")
-    return name
 
 
 def _shape_matches(declared: Sequence[int], actual: Sequence[int]) -> bool:
@@ -67,9 +61,12 @@ class Executor:
     ``check_types`` checks that every kernel returned the dtype and shape its
     var declares (-1 matches any size): a debugging aid and a test harness.
     ``plans_built`` counts compilations (a test uses it to see plans reused).
+    ``place`` is accepted for Paddle's ``Executor(CPUPlace())``: only the CPU exists.
     """
 
-    def __init__(self, check_nan_inf: bool = False, check_types: bool = False):
+    def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool = False):
+        self.place = check_place(place)
+        self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
         self.check_types = check_types
         self.plans_built = 0
@@ -98,23 +95,27 @@ class Executor:
         Persistable vars written by the run reach ``scope`` (default: the
         global scope) only if the whole run succeeds.
         """
-        program = default_main_program() if program is None else program
-        scope = global_scope() if scope is None else scope
-        feed = {} if feed is None else feed
-        fetch_names = [_fetch_name(f) for f in (fetch_list or ())]
-        plan = self.plan_for(program, list(feed), fetch_names)
-        env = self._initial_env(plan, feed, scope)
-        if self.check_nan_inf or self.check_types:
-            self._run_checked(plan, env)
-        else:
-            run_plan(plan, env)
-        replaced = self._commit(plan, env, feed, scope)
-        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
-        env.clear()
-        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
-            name, old = replaced.pop()
-            plan.buffers.recycle(name, old)
-            del old
+        program = check_program(default_main_program() if program is None else program)
+        scope = check_scope(global_scope() if scope is None else scope)
+        feed = feed_by_name(program, feed)
+        fetched_names = fetch_names(program, fetch_list)
+        # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
+        # take turns: threads may share either, and no update is lost.
+        with self._run_lock:
+            with scope.run_lock:
+                plan = self.plan_for(program, list(feed), fetched_names)
+                env = self._initial_env(plan, feed, scope)
+                if self.check_nan_inf or self.check_types:
+                    self._run_checked(plan, env)
+                else:
+                    run_plan(plan, env)
+                replaced = self._commit(plan, env, feed, scope)
+            fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+            env.clear()
+            while replaced:  # popped one by one, so that each array's only reference is ``old``'s
+                name, old = replaced.pop()
+                plan.buffers.recycle(name, old)
+                del old
         return fetched
 
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
@@ -142,12 +143,21 @@ class Executor:
     def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[tuple[str, Any]]:
         """Write the persistable vars the run changed into the scope (the run has succeeded).
 
-        Returns the scope's previous arrays of vars updated in a plan buffer,
-        for the plan to reuse once nothing else holds them.
+        All-or-nothing, KeyboardInterrupt included: the new values are
+        gathered first and stored with one ``Scope.update``. A fed
+        persistable var is not committed, even when an op updates it: the
+        feed overrides the scope's value for this run only. Returns the
+        scope's previous arrays of vars updated in a plan buffer, for the plan
+        to reuse once nothing else holds them.
         """
+        if not plan.commits:
+            return []
         fed = {id(v) for v in feed.values()}
+        new: dict[str, np.ndarray] = {}
         replaced = []
         for name in plan.commits:
+            if name in feed:  # a feed overrides the scope for this run only: the scope keeps its own value
+                continue
             value = env[name]
             # A view (or the caller's own feed array) could change under the scope later: own a copy.
             if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
@@ -156,7 +166,8 @@ class Executor:
                 old = scope.own(name)
                 if old is not None and old is not value:
                     replaced.append((name, old))
-            scope.set(name, value)
+            new[name] = np.asarray(value)
+        scope.update(new)
         return replaced
 
     def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):

@@ -1,7 +1,8 @@
 """``Scope``: where the values of persistable vars live between runs."""
 from __future__ import annotations
 
-from typing import Iterator
+import threading
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -11,11 +12,15 @@ class Scope:
 
     Lookups fall back to the parent; writes go to this scope. The executor
     keeps persistable vars here; everything else lives only during one run.
+    ``run_lock`` is held by ``Executor.run`` from reading the scope to
+    committing to it, so runs on one scope from several threads take turns
+    and no update is lost.
     """
 
     def __init__(self, parent: "Scope | None" = None):
         self._vars: dict[str, np.ndarray] = {}
         self.parent = parent
+        self.run_lock = threading.RLock()
 
     def __getitem__(self, name: str) -> np.ndarray:
         scope = self
@@ -48,6 +53,15 @@ class Scope:
         self._vars[name] = np.asarray(value)
 
     __setitem__ = set
+
+    def update(self, values: Mapping[str, np.ndarray]) -> None:
+        """Store every value (as a numpy array) at once, so a KeyboardInterrupt lands before or after it.
+
+        The values are converted first; then one ``dict.update`` stores them
+        all, and Python runs signal handlers only between bytecodes.
+        """
+        arrays = {name: np.asarray(value) for name, value in values.items()}
+        self._vars.update(arrays)
 
     def remove(self, name: str) -> None:
         self._vars.pop(name, None)

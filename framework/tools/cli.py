@@ -18,7 +18,7 @@ import numpy as np
 from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 
-from .cli_values import describe_array, load_feeds, parse_names, parse_shape_args
+from .cli_values import count, describe_array, load_feeds, parse_names, parse_shape_args
 
 
 class CliError(GradgenError):
@@ -211,9 +211,16 @@ def cmd_check_grad(args) -> int:
     return 0
 
 
+def _check_output_dir(path: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"cannot write {path}: no such directory {directory}")
+
+
 def cmd_dot(args) -> int:
     program = _load(args.program)
     text = program.to_dot(args.block)
+    _check_output_dir(args.output)
     fmt = os.path.splitext(args.output)[1].lstrip(".").lower()
     if fmt in ("svg", "png", "pdf"):
         dot = shutil.which("dot")
@@ -224,7 +231,10 @@ def cmd_dot(args) -> int:
             print(f"the Graphviz 'dot' binary is not installed: wrote DOT to {path}; "
                   f"render it with: dot -T{fmt} {path} -o {args.output}")
             return 0
-        subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), check=True)
+        done = subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), capture_output=True)
+        if done.returncode != 0:
+            reason = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+            raise CliError(f"Graphviz 'dot' could not write {args.output}: {reason}")
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
@@ -267,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("example", help="train a built-in example model (the main job)")
     p.add_argument("name", nargs="?", help="the model: see --list")
     p.add_argument("--list", action="store_true", help="list the built-in models")
-    p.add_argument("--steps", type=int, help="training steps (default: the model's own)")
+    p.add_argument("--steps", type=count, help="training steps (default: the model's own)")
     p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_example)
@@ -294,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a program file and print fetched values")
     runtime_options(p)
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
-    p.add_argument("--steps", type=int, default=1, help="run this many times (e.g. training steps)")
+    p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--memory", action="store_true", help="first print the bytes live after each op and the peak")
     p.set_defaults(run=cmd_run)
@@ -335,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's exit code for SIGINT (128 + 2)
+        if args.debug:
+            raise
+        print("gradgen: interrupted", file=sys.stderr)
+        return 130
     except (GradgenError, OSError, ValueError) as e:
         if args.debug:
             raise

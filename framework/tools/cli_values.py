@@ -1,11 +1,15 @@
 """Turning command-line strings into names, shapes and arrays, and arrays into short text."""
 from __future__ import annotations
 
+import argparse
 import os
 
 import numpy as np
 
 from gradgen.program.errors import GradgenError
+
+
+__all__ = ["ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args", "describe_array"]
 
 
 class ArgumentError(GradgenError):
@@ -32,10 +36,26 @@ def load_feeds(items: list[str]) -> dict[str, np.ndarray]:
         if not os.path.exists(path):
             raise ArgumentError(f"--feed {name}: no such file: {path}")
         try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as e:
+            loaded = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
             raise ArgumentError(f"--feed {name}: {path} is not a .npy array file: {e}") from None
+        if not isinstance(loaded, np.ndarray):  # an .npz archive: a mapping of several arrays
+            loaded.close()
+            raise ArgumentError(f"--feed {name}: {path} is an .npz archive of several arrays; a feed is one "
+                                "array in a .npy file (np.save)")
+        feeds[name] = loaded
     return feeds
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number >= 0 (``--steps``); argparse reports the error as a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
 
 
 def parse_shape_args(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -44,9 +64,12 @@ def parse_shape_args(items: list[str]) -> dict[str, tuple[int, ...]]:
     for item in items:
         name, dims = _split_pair(item, "--feed-shape")
         try:
-            shapes[name] = tuple(int(d) for d in dims.split(","))
+            shape = tuple(int(d) for d in dims.split(","))
         except ValueError:
             raise ArgumentError(f"--feed-shape {name}: dims must be comma-separated integers, got {dims!r}") from None
+        if any(d < 0 for d in shape):
+            raise ArgumentError(f"--feed-shape {name}: dims must be >= 0 (a feed has a known shape), got {dims!r}")
+        shapes[name] = shape
     return shapes
 
 

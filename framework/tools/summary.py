@@ -1,10 +1,15 @@
 """A program at a glance: op counts by type and role, parameters, and the bytes of every var."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from .cli_values import ArgumentError
+
+__all__ = ["resolve_shape", "summarize", "format_bytes", "summary_text"]
 
 
 def resolve_shape(shape: Sequence[int], batch: int | None) -> tuple[int, ...] | None:
@@ -24,10 +29,13 @@ def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -
     ops_by_type = Counter(op.type for b in program.blocks for op in b.ops)
     ops_by_role = Counter(op.role for b in program.blocks for op in b.ops)
     params = [v for v in program.all_parameters()]
-    param_elems = sum(int(np.prod(v.shape)) for v in params)
-    param_bytes = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in params)
+    # Python ints, not np.prod: a [2**32, 2**32] parameter overflowed int64 and showed 0 B.
+    param_elems = sum(math.prod(v.shape) for v in params)
+    param_bytes = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in params)
     batch = None
     for name, shape in (feed_shapes or {}).items():
+        if any(int(d) < 0 for d in shape):
+            raise ArgumentError(f"feed shape of '{name}' has a negative dim: {list(shape)}")
         var = block.find_var(name)
         if var is not None and -1 in var.shape:
             batch = int(shape[var.shape.index(-1)])
@@ -35,7 +43,7 @@ def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -
     var_bytes = {}
     for v in block.vars.values():
         shape = resolve_shape(v.shape, batch)
-        var_bytes[v.name] = None if shape is None else int(np.prod(shape)) * np.dtype(v.dtype).itemsize
+        var_bytes[v.name] = None if shape is None else math.prod(shape) * np.dtype(v.dtype).itemsize
     return {"ops_by_type": dict(sorted(ops_by_type.items())), "ops_by_role": dict(ops_by_role),
             "parameters": len(params), "parameter_elements": param_elems, "parameter_bytes": param_bytes,
             "var_bytes": var_bytes}
@@ -44,8 +52,8 @@ def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -
 def format_bytes(n: int | None) -> str:
     if n is None:
         return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)

@@ -41,6 +41,8 @@ def split(x: Variable, num_or_sections, axis: int = 0, name=None) -> list[Variab
     """x cut along ``axis`` into ``num_or_sections`` equal pieces, or pieces of the listed sizes."""
     check_var(x, "x")
     if isinstance(num_or_sections, int):
+        if not -len(x.shape) <= axis < len(x.shape):
+            raise ProgramError(f"split: axis {axis} is out of range for '{x.name}' of rank {len(x.shape)}")
         size = x.shape[axis]
         if size < 0:
             raise ProgramError(f"split: axis {axis} of '{x.name}' has unknown size; give the section sizes")

@@ -75,6 +75,8 @@ def _transpose(ctx):
 def _concat(ctx):
     xs = ctx.inputs("X")
     first = xs[0]
+    if any(not t.shape for t in xs):
+        ctx.fail("inputs must have rank >= 1 (a scalar has no axis to join along)")
     axis = normalize_axis(ctx.attr("axis"), len(first.shape))
     size = 0
     for t in xs:
@@ -90,6 +92,8 @@ def _concat(ctx):
 
 def _split(ctx):
     x, sections = ctx.input("X"), list(ctx.attr("sections"))
+    if not x.shape:
+        ctx.fail("X must have rank >= 1 (a scalar has no axis to split along)")
     axis = normalize_axis(ctx.attr("axis"), len(x.shape))
     size = x.shape[axis]
     if size >= 0 and -1 not in sections and sum(sections) != size:

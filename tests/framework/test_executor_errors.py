@@ -119,11 +119,12 @@ def test_failed_run_leaves_persistable_vars_untouched(check_nan_inf):
     before = np.array([1.0, 2.0])
     scope.set("w", before.copy())
     with pytest.raises(ExecutionError):
-        Executor(check_nan_inf).run(main, feed={"a": np.ones((2, 3)), "b": np.ones((4, 2))}, fetch_list=[out],
-                                    scope=scope)
+        Executor(check_nan_inf=check_nan_inf).run(main, feed={"a": np.ones((2, 3)), "b": np.ones((4, 2))},
+                                                  fetch_list=[out], scope=scope)
     np.testing.assert_array_equal(scope["w"], before)
     # The same program with consistent shapes does commit the update.
-    Executor(check_nan_inf).run(main, feed={"a": np.ones((2, 3)), "b": np.ones((3, 2))}, fetch_list=[out], scope=scope)
+    Executor(check_nan_inf=check_nan_inf).run(main, feed={"a": np.ones((2, 3)), "b": np.ones((3, 2))},
+                                              fetch_list=[out], scope=scope)
     np.testing.assert_array_equal(scope["w"], 5 * before)
 
 
@@ -180,4 +181,4 @@ def test_kernel_returning_too_few_outputs_is_reported(monkeypatch, check_nan_inf
         main.global_block().append_op("split", {"X": [x]}, {"Out": ["p0", "p1"]}, {"axis": 0, "sections": [2, 2]})
     monkeypatch.setitem(kernels.KERNELS, "split", lambda op: lambda v: (v[:2],))
     with pytest.raises(ExecutionError, match=r"op #0 \(split\).*returned 1 outputs for 2 output vars"):
-        Executor(check_nan_inf).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"], scope=Scope())
+        Executor(check_nan_inf=check_nan_inf).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"], scope=Scope())

@@ -78,3 +78,69 @@ def test_a_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
         save_params(path, main, scope)
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir()] == ["p.npz"]  # no temp file left behind
+
+
+def _scope_of(arrays: dict) -> tuple[Program, Scope]:
+    """A program declaring one persistable var per array, and a scope holding them."""
+    main = Program()
+    block = main.global_block()
+    for name, array in arrays.items():
+        block.create_var(name, array.shape, array.dtype.name, persistable=True)
+    scope = Scope()
+    scope.update(arrays)
+    return main, scope
+
+
+HOSTILE_NAMES = ["file", "allow_pickle", "args", "kwds", "a/b", "..", "../../etc/passwd", "/abs", "x.npy",
+                 "naïve", "名前", "w@GRAD@RENAME@1", "a\\b", " spaced ", "arr_0"]
+
+
+def test_every_var_round_trips_under_its_exact_name(tmp_path):
+    rng = np.random.default_rng(0)
+    arrays = {n: rng.standard_normal((i % 3 + 1, 2)) for i, n in enumerate(HOSTILE_NAMES)}
+    main, scope = _scope_of(arrays)
+    path = tmp_path / "p.npz"
+    assert save_params(path, main, scope) == HOSTILE_NAMES
+    other = Scope()
+    assert load_params(path, main, other) == HOSTILE_NAMES
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(other[name], array)
+    assert [p.name for p in tmp_path.iterdir()] == ["p.npz"]  # nothing was extracted anywhere
+
+
+def test_ten_thousand_vars_round_trip(tmp_path):
+    arrays = {f"v{i}": np.full((2,), i, dtype=np.int64) for i in range(10_000)}
+    main, scope = _scope_of(arrays)
+    save_params(tmp_path / "p.npz", main, scope)
+    other = Scope()
+    assert len(load_params(tmp_path / "p.npz", main, other)) == 10_000
+    assert all(int(other[f"v{i}"][1]) == i for i in range(10_000))
+
+
+def test_files_stay_readable_by_numpy(tmp_path):
+    main, scope = _model()
+    save_params(tmp_path / "p.npz", main, scope)
+    with np.load(tmp_path / "p.npz", allow_pickle=False) as archive:
+        assert archive.files == ["w", "b"]
+        np.testing.assert_array_equal(archive["w"], scope["w"])
+
+
+def test_a_name_with_nul_is_refused_before_anything_is_written(tmp_path):
+    main, scope = _scope_of({"a\0b": np.zeros(2)})
+    with pytest.raises(ParamFileError, match="NUL"):
+        save_params(tmp_path / "p.npz", main, scope)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("content,message", [
+    (lambda p: np.save(p, np.zeros(3)), "not a gradgen parameter file"),
+    (lambda p: p.mkdir(), "is a directory"),
+])
+def test_files_that_are_not_archives_are_clear_errors(tmp_path, content, message):
+    main, scope = _model()
+    content(tmp_path / "p.npz")
+    target = tmp_path / "p.npz"
+    if not target.exists():  # np.save appended .npy
+        (tmp_path / "p.npz.npy").rename(target)
+    with pytest.raises(ParamFileError, match=message):
+        load_params(target, main, scope)
