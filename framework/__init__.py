@@ -25,6 +25,12 @@ _PUBLIC = {
     "NanInfError": ".errors",
     "BackwardError": ".errors",
     "ParamFileError": ".errors",
+    "data_parallel": ".passes.data_parallel",
+    "init_parallel": ".runtime.communicator",
+    "communicator": ".runtime.communicator",
+    "shard_feed": ".distributed",
+    "save_params_on_rank0": ".distributed",
+    "DistributedError": ".errors",
     "io": None,
     "optimizer": None,
 }
