@@ -130,6 +130,7 @@ class MpiCommunicator(Communicator):
         sys.stdout.flush()
         sys.stderr.flush()
         self.comm.Abort(code)
+        os._exit(code)  # MPICH's Abort may return to its caller before the launcher kills it
 
 
 _current: list[Communicator] = []
@@ -163,17 +164,25 @@ def communicator() -> Communicator:
     return _current[0]
 
 
-def report_and_abort(comm: Communicator, error: BaseException, prefix: str = "gradgen") -> None:
-    """Print ``error`` as this rank's, then end every rank (a lone failing rank would leave the others hanging)."""
+def report_and_abort(comm: Communicator, error: BaseException, prefix: str = "gradgen", detail: str = "") -> None:
+    """Print ``error`` as this rank's, then end every rank (a lone failing rank would leave the others hanging).
+
+    ``detail`` (a traceback) goes out in the same write. The pause before the
+    abort lets mpiexec forward the text before it kills the processes.
+    """
     message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
-    print(f"{prefix}: rank {comm.rank} of {comm.size}: error: {type(error).__name__}: {message}",
-          file=sys.stderr, flush=True)
+    sys.stderr.write(f"{detail}{prefix}: rank {comm.rank} of {comm.size}: error: {type(error).__name__}: {message}\n")
+    sys.stderr.flush()
+    time.sleep(_FORWARD_PAUSE)
     comm.abort(1)
 
 
+_FORWARD_PAUSE = 0.25
+"""Seconds between reporting an error and aborting: output in flight reaches mpiexec first."""
+
+
 def _abort_hook(kind, value, tb) -> None:
-    traceback.print_exception(kind, value, tb)
-    report_and_abort(communicator(), value)
+    report_and_abort(communicator(), value, detail="".join(traceback.format_exception(kind, value, tb)))
 
 
 def init_parallel(comm: Communicator | Any | None = None, abort_on_error: bool = True) -> Communicator:

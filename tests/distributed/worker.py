@@ -14,8 +14,9 @@ import sys
 
 import numpy as np
 
-from gradgen.framework import Executor, Scope, data_parallel, init_parallel
+from gradgen.framework import Executor, Scope, data_parallel, init_parallel, optimizer
 from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Constant
 
 from .cases import CASES, build, train
 
@@ -32,13 +33,9 @@ def _train(comm, out: str) -> None:
 def _broadcast(comm, out: str) -> None:
     main, startup = Program(), Program()
     with program_guard(main, startup):
-        w = layers.create_parameter([3], "float64", name="w")
+        w = layers.create_parameter([3], "float64", name="w", initializer=Constant(comm.rank + 7.0))  # rank's own
         x = layers.data("x", [-1, 3], "float64")
-        loss = layers.reduce_sum(x * w)
-    startup.global_block().ops[0].attrs["value"] = float(comm.rank + 7)  # each rank starts elsewhere
-    from gradgen.framework import optimizer
-    with program_guard(main, startup):
-        optimizer.SGD(0.1).minimize(loss)
+        optimizer.SGD(0.1).minimize(layers.reduce_sum(x * w))
     data_parallel(main, startup)
     scope = Scope()
     Executor().run(startup, scope=scope)
