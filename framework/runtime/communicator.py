@@ -44,7 +44,8 @@ class Communicator:
     """What collective kernels need: rank and size, a non-blocking sum, a broadcast, a barrier, an abort.
 
     ``waited`` counts the seconds spent blocked in ``wait`` (the share of a
-    step lost to communication that overlap did not hide).
+    step lost to communication that overlap did not hide); ``started`` the
+    seconds spent in ``start_sum`` and ``progress`` (handing data to MPI).
     """
 
     rank = 0
@@ -52,6 +53,7 @@ class Communicator:
 
     def __init__(self) -> None:
         self.waited = 0.0
+        self.started = 0.0
         self.pending: list[Any] = []
 
     def start_sum(self, send: np.ndarray, recv: np.ndarray) -> Any:
@@ -104,8 +106,10 @@ class MpiCommunicator(Communicator):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
     def start_sum(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        begin = time.perf_counter()
         request = self.comm.Iallreduce(send, recv, op=self._sum)
         self.pending.append(request)
+        self.started += time.perf_counter() - begin
         return request
 
     def wait(self, request: Any) -> None:
@@ -114,7 +118,9 @@ class MpiCommunicator(Communicator):
 
     def progress(self) -> None:
         if self.pending:
+            begin = time.perf_counter()
             self._testall(self.pending)
+            self.started += time.perf_counter() - begin
 
     def broadcast(self, array: np.ndarray, root: int) -> np.ndarray:
         if not 0 <= root < self.size:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DistributedError
-from ..communicator import communicator
+from ..communicator import Done, communicator
 
 _in_flight: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
 """id(receive buffer) -> (request, send buffer, receive buffer): both buffers stay alive until the wait."""
@@ -23,6 +23,9 @@ def allreduce_start(op):
     def run(*xs):
         comm = communicator()
         send = np.concatenate([np.ravel(x) for x in xs])
+        if comm.size == 1:  # a world of one: the sum is the buffer itself
+            _in_flight[id(send)] = (Done(), send, send)
+            return send
         recv = np.empty_like(send)
         _in_flight[id(recv)] = (comm.start_sum(send, recv), send, recv)
         comm.progress()  # also moves along the buckets started before this one
