@@ -23,6 +23,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from gradgen.framework import Executor, Scope, append_backward
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
+
 MACHINES = 64
 LATENCY_S = 10e-6
 """Per message step of the ring (one hop's software and switch latency): a round figure for a tuned TCP/RoCE
@@ -104,10 +108,6 @@ def exposed_seconds(grads, bucket_bytes, backward_s: float, gbps: float, compres
 
 def measure_backward(dims: Sequence[int], batch: int, repeats: int = 3) -> tuple[float, float]:
     """(forward seconds, backward seconds) of one gradgen step of a bias-free ReLU MLP, best of ``repeats``."""
-    from gradgen.framework import Executor, Scope, append_backward
-    from gradgen.program import Program, layers, program_guard
-    from gradgen.program.initializer import Normal
-
     forward, startup = Program(), Program()
     with program_guard(forward, startup):
         h = x = layers.data("x", [-1, dims[0]], "float32")

@@ -3,19 +3,19 @@ the job, checkpoints across ranks, and the command line. Every run has a timeout
 from __future__ import annotations
 
 import functools
-import os
+import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
 
+from gradgen.framework import Executor, Scope
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
-from gradgen.program import program_guard
 
-from .cases import CASES, MODELS, build, train
-from .launch import TIMEOUT, run_ranks
+from .cases import CASES, build, train
+from .launch import TIMEOUT, mpiexec, run_ranks
 
 RANKS = (2, 4)
 
@@ -98,8 +98,6 @@ def test_checkpoints_saved_on_two_ranks_resume_on_four(tmp_path):
     assert second.returncode == 0, second.stderr
     assert sorted(p.name for p in tmp_path.glob("*.npz")) == ["a.npz", "b.npz"]
 
-    from gradgen.framework import Executor, Scope
-
     exe, scope = Executor(), Scope()
     init_parallel(Solo())
     try:
@@ -117,11 +115,7 @@ def test_checkpoints_saved_on_two_ranks_resume_on_four(tmp_path):
 
 
 def test_launch_runs_a_command_on_n_ranks_and_passes_its_exit_code(tmp_path):
-    from .launch import mpiexec
-
     mpiexec()  # skip or fail as the other multi-process tests do
-    import subprocess
-
     ok = subprocess.run(_gradgen("launch", "-n", 2, "ops"), capture_output=True, text=True, timeout=TIMEOUT)
     assert ok.returncode == 0 and ok.stdout.count("allreduce_start") == 2
     bad = subprocess.run(_gradgen("launch", "-n", 2, "show", tmp_path / "missing.json"), capture_output=True,

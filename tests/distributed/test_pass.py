@@ -3,12 +3,13 @@ world of one, how feeds are sharded, and the errors. The multi-process runs are 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from gradgen.framework import DistributedError, Executor, Scope, data_parallel, optimizer, shard_feed
+from gradgen.framework import DistributedError, Executor, Scope, data_parallel, shard_feed
 from gradgen.framework.distributed import shard
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
@@ -17,6 +18,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.errors import OpError
 
 from .cases import CASES, build, train
+from .launch import ROOT
 
 
 @pytest.fixture(autouse=True)
@@ -202,15 +204,11 @@ def test_solo_broadcast_copies_and_knows_only_rank_zero():
 
 def test_gradgen_trains_a_data_parallel_program_without_mpi4py(tmp_path):
     """mpi4py is optional: without it the communicator is a world of one and the program still runs."""
-    import subprocess
-
     code = ("import sys\nsys.modules['mpi4py'] = None\n"
             "from tests.distributed.cases import train, build\n"
             "from gradgen.framework import communicator\n"
             "values = train('mlp-sgd', parallel=True, steps=2)\n"
             "print(type(communicator()).__name__, sorted(values))")
-    from .launch import ROOT
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_LOCAL"))}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
                             timeout=120)
