@@ -26,7 +26,7 @@ def allreduce_start(op):
         if comm.size == 1:  # a world of one: the sum is the buffer itself
             _in_flight[id(send)] = (Done(), send, send)
             return send
-        recv = np.empty_like(send)
+        recv = np.zeros_like(send)  # finite while in flight, should a NaN check look at it
         _in_flight[id(recv)] = (comm.start_sum(send, recv), send, recv)
         comm.progress()  # also moves along the buckets started before this one
         return recv
