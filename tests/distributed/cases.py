@@ -47,6 +47,10 @@ CASES = [f"{m}-{o}" for m in MODELS for o in OPTIMIZERS] + ["mlp-momentum-clip",
 
 CLIP = {"mlp": 10.0, "cnn": 0.05}
 
+CONTRAST = ["cnn-adam-clip-local"]
+"""A run that must NOT match one process: clipping each rank's own gradients by their local norm, then reducing.
+It shows the clipping cases can tell a global norm from a local one."""
+
 
 def build(case: str, parallel: bool, bucket_bytes: int = 4096):
     """(main, startup, loss, model) for ``case``; with ``parallel``, after the data-parallel pass."""
@@ -57,7 +61,9 @@ def build(case: str, parallel: bool, bucket_bytes: int = 4096):
     with program_guard(ex.main, ex.startup):
         OPTIMIZERS[opt_name](model.rates[opt_name], **kw).minimize(ex.loss)
     if parallel:
-        data_parallel(ex.main, ex.startup, bucket_bytes=bucket_bytes, average=model.average)
+        clip_ops = [op for op in ex.main.global_block().ops if op.type == "clip_by_global_norm"]
+        local = clip_ops[0].output("Out") if "local" in clip else None  # reduce what each rank clipped alone
+        data_parallel(ex.main, ex.startup, bucket_bytes=bucket_bytes, average=model.average, grads=local)
     return ex.main, ex.startup, ex.loss, model
 
 

@@ -14,7 +14,7 @@ from gradgen.framework import Executor, Scope
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
 
-from .cases import CASES, build, train
+from .cases import CASES, CONTRAST, build, train
 from .launch import TIMEOUT, mpiexec, run_ranks
 
 RANKS = (2, 4)
@@ -53,6 +53,14 @@ def test_n_ranks_train_as_one_process_on_the_concatenated_batch(trained, case, n
         scale = max(float(np.max(np.abs(value))), 1e-300) if value.size else 1.0
         worst = float(np.max(np.abs(got[name] - value))) if value.size else 0.0
         assert worst <= 1e-12 * scale, f"{case} on {n} ranks: {name} differs by {worst:.3g} (scale {scale:.3g})"
+
+
+@pytest.mark.parametrize("n", RANKS)
+@pytest.mark.parametrize("case", CONTRAST)
+def test_clipping_by_each_ranks_local_norm_would_not_match(trained, case, n):
+    got = np.load(trained[n] / f"{case}.npz")
+    ref = reference(case.removesuffix("-local"))
+    assert max(float(np.max(np.abs(got[k] - ref[k]))) for k in ref if ref[k].size) > 1e-6
 
 
 def test_the_startup_broadcast_gives_every_rank_rank_zeros_values(tmp_path):

@@ -1,7 +1,7 @@
 """What each rank runs in the multi-process tests: ``mpiexec -n N python -m tests.distributed.worker MODE OUT``.
 
 Modes:
-- ``train``: every case of ``cases.CASES`` on this rank's shards; rank 0 checks
+- ``train``: every case of ``cases.CASES`` and ``cases.CONTRAST`` on this rank's shards; rank 0 checks
   that every rank ends with bit-identical values and writes them to OUT/CASE.npz.
 - ``broadcast``: each rank's startup fills a parameter with its own rank; after
   the startup's broadcast, rank 0 writes what every rank holds to OUT/broadcast.npz.
@@ -18,11 +18,11 @@ from gradgen.framework import Executor, Scope, data_parallel, init_parallel, opt
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Constant
 
-from .cases import CASES, build, train
+from .cases import CASES, CONTRAST, build, train
 
 
 def _train(comm, out: str) -> None:
-    for case in CASES:
+    for case in CASES + CONTRAST:
         values = train(case, parallel=True, comm=comm)
         everyone = comm.comm.gather(values, root=0)
         if comm.rank == 0:
