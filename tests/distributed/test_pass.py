@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from gradgen.framework import DistributedError, Executor, Scope, data_parallel, shard_feed
+from gradgen.framework import DistributedError, Executor, Scope, data_parallel, optimizer, shard_feed
 from gradgen.framework.distributed import shard
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
@@ -214,3 +214,37 @@ def test_gradgen_trains_a_data_parallel_program_without_mpi4py(tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "Solo" and "'w1'" in result.stdout
+
+
+def _fixed_batch_program():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [4, 3], "float64")
+        w1 = layers.create_parameter([3, 5], "float64", name="w1")
+        w2 = layers.create_parameter([5, 2], "float32", name="w2")
+        h = layers.relu(x @ w1, name="h")
+        out = layers.cast(h, "float32") @ w2
+        loss = layers.reduce_sum(out)
+    return main, startup, loss
+
+
+def test_gradients_of_different_dtypes_travel_in_different_buckets():
+    main, startup, loss = _fixed_batch_program()
+    with program_guard(main, startup):
+        optimizer.SGD(0.1).minimize(loss)
+    buckets = data_parallel(main, startup)
+    assert sorted((b.grads, main.global_block().var(b.buffer).dtype) for b in buckets) == [
+        (("w1@GRAD",), "float64"), (("w2@GRAD",), "float32")]
+
+
+def test_a_bucket_closes_before_a_gradient_made_after_another_is_needed():
+    """h@GRAD is read by the op that makes w1@GRAD: one bucket for both would start after its own reader."""
+    main, startup, loss = _fixed_batch_program()
+    with program_guard(main, startup):
+        optimizer.SGD(0.1).minimize(loss)
+    buckets = data_parallel(main, grads=["h@GRAD", "w1@GRAD"])
+    assert [b.grads for b in buckets] == [("h@GRAD",), ("w1@GRAD",)]
+    ops = main.global_block().ops
+    for b in buckets:
+        assert b.start < b.wait
+        assert not any(g in op.input_arg_names for op in ops[b.start + 1:b.wait] for g in b.grads)
