@@ -67,6 +67,18 @@ def build(case: str, parallel: bool, bucket_bytes: int = 4096):
     return ex.main, ex.startup, ex.loss, model
 
 
+def save_case(case: str, where) -> tuple:
+    """Write ``case``'s programs (no pass) and batch 0 as files for ``gradgen``; return (main, startup, loss,
+    batch, the ``--feed`` arguments)."""
+    main, startup, loss, model = build(case, parallel=False)
+    main.save(where / "main.json")
+    startup.save(where / "startup.json")
+    batch = model.data(0)
+    for name, value in batch.items():
+        np.save(where / f"{name}.npy", value)
+    return main, startup, loss, batch, [f"--feed={n}={where / n}.npy" for n in batch]
+
+
 def persistables(program, scope) -> dict[str, np.ndarray]:
     return {v.name: np.array(scope[v.name]) for v in program.global_block().vars.values() if v.persistable}
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
-
 from gradgen.program import Program
 
-from .cases import build
+from .cases import save_case
 from .launch import ROOT
 
 
@@ -19,13 +17,7 @@ def gradgen(*args):
 
 
 def _files(tmp_path):
-    main, startup, _, model = build("mlp-sgd", parallel=False)
-    main.save(tmp_path / "main.json")
-    startup.save(tmp_path / "startup.json")
-    batch = model.data(0)
-    for name, value in batch.items():
-        np.save(tmp_path / f"{name}.npy", value)
-    return [f"--feed={n}={tmp_path / n}.npy" for n in batch]
+    return save_case("mlp-sgd", tmp_path)[-1]
 
 
 def test_data_parallel_command_writes_both_programs_and_lists_the_buckets(tmp_path):

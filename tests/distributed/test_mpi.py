@@ -14,7 +14,7 @@ from gradgen.framework import Executor, Scope
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
 
-from .cases import CASES, CONTRAST, build, train
+from .cases import CASES, CONTRAST, save_case, train
 from .launch import TIMEOUT, mpiexec, run_ranks
 
 RANKS = (2, 4)
@@ -86,13 +86,7 @@ def _gradgen(*args):
 
 def test_checkpoints_saved_on_two_ranks_resume_on_four(tmp_path):
     """gradgen run on 2 ranks for 10 steps, save; resume on 4 ranks for 10 more: as 20 steps in one process."""
-    main, startup, loss, model = build("cnn-momentum", parallel=False)
-    main.save(tmp_path / "main.json")
-    startup.save(tmp_path / "startup.json")
-    batch = model.data(0)
-    for name, value in batch.items():
-        np.save(tmp_path / f"{name}.npy", value)
-    feeds = [f"--feed={n}={tmp_path / n}.npy" for n in batch]
+    main, startup, loss, batch, feeds = save_case("cnn-momentum", tmp_path)
     made = run_ranks(1, *_gradgen("data-parallel", tmp_path / "main.json", "--startup", tmp_path / "startup.json",
                                   "-o", tmp_path / "dp.json", "--startup-output", tmp_path / "dp_startup.json"))
     assert made.returncode == 0, made.stderr
