@@ -3,8 +3,10 @@
     from gradgen.framework import Executor, append_backward, gradients, optimizer
 
 The folders are the architecture: ``passes/`` (programs -> programs: the backward pass,
-recompute), ``runtime/`` (kernels, plans, buffers, the executor and scope) and ``tools/``
+recompute, data parallel), ``runtime/`` (kernels, plans, buffers, the executor and scope) and ``tools/``
 (the ``gradgen`` command, summaries, memory reports, gradient checks, examples).
+Training on many MPI processes: ``init_parallel``, ``data_parallel``, ``shard_feed``,
+``save_params_on_rank0`` (design_docs/distributed.md).
 
 The names below load on first use, so ``gradgen --help`` starts without numpy's
 friends (networkx, scipy) that only the passes and kernels need.
@@ -26,6 +28,12 @@ _PUBLIC = {
     "NanInfError": ".errors",
     "BackwardError": ".errors",
     "ParamFileError": ".errors",
+    "data_parallel": ".passes.data_parallel",
+    "init_parallel": ".runtime.communicator",
+    "communicator": ".runtime.communicator",
+    "shard_feed": ".distributed",
+    "save_params_on_rank0": ".distributed",
+    "DistributedError": ".errors",
     "io": None,
     "optimizer": None,
 }

@@ -22,3 +22,8 @@ class BackwardError(GradgenError):
 
 class ParamFileError(GradgenError):
     """A parameter file that cannot be read, or whose arrays do not match the program's vars."""
+
+
+class DistributedError(GradgenError):
+    """A data-parallel program or run that cannot work as asked: no gradients to reduce, a missing MPI, a shard
+    that does not divide."""

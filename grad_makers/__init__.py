@@ -41,6 +41,8 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
     # optimizer updates
     "sgd", "momentum", "adam", "global_norm", "clip_by_global_norm",
+    # communication between data-parallel ranks
+    "allreduce_start", "allreduce_wait", "broadcast",
 })
 """Op types that have no gradient: the backward pass lets no gradient through them."""
 

@@ -154,27 +154,51 @@ def _prepare(args):
 
 
 def cmd_run(args) -> int:
-    from ..io import save_params
+    from ..runtime.communicator import Solo, abort_on_error, communicator, launched_size
+
+    # Under mpiexec this is one rank of several: a failure here must end them all, or they wait forever.
+    comm = communicator() if launched_size() > 1 else Solo()
+    with abort_on_error(comm):
+        return _run(args, comm)
+
+
+def _shard_axes(items: list[str]) -> dict[str, int]:
+    """``["seq=1"]`` -> ``{"seq": 1}``."""
+    axes = {}
+    for item in items:
+        name, _, axis = item.partition("=")
+        if not name.strip() or not axis.strip().lstrip("-").isdigit():
+            raise CliError(f"--shard-axis must look like NAME=AXIS (an integer), got {item!r}")
+        axes[name.strip()] = int(axis)
+    return axes
+
+
+def _run(args, comm) -> int:
+    from ..distributed import save_params_on_rank0, shard_feed
 
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
     for name in feed:
         _var(program, name, "fed var")
+    if args.shard or args.shard_axis:
+        feed = shard_feed(feed, comm, _shard_axes(args.shard_axis))
     fetch = parse_names(args.fetch)
     for name in fetch:
         _var(program, name, "fetched var")
-    if args.memory:
+    speaks = comm.rank == 0  # only rank 0 prints and writes files
+    if args.memory and speaks:
         from .memory import analyze_memory, memory_text
 
         print(memory_text(analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch)), end="")
     values = []
-    for _ in _progress(args.steps, args.steps > 1):
+    for _ in _progress(args.steps, args.steps > 1 and speaks):
         values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
-    for name, value in zip(fetch, values):
+    for name, value in zip(fetch, values if speaks else ()):
         print(f"{name}: {describe_array(value)}")
     if args.save_params:
-        written = save_params(args.save_params, program, scope)
-        print(f"wrote {args.save_params} ({len(written)} vars)")
+        written = save_params_on_rank0(args.save_params, program, scope, comm)
+        if speaks:
+            print(f"wrote {args.save_params} ({len(written)} vars)")
     return 0
 
 
@@ -264,6 +288,42 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_data_parallel(args) -> int:
+    from ..passes.data_parallel import data_parallel
+
+    program = _load(args.program)
+    startup = _load(args.startup) if args.startup else None
+    if bool(args.startup) != bool(args.startup_output):
+        raise CliError("give --startup and --startup-output together (the startup program gets the broadcast)")
+    buckets = data_parallel(program, startup, bucket_bytes=int(args.bucket_mb * 2 ** 20), average=not args.sum)
+    program.save(args.output)
+    if startup is not None:
+        startup.save(args.startup_output)
+    for b in buckets:
+        print(f"{b.buffer}: {b.nbytes} bytes, started at op #{b.start}, waited at op #{b.wait}: {', '.join(b.grads)}")
+    print(f"wrote {args.output}" + (f" and {args.startup_output}" if startup is not None else ""))
+    return 0
+
+
+def _mpiexec(given: str | None) -> str:
+    """The mpiexec to use: the one given, the one installed beside this Python (the mpich wheel's), or PATH's."""
+    if given:
+        return given
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
+    if found is None:
+        raise CliError("no mpiexec found beside this Python or on PATH: pip install 'gradgen[mpi]'")
+    return found
+
+
+def cmd_launch(args) -> int:
+    command = args.command_args[1:] if args.command_args[:1] == ["--"] else args.command_args
+    if args.n < 1 or not command:
+        raise CliError("usage: gradgen launch -n N COMMAND [ARGS...], e.g. gradgen launch -n 4 run train.json ...")
+    argv = [_mpiexec(args.mpiexec), "-n", str(args.n), sys.executable, "-m", "gradgen.framework", *command]
+    return subprocess.run(argv).returncode
+
+
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -307,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--memory", action="store_true", help="first print the bytes live after each op and the peak")
+    p.add_argument("--shard", action="store_true",
+                   help="under mpiexec: each rank takes its equal part of every feed along axis 0 (0-d feeds whole)")
+    p.add_argument("--shard-axis", action="append", default=[], metavar="NAME=AXIS",
+                   help="shard this feed along AXIS instead of 0 (repeatable; implies --shard)")
     p.set_defaults(run=cmd_run)
 
     p = sub.add_parser("check-grad", help="compare generated gradients with finite differences")
@@ -331,6 +395,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
     p.set_defaults(run=cmd_summary)
+
+    p = sub.add_parser("data-parallel", help="insert the gradient all-reduce (and the startup broadcast) for "
+                       "training on many ranks")
+    p.add_argument("program")
+    p.add_argument("-o", "--output", required=True, help="where to write the data-parallel program")
+    p.add_argument("--startup", help="the startup program, to get a broadcast of rank 0's initial values")
+    p.add_argument("--startup-output", help="where to write the startup program with its broadcast")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket size in MiB (default 25)")
+    p.add_argument("--sum", action="store_true", help="the loss sums over the batch: add the ranks' gradients "
+                   "without dividing by their number")
+    p.set_defaults(run=cmd_data_parallel)
+
+    p = sub.add_parser("launch", help="run a gradgen command on N processes with mpiexec")
+    p.add_argument("-n", type=int, required=True, help="number of processes (ranks)")
+    p.add_argument("--mpiexec", help="the mpiexec to use (default: the one beside this Python, else PATH's)")
+    p.add_argument("command_args", nargs=argparse.REMAINDER, metavar="COMMAND ...")
+    p.set_defaults(run=cmd_launch)
     return parser
 
 

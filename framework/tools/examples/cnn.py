@@ -16,7 +16,7 @@ from .base import Example
 BATCH, SIZE = 32, 8
 
 
-def bar_images(n: int = BATCH, seed: int = 0) -> dict[str, np.ndarray]:
+def bar_images(n: int = BATCH, seed: int = 0, dtype: str = "float32") -> dict[str, np.ndarray]:
     """``n`` noisy images with one bar each, and their labels (0 horizontal, 1 vertical)."""
     rng = np.random.default_rng(seed)
     images = rng.normal(0.0, 0.3, (n, 1, SIZE, SIZE))
@@ -26,14 +26,15 @@ def bar_images(n: int = BATCH, seed: int = 0) -> dict[str, np.ndarray]:
             images[i, 0, where, :] += 1.0
         else:
             images[i, 0, :, where] += 1.0
-    return {"image": images.astype(np.float32), "label": labels.reshape(n, 1).astype(np.int64)}
+    return {"image": images.astype(dtype), "label": labels.reshape(n, 1).astype(np.int64)}
 
 
-def cnn(seed: int = 0) -> Example:
+def cnn(seed: int = 0, dtype: str = "float32") -> Example:
+    """Build the network; ``dtype`` float64 serves tests that compare runs to round-off."""
     main, startup = Program(), Program()
     startup.random_seed = seed
     with program_guard(main, startup):
-        image = layers.data("image", [-1, 1, SIZE, SIZE], "float32")
+        image = layers.data("image", [-1, 1, SIZE, SIZE], dtype)
         label = layers.data("label", [-1, 1], "int64")
         h = layers.conv2d(image, 4, 3, padding=1, act="relu", name="conv")
         h = layers.pool2d(h, 2, "max")
@@ -41,4 +42,4 @@ def cnn(seed: int = 0) -> Example:
         logits = layers.fc(h, 2, name="out")
         loss = layers.mean(layers.softmax_with_cross_entropy(logits, label), name="loss")
     return Example("cnn", "conv(4, 3x3) -> relu -> max pool -> fc(2) on 8x8 bar images, Adam lr 0.01 (float32)",
-                   main, startup, loss, bar_images(BATCH, seed), 60, lambda: Adam(0.01))
+                   main, startup, loss, bar_images(BATCH, seed, dtype), 60, lambda: Adam(0.01))

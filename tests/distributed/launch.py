@@ -1,0 +1,34 @@
+"""Starting multi-process runs from a test: find MPI, or skip only where CI does not require it."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMEOUT = 120
+"""Seconds any multi-process run may take before the test fails (a hang is a failure, never a wait forever)."""
+
+
+def mpiexec() -> str:
+    """The mpiexec beside this Python (the mpich wheel's) or on PATH; skips, or fails under GRADGEN_REQUIRE_MPI."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
+    if found is None or importlib.util.find_spec("mpi4py") is None:
+        why = "mpi4py and an mpiexec are needed: pip install -e '.[mpi]'"
+        if os.environ.get("GRADGEN_REQUIRE_MPI"):
+            pytest.fail(f"GRADGEN_REQUIRE_MPI is set but {why}")
+        pytest.skip(why)
+    return found
+
+
+def run_ranks(n: int, *argv: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """``mpiexec -n n argv...`` from the repository's root, with output captured."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_LOCAL"))}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([mpiexec(), "-n", str(n), *argv], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=timeout)

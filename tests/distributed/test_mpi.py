@@ -1,0 +1,125 @@
+"""Data-parallel training on 2 and 4 MPI processes: equal to one process on the whole batch, failures that end
+the job, checkpoints across ranks, and the command line. Every run has a timeout."""
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope
+from gradgen.framework.runtime import communicator as comm_module
+from gradgen.framework.runtime.communicator import Solo, init_parallel
+
+from .cases import CASES, CONTRAST, save_case, train
+from .launch import TIMEOUT, mpiexec, run_ranks
+
+RANKS = (2, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def reference(case: str) -> dict:
+    """One process, the program without the pass, the whole batch at every step."""
+    init_parallel(Solo())
+    try:
+        return train(case, parallel=False)
+    finally:
+        comm_module._current.clear()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """n -> the directory where rank 0 of an n-rank run of every case wrote its results."""
+    out = {}
+    for n in RANKS:
+        where = tmp_path_factory.mktemp(f"ranks{n}")
+        result = run_ranks(n, sys.executable, "-m", "tests.distributed.worker", "train", str(where))
+        assert result.returncode == 0, result.stderr
+        out[n] = where
+    return out
+
+
+@pytest.mark.parametrize("n", RANKS)
+@pytest.mark.parametrize("case", CASES)
+def test_n_ranks_train_as_one_process_on_the_concatenated_batch(trained, case, n):
+    got = np.load(trained[n] / f"{case}.npz")
+    assert bool(got["@identical"]), "the ranks ended with different values"
+    ref = reference(case)
+    assert set(got.files) == set(ref) | {"@identical"}
+    for name, value in ref.items():
+        scale = max(float(np.max(np.abs(value))), 1e-300) if value.size else 1.0
+        worst = float(np.max(np.abs(got[name] - value))) if value.size else 0.0
+        assert worst <= 1e-12 * scale, f"{case} on {n} ranks: {name} differs by {worst:.3g} (scale {scale:.3g})"
+
+
+@pytest.mark.parametrize("n", RANKS)
+@pytest.mark.parametrize("case", CONTRAST)
+def test_clipping_by_each_ranks_local_norm_would_not_match(trained, case, n):
+    got = np.load(trained[n] / f"{case}.npz")
+    ref = reference(case.removesuffix("-local"))
+    assert max(float(np.max(np.abs(got[k] - ref[k]))) for k in ref if ref[k].size) > 1e-6
+
+
+def test_the_startup_broadcast_gives_every_rank_rank_zeros_values(tmp_path):
+    result = run_ranks(4, sys.executable, "-m", "tests.distributed.worker", "broadcast", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    held = np.load(tmp_path / "broadcast.npz")["held"]
+    np.testing.assert_array_equal(held, np.full((4, 3), 7.0))
+
+
+@pytest.mark.parametrize("n", RANKS)
+def test_a_rank_that_raises_ends_the_job_with_its_error(tmp_path, n):
+    begin = time.monotonic()
+    result = run_ranks(n, sys.executable, "-m", "tests.distributed.worker", "raise", str(tmp_path), timeout=60)
+    assert result.returncode != 0
+    assert time.monotonic() - begin < 60
+    assert f"gradgen: rank 1 of {n}: error: ValueError: rank one fails on purpose" in result.stderr
+    assert "Traceback" in result.stderr  # the failing rank's own traceback
+
+
+def _gradgen(*args):
+    return [sys.executable, "-m", "gradgen.framework", *map(str, args)]
+
+
+def test_checkpoints_saved_on_two_ranks_resume_on_four(tmp_path):
+    """gradgen run on 2 ranks for 10 steps, save; resume on 4 ranks for 10 more: as 20 steps in one process."""
+    main, startup, loss, batch, feeds = save_case("cnn-momentum", tmp_path)
+    made = run_ranks(1, *_gradgen("data-parallel", tmp_path / "main.json", "--startup", tmp_path / "startup.json",
+                                  "-o", tmp_path / "dp.json", "--startup-output", tmp_path / "dp_startup.json"))
+    assert made.returncode == 0, made.stderr
+    first = run_ranks(2, *_gradgen("run", tmp_path / "dp.json", "--startup", tmp_path / "dp_startup.json", *feeds,
+                                   "--shard", "--fetch", "loss", "--steps", 10, "--save-params", tmp_path / "a.npz"))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("wrote ") == 1 and first.stdout.count("loss: ") == 1  # rank 0 alone speaks
+    second = run_ranks(4, *_gradgen("run", tmp_path / "dp.json", "--startup", tmp_path / "dp_startup.json", *feeds,
+                                    "--params", tmp_path / "a.npz", "--shard", "--fetch", "loss", "--steps", 10,
+                                    "--save-params", tmp_path / "b.npz"))
+    assert second.returncode == 0, second.stderr
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == ["a.npz", "b.npz"]
+
+    exe, scope = Executor(), Scope()
+    init_parallel(Solo())
+    try:
+        exe.run(startup, scope=scope)
+        for _ in range(20):
+            exe.run(main, feed=batch, fetch_list=[loss], scope=scope)
+    finally:
+        comm_module._current.clear()
+    resumed = np.load(tmp_path / "b.npz")
+    for name in resumed.files:
+        ref = np.array(scope[name])
+        assert float(np.max(np.abs(resumed[name] - ref), initial=0.0)) <= 1e-12 * max(float(np.max(np.abs(ref))), 1)
+    halfway = np.load(tmp_path / "a.npz")
+    assert not np.array_equal(halfway["out.w"], resumed["out.w"])
+
+
+def test_launch_runs_a_command_on_n_ranks_and_passes_its_exit_code(tmp_path):
+    mpiexec()  # skip or fail as the other multi-process tests do
+    ok = subprocess.run(_gradgen("launch", "-n", 2, "ops"), capture_output=True, text=True, timeout=TIMEOUT)
+    assert ok.returncode == 0 and ok.stdout.count("allreduce_start") == 2
+    bad = subprocess.run(_gradgen("launch", "-n", 2, "show", tmp_path / "missing.json"), capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert bad.returncode != 0 and "no such program file" in bad.stderr
