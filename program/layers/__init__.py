@@ -5,6 +5,7 @@ from .control_flow import cond, while_loop
 from .conv import conv2d, pool2d
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
+from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .logic import argmax, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
 from .manipulation import (broadcast_to, concat, gather, reshape, slice, split, squeeze, stack, sum, transpose,
                            unsqueeze)
@@ -16,6 +17,13 @@ from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
 
 __all__ = [
     "abs",
+    "accuracy",
+    "huber_loss",
+    "l1_loss",
+    "log_loss",
+    "mse_loss",
+    "smooth_l1",
+    "square_error_cost",
     "add",
     "argmax",
     "assign",
