@@ -37,6 +37,8 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
     # optimizer updates
     "sgd", "momentum", "adam", "global_norm", "clip_by_global_norm",
+    # the step counter and learning-rate schedules
+    "increment", "piecewise_decay", "exponential_decay", "cosine_decay", "linear_lr_warmup",
 })
 """Op types that have no gradient: the backward pass lets no gradient through them."""
 

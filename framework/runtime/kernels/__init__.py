@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn, optimizer, reduction
+from . import activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, lr_schedule, manipulation, network, nn, optimizer, reduction
 
 KernelFactory = Callable[[Any], Callable[..., Any]]
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network, control_flow)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network, control_flow, lr_schedule)
 
 
 def _collect(families, table_name: str = "KERNELS") -> dict[str, KernelFactory]:
