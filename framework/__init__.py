@@ -32,6 +32,7 @@ _PUBLIC = {
     "BackwardError": ".errors",
     "ParamFileError": ".errors",
     "io": None,
+    "fluid": None,
     "optimizer": None,
 }
 """Public name -> the module that defines it (None: the name is a submodule of this package)."""
