@@ -6,6 +6,7 @@ batch norm are single ops of their own.
 """
 from __future__ import annotations
 
+from ..dtypes import normalize_dtype
 from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import Constant
@@ -13,10 +14,6 @@ from ..param_attr import ParamAttr, to_param_attr
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
-
-
-def _param_name(name: str | None, suffix: str) -> str | None:
-    return f"{name}.{suffix}" if name else None
 
 
 def _fc_inputs(x, input) -> tuple[list[Variable], bool]:
@@ -47,7 +44,7 @@ def _flattened(x: Variable, num_flatten_dims: int) -> Variable:
     return append("reshape", {"X": x}, {"shape": [0] * num_flatten_dims + [width]})
 
 
-def _fc_param(attr: ParamAttr | None, default_name: str, shape, dtype: str, initializer=None) -> Variable:
+def _param_from_attr(attr: ParamAttr, default_name: str, shape, dtype: str, initializer=None) -> Variable:
     return create_parameter(shape, dtype, name=attr.name or default_name, trainable=attr.trainable,
                             initializer=attr.initializer if attr.initializer is not None else initializer)
 
@@ -82,12 +79,12 @@ def fc(x: Variable | None = None, size: int | None = None, act: str | None = Non
         k = len(v.shape) - 1 if num_flatten_dims is None and not paddle_style else (num_flatten_dims or 1)
         flat = _flattened(v, k)
         default = (f"{base}.w" if i == 0 else f"{base}.w_{i}") if name else f"{base}.w_{i}"
-        w = _fc_param(attr, default, [flat.shape[-1], size], v.dtype)
+        w = _param_from_attr(attr, default, [flat.shape[-1], size], v.dtype)
         outs.append(append("matmul", {"X": flat, "Y": w}))
     out = outs[0] if len(outs) == 1 else append("sum", {"X": outs})
     b_attr = to_param_attr(bias_attr, "bias_attr") if bias else None
     if b_attr is not None:
-        b = _fc_param(b_attr, f"{base}.b" if name else f"{base}.b_0", [size], xs[0].dtype, Constant(0.0))
+        b = _param_from_attr(b_attr, f"{base}.b" if name else f"{base}.b_0", [size], xs[0].dtype, Constant(0.0))
         out = append("elementwise_add", {"X": out, "Y": b})
     return append(act, {"X": out}) if act else out
 
@@ -102,11 +99,24 @@ def dropout(x: Variable, p: float = 0.5, is_test: bool = False, seed: int | None
     return out
 
 
-def embedding(ids: Variable, size, dtype="float32", name: str | None = None) -> Variable:
-    """Rows of a ``[vocabulary, width]`` table (``size``) at the integers of ``ids``."""
-    vocabulary, width = size
-    w = create_parameter([vocabulary, width], dtype, name=_param_name(name, "w"))
-    return append("lookup_table", {"W": w, "Ids": check_var(ids, "ids")})
+def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str | None = None, *, input=None,
+              param_attr=None) -> Variable:
+    """Rows of a ``[vocabulary, width]`` table (``size``) at the integers of ``ids``.
+
+    Paddle's ``embedding(input=ids, size=..., param_attr=...)`` works too; the table is named
+    ``embedding_0.w_0``, ... (with ``name``: ``name.w``).
+    """
+    if (ids is None) == (input is None):
+        raise ProgramError("embedding takes its ids once: as ids (gradgen) or as input= (Paddle)")
+    ids = check_var(ids if ids is not None else input, "ids")
+    if size is None or len(size) != 2:
+        raise ProgramError(f"embedding needs size=[vocabulary, width], got {size!r}")
+    attr = to_param_attr(param_attr, "param_attr")
+    if attr is None:
+        raise ProgramError("embedding: param_attr=False would leave no table")
+    default = f"{name}.w" if name else f"{default_main_program().unique_name('embedding')}.w_0"
+    w = _param_from_attr(attr, default, list(size), normalize_dtype(dtype))
+    return append("lookup_table", {"W": w, "Ids": ids})
 
 
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
@@ -124,10 +134,13 @@ def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, sc
     centred = x - reduce_mean(x, dim=dims, keep_dim=True)
     variance = reduce_mean(centred * centred, dim=dims, keep_dim=True)
     out = centred * power(variance + epsilon, -0.5)
+    base = name or default_main_program().unique_name("layer_norm")
     if scale:
-        out = out * create_parameter(normalized, x.dtype, name=_param_name(name, "scale"), initializer=Constant(1.0))
+        out = out * create_parameter(normalized, x.dtype, name=f"{base}.scale" if name else f"{base}.w_0",
+                                     initializer=Constant(1.0))
     if shift:
-        out = out + create_parameter(normalized, x.dtype, name=_param_name(name, "bias"), initializer=Constant(0.0))
+        out = out + create_parameter(normalized, x.dtype, name=f"{base}.bias" if name else f"{base}.b_0",
+                                     initializer=Constant(0.0))
     return out
 
 

@@ -126,3 +126,25 @@ def test_errors(call, message):
         x = layers.data("x", [None, 2, 3], "float64")
         with pytest.raises(ProgramError, match=message):
             call(x)
+
+
+def test_embedding_and_layer_norm_take_paddle_names_and_spellings():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        ids = layers.data("ids", [None, 3], "int64")
+        e = layers.embedding(input=ids, size=[7, 4], dtype="float64",
+                             param_attr=ParamAttr(name="table", initializer=Constant(0.25)))
+        layers.embedding(ids, [7, 2], "float64")
+        layers.layer_norm(e)
+        layers.layer_norm(e, name="ln")
+    # every call counts, as in Paddle: the second table is embedding_1 although the first was named by its attr
+    assert _params(main) == ["table", "embedding_1.w_0", "layer_norm_0.w_0", "layer_norm_0.b_0", "ln.scale", "ln.bias"]
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    (got,) = Executor().run(main, feed={"ids": np.array([[0, 6, 2]])}, fetch_list=[e], scope=scope)
+    np.testing.assert_array_equal(got, np.full((1, 3, 4), 0.25))
+    with program_guard(Program(), Program()):
+        with pytest.raises(ProgramError, match="takes its ids once"):
+            layers.embedding(size=[2, 2])
+        with pytest.raises(ProgramError, match=r"size=\[vocabulary, width\]"):
+            layers.embedding(layers.data("i", [2], "int64"), size=[3])
