@@ -48,7 +48,10 @@ def l1_loss(input: Variable, label: Variable, reduction: str = "mean", name=None
 
 
 def _huber(r: Variable, delta: float) -> Variable:
-    """0.5 r^2 where |r| <= delta, else delta (|r| - delta / 2), as 0.5 q^2 + delta (|r| - q) with q = min(|r|, delta)."""
+    """0.5 r^2 where |r| <= delta, else delta (|r| - delta / 2).
+
+    Written as 0.5 q^2 + delta (|r| - q) with q = min(|r|, delta): one expression, no branch, continuous slope.
+    """
     if not delta > 0:
         raise ProgramError(f"delta must be positive, got {delta}")
     a = abs(r)

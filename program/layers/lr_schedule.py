@@ -82,7 +82,8 @@ def linear_lr_warmup(learning_rate: float | Variable, warmup_steps: int, start_l
                         {"shape": [], "dtype": normalize_dtype(dtype), "value": float(learning_rate)}, role="optimize")
         after = block.var(name)
     else:
-        raise ProgramError(f"learning_rate must be a number or a schedule's Variable, got {type(learning_rate).__name__}")
+        raise ProgramError(f"learning_rate must be a number or a schedule's Variable, got "
+                           f"{type(learning_rate).__name__}")
     return _schedule("linear_lr_warmup", {"warmup_steps": int(warmup_steps), "start_lr": float(start_lr),
                                           "end_lr": float(end_lr)}, {"LearningRate": [after.name]})
 

@@ -1,4 +1,4 @@
-"""What the recognize-digits book takes from PIL: ``Image.open(path)`` of ``image/infer_N.png`` gives digit N's pattern."""
+"""What the recognize-digits book takes from PIL: ``Image.open`` of ``image/infer_N.png`` gives digit N's pattern."""
 from __future__ import annotations
 
 import os
