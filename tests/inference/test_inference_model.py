@@ -8,6 +8,7 @@ import pytest
 
 from gradgen.framework import (Executor, Scope, global_scope, load_inference_model, save_inference_model,
                                scope_guard)
+from gradgen.framework.errors import ExecutionError
 from gradgen.framework.inference import MANIFEST, InferenceModelError
 from gradgen.framework.io import load_params, save_params
 from gradgen.framework.passes.prune import PruneError
@@ -105,3 +106,18 @@ def test_a_model_without_parameters(tmp_path):
     program, feeds, fetches = load_inference_model(tmp_path / "m", scope=Scope())
     (got,) = Executor().run(program, feed={"x": np.ones((1, 2))}, fetch_list=fetches, scope=Scope())
     np.testing.assert_allclose(got, np.tanh(np.ones((1, 2))))
+
+
+def test_scope_guards_nest_restore_on_errors_and_refuse_non_scopes():
+    outer, inner = Scope(), Scope()
+    before = global_scope()
+    with scope_guard(outer):
+        with pytest.raises(RuntimeError):
+            with scope_guard(inner):
+                assert global_scope() is inner
+                raise RuntimeError("boom")
+        assert global_scope() is outer
+    assert global_scope() is before
+    with pytest.raises(ExecutionError, match="scope_guard needs a Scope, got dict"):
+        with scope_guard({}):
+            pass
