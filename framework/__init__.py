@@ -23,6 +23,12 @@ _PUBLIC = {
     "CPUPlace": ".runtime.place",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",
+    "scope_guard": ".runtime.scope",
+    "prune": ".passes.prune",
+    "save_inference_model": ".inference",
+    "load_inference_model": ".inference",
+    "DataFeeder": ".data",
+    "DataLoader": ".data",
     "ExecutionError": ".errors",
     "FeedError": ".errors",
     "NanInfError": ".errors",
@@ -35,6 +41,7 @@ _PUBLIC = {
     "save_params_on_rank0": ".distributed",
     "DistributedError": ".errors",
     "io": None,
+    "fluid": None,
     "optimizer": None,
 }
 """Public name -> the module that defines it (None: the name is a submodule of this package)."""

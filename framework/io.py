@@ -84,20 +84,30 @@ def load_params(path: str | os.PathLike, program, scope: Scope, strict: bool = T
     """Read ``path`` into ``scope`` after checking each array against the program's var of that name.
 
     With ``strict``, every persistable var of the program must be in the file.
-    Nothing is written to the scope unless every check passes.
+    Arrays of names the program does not declare are skipped when every
+    persistable var of the program is in the file (say, a training file
+    loaded into the inference program); next to missing ones they are an
+    error, as they suggest renamed vars. Nothing is written to the scope
+    unless every check passes.
     """
     where = os.fspath(path)
     arrays = arrays_from_npz(where)
     declared = {v.name: v for v in persistable_vars(program)}
+    missing = [n for n in declared if n not in arrays]
+    extra = [n for n in arrays if n not in declared]
+    if extra and (missing or len(extra) == len(arrays)):
+        # A file may hold more than the program reads (a training file, with the optimizer's state, loaded
+        # into the test or inference program): those arrays are skipped. Extra names next to missing ones,
+        # or with nothing matching, look like renamed vars: an error, not a silent partial load.
+        raise ParamFileError(f"{where}: holds '{extra[0]}', which is not a persistable var of the program "
+                             f"(and the program's {', '.join(repr(n) for n in missing) or 'vars'} are not in the file)")
+    arrays = {name: array for name, array in arrays.items() if name in declared}
     for name, array in arrays.items():
-        var = declared.get(name)
-        if var is None:
-            raise ParamFileError(f"{where}: holds '{name}', which is not a persistable var of the program")
+        var = declared[name]
         shape_ok = len(var.shape) == array.ndim and all(d in (-1, a) for d, a in zip(var.shape, array.shape))
         if not shape_ok or array.dtype.name != var.dtype:
             raise ParamFileError(f"{where}: '{name}' is {array.dtype.name}{list(array.shape)} in the file but the "
                                  f"program declares {var.type_str()}")
-    missing = [n for n in declared if n not in arrays]
     if strict and missing:
         raise ParamFileError(f"{where}: missing persistable var(s) {', '.join(repr(n) for n in missing)}")
     scope.update(arrays)  # one operation: a KeyboardInterrupt cannot leave half a file loaded

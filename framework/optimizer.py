@@ -6,6 +6,9 @@ saved program and parameter file hold everything a run needs.
 
 >>> opt = optimizer.SGD(learning_rate=0.01)
 >>> optimize_ops, params_grads = opt.minimize(loss)
+
+``learning_rate`` may also be a schedule's output (``layers.exponential_decay(...)``
+and friends): a var the program computes every step from its step counter.
 """
 from __future__ import annotations
 
@@ -29,10 +32,18 @@ class Optimizer:
 
     op_type = ""
 
-    def __init__(self, learning_rate: float, weight_decay: float | None = None, grad_clip: float | None = None):
-        if learning_rate <= 0:
-            raise ProgramError(f"learning_rate must be positive, got {learning_rate}")
-        self.learning_rate = float(learning_rate)
+    def __init__(self, learning_rate: float | Variable, weight_decay: float | None = None,
+                 grad_clip: float | None = None):
+        if isinstance(learning_rate, Variable):
+            if learning_rate.shape not in ((), (1,)) or not learning_rate.dtype.startswith("float"):
+                raise ProgramError(f"a learning_rate Variable must be a float scalar (a schedule's output), got "
+                                   f"'{learning_rate.name}' {learning_rate.type_str()}")
+            self.schedule: Variable | None = learning_rate
+        else:
+            if not learning_rate > 0:
+                raise ProgramError(f"learning_rate must be positive, got {learning_rate}")
+            self.schedule = None
+        self.learning_rate = learning_rate if self.schedule is not None else float(learning_rate)
         self.weight_decay = weight_decay
         self.grad_clip = grad_clip
         self._lr_vars: dict[tuple[int, str], Variable] = {}
@@ -56,6 +67,8 @@ class Optimizer:
     def _learning_rate(self, param: Variable) -> Variable:
         block = param.block.program.global_block()
         key = (id(block.program), param.dtype)
+        if key not in self._lr_vars and self.schedule is not None:
+            self._lr_vars[key] = self._scheduled(block, param)
         if key not in self._lr_vars:
             name = block.program.unique_name(f"learning_rate_{param.dtype}")
             var = block.create_var(name, (), param.dtype, persistable=True, stop_gradient=True)
@@ -65,6 +78,18 @@ class Optimizer:
                               {"shape": [], "dtype": param.dtype, "value": self.learning_rate})
             self._lr_vars[key] = var
         return self._lr_vars[key]
+
+    def _scheduled(self, block, param: Variable) -> Variable:
+        """The schedule's output, cast (once per dtype) to the parameter's dtype when they differ."""
+        lr = self.schedule
+        if lr.block.program is not block.program:
+            raise ProgramError(f"the learning-rate schedule '{lr.name}' belongs to another program than "
+                               f"parameter '{param.name}'")
+        if lr.dtype == param.dtype:
+            return lr
+        name = block.program.unique_name(f"{lr.name}@{param.dtype}")
+        block.append_op("cast", {"X": [lr.name]}, {"Out": [name]}, {"out_dtype": param.dtype}, role="optimize")
+        return block.var(name)
 
     # -- the update -------------------------------------------------------------
     def _append_update(self, block, param: Variable, grad: Variable):

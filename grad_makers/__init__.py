@@ -43,6 +43,8 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     "sgd", "momentum", "adam", "global_norm", "clip_by_global_norm",
     # communication between data-parallel ranks
     "allreduce_start", "allreduce_wait", "broadcast",
+    # the step counter and learning-rate schedules
+    "increment", "piecewise_decay", "exponential_decay", "cosine_decay", "linear_lr_warmup",
 })
 """Op types that have no gradient: the backward pass lets no gradient through them."""
 

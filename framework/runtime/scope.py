@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from typing import Iterator, Mapping
 
 import numpy as np
+
+from ..errors import ExecutionError
 
 
 class Scope:
@@ -91,5 +94,22 @@ _GLOBAL_SCOPE = Scope()
 
 
 def global_scope() -> Scope:
-    """The scope ``Executor.run`` uses when none is given."""
+    """The scope ``Executor.run`` uses when none is given (the one ``scope_guard`` installed, if any)."""
     return _GLOBAL_SCOPE
+
+
+@contextmanager
+def scope_guard(scope: Scope) -> Iterator[Scope]:
+    """Inside the ``with``, ``global_scope()`` (and so every run given no scope) is ``scope``, as in Paddle.
+
+    >>> with scope_guard(Scope()):
+    ...     exe.run(startup)       # the parameters land in the new scope, not the global one
+    """
+    global _GLOBAL_SCOPE
+    if not isinstance(scope, Scope):
+        raise ExecutionError(f"scope_guard needs a Scope, got {type(scope).__name__}")
+    previous, _GLOBAL_SCOPE = _GLOBAL_SCOPE, scope
+    try:
+        yield scope
+    finally:
+        _GLOBAL_SCOPE = previous

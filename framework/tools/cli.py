@@ -175,6 +175,7 @@ def _shard_axes(items: list[str]) -> dict[str, int]:
 
 def _run(args, comm) -> int:
     from ..distributed import save_params_on_rank0, shard_feed
+    from ..passes.prune import prune
 
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
@@ -185,6 +186,11 @@ def _run(args, comm) -> int:
     fetch = parse_names(args.fetch)
     for name in fetch:
         _var(program, name, "fetched var")
+    if args.steps == 1 and not args.save_params and not args.memory:
+        # Only the fetched values outlive this run, so only the ops they need run: fetching a prediction of a
+        # training program then needs no labels (and updates nothing, which no-one could have seen anyway).
+        # The memory report is about the whole program as written, so it turns this off.
+        program = prune(program, fetch, feeds=list(feed))
     speaks = comm.rank == 0  # only rank 0 prints and writes files
     if args.memory and speaks:
         from .memory import analyze_memory, memory_text
@@ -199,6 +205,37 @@ def _run(args, comm) -> int:
         written = save_params_on_rank0(args.save_params, program, scope, comm)
         if speaks:
             print(f"wrote {args.save_params} ({len(written)} vars)")
+    return 0
+
+
+def cmd_prune(args) -> int:
+    from .. import Scope
+    from ..io import load_params, save_params
+    from ..passes.prune import prune, required_inputs
+
+    program = _load(args.program)
+    fetch = parse_names(args.fetch)
+    if not fetch:
+        raise CliError("--fetch needs at least one var name")
+    feeds = parse_names(args.feed) if args.feed else None
+    pruned = prune(program, fetch, feeds=feeds, for_test=not args.keep_training_ops)
+    pruned.save(args.output)
+    block = pruned.global_block()
+    needs, persistables = required_inputs(block)
+    print(f"kept {len(block.ops)} of {len(program.global_block().ops)} ops; feeds: {', '.join(needs) or 'none'}; "
+          f"persistables read: {', '.join(persistables) or 'none'}")
+    print(f"wrote {args.output}")
+    if args.params:
+        if not os.path.exists(args.params):
+            raise CliError(f"no such parameter file: {args.params}")
+        scope = Scope()
+        load_params(args.params, program, scope, strict=False)
+        out = args.params_out or os.path.splitext(args.output)[0] + ".npz"
+        written = save_params(out, pruned, scope) if persistables else []
+        missing = [n for n in persistables if n not in written]
+        if missing:
+            raise CliError(f"{args.params} holds no value for {', '.join(missing)}, which the pruned program reads")
+        print(f"wrote {out} ({len(written)} vars)")
     return 0
 
 
@@ -361,17 +398,30 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--startup", help="a startup program to run first (initializes parameters)")
         p.add_argument("--params", help="a parameter file (.npz) to load")
 
-    p = sub.add_parser("run", help="run a program file and print fetched values")
+    p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
+                       "runs only the ops the fetches need)")
     runtime_options(p)
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
-    p.add_argument("--memory", action="store_true", help="first print the bytes live after each op and the peak")
+    p.add_argument("--memory", action="store_true",
+                   help="first print the bytes live after each op and the peak (of the whole program: no pruning)")
     p.add_argument("--shard", action="store_true",
                    help="under mpiexec: each rank takes its equal part of every feed along axis 0 (0-d feeds whole)")
     p.add_argument("--shard-axis", action="append", default=[], metavar="NAME=AXIS",
                    help="shard this feed along AXIS instead of 0 (repeatable; implies --shard)")
     p.set_defaults(run=cmd_run)
+
+    p = sub.add_parser("prune", help="keep only the ops some vars need: an inference program (and its parameters)")
+    p.add_argument("program")
+    p.add_argument("--fetch", required=True, help="comma-separated vars the result must compute")
+    p.add_argument("--feed", help="comma-separated vars to be fed (default: whatever the kept ops read)")
+    p.add_argument("-o", "--output", required=True, help="where to write the pruned program")
+    p.add_argument("--params", help="a parameter file (.npz): write the persistables the pruned program reads")
+    p.add_argument("--params-out", help="where to write them (default: the output's name with .npz)")
+    p.add_argument("--keep-training-ops", action="store_true",
+                   help="allow backward/optimize ops and keep dropout/batch norm in training mode")
+    p.set_defaults(run=cmd_prune)
 
     p = sub.add_parser("check-grad", help="compare generated gradients with finite differences")
     runtime_options(p)

@@ -6,6 +6,8 @@ from .conv import conv2d, pool2d
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
 from .logic import argmax, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
+from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
+from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
 from .manipulation import (broadcast_to, concat, gather, reshape, slice, split, squeeze, stack, sum, transpose,
                            unsqueeze)
 from .math import (abs, add, clip, cos, divide, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
@@ -16,6 +18,13 @@ from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
 
 __all__ = [
     "abs",
+    "accuracy",
+    "huber_loss",
+    "l1_loss",
+    "log_loss",
+    "mse_loss",
+    "smooth_l1",
+    "square_error_cost",
     "add",
     "argmax",
     "assign",
@@ -26,6 +35,7 @@ __all__ = [
     "concat",
     "cond",
     "conv2d",
+    "cosine_decay",
     "cos",
     "create_parameter",
     "cross_entropy",
@@ -35,6 +45,7 @@ __all__ = [
     "embedding",
     "equal",
     "exp",
+    "exponential_decay",
     "fc",
     "fill_constant",
     "gather",
@@ -45,6 +56,7 @@ __all__ = [
     "leaky_relu",
     "less_equal",
     "less_than",
+    "linear_lr_warmup",
     "log",
     "log_softmax",
     "matmul",
@@ -54,6 +66,7 @@ __all__ = [
     "multiply",
     "not_equal",
     "one_hot",
+    "piecewise_decay",
     "ones_like",
     "pool2d",
     "pow",

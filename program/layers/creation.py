@@ -11,9 +11,11 @@ from ..variable import Variable
 from .helper import append, check_var
 
 
-def data(name: str, shape: Sequence[int], dtype="float32") -> Variable:
-    """Declare an input fed at run time (-1 for sizes known only then). Data gets no gradient by default."""
+def data(name: str, shape: Sequence[int | None], dtype="float32") -> Variable:
+    """Declare an input fed at run time (-1 or None for sizes known only then). Data gets no gradient by default."""
     block = default_main_program().current_block()
+    if isinstance(shape, (list, tuple)):
+        shape = [-1 if d is None else d for d in shape]
     return block.create_var(name, shape, dtype, stop_gradient=True)
 
 

@@ -6,27 +6,85 @@ batch norm are single ops of their own.
 """
 from __future__ import annotations
 
+from ..dtypes import normalize_dtype
 from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import Constant
+from ..param_attr import ParamAttr, to_param_attr
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
 
 
-def _param_name(name: str | None, suffix: str) -> str | None:
-    return f"{name}.{suffix}" if name else None
+def _fc_inputs(x, input) -> tuple[list[Variable], bool]:
+    """The input vars of ``fc`` and whether they came the Paddle way (``input=``)."""
+    if (x is None) == (input is None):
+        raise ProgramError("fc takes its input once: as x (gradgen) or as input= (Paddle)")
+    given = input if input is not None else x
+    xs = list(given) if isinstance(given, (list, tuple)) else [given]
+    if not xs:
+        raise ProgramError("fc needs at least one input var")
+    return [check_var(v, "fc input") for v in xs], input is not None
 
 
-def fc(x: Variable, size: int, act: str | None = None, bias: bool = True, name: str | None = None) -> Variable:
-    """``act(x @ w + b)`` with ``w: [x.shape[-1], size]`` (Xavier) and ``b: [size]`` (zeros) created here."""
-    check_var(x, "x")
-    if not x.shape or x.shape[-1] < 0:
-        raise ProgramError(f"fc needs the last dim of '{x.name}' known, got {x.type_str()}")
-    w = create_parameter([x.shape[-1], size], x.dtype, name=_param_name(name, "w"))
-    out = append("matmul", {"X": x, "Y": w})
-    if bias:
-        b = create_parameter([size], x.dtype, name=_param_name(name, "b"), initializer=Constant(0.0))
+def _flattened(x: Variable, num_flatten_dims: int) -> Variable:
+    """x as ``x.shape[:k] + [product of the rest]``, the matrix rows and columns Paddle's fc multiplies."""
+    if not 1 <= num_flatten_dims < len(x.shape):
+        raise ProgramError(f"fc: num_flatten_dims must be in [1, {len(x.shape) - 1}] for '{x.name}' "
+                           f"{x.type_str()}, got {num_flatten_dims}")
+    cols = x.shape[num_flatten_dims:]
+    if any(d < 0 for d in cols):
+        raise ProgramError(f"fc needs the dims of '{x.name}' from axis {num_flatten_dims} on known, got "
+                           f"{x.type_str()}")
+    if num_flatten_dims == len(x.shape) - 1:
+        return x
+    width = 1
+    for d in cols:
+        width *= d
+    return append("reshape", {"X": x}, {"shape": [0] * num_flatten_dims + [width]})
+
+
+def _param_from_attr(attr: ParamAttr, default_name: str, shape, dtype: str, initializer=None) -> Variable:
+    return create_parameter(shape, dtype, name=attr.name or default_name, trainable=attr.trainable,
+                            initializer=attr.initializer if attr.initializer is not None else initializer)
+
+
+def fc(x: Variable | None = None, size: int | None = None, act: str | None = None, bias: bool = True,
+       name: str | None = None, *, input=None, param_attr=None, bias_attr=None,
+       num_flatten_dims: int | None = None) -> Variable:
+    """``act(x @ w + b)`` with ``w: [x.shape[-1], size]`` (Xavier) and ``b: [size]`` (zeros) created here.
+
+    Paddle's spelling works too: ``fc(input=x, size=10, param_attr=ParamAttr(...), bias_attr=False)``;
+    ``input`` may be a list (each input gets its own weight, the products are summed). Inputs of rank > 2
+    are multiplied over their last axis when given as ``x`` (gradgen), and flattened from axis
+    ``num_flatten_dims`` (default 1, so an image becomes one row) when given as ``input`` (Paddle).
+    Parameters are named ``fc_0.w_0``, ``fc_0.b_0``, ... (with ``name``: ``name.w``, ``name.b``).
+    """
+    xs, paddle_style = _fc_inputs(x, input)
+    if size is None or int(size) <= 0:
+        raise ProgramError(f"fc needs a positive size, got {size!r}")
+    attrs = param_attr if isinstance(param_attr, (list, tuple)) else [param_attr] * len(xs)
+    if len(attrs) != len(xs):
+        raise ProgramError(f"fc got {len(attrs)} param_attrs for {len(xs)} inputs")
+    w_attrs = [to_param_attr(a, "param_attr") for a in attrs]
+    if any(a is None for a in w_attrs):
+        raise ProgramError("fc: param_attr=False would leave no weight")
+    named = [a.name for a in w_attrs if a.name]
+    if len(set(named)) != len(named):
+        raise ProgramError(f"fc: {len(xs)} inputs cannot share the weight name '{named[0]}' (give one per input)")
+    program = default_main_program()
+    base = name or program.unique_name("fc")
+    outs = []
+    for i, (v, attr) in enumerate(zip(xs, w_attrs)):
+        k = len(v.shape) - 1 if num_flatten_dims is None and not paddle_style else (num_flatten_dims or 1)
+        flat = _flattened(v, k)
+        default = (f"{base}.w" if i == 0 else f"{base}.w_{i}") if name else f"{base}.w_{i}"
+        w = _param_from_attr(attr, default, [flat.shape[-1], size], v.dtype)
+        outs.append(append("matmul", {"X": flat, "Y": w}))
+    out = outs[0] if len(outs) == 1 else append("sum", {"X": outs})
+    b_attr = to_param_attr(bias_attr, "bias_attr") if bias else None
+    if b_attr is not None:
+        b = _param_from_attr(b_attr, f"{base}.b" if name else f"{base}.b_0", [size], xs[0].dtype, Constant(0.0))
         out = append("elementwise_add", {"X": out, "Y": b})
     return append(act, {"X": out}) if act else out
 
@@ -41,11 +99,24 @@ def dropout(x: Variable, p: float = 0.5, is_test: bool = False, seed: int | None
     return out
 
 
-def embedding(ids: Variable, size, dtype="float32", name: str | None = None) -> Variable:
-    """Rows of a ``[vocabulary, width]`` table (``size``) at the integers of ``ids``."""
-    vocabulary, width = size
-    w = create_parameter([vocabulary, width], dtype, name=_param_name(name, "w"))
-    return append("lookup_table", {"W": w, "Ids": check_var(ids, "ids")})
+def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str | None = None, *, input=None,
+              param_attr=None) -> Variable:
+    """Rows of a ``[vocabulary, width]`` table (``size``) at the integers of ``ids``.
+
+    Paddle's ``embedding(input=ids, size=..., param_attr=...)`` works too; the table is named
+    ``embedding_0.w_0``, ... (with ``name``: ``name.w``).
+    """
+    if (ids is None) == (input is None):
+        raise ProgramError("embedding takes its ids once: as ids (gradgen) or as input= (Paddle)")
+    ids = check_var(ids if ids is not None else input, "ids")
+    if size is None or len(size) != 2:
+        raise ProgramError(f"embedding needs size=[vocabulary, width], got {size!r}")
+    attr = to_param_attr(param_attr, "param_attr")
+    if attr is None:
+        raise ProgramError("embedding: param_attr=False would leave no table")
+    default = f"{name}.w" if name else f"{default_main_program().unique_name('embedding')}.w_0"
+    w = _param_from_attr(attr, default, list(size), normalize_dtype(dtype))
+    return append("lookup_table", {"W": w, "Ids": ids})
 
 
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
@@ -63,10 +134,13 @@ def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, sc
     centred = x - reduce_mean(x, dim=dims, keep_dim=True)
     variance = reduce_mean(centred * centred, dim=dims, keep_dim=True)
     out = centred * power(variance + epsilon, -0.5)
+    base = name or default_main_program().unique_name("layer_norm")
     if scale:
-        out = out * create_parameter(normalized, x.dtype, name=_param_name(name, "scale"), initializer=Constant(1.0))
+        out = out * create_parameter(normalized, x.dtype, name=f"{base}.scale" if name else f"{base}.w_0",
+                                     initializer=Constant(1.0))
     if shift:
-        out = out + create_parameter(normalized, x.dtype, name=_param_name(name, "bias"), initializer=Constant(0.0))
+        out = out + create_parameter(normalized, x.dtype, name=f"{base}.bias" if name else f"{base}.b_0",
+                                     initializer=Constant(0.0))
     return out
 
 

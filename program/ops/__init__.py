@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ..schema import OpSchema
 from . import (activation, collective, control_flow, conv, creation, elementwise, grad_ops, linalg, logic,
-               manipulation, network, nn, optimizer, reduction)
+               lr_schedule, manipulation, network, nn, optimizer, reduction)
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, control_flow, collective)
+            conv, network, control_flow, collective, lr_schedule)
 
 
 def _collect(families) -> dict[str, OpSchema]:

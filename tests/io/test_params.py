@@ -35,7 +35,7 @@ def test_round_trip(tmp_path):
     ({"w": np.zeros((3, 2))}, "missing persistable var(s) 'b'"),
     ({"w": np.zeros((2, 3)), "b": np.zeros(2)}, "'w' is float64[2, 3] in the file but the program declares float64[3, 2]"),
     ({"w": np.zeros((3, 2), np.float32), "b": np.zeros(2)}, "'w' is float32[3, 2]"),
-    ({"w": np.zeros((3, 2)), "b": np.zeros(2), "extra": np.zeros(1)}, "holds 'extra', which is not a persistable var"),
+    ({"w": np.zeros((3, 2)), "extra": np.zeros(1)}, "holds 'extra', which is not a persistable var"),
 ])
 def test_mismatches_are_clear_errors_and_change_nothing(tmp_path, arrays, message):
     main, scope = _model()
@@ -144,3 +144,17 @@ def test_files_that_are_not_archives_are_clear_errors(tmp_path, content, message
         (tmp_path / "p.npz.npy").rename(target)
     with pytest.raises(ParamFileError, match=message):
         load_params(target, main, scope)
+@pytest.mark.parametrize("strict", [True, False])
+def test_arrays_the_program_does_not_declare_are_skipped_when_it_is_fully_covered(tmp_path, strict):
+    main, scope = _model()
+    np.savez(tmp_path / "p.npz", w=np.ones((3, 2)), b=np.ones(2), learning_rate_float64_0=np.array(0.1))
+    assert load_params(tmp_path / "p.npz", main, scope, strict=strict) == ["w", "b"]
+    assert "learning_rate_float64_0" not in scope
+    np.testing.assert_array_equal(scope["w"], np.ones((3, 2)))
+
+
+def test_a_file_matching_nothing_is_an_error_even_when_not_strict(tmp_path):
+    main, scope = _model()
+    np.savez(tmp_path / "p.npz", param_0=np.ones((3, 2)))
+    with pytest.raises(ParamFileError, match="holds 'param_0'.*'w', 'b' are not in the file"):
+        load_params(tmp_path / "p.npz", main, scope, strict=False)

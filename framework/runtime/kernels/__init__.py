@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import (activation, collective, control_flow, conv, creation, elementwise, grad_ops, linalg, logic,
-               manipulation, network, nn, optimizer, reduction)
+               lr_schedule, manipulation, network, nn, optimizer, reduction)
 
 KernelFactory = Callable[[Any], Callable[..., Any]]
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, control_flow, collective)
+            conv, network, control_flow, collective, lr_schedule)
 
 
 def _collect(families, table_name: str = "KERNELS") -> dict[str, KernelFactory]:

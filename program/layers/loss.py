@@ -1,0 +1,108 @@
+"""The loss helpers a Paddle user reaches for, and ``accuracy``, built from ordinary ops.
+
+Each is a composition of differentiable ops (subtract, square, abs, minimum,
+log, reductions), so its gradients of every order are those ops' gradients.
+Elementwise losses keep the input's shape (reduce them with ``mean``);
+``mse_loss`` and ``l1_loss`` reduce as ``reduction`` says; ``smooth_l1``
+sums each example's row into ``[N, 1]``, as Paddle's does.
+"""
+from __future__ import annotations
+
+from ..errors import ProgramError
+from ..variable import Variable
+from .creation import cast
+from .helper import check_var
+from .logic import argmax, equal
+from .manipulation import reshape
+from .math import abs, log, minimum, multiply, scale, square, subtract
+from .reduction import mean, reduce_sum
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _residual(input: Variable, label: Variable) -> Variable:
+    return subtract(check_var(input, "input"), check_var(label, "label"))
+
+
+def _reduce(x: Variable, reduction: str, name) -> Variable:
+    if reduction not in REDUCTIONS:
+        raise ProgramError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    if reduction == "mean":
+        return mean(x, name=name)
+    return reduce_sum(x, name=name) if reduction == "sum" else x
+
+
+def square_error_cost(input: Variable, label: Variable, name=None) -> Variable:
+    """(input - label)^2 per element (broadcasting), as Paddle's ``square_error_cost``."""
+    return square(_residual(input, label), name=name)
+
+
+def mse_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
+    """The mean (or sum, or none) of (input - label)^2."""
+    return _reduce(square(_residual(input, label)), reduction, name)
+
+
+def l1_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
+    """The mean (or sum, or none) of |input - label|."""
+    return _reduce(abs(_residual(input, label)), reduction, name)
+
+
+def _huber(r: Variable, delta: float) -> Variable:
+    """0.5 r^2 where |r| <= delta, else delta (|r| - delta / 2).
+
+    Written as 0.5 q^2 + delta (|r| - q) with q = min(|r|, delta): one expression, no branch, continuous slope.
+    """
+    if not delta > 0:
+        raise ProgramError(f"delta must be positive, got {delta}")
+    a = abs(r)
+    q = minimum(a, delta)
+    return scale(square(q), 0.5) + scale(a - q, float(delta))
+
+
+def huber_loss(input: Variable, label: Variable, delta: float = 1.0, name=None) -> Variable:
+    """Huber's loss of the residual label - input per element: quadratic within ``delta``, linear beyond."""
+    return scale(_huber(_residual(label, input), float(delta)), 1.0, name=name)
+
+
+def smooth_l1(x: Variable, y: Variable, inside_weight: Variable | None = None,
+              outside_weight: Variable | None = None, sigma: float = 1.0, name=None) -> Variable:
+    """Paddle's ``smooth_l1``: per element 0.5 (sigma r)^2 if |r| < 1/sigma^2 else |r| - 0.5/sigma^2, with
+    r = inside_weight * (x - y), times outside_weight, summed over every axis but the first: ``[N, 1]``."""
+    check_var(x, "x")
+    if len(x.shape) < 1:
+        raise ProgramError(f"smooth_l1 needs a batch axis, got '{x.name}' {x.type_str()}")
+    r = _residual(x, y)
+    if inside_weight is not None:
+        r = multiply(r, check_var(inside_weight, "inside_weight"))
+    per_element = scale(_huber(r, 1.0 / float(sigma) ** 2), float(sigma) ** 2)
+    if outside_weight is not None:
+        per_element = multiply(per_element, check_var(outside_weight, "outside_weight"))
+    rows = reduce_sum(per_element, dim=list(range(1, len(x.shape)))) if len(x.shape) > 1 else per_element
+    return reshape(rows, [-1, 1], name=name)
+
+
+def log_loss(input: Variable, label: Variable, epsilon: float = 1e-4, name=None) -> Variable:
+    """-label log(input + eps) - (1 - label) log(1 - input + eps) per element: input is a probability."""
+    check_var(input, "input")
+    check_var(label, "label")
+    positive = multiply(label, log(scale(input, 1.0, epsilon)))
+    negative = multiply(scale(label, -1.0, 1.0), log(scale(input, -1.0, 1.0 + epsilon)))
+    return scale(positive + negative, -1.0, name=name)
+
+
+def accuracy(input: Variable, label: Variable, k: int = 1, name=None) -> Variable:
+    """The fraction of rows whose largest score (last axis of ``input``) is at the integer ``label``: a scalar.
+
+    ``label`` is ``[N, 1]`` or ``[N]``. Only top-1 is supported (``k=1``).
+    """
+    check_var(input, "input")
+    check_var(label, "label")
+    if k != 1:
+        raise ProgramError(f"accuracy supports k=1 only, got k={k}")
+    predicted = argmax(input, axis=-1, keep_dim=len(label.shape) == len(input.shape))
+    label = label if label.dtype == predicted.dtype else cast(label, predicted.dtype)
+    hits = cast(equal(predicted, label), input.dtype)
+    return mean(hits, name=name)
+
+
+__all__ = ["square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss", "accuracy"]

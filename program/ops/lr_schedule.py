@@ -1,0 +1,84 @@
+"""Learning-rate schedules as ops: a step counter and the schedules that turn it into a learning rate.
+
+A schedule is part of the program, so it is saved, printed and inspected
+with it (fetch its output to see this step's learning rate). ``increment``
+advances the persistable step counter once per run; each schedule op reads
+the counter and writes a 0-d learning rate the optimizer's update ops read.
+None of them is differentiable: no gradient flows into a learning rate.
+"""
+from __future__ import annotations
+
+from ..dtypes import INT_DTYPES
+from ..schema import Attr, TensorType, same_as, schema
+
+
+def _step(ctx):
+    step = ctx.input("Step")
+    if step.shape not in ((), (1,)) or step.dtype not in INT_DTYPES:
+        ctx.fail(f"Step must be an integer scalar (the step counter), got {step.dtype}{list(step.shape)}")
+
+
+def _scalar_of_attr_dtype(check=None):
+    def infer(ctx):
+        _step(ctx)
+        if check is not None:
+            check(ctx)
+        return {"Out": TensorType((), ctx.attr("dtype"))}
+
+    return infer
+
+
+def _piecewise(ctx):
+    boundaries, values = ctx.attr("boundaries"), ctx.attr("values")
+    if len(values) != len(boundaries) + 1:
+        ctx.fail(f"needs one more value than boundaries, got {len(values)} values for {len(boundaries)} boundaries")
+    if any(b >= c for b, c in zip(boundaries, boundaries[1:])):
+        ctx.fail(f"boundaries must increase, got {boundaries}")
+
+
+def _positive(*names):
+    def check(ctx):
+        for name in names:
+            if not ctx.attr(name) > 0:
+                ctx.fail(f"{name} must be positive, got {ctx.attr(name)}")
+
+    return check
+
+
+def _warmup(ctx):
+    _step(ctx)
+    lr = ctx.input("LearningRate")
+    if lr.shape not in ((), (1,)) or not lr.dtype.startswith("float"):
+        ctx.fail(f"LearningRate must be a float scalar, got {lr.dtype}{list(lr.shape)}")
+    if not ctx.attr("warmup_steps") > 0:
+        ctx.fail(f"warmup_steps must be positive, got {ctx.attr('warmup_steps')}")
+    return {"Out": TensorType((), lr.dtype)}
+
+
+def _increment(ctx):
+    x = ctx.input("X")
+    if x.shape not in ((), (1,)):
+        ctx.fail(f"X must be a scalar counter, got shape {list(x.shape)}")
+    return same_as("X")(ctx)
+
+
+DTYPE = {"dtype": Attr("dtype", "float32")}
+
+SCHEMAS = (
+    schema("increment", ["X"], ["Out"], _increment, {"step": Attr("float", 1.0)},
+           doc="Out = X + step: advances a counter (in place when Out names X)."),
+    schema("piecewise_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_piecewise),
+           {"boundaries": Attr("ints"), "values": Attr("floats"), **DTYPE},
+           doc="values[i] where i counts the boundaries <= Step: values[0] before boundaries[0], and so on."),
+    schema("exponential_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_positive("decay_steps")),
+           {"learning_rate": Attr("float"), "decay_steps": Attr("int"), "decay_rate": Attr("float"),
+            "staircase": Attr("bool", False), **DTYPE},
+           doc="learning_rate * decay_rate ^ (Step / decay_steps), the exponent floored when staircase."),
+    schema("cosine_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_positive("step_each_epoch", "epochs")),
+           {"learning_rate": Attr("float"), "step_each_epoch": Attr("int"), "epochs": Attr("int"), **DTYPE},
+           doc="learning_rate * (cos(pi * epoch / epochs) + 1) / 2 with epoch = floor(Step / step_each_epoch), "
+               "as Paddle's cosine_decay (it rises again after `epochs` epochs)."),
+    schema("linear_lr_warmup", ["Step", "LearningRate"], ["Out"], _warmup,
+           {"warmup_steps": Attr("int"), "start_lr": Attr("float"), "end_lr": Attr("float")},
+           doc="start_lr + (end_lr - start_lr) * Step / warmup_steps while Step < warmup_steps, then LearningRate."),
+)
