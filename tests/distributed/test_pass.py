@@ -91,7 +91,7 @@ def test_the_ops_print_save_and_load_like_any_other():
     for m, s in ((main, startup), (again, again_startup)):
         exe, scope = Executor(check_types=True), Scope()
         exe.run(s, scope=scope)
-        results.append(exe.run(m, feed=model.data(0), fetch_list=[loss], scope=scope)[0])
+        results.append(exe.run(m, feed=model.data(0), fetch_list=[loss.name], scope=scope)[0])
     assert results[0] == results[1]
 
 
