@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from .errors import ProgramError
 from .program import Program
 
 _main_program = Program()
@@ -41,8 +42,6 @@ def program_guard(main: Program, startup: Program | None = None) -> Iterator[Non
     ...     x = layers.data("x", [-1, 4], "float64")
     """
     if not isinstance(main, Program):
-        from .errors import ProgramError
-
         raise ProgramError(f"program_guard needs a Program, got {type(main).__name__}")
     previous_main = switch_main_program(main)
     previous_startup = switch_startup_program(startup) if startup is not None else None

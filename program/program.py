@@ -5,14 +5,21 @@ import os
 from typing import Iterator
 
 from .block import Block
-from .errors import ProgramError
+from .dot import program_to_dot
+from .errors import ProgramError, SerializationError
+from .passes import strip_for_test
+from .printer import program_to_text
+from .serialize import program_from_dict, program_from_json, program_to_dict, program_to_json, write_atomically
 
 
 class Program:
     """A whole computation: block 0 plus sub-blocks owned by control-flow ops.
 
-    ``version`` grows with every change made through the Block methods; the
-    executor uses it to know when a cached plan is stale.
+    ``version`` grows with every change (Block methods, op fields, var
+    flags); the executor uses it to know when a cached plan is stale.
+    Printing, files and ``clone`` are thin calls to ``printer``, ``dot``,
+    ``serialize`` and ``passes``, which work on programs without importing
+    this module, so the dependency runs one way.
     """
 
     def __init__(self):
@@ -81,39 +88,27 @@ class Program:
 
     def clone(self, for_test: bool = False) -> "Program":
         """A deep copy. With ``for_test``, only forward ops are kept (no backward or optimizer ops)."""
-        from .serialize import program_from_dict, program_to_dict
-
-        copy = program_from_dict(program_to_dict(self))
+        copy = program_from_dict(program_to_dict(self), "<clone>", into=type(self)())
         copy.random_seed = self.random_seed
         if for_test:
-            from .passes import strip_for_test
-
             strip_for_test(copy)
         return copy
 
-    # -- files ----------------------------------------------------------------
+    # -- files and text: thin calls to the modules below this one ---------------
     def to_json(self) -> str:
         """Versioned, deterministic JSON text: the same program always gives the same bytes."""
-        from .serialize import program_to_json
-
         return program_to_json(self)
 
-    @staticmethod
-    def from_json(text: str) -> "Program":
-        from .serialize import program_from_json
-
-        return program_from_json(text)
+    @classmethod
+    def from_json(cls, text: str) -> "Program":
+        return program_from_json(text, into=cls())
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``to_json()`` to ``path`` atomically (a temp file renamed into place)."""
-        from .serialize import write_atomically
-
         write_atomically(path, self.to_json().encode("utf-8"))
 
-    @staticmethod
-    def load(path: str | os.PathLike) -> "Program":
-        from .serialize import SerializationError, program_from_json
-
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Program":
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -123,16 +118,12 @@ class Program:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise SerializationError(f"{os.fspath(path)!r} is not a gradgen program file (not UTF-8 text)") from None
-        return program_from_json(text, source=os.fspath(path))
+        return program_from_json(text, source=os.fspath(path), into=cls())
 
     def to_dot(self, block: int = 0) -> str:
-        from .dot import program_to_dot
-
         return program_to_dot(self, block)
 
     def __str__(self) -> str:
-        from .printer import program_to_text
-
         return program_to_text(self)
 
     def __repr__(self) -> str:

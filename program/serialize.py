@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import GradgenError, SerializationError
 from .operator import Operator
+from .validate import make_operator
 
 FORMAT_NAME = "gradgen-program"
 FORMAT_VERSION = 1
@@ -62,12 +63,13 @@ def program_to_json(program) -> str:
     return json.dumps(program_to_dict(program), indent=1, ensure_ascii=True, allow_nan=False) + "\n"
 
 
-def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
+def program_from_json(text: str, source: str = "<string>", *, into):
+    """Fill ``into``, a new empty Program, from JSON text (``Program.from_json`` and ``Program.load`` make it)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SerializationError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    return program_from_dict(data, source)
+    return program_from_dict(data, source, into=into)
 
 
 def _field(obj: Any, key: str, kind, path: str, source: str):
@@ -90,11 +92,12 @@ def _slot_map(value: Any, path: str, source: str) -> dict[str, list[str]]:
     return value
 
 
-def program_from_dict(data: Any, source: str = "<dict>"):
-    """Rebuild a Program from its dict form, checking every field and op."""
-    from .program import Program
-    from .block import Block
-    from .validate import make_operator
+def program_from_dict(data: Any, source: str = "<dict>", *, into):
+    """Rebuild a program from its dict form into ``into`` (a new empty Program), checking every field and op.
+
+    The caller makes the Program, so this module depends on the IR and not the other way round
+    (design_docs/ir.md, "Layering").
+    """
 
     fmt = _field(data, "format", str, "program", source)
     if fmt != FORMAT_NAME:
@@ -108,9 +111,8 @@ def program_from_dict(data: Any, source: str = "<dict>"):
     blocks = _field(data, "blocks", list, "program", source)
     if not blocks:
         raise SerializationError(f"{source}: program has no blocks")
-    program = Program()
+    program = into
     program.random_seed = data.get("random_seed", 0) if isinstance(data.get("random_seed", 0), int) else 0
-    program.blocks = []
     for i, b in enumerate(blocks):
         path = f"blocks[{i}]"
         if _field(b, "idx", int, path, source) != i:
@@ -118,7 +120,8 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         parent = _field(b, "parent_idx", int, path, source)
         if not (parent == -1 if i == 0 else 0 <= parent < i):
             raise SerializationError(f"{source}: {path}.parent_idx {parent} is not an earlier block")
-        program.blocks.append(Block(program, i, parent))
+        if i:
+            program.create_block(parent)
     try:
         for i, b in enumerate(blocks):
             block = program.blocks[i]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..dtypes import normalize_dtype
 from ..variable import Variable
-from .helper import append, as_var, check_var
+from .creation import as_var
+from .helper import append, check_var
 
 
 def where(cond: Variable, x, y, name=None) -> Variable:

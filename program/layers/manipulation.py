@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ProgramError
+from ..guard import default_main_program
 from ..variable import Variable
 from .helper import append, check_var
 
@@ -50,8 +51,6 @@ def split(x: Variable, num_or_sections, axis: int = 0, name=None) -> list[Variab
         sections = [size // num_or_sections] * num_or_sections
     else:
         sections = [int(s) for s in num_or_sections]
-    from ..guard import default_main_program
-
     program = default_main_program()
     base = name or program.unique_name("split")
     names = [f"{base}.{i}" for i in range(len(sections))]

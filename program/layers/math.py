@@ -5,7 +5,8 @@ from numbers import Number
 
 from ..errors import ProgramError
 from ..variable import Variable
-from .helper import append, as_var, check_var
+from .creation import as_var
+from .helper import append, check_var
 
 
 def _binary(op_type: str, x, y, name=None) -> Variable:

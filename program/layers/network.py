@@ -12,6 +12,8 @@ from ..initializer import Constant
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
+from .math import pow as power
+from .reduction import reduce_mean
 
 
 def _param_name(name: str | None, suffix: str) -> str | None:
@@ -51,9 +53,6 @@ def embedding(ids: Variable, size, dtype="float32", name: str | None = None) -> 
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
                shift: bool = True, name: str | None = None) -> Variable:
     """Normalize over the dims from ``begin_norm_axis`` on, then scale and shift per element of those dims."""
-    from .math import pow as power
-    from .reduction import reduce_mean
-
     check_var(x, "x")
     begin = begin_norm_axis % len(x.shape)
     dims = list(range(begin, len(x.shape)))
