@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .callsite import user_callsite
+from .describe import OpPlace
 from .dtypes import normalize_dtype
-from .errors import ProgramError
+from .errors import OpError, ProgramError
 from .operator import Operator
-from .validate import make_operator
+from .validate import coerce_attr, lookup_schema, make_operator
 from .variable import Variable
 
 if TYPE_CHECKING:
@@ -106,7 +107,56 @@ class Block:
         self.program._touch()
         return op
 
+    def remove_ops(self, indices: Iterable[int]) -> list[Operator]:
+        """Remove the ops at ``indices`` in one sweep (linear in the block's size); returns them in order."""
+        doomed = set(indices)
+        bad = [i for i in doomed if not (isinstance(i, int) and 0 <= i < len(self.ops))]
+        if bad:
+            raise ProgramError(f"block {self.idx}: no op at index {bad[0]} (block has {len(self.ops)} ops)")
+        if not doomed:
+            return []
+        removed = [op for i, op in enumerate(self.ops) if i in doomed]
+        self.ops[:] = [op for i, op in enumerate(self.ops) if i not in doomed]
+        self.program._touch()
+        return removed
+
+    def set_attr(self, op: Operator, name: str, value: Any) -> None:
+        """Set attr ``name`` of ``op`` (an op of this block), checked and coerced as at build time.
+
+        Shape inference does not run again: an attr that changes the output
+        types needs a new op (``remove_op`` + ``insert_op``); ``verify`` finds
+        a mismatch.
+        """
+        where = self._place(op)
+        known = lookup_schema(where, op.type).attrs
+        if name not in known:
+            raise OpError(f"{where}: unknown attr '{name}' (valid: {', '.join(known) or 'none'})")
+        op.attrs[name] = coerce_attr(where, name, known[name].kind, value)
+
+    def rename_inputs(self, op: Operator, mapping: Mapping[str, str]) -> bool:
+        """Make ``op`` (an op of this block) read ``mapping[n]`` wherever it reads ``n``; whether anything changed.
+
+        The new names need not be declared yet (a pass may declare them
+        next); ``verify`` checks the finished program.
+        """
+        where = self._place(op)
+        bad = [n for n in mapping.values() if not isinstance(n, str) or not n]
+        if bad:
+            raise OpError(f"{where}: cannot rename an input to {bad[0]!r} (a var name is a non-empty string)")
+        changed = {slot: [mapping.get(n, n) for n in names] for slot, names in op.inputs.items()
+                   if any(n in mapping for n in names)}
+        if changed:
+            op.inputs.update(changed)
+        return bool(changed)
+
+    def _place(self, op: Operator) -> OpPlace:
+        """Where ``op`` is, for messages; a ProgramError if it is not an op of this block."""
+        if not isinstance(op, Operator) or op.block is not self:
+            raise ProgramError(f"block {self.idx}: {op!r} is not an op of this block")
+        return OpPlace(op)
+
     def remove_var(self, name: str) -> Variable:
+        """Remove and return the var ``name`` of this block (ops that still name it fail ``verify``)."""
         if name not in self.vars:
             raise ProgramError(f"block {self.idx}: no var named '{name}' to remove")
         self.program._touch()
@@ -117,3 +167,6 @@ class Block:
 
     def __repr__(self) -> str:
         return f"Block(idx={self.idx}, parent_idx={self.parent_idx}, {len(self.ops)} ops, {len(self.vars)} vars)"
+
+
+__all__ = ["Block"]

@@ -1,12 +1,80 @@
 """``Operator``: one op description in a block: type, slots, attrs, provenance."""
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .block import Block
 
 ROLES = ("forward", "backward", "optimize")
+
+
+class OpFields(dict):
+    """An op's ``inputs``, ``outputs`` or ``attrs``: a dict whose edits bump the program's version.
+
+    The executor caches plans per program version, so ``op.attrs["is_test"] = True``
+    after a run is seen by the next run. Replace a value rather than changing a list
+    in place (``op.attrs["axes"] = [0, 2]``): an in-place change is not seen.
+    Passes edit through ``Block.set_attr`` and ``Block.rename_inputs``, which check what they change.
+    """
+
+    __slots__ = ("op",)
+
+    def _changed(self) -> None:
+        self.op.block.program._touch()
+
+    def __setitem__(self, key, value) -> None:
+        dict.__setitem__(self, key, value)
+        self._changed()
+
+    def __delitem__(self, key) -> None:
+        dict.__delitem__(self, key)
+        self._changed()
+
+    def __ior__(self, other):
+        dict.update(self, other)
+        self._changed()
+        return self
+
+    def update(self, *args, **kwargs) -> None:
+        dict.update(self, *args, **kwargs)
+        self._changed()
+
+    def pop(self, *args):
+        value = dict.pop(self, *args)
+        self._changed()
+        return value
+
+    def popitem(self):
+        item = dict.popitem(self)
+        self._changed()
+        return item
+
+    def setdefault(self, key, default=None):
+        value = dict.setdefault(self, key, default)
+        self._changed()
+        return value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._changed()
+
+
+def _fields(op: "Operator", items: dict) -> OpFields:
+    fields = OpFields(items)
+    fields.op = op
+    return fields
+
+
+def _field_property(name: str, doc: str) -> property:
+    """``inputs`` / ``outputs`` / ``attrs``: assigning a whole new dict also bumps the version."""
+    slot = "_" + name
+
+    def set_(op: "Operator", value: dict) -> None:
+        setattr(op, slot, _fields(op, value))
+        op.block.program._touch()
+    return property(operator.attrgetter(slot), set_, doc=doc)
 
 
 class Operator:
@@ -17,21 +85,26 @@ class Operator:
     filled in, as plain JSON-able values. ``role`` is forward, backward or
     optimize; ``forward_op`` is, for a generated op, the op it was made for;
     ``callsite`` is the ``file:line`` of the user code that created it.
+    Edits to ``inputs``, ``outputs`` and ``attrs`` bump the program's version (``OpFields``).
     """
 
-    __slots__ = ("block", "type", "inputs", "outputs", "attrs", "role", "forward_op", "callsite")
+    __slots__ = ("block", "type", "_inputs", "_outputs", "_attrs", "role", "forward_op", "callsite")
 
     def __init__(self, block: "Block", type: str, inputs: dict[str, list[str]], outputs: dict[str, list[str]],
                  attrs: dict[str, Any], role: str = "forward", forward_op: "Operator | None" = None,
                  callsite: str | None = None):
         self.block = block
         self.type = type
-        self.inputs = inputs
-        self.outputs = outputs
-        self.attrs = attrs
+        self._inputs = _fields(self, inputs)
+        self._outputs = _fields(self, outputs)
+        self._attrs = _fields(self, attrs)
         self.role = role
         self.forward_op = forward_op
         self.callsite = callsite
+
+    inputs = _field_property("inputs", "Input slot -> [var names], in the schema's slot order.")
+    outputs = _field_property("outputs", "Output slot -> [var names], in the schema's slot order.")
+    attrs = _field_property("attrs", "Attr name -> JSON-able value, every attr of the schema, sorted by name.")
 
     def input(self, slot: str) -> list[str]:
         """Var names in input ``slot`` (empty when the slot is absent)."""
@@ -61,3 +134,6 @@ class Operator:
         ins = ", ".join(f"{k}={v}" for k, v in self.inputs.items())
         outs = ", ".join(f"{k}={v}" for k, v in self.outputs.items())
         return f"Operator({self.type}: {ins} -> {outs})"
+
+
+__all__ = ["Operator", "OpFields", "ROLES"]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .block import Block
 from .dot import program_to_dot
@@ -10,6 +10,7 @@ from .errors import ProgramError, SerializationError
 from .passes import strip_for_test
 from .printer import program_to_text
 from .serialize import program_from_dict, program_from_json, program_to_dict, program_to_json, write_atomically
+from .subblocks import block_attrs, owned_blocks
 
 
 class Program:
@@ -54,6 +55,45 @@ class Program:
         self.blocks.append(block)
         self._touch()
         return block
+
+    def remove_blocks(self, indices: Iterable[int]) -> None:
+        """Drop blocks ``indices`` and every block their ops own; renumber the rest and the ops' block attrs.
+
+        A ProgramError if a block that stays is the child of, or owned by an op
+        that stays while its block goes; block 0 cannot go.
+        """
+        doomed = set(indices)
+        for i in doomed:
+            if not isinstance(i, int) or not 1 <= i < len(self.blocks):
+                raise ProgramError(f"cannot remove block {i!r} (program has blocks 1-{len(self.blocks) - 1} to remove)")
+        stack = list(doomed)
+        while stack:
+            for op in self.blocks[stack.pop()].ops:
+                for b in owned_blocks(op):
+                    if b not in doomed:
+                        doomed.add(b)
+                        stack.append(b)
+        if not doomed:
+            return
+        survivors = [b for b in self.blocks if b.idx not in doomed]
+        new_index = {b.idx: i for i, b in enumerate(survivors)}
+        for block in survivors:
+            if block.parent_idx >= 0 and block.parent_idx not in new_index:
+                raise ProgramError(f"cannot remove block {block.parent_idx}: block {block.idx} stays and is its child")
+            for op in block.ops:
+                for name in block_attrs(op):
+                    if op.attrs[name] not in new_index:
+                        raise ProgramError(f"cannot remove block {op.attrs[name]}: an op of block {block.idx} "
+                                           f"({op.type}) stays and owns it")
+        for block in survivors:
+            block.idx = new_index[block.idx]
+            block.parent_idx = new_index[block.parent_idx] if block.parent_idx >= 0 else -1
+            for op in block.ops:
+                for name in block_attrs(op):
+                    op.attrs[name] = new_index[op.attrs[name]]
+        self.blocks[:] = survivors
+        self._current_block_idx = new_index.get(self._current_block_idx, 0)
+        self._touch()
 
     # -- names --------------------------------------------------------------
     def has_var_anywhere(self, name: str) -> bool:
@@ -129,3 +169,6 @@ class Program:
     def __repr__(self) -> str:
         ops = sum(len(b.ops) for b in self.blocks)
         return f"<Program: {len(self.blocks)} block(s), {ops} op(s), version {self.version}>"
+
+
+__all__ = ["Program"]

@@ -90,16 +90,20 @@ def normalize_attrs(where: str, schema: OpSchema, attrs: Mapping[str, Any] | Non
     out = {}
     for name in tables.attr_names:
         if name in attrs:
-            kind = schema.attrs[name].kind
-            try:
-                out[name] = ATTR_KINDS[kind](attrs[name])
-            except (TypeError, ValueError):
-                raise OpError(f"{where}: attr '{name}' must be of kind {kind}, got {attrs[name]!r}") from None
+            out[name] = coerce_attr(where, name, schema.attrs[name].kind, attrs[name])
         elif name in tables.defaults:
             out[name] = tables.defaults[name]
         else:
             raise OpError(f"{where}: missing required attr '{name}' ({schema.attrs[name].kind})")
     return out
+
+
+def coerce_attr(where: str, name: str, kind: str, value: Any) -> Any:
+    """``value`` as the canonical JSON value of attr kind ``kind``; an OpError naming the attr if it is not one."""
+    try:
+        return ATTR_KINDS[kind](value)
+    except (TypeError, ValueError):
+        raise OpError(f"{where}: attr '{name}' must be of kind {kind}, got {value!r}") from None
 
 
 def lookup_schema(where: str, op_type: str) -> OpSchema:
