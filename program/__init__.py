@@ -22,8 +22,10 @@ install_operators(Variable)
 
 def __getattr__(name: str):
     # ``verify`` walks networkx graphs: loaded on first use, so importing the IR (and ``gradgen --help``) stays light.
+    # Its module is ``verifier``, not ``verify``: importing a submodule sets the package attribute of its name, which
+    # would shadow the function.
     if name == "verify":
-        from .verify import verify
+        from .verifier import verify
 
         globals()["verify"] = verify
         return verify

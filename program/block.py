@@ -66,9 +66,11 @@ class Block:
         try:
             shape = tuple(map(operator.index, shape))
         except TypeError:
-            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} (a list of ints)") from None
+            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} "
+                               "(a list of ints)") from None
         if shape and min(shape) < -1:
-            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} (dims are >= 0 or -1)")
+            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} "
+                               "(dims are >= 0 or -1)")
         var = Variable(self, name, shape, normalize_dtype(dtype), persistable, stop_gradient, is_parameter, trainable)
         self.vars[name] = var
         self.program._touch()
@@ -88,7 +90,8 @@ class Block:
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
         """Like ``append_op`` but at position ``index``."""
         if not 0 <= index <= len(self.ops):
-            raise ProgramError(f"block {self.idx}: cannot insert an op at index {index} (block has {len(self.ops)} ops)")
+            raise ProgramError(f"block {self.idx}: cannot insert an op at index {index} "
+                               f"(block has {len(self.ops)} ops)")
         if callsite is None:
             callsite = user_callsite()
         op = make_operator(self, index, type, inputs, outputs, attrs, role, forward_op, callsite)

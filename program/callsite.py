@@ -20,3 +20,6 @@ def user_callsite() -> str | None:
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+__all__ = ["user_callsite"]

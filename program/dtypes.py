@@ -26,3 +26,6 @@ def normalize_dtype(dtype) -> str:
     if name not in DTYPES:
         raise ProgramError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     return name
+
+
+__all__ = ["FLOAT_DTYPES", "INT_DTYPES", "DTYPES", "is_float", "normalize_dtype"]

@@ -56,3 +56,9 @@ def program_guard(main: Program, startup: Program | None = None) -> Iterator[Non
 def current_block():
     """The block that layers append to now."""
     return _main_program.current_block()
+
+
+__all__ = [
+    "default_main_program", "default_startup_program", "switch_main_program", "switch_startup_program",
+    "program_guard", "current_block"
+]

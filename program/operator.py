@@ -4,18 +4,52 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any
 
+from .errors import ProgramError
+
 if TYPE_CHECKING:
     from .block import Block
 
 ROLES = ("forward", "backward", "optimize")
 
 
+class FrozenList(list):
+    """A list held by an op (a slot's var names, an attr of kind ints/floats/strs) that refuses in-place edits.
+
+    An in-place edit would reach neither the program's version (so cached plans
+    would go stale) nor, for a default attr, stay within one op. Reading,
+    comparing, ``+`` and ``list(...)`` work as for a list; to change one,
+    assign a new list to the op's field.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise ProgramError(f"an op's list {list(self)!r} cannot change in place (the change would not reach cached "
+                           "plans); assign a new list instead, e.g. op.attrs['axes'] = [...] or block.set_attr(...)")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo) -> list:
+        return list(self)
+
+    def __reduce_ex__(self, protocol):
+        return list, (list(self),)
+
+
+def _frozen(value):
+    return FrozenList(value) if type(value) is list else value
+
+
 class OpFields(dict):
     """An op's ``inputs``, ``outputs`` or ``attrs``: a dict whose edits bump the program's version.
 
     The executor caches plans per program version, so ``op.attrs["is_test"] = True``
-    after a run is seen by the next run. Replace a value rather than changing a list
-    in place (``op.attrs["axes"] = [0, 2]``): an in-place change is not seen.
+    after a run is seen by the next run. List values are ``FrozenList``s: replace
+    them (``op.attrs["axes"] = [0, 2]``), an in-place change is refused.
     Passes edit through ``Block.set_attr`` and ``Block.rename_inputs``, which check what they change.
     """
 
@@ -25,7 +59,7 @@ class OpFields(dict):
         self.op.block.program._touch()
 
     def __setitem__(self, key, value) -> None:
-        dict.__setitem__(self, key, value)
+        dict.__setitem__(self, key, _frozen(value))
         self._changed()
 
     def __delitem__(self, key) -> None:
@@ -33,12 +67,11 @@ class OpFields(dict):
         self._changed()
 
     def __ior__(self, other):
-        dict.update(self, other)
-        self._changed()
+        self.update(other)
         return self
 
     def update(self, *args, **kwargs) -> None:
-        dict.update(self, *args, **kwargs)
+        dict.update(self, {k: _frozen(v) for k, v in dict(*args, **kwargs).items()})
         self._changed()
 
     def pop(self, *args):
@@ -52,7 +85,7 @@ class OpFields(dict):
         return item
 
     def setdefault(self, key, default=None):
-        value = dict.setdefault(self, key, default)
+        value = dict.setdefault(self, key, _frozen(default))
         self._changed()
         return value
 
@@ -62,7 +95,7 @@ class OpFields(dict):
 
 
 def _fields(op: "Operator", items: dict) -> OpFields:
-    fields = OpFields(items)
+    fields = OpFields({k: FrozenList(v) if type(v) is list else v for k, v in items.items()})
     fields.op = op
     return fields
 
@@ -136,4 +169,4 @@ class Operator:
         return f"Operator({self.type}: {ins} -> {outs})"
 
 
-__all__ = ["Operator", "OpFields", "ROLES"]
+__all__ = ["Operator", "OpFields", "FrozenList", "ROLES"]

@@ -220,7 +220,15 @@ def same_as(slot: str, out: str = "Out") -> InferFn:
     return infer
 
 
-def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr] | None = None, doc: str = "", **kw) -> OpSchema:
+def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr] | None = None, doc: str = "",
+           **kw) -> OpSchema:
     """Shorthand: slots may be given as names (``"X"``) or ``Slot`` objects."""
     as_slot = lambda s: s if isinstance(s, Slot) else Slot(s)  # noqa: E731
-    return OpSchema(type, tuple(map(as_slot, inputs)), tuple(map(as_slot, outputs)), infer, dict(attrs or {}), doc, **kw)
+    return OpSchema(type, tuple(map(as_slot, inputs)), tuple(map(as_slot, outputs)), infer, dict(attrs or {}), doc,
+                    **kw)
+
+
+__all__ = [
+    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "OpSchema", "SchemaTables",
+    "same_as", "schema"
+]

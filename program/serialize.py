@@ -180,3 +180,9 @@ def write_atomically(path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+__all__ = [
+    "FORMAT_NAME", "FORMAT_VERSION", "program_to_dict", "program_to_json", "program_from_json", "program_from_dict",
+    "write_atomically"
+]

@@ -54,7 +54,7 @@ def _suggest(word: str, choices) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
+def normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
     """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
     known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
@@ -143,8 +143,8 @@ def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs
     schema = OP_SCHEMAS.get(op_type) or lookup_schema(where, op_type)
     if role not in ROLES:
         raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
-    ins = _normalize_slots(where, inputs, schema, "input")
-    outs = _normalize_slots(where, outputs, schema, "output")
+    ins = normalize_slots(where, inputs, schema, "input")
+    outs = normalize_slots(where, outputs, schema, "output")
     norm_attrs = normalize_attrs(where, schema, attrs)
     inferred = infer_types(block, where, schema, ins, norm_attrs)
     for slot, names in outs.items():
@@ -167,3 +167,6 @@ def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType
     if var.dtype != t.dtype or not shapes_agree(var.shape, t.shape):
         raise OpError(f"{where}: output {slot}={name} is declared {var.type_str()} but the op makes "
                       f"{t.dtype}{format_shape(t.shape)}")
+
+
+__all__ = ["normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "infer_types", "make_operator"]

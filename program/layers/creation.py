@@ -70,3 +70,6 @@ def assign(x: Variable, output: Variable | None = None) -> Variable:
 
 def cast(x: Variable, dtype) -> Variable:
     return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})
+
+
+__all__ = ["data", "create_parameter", "fill_constant", "as_var", "zeros_like", "ones_like", "assign", "cast"]

@@ -32,3 +32,6 @@ def check_var(value, what: str) -> Variable:
     if not isinstance(value, Variable):
         raise ProgramError(f"{what} must be a Variable, got {type(value).__name__}")
     return value
+
+
+__all__ = ["append", "check_var"]

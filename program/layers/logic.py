@@ -41,3 +41,8 @@ def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variabl
 def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
     return append("one_hot", {"X": check_var(x, "x")}, {"depth": depth, "dtype": normalize_dtype(dtype)}, name=name,
                   stop_gradient=True)
+
+
+__all__ = [
+    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "one_hot"
+]

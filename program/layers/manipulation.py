@@ -83,3 +83,9 @@ def stack(xs: Sequence[Variable], axis: int = 0, name=None) -> Variable:
 def gather(x: Variable, index: Variable, axis: int = 0, name=None) -> Variable:
     """x's slices at the integers of ``index`` along ``axis``."""
     return append("gather", {"X": check_var(x, "x"), "Index": check_var(index, "index")}, {"axis": axis}, name=name)
+
+
+__all__ = [
+    "sum", "broadcast_to", "reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "stack",
+    "gather"
+]

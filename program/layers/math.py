@@ -103,3 +103,9 @@ gelu = _unary("gelu")
 softplus = _unary("softplus")
 reciprocal = _unary("reciprocal")
 sign = _unary("sign")
+
+
+__all__ = [
+    "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu", "relu",
+    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign"
+]

@@ -99,3 +99,6 @@ def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_tes
         {"Y": [y_name], "MeanOut": [mean.name], "VarianceOut": [var.name]},
         {"momentum": momentum, "epsilon": epsilon, "is_test": is_test})
     return program.current_block().var(y_name)
+
+
+__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm"]

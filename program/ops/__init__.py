@@ -6,9 +6,11 @@ There is no registration by import side effect: a family module defines a
 from __future__ import annotations
 
 from ..schema import OpSchema
-from . import activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn, optimizer, reduction
+from . import (activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn,
+               optimizer, reduction)
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network, control_flow)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv,
+            network, control_flow)
 
 
 def _collect(families) -> dict[str, OpSchema]:
@@ -23,3 +25,6 @@ def _collect(families) -> dict[str, OpSchema]:
 
 OP_SCHEMAS: dict[str, OpSchema] = _collect(FAMILIES)
 """op type -> schema, for every op type."""
+
+
+__all__ = ["FAMILIES", "OP_SCHEMAS"]

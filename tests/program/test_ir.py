@@ -1,7 +1,8 @@
 """The IR: Variable, Operator, Block and Program, and the builder that fills them."""
 import pytest
 
-from gradgen.program import Block, Operator, Program, ProgramError, Variable, default_main_program, layers, program_guard
+from gradgen.program import (Block, Operator, Program, ProgramError, Variable, default_main_program, layers,
+                             program_guard)
 
 
 def test_layers_append_to_the_guarded_program_and_initializers_to_startup():

@@ -172,3 +172,27 @@ def test_the_operator_sugar_comes_from_the_builder():
         z = -(2.0 * x + x) ** 2
     assert [op.type for op in main.global_block().ops][-4:] == ["scale", "elementwise_add", "square", "scale"]
     assert z.shape == (3,)
+
+
+def test_lists_held_by_ops_refuse_in_place_edits():
+    main = Program()
+    with program_guard(main, Program()):
+        a = layers.data("a", [2, 3], "float64")
+        layers.split(a, [1, 2], axis=1)
+        layers.reduce_sum(a)
+        layers.reduce_sum(a)
+    split_op, sum_a, sum_b = main.global_block().ops
+    version = main.version
+    edits = [lambda: split_op.attrs["sections"].append(3), lambda: split_op.inputs["X"].__setitem__(0, "b"),
+             lambda: split_op.outputs["Out"].pop(), lambda: sum_a.attrs["dim"].extend([0])]
+    for edit in edits:
+        with pytest.raises(ProgramError, match="cannot change in place"):
+            edit()
+    assert main.version == version and sum_b.attrs["dim"] == sum_a.attrs["dim"] == []
+    sections = split_op.attrs["sections"]
+    assert sections == [1, 2] and sections + [3] == [1, 2, 3] and type(list(sections)) is list
+    split_op.attrs["sections"] = [1, 2]  # a new list (equal here: other sections would not fit the outputs)
+    assert main.version > version and split_op.attrs["sections"] is not sections
+    with pytest.raises(ProgramError):
+        split_op.attrs["sections"].sort()
+    assert Program.from_json(main.to_json()).to_json() == main.to_json()
