@@ -9,6 +9,7 @@ from .describe import OpPlace
 from .dtypes import normalize_dtype
 from .errors import OpError, ProgramError
 from .operator import Operator
+from .tracked import tracked_dict, tracked_list
 from .validate import coerce_attr, lookup_schema, make_operator
 from .variable import Variable
 
@@ -20,17 +21,18 @@ class Block:
     """Ops in execution order and vars by name.
 
     ``var(name)`` also looks in ancestor blocks, so an op in a sub-block can
-    read a var of the block that owns it. Every mutation goes through the
-    methods here, which validate ops against their schemas and bump the
-    program's version (the executor's plans depend on it).
+    read a var of the block that owns it. Passes edit through the methods
+    here, which check what they change. ``ops`` and ``vars`` are tracked
+    containers (``program/tracked.py``), so any edit, by a method or by hand,
+    bumps the program's version (the executor's plans depend on it).
     """
 
     def __init__(self, program: "Program", idx: int, parent_idx: int = -1):
         self.program = program
         self.idx = idx
         self.parent_idx = parent_idx
-        self.ops: list[Operator] = []
-        self.vars: dict[str, Variable] = {}
+        self.ops: list[Operator] = tracked_list((), program)
+        self.vars: dict[str, Variable] = tracked_dict({}, program)
 
     @property
     def parent(self) -> "Block | None":
@@ -73,7 +75,6 @@ class Block:
                                "(dims are >= 0 or -1)")
         var = Variable(self, name, shape, normalize_dtype(dtype), persistable, stop_gradient, is_parameter, trainable)
         self.vars[name] = var
-        self.program._touch()
         return var
 
     def append_op(self, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
@@ -83,7 +84,6 @@ class Block:
             callsite = user_callsite()
         op = make_operator(self, len(self.ops), type, inputs, outputs, attrs, role, forward_op, callsite)
         self.ops.append(op)
-        self.program._touch()
         return op
 
     def insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
@@ -99,7 +99,6 @@ class Block:
             self.ops.append(op)
         else:
             self.ops.insert(index, op)
-        self.program._touch()
         return op
 
     def remove_op(self, index: int) -> Operator:
@@ -107,7 +106,6 @@ class Block:
         if not 0 <= index < len(self.ops):
             raise ProgramError(f"block {self.idx}: no op at index {index} (block has {len(self.ops)} ops)")
         op = self.ops.pop(index)
-        self.program._touch()
         return op
 
     def remove_ops(self, indices: Iterable[int]) -> list[Operator]:
@@ -120,7 +118,6 @@ class Block:
             return []
         removed = [op for i, op in enumerate(self.ops) if i in doomed]
         self.ops[:] = [op for i, op in enumerate(self.ops) if i not in doomed]
-        self.program._touch()
         return removed
 
     def set_attr(self, op: Operator, name: str, value: Any) -> None:
@@ -162,7 +159,6 @@ class Block:
         """Remove and return the var ``name`` of this block (ops that still name it fail ``verify``)."""
         if name not in self.vars:
             raise ProgramError(f"block {self.idx}: no var named '{name}' to remove")
-        self.program._touch()
         return self.vars.pop(name)
 
     def all_parameters(self) -> list[Variable]:

@@ -11,21 +11,24 @@ from .passes import strip_for_test
 from .printer import program_to_text
 from .serialize import program_from_dict, program_from_json, program_to_dict, program_to_json, write_atomically
 from .subblocks import block_attrs, owned_blocks
+from .tracked import tracked_list
 
 
 class Program:
     """A whole computation: block 0 plus sub-blocks owned by control-flow ops.
 
-    ``version`` grows with every change (Block methods, op fields, var
-    flags); the executor uses it to know when a cached plan is stale.
+    ``version`` grows with every change: ``blocks``, a block's ``ops`` and
+    ``vars``, an op's fields are tracked containers (``program/tracked.py``)
+    and var flags are properties; the executor uses it to know when a cached
+    plan is stale.
     Printing, files and ``clone`` are thin calls to ``printer``, ``dot``,
     ``serialize`` and ``passes``, which work on programs without importing
     this module, so the dependency runs one way.
     """
 
     def __init__(self):
-        self.blocks: list[Block] = [Block(self, 0, -1)]
         self.version = 0
+        self.blocks: list[Block] = tracked_list([Block(self, 0, -1)], self)
         self.random_seed = 0
         self._current_block_idx = 0
         self._name_counters: dict[str, int] = {}
@@ -53,7 +56,6 @@ class Program:
         self.block(parent)
         block = Block(self, len(self.blocks), parent)
         self.blocks.append(block)
-        self._touch()
         return block
 
     def remove_blocks(self, indices: Iterable[int]) -> None:
@@ -93,7 +95,6 @@ class Program:
                     op.attrs[name] = new_index[op.attrs[name]]
         self.blocks[:] = survivors
         self._current_block_idx = new_index.get(self._current_block_idx, 0)
-        self._touch()
 
     # -- names --------------------------------------------------------------
     def has_var_anywhere(self, name: str) -> bool:

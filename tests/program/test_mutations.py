@@ -196,3 +196,41 @@ def test_lists_held_by_ops_refuse_in_place_edits():
     with pytest.raises(ProgramError):
         split_op.attrs["sections"].sort()
     assert Program.from_json(main.to_json()).to_json() == main.to_json()
+
+
+def test_hand_edits_of_a_blocks_containers_are_seen_by_a_cached_plan():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [3], "float64")
+        y = layers.scale(x, scale=2.0)
+        layers.assign(layers.scale(x, scale=5.0), output=y)  # y is overwritten: y = 5 x
+    block = main.global_block()
+    exe, feed = Executor(check_types=True), {"x": np.array([1.0, 2.0, 3.0])}
+    (before,) = exe.run(main, feed=feed, fetch_list=[y], scope=Scope())
+    for edit in (lambda: block.ops.insert(3, block.ops[0]), lambda: block.ops.pop(), lambda: block.ops.reverse(),
+                 lambda: block.ops.reverse(), lambda: block.vars.pop("z", None), lambda: main.blocks.extend([])):
+        version = main.version
+        edit()
+        assert main.version > version
+    del block.ops[1:]  # only y = 2 x is left
+    (after,) = exe.run(main, feed=feed, fetch_list=[y], scope=Scope())
+    np.testing.assert_array_equal(before, [5.0, 10.0, 15.0])
+    np.testing.assert_array_equal(after, [2.0, 4.0, 6.0])
+
+
+def test_copies_of_tracked_containers_are_plain_and_an_ops_type_is_fixed():
+    import copy
+    import pickle
+
+    main, x, y = _scaled_program()
+    block = main.global_block()
+    op = block.ops[0]
+    for container, plain in ((block.ops, list), (block.vars, dict), (op.attrs, dict), (op.inputs["X"], list)):
+        assert type(copy.copy(container)) is plain and copy.copy(container) == container
+    assert type(copy.deepcopy(op.inputs)) is dict and copy.deepcopy(op.inputs) == {"X": ["x"]}
+    assert pickle.loads(pickle.dumps(op.attrs)) == dict(op.attrs)
+    version = main.version
+    copy.copy(block.ops).pop()
+    assert main.version == version and len(block.ops) == 1
+    with pytest.raises(ProgramError, match=r"an op's type is fixed \(scale -> 'relu'\)"):
+        op.type = "relu"

@@ -1,0 +1,142 @@
+"""Containers the IR hands out that tell their program when they change, so cached plans never go stale.
+
+``TrackedList`` (``block.ops``, ``program.blocks``) and ``TrackedDict``
+(``block.vars``; an op's ``inputs``, ``outputs`` and ``attrs``) bump
+``program.version`` on every edit, whoever makes it. The lists an op holds (a
+slot's var names, a list attr) are ``FrozenList`` values: an in-place edit is
+refused, because a list can be shared (makers read them, a default attr list
+is shared by every op that took the default) and has no way to tell its op.
+Copies (``copy``, ``deepcopy``, pickling) are plain lists and dicts: they
+belong to no program.
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from .errors import ProgramError
+
+if TYPE_CHECKING:
+    from .program import Program
+
+
+class _PlainCopies:
+    """``copy``, ``deepcopy`` and pickling give the plain built-in type (``PLAIN``)."""
+
+    __slots__ = ()
+    PLAIN: type = object
+
+    def __copy__(self):
+        return self.PLAIN(self)
+
+    def __deepcopy__(self, memo):
+        return copy.deepcopy(self.PLAIN(self), memo)
+
+    def __reduce_ex__(self, protocol):
+        return self.PLAIN, (self.PLAIN(self),)
+
+
+class FrozenList(_PlainCopies, list):
+    """A list an op holds: reading, comparing, ``+`` and ``list(...)`` work; in-place edits raise ProgramError."""
+
+    __slots__ = ()
+    PLAIN = list
+
+    def _refuse(self, *args, **kwargs):
+        raise ProgramError(f"the list {list(self)!r} belongs to an op and cannot change in place; assign a new "
+                           "list instead (op.attrs['axes'] = [...], op.inputs['X'] = [...], or Block.set_attr)")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
+def frozen(value: Any) -> Any:
+    """``value`` as a FrozenList if it is a plain list, else unchanged."""
+    return FrozenList(value) if type(value) is list else value
+
+
+def _bumping(edit: Callable) -> Callable:
+    """``edit`` (a list or dict method), followed by a bump of the owner's program version."""
+    def tracked_edit(self, *args, **kwargs):
+        result = edit(self, *args, **kwargs)
+        self.program._touch()
+        return result
+
+    tracked_edit.__name__ = edit.__name__
+    tracked_edit.__doc__ = f"{edit.__doc__} Bumps the program's version."
+    return tracked_edit
+
+
+class TrackedList(_PlainCopies, list):
+    """A list of the IR (a block's ops, a program's blocks) whose edits bump ``program.version``."""
+
+    __slots__ = ("program",)
+    PLAIN = list
+
+    append = _bumping(list.append)
+    extend = _bumping(list.extend)
+    insert = _bumping(list.insert)
+    remove = _bumping(list.remove)
+    pop = _bumping(list.pop)
+    clear = _bumping(list.clear)
+    sort = _bumping(list.sort)
+    reverse = _bumping(list.reverse)
+    __setitem__ = _bumping(list.__setitem__)
+    __delitem__ = _bumping(list.__delitem__)
+    __iadd__ = _bumping(list.__iadd__)
+    __imul__ = _bumping(list.__imul__)
+
+
+def _frozen_items(args: tuple, kwargs: dict) -> dict:
+    return {k: frozen(v) for k, v in dict(*args, **kwargs).items()}
+
+
+class TrackedDict(_PlainCopies, dict):
+    """A dict of the IR (a block's vars, an op's slots and attrs) whose edits bump ``program.version``.
+
+    List values are stored as FrozenLists.
+    """
+
+    __slots__ = ("program",)
+    PLAIN = dict
+
+    def __setitem__(self, key, value) -> None:
+        dict.__setitem__(self, key, frozen(value))
+        self.program._touch()
+
+    def update(self, *args, **kwargs) -> None:
+        """Like ``dict.update``; list values become FrozenLists. Bumps the program's version."""
+        dict.update(self, _frozen_items(args, kwargs))
+        self.program._touch()
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def setdefault(self, key, default=None):
+        """Like ``dict.setdefault``; a list default becomes a FrozenList. Bumps the program's version."""
+        value = dict.setdefault(self, key, frozen(default))
+        self.program._touch()
+        return value
+
+    __delitem__ = _bumping(dict.__delitem__)
+    pop = _bumping(dict.pop)
+    popitem = _bumping(dict.popitem)
+    clear = _bumping(dict.clear)
+
+
+def tracked_list(items: Iterable, program: "Program") -> TrackedList:
+    """A TrackedList of ``items`` owned by ``program``."""
+    tracked = TrackedList(items)
+    tracked.program = program
+    return tracked
+
+
+def tracked_dict(items: Mapping, program: "Program") -> TrackedDict:
+    """A TrackedDict of ``items`` (list values frozen) owned by ``program``."""
+    tracked = TrackedDict({k: FrozenList(v) if type(v) is list else v for k, v in items.items()})
+    tracked.program = program
+    return tracked
+
+
+__all__ = ["FrozenList", "TrackedList", "TrackedDict", "frozen", "tracked_list", "tracked_dict"]
