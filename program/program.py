@@ -67,7 +67,8 @@ class Program:
         doomed = set(indices)
         for i in doomed:
             if not isinstance(i, int) or not 1 <= i < len(self.blocks):
-                raise ProgramError(f"cannot remove block {i!r} (program has blocks 1-{len(self.blocks) - 1} to remove)")
+                raise ProgramError(f"cannot remove block {i!r}: block 0 stays, and the program has blocks "
+                                   f"0-{len(self.blocks) - 1}")
         stack = list(doomed)
         while stack:
             for op in self.blocks[stack.pop()].ops:

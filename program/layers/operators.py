@@ -6,8 +6,9 @@ layers they call. ``program/__init__.py`` calls ``install_operators(Variable)``
 once, in plain sight, as the last step of assembling the language; nothing
 installs itself on import.
 
->>> x + 1          # scale(x, 1.0, 1.0)
->>> x @ w          # matmul(x, w)
+    x + 1      builds scale(x, 1.0, 1.0)
+    x @ w      builds matmul(x, w)
+    -x         builds scale(x, -1.0)
 """
 from __future__ import annotations
 
