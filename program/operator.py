@@ -5,7 +5,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from .errors import ProgramError
-from .tracked import tracked_dict
+from .tracked import TrackedDict, tracked_dict
 
 if TYPE_CHECKING:
     from .block import Block
@@ -46,10 +46,14 @@ class Operator:
                  callsite: str | None = None):
         self.block = block
         self._type = type
+        # make_operator, the one caller, hands over FrozenList values already: wrap without a scan.
         program = block.program
-        self._inputs = tracked_dict(inputs, program)
-        self._outputs = tracked_dict(outputs, program)
-        self._attrs = tracked_dict(attrs, program)
+        self._inputs = fields = TrackedDict(inputs)
+        fields.program = program
+        self._outputs = fields = TrackedDict(outputs)
+        fields.program = program
+        self._attrs = fields = TrackedDict(attrs)
+        fields.program = program
         self.role = role
         self.forward_op = forward_op
         self.callsite = callsite

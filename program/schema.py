@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .dtypes import DTYPES
 from .errors import ShapeInferenceError
+from .tracked import FrozenList, frozen
 
 
 class TensorType(NamedTuple):
@@ -76,7 +77,7 @@ def _coerce_str(v):
 def _coerce_list(item):
     def coerce(v):
         if isinstance(v, (list, tuple)):
-            return [item(x) for x in v]
+            return FrozenList([item(x) for x in v])  # an op's list attrs are values (tracked.py)
         raise TypeError
 
     return coerce
@@ -207,7 +208,8 @@ class SchemaTables(NamedTuple):
     def of(schema: "OpSchema") -> "SchemaTables":
         names = tuple(sorted(schema.attrs))
         return SchemaTables({s.name: s for s in schema.inputs}, {s.name: s for s in schema.outputs}, names,
-                            {n: schema.attrs[n].default for n in names if schema.attrs[n].default is not REQUIRED},
+                            {n: frozen(schema.attrs[n].default) for n in names
+                             if schema.attrs[n].default is not REQUIRED},
                             tuple(n for n in names if schema.attrs[n].default is REQUIRED))
 
 

@@ -133,8 +133,15 @@ def tracked_list(items: Iterable, program: "Program") -> TrackedList:
 
 
 def tracked_dict(items: Mapping, program: "Program") -> TrackedDict:
-    """A TrackedDict of ``items`` (list values frozen) owned by ``program``."""
-    tracked = TrackedDict({k: FrozenList(v) if type(v) is list else v for k, v in items.items()})
+    """A TrackedDict of ``items`` (plain list values frozen) owned by ``program``.
+
+    ``make_operator`` hands over FrozenLists already (slot names, coerced and default attrs), so the
+    common case is one dict copy.
+    """
+    tracked = TrackedDict(items)
+    for key, value in items.items():
+        if type(value) is list:
+            dict.__setitem__(tracked, key, FrozenList(value))
     tracked.program = program
     return tracked
 

@@ -17,6 +17,7 @@ from .operator import ROLES, Operator
 from .ops import OP_SCHEMAS
 from .schema import ATTR_KINDS, InferContext, OpSchema, TensorType
 from .shapes import format_shape, shapes_agree
+from .tracked import FrozenList
 
 if TYPE_CHECKING:
     from .block import Block
@@ -38,15 +39,15 @@ class _Location(tuple):
         return op_location(*self)
 
 
-def _names(value) -> list[str]:
-    """A slot value (a Variable, a name, or a list of them) as a new list of names."""
+def _names(value) -> FrozenList:
+    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it."""
     if isinstance(value, (list, tuple)):
-        names = list(value)
+        names = FrozenList(value)
         for v in names:  # usually all names already: one copy and a check, no comprehension
             if not isinstance(v, str):
-                return [v if isinstance(v, str) else v.name for v in value]
+                return FrozenList([v if isinstance(v, str) else v.name for v in value])
         return names
-    return [value if isinstance(value, str) else value.name]
+    return FrozenList((value if isinstance(value, str) else value.name,))
 
 
 def _suggest(word: str, choices) -> str:

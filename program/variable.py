@@ -56,10 +56,10 @@ class Variable:
         self._name = name
         self._shape = tuple(map(int, shape))
         self._dtype = dtype
-        self._persistable = bool(persistable)
-        self._stop_gradient = bool(stop_gradient)
-        self._is_parameter = bool(is_parameter)
-        self._trainable = bool(trainable)
+        self._persistable = persistable
+        self._stop_gradient = stop_gradient
+        self._is_parameter = is_parameter
+        self._trainable = trainable
 
     name = _fixed("name", "The var's name, unique in its block.")
     shape = _fixed("shape", "A tuple of dims; -1 is a size known only at run time.")

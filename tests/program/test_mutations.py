@@ -234,3 +234,26 @@ def test_copies_of_tracked_containers_are_plain_and_an_ops_type_is_fixed():
     assert main.version == version and len(block.ops) == 1
     with pytest.raises(ProgramError, match=r"an op's type is fixed \(scale -> 'relu'\)"):
         op.type = "relu"
+
+
+def test_every_list_an_op_holds_is_frozen_after_build_backward_and_load():
+    from gradgen.framework import append_backward
+    from gradgen.framework.tools.examples.rnn import rnn
+    from gradgen.program.tracked import FrozenList, TrackedDict
+
+    main, out = _cond_program()
+    with program_guard(main, Program()):
+        loss = layers.mean(layers.reduce_sum(layers.split(out, [1, 1])[0] * 3.0, dim=[0]))
+        main.global_block().var("x").stop_gradient = False
+        append_backward(loss)
+    programs = [main, Program.from_json(main.to_json()), main.clone(), rnn().main]
+    lists = 0
+    for program in programs:
+        for block in program.blocks:
+            for op in block.ops:
+                for fields in (op.inputs, op.outputs, op.attrs):
+                    assert type(fields) is TrackedDict and fields.program is program
+                    for value in fields.values():
+                        assert type(value) is not list, (op.type, value)
+                        lists += isinstance(value, FrozenList)
+    assert lists > 100
