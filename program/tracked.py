@@ -6,12 +6,13 @@
 slot's var names, a list attr) are ``FrozenList`` values: an in-place edit is
 refused, because a list can be shared (makers read them, a default attr list
 is shared by every op that took the default) and has no way to tell its op.
-Copies (``copy``, ``deepcopy``, pickling) are plain lists and dicts: they
-belong to no program.
+
+A shallow ``copy.copy`` of one is a plain list or dict that belongs to no
+program. ``deepcopy`` and pickling keep the kind: a deep copy of a Program is
+tracked like the original, against the copy's own version.
 """
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .errors import ProgramError
@@ -20,27 +21,16 @@ if TYPE_CHECKING:
     from .program import Program
 
 
-class _PlainCopies:
-    """``copy``, ``deepcopy`` and pickling give the plain built-in type (``PLAIN``)."""
-
-    __slots__ = ()
-    PLAIN: type = object
-
-    def __copy__(self):
-        return self.PLAIN(self)
-
-    def __deepcopy__(self, memo):
-        return copy.deepcopy(self.PLAIN(self), memo)
-
-    def __reduce_ex__(self, protocol):
-        return self.PLAIN, (self.PLAIN(self),)
-
-
-class FrozenList(_PlainCopies, list):
+class FrozenList(list):
     """A list an op holds: reading, comparing, ``+`` and ``list(...)`` work; in-place edits raise ProgramError."""
 
     __slots__ = ()
-    PLAIN = list
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __reduce_ex__(self, protocol):
+        return FrozenList, (list(self),)
 
     def _refuse(self, *args, **kwargs):
         raise ProgramError(f"the list {list(self)!r} belongs to an op and cannot change in place; assign a new "
@@ -67,11 +57,16 @@ def _bumping(edit: Callable) -> Callable:
     return tracked_edit
 
 
-class TrackedList(_PlainCopies, list):
+class TrackedList(list):
     """A list of the IR (a block's ops, a program's blocks) whose edits bump ``program.version``."""
 
     __slots__ = ("program",)
-    PLAIN = list
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __reduce_ex__(self, protocol):
+        return tracked_list, (list(self), self.program)
 
     append = _bumping(list.append)
     extend = _bumping(list.extend)
@@ -91,14 +86,19 @@ def _frozen_items(args: tuple, kwargs: dict) -> dict:
     return {k: frozen(v) for k, v in dict(*args, **kwargs).items()}
 
 
-class TrackedDict(_PlainCopies, dict):
+class TrackedDict(dict):
     """A dict of the IR (a block's vars, an op's slots and attrs) whose edits bump ``program.version``.
 
     List values are stored as FrozenLists.
     """
 
     __slots__ = ("program",)
-    PLAIN = dict
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __reduce_ex__(self, protocol):
+        return tracked_dict, (dict(self), self.program)
 
     def __setitem__(self, key, value) -> None:
         dict.__setitem__(self, key, frozen(value))

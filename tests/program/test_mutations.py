@@ -218,7 +218,7 @@ def test_hand_edits_of_a_blocks_containers_are_seen_by_a_cached_plan():
     np.testing.assert_array_equal(after, [2.0, 4.0, 6.0])
 
 
-def test_copies_of_tracked_containers_are_plain_and_an_ops_type_is_fixed():
+def test_shallow_copies_are_plain_deep_copies_stay_tracked_and_an_ops_type_is_fixed():
     import copy
     import pickle
 
@@ -227,11 +227,19 @@ def test_copies_of_tracked_containers_are_plain_and_an_ops_type_is_fixed():
     op = block.ops[0]
     for container, plain in ((block.ops, list), (block.vars, dict), (op.attrs, dict), (op.inputs["X"], list)):
         assert type(copy.copy(container)) is plain and copy.copy(container) == container
-    assert type(copy.deepcopy(op.inputs)) is dict and copy.deepcopy(op.inputs) == {"X": ["x"]}
-    assert pickle.loads(pickle.dumps(op.attrs)) == dict(op.attrs)
     version = main.version
     copy.copy(block.ops).pop()
     assert main.version == version and len(block.ops) == 1
+    for twin in (copy.deepcopy(main), pickle.loads(pickle.dumps(main))):
+        twin_op = twin.global_block().ops[0]
+        assert twin_op.attrs.program is twin and twin.global_block().ops.program is twin
+        twin_version = twin.version
+        twin_op.attrs["scale"] = 3.0
+        with pytest.raises(ProgramError, match="cannot change in place"):
+            twin_op.inputs["X"].append("y")
+        assert twin.version > twin_version and main.version == version and op.attrs["scale"] == 2.0
+        (out,) = Executor(check_types=True).run(twin, feed={"x": np.ones(3)}, fetch_list=[y.name], scope=Scope())
+        np.testing.assert_array_equal(out, [3.0, 3.0, 3.0])
     with pytest.raises(ProgramError, match=r"an op's type is fixed \(scale -> 'relu'\)"):
         op.type = "relu"
 
