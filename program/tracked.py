@@ -133,11 +133,7 @@ def tracked_list(items: Iterable, program: "Program") -> TrackedList:
 
 
 def tracked_dict(items: Mapping, program: "Program") -> TrackedDict:
-    """A TrackedDict of ``items`` (plain list values frozen) owned by ``program``.
-
-    ``make_operator`` hands over FrozenLists already (slot names, coerced and default attrs), so the
-    common case is one dict copy.
-    """
+    """A TrackedDict of ``items`` (plain list values frozen) owned by ``program``."""
     tracked = TrackedDict(items)
     for key, value in items.items():
         if type(value) is list:
