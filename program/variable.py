@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def _fixed(name: str, doc: str) -> property:
     """A read-only field: changing a declared name or type would silently disagree with the ops already typed."""
     def refuse(var: "Variable", value) -> None:
-        raise ProgramError(f"block {var.block.idx}: var '{var.name}' has a fixed {name} ({var.type_str()}); "
+        raise ProgramError(f"block {var.block.idx}: var '{var.name}' ({var.type_str()}) has a fixed {name}; "
                            "declare a new var instead")
     return property(operator.attrgetter("_" + name), refuse, doc=doc)
 

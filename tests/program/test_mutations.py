@@ -69,7 +69,7 @@ def test_var_flags_are_bools_and_name_shape_dtype_are_fixed():
     with pytest.raises(ProgramError, match=r"var 'x'.stop_gradient must be True or False, got 0"):
         x.stop_gradient = 0
     for field, value in (("shape", (4,)), ("dtype", "float32"), ("name", "z")):
-        with pytest.raises(ProgramError, match=rf"var 'x' has a fixed {field} \(float64\[3\]\)"):
+        with pytest.raises(ProgramError, match=rf"var 'x' \(float64\[3\]\) has a fixed {field}; declare a new var"):
             setattr(x, field, value)
     assert x.shape == (3,) and x.dtype == "float64" and x.name == "x"
 
