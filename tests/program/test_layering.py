@@ -7,6 +7,7 @@ or to ``x.y`` when that is a module of its own.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -106,3 +107,42 @@ def test_the_ir_does_not_import_the_builder():
     ir = {"gradgen.program." + m for m in ("variable", "operator", "block", "program", "validate", "schema")}
     for module in ir:
         assert not (nx.descendants(graph, module) & builder), module
+
+
+DOC = Path(__file__).resolve().parents[2] / "design_docs" / "ir.md"
+
+
+def _documented_rows() -> list[list[str]]:
+    """The module rows of ir.md's layering listing, top to bottom (``layers/`` and ``ops/`` stand for a package)."""
+    text = DOC.read_text()
+    listing = text.split("each row imports only rows below it:", 1)[1].split("```")[1]
+    return [re.split(r"\s{3,}", line.strip())[0].split() for line in listing.strip().splitlines()]
+
+
+def _row_of(graph: nx.DiGraph, rows: list[list[str]]) -> dict[str, tuple[int, str]]:
+    """Each module's (row, group): a module listed by name is its own group, a package's modules share one."""
+    where = {}
+    for i, row in enumerate(rows):
+        for token in row:
+            if token == "__init__":
+                where[PACKAGE] = (i, token)
+            elif token.endswith("/"):
+                prefix = f"{PACKAGE}.{token[:-1]}"
+                for module in graph:
+                    if (module == prefix or module.startswith(prefix + ".")) and module not in where:
+                        where[module] = (i, token)
+            else:
+                where[f"{PACKAGE}.{token.replace('/', '.')}"] = (i, token)
+    return where
+
+
+def test_the_layering_listing_in_ir_md_matches_the_imports():
+    graph = import_graph()
+    rows = _documented_rows()
+    assert rows[0] == ["__init__"] and rows[1] == ["layers/operators"]
+    where = _row_of(graph, rows)
+    assert set(where) == set(graph.nodes), f"not in the listing: {sorted(set(graph.nodes) - set(where))}"
+    for a, b in graph.edges:
+        (row_a, group_a), (row_b, group_b) = where[a], where[b]
+        assert row_a < row_b or (group_a == group_b and group_a.endswith("/")), \
+            f"{a} (row {row_a}) imports {b} (row {row_b}): ir.md says each row imports only rows below it"
