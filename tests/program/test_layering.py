@@ -81,7 +81,7 @@ def test_the_walk_sees_module_and_function_level_imports():
     assert graph.number_of_nodes() > 40
 
 
-def test_function_level_imports_are_found(tmp_path):
+def test_function_level_imports_count_and_type_checking_ones_do_not():
     tree = ast.parse("def f():\n    from .serialize import x\nif TYPE_CHECKING:\n    from .block import Block\n")
     found = {t for node in _imports(tree)
              for t in _targets(node, "gradgen.program.program", False,
