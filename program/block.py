@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .callsite import user_callsite
+from .describe import OpPlace
 from .dtypes import normalize_dtype
-from .errors import ProgramError
+from .errors import OpError, ProgramError
 from .operator import Operator
-from .validate import make_operator
+from .tracked import tracked_dict, tracked_list
+from .validate import coerce_attr, lookup_schema, make_operator
 from .variable import Variable
 
 if TYPE_CHECKING:
@@ -19,17 +21,18 @@ class Block:
     """Ops in execution order and vars by name.
 
     ``var(name)`` also looks in ancestor blocks, so an op in a sub-block can
-    read a var of the block that owns it. Every mutation goes through the
-    methods here, which validate ops against their schemas and bump the
-    program's version (the executor's plans depend on it).
+    read a var of the block that owns it. Passes edit through the methods
+    here, which check what they change. ``ops`` and ``vars`` are tracked
+    containers (``program/tracked.py``), so any edit, by a method or by hand,
+    bumps the program's version (the executor's plans depend on it).
     """
 
     def __init__(self, program: "Program", idx: int, parent_idx: int = -1):
         self.program = program
         self.idx = idx
         self.parent_idx = parent_idx
-        self.ops: list[Operator] = []
-        self.vars: dict[str, Variable] = {}
+        self.ops: list[Operator] = tracked_list((), program)
+        self.vars: dict[str, Variable] = tracked_dict({}, program)
 
     @property
     def parent(self) -> "Block | None":
@@ -65,12 +68,13 @@ class Block:
         try:
             shape = tuple(map(operator.index, shape))
         except TypeError:
-            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} (a list of ints)") from None
+            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {shape!r} "
+                               "(a list of ints)") from None
         if shape and min(shape) < -1:
-            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} (dims are >= 0 or -1)")
+            raise ProgramError(f"block {self.idx}: var '{name}' has an invalid shape {list(shape)} "
+                               "(dims are >= 0 or -1)")
         var = Variable(self, name, shape, normalize_dtype(dtype), persistable, stop_gradient, is_parameter, trainable)
         self.vars[name] = var
-        self.program._touch()
         return var
 
     def append_op(self, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
@@ -80,14 +84,14 @@ class Block:
             callsite = user_callsite()
         op = make_operator(self, len(self.ops), type, inputs, outputs, attrs, role, forward_op, callsite)
         self.ops.append(op)
-        self.program._touch()
         return op
 
     def insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None, *, role: str = "forward",
                   forward_op: Operator | None = None, callsite: str | None = None) -> Operator:
         """Like ``append_op`` but at position ``index``."""
         if not 0 <= index <= len(self.ops):
-            raise ProgramError(f"block {self.idx}: cannot insert an op at index {index} (block has {len(self.ops)} ops)")
+            raise ProgramError(f"block {self.idx}: cannot insert an op at index {index} "
+                               f"(block has {len(self.ops)} ops)")
         if callsite is None:
             callsite = user_callsite()
         op = make_operator(self, index, type, inputs, outputs, attrs, role, forward_op, callsite)
@@ -95,7 +99,6 @@ class Block:
             self.ops.append(op)
         else:
             self.ops.insert(index, op)
-        self.program._touch()
         return op
 
     def remove_op(self, index: int) -> Operator:
@@ -103,13 +106,59 @@ class Block:
         if not 0 <= index < len(self.ops):
             raise ProgramError(f"block {self.idx}: no op at index {index} (block has {len(self.ops)} ops)")
         op = self.ops.pop(index)
-        self.program._touch()
         return op
 
+    def remove_ops(self, indices: Iterable[int]) -> list[Operator]:
+        """Remove the ops at ``indices`` in one sweep (linear in the block's size); returns them in order."""
+        doomed = set(indices)
+        bad = [i for i in doomed if not (isinstance(i, int) and 0 <= i < len(self.ops))]
+        if bad:
+            raise ProgramError(f"block {self.idx}: no op at index {bad[0]} (block has {len(self.ops)} ops)")
+        if not doomed:
+            return []
+        removed = [op for i, op in enumerate(self.ops) if i in doomed]
+        self.ops[:] = [op for i, op in enumerate(self.ops) if i not in doomed]
+        return removed
+
+    def set_attr(self, op: Operator, name: str, value: Any) -> None:
+        """Set attr ``name`` of ``op`` (an op of this block), checked and coerced as at build time.
+
+        Shape inference does not run again: an attr that changes the output
+        types needs a new op (``remove_op`` + ``insert_op``); ``verify`` finds
+        a mismatch.
+        """
+        where = self._place(op)
+        known = lookup_schema(where, op.type).attrs
+        if name not in known:
+            raise OpError(f"{where}: unknown attr '{name}' (valid: {', '.join(known) or 'none'})")
+        op.attrs[name] = coerce_attr(where, name, known[name].kind, value)
+
+    def rename_inputs(self, op: Operator, mapping: Mapping[str, str]) -> bool:
+        """Make ``op`` (an op of this block) read ``mapping[n]`` wherever it reads ``n``; whether anything changed.
+
+        The new names need not be declared yet (a pass may declare them
+        next); ``verify`` checks the finished program.
+        """
+        where = self._place(op)
+        bad = [n for n in mapping.values() if not isinstance(n, str) or not n]
+        if bad:
+            raise OpError(f"{where}: cannot rename an input to {bad[0]!r} (a var name is a non-empty string)")
+        changed = {slot: [mapping.get(n, n) for n in names] for slot, names in op.inputs.items()
+                   if any(n in mapping for n in names)}
+        if changed:
+            op.inputs.update(changed)
+        return bool(changed)
+
+    def _place(self, op: Operator) -> OpPlace:
+        """Where ``op`` is, for messages; a ProgramError if it is not an op of this block."""
+        if not isinstance(op, Operator) or op.block is not self:
+            raise ProgramError(f"block {self.idx}: {op!r} is not an op of this block")
+        return OpPlace(op)
+
     def remove_var(self, name: str) -> Variable:
+        """Remove and return the var ``name`` of this block (ops that still name it fail ``verify``)."""
         if name not in self.vars:
             raise ProgramError(f"block {self.idx}: no var named '{name}' to remove")
-        self.program._touch()
         return self.vars.pop(name)
 
     def all_parameters(self) -> list[Variable]:
@@ -117,3 +166,6 @@ class Block:
 
     def __repr__(self) -> str:
         return f"Block(idx={self.idx}, parent_idx={self.parent_idx}, {len(self.ops)} ops, {len(self.vars)} vars)"
+
+
+__all__ = ["Block"]

@@ -6,7 +6,7 @@ import sys
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OUR_DIRS = tuple(os.path.join(_PACKAGE_ROOT, p) + os.sep for p in ("program", "grad_makers", "framework"))
-_EXAMPLES_DIR = os.path.join(_PACKAGE_ROOT, "framework", "examples") + os.sep
+_EXAMPLES_DIR = os.path.join(_PACKAGE_ROOT, "framework", "tools", "examples") + os.sep
 """The built-in example models are user code of gradgen's own: their lines are worth naming."""
 
 
@@ -20,3 +20,6 @@ def user_callsite() -> str | None:
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+__all__ = ["user_callsite"]

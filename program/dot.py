@@ -46,3 +46,6 @@ def program_to_dot(program, block_idx: int = 0) -> str:
                              f"arrowhead=none, constraint=false];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+__all__ = ["ROLE_COLOURS", "program_to_dot"]

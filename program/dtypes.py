@@ -1,6 +1,8 @@
 """The dtypes a Variable may have, as strings, and the families they fall in."""
 from __future__ import annotations
 
+from .errors import ProgramError
+
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int32", "int64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
@@ -22,7 +24,8 @@ def normalize_dtype(dtype) -> str:
     if name == "int":
         name = "int64"
     if name not in DTYPES:
-        from .errors import ProgramError
-
         raise ProgramError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     return name
+
+
+__all__ = ["FLOAT_DTYPES", "INT_DTYPES", "DTYPES", "is_float", "normalize_dtype"]

@@ -35,3 +35,6 @@ class VerificationError(ProgramError):
 
 class ShapeInferenceError(Exception):
     """Raised inside a schema's infer function; wrapped into an ``OpError`` with context."""
+
+
+__all__ = ["GradgenError", "ProgramError", "OpError", "SerializationError", "VerificationError", "ShapeInferenceError"]

@@ -89,7 +89,7 @@ def ancestor_ops(block: "Block", var_names: Iterable[str]) -> set[int]:
 
 
 def descendant_ops(block: "Block", var_names: Iterable[str]) -> set[int]:
-    """Indices of the ops that read, directly or through other ops, the values ``var_names`` had before the block ran."""
+    """Indices of the ops that read, directly or through other ops, the values ``var_names`` had before the block."""
     graph = dataflow_graph(block)
     found: set = set()
     for name in var_names:
@@ -97,3 +97,8 @@ def descendant_ops(block: "Block", var_names: Iterable[str]) -> set[int]:
         if graph.has_node(start):
             found |= nx.descendants(graph, start)
     return {n[1] for n in found if n[0] == "op"}
+
+
+__all__ = [
+    "dataflow_graph", "latest_version", "reachable", "ops_in_topological_order", "ancestor_ops", "descendant_ops"
+]

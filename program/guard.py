@@ -4,6 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from .errors import ProgramError
 from .program import Program
 
 _main_program = Program()
@@ -41,8 +42,6 @@ def program_guard(main: Program, startup: Program | None = None) -> Iterator[Non
     ...     x = layers.data("x", [-1, 4], "float64")
     """
     if not isinstance(main, Program):
-        from .errors import ProgramError
-
         raise ProgramError(f"program_guard needs a Program, got {type(main).__name__}")
     previous_main = switch_main_program(main)
     previous_startup = switch_startup_program(startup) if startup is not None else None
@@ -57,3 +56,9 @@ def program_guard(main: Program, startup: Program | None = None) -> Iterator[Non
 def current_block():
     """The block that layers append to now."""
     return _main_program.current_block()
+
+
+__all__ = [
+    "default_main_program", "default_startup_program", "switch_main_program", "switch_startup_program",
+    "program_guard", "current_block"
+]

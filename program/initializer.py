@@ -60,3 +60,6 @@ class XavierUniform:
         fan_in, fan_out = fans(shape)
         limit = math.sqrt(6.0 / (fan_in + fan_out))
         return Uniform(-limit, limit, self.seed).op(shape, dtype, seed)
+
+
+__all__ = ["Constant", "Uniform", "Normal", "fans", "XavierUniform"]

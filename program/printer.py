@@ -98,3 +98,6 @@ def program_to_text(program) -> str:
         lines.append(f"block {block.idx} ({title}):")
         lines.extend(block_to_lines(block, "  ", positions, owned))
     return "\n".join(lines) + "\n"
+
+
+__all__ = ["format_op", "block_to_lines", "program_to_text"]

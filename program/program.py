@@ -2,23 +2,34 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .block import Block
-from .errors import ProgramError
+from .dot import program_to_dot
+from .errors import ProgramError, SerializationError
 from .nesting import block_depth, make_room_for
+from .passes import strip_for_test
+from .printer import program_to_text
+from .serialize import program_from_dict, program_from_json, program_to_dict, program_to_json, write_atomically
+from .subblocks import block_attrs, owned_blocks
+from .tracked import tracked_list
 
 
 class Program:
     """A whole computation: block 0 plus sub-blocks owned by control-flow ops.
 
-    ``version`` grows with every change made through the Block methods; the
-    executor uses it to know when a cached plan is stale.
+    ``version`` grows with every change: ``blocks``, a block's ``ops`` and
+    ``vars``, an op's fields are tracked containers (``program/tracked.py``)
+    and var flags are properties; the executor uses it to know when a cached
+    plan is stale.
+    Printing, files and ``clone`` are thin calls to ``printer``, ``dot``,
+    ``serialize`` and ``passes``, which work on programs without importing
+    this module, so the dependency runs one way.
     """
 
     def __init__(self):
-        self.blocks: list[Block] = [Block(self, 0, -1)]
         self.version = 0
+        self.blocks: list[Block] = tracked_list([Block(self, 0, -1)], self)
         self.random_seed = 0
         self._current_block_idx = 0
         self._name_counters: dict[str, int] = {}
@@ -47,8 +58,46 @@ class Program:
         make_room_for(block_depth(self, parent) + 1, f"block {len(self.blocks)}")
         block = Block(self, len(self.blocks), parent)
         self.blocks.append(block)
-        self._touch()
         return block
+
+    def remove_blocks(self, indices: Iterable[int]) -> None:
+        """Drop blocks ``indices`` and every block their ops own; renumber the rest and the ops' block attrs.
+
+        A ProgramError if a block that stays is the child of, or owned by an op
+        that stays while its block goes; block 0 cannot go.
+        """
+        doomed = set(indices)
+        for i in doomed:
+            if not isinstance(i, int) or not 1 <= i < len(self.blocks):
+                raise ProgramError(f"cannot remove block {i!r}: block 0 stays, and the program has blocks "
+                                   f"0-{len(self.blocks) - 1}")
+        stack = list(doomed)
+        while stack:
+            for op in self.blocks[stack.pop()].ops:
+                for b in owned_blocks(op):
+                    if b not in doomed:
+                        doomed.add(b)
+                        stack.append(b)
+        if not doomed:
+            return
+        survivors = [b for b in self.blocks if b.idx not in doomed]
+        new_index = {b.idx: i for i, b in enumerate(survivors)}
+        for block in survivors:
+            if block.parent_idx >= 0 and block.parent_idx not in new_index:
+                raise ProgramError(f"cannot remove block {block.parent_idx}: block {block.idx} stays and is its child")
+            for op in block.ops:
+                for name in block_attrs(op):
+                    if op.attrs[name] not in new_index:
+                        raise ProgramError(f"cannot remove block {op.attrs[name]}: an op of block {block.idx} "
+                                           f"({op.type}) stays and owns it")
+        for block in survivors:
+            block.idx = new_index[block.idx]
+            block.parent_idx = new_index[block.parent_idx] if block.parent_idx >= 0 else -1
+            for op in block.ops:
+                for name in block_attrs(op):
+                    op.attrs[name] = new_index[op.attrs[name]]
+        self.blocks[:] = survivors
+        self._current_block_idx = new_index.get(self._current_block_idx, 0)
 
     # -- names --------------------------------------------------------------
     def has_var_anywhere(self, name: str) -> bool:
@@ -83,39 +132,27 @@ class Program:
 
     def clone(self, for_test: bool = False) -> "Program":
         """A deep copy. With ``for_test``, only forward ops are kept (no backward or optimizer ops)."""
-        from .serialize import program_from_dict, program_to_dict
-
-        copy = program_from_dict(program_to_dict(self))
+        copy = program_from_dict(program_to_dict(self), "<clone>", into=type(self)())
         copy.random_seed = self.random_seed
         if for_test:
-            from .passes import strip_for_test
-
             strip_for_test(copy)
         return copy
 
-    # -- files ----------------------------------------------------------------
+    # -- files and text: thin calls to the modules below this one ---------------
     def to_json(self) -> str:
         """Versioned, deterministic JSON text: the same program always gives the same bytes."""
-        from .serialize import program_to_json
-
         return program_to_json(self)
 
-    @staticmethod
-    def from_json(text: str) -> "Program":
-        from .serialize import program_from_json
-
-        return program_from_json(text)
+    @classmethod
+    def from_json(cls, text: str) -> "Program":
+        return program_from_json(text, into=cls())
 
     def save(self, path: str | os.PathLike) -> None:
         """Write ``to_json()`` to ``path`` atomically (a temp file renamed into place)."""
-        from .serialize import write_atomically
-
         write_atomically(path, self.to_json().encode("utf-8"))
 
-    @staticmethod
-    def load(path: str | os.PathLike) -> "Program":
-        from .serialize import SerializationError, program_from_json
-
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Program":
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -125,18 +162,17 @@ class Program:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise SerializationError(f"{os.fspath(path)!r} is not a gradgen program file (not UTF-8 text)") from None
-        return program_from_json(text, source=os.fspath(path))
+        return program_from_json(text, source=os.fspath(path), into=cls())
 
     def to_dot(self, block: int = 0) -> str:
-        from .dot import program_to_dot
-
         return program_to_dot(self, block)
 
     def __str__(self) -> str:
-        from .printer import program_to_text
-
         return program_to_text(self)
 
     def __repr__(self) -> str:
         ops = sum(len(b.ops) for b in self.blocks)
         return f"<Program: {len(self.blocks)} block(s), {ops} op(s), version {self.version}>"
+
+
+__all__ = ["Program"]

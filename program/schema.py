@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .dtypes import DTYPES
 from .errors import ShapeInferenceError
+from .tracked import FrozenList, frozen
 
 
 class TensorType(NamedTuple):
@@ -76,7 +77,7 @@ def _coerce_str(v):
 def _coerce_list(item):
     def coerce(v):
         if isinstance(v, (list, tuple)):
-            return [item(x) for x in v]
+            return FrozenList([item(x) for x in v])  # an op's list attrs are values (tracked.py)
         raise TypeError
 
     return coerce
@@ -207,7 +208,8 @@ class SchemaTables(NamedTuple):
     def of(schema: "OpSchema") -> "SchemaTables":
         names = tuple(sorted(schema.attrs))
         return SchemaTables({s.name: s for s in schema.inputs}, {s.name: s for s in schema.outputs}, names,
-                            {n: schema.attrs[n].default for n in names if schema.attrs[n].default is not REQUIRED},
+                            {n: frozen(schema.attrs[n].default) for n in names
+                             if schema.attrs[n].default is not REQUIRED},
                             tuple(n for n in names if schema.attrs[n].default is REQUIRED))
 
 
@@ -220,7 +222,15 @@ def same_as(slot: str, out: str = "Out") -> InferFn:
     return infer
 
 
-def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr] | None = None, doc: str = "", **kw) -> OpSchema:
+def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr] | None = None, doc: str = "",
+           **kw) -> OpSchema:
     """Shorthand: slots may be given as names (``"X"``) or ``Slot`` objects."""
     as_slot = lambda s: s if isinstance(s, Slot) else Slot(s)  # noqa: E731
-    return OpSchema(type, tuple(map(as_slot, inputs)), tuple(map(as_slot, outputs)), infer, dict(attrs or {}), doc, **kw)
+    return OpSchema(type, tuple(map(as_slot, inputs)), tuple(map(as_slot, outputs)), infer, dict(attrs or {}), doc,
+                    **kw)
+
+
+__all__ = [
+    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "OpSchema", "SchemaTables",
+    "same_as", "schema"
+]

@@ -18,6 +18,7 @@ from .files import write_atomically
 from .nesting import MAX_NESTING, make_room_for
 from .operator import Operator
 from .subblocks import owned_blocks
+from .validate import make_operator
 
 FORMAT_NAME = "gradgen-program"
 FORMAT_VERSION = 1
@@ -90,8 +91,11 @@ def _strict_int(text: str) -> int:
     return value
 
 
-def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa: F821
-    """Parse strict JSON (no NaN/Infinity literals, no overflowing numbers) and rebuild the Program."""
+def program_from_json(text: str, source: str = "<string>", *, into):
+    """Fill ``into``, a new empty Program, from strict JSON text (no NaN/Infinity literals, no overflowing numbers).
+
+    ``Program.from_json`` and ``Program.load`` make the Program.
+    """
     try:
         data = json.loads(text, parse_constant=_reject_constant, parse_float=_strict_float, parse_int=_strict_int)
     except json.JSONDecodeError as e:
@@ -100,7 +104,7 @@ def program_from_json(text: str, source: str = "<string>") -> "Program":  # noqa
         raise SerializationError(f"{source}: {e}") from None
     except RecursionError:
         raise SerializationError(f"{source}: JSON nested too deeply (a program file nests a few levels)") from None
-    return program_from_dict(data, source)
+    return program_from_dict(data, source, into=into)
 
 
 def _field(obj: Any, key: str, kind, path: str, source: str):
@@ -143,11 +147,12 @@ def _check_sub_block_owners(program, source: str) -> None:
                         "child of the op's block, never the block itself or an ancestor)")
 
 
-def program_from_dict(data: Any, source: str = "<dict>"):
-    """Rebuild a Program from its dict form, checking every field and op."""
-    from .program import Program
-    from .block import Block
-    from .validate import make_operator
+def program_from_dict(data: Any, source: str = "<dict>", *, into):
+    """Rebuild a program from its dict form into ``into`` (a new empty Program), checking every field and op.
+
+    The caller makes the Program, so this module depends on the IR and not the other way round
+    (design_docs/ir.md, "Layering").
+    """
 
     fmt = _field(data, "format", str, "program", source)
     if fmt != FORMAT_NAME:
@@ -161,9 +166,8 @@ def program_from_dict(data: Any, source: str = "<dict>"):
     blocks = _field(data, "blocks", list, "program", source)
     if not blocks:
         raise SerializationError(f"{source}: program has no blocks")
-    program = Program()
+    program = into
     program.random_seed = data.get("random_seed", 0) if isinstance(data.get("random_seed", 0), int) else 0
-    program.blocks = []
     depths: list[int] = []
     for i, b in enumerate(blocks):
         path = f"blocks[{i}]"
@@ -172,12 +176,14 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         parent = _field(b, "parent_idx", int, path, source)
         if not (parent == -1 if i == 0 else 0 <= parent < i):
             raise SerializationError(f"{source}: {path}.parent_idx {parent} is not an earlier block")
-        program.blocks.append(Block(program, i, parent))
         depths.append(0 if i == 0 else depths[parent] + 1)
         if depths[i] > MAX_NESTING:
             raise SerializationError(f"{source}: {path} is nested {depths[i]} levels deep; gradgen supports up "
                                      f"to {MAX_NESTING}")
     make_room_for(max(depths), source)
+    for i, b in enumerate(blocks):
+        if i:
+            program.create_block(_field(b, "parent_idx", int, f"blocks[{i}]", source))
     try:
         for i, b in enumerate(blocks):
             block = program.blocks[i]
@@ -222,3 +228,9 @@ def program_from_dict(data: Any, source: str = "<dict>"):
         raise SerializationError(f"{source}: an attr value is nested too deeply") from None
     program._touch()
     return program
+
+
+__all__ = [
+    "FORMAT_NAME", "FORMAT_VERSION", "program_to_dict", "program_to_json", "program_from_json", "program_from_dict",
+    "write_atomically"
+]

@@ -32,7 +32,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
                 result[i] = d
             else:
                 raise ShapeInferenceError(
-                    "shapes " + " and ".join(str(list(s)) for s in shapes) + f" do not broadcast (dim {i - rank}: {r} vs {d})"
+                    "shapes " + " and ".join(str(list(s)) for s in shapes)
+                    + f" do not broadcast (dim {i - rank}: {r} vs {d})"
                 )
     return tuple(result)
 
@@ -74,3 +75,9 @@ def numel(shape: Sequence[int]) -> int:
 
 def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+__all__ = [
+    "Shape", "broadcast_shapes", "normalize_axis", "normalize_axes", "dims_agree", "shapes_agree", "numel",
+    "format_shape"
+]

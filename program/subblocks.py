@@ -18,12 +18,17 @@ if TYPE_CHECKING:
     from .program import Program
 
 
-def owned_blocks(op) -> list[int]:
-    """Indices of the sub-blocks ``op`` owns (its attrs of kind ``block``)."""
+def block_attrs(op) -> list[str]:
+    """Names of ``op``'s attrs of kind ``block`` (each holds the index of a sub-block the op owns)."""
     schema = OP_SCHEMAS.get(op.type)
     if schema is None:
         return []
-    return [op.attrs[name] for name, spec in schema.attrs.items() if spec.kind == "block" and name in op.attrs]
+    return [name for name, spec in schema.attrs.items() if spec.kind == "block" and name in op.attrs]
+
+
+def owned_blocks(op) -> list[int]:
+    """Indices of the sub-blocks ``op`` owns (its attrs of kind ``block``)."""
+    return [op.attrs[name] for name in block_attrs(op)]
 
 
 @contextmanager
@@ -119,13 +124,15 @@ def rename_outer_reads(program: "Program", block_ids: Iterable[int], mapping: di
         if not names:
             continue
         for op in block.ops:
-            for slot, args in op.inputs.items():
-                op.inputs[slot] = [names.get(n, n) for n in args]
+            block.rename_inputs(op, names)
             for key in RESULT_ATTRS:
                 value = op.attrs.get(key)
-                if isinstance(value, list):
-                    op.attrs[key] = [names.get(n, n) for n in value]
-                elif isinstance(value, str):
-                    op.attrs[key] = names.get(value, value)
+                if isinstance(value, list) and any(n in names for n in value):
+                    block.set_attr(op, key, [names.get(n, n) for n in value])
+                elif isinstance(value, str) and value in names:
+                    block.set_attr(op, key, names[value])
             stack.extend((sub, names) for sub in owned_blocks(op))
-    program._touch()
+
+
+__all__ = ["owned_blocks", "block_attrs", "building_block", "external_reads", "check_writes_local", "copy_vars",
+           "copy_ops", "prune_unused", "RESULT_ATTRS", "rename_outer_reads"]

@@ -17,6 +17,7 @@ from .operator import ROLES, Operator
 from .ops import OP_SCHEMAS
 from .schema import ATTR_KINDS, InferContext, OpSchema, TensorType
 from .shapes import format_shape, shapes_agree
+from .tracked import FrozenList
 
 if TYPE_CHECKING:
     from .block import Block
@@ -38,15 +39,15 @@ class _Location(tuple):
         return op_location(*self)
 
 
-def _names(value) -> list[str]:
-    """A slot value (a Variable, a name, or a list of them) as a new list of names."""
+def _names(value) -> FrozenList:
+    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it."""
     if isinstance(value, (list, tuple)):
-        names = list(value)
+        names = FrozenList(value)
         for v in names:  # usually all names already: one copy and a check, no comprehension
             if not isinstance(v, str):
-                return [v if isinstance(v, str) else v.name for v in value]
+                return FrozenList([v if isinstance(v, str) else v.name for v in value])
         return names
-    return [value if isinstance(value, str) else value.name]
+    return FrozenList((value if isinstance(value, str) else value.name,))
 
 
 def _suggest(word: str, choices) -> str:
@@ -54,7 +55,7 @@ def _suggest(word: str, choices) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
+def normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
     """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
     known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
@@ -90,16 +91,20 @@ def normalize_attrs(where: str, schema: OpSchema, attrs: Mapping[str, Any] | Non
     out = {}
     for name in tables.attr_names:
         if name in attrs:
-            kind = schema.attrs[name].kind
-            try:
-                out[name] = ATTR_KINDS[kind](attrs[name])
-            except (TypeError, ValueError):
-                raise OpError(f"{where}: attr '{name}' must be of kind {kind}, got {attrs[name]!r}") from None
+            out[name] = coerce_attr(where, name, schema.attrs[name].kind, attrs[name])
         elif name in tables.defaults:
             out[name] = tables.defaults[name]
         else:
             raise OpError(f"{where}: missing required attr '{name}' ({schema.attrs[name].kind})")
     return out
+
+
+def coerce_attr(where: str, name: str, kind: str, value: Any) -> Any:
+    """``value`` as the canonical JSON value of attr kind ``kind``; an OpError naming the attr if it is not one."""
+    try:
+        return ATTR_KINDS[kind](value)
+    except (TypeError, ValueError):
+        raise OpError(f"{where}: attr '{name}' must be of kind {kind}, got {value!r}") from None
 
 
 def lookup_schema(where: str, op_type: str) -> OpSchema:
@@ -139,8 +144,8 @@ def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs
     schema = OP_SCHEMAS.get(op_type) or lookup_schema(where, op_type)
     if role not in ROLES:
         raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
-    ins = _normalize_slots(where, inputs, schema, "input")
-    outs = _normalize_slots(where, outputs, schema, "output")
+    ins = normalize_slots(where, inputs, schema, "input")
+    outs = normalize_slots(where, outputs, schema, "output")
     norm_attrs = normalize_attrs(where, schema, attrs)
     inferred = infer_types(block, where, schema, ins, norm_attrs)
     for slot, names in outs.items():
@@ -163,3 +168,6 @@ def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType
     if var.dtype != t.dtype or not shapes_agree(var.shape, t.shape):
         raise OpError(f"{where}: output {slot}={name} is declared {var.type_str()} but the op makes "
                       f"{t.dtype}{format_shape(t.shape)}")
+
+
+__all__ = ["normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "infer_types", "make_operator"]

@@ -158,11 +158,8 @@ def apply_recompute(block, plan: RecomputePlan) -> dict[str, str]:
     # A copy may also remake a held value (a checkpoint made by the same op): its readers keep the original,
     # which may be read before the copy exists. Recomputable reads are all after it, by construction.
     rename = {n: c for n, c in copied.items() if n in plan.recomputable}
-    for op in ops[plan.forward_ops:]:
-        # Only the grad ops' reads change; the inserts below bump the program's version.
-        for slot, args in op.inputs.items():
-            if any(n in rename for n in args):
-                op.inputs[slot] = [rename.get(n, n) for n in args]
+    for op in ops[plan.forward_ops:]:  # only the grad ops' reads change
+        block.rename_inputs(op, rename)
     for at, _, clones in sorted(groups, key=lambda g: (g[0], g[1]), reverse=True):
         for k, fwd in enumerate(clones):
             ins = {slot: [rename.get(n, n) for n in args] for slot, args in fwd.inputs.items()}

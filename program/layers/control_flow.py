@@ -111,3 +111,6 @@ def while_loop(cond_fn: Callable[..., Variable], body_fn: Callable[..., object],
                       "cond_out": c_outs[0], "body_params": b_params, "body_outs": b_outs,
                       "max_iterations": max_iterations})
     return [parent.var(n) for n in outs]
+
+
+__all__ = ["cond", "while_loop"]

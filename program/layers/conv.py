@@ -45,3 +45,6 @@ def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=
                   {"pooling_type": pool_type, "ksize": ksize,
                    "strides": ksize if stride is None else _pair(stride, "stride"),
                    "paddings": _pair(padding, "padding")}, name=name)
+
+
+__all__ = ["conv2d", "pool2d"]

@@ -48,6 +48,13 @@ def fill_constant(shape: Sequence[int], dtype, value: float, name: str | None = 
                   name=name, stop_gradient=True)
 
 
+def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Variable:
+    """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
+    if isinstance(value, Variable):
+        return value
+    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), float(value))
+
+
 def zeros_like(x: Variable, dtype=None) -> Variable:
     return append("fill_zeros_like", {"X": check_var(x, "x")}, {"dtype": normalize_dtype(dtype) if dtype else ""},
                   stop_gradient=True)
@@ -65,3 +72,6 @@ def assign(x: Variable, output: Variable | None = None) -> Variable:
 
 def cast(x: Variable, dtype) -> Variable:
     return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})
+
+
+__all__ = ["data", "create_parameter", "fill_constant", "as_var", "zeros_like", "ones_like", "assign", "cast"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..errors import ProgramError
 from ..guard import default_main_program
 from ..variable import Variable
 
@@ -27,18 +28,10 @@ def append(op_type: str, inputs: dict[str, Any], attrs: dict[str, Any] | None = 
     return outs[0] if len(outs) == 1 else outs
 
 
-def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Variable:
-    """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
-    if isinstance(value, Variable):
-        return value
-    from .creation import fill_constant
-
-    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), float(value))
-
-
 def check_var(value, what: str) -> Variable:
     if not isinstance(value, Variable):
-        from ..errors import ProgramError
-
         raise ProgramError(f"{what} must be a Variable, got {type(value).__name__}")
     return value
+
+
+__all__ = ["append", "check_var"]

@@ -9,3 +9,6 @@ def matmul(x: Variable, y: Variable, transpose_x: bool = False, transpose_y: boo
     """Batched x @ y over the last two dims (optionally transposed); batch dims broadcast."""
     return append("matmul", {"X": check_var(x, "x"), "Y": check_var(y, "y")},
                   {"transpose_x": transpose_x, "transpose_y": transpose_y}, name=name)
+
+
+__all__ = ["matmul"]

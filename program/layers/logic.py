@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..dtypes import normalize_dtype
 from ..variable import Variable
-from .helper import append, as_var, check_var
+from .creation import as_var
+from .helper import append, check_var
 
 
 def where(cond: Variable, x, y, name=None) -> Variable:
@@ -40,3 +41,8 @@ def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variabl
 def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
     return append("one_hot", {"X": check_var(x, "x")}, {"depth": depth, "dtype": normalize_dtype(dtype)}, name=name,
                   stop_gradient=True)
+
+
+__all__ = [
+    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "one_hot"
+]

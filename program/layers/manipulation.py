@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ProgramError
+from ..guard import default_main_program
 from ..variable import Variable
 from .helper import append, check_var
 
@@ -52,8 +53,6 @@ def split(x: Variable, num_or_sections, axis: int = 0, name=None) -> list[Variab
         sections = [size // num_or_sections] * num_or_sections
     else:
         sections = [int(s) for s in num_or_sections]
-    from ..guard import default_main_program
-
     program = default_main_program()
     base = name or program.unique_name("split")
     names = [f"{base}.{i}" for i in range(len(sections))]
@@ -86,3 +85,9 @@ def stack(xs: Sequence[Variable], axis: int = 0, name=None) -> Variable:
 def gather(x: Variable, index: Variable, axis: int = 0, name=None) -> Variable:
     """x's slices at the integers of ``index`` along ``axis``."""
     return append("gather", {"X": check_var(x, "x"), "Index": check_var(index, "index")}, {"axis": axis}, name=name)
+
+
+__all__ = [
+    "sum", "broadcast_to", "reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "stack",
+    "gather"
+]

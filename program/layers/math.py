@@ -5,7 +5,8 @@ from numbers import Number
 
 from ..errors import ProgramError
 from ..variable import Variable
-from .helper import append, as_var, check_var
+from .creation import as_var
+from .helper import append, check_var
 
 
 def _binary(op_type: str, x, y, name=None) -> Variable:
@@ -102,3 +103,9 @@ gelu = _unary("gelu")
 softplus = _unary("softplus")
 reciprocal = _unary("reciprocal")
 sign = _unary("sign")
+
+
+__all__ = [
+    "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu", "relu",
+    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign"
+]

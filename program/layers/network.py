@@ -14,6 +14,8 @@ from ..param_attr import ParamAttr, to_param_attr
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
+from .math import pow as power
+from .reduction import reduce_mean
 
 
 def _fc_inputs(x, input) -> tuple[list[Variable], bool]:
@@ -122,9 +124,6 @@ def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
                shift: bool = True, name: str | None = None) -> Variable:
     """Normalize over the dims from ``begin_norm_axis`` on, then scale and shift per element of those dims."""
-    from .math import pow as power
-    from .reduction import reduce_mean
-
     check_var(x, "x")
     begin = begin_norm_axis % len(x.shape)
     dims = list(range(begin, len(x.shape)))
@@ -174,3 +173,6 @@ def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_tes
         {"Y": [y_name], "MeanOut": [mean.name], "VarianceOut": [var.name]},
         {"momentum": momentum, "epsilon": epsilon, "is_test": is_test})
     return program.current_block().var(y_name)
+
+
+__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm"]

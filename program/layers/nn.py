@@ -31,3 +31,6 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
 def sigmoid_cross_entropy_with_logits(x: Variable, label: Variable, name=None) -> Variable:
     return append("sigmoid_cross_entropy_with_logits", {"X": check_var(x, "x"), "Label": check_var(label, "label")},
                   name=name)
+
+
+__all__ = ["softmax", "log_softmax", "cross_entropy", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits"]

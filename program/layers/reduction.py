@@ -31,3 +31,6 @@ reduce_min = _reduce("reduce_min")
 def mean(x: Variable, name=None) -> Variable:
     """The mean of every element: a scalar."""
     return append("mean", {"X": check_var(x, "x")}, name=name)
+
+
+__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "mean"]

@@ -25,3 +25,6 @@ def _collect(families) -> dict[str, OpSchema]:
 
 OP_SCHEMAS: dict[str, OpSchema] = _collect(FAMILIES)
 """op type -> schema, for every op type."""
+
+
+__all__ = ["FAMILIES", "OP_SCHEMAS"]

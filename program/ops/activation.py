@@ -42,3 +42,6 @@ SCHEMAS = tuple(
     schema("sigmoid_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
            doc="X@GRAD = Out@GRAD * Out * (1 - Out): sigmoid's gradient from its output, in one op."),
 )
+
+
+__all__ = ["UNARY_ATTRS", "SCHEMAS"]

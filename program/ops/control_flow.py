@@ -63,7 +63,8 @@ def _while(ctx):
 
 
 SCHEMAS = (
-    schema("cond", ["Cond", Slot("Input", duplicable=True, optional=True)], [Slot("Out", duplicable=True, optional=True)],
+    schema("cond", ["Cond", Slot("Input", duplicable=True, optional=True)],
+           [Slot("Out", duplicable=True, optional=True)],
            _cond, {"true_block": Attr("block"), "false_block": Attr("block"), "true_outs": Attr("strs"),
                    "false_outs": Attr("strs")},
            doc="Runs true_block or false_block by Cond; Out are the taken branch's results."),
@@ -74,3 +75,6 @@ SCHEMAS = (
                     "max_iterations": Attr("optional_int", None)},
            doc="Carries X through body_block while cond_block says so; History stacks X at each iteration's start."),
 )
+
+
+__all__ = ["SCHEMAS"]

@@ -89,3 +89,6 @@ SCHEMAS = (
     schema("pool2d_select", ["X", "D"], ["Out"], _pool2d_select, POOL_ATTRS,
            doc="For each max-pool window of X, D's value where X is largest: the adjoint of max pool2d_grad."),
 )
+
+
+__all__ = ["CONV_ATTRS", "POOL_ATTRS", "out_size", "SCHEMAS"]

@@ -39,3 +39,6 @@ SCHEMAS = (
     schema("assign", ["X"], ["Out"], same_as("X"), doc="Out = X (a copy in meaning; kernels may share memory)."),
     schema("cast", ["X"], ["Out"], _cast, {"out_dtype": Attr("dtype")}, doc="X converted to `out_dtype`."),
 )
+
+
+__all__ = ["SHAPE_DTYPE", "SCHEMAS"]

@@ -19,3 +19,6 @@ SCHEMAS = tuple(
     schema(t, ["X", "Y"], ["Out"], _broadcast, doc=f"Out = {t[12:]}(X, Y), with numpy broadcasting.")
     for t in ELEMENTWISE_TYPES
 )
+
+
+__all__ = ["ELEMENTWISE_TYPES", "SCHEMAS"]

@@ -41,6 +41,10 @@ SCHEMAS = (
            doc="Zeros shaped like X with Out@GRAD added at Index along axis (repeats accumulate)."),
     schema("reshape_as", ["X", "Target"], ["Out"], _like_target,
            doc="X reshaped to Target's run-time shape (same element count)."),
-    schema("split_like", ["X", Slot("Like", duplicable=True)], [Slot("Out", duplicable=True)], _split_like, {"axis": Attr("int", 0)},
+    schema("split_like", ["X", Slot("Like", duplicable=True)], [Slot("Out", duplicable=True)], _split_like,
+           {"axis": Attr("int", 0)},
            doc="X cut along axis into pieces sized like each Like var at run time: concat's adjoint."),
 )
+
+
+__all__ = ["SLICE_ATTRS", "SCHEMAS"]

@@ -25,3 +25,6 @@ SCHEMAS = (
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
            doc="Batched matrix product over the last two dims; batch dims broadcast."),
 )
+
+
+__all__ = ["SCHEMAS"]

@@ -54,3 +54,6 @@ SCHEMAS = tuple(
     schema("one_hot", ["X"], ["Out"], _one_hot, {"depth": Attr("int"), "dtype": Attr("dtype", "float32")},
            doc="A `depth`-long 0/1 vector per integer of X, appended as a last dim."),
 )
+
+
+__all__ = ["COMPARISONS", "SCHEMAS"]

@@ -180,3 +180,6 @@ SCHEMAS = (
     schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
            doc="X's slices at the integers of Index along `axis` (numpy's take)."),
 )
+
+
+__all__ = ["SCHEMAS"]

@@ -52,3 +52,6 @@ SCHEMAS = (
                "the running Mean/Variance (written in place through MeanOut/VarianceOut) move toward them by "
                "1 - momentum. With is_test, the running statistics normalize instead."),
 )
+
+
+__all__ = ["SCHEMAS"]

@@ -66,3 +66,6 @@ SCHEMAS = (
     schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
            doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise."),
 )
+
+
+__all__ = ["SCHEMAS"]

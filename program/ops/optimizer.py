@@ -56,3 +56,6 @@ SCHEMAS = (
            {"max_norm": Attr("float")},
            doc="Every X scaled by max_norm / max(global_norm(X), max_norm), so their joint norm is <= max_norm."),
 )
+
+
+__all__ = ["SCHEMAS"]

@@ -43,3 +43,6 @@ SCHEMAS = tuple(
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
            doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count."),
 )
+
+
+__all__ = ["reduced_shape", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS"]

@@ -1,7 +1,8 @@
 """The IR: Variable, Operator, Block and Program, and the builder that fills them."""
 import pytest
 
-from gradgen.program import Block, Operator, Program, ProgramError, Variable, default_main_program, layers, program_guard
+from gradgen.program import (Block, Operator, Program, ProgramError, Variable, default_main_program, layers,
+                             program_guard)
 
 
 def test_layers_append_to_the_guarded_program_and_initializers_to_startup():
@@ -101,3 +102,10 @@ def test_a_scalar_divided_by_a_var_and_var_var_operators():
     types = [op.type for op in main.global_block().ops]
     assert types == ["fill_constant", "elementwise_div", "elementwise_add", "elementwise_sub", "elementwise_mul",
                      "elementwise_div", "elementwise_pow"]
+
+
+def test_ops_built_by_the_bundled_examples_name_the_examples_lines():
+    from gradgen.framework.tools.examples.mlp import mlp
+
+    callsites = {op.callsite for op in mlp().main.global_block().ops if op.role == "forward"}
+    assert callsites and all(c.startswith("mlp.py:") for c in callsites), callsites

@@ -14,7 +14,7 @@ from .graph import dataflow_graph
 from .schema import TensorType
 from .shapes import format_shape, shapes_agree
 from .subblocks import external_reads, owned_blocks
-from .validate import _normalize_slots, infer_types, lookup_schema, normalize_attrs
+from .validate import normalize_slots, infer_types, lookup_schema, normalize_attrs
 
 
 def _op_problems(block, index: int, op) -> list[str]:
@@ -22,8 +22,8 @@ def _op_problems(block, index: int, op) -> list[str]:
     where = op_location(block, index, op.type, op.callsite)
     try:
         schema = lookup_schema(where, op.type)
-        ins = _normalize_slots(where, op.inputs, schema, "input")
-        outs = _normalize_slots(where, op.outputs, schema, "output")
+        ins = normalize_slots(where, op.inputs, schema, "input")
+        outs = normalize_slots(where, op.outputs, schema, "output")
         attrs = normalize_attrs(where, schema, op.attrs)
         inferred = infer_types(block, where, schema, ins, attrs)
     except OpError as e:
@@ -116,3 +116,6 @@ def verify(program, raise_on_error: bool = True) -> list[str]:
     if problems and raise_on_error:
         raise VerificationError(problems)
     return problems
+
+
+__all__ = ["verify"]
