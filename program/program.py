@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Iterable, Iterator
 
 from .block import Block
@@ -34,6 +35,7 @@ class Program:
         self._current_block_idx = 0
         self._name_counters: dict[str, int] = {}
         self._seed_counter = 0
+        self._cloned_from: weakref.ref | None = None
 
     def _touch(self) -> None:
         self.version += 1
@@ -134,9 +136,23 @@ class Program:
         """A deep copy. With ``for_test``, only forward ops are kept (no backward or optimizer ops)."""
         copy = program_from_dict(program_to_dict(self), "<clone>", into=type(self)())
         copy.random_seed = self.random_seed
+        copy._cloned_from = weakref.ref(self)
         if for_test:
             strip_for_test(copy)
         return copy
+
+    def descends_from(self, other: "Program") -> bool:
+        """True when this program is ``other`` or was made from it by ``clone`` (directly or through clones).
+
+        A Variable of ``other`` may then stand for the var of the same name here, as in Paddle's
+        ``exe.run(main.clone(for_test=True), fetch_list=[loss])``.
+        """
+        program: Program | None = self
+        while program is not None:
+            if program is other:
+                return True
+            program = program._cloned_from() if program._cloned_from is not None else None
+        return False
 
     # -- files and text: thin calls to the modules below this one ---------------
     def to_json(self) -> str:

@@ -231,6 +231,6 @@ def program_from_dict(data: Any, source: str = "<dict>", *, into):
 
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "program_to_dict", "program_to_json", "program_from_json", "program_from_dict",
+    "FORMAT_NAME", "FORMAT_VERSION", "INT_DIGITS_MAX", "program_to_dict", "program_to_json", "program_from_json", "program_from_dict",
     "write_atomically"
 ]

@@ -23,7 +23,6 @@ from typing import Iterable, Sequence
 from gradgen.program import OP_SCHEMAS, Program
 from gradgen.program.describe import describe_var, op_location
 from gradgen.program.errors import ProgramError
-from gradgen.program.passes import _remove_blocks
 from gradgen.program.subblocks import owned_blocks
 
 
@@ -109,7 +108,7 @@ def _set_test_mode(program: Program) -> None:
         for op in block.ops:
             schema = OP_SCHEMAS.get(op.type)
             if schema is not None and "is_test" in schema.attrs:
-                op.attrs["is_test"] = True
+                block.set_attr(op, "is_test", True)
 
 
 def prune(program: Program, fetches: Sequence[str], feeds: Sequence[str] | None = None,
@@ -133,11 +132,10 @@ def prune(program: Program, fetches: Sequence[str], feeds: Sequence[str] | None 
     copy = program.clone()
     block = copy.global_block()
     kept = set(keep)
-    dropped_blocks: set[int] = set()
-    for i in range(len(block.ops) - 1, -1, -1):
-        if i not in kept:
-            dropped_blocks.update(owned_blocks(block.remove_op(i)))
-    _remove_blocks(copy, dropped_blocks)
+    dropped = [i for i in range(len(block.ops)) if i not in kept]
+    dropped_blocks = {b for i in dropped for b in owned_blocks(block.ops[i])}
+    block.remove_ops(dropped)
+    copy.remove_blocks(dropped_blocks)
     _drop_unused_vars(block, [*fetches, *feed_list])
     if feeds is not None:
         _check_fed(block, feed_list)

@@ -1,7 +1,8 @@
 """The checks at the top of ``Executor.run``: each argument is what run expects, or an error saying so.
 
-A Variable stands for its name only within its own Program: one of another
-Program (a different model, or a copy) is an error, never a lookup by name.
+A Variable stands for its name only within its own Program and the programs cloned
+from it (``main.clone(for_test=True)`` keeps every name): a Variable of any other
+Program (a different model, or a file loaded again) is an error, never a lookup by name.
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def check_scope(scope: Any) -> Scope:
 
 
 def _var_name(program: Program, var: Variable, what: str) -> str:
-    if var.block.program is not program:
+    if var.block.program is not program and not program.descends_from(var.block.program):
         raise ExecutionError(f"Executor.run: {what} Variable '{var.name}' belongs to another Program than the one "
-                             "being run (pass the Variable of this program, or its name)")
+                             "being run, which is not a clone of it (pass the Variable of this program, or its name)")
     return var.name
 
 

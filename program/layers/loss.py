@@ -105,4 +105,4 @@ def accuracy(input: Variable, label: Variable, k: int = 1, name=None) -> Variabl
     return mean(hits, name=name)
 
 
-__all__ = ["square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss", "accuracy"]
+__all__ = ["REDUCTIONS", "square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss", "accuracy"]

@@ -64,3 +64,5 @@ SCHEMAS = (
            {"root": Attr("int", 0)},
            doc="Every rank's Out[i] becomes rank root's X[i]. Out names the same vars as X.", stateful=True),
 )
+
+__all__ = ["SCHEMAS"]

@@ -82,3 +82,5 @@ SCHEMAS = (
            {"warmup_steps": Attr("int"), "start_lr": Attr("float"), "end_lr": Attr("float")},
            doc="start_lr + (end_lr - start_lr) * Step / warmup_steps while Step < warmup_steps, then LearningRate."),
 )
+
+__all__ = ["DTYPE", "SCHEMAS"]

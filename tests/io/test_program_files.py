@@ -113,4 +113,4 @@ def test_a_dict_with_attrs_nested_without_limit_is_an_error():
         deep = [deep]
     data["blocks"][0]["ops"][-1]["attrs"]["true_outs"] = deep
     with pytest.raises(SerializationError, match="nested too deeply"):
-        program_from_dict(data)
+        program_from_dict(data, into=Program())
