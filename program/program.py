@@ -130,6 +130,17 @@ class Program:
 
         return program_to_dot(self, block)
 
+    def explain(self, feed_shapes: dict | None = None) -> str:
+        """A self-contained HTML page linking every grad op to its forward op and to memory (see explain.md)."""
+        from .display import explain_page
+
+        return explain_page(self, feed_shapes=feed_shapes)
+
+    def _repr_html_(self) -> str:
+        from .display import explain_page
+
+        return explain_page(self, embedded=True)
+
     def __str__(self) -> str:
         from .printer import program_to_text
 

@@ -232,6 +232,20 @@ def cmd_dot(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from .explain import explain_page
+
+    program = _load(args.program)
+    shapes = parse_shape_args(args.feed_shape)
+    for name in shapes:
+        _var(program, name, "--feed-shape var")
+    text = explain_page(program, shapes or None, title=os.path.basename(args.program))
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {args.output} ({len(text.encode()) / 1024:.0f} KiB); open it in a browser")
+    return 0
+
+
 def cmd_ops(args) -> int:
     from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
     from gradgen.program import OP_SCHEMAS
@@ -312,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="FILE.dot, or FILE.svg / FILE.png to render")
     p.add_argument("--block", type=int, default=0)
     p.set_defaults(run=cmd_dot)
+
+    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory")
+    p.add_argument("program")
+    p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
+    p.add_argument("-o", "--output", required=True, help="the .html file to write")
+    p.set_defaults(run=cmd_explain)
 
     p = sub.add_parser("ops", help="list every op type, whether it is differentiable and its grad ops")
     p.set_defaults(run=cmd_ops)

@@ -1,0 +1,206 @@
+"use strict";
+const M = JSON.parse(document.getElementById("model").textContent);
+const COLOURS = {"parameter": "#9ca3af", "feed": "#d1d5db", "optimizer state": "#a78bfa", "activation": "#60a5fa",
+                 "gradient": "#f87171", "staged update": "#34d399", "temporary": "#fbbf24"};
+const byId = {};
+M.blocks.forEach(b => b.ops.forEach(op => { byId[op.id] = {op: op, block: b}; }));
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function fmtBytes(n) {
+  if (n === null || n === undefined) return "unknown size";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; let x = n;
+  while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
+  return i === 0 ? n + " B" : x.toFixed(1) + " " + u[i];
+}
+function varChip(name, blockIdx) {
+  const s = el("span", "v", name);
+  s.dataset.v = name; s.dataset.b = blockIdx;
+  s.addEventListener("click", ev => { ev.stopPropagation(); showVar(name, blockIdx); });
+  return s;
+}
+function opCard(op, block) {
+  const d = el("div", "op " + op.role);
+  d.id = op.id; d.dataset.op = op.id;
+  d.appendChild(el("div", "", op.text.replace(/ {2}<- .*$/, "")));
+  if (op.origin_text) d.appendChild(el("div", "origin", "\u2190 " + op.origin_text));
+  const io = el("div", "origin");
+  io.appendChild(document.createTextNode("reads "));
+  op.ins.forEach((n, k) => { if (k) io.appendChild(document.createTextNode(", ")); io.appendChild(varChip(n, block.idx)); });
+  io.appendChild(document.createTextNode(" \u2192 writes "));
+  op.outs.forEach((n, k) => { if (k) io.appendChild(document.createTextNode(", ")); io.appendChild(varChip(n, block.idx)); });
+  d.appendChild(io);
+  d.addEventListener("click", ev => { ev.stopPropagation(); select(op.id); });
+  op.blocks.forEach(sub => {
+    const det = el("details");
+    det.dataset.block = sub;
+    det.appendChild(el("summary", "", "block " + sub + " (" + M.blocks[sub].ops.length + " ops)"));
+    det.appendChild(renderBlock(M.blocks[sub]));
+    det.addEventListener("toggle", redraw);
+    d.appendChild(det);
+  });
+  return d;
+}
+function renderBlock(block) {
+  const table = el("table", "cols");
+  const head = el("tr");
+  head.appendChild(el("th", "", "forward (block " + block.idx + ")"));
+  head.appendChild(el("th", "", "backward and optimizer"));
+  table.appendChild(head);
+  const rowOf = {}; const rows = [];
+  block.ops.forEach(op => {
+    if (op.role !== "forward") return;
+    const tr = el("tr"); const left = el("td"); const right = el("td");
+    left.appendChild(opCard(op, block)); tr.appendChild(left); tr.appendChild(right);
+    rowOf[op.id] = right; rows.push(tr);
+  });
+  const rest = el("td"); let restUsed = false;
+  block.ops.slice().reverse().forEach(op => {
+    if (op.role === "forward") return;
+    const home = op.links.map(id => rowOf[id]).find(x => x);
+    if (home) home.appendChild(opCard(op, block)); else { restUsed = true; rest.prepend(opCard(op, block)); }
+  });
+  rows.forEach(r => table.appendChild(r));
+  if (restUsed) { const tr = el("tr"); tr.appendChild(el("td", "origin", "(no forward op in this block)")); tr.appendChild(rest); table.appendChild(tr); }
+  return table;
+}
+let svg;
+let selected = null;
+function redraw() {
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  if (!selected) return;
+  const host = document.getElementById("ops").getBoundingClientRect();
+  const a = document.getElementById(selected);
+  if (!a || !a.offsetParent) return;
+  const info = byId[selected].op;
+  info.links.concat(info.linked_from).forEach(id => {
+    const b = document.getElementById(id);
+    if (!b || !b.offsetParent) return;
+    const ra = a.getBoundingClientRect(); const rb = b.getBoundingClientRect();
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
+    line.setAttribute("x1", ra.left - host.left + 6); line.setAttribute("y1", ra.top - host.top + 8);
+    line.setAttribute("x2", rb.left - host.left + 6); line.setAttribute("y2", rb.top - host.top + 8);
+    line.setAttribute("stroke", "#d97706"); line.setAttribute("stroke-width", "2");
+    svg.appendChild(line);
+  });
+}
+function select(id) {
+  document.querySelectorAll(".op.hl, .op.hl2").forEach(e => e.classList.remove("hl", "hl2"));
+  selected = id;
+  const info = byId[id].op;
+  document.getElementById(id).classList.add("hl");
+  info.links.concat(info.linked_from).forEach(o => { const e = document.getElementById(o); if (e) e.classList.add("hl2"); });
+  showOp(info, byId[id].block);
+  redraw();
+}
+function opLink(id) {
+  if (!id) return el("span", "", "-");
+  const a = el("a", "", "#" + byId[id].op.index + " " + byId[id].op.type + (byId[id].block.idx ? " (block " + byId[id].block.idx + ")" : ""));
+  a.href = "#" + id;
+  a.addEventListener("click", ev => { ev.preventDefault(); reveal(id); select(id); });
+  return a;
+}
+function reveal(id) {
+  let e = document.getElementById(id);
+  while (e) { if (e.tagName === "DETAILS") e.open = true; e = e.parentElement; }
+  document.getElementById(id).scrollIntoView({block: "center"});
+}
+function factRow(box, key, value) {
+  const p = el("div"); p.appendChild(el("b", "", key + ": "));
+  if (value instanceof Node) p.appendChild(value); else p.appendChild(document.createTextNode(value));
+  box.appendChild(p);
+}
+function showOp(op, block) {
+  const box = document.getElementById("facts"); box.textContent = "";
+  box.appendChild(el("h3", "", "op #" + op.index + " " + op.type + " (block " + block.idx + ", " + op.role + ")"));
+  if (op.origin_text) factRow(box, "provenance", op.origin_text);
+  if (op.callsite) factRow(box, "made at", op.callsite);
+  const links = el("span"); op.links.forEach(id => { links.appendChild(opLink(id)); links.appendChild(document.createTextNode(" ")); });
+  if (op.links.length) factRow(box, "made for / reads from", links);
+  const back = el("span"); op.linked_from.forEach(id => { back.appendChild(opLink(id)); back.appendChild(document.createTextNode(" ")); });
+  if (op.linked_from.length) factRow(box, "linked from", back);
+}
+function showVar(name, blockIdx) {
+  let b = M.blocks[blockIdx];
+  while (!b.vars[name] && b.parent >= 0) b = M.blocks[b.parent];
+  const v = b.vars[name];
+  document.querySelectorAll(".v.sel").forEach(e => e.classList.remove("sel"));
+  document.querySelectorAll(".v").forEach(e => { if (e.dataset.v === name) e.classList.add("sel"); });
+  const box = document.getElementById("facts"); box.textContent = "";
+  box.appendChild(el("h3", "", name));
+  if (!v) { box.appendChild(el("div", "", "not declared in this block or its parents")); return; }
+  factRow(box, "type", v.type); factRow(box, "bytes", fmtBytes(v.bytes));
+  factRow(box, "kind", v.kind + (M.kind_meaning[v.kind] ? " (" + M.kind_meaning[v.kind] + ")" : ""));
+  const made = el("span"); v.made_by.forEach(id => made.appendChild(opLink(id)));
+  factRow(box, "made by", v.made_by.length ? made : (v.persistable ? "the scope (persistable)" : "a feed"));
+  const readers = el("span"); v.read_by.forEach(id => { readers.appendChild(opLink(id)); readers.appendChild(document.createTextNode(" ")); });
+  factRow(box, "read by", v.read_by.length ? readers : "nothing");
+  factRow(box, "kept alive until", v.last_reader ? opLink(v.last_reader) : "-");
+  if (v.grad_of) { const g = el("span"); g.appendChild(varChip(v.grad_of, b.idx)); factRow(box, "gradient of", g); }
+}
+function renderMemory() {
+  const box = document.getElementById("memory");
+  if (!M.memory) { box.appendChild(el("p", "", "No memory timeline: " + (M.memory_error || "nothing to run"))); return; }
+  const mem = M.memory; const W = 900, H = 220, P = 40;
+  box.appendChild(el("h2", "", "Memory: bytes live after each op, by kind"));
+  box.appendChild(el("p", "sentence", mem.sentence));
+  const legend = el("div", "legend");
+  mem.kinds.forEach(k => { const s = el("span"); const i = el("i"); i.style.background = COLOURS[k]; s.appendChild(i); s.appendChild(document.createTextNode(k)); legend.appendChild(s); });
+  box.appendChild(legend);
+  const n = mem.steps.length; if (!n) return;
+  const top = Math.max(1, ...mem.steps.map(s => s.kinds.reduce((a, b) => a + b, 0)));
+  const ns = "http://www.w3.org/2000/svg";
+  const chart = document.createElementNS(ns, "svg");
+  chart.setAttribute("width", W + 2 * P); chart.setAttribute("height", H + P); chart.id = "timeline";
+  const x = i => P + (n === 1 ? W / 2 : i * W / (n - 1)); const y = v => H - v * (H - 10) / top;
+  let base = new Array(n).fill(0);
+  mem.kinds.forEach((k, ki) => {
+    const next = mem.steps.map((s, i) => base[i] + s.kinds[ki]);
+    const pts = next.map((v, i) => x(i) + "," + y(v)).concat(base.map((v, i) => x(i) + "," + y(v)).reverse());
+    const poly = document.createElementNS(ns, "polygon");
+    poly.setAttribute("points", pts.join(" ")); poly.setAttribute("fill", COLOURS[k]);
+    const t = document.createElementNS(ns, "title"); t.textContent = k; poly.appendChild(t);
+    chart.appendChild(poly); base = next;
+  });
+  if (mem.peak_step >= 0) {
+    const line = document.createElementNS(ns, "line");
+    line.setAttribute("x1", x(mem.peak_step)); line.setAttribute("x2", x(mem.peak_step));
+    line.setAttribute("y1", 0); line.setAttribute("y2", H); line.setAttribute("stroke", "#000"); line.setAttribute("stroke-dasharray", "4 3");
+    chart.appendChild(line);
+    const label = document.createElementNS(ns, "text");
+    label.setAttribute("x", x(mem.peak_step) + 4); label.setAttribute("y", 12); label.textContent = "peak " + fmtBytes(mem.peak_bytes + mem.resting_bytes);
+    chart.appendChild(label);
+  }
+  const axis = document.createElementNS(ns, "text");
+  axis.setAttribute("x", P); axis.setAttribute("y", H + 20); axis.textContent = "step (click to select its op); top " + fmtBytes(top);
+  chart.appendChild(axis);
+  chart.addEventListener("click", ev => {
+    const r = chart.getBoundingClientRect(); const i = Math.round((ev.clientX - r.left - P) * (n - 1) / W);
+    const s = mem.steps[Math.max(0, Math.min(n - 1, i))]; reveal(s.op); select(s.op);
+  });
+  box.appendChild(chart);
+  box.appendChild(el("h3", "", "Live at the peak (run-made vars)"));
+  const t = el("table", "peak"); const h = el("tr");
+  ["var", "kind", "bytes", "kept alive by"].forEach(c => h.appendChild(el("th", "", c))); t.appendChild(h);
+  mem.at_peak.forEach(r => {
+    const tr = el("tr"); const td = el("td"); td.appendChild(varChip(r.name, 0)); tr.appendChild(td);
+    tr.appendChild(el("td", "", r.kind)); tr.appendChild(el("td", "", fmtBytes(r.bytes)));
+    const k = el("td"); k.appendChild(r.keeper ? opLink(r.keeper) : document.createTextNode("-")); tr.appendChild(k);
+    t.appendChild(tr);
+  });
+  box.appendChild(t);
+}
+function start() {
+  const ops = document.getElementById("ops");
+  svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.id = "links"; svg.setAttribute("width", "100%"); svg.setAttribute("height", "100%");
+  ops.appendChild(svg);
+  M.roots.forEach(r => ops.appendChild(renderBlock(M.blocks[r])));
+  renderMemory();
+  window.addEventListener("resize", redraw);
+  document.body.dataset.ready = "1";
+}
+start();
