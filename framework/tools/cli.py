@@ -49,7 +49,8 @@ def _var(program: Program, name: str, what: str):
 def _progress(steps: int, enabled: bool):
     from tqdm import tqdm
 
-    return tqdm(range(steps), disable=not enabled, unit="step", dynamic_ncols=True, file=sys.stderr)
+    # disable=None: no bar when stderr is not a terminal, so logs get no stream of carriage-return updates
+    return tqdm(range(steps), disable=None if enabled else True, unit="step", dynamic_ncols=True, file=sys.stderr)
 
 
 # -- subcommands ------------------------------------------------------------------------------------------------
@@ -156,6 +157,8 @@ def _prepare(args):
 def cmd_run(args) -> int:
     from ..io import save_params
 
+    if args.steps < 1:
+        raise CliError(f"--steps must be at least 1 (got {args.steps})")
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
     for name in feed:
@@ -264,7 +267,11 @@ def cmd_ops(args) -> int:
 def cmd_summary(args) -> int:
     from .summary import summary_text
 
-    print(summary_text(_load(args.program), parse_shape_args(args.feed_shape)), end="")
+    program = _load(args.program)
+    shapes = parse_shape_args(args.feed_shape)
+    for name in shapes:
+        _var(program, name, "--feed-shape var")
+    print(summary_text(program, shapes), end="")
     return 0
 
 

@@ -26,11 +26,11 @@ def op_id(block: int, index: int) -> str:
     return f"b{block}o{index}"
 
 
-def default_feed_shapes(program) -> dict[str, list[int]]:
-    """Shapes for the global block's data vars with every -1 taken as 1: a page needs some size to show."""
+def default_feed_shapes(program, batch: int = 1) -> dict[str, list[int]]:
+    """Shapes for the global block's data vars with every -1 taken as ``batch``: a page needs some size to show."""
     block = program.global_block()
     written = {n for op in block.ops for n in op.output_arg_names}
-    return {v.name: [1 if d == -1 else d for d in v.shape] for v in block.vars.values()
+    return {v.name: [batch if d == -1 else d for d in v.shape] for v in block.vars.values()
             if not v.persistable and v.name not in written and any(op_reads(op, v.name) for op in block.ops)}
 
 
@@ -114,9 +114,11 @@ def _memory_model(program, feed_shapes, fetch) -> dict[str, Any]:
 def page_model(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """Everything the explain page shows about ``program``, as plain data.
 
-    ``feed_shapes`` sizes the -1 dims for the memory timeline (default: every -1 is 1).
+    ``feed_shapes`` sizes the -1 dims for the memory timeline; data vars not given take the batch size of
+    those given (default 1).
     """
-    shapes = dict(feed_shapes) if feed_shapes else default_feed_shapes(program)
+    given = dict(feed_shapes or {})
+    shapes = {**default_feed_shapes(program, _batch(program.global_block(), given) or 1), **given}
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
     batch = _batch(program.global_block(), shapes)
     back_links: dict[str, list[str]] = {}
