@@ -48,6 +48,20 @@ def _assign_targets(block, ctx, results: list[str], grads: list[str | None]) -> 
     return targets, seeds
 
 
+def _name_origins(block, fwd, originals: dict) -> None:
+    """Give every backward op of gradient sub-block ``block`` a forward op that stays in the program.
+
+    Grad ops made for a copied forward op name the user's original op (the
+    copy may be pruned); the maker's own plumbing (counters, history reads,
+    accumulators, zero fills) names ``fwd``, the control-flow op it serves.
+    """
+    for op in block.ops:
+        if op.forward_op is not None and id(op.forward_op) in originals:
+            op.forward_op = originals[id(op.forward_op)]
+        elif op.role == "backward" and op.forward_op is None:
+            op.forward_op = fwd
+
+
 def _or_zeros(block, ctx, grad: str | None, like: str) -> str:
     if grad is not None:
         return grad
@@ -69,11 +83,12 @@ def cond_grad(fwd, ctx) -> list[OpDesc]:
         block = ctx.new_block()
         branch = program.block(fwd.attr(f"{key}_block"))
         copy_vars(branch, block)
-        copy_ops(branch, block)
+        originals = copy_ops(branch, block)
         targets, seeds = _assign_targets(block, ctx, fwd.attr(f"{key}_outs"), out_grads)
         inputs = [n for n, _ in wanted]
         grads = ctx.gradients(block, targets, seeds, inputs) if targets else [None] * len(inputs)
         results.append([_or_zeros(block, ctx, g, n) for g, (n, _) in zip(grads, wanted)])
+        _name_origins(block, fwd, originals)
         prune_unused(block, results[-1])
         blocks.append(block)
     return [op("cond", {"Cond": ctx.input("Cond")[0], "Input": external_reads(blocks)},
@@ -115,7 +130,7 @@ def _reverse_body(fwd, ctx, types: list, carried: list[int], wanted: list[str], 
     copy_vars(body, block)
     for record, param in zip(history, body_params):  # this iteration's forward loop values
         _emit(block, "gather", {"X": [record], "Index": [index]}, {"Out": [param]})
-    copy_ops(body, block)
+    originals = copy_ops(body, block)
     targets, seeds = _assign_targets(block, ctx, [body_outs[k] for k in carried], carries)
     grads = ctx.gradients(block, targets, seeds, [body_params[k] for k in carried] + wanted)
     new_carries = []
@@ -135,6 +150,7 @@ def _reverse_body(fwd, ctx, types: list, carried: list[int], wanted: list[str], 
             acc = total
         new_accs.append(acc)
     nexts = [index] + new_carries + new_accs
+    _name_origins(block, fwd, originals)
     prune_unused(block, nexts, params)
     return block, params, nexts
 
@@ -160,6 +176,7 @@ def while_grad(fwd, ctx) -> list[OpDesc]:
     init = [steps] + [out_grads[k] or zeros_like(xs[k]) for k in carried] + [zeros_like(n) for n, _ in wanted]
     types = [ctx.var_type(n) for n in [steps] + [xs[k] for k in carried] + [n for n, _ in wanted]]
     cond_block, cond_params, going = _countdown_cond(ctx, types)
+    _name_origins(cond_block, fwd, {})
     body_block, body_params, body_outs = _reverse_body(fwd, ctx, types, carried, [n for n, _ in wanted],
                                                        history_grads)
     outs = [ctx.tmp("step")] + [x_grads[k] or ctx.tmp("carry_out") for k in carried] + [g for _, g in wanted]

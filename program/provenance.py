@@ -12,7 +12,7 @@ from typing import Mapping, NamedTuple
 
 
 class Provenance(NamedTuple):
-    """``kind`` is ``grad``, ``sum``, ``update``, ``seed`` or ``none``; ``refs`` are (block, index) of the ops it
+    """``kind`` is ``grad``, ``recompute``, ``sum``, ``update``, ``seed`` or ``none``; ``refs`` are (block, index) of the ops it
     points at; ``text`` is what the printer shows after ``<-``."""
 
     kind: str
@@ -49,6 +49,10 @@ def op_provenance(op, index: int, positions: Mapping[int, tuple[int, int]], made
         k = made_by.get(grad)
         refs = ((here, k),) if k is not None and k < index else ()
         return Provenance("update", refs, f"applies {grad}" + (f" from {_ref_text(refs[0], here)}" if refs else ""))
+    if op.forward_op is not None and op.type == op.forward_op.type and op.output_arg_names and all(
+            n.endswith("@RECOMPUTE") for n in op.output_arg_names):
+        ref = positions.get(id(op.forward_op))
+        return Provenance("recompute", (ref,) if ref else (), f"recomputes {_ref_text(ref, here)} {op.type}")
     if op.forward_op is not None:
         ref = positions.get(id(op.forward_op))
         return Provenance("grad", (ref,) if ref else (), f"grad of {_ref_text(ref, here)} {op.forward_op.type}")

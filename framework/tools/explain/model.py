@@ -59,18 +59,35 @@ def _batch(block, feed_shapes: Mapping[str, Sequence[int]]) -> int | None:
     return None
 
 
+def _row(program, block, refs, copies: dict, rows: dict) -> str | None:
+    """The forward op of ``block`` a generated op sits beside: the forward op it links to; for a sum or an
+    update, the row of the op it links to; when the linked op is in another block (a gradient sub-block
+    differentiates copies of a body's ops), this block's copy of it."""
+    for b, i in refs:
+        if b == block.idx:
+            return op_id(b, i) if block.ops[i].role == "forward" else rows.get(op_id(b, i))
+        original = program.blocks[b].ops[i]
+        copy = copies.get((original.type, tuple(original.output_arg_names)))
+        if copy is not None:
+            return copy
+    return None
+
+
 def _block_model(program, block, positions, batch, back_links) -> dict[str, Any]:
     made_by = producers(block)
     kinds = block_kinds(block)
-    ops, readers, writers = [], {}, {}
+    ops, readers, writers, rows = [], {}, {}, {}
+    copies = {(op.type, tuple(op.output_arg_names)): op_id(block.idx, i)
+              for i, op in enumerate(block.ops) if op.role == "forward"}
     for i, op in enumerate(block.ops):
         origin = op_provenance(op, i, positions, made_by)
         refs = [op_id(*r) for r in origin.refs]
+        row = rows[op_id(block.idx, i)] = _row(program, block, origin.refs, copies, rows)
         for r in refs:
             back_links.setdefault(r, []).append(op_id(block.idx, i))
         ops.append({"id": op_id(block.idx, i), "index": i, "type": op.type, "role": op.role,
                     "text": format_op(op, i, positions, made_by), "origin": origin.kind, "origin_text": origin.text,
-                    "links": refs, "ins": op.input_arg_names, "outs": op.output_arg_names,
+                    "links": refs, "row": row, "ins": op.input_arg_names, "outs": op.output_arg_names,
                     "blocks": [b for b in owned_blocks(op) if 0 <= b < len(program.blocks)],
                     "callsite": op.callsite or ""})
         for n in op.input_arg_names:

@@ -60,7 +60,7 @@ function renderBlock(block) {
   const rest = el("td"); let restUsed = false;
   block.ops.slice().reverse().forEach(op => {
     if (op.role === "forward") return;
-    const home = op.links.map(id => rowOf[id]).find(x => x);
+    const home = op.row ? rowOf[op.row] : undefined;
     if (home) home.appendChild(opCard(op, block)); else { restUsed = true; rest.prepend(opCard(op, block)); }
   });
   rows.forEach(r => table.appendChild(r));
