@@ -66,7 +66,9 @@ def test_sub_blocks_expand_and_their_ops_link(tmp_path):
             driver.execute_script(f"document.querySelector('details[data-block=\"{block}\"] summary').click()")
         assert inner.is_displayed()
         inner.find_element("css selector", "div").click()
-        assert "b2o6" in _highlighted(driver)  # the body's tanh it differentiates (block 4 recomputes a copy)
+        lit = _highlighted(driver)
+        assert "b2o6" in lit  # the body's tanh it differentiates
+        assert "b4o9" in lit  # and the copy of it that block 4 recomputes, beside it
         assert _severe(driver) == []
         driver.save_screenshot(str(tmp_path / "rnn-open.png"))
 

@@ -68,17 +68,20 @@ function renderBlock(block) {
   return table;
 }
 let svg;
+function shown(e) { return !!e && e.getClientRects().length > 0 && e.getBoundingClientRect().height > 0; }
+function related(op) {
+  return op.links.concat(op.linked_from, op.row && op.row !== op.id && !op.links.includes(op.row) ? [op.row] : []);
+}
 let selected = null;
 function redraw() {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   if (!selected) return;
   const host = document.getElementById("ops").getBoundingClientRect();
   const a = document.getElementById(selected);
-  if (!a || !a.offsetParent) return;
-  const info = byId[selected].op;
-  info.links.concat(info.linked_from).forEach(id => {
+  if (!shown(a)) return;
+  related(byId[selected].op).forEach(id => {
     const b = document.getElementById(id);
-    if (!b || !b.offsetParent) return;
+    if (!shown(b)) return;
     const ra = a.getBoundingClientRect(); const rb = b.getBoundingClientRect();
     const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
     line.setAttribute("x1", ra.left - host.left + 6); line.setAttribute("y1", ra.top - host.top + 8);
@@ -92,7 +95,7 @@ function select(id) {
   selected = id;
   const info = byId[id].op;
   document.getElementById(id).classList.add("hl");
-  info.links.concat(info.linked_from).forEach(o => { const e = document.getElementById(o); if (e) e.classList.add("hl2"); });
+  related(info).forEach(o => { const e = document.getElementById(o); if (e) e.classList.add("hl2"); });
   showOp(info, byId[id].block);
   redraw();
 }
