@@ -1,4 +1,6 @@
 """Every generated op names where it comes from, in control flow too, and still does after save and load."""
+import re
+
 import pytest
 
 from gradgen.framework import gradients
@@ -79,3 +81,17 @@ def test_recomputed_forward_ops_say_so():
     text = str(main)
     assert "@RECOMPUTE" in text and "<- recomputes #" in text
     assert all(lab.kind != "none" for lab in _labels(main))
+
+
+def test_higher_order_names_follow_the_documented_rule():
+    """``v@GRAD...`` is a gradient with respect to ``v``; ``@k`` only tells apart gradients of one var."""
+    from .programs import second_order_program
+
+    program = second_order_program()
+    block = program.global_block()
+    assert block.has_var("x@GRAD") and block.has_var("x@GRAD@1") and block.has_var("x@GRAD@GRAD")
+    partial = re.compile(r"(.+)@GRAD@RENAME@\d+")
+    partials = [(op, partial.fullmatch(n)) for op in block.ops for n in op.output_arg_names if partial.fullmatch(n)]
+    assert any(m.group(1) == "x@GRAD" for _, m in partials)
+    for op, m in partials:
+        assert m.group(1) in op.forward_op.input_arg_names, (m.group(0), op.forward_op)  # made for a reader of it
