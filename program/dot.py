@@ -4,7 +4,8 @@ Ops are boxes filled by role, vars are ellipses (parameters bold). Each grad
 op sits on the same rank as the forward op it was made for, so the backward
 part mirrors the forward part beside it instead of continuing below it. An
 optimizer's new value of a persistable var is its own node next to the
-update (``w (updated)``), so write-backs draw no edge back up the picture.
+update (``w (updated)``), so write-backs draw no edge back up the picture;
+its state (moments, learning rate) is counted in its label, not drawn.
 Sub-blocks are clusters inside the one picture, joined to the op that owns
 them by a dashed edge. A legend explains the colours.
 """
@@ -37,8 +38,39 @@ def _legend(graph) -> None:
         legend.edge("legend_forward", "legend_backward", label="same rank:\ngrad of", style="invis")
 
 
-def _draw_block(program, block, graph, positions) -> str | None:
-    """Nodes and edges of ``block`` into ``graph``; returns the id of its first op node (None if it has no ops)."""
+def _drawn_slots(op) -> tuple[list[str], list[str], list[str]]:
+    """The inputs and outputs drawn as nodes, and the optimizer state folded into the op's label.
+
+    An optimizer op draws only the parameter, its gradient and the updated value: its moments,
+    powers and learning rate are read and written back in place and would fan out across the picture.
+    """
+    if op.role != "optimize" or not op.input("Param"):
+        return op.input_arg_names, op.output_arg_names, []
+    ins = op.input("Param") + op.input("Grad")
+    outs = op.output("ParamOut")
+    state = [n for n in dict.fromkeys(op.input_arg_names + op.output_arg_names) if n not in ins + outs]
+    return ins, outs, state
+
+
+def _block_results(op) -> list[str]:
+    """The sub-block vars a control-flow op takes as results (its ``*_out`` / ``*_outs`` attrs): read too."""
+    names = []
+    for key, value in op.attrs.items():
+        if key.endswith(("_out", "_outs")):
+            names += [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+    return names
+
+
+def _persistable(block, name: str) -> bool:
+    var = block.find_var(name)
+    return var is not None and var.persistable
+
+
+def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
+    """Nodes and edges of ``block`` into ``graph``; returns the id of its first op node (None if it has no ops).
+
+    Outputs no op of the program reads (a loop's unused history, say) are counted in the op's label.
+    """
     b = block.idx
     made_by = producers(block)
     declared: dict[tuple[str, bool], str] = {}  # node ids are plain counters: a ':' in an id would name a port
@@ -56,13 +88,21 @@ def _draw_block(program, block, graph, positions) -> str | None:
     ranks: dict[str, list[str]] = {}
     for i, op in enumerate(block.ops):
         node = f"b{b}_op{i}"
-        graph.node(node, f"#{i} {op.type}", shape="box", style="filled", fillcolor=ROLE_COLOURS.get(op.role, "#fff"))
+        ins, outs, state = _drawn_slots(op)
+        hidden = [n for n in outs if n not in read and not _persistable(block, n)]
+        outs = [n for n in outs if n not in hidden]
+        label = f"#{i} {op.type}"
+        if state:
+            label += f"\n(+ {len(state)} state vars)"
+        if hidden:
+            label += f"\n(+ {len(hidden)} outputs nothing reads)"
+        graph.node(node, label, shape="box", style="filled", fillcolor=ROLE_COLOURS.get(op.role, "#fff"))
         origin = op_provenance(op, i, positions, made_by)
         if origin.kind == "grad" and origin.refs and origin.refs[0][0] == b:
             ranks.setdefault(f"b{b}_op{origin.refs[0][1]}", []).append(node)
-        for name in op.input_arg_names:
+        for name in ins:
             graph.edge(var_node(name), node)
-        for name in op.output_arg_names:
+        for name in outs:
             var = block.find_var(name)
             updated = op.role == "optimize" and var is not None and var.persistable
             graph.edge(node, var_node(name, updated))
@@ -71,7 +111,7 @@ def _draw_block(program, block, graph, positions) -> str | None:
                 with graph.subgraph(name=f"cluster_b{sub}") as cluster:
                     cluster.attr(label=f"block {sub} (of #{i} {op.type} in block {b})", style="rounded",
                                  color="#888888", fontsize="10")
-                    first = _draw_block(program, program.blocks[sub], cluster, positions)
+                    first = _draw_block(program, program.blocks[sub], cluster, positions, read)
                 if first is not None:
                     graph.edge(node, first, style="dashed", color="#888888", lhead=f"cluster_b{sub}",
                                constraint="false")
@@ -92,7 +132,9 @@ def program_to_dot(program, block_idx: int = 0) -> str:
     graph.attr("node", fontname="Helvetica", fontsize="10")
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
     _legend(graph)
-    _draw_block(program, block, graph, positions)
+    read = {n for b in program.blocks for op in b.ops for n in op.input_arg_names}
+    read |= {n for b in program.blocks for op in b.ops for n in _block_results(op)}
+    _draw_block(program, block, graph, positions, read)
     return graph.source
 
 

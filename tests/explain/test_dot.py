@@ -37,3 +37,12 @@ def test_graphviz_renders_every_example(name, tmp_path):
     result = subprocess.run(["dot", "-Tsvg"], input=text.encode(), capture_output=True, timeout=60)
     assert result.returncode == 0 and b"<svg" in result.stdout
     assert b"Warning" not in result.stderr, result.stderr[:500]
+
+
+def test_optimizer_state_and_unread_outputs_fold_into_labels():
+    program = trained_example("rnn")
+    text = program_to_dot(program)
+    assert "w_xh@moment1" not in text
+    assert "(+ 5 state vars)" in text  # adam: two moments, two powers, the learning rate
+    assert "outputs nothing reads" in text and "while_0@GRAD@history@4" not in text
+    assert "tanh_0" in text  # a body result is read by its loop, through the op's attrs
