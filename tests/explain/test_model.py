@@ -101,3 +101,22 @@ def test_program_explain_and_repr_html_use_the_page():
     program = deep_mlp(2)
     assert program.explain().startswith("<!DOCTYPE html>")
     assert program._repr_html_().startswith('<div class="gradgen-explain">')
+
+
+def test_recompute_what_if_rebuilds_the_same_backward_and_cuts_its_peak():
+    from gradgen.framework.tools.explain.model import _loss_names
+    from gradgen.framework.tools.explain.what_if import recompute_what_if
+    from gradgen.framework.tools.memory import analyze_memory
+
+    program = deep_mlp(50)
+    (loss,) = _loss_names(program.global_block())
+    what_if = recompute_what_if(program, {"x": [64, 64]}, loss)
+    assert what_if.peak_without == analyze_memory(program, {"x": [64, 64]}, [loss]).peak_bytes
+    assert len(what_if.checkpoints) == 7 and what_if.peak_with < what_if.peak_without / 2
+    sentence = page_model(program, {"x": [64, 64]})["memory"]["sentence"]
+    assert "Recomputing with 7 checkpoints" in sentence
+
+
+def test_no_what_if_when_activations_are_not_the_peak():
+    sentence = page_model(trained_example("mlp"), {"x": [64, 1000], "y": [64, 10]})["memory"]["sentence"]
+    assert "Recomputing" not in sentence  # the mlp's peak is its staged weight update

@@ -19,7 +19,9 @@ from gradgen.program.provenance import op_provenance, producers
 from gradgen.program.subblocks import owned_blocks
 
 from ..memory import MADE_KINDS, analyze_memory, peak_sentence
+from ..summary import format_bytes
 from ..var_kinds import KIND_MEANING, KINDS, block_kinds, is_gradient_name
+from .what_if import recompute_what_if
 
 
 def op_id(block: int, index: int) -> str:
@@ -120,6 +122,12 @@ def _memory_model(program, feed_shapes, fetch) -> dict[str, Any]:
     largest = max(report.peak_by_kind.items(), key=lambda kv: kv[1], default=(None, 0))
     answer = (f"At the peak, {100 * largest[1] / report.peak_bytes:.0f}% of what the run made is {largest[0]}s "
               f"({KIND_MEANING[largest[0]]})." if largest[0] and report.peak_bytes else "")
+    if largest[0] == "activation" and len(fetch) == 1:
+        what_if = recompute_what_if(program, feed_shapes, fetch[0])
+        if what_if is not None:
+            answer += (f" Recomputing with {len(what_if.checkpoints)} checkpoints (append_backward(loss, "
+                       f"checkpoints=[{', '.join(what_if.checkpoints)}])) would take the backward pass's peak from "
+                       f"{format_bytes(what_if.peak_without)} to {format_bytes(what_if.peak_with)}.")
     return {"kinds": ["parameter", "feed", "optimizer state", *MADE_KINDS], "steps": steps,
             "peak_step": report.peak_op, "peak_bytes": report.peak_bytes,
             "peak_op": op_id(0, report.op_index[report.peak_op]) if report.peak_op >= 0 else None,
