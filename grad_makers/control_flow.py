@@ -55,11 +55,11 @@ def _name_origins(block, fwd, originals: dict) -> None:
     copy may be pruned); the maker's own plumbing (counters, history reads,
     accumulators, zero fills) names ``fwd``, the control-flow op it serves.
     """
-    for op in block.ops:
-        if op.forward_op is not None and id(op.forward_op) in originals:
-            op.forward_op = originals[id(op.forward_op)]
-        elif op.role == "backward" and op.forward_op is None:
-            op.forward_op = fwd
+    for made in block.ops:
+        if made.forward_op is not None and id(made.forward_op) in originals:
+            made.forward_op = originals[id(made.forward_op)]
+        elif made.role == "backward" and made.forward_op is None:
+            made.forward_op = fwd
 
 
 def _or_zeros(block, ctx, grad: str | None, like: str) -> str:

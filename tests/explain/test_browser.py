@@ -21,7 +21,8 @@ def _open(driver, path):
     started = time.perf_counter()
     driver.get(path.as_uri())
     deadline = started + PAGE_LOAD_TIMEOUT
-    while driver.execute_script("return document.body.dataset.ready") != "1":
+    while driver.execute_script("return [...document.querySelectorAll('.gradgen-explain')]"
+                                ".every(p => p.dataset.ready === '1')") is not True:
         assert time.perf_counter() < deadline, "the page script never finished"
         time.sleep(0.05)
     return time.perf_counter() - started
@@ -31,8 +32,15 @@ def _severe(driver):
     return [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
 
 
-def _highlighted(driver):
-    return driver.execute_script("return [...document.querySelectorAll('.op.hl2')].map(e => e.id)")
+def _highlighted(driver, page=0):
+    return driver.execute_script("return [...document.querySelectorAll('.gradgen-explain')[arguments[0]]"
+                                 ".querySelectorAll('.op.hl2')].map(e => e.dataset.op)", page)
+
+
+def _op(driver, op_id, page=0):
+    """The clickable text of op ``op_id`` on the ``page``-th explain page of the document."""
+    pages = driver.find_elements("css selector", ".gradgen-explain")
+    return pages[page].find_element("css selector", f'[data-op="{op_id}"] > div')
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
@@ -45,11 +53,12 @@ def test_clicking_a_grad_op_highlights_its_forward_op(name, tmp_path):
         _open(driver, page)
         for i, op in grad_ops[:3] + grad_ops[-2:]:
             fwd = program.global_block().ops.index(op.forward_op)
-            driver.find_element("id", f"b0o{i}").find_element("css selector", "div").click()  # the op's text
+            _op(driver, f"b0o{i}").click()
             assert f"b0o{fwd}" in _highlighted(driver), (i, op.type)
-            assert "hl" in driver.find_element("id", f"b0o{i}").get_attribute("class")
+            card = driver.find_element("css selector", f'[data-op="b0o{i}"]')
+            assert "hl" in card.get_attribute("class").split()
         driver.find_element("css selector", ".v").click()
-        assert driver.find_element("id", "facts").text.strip() != ""
+        assert driver.find_element("css selector", ".gg-facts").text.strip() != "Click an op or a var."
         assert _severe(driver) == []
         driver.save_screenshot(str(tmp_path / f"{name}.png"))
 
@@ -60,12 +69,12 @@ def test_sub_blocks_expand_and_their_ops_link(tmp_path):
     page.write_text(explain_page(program), encoding="utf-8")
     with headless_chromium() as driver:
         _open(driver, page)
-        inner = driver.find_element("id", "b4o10")  # tanh_grad inside the gradient body block
+        inner = _op(driver, "b4o10")  # tanh_grad inside the gradient body block
         assert not inner.is_displayed()
         for block in (4,):
             driver.execute_script(f"document.querySelector('details[data-block=\"{block}\"] summary').click()")
         assert inner.is_displayed()
-        inner.find_element("css selector", "div").click()
+        inner.click()
         lit = _highlighted(driver)
         assert "b2o6" in lit  # the body's tanh it differentiates
         assert "b4o9" in lit  # and the copy of it that block 4 recomputes, beside it
@@ -80,5 +89,22 @@ def test_deep_and_second_order_pages_load(tmp_path):
         with headless_chromium() as driver:
             seconds = _open(driver, page)
             assert seconds < PAGE_LOAD_TIMEOUT
-            assert driver.find_elements("css selector", "#timeline polygon")
+            assert driver.find_elements("css selector", ".gg-timeline polygon")
             assert _severe(driver) == []
+
+
+def test_two_programs_in_one_notebook_stay_apart(tmp_path):
+    """Jupyter puts every ``_repr_html_`` into one document: each page works on its own elements."""
+    first, second = trained_example("mlp"), trained_example("cnn")
+    page = tmp_path / "notebook.html"
+    page.write_text("<!DOCTYPE html><html><body>" + first._repr_html_() + "<p>next cell</p>" + second._repr_html_()
+                    + "</body></html>", encoding="utf-8")
+    grad = next(i for i, op in enumerate(second.global_block().ops) if op.forward_op is not None)
+    fwd = second.global_block().ops.index(second.global_block().ops[grad].forward_op)
+    with headless_chromium() as driver:
+        _open(driver, page)
+        _op(driver, f"b0o{grad}", page=1).click()
+        assert f"b0o{fwd}" in _highlighted(driver, page=1)
+        assert _highlighted(driver, page=0) == []
+        assert len(driver.find_elements("css selector", ".gg-timeline")) == 2
+        assert _severe(driver) == []

@@ -92,7 +92,7 @@ def test_page_is_self_contained_and_script_safe():
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in html and "<link" not in html and "src=" not in html
     assert html.count("</script>") == 2  # the model JSON cannot end its script element early
-    start = html.index('id="model">') + len('id="model">')
+    start = html.index('class="gg-model">') + len('class="gg-model">')
     model = json.loads(html[start:html.index("</script>", start)])
     assert "</script><b>" in model["blocks"][0]["vars"]
 

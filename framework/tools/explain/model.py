@@ -32,12 +32,9 @@ def default_feed_shapes(program, batch: int = 1) -> dict[str, list[int]]:
     """Shapes for the global block's data vars with every -1 taken as ``batch``: a page needs some size to show."""
     block = program.global_block()
     written = {n for op in block.ops for n in op.output_arg_names}
+    read = {n for op in block.ops for n in op.input_arg_names}
     return {v.name: [batch if d == -1 else d for d in v.shape] for v in block.vars.values()
-            if not v.persistable and v.name not in written and any(op_reads(op, v.name) for op in block.ops)}
-
-
-def op_reads(op, name: str) -> bool:
-    return name in op.input_arg_names
+            if not v.persistable and v.name not in written and v.name in read}
 
 
 def _loss_names(block) -> list[str]:

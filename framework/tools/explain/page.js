@@ -1,5 +1,10 @@
 "use strict";
-const M = JSON.parse(document.getElementById("model").textContent);
+(function () {
+// Everything is looked up under this page's root, so several pages can share one document (Jupyter).
+const ROOT = document.currentScript.closest(".gradgen-explain");
+const $ = sel => ROOT.querySelector(sel);
+const opEl = id => ROOT.querySelector('[data-op="' + id + '"]');
+const M = JSON.parse($(".gg-model").textContent);
 const COLOURS = {"parameter": "#9ca3af", "feed": "#d1d5db", "optimizer state": "#a78bfa", "activation": "#60a5fa",
                  "gradient": "#f87171", "staged update": "#34d399", "temporary": "#fbbf24"};
 const byId = {};
@@ -24,7 +29,7 @@ function varChip(name, blockIdx) {
 }
 function opCard(op, block) {
   const d = el("div", "op " + op.role);
-  d.id = op.id; d.dataset.op = op.id;
+  d.dataset.op = op.id;
   d.appendChild(el("div", "", op.text.replace(/ {2}<- .*$/, "")));
   if (op.origin_text) d.appendChild(el("div", "origin", "\u2190 " + op.origin_text));
   const io = el("div", "origin");
@@ -76,11 +81,11 @@ let selected = null;
 function redraw() {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   if (!selected) return;
-  const host = document.getElementById("ops").getBoundingClientRect();
-  const a = document.getElementById(selected);
+  const host = $(".gg-ops").getBoundingClientRect();
+  const a = opEl(selected);
   if (!shown(a)) return;
   related(byId[selected].op).forEach(id => {
-    const b = document.getElementById(id);
+    const b = opEl(id);
     if (!shown(b)) return;
     const ra = a.getBoundingClientRect(); const rb = b.getBoundingClientRect();
     const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
@@ -91,11 +96,11 @@ function redraw() {
   });
 }
 function select(id) {
-  document.querySelectorAll(".op.hl, .op.hl2").forEach(e => e.classList.remove("hl", "hl2"));
+  ROOT.querySelectorAll(".op.hl, .op.hl2").forEach(e => e.classList.remove("hl", "hl2"));
   selected = id;
   const info = byId[id].op;
-  document.getElementById(id).classList.add("hl");
-  related(info).forEach(o => { const e = document.getElementById(o); if (e) e.classList.add("hl2"); });
+  opEl(id).classList.add("hl");
+  related(info).forEach(o => { const e = opEl(o); if (e) e.classList.add("hl2"); });
   showOp(info, byId[id].block);
   redraw();
 }
@@ -107,9 +112,9 @@ function opLink(id) {
   return a;
 }
 function reveal(id) {
-  let e = document.getElementById(id);
-  while (e) { if (e.tagName === "DETAILS") e.open = true; e = e.parentElement; }
-  document.getElementById(id).scrollIntoView({block: "center"});
+  let e = opEl(id);
+  while (e && e !== ROOT) { if (e.tagName === "DETAILS") e.open = true; e = e.parentElement; }
+  opEl(id).scrollIntoView({block: "center"});
 }
 function factRow(box, key, value) {
   const p = el("div"); p.appendChild(el("b", "", key + ": "));
@@ -117,7 +122,7 @@ function factRow(box, key, value) {
   box.appendChild(p);
 }
 function showOp(op, block) {
-  const box = document.getElementById("facts"); box.textContent = "";
+  const box = $(".gg-facts"); box.textContent = "";
   box.appendChild(el("h3", "", "op #" + op.index + " " + op.type + " (block " + block.idx + ", " + op.role + ")"));
   if (op.origin_text) factRow(box, "provenance", op.origin_text);
   if (op.callsite) factRow(box, "made at", op.callsite);
@@ -130,9 +135,9 @@ function showVar(name, blockIdx) {
   let b = M.blocks[blockIdx];
   while (!b.vars[name] && b.parent >= 0) b = M.blocks[b.parent];
   const v = b.vars[name];
-  document.querySelectorAll(".v.sel").forEach(e => e.classList.remove("sel"));
-  document.querySelectorAll(".v").forEach(e => { if (e.dataset.v === name) e.classList.add("sel"); });
-  const box = document.getElementById("facts"); box.textContent = "";
+  ROOT.querySelectorAll(".v.sel").forEach(e => e.classList.remove("sel"));
+  ROOT.querySelectorAll(".v").forEach(e => { if (e.dataset.v === name) e.classList.add("sel"); });
+  const box = $(".gg-facts"); box.textContent = "";
   box.appendChild(el("h3", "", name));
   if (!v) { box.appendChild(el("div", "", "not declared in this block or its parents")); return; }
   factRow(box, "type", v.type); factRow(box, "bytes", fmtBytes(v.bytes));
@@ -145,7 +150,7 @@ function showVar(name, blockIdx) {
   if (v.grad_of) { const g = el("span"); g.appendChild(varChip(v.grad_of, b.idx)); factRow(box, "gradient of", g); }
 }
 function renderMemory() {
-  const box = document.getElementById("memory");
+  const box = $(".gg-memory");
   if (!M.memory) { box.appendChild(el("p", "", "No memory timeline: " + (M.memory_error || "nothing to run"))); return; }
   const mem = M.memory; const W = 900, H = 220, P = 40;
   box.appendChild(el("h2", "", "Memory: bytes live after each op, by kind"));
@@ -157,7 +162,7 @@ function renderMemory() {
   const top = Math.max(1, ...mem.steps.map(s => s.kinds.reduce((a, b) => a + b, 0)));
   const ns = "http://www.w3.org/2000/svg";
   const chart = document.createElementNS(ns, "svg");
-  chart.setAttribute("width", W + 2 * P); chart.setAttribute("height", H + P); chart.id = "timeline";
+  chart.setAttribute("width", W + 2 * P); chart.setAttribute("height", H + P); chart.classList.add("gg-timeline");
   const x = i => P + (n === 1 ? W / 2 : i * W / (n - 1)); const y = v => H - v * (H - 10) / top;
   let base = new Array(n).fill(0);
   mem.kinds.forEach((k, ki) => {
@@ -197,13 +202,14 @@ function renderMemory() {
   box.appendChild(t);
 }
 function start() {
-  const ops = document.getElementById("ops");
+  const ops = $(".gg-ops");
   svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  svg.id = "links"; svg.setAttribute("width", "100%"); svg.setAttribute("height", "100%");
+  svg.classList.add("gg-links"); svg.setAttribute("width", "100%"); svg.setAttribute("height", "100%");
   ops.appendChild(svg);
   M.roots.forEach(r => ops.appendChild(renderBlock(M.blocks[r])));
   renderMemory();
   window.addEventListener("resize", redraw);
-  document.body.dataset.ready = "1";
+  ROOT.dataset.ready = "1";
 }
 start();
+})();

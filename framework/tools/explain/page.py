@@ -24,7 +24,11 @@ def _json_for_script(model: dict[str, Any]) -> str:
 
 
 def render_page(model: dict[str, Any], title: str = "gradgen program", embedded: bool = False) -> str:
-    """The page for ``model`` (``page_model``'s data); ``embedded`` gives a fragment for Jupyter's output cell."""
+    """The page for ``model`` (``page_model``'s data); ``embedded`` gives a fragment for Jupyter's output cell.
+
+    Everything sits in one ``div.gradgen-explain``: the style is scoped to it and the script finds its
+    elements under it, so several pages can share one notebook.
+    """
     blocks = model["blocks"]
     ops = sum(len(b["ops"]) for b in blocks)
     counts = {}
@@ -32,17 +36,18 @@ def render_page(model: dict[str, Any], title: str = "gradgen program", embedded:
         for op in b["ops"]:
             counts[op["role"]] = counts.get(op["role"], 0) + 1
     summary = f"{len(blocks)} block(s), {ops} ops: " + ", ".join(f"{n} {r}" for r, n in counts.items())
-    body = (f"<style>{_asset('page.css')}</style>"
-            f"<header><b>{html.escape(title)}</b> &mdash; {html.escape(summary)}. Click an op to see what it was "
-            "made for; click a var for its facts.</header>"
-            "<main><div id=\"ops\"></div><aside id=\"facts\">Click an op or a var.</aside></main>"
-            "<section id=\"memory\"></section>"
-            f"<script type=\"application/json\" id=\"model\">{_json_for_script(model)}</script>"
-            f"<script>{_asset('page.js')}</script>")
+    body = (f"<div class=\"gradgen-explain\"><style>{_asset('page.css')}</style>"
+            f"<div class=\"gg-header\"><b>{html.escape(title)}</b> &mdash; {html.escape(summary)}. Click an op to "
+            "see what it was made for; click a var for its facts.</div>"
+            "<div class=\"gg-main\"><div class=\"gg-ops\"></div>"
+            "<div class=\"gg-facts\">Click an op or a var.</div></div>"
+            "<div class=\"gg-memory\"></div>"
+            f"<script type=\"application/json\" class=\"gg-model\">{_json_for_script(model)}</script>"
+            f"<script>{_asset('page.js')}</script></div>")
     if embedded:
-        return f"<div class=\"gradgen-explain\">{body}</div>"
+        return body
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title></head><body>{body}</body></html>\n")
+            f"<title>{html.escape(title)}</title></head><body style=\"margin:0\">{body}</body></html>\n")
 
 
 __all__ = ["render_page"]
