@@ -234,7 +234,7 @@ def _keeper_text(report: MemoryReport, name: str) -> str:
     if name in report.fetched:
         return "the fetch at the end of the run"
     if last is None or last == report.made_at.get(name):
-        return "nothing reads it (fetched, or freed at once)"
+        return "nothing: no op reads it, freed when its step ends"
     return _step_ref(report, last)
 
 
