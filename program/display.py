@@ -27,4 +27,11 @@ def explain_page(program, **options: Any) -> str:
     return _page_builder[0](program, **options)
 
 
-__all__ = ["explain_page", "install_page_builder"]
+def notebook_html(program) -> str | None:
+    """The page as a fragment for Jupyter, or None (Jupyter then shows ``repr``) when no builder is installed."""
+    if not _page_builder:
+        return None
+    return _page_builder[0](program, embedded=True)
+
+
+__all__ = ["explain_page", "install_page_builder", "notebook_html"]

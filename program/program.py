@@ -136,10 +136,10 @@ class Program:
 
         return explain_page(self, feed_shapes=feed_shapes)
 
-    def _repr_html_(self) -> str:
-        from .display import explain_page
+    def _repr_html_(self) -> str | None:
+        from .display import notebook_html
 
-        return explain_page(self, embedded=True)
+        return notebook_html(self)
 
     def __str__(self) -> str:
         from .printer import program_to_text

@@ -120,3 +120,14 @@ def test_recompute_what_if_rebuilds_the_same_backward_and_cuts_its_peak():
 def test_no_what_if_when_activations_are_not_the_peak():
     sentence = page_model(trained_example("mlp"), {"x": [64, 1000], "y": [64, 10]})["memory"]["sentence"]
     assert "Recomputing" not in sentence  # the mlp's peak is its staged weight update
+
+
+def test_without_the_framework_the_page_says_what_to_import(monkeypatch):
+    from gradgen.program import display
+    from gradgen.program.errors import ProgramError
+
+    monkeypatch.setattr(display, "_page_builder", [])
+    program = deep_mlp(1)
+    assert program._repr_html_() is None  # Jupyter falls back to repr instead of showing a traceback
+    with pytest.raises(ProgramError, match="import gradgen.framework"):
+        program.explain()
