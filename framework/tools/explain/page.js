@@ -21,6 +21,15 @@ function fmtBytes(n) {
   while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
   return i === 0 ? n + " B" : x.toFixed(1) + " " + u[i];
 }
+function joined(items, make, sep) {
+  const s = el("span");
+  items.forEach((x, k) => { if (k) s.appendChild(document.createTextNode(sep)); s.appendChild(make(x)); });
+  return s;
+}
+function setAttrs(node, attrs) {
+  Object.entries(attrs).forEach(([k, v]) => node.setAttribute(k, v));
+  return node;
+}
 function varChip(name, blockIdx) {
   const s = el("span", "v", name);
   s.dataset.v = name; s.dataset.b = blockIdx;
@@ -34,9 +43,9 @@ function opCard(op, block) {
   if (op.origin_text) d.appendChild(el("div", "origin", "\u2190 " + op.origin_text));
   const io = el("div", "origin");
   io.appendChild(document.createTextNode("reads "));
-  op.ins.forEach((n, k) => { if (k) io.appendChild(document.createTextNode(", ")); io.appendChild(varChip(n, block.idx)); });
+  io.appendChild(joined(op.ins, n => varChip(n, block.idx), ", "));
   io.appendChild(document.createTextNode(" \u2192 writes "));
-  op.outs.forEach((n, k) => { if (k) io.appendChild(document.createTextNode(", ")); io.appendChild(varChip(n, block.idx)); });
+  io.appendChild(joined(op.outs, n => varChip(n, block.idx), ", "));
   d.appendChild(io);
   d.addEventListener("click", ev => { ev.stopPropagation(); select(op.id); });
   op.blocks.forEach(sub => {
@@ -69,7 +78,10 @@ function renderBlock(block) {
     if (home) home.appendChild(opCard(op, block)); else { restUsed = true; rest.prepend(opCard(op, block)); }
   });
   rows.forEach(r => table.appendChild(r));
-  if (restUsed) { const tr = el("tr"); tr.appendChild(el("td", "origin", "(no forward op in this block)")); tr.appendChild(rest); table.appendChild(tr); }
+  if (restUsed) {
+    const tr = el("tr");
+    tr.appendChild(el("td", "origin", "(no forward op in this block)")); tr.appendChild(rest); table.appendChild(tr);
+  }
   return table;
 }
 let svg;
@@ -89,9 +101,8 @@ function redraw() {
     if (!shown(b)) return;
     const ra = a.getBoundingClientRect(); const rb = b.getBoundingClientRect();
     const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
-    line.setAttribute("x1", ra.left - host.left + 6); line.setAttribute("y1", ra.top - host.top + 8);
-    line.setAttribute("x2", rb.left - host.left + 6); line.setAttribute("y2", rb.top - host.top + 8);
-    line.setAttribute("stroke", "#d97706"); line.setAttribute("stroke-width", "2");
+    setAttrs(line, {x1: ra.left - host.left + 6, y1: ra.top - host.top + 8, x2: rb.left - host.left + 6,
+                    y2: rb.top - host.top + 8, stroke: "#d97706", "stroke-width": 2});
     svg.appendChild(line);
   });
 }
@@ -106,7 +117,8 @@ function select(id) {
 }
 function opLink(id) {
   if (!id) return el("span", "", "-");
-  const a = el("a", "", "#" + byId[id].op.index + " " + byId[id].op.type + (byId[id].block.idx ? " (block " + byId[id].block.idx + ")" : ""));
+  const {op, block} = byId[id];
+  const a = el("a", "", "#" + op.index + " " + op.type + (block.idx ? " (block " + block.idx + ")" : ""));
   a.href = "#" + id;
   a.addEventListener("click", ev => { ev.preventDefault(); reveal(id); select(id); });
   return a;
@@ -126,10 +138,8 @@ function showOp(op, block) {
   box.appendChild(el("h3", "", "op #" + op.index + " " + op.type + " (block " + block.idx + ", " + op.role + ")"));
   if (op.origin_text) factRow(box, "provenance", op.origin_text);
   if (op.callsite) factRow(box, "made at", op.callsite);
-  const links = el("span"); op.links.forEach(id => { links.appendChild(opLink(id)); links.appendChild(document.createTextNode(" ")); });
-  if (op.links.length) factRow(box, "made for / reads from", links);
-  const back = el("span"); op.linked_from.forEach(id => { back.appendChild(opLink(id)); back.appendChild(document.createTextNode(" ")); });
-  if (op.linked_from.length) factRow(box, "linked from", back);
+  if (op.links.length) factRow(box, "made for / reads from", joined(op.links, opLink, " "));
+  if (op.linked_from.length) factRow(box, "linked from", joined(op.linked_from, opLink, " "));
 }
 function showVar(name, blockIdx) {
   let b = M.blocks[blockIdx];
@@ -142,48 +152,53 @@ function showVar(name, blockIdx) {
   if (!v) { box.appendChild(el("div", "", "not declared in this block or its parents")); return; }
   factRow(box, "type", v.type); factRow(box, "bytes", fmtBytes(v.bytes));
   factRow(box, "kind", v.kind + (M.kind_meaning[v.kind] ? " (" + M.kind_meaning[v.kind] + ")" : ""));
-  const made = el("span"); v.made_by.forEach(id => made.appendChild(opLink(id)));
-  factRow(box, "made by", v.made_by.length ? made : (v.persistable ? "the scope (persistable)" : "a feed"));
-  const readers = el("span"); v.read_by.forEach(id => { readers.appendChild(opLink(id)); readers.appendChild(document.createTextNode(" ")); });
-  factRow(box, "read by", v.read_by.length ? readers : "nothing");
+  const source = v.persistable ? "the scope (persistable)" : "a feed";
+  factRow(box, "made by", v.made_by.length ? joined(v.made_by, opLink, " ") : source);
+  factRow(box, "read by", v.read_by.length ? joined(v.read_by, opLink, " ") : "nothing");
   factRow(box, "kept alive until", v.last_reader ? opLink(v.last_reader) : "-");
   if (v.grad_of) { const g = el("span"); g.appendChild(varChip(v.grad_of, b.idx)); factRow(box, "gradient of", g); }
 }
 function renderMemory() {
   const box = $(".gg-memory");
-  if (!M.memory) { box.appendChild(el("p", "", "No memory timeline: " + (M.memory_error || "nothing to run"))); return; }
+  if (!M.memory) {
+    box.appendChild(el("p", "", "No memory timeline: " + (M.memory_error || "nothing to run")));
+    return;
+  }
   const mem = M.memory; const W = 900, H = 220, P = 40;
   box.appendChild(el("h2", "", "Memory: bytes live after each op, by kind"));
   box.appendChild(el("p", "sentence", mem.sentence));
   const legend = el("div", "legend");
-  mem.kinds.forEach(k => { const s = el("span"); const i = el("i"); i.style.background = COLOURS[k]; s.appendChild(i); s.appendChild(document.createTextNode(k)); legend.appendChild(s); });
+  mem.kinds.forEach(k => {
+    const s = el("span"); const i = el("i");
+    i.style.background = COLOURS[k]; s.appendChild(i); s.appendChild(document.createTextNode(k)); legend.appendChild(s);
+  });
   box.appendChild(legend);
   const n = mem.steps.length; if (!n) return;
   const top = Math.max(1, ...mem.steps.map(s => s.kinds.reduce((a, b) => a + b, 0)));
   const ns = "http://www.w3.org/2000/svg";
   const chart = document.createElementNS(ns, "svg");
-  chart.setAttribute("width", W + 2 * P); chart.setAttribute("height", H + P); chart.classList.add("gg-timeline");
+  setAttrs(chart, {width: W + 2 * P, height: H + P}).classList.add("gg-timeline");
   const x = i => P + (n === 1 ? W / 2 : i * W / (n - 1)); const y = v => H - v * (H - 10) / top;
   let base = new Array(n).fill(0);
   mem.kinds.forEach((k, ki) => {
     const next = mem.steps.map((s, i) => base[i] + s.kinds[ki]);
     const pts = next.map((v, i) => x(i) + "," + y(v)).concat(base.map((v, i) => x(i) + "," + y(v)).reverse());
     const poly = document.createElementNS(ns, "polygon");
-    poly.setAttribute("points", pts.join(" ")); poly.setAttribute("fill", COLOURS[k]);
+    setAttrs(poly, {points: pts.join(" "), fill: COLOURS[k]});
     const t = document.createElementNS(ns, "title"); t.textContent = k; poly.appendChild(t);
     chart.appendChild(poly); base = next;
   });
+  const svgEl = (tag, attrs, text) => {
+    const node = setAttrs(document.createElementNS(ns, tag), attrs);
+    if (text !== undefined) node.textContent = text;
+    return chart.appendChild(node);
+  };
   if (mem.peak_step >= 0) {
-    const line = document.createElementNS(ns, "line");
-    line.setAttribute("x1", x(mem.peak_step)); line.setAttribute("x2", x(mem.peak_step));
-    line.setAttribute("y1", 0); line.setAttribute("y2", H); line.setAttribute("stroke", "#000"); line.setAttribute("stroke-dasharray", "4 3");
-    chart.appendChild(line);
-    const label = document.createElementNS(ns, "text");
-    label.setAttribute("x", x(mem.peak_step) + 4); label.setAttribute("y", 12); label.textContent = "peak " + fmtBytes(mem.peak_bytes + mem.resting_bytes);
-    chart.appendChild(label);
+    const px = x(mem.peak_step);
+    svgEl("line", {x1: px, x2: px, y1: 0, y2: H, stroke: "#000", "stroke-dasharray": "4 3"});
+    svgEl("text", {x: px + 4, y: 12}, "peak " + fmtBytes(mem.peak_bytes + mem.resting_bytes));
   }
-  const axis = document.createElementNS(ns, "text");
-  axis.setAttribute("x", P); axis.setAttribute("y", H + 20); axis.textContent = "step (click to select its op); top " + fmtBytes(top);
+  const axis = svgEl("text", {x: P, y: H + 20}, "step (click to select its op); top " + fmtBytes(top));
   chart.appendChild(axis);
   chart.addEventListener("click", ev => {
     const r = chart.getBoundingClientRect(); const i = Math.round((ev.clientX - r.left - P) * (n - 1) / W);
@@ -204,7 +219,7 @@ function renderMemory() {
 function start() {
   const ops = $(".gg-ops");
   svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  svg.classList.add("gg-links"); svg.setAttribute("width", "100%"); svg.setAttribute("height", "100%");
+  setAttrs(svg, {width: "100%", height: "100%"}).classList.add("gg-links");
   ops.appendChild(svg);
   M.roots.forEach(r => ops.appendChild(renderBlock(M.blocks[r])));
   renderMemory();
