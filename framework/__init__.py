@@ -16,6 +16,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from gradgen.program.display import install_page_builder
+
 _PUBLIC = {
     "append_backward": ".passes.backward",
     "gradients": ".passes.backward",
@@ -56,6 +58,14 @@ def __getattr__(name: str) -> Any:
     value = import_module(f".{name}", __name__) if where is None else getattr(import_module(where, __name__), name)
     globals()[name] = value
     return value
+
+
+def _explain_page(program, **options: Any) -> str:
+    """``Program.explain``'s builder: the page module loads on first use."""
+    return import_module(".tools.explain", __name__).explain_page(program, **options)
+
+
+install_page_builder(_explain_page)  # Program.explain and Program._repr_html_ (see program/display.py)
 
 
 def __dir__() -> list[str]:

@@ -1,51 +1,141 @@
-"""Graphviz DOT text of one block: vars and ops as nodes, coloured by role, gradients linked to their vars."""
+"""The dataflow of a whole program as a Graphviz picture, built with the ``graphviz`` package (extra ``[dot]``).
+
+Ops are boxes filled by role, vars are ellipses (parameters bold). Each grad
+op sits on the same rank as the forward op it was made for, so the backward
+part mirrors the forward part beside it instead of continuing below it. An
+optimizer's new value of a persistable var is its own node next to the
+update (``w (updated)``), so write-backs draw no edge back up the picture;
+its state (moments, learning rate) is counted in its label, not drawn.
+Sub-blocks are clusters inside the one picture, joined to the op that owns
+them by a dashed edge. A legend explains the colours.
+"""
 from __future__ import annotations
+
+from .errors import ProgramError
+from .provenance import op_provenance, producers
+from .subblocks import owned_blocks
 
 ROLE_COLOURS = {"forward": "#cfe2ff", "backward": "#f8d7da", "optimize": "#d1e7dd"}
 """Op node fill colour by role: blue forward, red backward, green optimize."""
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _digraph_class():
+    try:
+        import graphviz  # an optional dependency: only pictures need it
+    except ImportError:
+        raise ProgramError("drawing a program needs the graphviz package: pip install 'gradgen[dot]'") from None
+    return graphviz.Digraph
+
+
+def _legend(graph) -> None:
+    with graph.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", fontsize="10", style="rounded", color="#999999")
+        for role, colour in ROLE_COLOURS.items():
+            legend.node(f"legend_{role}", f"{role} op", shape="box", style="filled", fillcolor=colour)
+        legend.node("legend_var", "var\ntype", shape="ellipse")
+        legend.node("legend_param", "parameter", shape="ellipse", style="bold")
+        legend.node("legend_new", "value an update\nwrites back", shape="ellipse", style="dashed")
+        legend.edge("legend_forward", "legend_backward", label="same rank:\ngrad of", style="invis")
+
+
+def _drawn_slots(op) -> tuple[list[str], list[str], list[str]]:
+    """The inputs and outputs drawn as nodes, and the optimizer state folded into the op's label.
+
+    An optimizer op draws only the parameter, its gradient and the updated value: its moments,
+    powers and learning rate are read and written back in place and would fan out across the picture.
+    """
+    if op.role != "optimize" or not op.input("Param"):
+        return op.input_arg_names, op.output_arg_names, []
+    ins = op.input("Param") + op.input("Grad")
+    outs = op.output("ParamOut")
+    state = [n for n in dict.fromkeys(op.input_arg_names + op.output_arg_names) if n not in ins + outs]
+    return ins, outs, state
+
+
+def _block_results(op) -> list[str]:
+    """The sub-block vars a control-flow op takes as results (its ``*_out`` / ``*_outs`` attrs): read too."""
+    names = []
+    for key, value in op.attrs.items():
+        if key.endswith(("_out", "_outs")):
+            names += [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+    return names
+
+
+def _persistable(block, name: str) -> bool:
+    var = block.find_var(name)
+    return var is not None and var.persistable
+
+
+def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
+    """Nodes and edges of ``block`` into ``graph``; returns the id of its first op node (None if it has no ops).
+
+    Outputs no op of the program reads (a loop's unused history, say) are counted in the op's label.
+    """
+    b = block.idx
+    made_by = producers(block)
+    declared: dict[tuple[str, bool], str] = {}  # node ids are plain counters: a ':' in an id would name a port
+
+    def var_node(name: str, updated: bool = False) -> str:
+        node = declared.get((name, updated))
+        if node is None:
+            node = declared[(name, updated)] = f"b{b}_v{len(declared)}"
+            var = block.find_var(name)
+            label = f"{name}\n{var.type_str()}" if var is not None else name
+            style = "dashed" if updated else ("bold" if var is not None and var.is_parameter else "solid")
+            graph.node(node, label + ("\n(updated)" if updated else ""), shape="ellipse", style=style, fontsize="9")
+        return node
+
+    ranks: dict[str, list[str]] = {}
+    for i, op in enumerate(block.ops):
+        node = f"b{b}_op{i}"
+        ins, outs, state = _drawn_slots(op)
+        hidden = [n for n in outs if n not in read and not _persistable(block, n)]
+        outs = [n for n in outs if n not in hidden]
+        label = f"#{i} {op.type}"
+        if state:
+            label += f"\n(+ {len(state)} state vars)"
+        if hidden:
+            label += f"\n(+ {len(hidden)} outputs nothing reads)"
+        graph.node(node, label, shape="box", style="filled", fillcolor=ROLE_COLOURS.get(op.role, "#fff"))
+        origin = op_provenance(op, i, positions, made_by)
+        if origin.kind == "grad" and origin.refs and origin.refs[0][0] == b:
+            ranks.setdefault(f"b{b}_op{origin.refs[0][1]}", []).append(node)
+        for name in ins:
+            graph.edge(var_node(name), node)
+        for name in outs:
+            var = block.find_var(name)
+            updated = op.role == "optimize" and var is not None and var.persistable
+            graph.edge(node, var_node(name, updated))
+        for sub in owned_blocks(op):
+            if 0 <= sub < len(program.blocks) and sub != b:
+                with graph.subgraph(name=f"cluster_b{sub}") as cluster:
+                    cluster.attr(label=f"block {sub} (of #{i} {op.type} in block {b})", style="rounded",
+                                 color="#888888", fontsize="10")
+                    first = _draw_block(program, program.blocks[sub], cluster, positions, read)
+                if first is not None:
+                    graph.edge(node, first, style="dashed", color="#888888", lhead=f"cluster_b{sub}",
+                               constraint="false")
+    for fwd, grads in ranks.items():
+        with graph.subgraph() as same:
+            same.attr(rank="same")
+            same.node(fwd)
+            for g in grads:
+                same.node(g)
+    return f"b{b}_op0" if block.ops else None
 
 
 def program_to_dot(program, block_idx: int = 0) -> str:
-    """The DOT source of ``program.block(block_idx)``; render it with ``dot -Tsvg``.
-
-    Ops are boxes filled by role, vars are ellipses (parameters bold), and a
-    dashed edge joins each gradient var ``x@GRAD...`` to the var ``x`` it is
-    the gradient of.
-    """
+    """The DOT source of block ``block_idx`` with its sub-blocks as clusters; render it with ``dot -Tsvg``."""
     block = program.block(block_idx)
-    lines = [f"digraph block_{block.idx} {{", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
-    names: list[str] = []
-    seen = set()
-    for op in block.ops:
-        for n in op.input_arg_names + op.output_arg_names:
-            if n not in seen:
-                seen.add(n)
-                names.append(n)
-    for n in names:
-        var = block.find_var(n)
-        label = f"{n}\\n{var.type_str()}" if var is not None else n
-        style = ', style="bold"' if var is not None and var.is_parameter else ""
-        lines.append(f"  {_quote('var:' + n)} [shape=ellipse, label={_quote(label)}{style}];")
-    for i, op in enumerate(block.ops):
-        node = _quote(f"op:{i}")
-        colour = ROLE_COLOURS.get(op.role, "#ffffff")
-        lines.append(f'  {node} [shape=box, style="filled", fillcolor="{colour}", label={_quote(f"#{i} {op.type}")}];')
-        for n in op.input_arg_names:
-            lines.append(f"  {_quote('var:' + n)} -> {node};")
-        for n in op.output_arg_names:
-            lines.append(f"  {node} -> {_quote('var:' + n)};")
-    for n in names:
-        if "@GRAD" in n:
-            base = n.split("@GRAD")[0]
-            if base in seen:
-                lines.append(f'  {_quote("var:" + base)} -> {_quote("var:" + n)} [style=dashed, color="#888888", '
-                             f"arrowhead=none, constraint=false];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    graph = _digraph_class()(f"block_{block.idx}")
+    graph.attr(rankdir="TB", compound="true", newrank="true", fontname="Helvetica")
+    graph.attr("node", fontname="Helvetica", fontsize="10")
+    positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
+    _legend(graph)
+    read = {n for b in program.blocks for op in b.ops for n in op.input_arg_names}
+    read |= {n for b in program.blocks for op in b.ops for n in _block_results(op)}
+    _draw_block(program, block, graph, positions, read)
+    return graph.source
 
 
 __all__ = ["ROLE_COLOURS", "program_to_dot"]

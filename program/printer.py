@@ -8,6 +8,7 @@ indented under the op that owns them.
 from __future__ import annotations
 
 from .ops import OP_SCHEMAS
+from .provenance import op_provenance, producers
 from .subblocks import owned_blocks
 
 
@@ -21,8 +22,11 @@ def _format_value(v) -> str:
     return str(v)
 
 
-def format_op(op, index: int, positions: dict | None = None) -> str:
-    """``#3 relu_0: float64[-1, 100] = relu(X=matmul_0)  <- grad of #1 relu``."""
+def format_op(op, index: int, positions: dict | None = None, made_by: dict | None = None) -> str:
+    """``#3 relu_0: float64[-1, 100] = relu(X=matmul_0)  <- grad of #1 relu``.
+
+    ``made_by`` (``provenance.producers(op.block)``) lets sums and updates name the ops they read from.
+    """
     block = op.block
     outs = []
     multi = len(op.outputs) > 1
@@ -42,11 +46,9 @@ def format_op(op, index: int, positions: dict | None = None) -> str:
             continue
         args.append(f"{name}={_format_value(op.attrs[name])}")
     line = f"#{index} {', '.join(outs) or '()'} = {op.type}({', '.join(args)})"
-    if op.forward_op is not None:
-        fwd = op.forward_op
-        where = positions.get(id(fwd)) if positions is not None else None
-        label = f"#{where[1]}" if where and where[0] == block.idx else (f"block {where[0]} #{where[1]}" if where else "?")
-        line += f"  <- grad of {label} {fwd.type}"
+    origin = op_provenance(op, index, positions or {}, made_by if made_by is not None else producers(block))
+    if origin.text and origin.kind != "seed":
+        line += f"  <- {origin.text}"
     return line
 
 
@@ -72,11 +74,12 @@ def block_to_lines(block, indent: str, positions: dict, owned: set[int]) -> list
             flags = _var_flags(v)
             lines.append(f"{indent}  {v.name.ljust(width)}  {v.type_str()}" + (f"  ({flags})" if flags else ""))
     role = None
+    made_by = producers(block)
     for i, op in enumerate(block.ops):
         if op.role != role:
             role = op.role
             lines.append(f"{indent}{role}:")
-        lines.append(f"{indent}  {format_op(op, i, positions)}")
+        lines.append(f"{indent}  {format_op(op, i, positions, made_by)}")
         for sub in owned_blocks(op):
             if 0 <= sub < len(block.program.blocks):
                 child = block.program.blocks[sub]

@@ -183,6 +183,17 @@ class Program:
     def to_dot(self, block: int = 0) -> str:
         return program_to_dot(self, block)
 
+    def explain(self, feed_shapes: dict | None = None) -> str:
+        """A self-contained HTML page linking every grad op to its forward op and to memory (see explain.md)."""
+        from .display import explain_page
+
+        return explain_page(self, feed_shapes=feed_shapes)
+
+    def _repr_html_(self) -> str | None:
+        from .display import notebook_html
+
+        return notebook_html(self)
+
     def __str__(self) -> str:
         return program_to_text(self)
 

@@ -15,6 +15,7 @@ from .ops import OP_SCHEMAS
 
 if TYPE_CHECKING:
     from .block import Block
+    from .operator import Operator
     from .program import Program
 
 
@@ -72,12 +73,18 @@ def copy_vars(src: "Block", dst: "Block") -> None:
                            var.trainable)
 
 
-def copy_ops(src: "Block", dst: "Block") -> None:
-    """Append copies of ``src``'s ops to ``dst``, in order (their vars must be declared there: ``copy_vars``)."""
+def copy_ops(src: "Block", dst: "Block") -> dict[int, "Operator"]:
+    """Append copies of ``src``'s ops to ``dst``, in order (their vars must be declared there: ``copy_vars``).
+
+    Returns ``id(copy) -> original``, so grad ops made for a copy can name the original instead.
+    """
+    originals = {}
     for op in src.ops:
-        dst.append_op(op.type, {s: list(n) for s, n in op.inputs.items()},
-                      {s: list(n) for s, n in op.outputs.items()}, dict(op.attrs), role=op.role,
-                      forward_op=op.forward_op, callsite=op.callsite)
+        copy = dst.append_op(op.type, {s: list(n) for s, n in op.inputs.items()},
+                             {s: list(n) for s, n in op.outputs.items()}, dict(op.attrs), role=op.role,
+                             forward_op=op.forward_op, callsite=op.callsite)
+        originals[id(copy)] = op
+    return originals
 
 
 def prune_unused(block: "Block", keep: Iterable[str], params: Iterable[str] = ()) -> int:

@@ -36,7 +36,8 @@ class _Builder:
             if value.zero_like is None:
                 raise RuleError(f"sub-block {block.idx} reads {value!r} before anything in it makes that value")
             value.name = self.ctx.tmp("zeros")
-            block.append_op("fill_zeros_like", {"X": [value.zero_like]}, {"Out": [value.name]}, role="backward")
+            block.append_op("fill_zeros_like", {"X": [value.zero_like]}, {"Out": [value.name]}, role="backward",
+                            forward_op=self.fwd)
         return value.name
 
     def declare_pending(self, name: str) -> None:
@@ -64,7 +65,7 @@ class _Builder:
                 if type(v) is Ref:
                     v.name = self.ctx.tmp(v.prefix())
             outs[slot] = [v.name if type(v) is Ref else v for v in values]
-        block.append_op(desc.type, ins, outs, desc.attrs, role="backward")
+        block.append_op(desc.type, ins, outs, desc.attrs, role="backward", forward_op=self.fwd)
 
     def differentiate(self, block, step: Differentiate) -> None:
         """Run the backward pass inside ``block``; targets not made by an op there (or repeated) get an assign copy."""
@@ -76,7 +77,7 @@ class _Builder:
             target = self.read(block, target)
             if target not in made or target in targets:
                 copy = self.ctx.tmp("target")
-                block.append_op("assign", {"X": [target]}, {"Out": [copy]}, role="backward")
+                block.append_op("assign", {"X": [target]}, {"Out": [copy]}, role="backward", forward_op=self.fwd)
                 target = copy
             targets.append(target)
             seeds.append(self.read(block, seed))
@@ -93,17 +94,27 @@ class _Builder:
         for ref, var_type in sub.params:
             ref.name = self.ctx.tmp(ref.prefix())
             block.create_var(ref.name, var_type.shape, var_type.dtype)
+        originals: dict[int, object] = {}
         for step in sub.descs:
             if type(step) is CopyVars:
                 copy_vars(self.program.block(step.block), block)
             elif type(step) is CopyOps:
-                copy_ops(self.program.block(step.block), block)
+                originals.update(copy_ops(self.program.block(step.block), block))
             elif type(step) is Differentiate:
                 self.differentiate(block, step)
             else:
                 self.append(block, step)
         results = [self.read(block, v) for v in sub.results]
         prune_unused(block, results, [ref.name for ref, _ in sub.params])
+        _name_origins(block, originals)
+
+
+def _name_origins(block, originals: dict) -> None:
+    """Grad ops made for a copied forward op name the user's original op instead (the copy may be pruned,
+    and a saved program keeps only provenance that points at ops still in it)."""
+    for op in block.ops:
+        if op.forward_op is not None and id(op.forward_op) in originals:
+            op.forward_op = originals[id(op.forward_op)]
 
     def resolve(self, desc: OpDesc) -> None:
         """Build ``desc``'s sub-blocks, then put block indices and names where the recording had placeholders."""

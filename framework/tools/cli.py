@@ -21,6 +21,10 @@ from gradgen.program.errors import GradgenError
 from .cli_values import count, describe_array, load_feeds, parse_names, parse_shape_args
 
 
+SWEEP_WARNING = 10_000
+"""check-grad warns before sweeping more elements than this (each costs two runs of the program)."""
+
+
 class CliError(GradgenError):
     """A command-line mistake: a missing file, an unknown var name, a malformed argument."""
 
@@ -46,10 +50,11 @@ def _var(program: Program, name: str, what: str):
     return var
 
 
-def _progress(steps: int, enabled: bool):
+def _progress(steps: int, enabled: bool, unit: str = "step"):
     from tqdm import tqdm
 
-    return tqdm(range(steps), disable=not enabled, unit="step", dynamic_ncols=True, file=sys.stderr)
+    # disable=None: no bar when stderr is not a terminal, so logs get no stream of carriage-return updates
+    return tqdm(range(steps), disable=None if enabled else True, unit=unit, dynamic_ncols=True, file=sys.stderr)
 
 
 # -- subcommands ------------------------------------------------------------------------------------------------
@@ -177,6 +182,8 @@ def _run(args, comm) -> int:
     from ..distributed import save_params_on_rank0, shard_feed
     from ..passes.prune import prune
 
+    if args.steps < 1:
+        raise CliError(f"--steps must be at least 1 (got {args.steps})")
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
     for name in feed:
@@ -241,7 +248,7 @@ def cmd_prune(args) -> int:
 
 def cmd_check_grad(args) -> int:
     from .. import gradients
-    from .gradcheck import check_gradients
+    from .gradcheck import check_gradients, tolerances_for
 
     program, exe, scope = _prepare(args)
     feed = load_feeds(args.feed)
@@ -258,7 +265,19 @@ def cmd_check_grad(args) -> int:
             raise CliError(f"'{var.name}' has no value: feed it, or give --startup / --params")
     grads = gradients(loss, wrt)
     pairs = {v.name: g.name for v, g in zip(wrt, grads) if g is not None}
-    reports = check_gradients(program, loss.name, pairs, feed, scope, rtol=args.rtol, atol=args.atol)
+    chosen = tolerances_for([v.dtype for v in wrt] + [loss.dtype])
+    delta = chosen.delta if args.delta is None else args.delta
+    rtol = chosen.rtol if args.rtol is None else args.rtol
+    atol = chosen.atol if args.atol is None else args.atol
+    elements = sum(int(np.size(feed[n] if n in feed else scope[n])) for n in pairs)
+    if elements > SWEEP_WARNING:
+        print(f"gradgen: warning: checking {elements} elements runs the program {2 * elements} times; "
+              "choose fewer vars with --wrt", file=sys.stderr)
+    print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))})")
+    bar = _progress(elements, elements > 100, "element")
+    reports = check_gradients(program, loss.name, pairs, feed, scope, delta=delta, rtol=rtol, atol=atol,
+                              on_element=bar.update)
+    bar.close()
     print(f"{'var':<30} {'max abs error':>14} {'max rel error':>14}  result")
     for r in reports:
         print(f"{r.var:<30} {r.max_abs_error:>14.3e} {r.max_rel_error:>14.3e}  {'ok' if r.ok else 'MISMATCH'}")
@@ -303,6 +322,20 @@ def cmd_dot(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from .explain import explain_page
+
+    program = _load(args.program)
+    shapes = parse_shape_args(args.feed_shape)
+    for name in shapes:
+        _var(program, name, "--feed-shape var")
+    text = explain_page(program, shapes or None, title=os.path.basename(args.program))
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {args.output} ({len(text.encode()) / 1024:.0f} KiB); open it in a browser")
+    return 0
+
+
 def cmd_ops(args) -> int:
     from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
     from gradgen.program import OP_SCHEMAS
@@ -321,7 +354,11 @@ def cmd_ops(args) -> int:
 def cmd_summary(args) -> int:
     from .summary import summary_text
 
-    print(summary_text(_load(args.program), parse_shape_args(args.feed_shape)), end="")
+    program = _load(args.program)
+    shapes = parse_shape_args(args.feed_shape)
+    for name in shapes:
+        _var(program, name, "--feed-shape var")
+    print(summary_text(program, shapes), end="")
     return 0
 
 
@@ -427,8 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_options(p)
     p.add_argument("--loss", required=True, help="the scalar var to differentiate")
     p.add_argument("--wrt", help="comma-separated vars (default: floating-point feeds and parameters)")
-    p.add_argument("--rtol", type=float, default=1e-5)
-    p.add_argument("--atol", type=float, default=1e-7)
+    p.add_argument("--delta", type=float, help="finite-difference step (default: by dtype, 1e-6 for float64, "
+                   "1e-3 for float32)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: by dtype, 1e-5 / 5e-2)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default: by dtype, 1e-7 / 5e-3)")
     p.set_defaults(run=cmd_check_grad)
 
     p = sub.add_parser("dot", help="write the dataflow graph of a block as Graphviz DOT (or SVG/PNG)")
@@ -436,6 +475,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="FILE.dot, or FILE.svg / FILE.png to render")
     p.add_argument("--block", type=int, default=0)
     p.set_defaults(run=cmd_dot)
+
+    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory")
+    p.add_argument("program")
+    p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
+    p.add_argument("-o", "--output", required=True, help="the .html file to write")
+    p.set_defaults(run=cmd_explain)
 
     p = sub.add_parser("ops", help="list every op type, whether it is differentiable and its grad ops")
     p.set_defaults(run=cmd_ops)

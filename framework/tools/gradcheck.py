@@ -13,13 +13,38 @@ between evaluations and compare gradients at different points.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import ExecutionError
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope
+
+
+class Tolerances(NamedTuple):
+    """Central-difference step and comparison tolerances for one floating-point dtype."""
+
+    delta: float
+    rtol: float
+    atol: float
+
+
+TOLERANCES = {
+    "float64": Tolerances(1e-6, 1e-5, 1e-7),
+    "float32": Tolerances(1e-3, 5e-2, 5e-3),
+    "float16": Tolerances(1e-1, 1e-1, 1e-1),
+}
+"""By dtype: a step near the cube root of the dtype's epsilon (scaled), where truncation and rounding
+errors of a central difference balance, and tolerances a few times that error."""
+
+
+def tolerances_for(dtypes: Sequence[str]) -> Tolerances:
+    """The tolerances of the least precise float dtype among ``dtypes`` (float64's when there is none)."""
+    for dtype in ("float16", "float32"):
+        if dtype in dtypes:
+            return TOLERANCES[dtype]
+    return TOLERANCES["float64"]
 
 
 def _snapshot(scope: Scope) -> dict[str, np.ndarray]:
@@ -45,8 +70,12 @@ def _target_value(exe: Executor, program, feed, scope: Scope, target: str,
 
 
 def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, target: str, wrt: str,
-                     delta: float = 1e-6, executor: Executor | None = None) -> np.ndarray:
-    """d target / d wrt by central differences; ``wrt`` is a feed name or a var held in ``scope``."""
+                     delta: float = 1e-6, executor: Executor | None = None,
+                     on_element: Callable[[], None] | None = None) -> np.ndarray:
+    """d target / d wrt by central differences; ``wrt`` is a feed name or a var held in ``scope``.
+
+    ``on_element`` is called after each element (a progress bar's update).
+    """
     exe = executor or Executor()
     feed = {k: np.array(v, copy=True) for k, v in feed.items()}
     in_feed = wrt in feed
@@ -65,6 +94,8 @@ def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, targ
             else:
                 values.append(_target_value(exe, program, feed, scope, target, saved, wrt, x))
         grad.reshape(-1)[i] = (values[0] - values[1]) / (2.0 * delta)
+        if on_element is not None:
+            on_element()
     _restore(scope, saved)
     return grad
 
@@ -80,7 +111,8 @@ class GradReport:
 
 
 def check_gradients(program, target: str, grads: Mapping[str, str], feed: Mapping[str, np.ndarray], scope: Scope,
-                    delta: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7) -> list[GradReport]:
+                    delta: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-7,
+                    on_element: Callable[[], None] | None = None) -> list[GradReport]:
     """Compare each generated gradient ``grads[var]`` with d target / d var by central differences."""
     exe = Executor()
     names = list(grads)
@@ -89,7 +121,7 @@ def check_gradients(program, target: str, grads: Mapping[str, str], feed: Mappin
     _restore(scope, saved)
     reports = []
     for name, analytic in zip(names, fetched):
-        numeric = numeric_gradient(program, feed, scope, target, name, delta, exe)
+        numeric = numeric_gradient(program, feed, scope, target, name, delta, exe, on_element)
         analytic = np.asarray(analytic, dtype=np.float64)
         if analytic.shape != numeric.shape:
             reports.append(GradReport(name, float("inf"), float("inf"), False))

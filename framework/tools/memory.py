@@ -1,4 +1,4 @@
-"""What is in memory during a run: bytes live after each op, the peak, and who holds it.
+"""What is in memory during a run: bytes live after each op by kind, the peak, who holds it and what keeps it.
 
 The analysis follows the executor's own plan, in its run order: an op's
 outputs come alive when it runs, a var dies right after its last use unless
@@ -8,17 +8,23 @@ written into the plan's buffers (``framework.buffers``) cost nothing after
 the first run, so the report also gives what the first run and a later run
 allocate, and what the plan holds between runs.
 Feeds and the persistable values read from the scope are the resting state
-and are reported apart. -1 dims are sized from the feed shapes.
+and are reported apart. -1 dims are sized from the feed shapes. Every var
+has a kind (``var_kinds``); the kinds' running totals are kept step by step,
+so the whole analysis is linear in the number of ops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..runtime.plan import build_plan
 from .summary import format_bytes
+from .var_kinds import KINDS, block_kinds
+
+MADE_KINDS = ("activation", "gradient", "staged update", "temporary")
+"""The kinds of arrays a run makes, in the order of ``MemoryReport.kinds_after``."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,20 @@ class MemoryReport:
     held_bytes: int = 0
     op_index: list[int] | None = None
     """``op_index[i]``: the block index of the op step i runs (steps run in schedule order)."""
+    kinds_after: list[tuple[int, ...]] = field(default_factory=list)
+    """``kinds_after[i][k]``: bytes of kind ``MADE_KINDS[k]`` alive after step i."""
+    resting_by_kind: dict[str, int] = field(default_factory=dict)
+    peak_by_kind: dict[str, int] = field(default_factory=dict)
+    """Run-made bytes by kind while the peak step runs."""
+    kind: dict[str, str] = field(default_factory=dict)
+    """Var name -> its kind (run-made kind for vars an op writes, else resting kind)."""
+    made_at: dict[str, int] = field(default_factory=dict)
+    """Var name -> the step that writes it."""
+    keeper: dict[str, int] = field(default_factory=dict)
+    """Var name -> the last step that reads it: what keeps it alive until then."""
+    labels: list[str] = field(default_factory=list)
+    """What each step runs, fused steps shown as their parts (``matmul #14 + sgd #15``)."""
+    fetched: tuple[str, ...] = ()
 
 
 def _sizer(block, feed_shapes: Mapping[str, Sequence[int]]):
@@ -65,48 +85,157 @@ def _sizer(block, feed_shapes: Mapping[str, Sequence[int]]):
     return size
 
 
+def _step_labels(block, plan) -> list[str]:
+    """``type`` per step; a fused step names the product it absorbed: ``matmul #14 + sgd #15 (w@GRAD not stored)``."""
+    producer = {n: i for i, op in enumerate(block.ops) for n in op.output_arg_names}
+    labels = []
+    for step in plan.steps:
+        op = block.ops[step.index]
+        grad = op.input("Grad")
+        if len(step.ins) != len(op.input_arg_names) and grad and grad[0] in producer:
+            k = producer[grad[0]]
+            labels.append(f"{block.ops[k].type} #{k} + {op.type} #{step.index} ({grad[0]} not stored)")
+        else:
+            labels.append(op.type)
+    return labels
+
+
 def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list: Sequence = ()) -> MemoryReport:
-    """The memory profile of running ``program``'s global block with feeds of ``feed_shapes``."""
+    """The memory profile of running ``program``'s global block with feeds of ``feed_shapes``.
+
+    One pass over the plan's steps keeps running totals (overall, by kind,
+    buffered or fresh); a second pass up to the peak lists what is alive there.
+    """
     block = program.global_block()
     fetch = [f if isinstance(f, str) else f.name for f in fetch_list]
     plan = build_plan(block, list(feed_shapes), fetch)
     size = _sizer(block, feed_shapes)
-    resting = sum(size(n) for n in plan.feeds) + sum(size(n) for n in plan.from_scope)
+    kinds = block_kinds(block)
+    kind = {**kinds.resting, **{n: "feed" for n in plan.feeds}, **kinds.made}
+    slot_of = {k: n for n, k in enumerate(MADE_KINDS)}
+    resting_by_kind: dict[str, int] = {}
+    for name in (*plan.feeds, *plan.from_scope):
+        k = "feed" if name in plan.feeds else kinds.resting.get(name, "optimizer state")
+        resting_by_kind[k] = resting_by_kind.get(k, 0) + size(name)
     live: dict[str, int] = {}
     slotted: set[str] = set()
     slot_bytes: dict[int, int] = {}
-    live_after, peak, peak_op, at_peak, first, steady = [], 0, -1, [], 0, 0
+    by_kind = [0] * len(MADE_KINDS)
+    total = fresh = slot_total = 0
+    live_after, kinds_after, made_at, keeper = [], [], {}, {}
+    peak, peak_op, peak_kinds, first, steady = 0, -1, (), 0, 0
     for i, step in enumerate(plan.steps):
+        for name in step.ins:
+            keeper[name] = i
         k = plan.buffers.by_step.get(i)
         ks = () if k is None else k if isinstance(k, tuple) else (k,)
         for name in step.outs:
-            live[name] = size(name)
+            made_at[name] = i
+            b = size(name)
+            old = live.get(name)
+            if old is not None:
+                total -= old
+                by_kind[slot_of[kind[name]]] -= old
+                fresh -= 0 if name in slotted else old
+            live[name] = b
+            total += b
+            by_kind[slot_of[kind[name]]] += b
+            fresh += b
         for name, k in zip(step.outs, ks):
-            slotted.add(name)
-            slot_bytes[k] = max(slot_bytes.get(k, 0), live[name])
-        during = sum(live.values())
-        fresh = sum(b for n, b in live.items() if n not in slotted)
-        first, steady = max(first, fresh + sum(slot_bytes.values())), max(steady, fresh)
-        if during > peak:
-            peak, peak_op, at_peak = during, i, sorted(live.items(), key=lambda kv: -kv[1])
+            if name not in slotted:
+                slotted.add(name)
+                fresh -= live[name]
+            if live[name] > slot_bytes.get(k, 0):
+                slot_total += live[name] - slot_bytes.get(k, 0)
+                slot_bytes[k] = live[name]
+        first, steady = max(first, fresh + slot_total), max(steady, fresh)
+        if total > peak:
+            peak, peak_op, peak_kinds = total, i, tuple(by_kind)
         for name in step.dead:
-            live.pop(name, None)
-        live_after.append(sum(live.values()))
-    return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak, resting,
-                        first, steady, sum(slot_bytes.values()), [s.index for s in plan.steps])
+            b = live.pop(name, None)
+            if b is not None:
+                total -= b
+                by_kind[slot_of[kind[name]]] -= b
+                fresh -= 0 if name in slotted else b
+        live_after.append(total)
+        kinds_after.append(tuple(by_kind))
+    at_peak = sorted(_live_during(plan, peak_op, size).items(), key=lambda kv: -kv[1])
+    return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak,
+                        sum(resting_by_kind.values()), first, steady, slot_total, [s.index for s in plan.steps],
+                        kinds_after, resting_by_kind, {k: b for k, b in zip(MADE_KINDS, peak_kinds) if b},
+                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch))
+
+
+def _live_during(plan, at: int, size) -> dict[str, int]:
+    """The run-made vars alive while step ``at`` runs (its outputs made, its dying inputs not yet freed)."""
+    live: dict[str, int] = {}
+    for i, step in enumerate(plan.steps[:at + 1]):
+        for name in step.outs:
+            live[name] = size(name)
+        if i < at:
+            for name in step.dead:
+                live.pop(name, None)
+    return live
+
+
+def peak_sentence(report: MemoryReport) -> str:
+    """The peak in words: how big, during which step, and what share each kind has."""
+    if report.peak_op < 0:
+        return "the run makes no arrays: everything in memory is the resting state"
+    parts = sorted(report.peak_by_kind.items(), key=lambda kv: -kv[1])
+    share = ", ".join(f"{100 * b / report.peak_bytes:.0f}% {k} ({format_bytes(b)})" for k, b in parts)
+    label = report.labels[report.peak_op] if report.labels else report.ops[report.peak_op]
+    return (f"{format_bytes(report.peak_bytes)} above the resting {format_bytes(report.resting_bytes)}, "
+            f"while step #{report.peak_op} ({label}) runs; by kind: {share}")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Rows aligned under ``header``; columns in ``right`` are right-aligned."""
+    widths = [max(len(str(r[c])) for r in (header, *rows)) for c in range(len(header))]
+    return ["  ".join(str(cell).rjust(w) if c in right else str(cell).ljust(w)
+                      for c, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in (header, *rows)]
 
 
 def memory_text(report: MemoryReport, top: int = 10) -> str:
-    """The report as the table ``gradgen run --memory`` prints."""
-    lines = [f"resting (feeds and persistable vars read): {format_bytes(report.resting_bytes)}",
+    """The report as ``gradgen run --memory`` prints it: resting state, per-step table, the peak by kind and var."""
+    resting = ", ".join(f"{k} {format_bytes(b)}" for k, b in report.resting_by_kind.items())
+    lines = [f"resting (feeds and persistable vars read): {format_bytes(report.resting_bytes)}"
+             + (f" = {resting}" if resting else ""),
              f"plan buffers held between runs: {format_bytes(report.held_bytes)}; allocated at most: "
              f"{format_bytes(report.first_run_peak)} in a first run, {format_bytes(report.steady_peak)} in later runs",
-             f"{'step':>6}  {'type':<28} {'live after':>12}"]
+             ""]
     index = report.op_index or list(range(len(report.ops)))
-    lines += [f"{f'#{i}':>6}  {f'{t} (op #{k})':<28} {format_bytes(b):>12}"
-              for i, (t, k, b) in enumerate(zip(report.ops, index, report.live_after))]
+    labels = report.labels or report.ops
+    kinds_after = report.kinds_after or [()] * len(report.ops)
+    rows = [(f"#{i}", f"op #{k}", t, format_bytes(b), *(format_bytes(x) if x else "-" for x in ka))
+            for i, (t, k, b, ka) in enumerate(zip(labels, index, report.live_after, kinds_after))]
+    header = ("step", "op", "runs", "live after", *(MADE_KINDS if report.kinds_after else ()))
+    lines += _table(header, rows, {0, 1} | set(range(3, len(header))))
     if report.peak_op >= 0:
-        lines.append(f"peak: {format_bytes(report.peak_bytes)} above resting, while step #{report.peak_op} "
-                     f"({report.ops[report.peak_op]}) runs; largest vars alive then:")
-        lines += [f"  {name:<40} {format_bytes(b)}" for name, b in report.at_peak[:top]]
+        lines += ["", "peak: " + peak_sentence(report), f"largest vars alive then (of {len(report.at_peak)}):"]
+        rows = [(name, report.kind.get(name, "?"), format_bytes(b), _step_ref(report, report.made_at.get(name)),
+                 _keeper_text(report, name)) for name, b in report.at_peak[:top]]
+        lines += ["  " + line for line in _table(("var", "kind", "bytes", "made by", "kept alive by"), rows, {2})]
     return "\n".join(lines) + "\n"
+
+
+def _step_ref(report: MemoryReport, step: int | None) -> str:
+    if step is None:
+        return "-"
+    labels = report.labels or report.ops
+    return f"step #{step} {labels[step]}"
+
+
+def _keeper_text(report: MemoryReport, name: str) -> str:
+    """The last reader of ``name``, or why nothing frees it (staged until commit, never read)."""
+    last = report.keeper.get(name)
+    if report.kind.get(name) == "staged update":
+        return "the commit at the end of the run"
+    if name in report.fetched:
+        return "the fetch at the end of the run"
+    if last is None or last == report.made_at.get(name):
+        return "nothing: no op reads it, freed when its step ends"
+    return _step_ref(report, last)
+
+
+__all__ = ["KINDS", "MADE_KINDS", "MemoryReport", "analyze_memory", "memory_text", "peak_sentence"]

@@ -86,3 +86,60 @@ def test_training_step_allocations_match_the_analysis_in_first_and_later_runs():
     assert 0.9 * report.first_run_peak <= first <= 1.25 * report.first_run_peak, (first, report.first_run_peak)
     # From the third run on, the scope's old arrays are the update buffers: only small arrays are new.
     assert later[-1] <= 1.25 * report.steady_peak + 64 * 2 ** 10, (later, report.steady_peak)
+
+
+def _mlp_training_program():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 32], "float64")
+        w1 = layers.create_parameter([32, 16], "float64", name="w1")
+        w2 = layers.create_parameter([16, 4], "float64", name="w2")
+        h = layers.tanh(x @ w1)
+        loss = layers.reduce_sum(layers.square(h @ w2))
+        optimizer.SGD(0.1).minimize(loss)
+    return main, loss
+
+
+def test_every_live_var_has_a_kind_and_the_kinds_add_up():
+    main, loss = _mlp_training_program()
+    report = analyze_memory(main, {"x": (8, 32)}, [loss])
+    assert all(sum(k) == b for k, b in zip(report.kinds_after, report.live_after))
+    assert sum(report.peak_by_kind.values()) == report.peak_bytes
+    assert report.resting_by_kind == {"feed": 8 * 32 * 8, "parameter": (32 * 16 + 16 * 4) * 8, "optimizer state": 8}
+    kinds = {n: report.kind[n] for n in ("x", "tanh_0", "w1", "square_0@GRAD")}
+    assert kinds == {"x": "feed", "tanh_0": "activation", "w1": "staged update", "square_0@GRAD": "gradient"}
+
+
+def test_keeper_is_the_last_step_reading_the_var():
+    main, loss = _mlp_training_program()
+    report = analyze_memory(main, {"x": (8, 32)}, [loss])
+    ops = main.global_block().ops
+    last_reader = {}
+    for step, k in enumerate(report.op_index):
+        for name in ops[k].input_arg_names:
+            last_reader[name] = step
+    for name in ("tanh_0", "square_0@GRAD"):
+        assert report.keeper[name] == last_reader[name]
+    assert ops[report.op_index[report.keeper["tanh_0"]]].role == "backward"  # kept alive for the backward part
+
+
+def test_memory_text_has_kind_columns_keepers_and_fused_steps():
+    main, loss = _mlp_training_program()
+    text = memory_text(analyze_memory(main, {"x": (8, 32)}, [loss]))
+    header = next(line for line in text.splitlines() if line.startswith("step"))
+    for column in ("live after", "activation", "gradient", "staged update", "temporary"):
+        assert column in header
+    assert "kept alive by" in text and "the commit at the end of the run" in text
+    from gradgen.framework.runtime.blas import gemm
+    if gemm is not None:
+        assert "w2@GRAD not stored" in text  # the fused product is shown, not hidden in an sgd row
+    rows = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+    ends = {len(line) for line in rows}
+    assert len(ends) == 1  # the right-aligned columns end in the same place on every row
+
+
+def test_peak_vars_match_a_replay_of_the_plan():
+    main, loss = _mlp_training_program()
+    report = analyze_memory(main, {"x": (8, 32)}, [loss])
+    assert sum(b for _, b in report.at_peak) == report.peak_bytes
+    assert report.live_after[report.peak_op] <= report.peak_bytes

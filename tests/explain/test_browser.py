@@ -1,0 +1,110 @@
+"""The explain pages in a real browser: click a grad op, its forward op lights up; sub-blocks open; no errors.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` and the ``browser`` extra (selenium).
+Screenshots are written to pytest's temporary directory (kept for the last runs).
+"""
+import time
+
+import pytest
+
+from gradgen.framework.tools.explain import explain_page
+
+from .browser import PAGE_LOAD_TIMEOUT, chromium_paths, headless_chromium
+from .programs import deep_mlp, second_order_program, trained_example
+
+selenium = pytest.importorskip("selenium", reason="the browser test needs the browser extra: pip install -e .[browser]")
+if None in chromium_paths():
+    pytest.skip("the browser test needs Debian's chromium and chromium-driver", allow_module_level=True)
+
+
+def _open(driver, path):
+    started = time.perf_counter()
+    driver.get(path.as_uri())
+    deadline = started + PAGE_LOAD_TIMEOUT
+    while driver.execute_script("return [...document.querySelectorAll('.gradgen-explain')]"
+                                ".every(p => p.dataset.ready === '1')") is not True:
+        assert time.perf_counter() < deadline, "the page script never finished"
+        time.sleep(0.05)
+    return time.perf_counter() - started
+
+
+def _severe(driver):
+    return [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def _highlighted(driver, page=0):
+    return driver.execute_script("return [...document.querySelectorAll('.gradgen-explain')[arguments[0]]"
+                                 ".querySelectorAll('.op.hl2')].map(e => e.dataset.op)", page)
+
+
+def _op(driver, op_id, page=0):
+    """The clickable text of op ``op_id`` on the ``page``-th explain page of the document."""
+    pages = driver.find_elements("css selector", ".gradgen-explain")
+    return pages[page].find_element("css selector", f'[data-op="{op_id}"] > div')
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
+def test_clicking_a_grad_op_highlights_its_forward_op(name, tmp_path):
+    program = trained_example(name)
+    page = tmp_path / f"{name}.html"
+    page.write_text(explain_page(program), encoding="utf-8")
+    grad_ops = [(i, op) for i, op in enumerate(program.global_block().ops) if op.forward_op is not None]
+    with headless_chromium() as driver:
+        _open(driver, page)
+        for i, op in grad_ops[:3] + grad_ops[-2:]:
+            fwd = program.global_block().ops.index(op.forward_op)
+            _op(driver, f"b0o{i}").click()
+            assert f"b0o{fwd}" in _highlighted(driver), (i, op.type)
+            card = driver.find_element("css selector", f'[data-op="b0o{i}"]')
+            assert "hl" in card.get_attribute("class").split()
+        driver.find_element("css selector", ".v").click()
+        assert driver.find_element("css selector", ".gg-facts").text.strip() != "Click an op or a var."
+        assert _severe(driver) == []
+        driver.save_screenshot(str(tmp_path / f"{name}.png"))
+
+
+def test_sub_blocks_expand_and_their_ops_link(tmp_path):
+    program = trained_example("rnn")
+    page = tmp_path / "rnn.html"
+    page.write_text(explain_page(program), encoding="utf-8")
+    with headless_chromium() as driver:
+        _open(driver, page)
+        inner = _op(driver, "b4o10")  # tanh_grad inside the gradient body block
+        assert not inner.is_displayed()
+        for block in (4,):
+            driver.execute_script(f"document.querySelector('details[data-block=\"{block}\"] summary').click()")
+        assert inner.is_displayed()
+        inner.click()
+        lit = _highlighted(driver)
+        assert "b2o6" in lit  # the body's tanh it differentiates
+        assert "b4o9" in lit  # and the copy of it that block 4 recomputes, beside it
+        assert _severe(driver) == []
+        driver.save_screenshot(str(tmp_path / "rnn-open.png"))
+
+
+def test_deep_and_second_order_pages_load(tmp_path):
+    for name, program in (("mlp50", deep_mlp(50)), ("second", second_order_program())):
+        page = tmp_path / f"{name}.html"
+        page.write_text(explain_page(program, {"x": [64, 64]} if name == "mlp50" else None), encoding="utf-8")
+        with headless_chromium() as driver:
+            seconds = _open(driver, page)
+            assert seconds < PAGE_LOAD_TIMEOUT
+            assert driver.find_elements("css selector", ".gg-timeline polygon")
+            assert _severe(driver) == []
+
+
+def test_two_programs_in_one_notebook_stay_apart(tmp_path):
+    """Jupyter puts every ``_repr_html_`` into one document: each page works on its own elements."""
+    first, second = trained_example("mlp"), trained_example("cnn")
+    page = tmp_path / "notebook.html"
+    page.write_text("<!DOCTYPE html><html><body>" + first._repr_html_() + "<p>next cell</p>" + second._repr_html_()
+                    + "</body></html>", encoding="utf-8")
+    grad = next(i for i, op in enumerate(second.global_block().ops) if op.forward_op is not None)
+    fwd = second.global_block().ops.index(second.global_block().ops[grad].forward_op)
+    with headless_chromium() as driver:
+        _open(driver, page)
+        _op(driver, f"b0o{grad}", page=1).click()
+        assert f"b0o{fwd}" in _highlighted(driver, page=1)
+        assert _highlighted(driver, page=0) == []
+        assert len(driver.find_elements("css selector", ".gg-timeline")) == 2
+        assert _severe(driver) == []

@@ -1,0 +1,48 @@
+"""``gradgen dot``: one picture per program, labels escaped once, legend, mirrored backward, no write-back edges."""
+import shutil
+import subprocess
+
+import pytest
+
+from gradgen.program.dot import program_to_dot
+
+from .programs import trained_example
+
+pytest.importorskip("graphviz", reason="DOT needs the dot extra: pip install -e .[dot]")
+
+
+def test_labels_break_lines_instead_of_showing_backslash_n():
+    text = program_to_dot(trained_example("mlp"))
+    assert "\\\\n" not in text  # the old writer escaped the line break twice
+    assert "cluster_legend" in text and "forward op" in text and "backward op" in text
+
+
+def test_updates_write_a_separate_node_and_grad_ops_share_their_forward_rank():
+    text = program_to_dot(trained_example("mlp"))
+    assert text.count("(updated)") == 2  # w1 and w2: no edge back up to the parameter's node
+    assert text.count("rank=same") >= 5
+
+
+def test_sub_blocks_are_clusters_of_the_one_picture():
+    program = trained_example("rnn")
+    text = program_to_dot(program)
+    for b in range(1, len(program.blocks)):
+        assert f"subgraph cluster_b{b} " in text
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot binary renders the picture")
+@pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
+def test_graphviz_renders_every_example(name, tmp_path):
+    text = program_to_dot(trained_example(name))
+    result = subprocess.run(["dot", "-Tsvg"], input=text.encode(), capture_output=True, timeout=60)
+    assert result.returncode == 0 and b"<svg" in result.stdout
+    assert b"Warning" not in result.stderr, result.stderr[:500]
+
+
+def test_optimizer_state_and_unread_outputs_fold_into_labels():
+    program = trained_example("rnn")
+    text = program_to_dot(program)
+    assert "w_xh@moment1" not in text
+    assert "(+ 5 state vars)" in text  # adam: two moments, two powers, the learning rate
+    assert "outputs nothing reads" in text and "while_0@GRAD@history@4" not in text
+    assert "tanh_0" in text  # a body result is read by its loop, through the op's attrs
