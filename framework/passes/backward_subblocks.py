@@ -109,13 +109,6 @@ class _Builder:
         _name_origins(block, originals)
 
 
-def _name_origins(block, originals: dict) -> None:
-    """Grad ops made for a copied forward op name the user's original op instead (the copy may be pruned,
-    and a saved program keeps only provenance that points at ops still in it)."""
-    for op in block.ops:
-        if op.forward_op is not None and id(op.forward_op) in originals:
-            op.forward_op = originals[id(op.forward_op)]
-
     def resolve(self, desc: OpDesc) -> None:
         """Build ``desc``'s sub-blocks, then put block indices and names where the recording had placeholders."""
         for value in desc.attrs.values():
@@ -125,6 +118,14 @@ def _name_origins(block, originals: dict) -> None:
         for slot, values in desc.inputs.items():
             if values and type(values[0]) is ReadsOf:
                 desc.inputs[slot] = external_reads([self.program.block(b.idx) for b in values[0].blocks])
+
+
+def _name_origins(block, originals: dict) -> None:
+    """Grad ops made for a copied forward op name the user's original op instead (the copy may be pruned,
+    and a saved program keeps only provenance that points at ops still in it)."""
+    for op in block.ops:
+        if op.forward_op is not None and id(op.forward_op) in originals:
+            op.forward_op = originals[id(op.forward_op)]
 
 
 def _resolved(value):
