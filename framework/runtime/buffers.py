@@ -2,7 +2,7 @@
 
 Allocating a fresh array per op costs page faults and allocator churn on big
 arrays (a 64 MiB gradient is faulted in anew each step). So at plan time each
-output of an op with an *into* kernel (``kernels.INTO``) gets a **slot**: a
+output of a kernel that takes ``out`` (``kernels.signature``) gets a **slot**: a
 plan-owned array reused by every var the slot serves. Vars share a slot when
 their lifetimes in the scheduled order do not overlap and their declared type
 is the same; slots live across runs.
@@ -76,7 +76,7 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
 
     An in-place update with several outputs gets a tuple of slots, one per output.
 
-    ``writes_into`` are the positions whose op has an into kernel;
+    ``writes_into`` are the positions whose kernel takes ``out``;
     ``dying[p]`` the vars that die right after position p; ``keep`` the
     fetched vars, which never get a slot (the caller owns what it fetches).
     """
@@ -112,33 +112,33 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     return by_step, swaps, count
 
 
-def slotted(into: Callable[..., Any], slots: list, k: int | tuple[int, ...]) -> Callable[..., Any]:
-    """A step function running ``into`` with slot k's array as its buffer when nothing else holds it.
+def slotted(fn: Callable[..., Any], slots: list, k: int | tuple[int, ...]) -> Callable[..., Any]:
+    """A step function running kernel ``fn`` with slot k's array as its ``out`` when nothing else holds it.
 
-    With a tuple of slots, ``into`` gets a tuple of buffers and returns a tuple of results.
+    With a tuple of slots, ``fn`` gets a tuple of buffers and returns a tuple of results.
     """
     if isinstance(k, tuple):
-        return _slotted_many(into, slots, k)
+        return _slotted_many(fn, slots, k)
 
     def run(*args):
         buf = slots[k]
         # References: slots[k], buf, getrefcount's argument. Any more and someone can still see it.
         if buf is not None and sys.getrefcount(buf) > 3:
             buf = None
-        slots[k] = result = into(*args, buf)
+        slots[k] = result = fn(*args, out=buf)
         return result
 
     return run
 
 
-def _slotted_many(into: Callable[..., Any], slots: list, ks: tuple[int, ...]) -> Callable[..., Any]:
+def _slotted_many(fn: Callable[..., Any], slots: list, ks: tuple[int, ...]) -> Callable[..., Any]:
     def run(*args):
         bufs = []
         for k in ks:
             buf = slots[k]
             # References: slots[k], buf, getrefcount's argument, as in ``slotted``.
             bufs.append(buf if buf is not None and sys.getrefcount(buf) <= 3 else None)
-        results = into(*args, tuple(bufs))
+        results = fn(*args, out=tuple(bufs))
         for k, r in zip(ks, results):
             slots[k] = r
         return results

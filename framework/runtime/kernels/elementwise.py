@@ -1,20 +1,21 @@
-"""Binary elementwise kernels: numpy ufuncs with numpy broadcasting."""
+"""Binary elementwise kernels: numpy ufuncs with numpy broadcasting.
+
+They write into a plan buffer only in the common case of no broadcasting and
+one dtype (X, Y and the buffer alike); anything else allocates.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-
-def _ufunc(fn):
-    return lambda op: fn
+from .signature import fits
 
 
-def _ufunc_into(fn):
+def _ufunc(ufunc):
     def factory(op):
-        def run(x, y, buf):
-            # Only the common case of no broadcasting: anything else allocates, as the plain kernel does.
-            if buf is not None and x.shape == y.shape == buf.shape and x.dtype == y.dtype == buf.dtype:
-                return fn(x, y, out=buf)
-            return fn(x, y)
+        def run(x, y, *, out=None):
+            if out is None or not fits(out, x, y):
+                return ufunc(x, y)  # no out=None: on tiny arrays the keyword costs as much as the op
+            return ufunc(x, y, out=out)
 
         return run
 
@@ -30,7 +31,3 @@ KERNELS = {
     "elementwise_max": _ufunc(np.maximum),
     "elementwise_min": _ufunc(np.minimum),
 }
-
-INTO = {t: _ufunc_into(f) for t, f in (("elementwise_add", np.add), ("elementwise_sub", np.subtract),
-                                      ("elementwise_mul", np.multiply), ("elementwise_max", np.maximum),
-                                      ("elementwise_min", np.minimum))}
