@@ -32,7 +32,7 @@ from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
 from .schedule import schedule
 
-__all__ = ["build_plan", "build_kernel"]
+__all__ = ["PlanOptions", "build_kernel", "build_plan"]
 
 
 def _is_persistable(block, name: str) -> bool:

@@ -33,7 +33,7 @@ class PlanOptions:
     """Fuse a weight-gradient product into the SGD update after it (``fusion``; needs numpy's BLAS)."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
-    kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS)
+    kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)
     """op type -> kernel factory: a test can swap in a kernel that misbehaves, without patching the table."""
 
 
