@@ -51,8 +51,8 @@ class Unit(NamedTuple):
 
 
 class Step(NamedTuple):
-    """What the run loop needs for one unit. The loop unpacks the first six fields in one go (reading them
-    as attributes would cost more than a tiny op), so their order is part of ``run.run_plan``."""
+    """What the run loop needs for one unit. The loop unpacks each step in one go (reading six fields as
+    attributes would cost more than a tiny op), so the field order is part of ``run.run_plan``."""
 
     fn: Callable[..., Any]
     take: Any
