@@ -27,7 +27,7 @@ from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
 from .fusion import fuse_gemm_updates
-from .kernels import SUBBLOCKS, KernelFactory, takes_out
+from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
 from .schedule import schedule
@@ -164,7 +164,7 @@ def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, 
           options: PlanOptions) -> Step:
     k = buffers.by_step.get(at)
     if k is not None:
-        fn = slotted(fn, buffers.slots, k)
+        fn = slotted(with_out(fn), buffers.slots, k)
     if options.checks:
         fn = checked(fn, block, unit.index, unit.ins, unit.outs, options.checks)
     ins, outs = unit.ins, unit.outs

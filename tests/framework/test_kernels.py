@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework.runtime.kernels import KERNELS, takes_out
+from gradgen.framework.runtime.kernels import KERNELS, takes_out, with_out
 from tests.framework.op_cases import ALL_CASES
 from tests.framework.op_harness import Case, check_type_promise, one_op_program, run_case
 from gradgen.program import OP_SCHEMAS
@@ -101,6 +101,22 @@ BUFFERED = [c for c in CASES if takes_out(_kernel(c)[0])]
 UNBUFFERED = [c for c in CASES if not takes_out(_kernel(c)[0])]
 
 
+def test_a_bare_ufunc_gets_a_buffer_only_when_it_is_like_every_input():
+    """A ufunc would broadcast into a bigger buffer: ``with_out`` (what the plan calls with a buffer) stops that."""
+    add = with_out(np.add)
+    x, y, big = np.ones(3), np.ones(3), np.zeros((2, 3))
+    assert add(x, y, out=big) is not big and (big == 0).all()
+    assert add(x, np.ones((2, 3)), out=big) is not big and (big == 0).all()  # broadcasting: allocates
+    assert add(x, y, out=np.zeros(3, np.float32)).dtype == np.float64  # another dtype: allocates
+    buf = np.zeros(3)
+    assert add(x, y, out=buf) is buf and (buf == 2).all()
+    ints = np.ones(3, np.int64)
+    quotient = with_out(np.divide)(ints, ints, out=np.zeros(3, np.int64))  # int / int is a float: allocates
+    assert quotient.dtype == np.float64
+    relu = KERNELS["relu"](None)
+    assert with_out(relu) is relu  # a Python kernel checks the fit itself
+
+
 def test_the_kernels_that_take_out_are_the_ones_expected():
     """The big-array kernels take a buffer; a factory declines it only for attrs or ranks where it cannot help."""
     assert {c.op for c in BUFFERED + MULTI_CASES} == {
@@ -117,6 +133,7 @@ def test_the_kernels_that_take_out_are_the_ones_expected():
 @pytest.mark.parametrize("case", BUFFERED, ids=lambda c: c.id)
 def test_a_kernel_computes_the_same_with_a_buffer_and_writes_only_one_that_fits(case):
     fn, args, op = _kernel(case)
+    fn = with_out(fn)
     before = [a.copy() for a in args]
     want = np.asarray(fn(*args))
     np.testing.assert_array_equal(fn(*args, out=None), want, strict=True)
@@ -143,6 +160,7 @@ def test_a_kernel_computes_the_same_with_a_buffer_and_writes_only_one_that_fits(
 @pytest.mark.parametrize("case", MULTI_CASES, ids=lambda c: c.id)
 def test_a_multi_output_update_writes_each_output_into_its_buffer(case):
     fn, args, _ = _kernel(case)
+    fn = with_out(fn)
     before = [a.copy() for a in args]
     want = fn(*args)
     partial = (np.empty_like(want[0]),) + (None,) * (len(want) - 1)

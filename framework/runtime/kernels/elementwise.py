@@ -1,25 +1,16 @@
 """Binary elementwise kernels: numpy ufuncs with numpy broadcasting.
 
-They write into a plan buffer only in the common case of no broadcasting and
-one dtype (X, Y and the buffer alike); anything else allocates.
+Each kernel is the ufunc itself. The plan hands one a buffer only when the
+buffer has the shape and dtype of both inputs (``signature.with_out``): no
+broadcasting, one dtype. Anything else allocates.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .signature import fits
 
-
-def _ufunc(ufunc):
-    def factory(op):
-        def run(x, y, *, out=None):
-            if out is None or not fits(out, x, y):
-                return ufunc(x, y)  # no out=None: on tiny arrays the keyword costs as much as the op
-            return ufunc(x, y, out=out)
-
-        return run
-
-    return factory
+def _ufunc(fn):
+    return lambda op: fn
 
 
 KERNELS = {

@@ -11,7 +11,13 @@ It writes into ``out`` only when ``out`` has exactly the result's shape and
 dtype (``fits``), else it allocates; the values are the same either way, and
 the result is returned either way. For an op with several outputs ``out`` is
 a tuple of buffers, one per output. A factory declines buffers for attrs or
-ranks it does not handle by returning a function without ``out``. Kernels
+ranks it does not handle by returning a function without ``out``. A bare
+numpy ufunc is a kernel too, and the cheapest one (no Python frame). It
+takes ``out`` when it maps floats to floats of the same type (``np.add``,
+``np.tanh``; not ``np.less``), but it would broadcast into a buffer bigger
+than its result or cast into one of another dtype, so ``with_out`` wraps it
+to accept only a buffer like every input, of a dtype it maps to itself; the
+plan uses that wrapper only for steps that have a buffer. Kernels
 never modify their inputs; returning an input unchanged is allowed (only by
 a function without ``out``, so a plan buffer never holds someone's input).
 
@@ -21,11 +27,12 @@ argument: ``kernel(op, blocks)``, ``blocks[key](env)`` running the sub-block
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["KernelFactory", "SubBlock", "fits", "takes_out"]
+__all__ = ["KernelFactory", "SubBlock", "fits", "takes_out", "with_out"]
 
 KernelFactory = Callable[..., Callable[..., Any]]
 """``factory(op) -> fn``, or ``factory(op, blocks) -> fn`` for an op that owns sub-blocks."""
@@ -50,15 +57,41 @@ def fits(out: Any, *likes: Any) -> bool:
 
 
 def takes_out(fn: Callable[..., Any]) -> bool:
-    """True when kernel function ``fn`` declares a keyword-only ``out``: it can write into a plan buffer.
+    """True when kernel function ``fn`` can write into a plan buffer: a numpy ufunc, or a function that
+    declares a keyword-only ``out``.
 
     The signature is the declaration, so there is no second table to keep in
-    step. Anything that is not a plain Python function (a numpy ufunc, a
-    ``partial``) counts as not taking ``out``: the plan then simply gives it
-    no buffer.
+    step. Anything else (a ``partial``, a builtin) counts as not taking
+    ``out``: the plan then simply gives it no buffer.
     """
+    if isinstance(fn, np.ufunc):
+        return "d" in _same_type_loops(fn)
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
     kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
     return "out" in kwonly
+
+
+@lru_cache(maxsize=None)
+def _same_type_loops(ufunc: np.ufunc) -> frozenset[str]:
+    """Type codes ``c`` for which ``ufunc`` has a loop from ``c`` inputs to a ``c`` output (``dd->d``)."""
+    return frozenset(t[0] for t in ufunc.types if len(set(t.replace("->", ""))) == 1)
+
+
+def with_out(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Kernel function ``fn`` (one that ``takes_out``) as a function that checks the fit of ``out`` itself.
+
+    That is ``fn``, except for a bare ufunc, which gets ``out`` only when it has the shape and dtype of every
+    input and the ufunc maps that dtype to itself (same-shape, same-type work: anything else allocates).
+    """
+    if not isinstance(fn, np.ufunc):
+        return fn
+    same = _same_type_loops(fn)
+
+    def run(*args, out=None):
+        if fits(out, *args) and out.dtype.char in same:
+            return fn(*args, out=out)
+        return fn(*args)
+
+    return run
