@@ -42,7 +42,7 @@ def _fetch_name(item) -> str:
 
 
 class Executor:
-    """Runs programs on numpy. Plans are cached per program, version, feed names and fetch names.
+    """Runs programs on numpy. Plans are cached per program, version, feed names, fetch names and options.
 
     ``check_nan_inf`` makes every run check each op's float outputs and stop
     with a NanInfError at the first op that makes a NaN or Inf.

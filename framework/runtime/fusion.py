@@ -57,7 +57,7 @@ def fuse_gemm_updates(block, units: Sequence[Unit], keep: set) -> list[Unit]:
                 and _fusable(block, block.ops[last.index], block.ops[unit.index], keep, readers)):
             prod, upd = block.ops[last.index], block.ops[unit.index]
             ins = (prod.input("X")[0], prod.input("Y")[0], upd.input("Param")[0], upd.input("LearningRate")[0])
-            fused[-1] = Unit(unit.index, last.ops + unit.ops, ins, unit.outs, sgd_gemm(prod))
+            fused[-1] = Unit(index=unit.index, ops=last.ops + unit.ops, ins=ins, outs=unit.outs, kernel=sgd_gemm(prod))
         else:
             fused.append(unit)
     return fused

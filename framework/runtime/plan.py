@@ -134,7 +134,8 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     keep = set(fetch_names)
     ops = block.ops
     order = schedule(ops) if options.schedule else range(len(ops))
-    units = [Unit(i, (i,), tuple(ops[i].input_arg_names), tuple(ops[i].output_arg_names)) for i in order]
+    units = [Unit(index=i, ops=(i,), ins=tuple(ops[i].input_arg_names), outs=tuple(ops[i].output_arg_names))
+             for i in order]
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
@@ -150,9 +151,10 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     steps = tuple(_step(block, at, unit, fn, buffers, tuple(dying.get(at, ())), options)
                   for at, (unit, fn) in enumerate(zip(units, fns)))
     commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
-    types = {n: declared(block.var(n)) for n in (*feed_names, *from_scope)}
-    return Plan(block, steps, tuple(feeds), tuple(from_scope), commits, tuple(fetch_names), buffers, types, options,
-                subplans)
+    return Plan(block=block, steps=steps, feeds=tuple(feeds), from_scope=tuple(from_scope), commits=commits,
+                fetches=tuple(fetch_names), buffers=buffers,
+                declared={n: declared(block.var(n)) for n in (*feed_names, *from_scope)}, options=options,
+                subplans=subplans)
 
 
 def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:
@@ -168,5 +170,5 @@ def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, 
     if options.checks:
         fn = checked(fn, block, unit.index, unit.ins, unit.outs, options.checks)
     ins, outs = unit.ins, unit.outs
-    take = ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None
-    return Step(fn, take, len(ins), outs[0] if len(outs) == 1 else None, outs, dead, ins, unit.index, unit.ops)
+    return Step(fn=fn, take=ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None, nargs=len(ins),
+                out=outs[0] if len(outs) == 1 else None, outs=outs, dead=dead, ins=ins, index=unit.index, ops=unit.ops)
