@@ -63,26 +63,27 @@ def _worth_a_slot(var) -> bool:
     return size >= _SMALL
 
 
-def _updates_in_place(block, op, writers: Mapping[str, int]) -> bool:
-    """An op whose outputs are all persistable, each also one of its inputs and written by no other op
+def _updates_in_place(block, unit, writers: Mapping[str, int]) -> bool:
+    """A unit whose outputs are all persistable, each also one of its inputs and written by no other unit
     (an optimizer update: the parameter, and the optimizer's state for momentum or adam)."""
-    ins = op.input_arg_names
-    return all(block.var(n).persistable and n in ins and writers.get(n) == 1 for n in op.output_arg_names)
+    return all(block.var(n).persistable and n in unit.ins and writers.get(n) == 1 for n in unit.outs)
 
 
-def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int, Sequence[str]],
+def assign_slots(block, units: Sequence, writes_into: set[int], dying: Mapping[int, Sequence[str]],
                  keep: set) -> tuple[dict[int, Any], dict[str, int], int]:
-    """Slots for the scheduled ``ops``: (position -> slot, updated persistable var -> slot, slot count).
+    """Slots for the ``units`` in run order: (position -> slot, updated persistable var -> slot, slot count).
 
-    An in-place update with several outputs gets a tuple of slots, one per output.
+    A unit is anything with ``ins`` and ``outs`` (var names): an op, or a fused
+    group of them (``plan_data.Unit``). An in-place update with several
+    outputs gets a tuple of slots, one per output.
 
     ``writes_into`` are the positions whose kernel takes ``out``;
     ``dying[p]`` the vars that die right after position p; ``keep`` the
     fetched vars, which never get a slot (the caller owns what it fetches).
     """
     writers: dict[str, int] = {}
-    for op in ops:
-        for name in op.output_arg_names:
+    for unit in units:
+        for name in unit.outs:
             writers[name] = writers.get(name, 0) + 1
     by_step: dict[int, int] = {}
     swaps: dict[str, int] = {}
@@ -90,9 +91,9 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     slot_key: dict[str, tuple] = {}
     slot_of: dict[str, int] = {}
     count = 0
-    for at, op in enumerate(ops):
-        outs = op.output_arg_names
-        if at in writes_into and _updates_in_place(block, op, writers):
+    for at, unit in enumerate(units):
+        outs = unit.outs
+        if at in writes_into and _updates_in_place(block, unit, writers):
             ks = tuple(range(count, count + len(outs)))
             swaps.update(zip(outs, ks))
             by_step[at] = ks[0] if len(ks) == 1 else ks

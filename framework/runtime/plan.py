@@ -146,7 +146,7 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     buffers = Buffers()
     if options.buffers:
         writes_into = {at for at, fn in enumerate(fns) if takes_out(fn)}
-        by_step, swaps, count = assign_slots(block, [ops[u.index] for u in units], writes_into, dying, keep)
+        by_step, swaps, count = assign_slots(block, units, writes_into, dying, keep)
         buffers = Buffers([None] * count, swaps, by_step)
     steps = tuple(_step(block, at, unit, fn, buffers, tuple(dying.get(at, ())), options)
                   for at, (unit, fn) in enumerate(zip(units, fns)))
