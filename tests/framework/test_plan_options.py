@@ -123,3 +123,15 @@ def test_a_swapped_kernel_table_is_used_for_sub_blocks_too():
     np.testing.assert_array_equal(good, np.exp(np.ones(2)))
     with pytest.raises(ExecutionError, match=r"op #\d+ \(cond\).*block 1, op #0 \(exp\).*returned float64\[1\]"):
         Executor(check_types=True, options=broken).run(main, feed=feed, fetch_list=[out], scope=Scope())
+
+
+def test_a_sub_block_that_cannot_compile_fails_at_planning_naming_both_ops():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2], "float64")
+        p = layers.data("p", [], "bool")
+        out = layers.cond(p, lambda: layers.exp(x), lambda: layers.scale(x, 2.0))
+    options = PlanOptions(kernels={t: f for t, f in KERNELS.items() if t != "exp"})
+    with pytest.raises(ExecutionError, match=r"block 0, op #\d+ \(cond\).*cannot build its kernel: its true block: "
+                                             r"ExecutionError: block 1, op #0 \(exp\).*no kernel"):
+        build_plan(main.global_block(), ["x", "p"], [out.name], options)
