@@ -39,12 +39,14 @@ def _fusable(block, prod, upd, keep: set, readers: Mapping[str, int]) -> bool:
         len(t.shape) == 2 and t.dtype in ("float32", "float64") and t.dtype == types[0].dtype for t in types)
 
 
-def fuse_gemm_updates(block, units: Sequence[Unit], keep: set) -> list[Unit]:
+def fuse_gemm_updates(block, units: Sequence[Unit], keep: set,
+                      blas: Callable[..., np.ndarray] | None = gemm) -> list[Unit]:
     """``units`` with every product unit followed by the SGD unit fusable with it replaced by one fused unit.
 
-    ``keep`` are the fetched vars (a fetched gradient must exist, so it is not fused away).
+    ``keep`` are the fetched vars (a fetched gradient must exist, so it is not fused away); ``blas`` is the
+    GEMM to fuse with (``blas.gemm``; None where numpy's BLAS is not reachable: then nothing is fused).
     """
-    if gemm is None:
+    if blas is None:
         return list(units)
     readers: dict[str, int] = {}
     for op in block.ops:
@@ -57,13 +59,14 @@ def fuse_gemm_updates(block, units: Sequence[Unit], keep: set) -> list[Unit]:
                 and _fusable(block, block.ops[last.index], block.ops[unit.index], keep, readers)):
             prod, upd = block.ops[last.index], block.ops[unit.index]
             ins = (prod.input("X")[0], prod.input("Y")[0], upd.input("Param")[0], upd.input("LearningRate")[0])
-            fused[-1] = Unit(index=unit.index, ops=last.ops + unit.ops, ins=ins, outs=unit.outs, kernel=sgd_gemm(prod))
+            fused[-1] = Unit(index=unit.index, ops=last.ops + unit.ops, ins=ins, outs=unit.outs,
+                             kernel=sgd_gemm(prod, blas))
         else:
             fused.append(unit)
     return fused
 
 
-def sgd_gemm(prod) -> Callable[..., Any]:
+def sgd_gemm(prod, blas: Callable[..., np.ndarray]) -> Callable[..., Any]:
     """The fused kernel: ``fn(X, Y, param, lr, *, out=None)`` returns the updated param, in ``out`` if it fits."""
     tx, ty = prod.attr("transpose_x"), prod.attr("transpose_y")
 
@@ -71,6 +74,6 @@ def sgd_gemm(prod) -> Callable[..., Any]:
         if not fits(out, param):
             out = np.empty(param.shape, param.dtype)
         np.copyto(out, param)
-        return gemm(tx, ty, -float(lr.reshape(())), x, y, 1.0, out)
+        return blas(tx, ty, -float(lr.reshape(())), x, y, 1.0, out)
 
     return run

@@ -79,7 +79,8 @@ SGD_CASES = [Case("sgd", {"Param": _randn(d, s), "Grad": _randn(d, s), "Learning
              for d in ("float32", "float64") for s in UPDATE_SHAPES]
 MOMENTUM_CASES = [Case("momentum", {"Param": _randn(d, s), "Grad": _randn(d, s), "Velocity": _randn(d, s),
                                      "LearningRate": np.asarray([0.1], d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
-                       label=f"nesterov={n}") for d in ("float32", "float64") for n in (False, True) for s in UPDATE_SHAPES]
+                       label=f"nesterov={n}")
+                  for d in ("float32", "float64") for n in (False, True) for s in UPDATE_SHAPES]
 ADAM_CASES = [Case("adam", {"Param": _randn(d, s), "Grad": _randn(d, s), "LearningRate": np.asarray([0.1], d),
                             "Moment1": _randn(d, s), "Moment2": _rng.random(s).astype(d),
                             "Beta1Pow": np.asarray([0.9], d), "Beta2Pow": np.asarray([0.999], d)}, None,
