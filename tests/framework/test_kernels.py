@@ -88,7 +88,19 @@ ADAM_CASES = [Case("adam", {"Param": _randn(d, s), "Grad": _randn(d, s), "Learni
               for s in UPDATE_SHAPES]
 MORE_CASES = [Case("scale", {"X": _randn(d)}, None, {"scale": s, "bias": b}, label=f"{s}x+{b}")
               for d in ("float32", "float64") for s, b in ((1.0, 0.0), (3.0, 0.0), (1.0, 2.0))]
-CASES = ALL_CASES + SGD_CASES + MORE_CASES
+_INTS = np.arange(12, dtype=np.int64).reshape(3, 4)
+EDGE_CASES = [  # zero-size and size-1 dims, and int arrays (whose results a float buffer never fits)
+    Case("matmul", {"X": _randn("float64", (3, 0)), "Y": _randn("float64", (0, 4))}, None, label="k=0"),
+    Case("matmul", {"X": _randn("float64", (0, 3)), "Y": _randn("float64", (3, 1))}, None, label="m=0"),
+    Case("sum", {"X": [_randn("float64", (0, 2)) for _ in range(3)]}, None),
+    Case("sgd", {"Param": _randn("float64", (0, 3)), "Grad": _randn("float64", (0, 3)),
+                 "LearningRate": np.asarray([0.1])}, None),
+    Case("tanh", {"X": _randn("float32", (0, 3))}, None),
+    Case("tanh_grad", {"Out": _randn("float64", (1, 1)), "Out@GRAD": _randn("float64", (1, 1))}, None),
+    Case("elementwise_add", {"X": _INTS, "Y": _INTS + 1}, None, label="int64"),
+    Case("elementwise_div", {"X": _INTS, "Y": _INTS + 1}, None, label="int64"),
+    Case("scale", {"X": _INTS}, None, {"scale": 2.0, "bias": 1.0}, label="int64")]
+CASES = ALL_CASES + SGD_CASES + MORE_CASES + EDGE_CASES
 MULTI_CASES = MOMENTUM_CASES + ADAM_CASES
 
 
@@ -143,17 +155,21 @@ def test_a_kernel_computes_the_same_with_a_buffer_and_writes_only_one_that_fits(
     np.testing.assert_array_equal(np.asarray(got), want, strict=True)
     if got is not buf:  # declined at run time (broadcasting, mixed shapes): then the buffer is left alone
         assert (buf == 7).all()
-    # The cases the buffers are for must use them: no broadcasting, or a 2-D product.
+    # The cases the buffers are for must use them: same-type arrays without broadcasting, or a 2-D product.
     arrays = args[:2] if op.type == "sgd" else args  # not sgd's learning rate
-    same_shape = all(a.shape == want.shape for a in arrays)
-    assert got is buf or not (same_shape and want.ndim or op.type == "matmul")
+    same_type = all(a.shape == want.shape and a.dtype == want.dtype for a in arrays)
+    assert got is buf or not (same_type and want.ndim or op.type == "matmul")
     wrong = np.full(want.shape + (2,), 7, want.dtype)
     np.testing.assert_array_equal(np.asarray(fn(*args, out=wrong)), want, strict=True)
     assert (wrong == 7).all()  # a buffer that does not fit is left alone
-    if want.dtype.kind == "f":
-        other = np.full(want.shape, 7, np.float32 if want.dtype == np.float64 else np.float64)
-        np.testing.assert_array_equal(np.asarray(fn(*args, out=other)), want, strict=True)
-        assert (other == 7).all()  # nor one of another dtype
+    other = np.full(want.shape, 7, np.float32 if want.dtype == np.float64 else np.float64)
+    np.testing.assert_array_equal(np.asarray(fn(*args, out=other)), want, strict=True)
+    assert (other == 7).all()  # nor one of another dtype
+    if all(a.dtype.kind in "iu" for a in arrays):  # a buffer like the int inputs: used only for an int result
+        like_inputs = np.full(want.shape, 7, arrays[0].dtype)
+        got = fn(*args, out=like_inputs)
+        np.testing.assert_array_equal(np.asarray(got), want, strict=True)
+        assert got is like_inputs or (like_inputs == 7).all()
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)
 

@@ -58,7 +58,7 @@ def scale(op):
     mul, add = np.multiply, np.add  # closure cells: cheaper than two global and attribute lookups per call
 
     def run(x, *, out=None):
-        if out is not None and not fits(out, x):
+        if out is not None and not (fits(out, x) and x.dtype.kind == "f"):  # an int times a float is a float
             out = None
         y = mul(x, s, out)
         return y if b == 0.0 else add(y, b, out)
