@@ -55,9 +55,9 @@ def adam(op):
         if out is None or not _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p):
             out = (None,) * 5
         pb, m1b, m2b, b1b, b2b = out
-        m1 = np.add(np.multiply(m1, b1, out=m1b), np.multiply(grad, 1.0 - b1, out=pb), out=m1b)
+        m1 = np.add(np.multiply(m1, b1, out=m1b), np.multiply(grad, 1.0 - b1, out=pb), out=m1b)  # b1 m1 + (1 - b1) g
         t = np.multiply(np.multiply(grad, 1.0 - b2, out=pb), grad, out=pb)
-        m2 = np.add(np.multiply(m2, b2, out=m2b), t, out=m2b)  # b2 m2 + (1 - b2) grad grad
+        m2 = np.add(np.multiply(m2, b2, out=m2b), t, out=m2b)  # b2 m2 + (1 - b2) g g
         lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
         denominator = np.add(np.sqrt(m2, out=pb), eps * np.sqrt(1.0 - b2p), out=pb)
         step = np.divide(lr_t * m1, denominator, out=pb).astype(param.dtype, copy=False)
