@@ -6,20 +6,23 @@ takes the op's input arrays, flat in schema slot order, and returns its
 output array (or a tuple of them, flat in schema slot order).
 
 A kernel that can write its result into a buffer the plan owns says so in
-its signature, with a keyword-only ``out``: ``fn(*inputs, *, out=None)``.
-It writes into ``out`` only when ``out`` has exactly the result's shape and
+its signature, with a keyword-only ``out``: ``fn(*inputs, out=None)``. It
+writes into ``out`` only when ``out`` has exactly the result's shape and
 dtype (``fits``), else it allocates; the values are the same either way, and
 the result is returned either way. For an op with several outputs ``out`` is
 a tuple of buffers, one per output. A factory declines buffers for attrs or
-ranks it does not handle by returning a function without ``out``. A bare
-numpy ufunc is a kernel too, and the cheapest one (no Python frame). It
-takes ``out`` when it maps floats to floats of the same type (``np.add``,
+ranks it does not handle by returning a function without ``out``.
+
+A bare numpy ufunc is a kernel too, and the cheapest one (no Python frame).
+It takes ``out`` when it maps floats to floats of the same type (``np.add``,
 ``np.tanh``; not ``np.less``), but it would broadcast into a buffer bigger
 than its result or cast into one of another dtype, so ``with_out`` wraps it
 to accept only a buffer like every input, of a dtype it maps to itself; the
-plan uses that wrapper only for steps that have a buffer. Kernels
-never modify their inputs; returning an input unchanged is allowed (only by
-a function without ``out``, so a plan buffer never holds someone's input).
+plan uses that wrapper only for steps that have a buffer.
+
+Kernels never modify their inputs; returning an input unchanged is allowed
+(only by a function without ``out``, so a plan buffer never holds someone's
+input).
 
 Control-flow kernels take their compiled sub-blocks as a second factory
 argument: ``kernel(op, blocks)``, ``blocks[key](env)`` running the sub-block
