@@ -111,12 +111,18 @@ def test_executor_check_flags_may_change_between_runs():
     assert exe.plans_built == 2  # one plan per setting, each reused
 
 
-def test_a_swapped_kernel_table_is_used_for_sub_blocks_too():
+def _cond_program():
+    """``exp(x) if p else 2 x``: block 1 is the true branch, whose op #0 is the exp."""
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", [2], "float64")
         p = layers.data("p", [], "bool")
         out = layers.cond(p, lambda: layers.exp(x), lambda: layers.scale(x, 2.0))
+    return main, out
+
+
+def test_a_swapped_kernel_table_is_used_for_sub_blocks_too():
+    main, out = _cond_program()
     feed = {"x": np.ones(2), "p": np.array(True)}
     broken = PlanOptions(kernels={**KERNELS, "exp": lambda op: lambda v: v[:1]})
     (good,) = Executor().run(main, feed=feed, fetch_list=[out], scope=Scope())
@@ -126,11 +132,7 @@ def test_a_swapped_kernel_table_is_used_for_sub_blocks_too():
 
 
 def test_a_sub_block_that_cannot_compile_fails_at_planning_naming_both_ops():
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [2], "float64")
-        p = layers.data("p", [], "bool")
-        out = layers.cond(p, lambda: layers.exp(x), lambda: layers.scale(x, 2.0))
+    main, out = _cond_program()
     options = PlanOptions(kernels={t: f for t, f in KERNELS.items() if t != "exp"})
     with pytest.raises(ExecutionError, match=r"block 0, op #\d+ \(cond\).*cannot build its kernel: its true block: "
                                              r"ExecutionError: block 1, op #0 \(exp\).*no kernel"):
