@@ -54,7 +54,7 @@ class Executor:
     (a test uses it to see plans reused).
     """
 
-    def __init__(self, check_nan_inf: bool = False, check_types: bool = False, options: PlanOptions | None = None):
+    def __init__(self, check_nan_inf: bool = False, check_types: bool = False, *, options: PlanOptions | None = None):
         self.check_nan_inf = check_nan_inf
         self.check_types = check_types
         self.options = PlanOptions() if options is None else options

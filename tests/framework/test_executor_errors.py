@@ -178,4 +178,5 @@ def test_kernel_returning_too_few_outputs_is_reported(check_nan_inf):
         main.global_block().append_op("split", {"X": [x]}, {"Out": ["p0", "p1"]}, {"axis": 0, "sections": [2, 2]})
     options = PlanOptions(kernels={**KERNELS, "split": lambda op: lambda v: (v[:2],)})
     with pytest.raises(ExecutionError, match=r"op #0 \(split\).*returned 1 outputs for 2 output vars"):
-        Executor(check_nan_inf, options=options).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"], scope=Scope())
+        Executor(check_nan_inf=check_nan_inf, options=options).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"],
+                                                                   scope=Scope())
