@@ -23,6 +23,7 @@ _PUBLIC = {
     "gradients": ".passes.backward",
     "Executor": ".runtime.executor",
     "CPUPlace": ".runtime.place",
+    "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",
     "scope_guard": ".runtime.scope",
