@@ -25,6 +25,8 @@ _PUBLIC = {
     "NanInfError": ".errors",
     "BackwardError": ".errors",
     "ParamFileError": ".errors",
+    "export_onnx": ".tools.onnx",
+    "import_onnx": ".tools.onnx",
     "io": None,
     "optimizer": None,
 }
