@@ -99,7 +99,10 @@ def gelu(ctx):
 
 
 def leaky_relu(ctx):
-    ctx.emit("LeakyRelu", [ctx.x()], alpha=float(ctx.attr("alpha")))
+    # not ONNX LeakyRelu: its alpha is a float32 attr, which would round a float64 slope
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    positive = g.node("Greater", [x, ctx.scalar(0.0, dt)])
+    ctx.emit("Where", [positive, x, g.node("Mul", [x, ctx.scalar(ctx.attr("alpha"), dt)])])
 
 
 def scale(ctx):

@@ -66,9 +66,9 @@ def split_sizes(ctx: Lowering) -> list[int]:
 
 
 def _split_into(ctx: Lowering, sizes: str, axis: int) -> None:
-    outs = [ctx.name("Out", k) for k in range(len(ctx.op.output("Out")))]
-    if len(outs) == 1:
+    if len(ctx.op.output("Out")) == 1:
         return ctx.finish(ctx.x())
+    outs = [ctx.name("Out", k) for k in range(len(ctx.op.output("Out")))]
     ctx.g.node_multi("Split", [ctx.x(), sizes], outs, axis=axis)
     for k, name in enumerate(outs):
         ctx.set(name, "Out", k)
