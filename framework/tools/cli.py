@@ -254,6 +254,30 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_export_onnx(args) -> int:
+    from .onnx import export_onnx
+    from .onnx.export import OPSET
+
+    program = _load(args.program)
+    params = None
+    if args.params:
+        from ..io import load_params
+        from ..runtime.scope import Scope
+
+        if not os.path.exists(args.params):
+            raise CliError(f"no such parameter file: {args.params}")
+        params = Scope()
+        load_params(args.params, program, params, strict=False)
+    fetch = parse_names(args.fetch) if args.fetch else None
+    for name in fetch or ():
+        _var(program, name, "fetched var")
+    model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates)
+    print(f"wrote {args.output} (ONNX opset {OPSET}, {len(model.graph.node)} nodes; "
+          f"inputs: {', '.join(i.name for i in model.graph.input) or '-'}; "
+          f"outputs: {', '.join(o.name for o in model.graph.output)})")
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -321,6 +345,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
     p.set_defaults(run=cmd_summary)
+
+    p = sub.add_parser("export-onnx", help="write a program as an ONNX model (opset 17)")
+    p.add_argument("program")
+    p.add_argument("--params", help="a parameter file (.npz): its arrays become initializers")
+    p.add_argument("--fetch", help="comma-separated vars to output (default: vars written and never read)")
+    p.add_argument("--no-updates", action="store_true", help="do not output the new values of persistable vars")
+    p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    p.set_defaults(run=cmd_export_onnx)
     return parser
 
 
