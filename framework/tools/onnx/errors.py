@@ -20,3 +20,8 @@ class OnnxImportError(OnnxError):
 
 class OnnxUnavailableError(OnnxError):
     """The optional ``onnx`` / ``onnxruntime`` packages are not installed (``pip install gradgen[onnx]``)."""
+
+
+class NotImportable(Exception):
+    """Raised by an import function for a node it cannot translate; the importer wraps the reason into an
+    ``OnnxImportError`` naming the node."""

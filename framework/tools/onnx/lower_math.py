@@ -176,22 +176,16 @@ def shape_of(ctx: Lowering, x: str) -> str:
     return ctx.g.node("Shape", [x])
 
 
-def dim_product(ctx: Lowering, x: str, axes: list[int], dtype: str) -> str:
-    """The number of elements of ``x`` along ``axes`` (at run time), as a ``dtype`` scalar."""
-    g = ctx.g
-    dims = g.node("Gather", [shape_of(ctx, x), g.ints(axes)])
-    count = g.node("ReduceProd", [dims], keepdims=0)
-    return g.node("Cast", [count], to=onnx_dtype(dtype))
-
-
 def reduce_mean_grad(ctx):
+    # count = sum of ones over the reduced axes (run-time sizes, and importable back as gradgen ops)
     g, x, dout, dt = ctx.g, ctx.x("X"), ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
     rank = ctx.rank("X")
     axes = reduce_axes(ctx)
     axes = list(range(rank)) if axes is None else axes
     if rank == 0:
         return ctx.finish(dout, slot="X@GRAD")
-    count = g.node("Max", [dim_product(ctx, x, axes, dt), ctx.scalar(1.0, dt)])
+    ones = g.node("ConstantOfShape", [shape_of(ctx, x)], value=_tensor1(1.0, dt))
+    count = g.node("Max", [reduce_node(ctx, "ReduceSum", ones, axes, True), ctx.scalar(1.0, dt)])
     if not ctx.attr("keep_dim"):
         dout = g.node("Unsqueeze", [dout, g.ints(axes)])
     ctx.emit("Expand", [g.node("Div", [dout, count]), shape_of(ctx, x)], slot="X@GRAD")
