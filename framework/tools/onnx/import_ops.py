@@ -35,7 +35,10 @@ def _binary(op_type):
     def translate(ctx):
         if op_type == "elementwise_div" and ctx.dtype(0) not in FLOATS:
             raise NotImportable("integer division truncates in ONNX; gradgen's elementwise_div is true division")
-        ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+        y = ctx.x(1)
+        if op_type == "elementwise_pow" and ctx.dtype(0) in FLOATS and ctx.dtype(1) != ctx.dtype(0):
+            y = ctx.tmp("cast", {"X": y}, {"out_dtype": ctx.dtype(0)})  # ONNX's Pow takes any exponent type
+        ctx.out(op_type, {"X": ctx.x(0), "Y": y})
     return translate
 
 
@@ -116,10 +119,21 @@ def gemm(ctx):
 
 def _softmax(op_type):
     def translate(ctx):
-        if ctx.opset < 13:
-            raise NotImportable(f"opset {ctx.opset} softmax flattens to 2-D first; only opset >= 13 is supported")
         _floats_only(ctx)
-        ctx.out(op_type, {"X": ctx.x(0)}, {"axis": int(ctx.attr("axis", -1))})
+        rank = ctx.rank(0)
+        if ctx.opset >= 13:
+            return ctx.out(op_type, {"X": ctx.x(0)}, {"axis": int(ctx.attr("axis", -1))})
+        # before opset 13: over all dims from ``axis`` on, as if flattened to 2-D there
+        axis = int(ctx.attr("axis", 1))
+        axis = axis + rank if axis < 0 else axis
+        if axis == rank - 1:
+            return ctx.out(op_type, {"X": ctx.x(0)}, {"axis": -1})
+        shape = ctx.shape(0)
+        if -1 in shape[axis:]:
+            raise NotImportable(f"opset {ctx.opset} softmax over trailing dims of unknown size")
+        flat = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": list(shape[:axis]) + [-1] if -1 not in shape[:axis]
+                                                     else [0] * axis + [-1]})
+        ctx.out("reshape_as", {"X": ctx.tmp(op_type, {"X": flat}, {"axis": -1}), "Target": ctx.x(0)})
     return translate
 
 
@@ -157,8 +171,8 @@ def reshape(ctx):
 
 
 def flatten(ctx):
-    rank = ctx.rank(0)
-    axis = int(ctx.attr("axis", 1)) % (rank + 1) if rank else 0
+    rank, axis = ctx.rank(0), int(ctx.attr("axis", 1))
+    axis = axis + rank if axis < 0 else axis
     shape = ctx.shape(0)
     lead = shape[:axis]
     if -1 in lead and len(lead) > 1:
