@@ -278,6 +278,28 @@ def cmd_export_onnx(args) -> int:
     return 0
 
 
+def cmd_import_onnx(args) -> int:
+    from .onnx import import_onnx
+
+    if not os.path.exists(args.model):
+        raise CliError(f"no such model file: {args.model}")
+    program, params, outputs = import_onnx(args.model)
+    program.save(args.output)
+    written = ""
+    if params:
+        out = args.params_out or os.path.splitext(args.output)[0] + ".params.npz"
+        from ..io import save_params
+        from ..runtime.scope import Scope
+
+        scope = Scope()
+        for name, value in params.items():
+            scope.set(name, value)
+        save_params(out, program, scope)
+        written = f" and {out} ({len(params)} parameters)"
+    print(f"wrote {args.output}{written}; outputs: " + ", ".join(f"{k} -> {v}" for k, v in outputs.items()))
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -353,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-updates", action="store_true", help="do not output the new values of persistable vars")
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.set_defaults(run=cmd_export_onnx)
+
+    p = sub.add_parser("import-onnx", help="read an ONNX model as a program (initializers become parameters)")
+    p.add_argument("model")
+    p.add_argument("-o", "--output", required=True, help="the program file (.json) to write")
+    p.add_argument("--params-out", help="where to write the parameters (default: OUTPUT with .params.npz)")
+    p.set_defaults(run=cmd_import_onnx)
     return parser
 
 

@@ -1,7 +1,8 @@
 """Lowerings of convolution and pooling, forward and grad, as windows: strided ``Slice``s of the padded input.
 
-ONNX Runtime's CPU ``Conv``, ``ConvTranspose`` and ``AveragePool`` run float32 only, so every
-windowed op is built from ``Pad``, ``Slice``, ``Einsum`` and reductions, which run in float64 too.
+ONNX Runtime's CPU ``Conv``, ``ConvTranspose`` and ``AveragePool`` run float32 only, so float32
+``conv2d`` and average pooling and every max pooling (``MaxPool`` runs float64) use the standard
+ops, and the rest is built from ``Pad``, ``Slice``, ``Einsum`` and reductions, which run in float64 too.
 Window k = (i, j) of an NCHW input is ``xpad[:, :, i*dh :: sh, j*dw :: sw]`` cut to the output size;
 the grad ops scatter window gradients back by the adjoint: upsample by the stride with zeros and pad
 into place. The input's height and width must be known when exporting (``LIMITS`` says so).
@@ -97,6 +98,10 @@ def _filters(ctx: Lowering, o, cg, kh, kw, groups) -> list[str]:
 def conv2d(ctx):
     o, cg, kh, kw, groups = _filter_shape(ctx)
     geo = Geometry(ctx, "Input", kh, kw)
+    if ctx.dtype("Input") == "float32":  # ONNX Runtime's Conv runs float32: the standard op, readable anywhere
+        return ctx.emit("Conv", [ctx.x("Input"), ctx.x("Filter")], slot="Output", kernel_shape=[kh, kw],
+                        strides=[geo.sh, geo.sw], pads=[geo.ph, geo.pw, geo.ph, geo.pw], dilations=[geo.dh, geo.dw],
+                        group=groups)
     cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, ctx.dtype("Input")))
     outs = [ctx.g.node("Einsum", [c, w], equation="nchwk,ock->nohw")
             for c, w in zip(_groups(ctx, cols, 1, cg, groups), _filters(ctx, o, cg, kh, kw, groups))]
@@ -148,9 +153,12 @@ def _first_max(ctx: Lowering, geo: Geometry) -> str:
 
 def pool2d(ctx):
     geo, dt = _pool_geometry(ctx), ctx.dtype("X")
-    if ctx.attr("pooling_type") == "max":
-        cols = stacked(ctx, windows(ctx, ctx.x("X"), geo, -np.inf, dt))
-        return ctx.set(reduce_node(ctx, "ReduceMax", cols, [4], False, out=ctx.name()))
+    standard = {"kernel_shape": [geo.kh, geo.kw], "strides": [geo.sh, geo.sw],
+                "pads": [geo.ph, geo.pw, geo.ph, geo.pw]}
+    if ctx.attr("pooling_type") == "max":  # MaxPool ignores padding, as the kernel's -inf padding does
+        return ctx.emit("MaxPool", [ctx.x("X")], **standard)
+    if dt == "float32":
+        return ctx.emit("AveragePool", [ctx.x("X")], count_include_pad=0, **standard)
     total = reduce_node(ctx, "ReduceSum", stacked(ctx, windows(ctx, ctx.x("X"), geo, 0.0, dt)), [4], False)
     ctx.emit("Div", [total, ctx.g.const(_counts(geo, dt))])
 

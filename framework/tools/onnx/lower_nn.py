@@ -37,14 +37,27 @@ def _hard_index(ctx: Lowering, x_slot: str) -> str:
     return g.node("Cast", [label], to=onnx_dtype("int64"))
 
 
+def pick(ctx: Lowering, values: str, x_slot: str, axis: int) -> str:
+    """values[..., label, ...] along ``axis``: a one-hot mask summed when the class count is known (ops any
+    importer reads back), else ``GatherElements``."""
+    g, classes = ctx.g, ctx.var(x_slot).shape[axis]
+    index = _hard_index(ctx, x_slot)
+    if classes < 0:
+        return g.node("GatherElements", [values, index], axis=axis)
+    shape = [1] * ctx.rank(x_slot)
+    shape[axis] = classes
+    hot = g.node("Equal", [index, g.const(np.arange(classes, dtype=np.int64).reshape(shape))])
+    masked = g.node("Where", [hot, values, ctx.scalar(0.0, ctx.dtype(x_slot))])
+    return reduce_node(ctx, "ReduceSum", masked, [axis], True)
+
+
 def cross_entropy(ctx):
     g, x = ctx.g, ctx.x("X")
     if ctx.attr("soft_label"):
         picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), g.node("Log", [x])]),
                              [ctx.rank("X") - 1], True)
         return ctx.emit("Neg", [picked])
-    index = _hard_index(ctx, "X")
-    ctx.emit("Neg", [g.node("Log", [g.node("GatherElements", [x, index], axis=ctx.rank("X") - 1)])])
+    ctx.emit("Neg", [g.node("Log", [pick(ctx, x, "X", ctx.rank("X") - 1)])])
 
 
 def softmax_with_cross_entropy(ctx):
@@ -54,7 +67,7 @@ def softmax_with_cross_entropy(ctx):
     if ctx.attr("soft_label"):
         picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), log_p]), [axis], True)
     else:
-        picked = g.node("GatherElements", [log_p, _hard_index(ctx, "Logits")], axis=axis)
+        picked = pick(ctx, log_p, "Logits", axis)
     ctx.emit("Neg", [picked], slot="Loss")
 
 
