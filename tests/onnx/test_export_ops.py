@@ -2,7 +2,6 @@
 ONNX Runtime: the outputs must equal gradgen's executor (float64 to 1e-10, float32 to 1e-5)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope

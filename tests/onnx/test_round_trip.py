@@ -27,7 +27,8 @@ def _scope(params) -> Scope:
     return scope
 
 
-@pytest.mark.parametrize("name,train", ROUND_TRIPS, ids=[f"{n}-{'training' if t else 'inference'}" for n, t in ROUND_TRIPS])
+@pytest.mark.parametrize("name,train", ROUND_TRIPS,
+                         ids=[f"{n}-{'training' if t else 'inference'}" for n, t in ROUND_TRIPS])
 def test_examples_survive_a_round_trip(name, train):
     export_onnx, import_onnx = _tools()
     ex, scope = trained_example(name, train)

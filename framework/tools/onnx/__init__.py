@@ -33,5 +33,5 @@ def export_onnx(program, path=None, **options) -> Any:
 
 
 def import_onnx(model, **options) -> Any:
-    """A gradgen program and its parameter values from an ONNX model (see ``importer.import_onnx``)."""
+    """``(program, params, outputs)`` from an ONNX model (see ``importer.import_onnx``)."""
     return _module("importer").import_onnx(model, **options)

@@ -249,8 +249,10 @@ LOWERINGS = {
     "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
     "pow": pow_, "matmul": matmul, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
     "not_equal": not_equal, "argmax": argmax, "one_hot": one_hot, "fill_constant": fill_constant,
-    "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"), tuple(ctx.attr("shape")))),
-    "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"), tuple(ctx.attr("shape")))),
+    "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
+                                                           tuple(ctx.attr("shape")))),
+    "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"),
+                                                           tuple(ctx.attr("shape")))),
     "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
     "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
 }
