@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
@@ -169,12 +170,14 @@ def table(outcomes: list[Outcome], total_cases: int) -> str:
         per_op[o.op][1] += 1
     nodes = [o for o in outcomes if o.op != "(whole models)"]
     models = [o for o in outcomes if o.op == "(whole models)"]
-    lines = [f"{sum(o.passed for o in nodes)} of the {len(nodes)} node tests whose ops the importer supports pass "
-             f"({total_cases} node tests in the installed onnx wheel); {sum(o.passed for o in models)} of the "
-             f"{len(models)} whole models whose ops it supports pass.", "",
+    summary = (f"{sum(o.passed for o in nodes)} of the {len(nodes)} node tests whose ops the importer supports pass "
+               f"({total_cases} node tests in the installed onnx wheel); {sum(o.passed for o in models)} of the "
+               f"{len(models)} whole models whose ops it supports pass.")
+    lines = [*textwrap.wrap(summary, 110), "",
              "| ONNX op | tests passed |", "|---|---|"]
     lines += [f"| {op} | {p} / {n} |" for op, (p, n) in sorted(per_op.items())]
-    lines += ["", "Whole models that pass: " + ", ".join(sorted(o.name for o in models if o.passed)) + "."]
+    passing = "Whole models that pass: " + ", ".join(sorted(o.name for o in models if o.passed)) + "."
+    lines += ["", *textwrap.wrap(passing, 110, break_on_hyphens=False)]
     return "\n".join(lines)
 
 

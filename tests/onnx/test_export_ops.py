@@ -39,3 +39,10 @@ def test_ort_matches_the_executor(case: Case):
 def test_every_op_type_has_a_case_or_a_program_test():
     covered = {c.op for c in CASES} | {"cond", "while"}  # control flow: tests/onnx/test_export_programs.py
     assert sorted(set(OP_SCHEMAS) - covered) == []
+
+
+def test_every_op_type_has_a_lowering():
+    require("onnx")
+    from gradgen.framework.tools.onnx.export import LOWERINGS
+
+    assert sorted(set(OP_SCHEMAS) ^ set(LOWERINGS)) == []
