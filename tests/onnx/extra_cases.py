@@ -100,4 +100,31 @@ def optimizer_cases():
                        label=f"max={max_norm}")
 
 
-EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases()]
+def domain_cases():
+    """Zero-size dims, size-1 dims and integer dtypes through ops that take them."""
+    for dtype in ("int32", "int64"):
+        a, b = rng.integers(-5, 5, (3, 4)).astype(dtype), rng.integers(-5, 5, (1, 4)).astype(dtype)
+        for op in ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_max", "elementwise_min"):
+            yield Case(op, {"X": a, "Y": b}, None, label=dtype)
+        # not int32 reduce_sum: gradgen's kernel returns int64 there (numpy's sum), against its declared int32
+        for op in ("reduce_sum", "reduce_max", "reduce_min")[dtype == "int32":]:
+            yield Case(op, {"X": a}, None, {"dim": [0], "keep_dim": False}, label=dtype)
+        yield Case("transpose", {"X": a}, None, {"perm": [1, 0]}, label=dtype)
+        yield Case("concat", {"X": [a, b]}, None, {"axis": 0}, label=dtype)
+        yield Case("gather", {"X": a, "Index": np.array([2, 0, 2], np.int64)}, None, {"axis": 0}, label=dtype)
+    for dtype in FLOATS:
+        empty = np.zeros((0, 3), dtype)
+        yield Case("reduce_sum", {"X": empty}, None, {"dim": [0], "keep_dim": False}, label="zero-size")
+        yield Case("matmul", {"X": empty, "Y": randn((3, 2), dtype)}, None, label="zero-size")
+        yield Case("matmul", {"X": randn((2, 0), dtype), "Y": np.zeros((0, 4), dtype)}, None, label="zero-inner")
+        yield Case("softmax", {"X": empty}, None, {"axis": -1}, label="zero-size")
+        yield Case("relu", {"X": empty}, None, label="zero-size")
+        yield Case("concat", {"X": [empty, randn((2, 3), dtype)]}, None, {"axis": 0}, label="zero-size")
+        yield Case("elementwise_add", {"X": empty, "Y": randn((1, 3), dtype)}, None, label="zero-size")
+        yield Case("reduce_mean_grad", {"X": empty, "Out@GRAD": randn((3,), dtype)}, None,
+                   {"dim": [0], "keep_dim": False}, label="zero-size")
+        yield Case("sum", {"X": [randn((1, 3), dtype), randn((1, 3), dtype)]}, None, label="size-1")
+
+
+EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),
+               *domain_cases()]
