@@ -143,3 +143,17 @@ def test_cli_exports_a_program_file(tmp_path, capsys):
     (loss,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
     assert_close(got["loss"], loss, "loss")
     assert_close(got["w1@NEW"], scope["w1"], "w1")
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_unknown_dims_stay_unknown_so_any_batch_runs(batch):
+    export_onnx = _export()
+    ex, scope = trained_example("cnn", True)
+    model = export_onnx(ex.main, params={k: np.array(scope[k]) for k in scope}, fetch_list=[ex.loss])
+    image = model.graph.input[0]
+    assert image.name == "image" and not image.type.tensor_type.shape.dim[0].HasField("dim_value")
+    feed = {k: v[:batch] for k, v in ex.feed.items()}
+    got = run_ort(model, feed)
+    (loss,) = Executor().run(ex.main, feed=feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got["loss"], loss, "loss")
+    assert_close(got["conv.w@NEW"], scope["conv.w"], "conv.w")

@@ -91,7 +91,8 @@ def unexportable_ops(program, ops=None) -> list[str]:
     """One line per op (in block 0, or in ``ops`` and their sub-blocks) that cannot be exported, saying why."""
     block = program.global_block()
     ops = block.ops if ops is None else ops
-    where = [(0, block.ops.index(op), op) for op in ops]
+    position = {id(op): i for i, op in enumerate(block.ops)}
+    where = [(0, position[id(op)], op) for op in ops]
     for op in ops:
         where += _owned_ops(program, op)
     problems = []
