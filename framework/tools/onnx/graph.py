@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["Names", "GraphBuilder", "onnx_dtype", "value_info"]
+__all__ = ["Names", "GraphBuilder", "onnx_dtype", "value_info", "fill_value"]
 
 
 def onnx_dtype(dtype: str | np.dtype) -> int:
@@ -23,6 +23,11 @@ def value_info(name: str, dtype: str, shape: Sequence[int] | None) -> onnx.Value
     """A typed value; -1 dims (known only at run time) become unnamed dims."""
     dims = None if shape is None else [None if d < 0 else int(d) for d in shape]
     return helper.make_tensor_value_info(name, onnx_dtype(dtype), dims)
+
+
+def fill_value(value, dtype: str) -> onnx.TensorProto:
+    """The one-element tensor ``ConstantOfShape`` fills with."""
+    return numpy_helper.from_array(np.asarray([value], dtype=dtype))
 
 
 class Names:

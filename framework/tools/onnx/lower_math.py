@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import numpy_helper
 
 from .context import Lowering
-from .graph import onnx_dtype, value_info
+from .graph import fill_value, onnx_dtype, value_info
 
 __all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
 
@@ -184,7 +183,7 @@ def reduce_mean_grad(ctx):
     axes = list(range(rank)) if axes is None else axes
     if rank == 0:
         return ctx.finish(dout, slot="X@GRAD")
-    ones = g.node("ConstantOfShape", [shape_of(ctx, x)], value=_tensor1(1.0, dt))
+    ones = g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1.0, dt))
     count = g.node("Max", [reduce_node(ctx, "ReduceSum", ones, axes, True), ctx.scalar(1.0, dt)])
     if not ctx.attr("keep_dim"):
         dout = g.node("Unsqueeze", [dout, g.ints(axes)])
@@ -230,11 +229,7 @@ def _random(draw):
 
 def _like(ctx, value: float) -> None:
     dt = ctx.attr("dtype") or ctx.dtype()
-    ctx.emit("ConstantOfShape", [shape_of(ctx, ctx.x())], value=_tensor1(value, dt))
-
-
-def _tensor1(value, dtype):
-    return numpy_helper.from_array(np.asarray([value], dtype=dtype))
+    ctx.emit("ConstantOfShape", [shape_of(ctx, ctx.x())], value=fill_value(value, dt))
 
 
 def cast(ctx):

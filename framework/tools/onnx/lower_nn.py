@@ -8,10 +8,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import numpy_helper
 
 from .context import Lowering
-from .graph import onnx_dtype
+from .graph import fill_value, onnx_dtype
 from .lower_math import log1p, normal_cdf, reduce_node
 
 __all__ = ["LOWERINGS"]
@@ -124,11 +123,7 @@ def dropout(ctx):
     # only the identity form is exportable (see LIMITS): Out = X, Mask = ones
     ctx.finish(ctx.x())
     ctx.emit("ConstantOfShape", [ctx.g.node("Shape", [ctx.x()])], slot="Mask",
-             value=_one(ctx.dtype()))
-
-
-def _one(dtype):
-    return numpy_helper.from_array(np.ones([1], dtype=dtype))
+             value=fill_value(1.0, ctx.dtype()))
 
 
 def batch_norm(ctx):
