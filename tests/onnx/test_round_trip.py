@@ -10,7 +10,7 @@ from gradgen.program import program_guard
 from tests.onnx.runtime import assert_close, require
 from tests.onnx.test_export_programs import trained_example
 
-ROUND_TRIPS = [(name, False) for name in sorted(EXAMPLES)] + [("mlp", True), ("rnn", True)]
+ROUND_TRIPS = [(name, train) for name in sorted(EXAMPLES) for train in (False, True)]
 
 
 def _tools():

@@ -226,11 +226,107 @@ def slice_(ctx):
         starts, ends = ctx.const(1).reshape(-1).tolist(), ctx.const(2).reshape(-1).tolist()
         axes = ctx.const(3).reshape(-1).tolist() if ctx.has(3) else list(range(len(starts)))
         steps = ctx.const(4).reshape(-1).tolist() if ctx.has(4) else [1] * len(starts)
-    if any(s != 1 for s in steps):
-        raise NotImportable(f"steps {steps} (gradgen's slice takes step 1)")
     clamp = lambda v: int(max(min(v, 2 ** 62), -2 ** 62))  # noqa: E731
-    ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes], "starts": [clamp(s) for s in starts],
-                                       "ends": [clamp(e) for e in ends]})
+    if all(s == 1 for s in steps):
+        return ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes],
+                                                  "starts": [clamp(s) for s in starts],
+                                                  "ends": [clamp(e) for e in ends]})
+    # other steps: gather the picked indices, one axis at a time (the axis sizes must be known)
+    x, rank = ctx.x(0), ctx.rank(0)
+    for a, start, end, step in zip(axes, starts, ends, steps):
+        a = int(a) % rank
+        size = ctx.shape(0)[a]
+        if size < 0:
+            raise NotImportable(f"a step of {step} along an axis of unknown size")
+        picked = np.arange(size, dtype=np.int64)[slice(clamp(start), clamp(end), int(step))]
+        if picked.size == 0:
+            raise NotImportable("a strided slice that picks nothing")
+        index = ctx.importer.constant_var(f"{ctx.node.output[0]}_index", picked)
+        x = ctx.tmp("gather", {"X": x, "Index": index}, {"axis": a})
+    ctx.out("assign", {"X": x})
+
+
+def pad(ctx):
+    """Constant padding as concatenated blocks of the pad value; negative pads crop."""
+    if ctx.attr("mode", "constant") != "constant":
+        raise NotImportable(f"mode={ctx.attr('mode')}")
+    rank = ctx.rank(0)
+    pads = [int(p) for p in (ctx.attr("pads") if ctx.opset < 11 else ctx.const(1).reshape(-1))]
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else \
+        (float(ctx.const(2).reshape(-1)[0]) if ctx.has(2) else 0.0)
+    axes = [int(a) % rank for a in ctx.const(3).reshape(-1)] if ctx.has(3) else list(range(rank))
+    x = ctx.x(0)
+    for k, a in enumerate(axes):
+        begin, end = pads[k], pads[k + len(axes)]
+        if begin < 0 or end < 0:
+            x = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [max(-begin, 0)],
+                                            "ends": [end if end < 0 else 2 ** 62]})
+            begin, end = max(begin, 0), max(end, 0)
+        if begin or end:
+            if ctx.importer.block().var(x).shape[a] == 0:
+                raise NotImportable("padding an axis of size 0")
+            edge = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [0], "ends": [1]})
+            fill = ctx.tmp("fill_any_like", {"X": edge}, {"value": value})
+            x = ctx.tmp("concat", {"X": [fill] * begin + [x] + [fill] * end}, {"axis": a})
+    ctx.out("assign", {"X": x})
+
+
+def _einsum_sizes(ctx, terms: list[str]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for k, term in enumerate(terms):
+        for letter, d in zip(term, ctx.shape(k)):
+            if d >= 0:
+                sizes[letter] = d
+            else:
+                sizes.setdefault(letter, -1)
+    return sizes
+
+
+def _product(letters: str, sizes: dict[str, int]) -> int:
+    """The size of several dims merged into one: -1 when one of them is unknown."""
+    return -1 if any(sizes[c] < 0 for c in letters) else int(np.prod([sizes[c] for c in letters]))
+
+
+def einsum(ctx):
+    """Two-operand einsum as transpose, reshape and one batched matmul (the shapes must leave at most one
+    unknown size in each reshape)."""
+    equation = ctx.attr("equation").replace(" ", "")
+    if "->" not in equation or "." in equation or ctx.n_inputs != 2:
+        raise NotImportable(f"equation '{equation}' (two operands, explicit output, no ellipsis)")
+    lhs, out = equation.split("->")
+    a, b = lhs.split(",")
+    if any(len(set(t)) != len(t) for t in (a, b, out)):
+        raise NotImportable(f"equation '{equation}' repeats an index within an operand")
+    sizes = _einsum_sizes(ctx, [a, b])
+    xa, xb = ctx.x(0), ctx.x(1)
+    only_a = "".join(c for c in a if c not in b and c not in out)
+    only_b = "".join(c for c in b if c not in a and c not in out)
+    if only_a:
+        xa = ctx.tmp("reduce_sum", {"X": xa}, {"dim": [a.index(c) for c in only_a]})
+        a = "".join(c for c in a if c not in only_a)
+    if only_b:
+        xb = ctx.tmp("reduce_sum", {"X": xb}, {"dim": [b.index(c) for c in only_b]})
+        b = "".join(c for c in b if c not in only_b)
+    batch = "".join(c for c in out if c in a and c in b)
+    left = "".join(c for c in out if c in a and c not in b)
+    right = "".join(c for c in out if c in b and c not in a)
+    contract = "".join(c for c in a if c in b and c not in out)
+    merged = []
+    for x, term, inner in ((xa, a, left + contract), (xb, b, contract + right)):
+        order = batch + inner
+        x = ctx.tmp("transpose", {"X": x}, {"perm": [term.index(c) for c in order]})
+        first, second = (left, contract) if inner == left + contract else (contract, right)
+        shape = [0] * len(batch) + [_product(first, sizes), _product(second, sizes)]
+        if shape.count(-1) > 1:
+            raise NotImportable(f"equation '{equation}' merges several dims of unknown size")
+        merged.append(ctx.tmp("reshape", {"X": x}, {"shape": shape}))
+    product = ctx.tmp("matmul", {"X": merged[0], "Y": merged[1]})
+    split = [0] * len(batch) + [sizes[c] for c in left + right]
+    if split.count(-1) > 1:
+        raise NotImportable(f"equation '{equation}' leaves several dims of unknown size")
+    result = ctx.tmp("reshape", {"X": product}, {"shape": split})
+    order = batch + left + right
+    ctx.out("transpose", {"X": result}, {"perm": [order.index(c) for c in out]})
 
 
 def squeeze(ctx):
@@ -442,7 +538,7 @@ IMPORTERS = {
     "Neg": neg, "LeakyRelu": leaky_relu, "Gelu": gelu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
     "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
     "Transpose": transpose, "Concat": concat, "Split": split, "Slice": slice_, "Squeeze": squeeze,
-    "Unsqueeze": unsqueeze, "Gather": gather, "Cast": cast, "Where": where, "ArgMax": argmax, "Expand": expand,
+    "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where, "ArgMax": argmax, "Expand": expand,
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,

@@ -208,8 +208,7 @@ def argmax(ctx):
 def one_hot(ctx):
     # (x[..., None] == arange(depth)), cast: out-of-range ids give all-zero rows, as the kernel's do
     g, dt = ctx.g, ctx.dtype()
-    ids = g.node("Range", [g.const(np.asarray(0, dt)), g.const(np.asarray(ctx.attr("depth"), dt)),
-                           g.const(np.asarray(1, dt))])
+    ids = g.const(np.arange(ctx.attr("depth"), dtype=dt))
     hot = g.node("Equal", [g.node("Unsqueeze", [ctx.x(), g.ints([-1])]), ids])
     ctx.emit("Cast", [hot], to=onnx_dtype(ctx.attr("dtype")))
 
