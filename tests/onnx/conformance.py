@@ -150,7 +150,7 @@ def run_case(case) -> Outcome:
     return Outcome(case.name, op, True)
 
 
-SLOW_MODELS = ("light/light_vgg19", "light/light_densenet121")
+SLOW_MODELS = ("light/light_vgg19", "light/light_densenet121", "light/light_inception_v2")
 """Whole models that take several seconds each in numpy: run by this script (and in the doc), not by the suite."""
 
 

@@ -246,16 +246,9 @@ def slice_(ctx):
     ctx.out("assign", {"X": x})
 
 
-def pad(ctx):
-    """Constant padding as concatenated blocks of the pad value; negative pads crop."""
-    if ctx.attr("mode", "constant") != "constant":
-        raise NotImportable(f"mode={ctx.attr('mode')}")
-    rank = ctx.rank(0)
-    pads = [int(p) for p in (ctx.attr("pads") if ctx.opset < 11 else ctx.const(1).reshape(-1))]
-    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else \
-        (float(ctx.const(2).reshape(-1)[0]) if ctx.has(2) else 0.0)
-    axes = [int(a) % rank for a in ctx.const(3).reshape(-1)] if ctx.has(3) else list(range(rank))
-    x = ctx.x(0)
+def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
+    """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop.
+    Padding is concatenated blocks of the pad value (gradgen has no pad op)."""
     for k, a in enumerate(axes):
         begin, end = pads[k], pads[k + len(axes)]
         if begin < 0 or end < 0:
@@ -268,7 +261,18 @@ def pad(ctx):
             edge = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [0], "ends": [1]})
             fill = ctx.tmp("fill_any_like", {"X": edge}, {"value": value})
             x = ctx.tmp("concat", {"X": [fill] * begin + [x] + [fill] * end}, {"axis": a})
-    ctx.out("assign", {"X": x})
+    return x
+
+
+def pad(ctx):
+    if ctx.attr("mode", "constant") != "constant":
+        raise NotImportable(f"mode={ctx.attr('mode')}")
+    rank = ctx.rank(0)
+    pads = [int(p) for p in (ctx.attr("pads") if ctx.opset < 11 else ctx.const(1).reshape(-1))]
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else \
+        (float(ctx.const(2).reshape(-1)[0]) if ctx.has(2) else 0.0)
+    axes = [int(a) % rank for a in ctx.const(3).reshape(-1)] if ctx.has(3) else list(range(rank))
+    ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
 
 
 def _einsum_sizes(ctx, terms: list[str]) -> dict[str, int]:
@@ -401,13 +405,29 @@ def constant_of_shape(ctx):
     ctx.bind_const(0, np.full(dims, value.reshape(-1)[0], dtype=value.dtype))
 
 
-def _pads2d(ctx) -> list[int]:
-    if ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise NotImportable(f"auto_pad={ctx.attr('auto_pad')}")
-    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
-    if pads[:2] != pads[2:]:
-        raise NotImportable(f"asymmetric pads {pads}")
-    return pads[:2]
+def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
+    """[top, left, bottom, right] from ``pads`` or ``auto_pad`` (SAME_* needs the input's height and width)."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    if mode in ("NOTSET", "VALID"):
+        return [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])] if mode == "NOTSET" else [0, 0, 0, 0]
+    size = ctx.shape(0)[2:]
+    if -1 in size:
+        raise NotImportable(f"auto_pad={mode} on an input of unknown height or width")
+    strides = [int(v) for v in ctx.attr("strides", [1, 1])]
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small = total // 2
+        begins.append(total - small if mode == "SAME_LOWER" else small)
+        ends.append(small if mode == "SAME_LOWER" else total - small)
+    return begins + ends
+
+
+def _spatial(ctx, x: str, pads: list[int], value: float) -> tuple[str, list[int]]:
+    """Symmetric pads stay the op's ``paddings``; other pads are applied to ``x`` first."""
+    if pads[:2] == pads[2:]:
+        return x, pads[:2]
+    return padded(ctx, x, [2, 3], pads, value), [0, 0]
 
 
 def _two_d(ctx, what: str) -> None:
@@ -417,11 +437,13 @@ def _two_d(ctx, what: str) -> None:
 
 def conv(ctx):
     _two_d(ctx, "convolution")
-    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": _pads2d(ctx),
-             "dilations": [int(d) for d in ctx.attr("dilations", [1, 1])], "groups": int(ctx.attr("group", 1))}
+    dilations = [int(d) for d in ctx.attr("dilations", [1, 1])]
+    x, paddings = _spatial(ctx, ctx.x(0), _pads2d(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
+    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": paddings,
+             "dilations": dilations, "groups": int(ctx.attr("group", 1))}
     if not ctx.has(2):
-        return ctx.out("conv2d", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
-    y = ctx.tmp("conv2d", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
+        return ctx.out("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
+    y = ctx.tmp("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
     bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
     ctx.out("elementwise_add", {"X": y, "Y": bias})
 
@@ -433,14 +455,21 @@ def _pool(kind):
             raise NotImportable("ceil_mode=1")
         if any(int(d) != 1 for d in ctx.attr("dilations", [1, 1])):
             raise NotImportable("dilated pooling")
-        if kind == "avg" and ctx.attr("count_include_pad", 0) and any(_pads2d(ctx)):
-            raise NotImportable("count_include_pad=1 with padding (gradgen averages over the input only)")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
         ksize = [int(k) for k in ctx.attr("kernel_shape")]
+        pads, x = _pads2d(ctx, ksize, [1, 1]), ctx.x(0)
+        if kind == "max":
+            x, paddings = _spatial(ctx, x, pads, -np.inf)
+        elif ctx.attr("count_include_pad", 0):  # the padding counts: pad with zeros first
+            x, paddings = padded(ctx, x, [2, 3], pads, 0.0), [0, 0]
+        elif pads[:2] == pads[2:]:
+            paddings = pads[:2]
+        else:
+            raise NotImportable(f"asymmetric pads {pads} excluded from the average")
         attrs = {"pooling_type": kind, "ksize": ksize, "strides": [int(s) for s in ctx.attr("strides", [1, 1])],
-                 "paddings": _pads2d(ctx)}
-        ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+                 "paddings": paddings}
+        ctx.out("pool2d", {"X": x}, attrs)
     return translate
 
 
