@@ -359,9 +359,18 @@ def where(ctx):
 
 
 def argmax(ctx):
-    if ctx.attr("select_last_index", 0):
-        raise NotImportable("select_last_index=1 (gradgen picks the first maximum)")
-    ctx.out("argmax", {"X": ctx.x(0)}, {"axis": int(ctx.attr("axis", 0)), "keep_dim": bool(ctx.attr("keepdims", 1))})
+    attrs = {"axis": int(ctx.attr("axis", 0)), "keep_dim": bool(ctx.attr("keepdims", 1))}
+    if not ctx.attr("select_last_index", 0):
+        return ctx.out("argmax", {"X": ctx.x(0)}, attrs)
+    # the last maximum: the first one of the reversed axis, counted from the end (the axis size must be known)
+    axis = attrs["axis"] % ctx.rank(0)
+    size = ctx.shape(0)[axis]
+    if size < 0:
+        raise NotImportable("select_last_index=1 along an axis of unknown size")
+    backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
+    first = ctx.tmp("argmax", {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
+    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
+    ctx.out("elementwise_sub", {"X": last, "Y": first})
 
 
 def expand(ctx):
