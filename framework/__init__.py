@@ -43,6 +43,8 @@ _PUBLIC = {
     "shard_feed": ".distributed",
     "save_params_on_rank0": ".distributed",
     "DistributedError": ".errors",
+    "export_onnx": ".tools.onnx",
+    "import_onnx": ".tools.onnx",
     "io": None,
     "fluid": None,
     "optimizer": None,

@@ -15,13 +15,13 @@ TIMEOUT = 120
 
 
 def mpiexec() -> str:
-    """The mpiexec beside this Python (the mpich wheel's) or on PATH; skips, or fails under GRADGEN_REQUIRE_MPI."""
+    """The mpiexec beside this Python (the mpich wheel's) or on PATH; skips, or fails under GRADGEN_REQUIRE_EXTRAS."""
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
     if found is None or importlib.util.find_spec("mpi4py") is None:
         why = "mpi4py and an mpiexec are needed: pip install -e '.[mpi]'"
-        if os.environ.get("GRADGEN_REQUIRE_MPI"):
-            pytest.fail(f"GRADGEN_REQUIRE_MPI is set but {why}")
+        if os.environ.get("GRADGEN_REQUIRE_EXTRAS"):
+            pytest.fail(f"GRADGEN_REQUIRE_EXTRAS is set but {why}")
         pytest.skip(why)
     return found
 

@@ -9,12 +9,17 @@ import pytest
 
 from gradgen.framework.tools.explain import explain_page
 
+from tests.extras import require
+
 from .browser import PAGE_LOAD_TIMEOUT, chromium_paths, headless_chromium
 from .programs import deep_mlp, second_order_program, trained_example
 
-selenium = pytest.importorskip("selenium", reason="the browser test needs the browser extra: pip install -e .[browser]")
-if None in chromium_paths():
-    pytest.skip("the browser test needs Debian's chromium and chromium-driver", allow_module_level=True)
+try:
+    import selenium  # noqa: F401  (the browser extra)
+except ImportError:
+    require("selenium", "pip install -e .[browser]", module_level=True)
+require("chromium" if None in chromium_paths() else None, "apt-get install chromium chromium-driver",
+        module_level=True)
 
 
 def _open(driver, path):

@@ -6,9 +6,14 @@ import pytest
 
 from gradgen.program.dot import program_to_dot
 
+from tests.extras import require
+
 from .programs import trained_example
 
-pytest.importorskip("graphviz", reason="DOT needs the dot extra: pip install -e .[dot]")
+try:
+    import graphviz  # noqa: F401  (the dot extra)
+except ImportError:
+    require("the graphviz package", "pip install -e .[dot]", module_level=True)
 
 
 def test_labels_break_lines_instead_of_showing_backslash_n():
@@ -30,9 +35,9 @@ def test_sub_blocks_are_clusters_of_the_one_picture():
         assert f"subgraph cluster_b{b} " in text
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot binary renders the picture")
 @pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
 def test_graphviz_renders_every_example(name, tmp_path):
+    require(None if shutil.which("dot") else "Graphviz's dot", "apt-get install graphviz")
     text = program_to_dot(trained_example(name))
     result = subprocess.run(["dot", "-Tsvg"], input=text.encode(), capture_output=True, timeout=60)
     assert result.returncode == 0 and b"<svg" in result.stdout

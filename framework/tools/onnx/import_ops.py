@@ -1,0 +1,585 @@
+"""ONNX op type -> the function that translates one node into gradgen ops.
+
+Each function gets a ``NodeContext`` (``importer.py``): ``ctx.x(k)`` is input k as a gradgen var,
+``ctx.const(k)`` its value when it must be known at import time, ``ctx.out`` appends the op that
+computes an output. A node gradgen cannot express raises ``NotImportable`` with the reason.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from gradgen.program import layers
+
+from .errors import NotImportable
+
+__all__ = ["IMPORTERS"]
+
+BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwise_mul", "Div": "elementwise_div",
+          "Pow": "elementwise_pow"}
+UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
+         "Abs": "abs", "Sin": "sin", "Cos": "cos", "Reciprocal": "reciprocal", "Sign": "sign", "Softplus": "softplus",
+         "Identity": "assign"}
+COMPARE = {"Less": "less_than", "LessOrEqual": "less_equal", "Greater": "greater_than",
+           "GreaterOrEqual": "greater_equal", "Equal": "equal"}
+REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min"}
+FLOATS = ("float16", "float32", "float64")
+
+
+def _floats_only(ctx, k: int = 0) -> None:
+    if ctx.dtype(k) not in FLOATS:
+        raise NotImportable(f"input {k} is {ctx.dtype(k)}; gradgen's op takes floats only")
+
+
+def _binary(op_type):
+    def translate(ctx):
+        if op_type == "elementwise_div" and ctx.dtype(0) not in FLOATS:
+            raise NotImportable("integer division truncates in ONNX; gradgen's elementwise_div is true division")
+        y = ctx.x(1)
+        if op_type == "elementwise_pow" and ctx.dtype(0) in FLOATS and ctx.dtype(1) != ctx.dtype(0):
+            y = ctx.tmp("cast", {"X": y}, {"out_dtype": ctx.dtype(0)})  # ONNX's Pow takes any exponent type
+        ctx.out(op_type, {"X": ctx.x(0), "Y": y})
+    return translate
+
+
+def _variadic(op_type):
+    def translate(ctx):
+        acc = ctx.x(0)
+        for k in range(1, ctx.n_inputs):
+            last = k == ctx.n_inputs - 1
+            acc = ctx.out(op_type, {"X": acc, "Y": ctx.x(k)}) if last else ctx.tmp(op_type, {"X": acc, "Y": ctx.x(k)})
+        if ctx.n_inputs == 1:
+            ctx.out("assign", {"X": acc})
+    return translate
+
+
+def _unary(op_type):
+    def translate(ctx):
+        if op_type != "assign":
+            _floats_only(ctx)
+        ctx.out(op_type, {"X": ctx.x(0)})
+    return translate
+
+
+def _compare(op_type):
+    return lambda ctx: ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+
+
+def neg(ctx):
+    _floats_only(ctx)
+    ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
+
+
+def leaky_relu(ctx):
+    ctx.out("leaky_relu", {"X": ctx.x(0)}, {"alpha": float(ctx.attr("alpha", 0.01))})
+
+
+def gelu(ctx):
+    if ctx.attr("approximate", "none") == "none":
+        return ctx.out("gelu", {"X": ctx.x(0)})
+    # the tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    x = ctx.x(0)
+    cube = ctx.tmp("elementwise_mul", {"X": ctx.tmp("square", {"X": x}), "Y": x})
+    inner = ctx.tmp("elementwise_add", {"X": x, "Y": ctx.tmp("scale", {"X": cube}, {"scale": 0.044715})})
+    t = ctx.tmp("tanh", {"X": ctx.tmp("scale", {"X": inner}, {"scale": float(np.sqrt(2.0 / np.pi))})})
+    half = ctx.tmp("scale", {"X": t}, {"scale": 0.5, "bias": 0.5})
+    ctx.out("elementwise_mul", {"X": x, "Y": half})
+
+
+def clip(ctx):
+    _floats_only(ctx)
+    if ctx.opset < 11:
+        lo, hi = ctx.attr("min", -np.inf), ctx.attr("max", np.inf)
+    else:
+        lo = float(ctx.const(1)) if ctx.has(1) else -np.inf
+        hi = float(ctx.const(2)) if ctx.has(2) else np.inf
+    ctx.out("clip", {"X": ctx.x(0)}, {"min": float(lo), "max": float(hi)})
+
+
+def _matmul_operand(ctx, k: int, axis: int) -> str:
+    """A 1-D operand gets a unit dim (numpy's matmul rule), which ``_matmul_result`` removes again."""
+    if ctx.rank(k) == 1:
+        return ctx.tmp("unsqueeze", {"X": ctx.x(k)}, {"axes": [axis]})
+    return ctx.x(k)
+
+
+def matmul(ctx):
+    x, y = _matmul_operand(ctx, 0, 0), _matmul_operand(ctx, 1, -1)
+    drop = ([-2] if ctx.rank(0) == 1 else []) + ([-1] if ctx.rank(1) == 1 else [])
+    if not drop:
+        return ctx.out("matmul", {"X": x, "Y": y})
+    ctx.out("squeeze", {"X": ctx.tmp("matmul", {"X": x, "Y": y})}, {"axes": drop})
+
+
+def gemm(ctx):
+    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    ab = ctx.tmp("matmul", {"X": ctx.x(0), "Y": ctx.x(1)},
+                 {"transpose_x": bool(ctx.attr("transA", 0)), "transpose_y": bool(ctx.attr("transB", 0))})
+    if not ctx.has(2):
+        return ctx.out("scale", {"X": ab}, {"scale": alpha})
+    if alpha != 1.0:
+        ab = ctx.tmp("scale", {"X": ab}, {"scale": alpha})
+    c = ctx.x(2) if beta == 1.0 else ctx.tmp("scale", {"X": ctx.x(2)}, {"scale": beta})
+    ctx.out("elementwise_add", {"X": ab, "Y": c})
+
+
+def _softmax(op_type):
+    def translate(ctx):
+        _floats_only(ctx)
+        rank = ctx.rank(0)
+        if ctx.opset >= 13:
+            return ctx.out(op_type, {"X": ctx.x(0)}, {"axis": int(ctx.attr("axis", -1))})
+        # before opset 13: over all dims from ``axis`` on, as if flattened to 2-D there
+        axis = int(ctx.attr("axis", 1))
+        axis = axis + rank if axis < 0 else axis
+        if axis == rank - 1:
+            return ctx.out(op_type, {"X": ctx.x(0)}, {"axis": -1})
+        shape = ctx.shape(0)
+        if -1 in shape[axis:]:
+            raise NotImportable(f"opset {ctx.opset} softmax over trailing dims of unknown size")
+        flat = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": list(shape[:axis]) + [-1] if -1 not in shape[:axis]
+                                                     else [0] * axis + [-1]})
+        ctx.out("reshape_as", {"X": ctx.tmp(op_type, {"X": flat}, {"axis": -1}), "Target": ctx.x(0)})
+    return translate
+
+
+def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
+    """Axes from the ``axes`` attr (older opsets) or the second input (newer); None when absent."""
+    if "axes" in ctx.attrs:
+        return [int(a) for a in ctx.attr("axes")]
+    if ctx.has(1):
+        return [int(a) for a in np.asarray(ctx.const(1)).reshape(-1)]
+    return None
+
+
+def _reduce(op_type):
+    def translate(ctx):
+        axes, keep = _axes(ctx), bool(ctx.attr("keepdims", 1))
+        if axes == [] or axes is None:
+            if ctx.attr("noop_with_empty_axes", 0):
+                return ctx.out("assign", {"X": ctx.x(0)})
+            axes = list(range(ctx.rank(0)))
+        if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean",):
+            raise NotImportable("integer mean")
+        if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
+            raise NotImportable("max/min over an empty axis")
+        ctx.out(op_type, {"X": ctx.x(0)}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+    return translate
+
+
+def reshape(ctx):
+    like = ctx.shape_source(1)
+    if like is not None:
+        return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
+    if ctx.attr("allowzero", 0):
+        raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
+    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": [int(d) for d in ctx.const(1).reshape(-1)]})
+
+
+def flatten(ctx):
+    rank, axis = ctx.rank(0), int(ctx.attr("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    shape = ctx.shape(0)
+    lead = shape[:axis]
+    if -1 in lead and len(lead) > 1:
+        raise NotImportable("flattening several leading dims of unknown size")
+    first = 1 if not lead else (lead[0] if len(lead) == 1 and lead[0] < 0 else int(np.prod(lead)))
+    target = [0 if (len(lead) == 1 and lead[0] < 0) else first, -1]
+    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": target})
+
+
+def transpose(ctx):
+    perm = ctx.attr("perm")
+    perm = list(range(ctx.rank(0)))[::-1] if perm is None else [int(p) for p in perm]
+    ctx.out("transpose", {"X": ctx.x(0)}, {"perm": perm})
+
+
+def concat(ctx):
+    ctx.out("concat", {"X": [ctx.x(k) for k in range(ctx.n_inputs) if ctx.has(k)]}, {"axis": int(ctx.attr("axis"))})
+
+
+def split(ctx):
+    axis = int(ctx.attr("axis", 0))
+    n = len(ctx.node.output)
+    if "split" in ctx.attrs:
+        sizes = [int(s) for s in ctx.attr("split")]
+    elif ctx.has(1):
+        sizes = [int(s) for s in ctx.const(1).reshape(-1)]
+    else:
+        size = ctx.shape(0)[axis]
+        if size < 0:
+            raise NotImportable("an even split of an axis of unknown size")
+        chunk = -(-size // n)
+        sizes = [chunk] * (n - 1) + [size - chunk * (n - 1)]
+    names = ctx.op("split", {"X": ctx.x(0)}, {"axis": axis, "sections": sizes},
+                   names={"Out": list(ctx.node.output)})["Out"]
+    for k, name in enumerate(names):
+        ctx.bind(k, name)
+
+
+def slice_(ctx):
+    if ctx.opset < 10:
+        starts, ends = ctx.attr("starts"), ctx.attr("ends")
+        axes = ctx.attr("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts, ends = ctx.const(1).reshape(-1).tolist(), ctx.const(2).reshape(-1).tolist()
+        axes = ctx.const(3).reshape(-1).tolist() if ctx.has(3) else list(range(len(starts)))
+        steps = ctx.const(4).reshape(-1).tolist() if ctx.has(4) else [1] * len(starts)
+    clamp = lambda v: int(max(min(v, 2 ** 62), -2 ** 62))  # noqa: E731
+    if all(s == 1 for s in steps):
+        return ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes],
+                                                  "starts": [clamp(s) for s in starts],
+                                                  "ends": [clamp(e) for e in ends]})
+    # other steps: gather the picked indices, one axis at a time (the axis sizes must be known)
+    x, rank = ctx.x(0), ctx.rank(0)
+    for a, start, end, step in zip(axes, starts, ends, steps):
+        a = int(a) % rank
+        size = ctx.shape(0)[a]
+        if size < 0:
+            raise NotImportable(f"a step of {step} along an axis of unknown size")
+        picked = np.arange(size, dtype=np.int64)[slice(clamp(start), clamp(end), int(step))]
+        if picked.size == 0:
+            raise NotImportable("a strided slice that picks nothing")
+        index = ctx.importer.constant_var(f"{ctx.node.output[0]}_index", picked)
+        x = ctx.tmp("gather", {"X": x, "Index": index}, {"axis": a})
+    ctx.out("assign", {"X": x})
+
+
+def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
+    """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop.
+    Padding is concatenated blocks of the pad value (gradgen has no pad op)."""
+    for k, a in enumerate(axes):
+        begin, end = pads[k], pads[k + len(axes)]
+        if begin < 0 or end < 0:
+            x = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [max(-begin, 0)],
+                                            "ends": [end if end < 0 else 2 ** 62]})
+            begin, end = max(begin, 0), max(end, 0)
+        if begin or end:
+            if ctx.importer.block().var(x).shape[a] == 0:
+                raise NotImportable("padding an axis of size 0")
+            edge = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [0], "ends": [1]})
+            fill = ctx.tmp("fill_any_like", {"X": edge}, {"value": value})
+            x = ctx.tmp("concat", {"X": [fill] * begin + [x] + [fill] * end}, {"axis": a})
+    return x
+
+
+def pad(ctx):
+    if ctx.attr("mode", "constant") != "constant":
+        raise NotImportable(f"mode={ctx.attr('mode')}")
+    rank = ctx.rank(0)
+    pads = [int(p) for p in (ctx.attr("pads") if ctx.opset < 11 else ctx.const(1).reshape(-1))]
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else \
+        (float(ctx.const(2).reshape(-1)[0]) if ctx.has(2) else 0.0)
+    axes = [int(a) % rank for a in ctx.const(3).reshape(-1)] if ctx.has(3) else list(range(rank))
+    ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
+
+
+def _einsum_sizes(ctx, terms: list[str]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for k, term in enumerate(terms):
+        for letter, d in zip(term, ctx.shape(k)):
+            if d >= 0:
+                sizes[letter] = d
+            else:
+                sizes.setdefault(letter, -1)
+    return sizes
+
+
+def _product(letters: str, sizes: dict[str, int]) -> int:
+    """The size of several dims merged into one: -1 when one of them is unknown."""
+    return -1 if any(sizes[c] < 0 for c in letters) else int(np.prod([sizes[c] for c in letters]))
+
+
+def einsum(ctx):
+    """Two-operand einsum as transpose, reshape and one batched matmul (the shapes must leave at most one
+    unknown size in each reshape)."""
+    equation = ctx.attr("equation").replace(" ", "")
+    if "->" not in equation or "." in equation or ctx.n_inputs != 2:
+        raise NotImportable(f"equation '{equation}' (two operands, explicit output, no ellipsis)")
+    lhs, out = equation.split("->")
+    a, b = lhs.split(",")
+    if any(len(set(t)) != len(t) for t in (a, b, out)):
+        raise NotImportable(f"equation '{equation}' repeats an index within an operand")
+    sizes = _einsum_sizes(ctx, [a, b])
+    xa, xb = ctx.x(0), ctx.x(1)
+    only_a = "".join(c for c in a if c not in b and c not in out)
+    only_b = "".join(c for c in b if c not in a and c not in out)
+    if only_a:
+        xa = ctx.tmp("reduce_sum", {"X": xa}, {"dim": [a.index(c) for c in only_a]})
+        a = "".join(c for c in a if c not in only_a)
+    if only_b:
+        xb = ctx.tmp("reduce_sum", {"X": xb}, {"dim": [b.index(c) for c in only_b]})
+        b = "".join(c for c in b if c not in only_b)
+    batch = "".join(c for c in out if c in a and c in b)
+    left = "".join(c for c in out if c in a and c not in b)
+    right = "".join(c for c in out if c in b and c not in a)
+    contract = "".join(c for c in a if c in b and c not in out)
+    merged = []
+    for x, term, inner in ((xa, a, left + contract), (xb, b, contract + right)):
+        order = batch + inner
+        x = ctx.tmp("transpose", {"X": x}, {"perm": [term.index(c) for c in order]})
+        first, second = (left, contract) if inner == left + contract else (contract, right)
+        shape = [0] * len(batch) + [_product(first, sizes), _product(second, sizes)]
+        if shape.count(-1) > 1:
+            raise NotImportable(f"equation '{equation}' merges several dims of unknown size")
+        merged.append(ctx.tmp("reshape", {"X": x}, {"shape": shape}))
+    product = ctx.tmp("matmul", {"X": merged[0], "Y": merged[1]})
+    split = [0] * len(batch) + [sizes[c] for c in left + right]
+    if split.count(-1) > 1:
+        raise NotImportable(f"equation '{equation}' leaves several dims of unknown size")
+    result = ctx.tmp("reshape", {"X": product}, {"shape": split})
+    order = batch + left + right
+    ctx.out("transpose", {"X": result}, {"perm": [order.index(c) for c in out]})
+
+
+def squeeze(ctx):
+    axes = _axes(ctx)
+    ctx.out("squeeze", {"X": ctx.x(0)}, {"axes": axes or []})
+
+
+def unsqueeze(ctx):
+    axes = _axes(ctx)
+    out_rank = ctx.rank(0) + len(axes)
+    # ONNX axes index the output; inserting them in increasing order one at a time gives the same result
+    ctx.out("unsqueeze", {"X": ctx.x(0)}, {"axes": sorted(a % out_rank for a in axes)})
+
+
+def gather(ctx):
+    ctx.out("gather", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
+
+
+def cast(ctx):
+    to = np.dtype(helper.tensor_dtype_to_np_dtype(int(ctx.attr("to")))).name
+    ctx.out("cast", {"X": ctx.x(0)}, {"out_dtype": to})
+
+
+def where(ctx):
+    ctx.out("where", {"Condition": ctx.x(0), "X": ctx.x(1), "Y": ctx.x(2)})
+
+
+def argmax(ctx):
+    attrs = {"axis": int(ctx.attr("axis", 0)), "keep_dim": bool(ctx.attr("keepdims", 1))}
+    if not ctx.attr("select_last_index", 0):
+        return ctx.out("argmax", {"X": ctx.x(0)}, attrs)
+    # the last maximum: the first one of the reversed axis, counted from the end (the axis size must be known)
+    axis = attrs["axis"] % ctx.rank(0)
+    size = ctx.shape(0)[axis]
+    if size < 0:
+        raise NotImportable("select_last_index=1 along an axis of unknown size")
+    backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
+    first = ctx.tmp("argmax", {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
+    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
+    ctx.out("elementwise_sub", {"X": last, "Y": first})
+
+
+def expand(ctx):
+    like = ctx.shape_source(1)
+    if like is not None:
+        return ctx.out("broadcast_to", {"X": ctx.x(0), "ShapeLike": like})
+    shape = [int(d) for d in ctx.const(1).reshape(-1)]
+    xs = ctx.shape(0)
+    if -1 in xs:
+        raise NotImportable("expanding an input of unknown shape")
+    ctx.out("broadcast_to", {"X": ctx.x(0)}, {"shape": list(np.broadcast_shapes(tuple(xs), tuple(shape)))})
+
+
+def constant(ctx):
+    if "value" not in ctx.attrs:
+        others = {"value_float": np.float32, "value_int": np.int64, "value_floats": np.float32,
+                  "value_ints": np.int64}
+        for name, dtype in others.items():
+            if name in ctx.attrs:
+                return ctx.bind_const(0, np.asarray(ctx.attr(name), dtype))
+        raise NotImportable(f"constant attrs {sorted(ctx.attrs)}")
+    ctx.bind_const(0, numpy_helper.to_array(ctx.attrs["value"]))
+
+
+def shape(ctx):
+    s = ctx.shape(0)
+    if -1 in s:
+        if ctx.attr("start", 0) or ctx.attr("end", None) is not None:
+            raise NotImportable("part of a shape known only at run time")
+        ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
+        return None
+    ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
+
+
+def constant_of_shape(ctx):
+    value = numpy_helper.to_array(ctx.attrs["value"]) if "value" in ctx.attrs else np.zeros(1, np.float32)
+    like = ctx.shape_source(0)
+    if like is not None:
+        return ctx.out("fill_any_like", {"X": like}, {"value": float(value.reshape(-1)[0]), "dtype": value.dtype.name})
+    dims = [int(d) for d in ctx.const(0).reshape(-1)]
+    ctx.bind_const(0, np.full(dims, value.reshape(-1)[0], dtype=value.dtype))
+
+
+def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
+    """[top, left, bottom, right] from ``pads`` or ``auto_pad`` (SAME_* needs the input's height and width)."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    if mode in ("NOTSET", "VALID"):
+        return [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])] if mode == "NOTSET" else [0, 0, 0, 0]
+    size = ctx.shape(0)[2:]
+    if -1 in size:
+        raise NotImportable(f"auto_pad={mode} on an input of unknown height or width")
+    strides = [int(v) for v in ctx.attr("strides", [1, 1])]
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small = total // 2
+        begins.append(total - small if mode == "SAME_LOWER" else small)
+        ends.append(small if mode == "SAME_LOWER" else total - small)
+    return begins + ends
+
+
+def _spatial(ctx, x: str, pads: list[int], value: float) -> tuple[str, list[int]]:
+    """Symmetric pads stay the op's ``paddings``; other pads are applied to ``x`` first."""
+    if pads[:2] == pads[2:]:
+        return x, pads[:2]
+    return padded(ctx, x, [2, 3], pads, value), [0, 0]
+
+
+def _two_d(ctx, what: str) -> None:
+    if ctx.rank(0) != 4:
+        raise NotImportable(f"{what} over {ctx.rank(0) - 2} spatial dims (gradgen has 2-D only)")
+
+
+def conv(ctx):
+    _two_d(ctx, "convolution")
+    dilations = [int(d) for d in ctx.attr("dilations", [1, 1])]
+    x, paddings = _spatial(ctx, ctx.x(0), _pads2d(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
+    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": paddings,
+             "dilations": dilations, "groups": int(ctx.attr("group", 1))}
+    if not ctx.has(2):
+        return ctx.out("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
+    y = ctx.tmp("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
+    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
+    ctx.out("elementwise_add", {"X": y, "Y": bias})
+
+
+def _pool(kind):
+    def translate(ctx):
+        _two_d(ctx, "pooling")
+        if ctx.attr("ceil_mode", 0):
+            raise NotImportable("ceil_mode=1")
+        if any(int(d) != 1 for d in ctx.attr("dilations", [1, 1])):
+            raise NotImportable("dilated pooling")
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            raise NotImportable("the Indices output")
+        ksize = [int(k) for k in ctx.attr("kernel_shape")]
+        pads, x = _pads2d(ctx, ksize, [1, 1]), ctx.x(0)
+        if kind == "max":
+            x, paddings = _spatial(ctx, x, pads, -np.inf)
+        elif ctx.attr("count_include_pad", 0):  # the padding counts: pad with zeros first
+            x, paddings = padded(ctx, x, [2, 3], pads, 0.0), [0, 0]
+        elif pads[:2] == pads[2:]:
+            paddings = pads[:2]
+        else:
+            raise NotImportable(f"asymmetric pads {pads} excluded from the average")
+        attrs = {"pooling_type": kind, "ksize": ksize, "strides": [int(s) for s in ctx.attr("strides", [1, 1])],
+                 "paddings": paddings}
+        ctx.out("pool2d", {"X": x}, attrs)
+    return translate
+
+
+def global_average_pool(ctx):
+    _two_d(ctx, "pooling")
+    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": [2, 3], "keep_dim": True})
+
+
+def batch_norm(ctx):
+    if ctx.attr("training_mode", 0) or len([o for o in ctx.node.output if o]) > 1:
+        raise NotImportable("training mode (running-statistics outputs)")
+    names = ctx.op("batch_norm", {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2), "Mean": ctx.x(3),
+                                  "Variance": ctx.x(4)},
+                   {"epsilon": float(ctx.attr("epsilon", 1e-5)), "momentum": float(ctx.attr("momentum", 0.9)),
+                    "is_test": True}, names={"Y": [ctx.node.output[0]]})
+    ctx.bind(0, names["Y"][0])
+
+
+def dropout(ctx):
+    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.const(2)):
+        raise NotImportable("training_mode=True")
+    ctx.out("assign", {"X": ctx.x(0)})
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
+
+
+def if_(ctx):
+    pred = ctx.importer.block().var(ctx.x(0))
+    then_g, else_g = ctx.subgraph("then_branch"), ctx.subgraph("else_branch")
+    outs = layers.cond(pred, lambda: _vars(ctx, ctx.import_subgraph(then_g, {})),
+                       lambda: _vars(ctx, ctx.import_subgraph(else_g, {})))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for k, v in enumerate(outs):
+        ctx.bind(k, v.name)
+
+
+def _vars(ctx, names):
+    block = ctx.importer.block()
+    return [block.var(n) for n in names]
+
+
+def loop(ctx):
+    """Loop(M, cond, v...) as while over (i, cond, v...): the body's scan outputs must be its loop inputs as they
+    came in (gradgen's History); the trip count M bounds the loop through the condition."""
+    body = ctx.subgraph("body")
+    n = ctx.n_inputs - 2
+    n_scan = len(body.output) - 1 - n
+    body_inputs = [i.name for i in body.input]
+    scan_of = []
+    for out in body.output[1 + n:]:
+        producer = next((nd for nd in body.node if out.name in nd.output), None)
+        source = producer.input[0] if producer is not None and producer.op_type == "Identity" else out.name
+        if source not in body_inputs[2:]:
+            raise NotImportable("a scan output that is not a loop-carried input (gradgen records only those)")
+        scan_of.append(body_inputs.index(source) - 2)
+    block = ctx.importer.block()
+    zero = block.var(ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": 0.0}))
+    if ctx.has(1):
+        go = block.var(ctx.x(1))
+    else:
+        go = block.var(ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "bool", "value": 1.0}))
+    limit = block.var(ctx.x(0)) if ctx.has(0) else None
+    if go.shape != ():
+        go = layers.reshape(go, [])
+    values = [block.var(ctx.x(2 + k)) for k in range(n)]
+
+    def keep_going(i, c, *vs):
+        if limit is None:
+            return c
+        below = layers.cast(layers.less_than(i, layers.reshape(limit, [])), "int64")
+        both = layers.multiply(below, layers.cast(c, "int64"))
+        return layers.greater_than(both, layers.fill_constant([], "int64", 0))
+
+    def step(i, c, *vs):
+        outs = _vars(ctx, ctx.import_subgraph(body, dict(zip(body_inputs, [i.name, c.name] + [v.name for v in vs]))))
+        again = outs[0] if outs[0].shape == () else layers.reshape(outs[0], [])
+        return [i + layers.fill_constant([], "int64", 1), again] + outs[1: 1 + n]
+
+    finals = layers.while_loop(keep_going, step, [zero, go] + values)
+    for k in range(n):
+        ctx.bind(k, finals[2 + k].name)
+    if n_scan:
+        while_op = block.ops[-1]
+        history = while_op.output("History")
+        for j, k in enumerate(scan_of):
+            ctx.bind(n + j, history[2 + k])
+
+
+IMPORTERS = {
+    **{t: _binary(o) for t, o in BINARY.items()},
+    **{t: _unary(o) for t, o in UNARY.items()},
+    **{t: _compare(o) for t, o in COMPARE.items()},
+    **{t: _reduce(o) for t, o in REDUCE.items()},
+    "Sum": _variadic("elementwise_add"), "Max": _variadic("elementwise_max"), "Min": _variadic("elementwise_min"),
+    "Neg": neg, "LeakyRelu": leaky_relu, "Gelu": gelu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
+    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
+    "Transpose": transpose, "Concat": concat, "Split": split, "Slice": slice_, "Squeeze": squeeze,
+    "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where,
+    "ArgMax": argmax, "Expand": expand,
+    "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
+    "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
+    "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,
+}
+"""ONNX op type (default domain) -> translation function."""

@@ -1,0 +1,306 @@
+"""ONNX model -> gradgen program and parameter values.
+
+Graph inputs become data vars; initializers that ops use as data become persistable parameters
+(trainable when they are floats), so a user can ``append_backward`` to an imported model and
+fine-tune it. Inputs that gradgen keeps as attrs (shapes, axes, split sizes, pads) must be
+constants: initializers, ``Constant`` nodes, or graph inputs frozen with ``constants=``. Each node
+is translated by the function its op type has in ``import_ops.IMPORTERS``; ``If`` and ``Loop``
+become ``cond`` and ``while`` with sub-blocks built from their subgraphs.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from gradgen.program import Program, program_guard
+from gradgen.program.dtypes import DTYPES
+from gradgen.program.errors import GradgenError
+from gradgen.program.ops import OP_SCHEMAS
+
+from . import import_ops
+from .errors import NotImportable, OnnxImportError
+
+__all__ = ["import_onnx", "unsupported_nodes", "NodeContext"]
+
+
+def _numpy_dtype(elem_type: int) -> str:
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    if dtype not in DTYPES:
+        raise NotImportable(f"element type {dtype} (gradgen has {', '.join(DTYPES)})")
+    return dtype
+
+
+def _shape(value_info) -> tuple[int, ...] | None:
+    t = value_info.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
+
+
+class Graph:
+    """The names one ONNX graph (or subgraph) sees: gradgen vars, constants, and the enclosing graph's names."""
+
+    def __init__(self, importer: "Importer", parent: "Graph | None" = None):
+        self.importer, self.parent = importer, parent
+        self.vars: dict[str, str] = {}  # ONNX value name -> gradgen var name
+        self.consts: dict[str, np.ndarray] = {}
+        self.initializers: dict[str, np.ndarray] = {}
+        self.shapes: dict[str, str] = {}  # ONNX value name -> the gradgen var whose run-time shape it holds
+
+    def lookup_shape(self, name: str) -> str | None:
+        g = self
+        while g is not None:
+            if name in g.shapes:
+                return g.shapes[name]
+            g = g.parent
+        return None
+
+    def lookup_const(self, name: str) -> np.ndarray | None:
+        g = self
+        while g is not None:
+            if name in g.consts:
+                return g.consts[name]
+            if name in g.initializers:
+                return g.initializers[name]
+            g = g.parent
+        return None
+
+    def lookup_var(self, name: str) -> str | None:
+        g = self
+        while g is not None:
+            if name in g.vars:
+                return g.vars[name]
+            if name in g.initializers:
+                g.vars[name] = self.importer.parameter(name, g.initializers[name])
+                return g.vars[name]
+            g = g.parent
+        return None
+
+
+class NodeContext:
+    """One ONNX node being translated: its attrs, its inputs as gradgen vars or constants, and op appending."""
+
+    def __init__(self, importer: "Importer", graph: Graph, node, opset: int):
+        self.importer, self.graph, self.node, self.opset = importer, graph, node, opset
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        value = self.attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def has(self, k: int) -> bool:
+        return len(self.node.input) > k and self.node.input[k] != ""
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.node.input)
+
+    def const(self, k: int) -> np.ndarray:
+        """Input k's value, which must be known now."""
+        value = self.graph.lookup_const(self.node.input[k])
+        if value is None:
+            raise NotImportable(f"input {k} ('{self.node.input[k]}') must be a constant (gradgen keeps it as an attr)")
+        return value
+
+    def is_const(self, k: int) -> bool:
+        return self.has(k) and self.graph.lookup_const(self.node.input[k]) is not None
+
+    def shape_source(self, k: int) -> str | None:
+        """The var whose run-time shape input k is (the output of a ``Shape`` of a var with unknown dims)."""
+        return self.graph.lookup_shape(self.node.input[k]) if self.has(k) else None
+
+    def x(self, k: int = 0) -> str:
+        """Input k as a gradgen var (a constant becomes a fill_constant op or a persistable var)."""
+        name = self.node.input[k]
+        var = self.graph.lookup_var(name)
+        if var is None:
+            value = self.graph.lookup_const(name)
+            if value is None:
+                raise NotImportable(f"input '{name}' is not defined")
+            var = self.importer.constant_var(name, value)
+            self.graph.vars[name] = var
+        return var
+
+    def var(self, k: int = 0):
+        return self.importer.block().var(self.x(k))
+
+    def shape(self, k: int = 0) -> tuple[int, ...]:
+        return self.var(k).shape
+
+    def rank(self, k: int = 0) -> int:
+        return len(self.var(k).shape)
+
+    def dtype(self, k: int = 0) -> str:
+        return self.var(k).dtype
+
+    def op(self, type: str, inputs: dict, attrs: dict | None = None, outs: dict[str, int] | None = None,
+           names: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Append a gradgen op; output vars are named after ``names`` or fresh; returns slot -> var names."""
+        schema = OP_SCHEMAS[type]
+        outputs = {}
+        for slot in schema.outputs:
+            if names and slot.name in names:
+                outputs[slot.name] = [self.importer.fresh(n) for n in names[slot.name]]
+            elif outs is None or slot.name in outs:
+                n = (outs or {}).get(slot.name, 1)
+                outputs[slot.name] = [self.importer.fresh(f"{type}") for _ in range(n)]
+        inputs = {k: (v if isinstance(v, list) else [v]) for k, v in inputs.items()}
+        self.importer.block().append_op(type, inputs, outputs, attrs or {}, callsite=f"onnx node {self.node.name!r}")
+        return outputs
+
+    def out(self, type: str, inputs: dict, attrs: dict | None = None, slot: str = "Out", k: int = 0) -> str:
+        """Append a one-output gradgen op whose result is ONNX output k; returns the var name."""
+        name = self.op(type, inputs, attrs, names={slot: [self.node.output[k]]})[slot][0]
+        self.bind(k, name)
+        return name
+
+    def tmp(self, type: str, inputs: dict, attrs: dict | None = None, slot: str = "Out") -> str:
+        return self.op(type, inputs, attrs)[slot][0]
+
+    def bind(self, k: int, var: str) -> None:
+        self.graph.vars[self.node.output[k]] = var
+
+    def bind_const(self, k: int, value: np.ndarray) -> None:
+        self.graph.consts[self.node.output[k]] = np.asarray(value)
+
+    def subgraph(self, name: str) -> onnx.GraphProto:
+        return self.attrs[name]
+
+    def import_subgraph(self, graph_proto, bindings: dict[str, str]) -> list[str]:
+        """Translate a subgraph into the current block with its inputs bound to vars; returns its outputs' vars."""
+        return self.importer.import_graph(graph_proto, Graph(self.importer, self.graph), bindings)
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def unsupported_nodes(model) -> list[str]:
+    """``node #i (OpType)`` for every node of the model (and its subgraphs) with no importer function."""
+    found = []
+
+    def walk(graph, where):
+        for i, node in enumerate(graph.node):
+            if node.domain not in ("", "ai.onnx") or node.op_type not in import_ops.IMPORTERS:
+                found.append(f"{where}node #{i} '{node.name}' ({node.domain + '.' if node.domain else ''}"
+                             f"{node.op_type}): not supported by the importer")
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g, f"{where}{node.op_type} #{i} {a.name}: ")
+    walk(model.graph, "")
+    return found
+
+
+class Importer:
+    """Builds one gradgen program from one ONNX model."""
+
+    def __init__(self, model, constants: Mapping[str, Any]):
+        self.model, self.opset = model, _opset(model)
+        self.main, self.startup = Program(), Program()
+        self.params: dict[str, np.ndarray] = {}
+        self.frozen = {k: np.asarray(v) for k, v in constants.items()}
+        self.problems: list[str] = []
+
+    def block(self):
+        return self.main.current_block()
+
+    def fresh(self, hint: str) -> str:
+        hint = hint or "var"
+        return hint if not self.main.has_var_anywhere(hint) else self.main.unique_name(hint)
+
+    def parameter(self, name: str, value: np.ndarray) -> str:
+        """An initializer used as data: a persistable parameter of the global block."""
+        var = self.fresh(name)
+        dtype = _numpy_dtype(helper.np_dtype_to_tensor_dtype(value.dtype))
+        self.main.global_block().create_var(var, value.shape, dtype, persistable=True, is_parameter=True,
+                                            trainable=dtype.startswith("float"))
+        self.params[var] = value.astype(dtype, copy=False)
+        return var
+
+    def constant_var(self, name: str, value: np.ndarray) -> str:
+        """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter."""
+        dtype = _numpy_dtype(helper.np_dtype_to_tensor_dtype(value.dtype))
+        flat = value.reshape(-1)
+        if flat.size and (flat == flat[0]).all() and dtype != "bool":
+            var = self.fresh(name)
+            self.block().append_op("fill_constant", {}, {"Out": [var]},
+                                   {"shape": list(value.shape), "dtype": dtype, "value": float(flat[0])})
+            return var
+        var = self.fresh(name)
+        self.main.global_block().create_var(var, value.shape, dtype, persistable=True, is_parameter=True,
+                                            trainable=False)
+        self.params[var] = value.astype(dtype, copy=False)
+        return var
+
+    def import_graph(self, graph_proto, graph: Graph, bindings: dict[str, str]) -> list[str]:
+        graph.vars.update(bindings)
+        for init in graph_proto.initializer:
+            graph.initializers[init.name] = numpy_helper.to_array(init)
+        for i, node in enumerate(graph_proto.node):
+            ctx = NodeContext(self, graph, node, self.opset)
+            try:
+                import_ops.IMPORTERS[node.op_type](ctx)
+            except NotImportable as e:
+                raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): {e}") from None
+            except GradgenError as e:
+                raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): gradgen rejects it: "
+                                      f"{str(e).splitlines()[0]}") from None
+        outs = []
+        for o in graph_proto.output:
+            var = graph.lookup_var(o.name)
+            if var is None:
+                value = graph.lookup_const(o.name)
+                if value is None:
+                    raise OnnxImportError(f"graph output '{o.name}' is never computed")
+                var = self.constant_var(o.name, value)
+            outs.append(var)
+        return outs
+
+    def run(self) -> tuple[Program, dict[str, np.ndarray]]:
+        graph_proto = self.model.graph
+        top = Graph(self)
+        initialized = {t.name for t in graph_proto.initializer}
+        with program_guard(self.main, self.startup):
+            for inp in graph_proto.input:
+                if inp.name in initialized:
+                    continue
+                if inp.name in self.frozen:
+                    top.consts[inp.name] = self.frozen[inp.name]
+                    continue
+                shape = _shape(inp)
+                if shape is None:
+                    raise OnnxImportError(f"graph input '{inp.name}' has no shape (gradgen needs its rank)")
+                try:
+                    dtype = _numpy_dtype(inp.type.tensor_type.elem_type)
+                except NotImportable as e:
+                    raise OnnxImportError(f"graph input '{inp.name}': {e}") from None
+                top.vars[inp.name] = self.main.global_block().create_var(inp.name, shape, dtype,
+                                                                         stop_gradient=True).name
+            outs = self.import_graph(graph_proto, top, {})
+        self.outputs = dict(zip((o.name for o in graph_proto.output), outs))
+        return self.main, self.params
+
+
+def import_onnx(model: "onnx.ModelProto | str | os.PathLike", *, constants: Mapping[str, Any] | None = None
+                ) -> tuple[Program, dict[str, np.ndarray], dict[str, str]]:
+    """A gradgen program from an ONNX model (or a path to one).
+
+    Returns ``(program, params, outputs)``: the program; the values of its persistable vars (load them
+    into a scope, or ``save_params``); and ONNX graph output name -> gradgen var name. ``constants``
+    freezes graph inputs to given values (for inputs that gradgen keeps as attrs, such as a shape).
+    Raises ``OnnxImportError`` listing every unsupported node at once.
+
+        >>> program, params, outputs = import_onnx("model.onnx")
+    """
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(os.fspath(model))
+    missing = unsupported_nodes(model)
+    if missing:
+        raise OnnxImportError(f"{len(missing)} node(s) cannot be imported:\n" + "\n".join(f"  - {m}" for m in missing))
+    importer = Importer(model, constants or {})
+    program, params = importer.run()
+    return program, params, importer.outputs

@@ -1,0 +1,253 @@
+"""Lowerings of the elementwise, activation, matmul, reduction, comparison and creation ops.
+
+Every lowering uses only ONNX ops that ONNX Runtime's CPU provider runs in float64 as well as
+float32 (it has no float64 ``Erf``, ``Softplus`` or ``OneHot``, so those are built from others).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .context import Lowering
+from .graph import fill_value, onnx_dtype, value_info
+
+__all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
+
+ELEMENTWISE = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_mul": "Mul", "elementwise_div": "Div",
+               "elementwise_pow": "Pow", "elementwise_max": "Max", "elementwise_min": "Min"}
+UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+         "abs": "Abs", "sin": "Sin", "cos": "Cos", "reciprocal": "Reciprocal", "sign": "Sign"}
+COMPARE = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater",
+           "greater_equal": "GreaterOrEqual", "equal": "Equal"}
+REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin"}
+
+ERF_TERMS = 160
+"""Terms of the series that computes float64 erf; enough for |x| <= 6, beyond which erf is +-1 in float64."""
+
+
+def log1p(ctx: Lowering, e: str, dtype: str) -> str:
+    """log(1 + e), accurate for tiny e (ONNX has no Log1p): log(u) * e / (u - 1) with u = 1 + e, or e when u == 1."""
+    g = ctx.g
+    u = g.node("Add", [ctx.scalar(1.0, dtype), e])
+    um1 = g.node("Sub", [u, ctx.scalar(1.0, dtype)])
+    exact = g.node("Equal", [um1, ctx.scalar(0.0, dtype)])
+    safe = g.node("Where", [exact, ctx.scalar(1.0, dtype), um1])
+    return g.node("Where", [exact, e, g.node("Div", [g.node("Mul", [g.node("Log", [u]), e]), safe])])
+
+
+def erf(ctx: Lowering, z: str, dtype: str) -> str:
+    """erf(z). float32 uses ONNX ``Erf``; float64 (which ONNX Runtime's Erf lacks) sums the all-positive series
+    erf(z) = 2/sqrt(pi) * z * exp(-z^2) * sum_n (2 z^2)^n / (1 * 3 * ... * (2n + 1)) by Horner's rule in a
+    ``Loop``, with z clamped to [-6, 6] first (no cancellation, so it is accurate to a few ulps)."""
+    g = ctx.g
+    if dtype != "float64":
+        return g.node("Erf", [z])
+    zc = g.node("Clip", [z, ctx.scalar(-6.0, dtype), ctx.scalar(6.0, dtype)])
+    z2 = g.node("Mul", [zc, zc])
+    two_z2 = g.node("Mul", [ctx.scalar(2.0, dtype), z2])
+    body, _ = ctx.subgraph()
+    it, c_in, s_in = body.names.fresh("erf_i"), body.names.fresh("erf_cond"), body.names.fresh("erf_s")
+    n = body.node("Sub", [body.const(np.int64(ERF_TERMS)), it])  # iteration i adds term n = ERF_TERMS - i
+    denom = body.node("Cast", [body.node("Add", [body.node("Mul", [body.const(np.int64(2)), n]),
+                                                 body.const(np.int64(1))])], to=onnx_dtype("float64"))
+    s_out = body.node("Add", [body.const(np.float64(1.0)), body.node("Mul", [body.node("Div", [two_z2, denom]), s_in])])
+    c_out = body.node("Identity", [c_in])
+    graph = body.graph("erf_series", [value_info(it, "int64", []), value_info(c_in, "bool", []),
+                                      value_info(s_in, "float64", None)],
+                       [value_info(c_out, "bool", []), value_info(s_out, "float64", None)])
+    ones = g.node("Expand", [ctx.scalar(1.0, dtype), g.node("Shape", [zc])])
+    series = g.node("Loop", [g.const(np.int64(ERF_TERMS)), g.const(np.bool_(True)), ones], body=graph)
+    front = g.node("Mul", [g.node("Mul", [ctx.scalar(2.0 / math.sqrt(math.pi), dtype), zc]),
+                           g.node("Exp", [g.node("Neg", [z2])])])
+    return g.node("Mul", [front, series])
+
+
+def normal_cdf(ctx: Lowering, x: str, dtype: str) -> str:
+    """0.5 * (1 + erf(x / sqrt 2)), as gradgen's gelu kernels compute it."""
+    g = ctx.g
+    e = erf(ctx, g.node("Div", [x, ctx.scalar(math.sqrt(2.0), dtype)]), dtype)
+    return g.node("Mul", [ctx.scalar(0.5, dtype), g.node("Add", [ctx.scalar(1.0, dtype), e])])
+
+
+def _elementwise(onnx_op):
+    return lambda ctx: ctx.emit(onnx_op, [ctx.x("X"), ctx.x("Y")])
+
+
+def _unary(onnx_op):
+    return lambda ctx: ctx.emit(onnx_op, [ctx.x()])
+
+
+def _compare(onnx_op):
+    return lambda ctx: ctx.emit(onnx_op, [ctx.x("X"), ctx.x("Y")])
+
+
+def square(ctx):
+    ctx.emit("Mul", [ctx.x(), ctx.x()])
+
+
+def softplus(ctx):
+    # max(x, 0) + log1p(exp(-|x|)), the kernel's overflow-free form
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    e = g.node("Exp", [g.node("Neg", [g.node("Abs", [x])])])
+    ctx.emit("Add", [g.node("Relu", [x]), log1p(ctx, e, dt)])
+
+
+def gelu(ctx):
+    ctx.emit("Mul", [ctx.x(), normal_cdf(ctx, ctx.x(), ctx.dtype())])
+
+
+def leaky_relu(ctx):
+    # not ONNX LeakyRelu: its alpha is a float32 attr, which would round a float64 slope
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    positive = g.node("Greater", [x, ctx.scalar(0.0, dt)])
+    ctx.emit("Where", [positive, x, g.node("Mul", [x, ctx.scalar(ctx.attr("alpha"), dt)])])
+
+
+def scale(ctx):
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    s, b = ctx.attr("scale"), ctx.attr("bias")
+    if s != 1.0:
+        x = g.node("Mul", [x, ctx.scalar(s, dt)])
+    if b != 0.0:
+        x = g.node("Add", [x, ctx.scalar(b, dt)])
+    ctx.finish(x)
+
+
+def clip(ctx):
+    dt = ctx.dtype()
+    ctx.emit("Clip", [ctx.x(), ctx.scalar(ctx.attr("min"), dt), ctx.scalar(ctx.attr("max"), dt)])
+
+
+def pow_(ctx):
+    ctx.emit("Pow", [ctx.x(), ctx.scalar(ctx.attr("factor"), ctx.dtype())])
+
+
+def swap_last(ctx: Lowering, x: str, rank: int) -> str:
+    perm = list(range(rank))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    return ctx.g.node("Transpose", [x], perm=perm)
+
+
+def matmul(ctx):
+    x, y = ctx.x("X"), ctx.x("Y")
+    if ctx.attr("transpose_x"):
+        x = swap_last(ctx, x, ctx.rank("X"))
+    if ctx.attr("transpose_y"):
+        y = swap_last(ctx, y, ctx.rank("Y"))
+    ctx.emit("MatMul", [x, y])
+
+
+def reduce_axes(ctx: Lowering) -> list[int] | None:
+    """The normalized axes a reduce op reduces, or None for all of them."""
+    rank, dim = ctx.rank(), ctx.attr("dim")
+    if ctx.attr("reduce_all") or not dim:
+        return None
+    return sorted({d % rank for d in dim})
+
+
+def reduce_node(ctx: Lowering, onnx_op: str, x: str, axes: list[int] | None, keep: bool, out: str | None = None) -> str:
+    """A Reduce* node over ``axes`` (None: all), in opset 17's spelling (ReduceSum takes axes as an input)."""
+    keep = int(keep)
+    if onnx_op == "ReduceSum":
+        inputs = [x] if axes is None else [x, ctx.g.ints(axes)]
+        return ctx.g.node(onnx_op, inputs, out=out, keepdims=keep)
+    if axes is None:
+        return ctx.g.node(onnx_op, [x], out=out, keepdims=keep)
+    return ctx.g.node(onnx_op, [x], out=out, keepdims=keep, axes=axes)
+
+
+def _reduce(onnx_op):
+    def lower(ctx):
+        if ctx.rank() == 0:
+            return ctx.finish(ctx.x())
+        ctx.set(reduce_node(ctx, onnx_op, ctx.x(), reduce_axes(ctx), ctx.attr("keep_dim"), out=ctx.name()))
+    return lower
+
+
+def mean(ctx):
+    if ctx.rank() == 0:
+        return ctx.finish(ctx.x())
+    ctx.set(reduce_node(ctx, "ReduceMean", ctx.x(), None, False, out=ctx.name()))
+
+
+def shape_of(ctx: Lowering, x: str) -> str:
+    return ctx.g.node("Shape", [x])
+
+
+def reduce_mean_grad(ctx):
+    # count = sum of ones over the reduced axes (run-time sizes, and importable back as gradgen ops)
+    g, x, dout, dt = ctx.g, ctx.x("X"), ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
+    rank = ctx.rank("X")
+    axes = reduce_axes(ctx)
+    axes = list(range(rank)) if axes is None else axes
+    if rank == 0:
+        return ctx.finish(dout, slot="X@GRAD")
+    ones = g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1.0, dt))
+    count = g.node("Max", [reduce_node(ctx, "ReduceSum", ones, axes, True), ctx.scalar(1.0, dt)])
+    if not ctx.attr("keep_dim"):
+        dout = g.node("Unsqueeze", [dout, g.ints(axes)])
+    ctx.emit("Expand", [g.node("Div", [dout, count]), shape_of(ctx, x)], slot="X@GRAD")
+
+
+def where(ctx):
+    ctx.emit("Where", [ctx.x("Condition"), ctx.x("X"), ctx.x("Y")])
+
+
+def not_equal(ctx):
+    ctx.emit("Not", [ctx.g.node("Equal", [ctx.x("X"), ctx.x("Y")])])
+
+
+def argmax(ctx):
+    if ctx.rank() == 0:
+        return ctx.finish(ctx.g.const(np.int64(0)))
+    ctx.emit("ArgMax", [ctx.x()], axis=ctx.attr("axis") % ctx.rank(), keepdims=int(ctx.attr("keep_dim")),
+             select_last_index=0)
+
+
+def one_hot(ctx):
+    # (x[..., None] == arange(depth)), cast: out-of-range ids give all-zero rows, as the kernel's do
+    g, dt = ctx.g, ctx.dtype()
+    ids = g.const(np.arange(ctx.attr("depth"), dtype=dt))
+    hot = g.node("Equal", [g.node("Unsqueeze", [ctx.x(), g.ints([-1])]), ids])
+    ctx.emit("Cast", [hot], to=onnx_dtype(ctx.attr("dtype")))
+
+
+def fill_constant(ctx):
+    value = np.full(tuple(ctx.attr("shape")), ctx.attr("value"), dtype=ctx.attr("dtype"))
+    ctx.finish(ctx.g.const(value))
+
+
+def _random(draw):
+    def lower(ctx):
+        # The kernels draw from numpy's PCG64 seeded by the op's own seed attr: a fixed value, exported as one.
+        rng = np.random.Generator(np.random.PCG64(ctx.attr("seed")))
+        ctx.finish(ctx.g.const(draw(ctx, rng).astype(ctx.attr("dtype"), copy=False)))
+    return lower
+
+
+def _like(ctx, value: float) -> None:
+    dt = ctx.attr("dtype") or ctx.dtype()
+    ctx.emit("ConstantOfShape", [shape_of(ctx, ctx.x())], value=fill_value(value, dt))
+
+
+def cast(ctx):
+    ctx.emit("Cast", [ctx.x()], to=onnx_dtype(ctx.attr("out_dtype")))
+
+
+LOWERINGS = {
+    **{t: _elementwise(o) for t, o in ELEMENTWISE.items()},
+    **{t: _unary(o) for t, o in UNARY.items()},
+    **{t: _compare(o) for t, o in COMPARE.items()},
+    **{t: _reduce(o) for t, o in REDUCE.items()},
+    "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
+    "pow": pow_, "matmul": matmul, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
+    "not_equal": not_equal, "argmax": argmax, "one_hot": one_hot, "fill_constant": fill_constant,
+    "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
+                                                           tuple(ctx.attr("shape")))),
+    "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"),
+                                                           tuple(ctx.attr("shape")))),
+    "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
+    "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
+}
+"""gradgen op type -> lowering."""

@@ -1,0 +1,227 @@
+"""Lowerings of softmax and the losses, the fused activation grad ops, dropout, batch norm and the optimizers.
+
+The fused grad ops become the few standard ops their formulas need, so a backward program is an
+ordinary ONNX graph.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .context import Lowering
+from .graph import fill_value, onnx_dtype
+from .lower_math import log1p, normal_cdf, reduce_node
+
+__all__ = ["LOWERINGS"]
+
+
+def _axis(ctx: Lowering, slot: str) -> int:
+    return ctx.attr("axis") % max(ctx.rank(slot), 1)
+
+
+def softmax(ctx):
+    ctx.emit("Softmax", [ctx.x()], axis=_axis(ctx, "X"))
+
+
+def log_softmax(ctx):
+    ctx.emit("LogSoftmax", [ctx.x()], axis=_axis(ctx, "X"))
+
+
+def _hard_index(ctx: Lowering, x_slot: str) -> str:
+    """Hard labels as int64 with the rank of X (they may come without the class axis)."""
+    g, label = ctx.g, ctx.x("Label")
+    if ctx.rank("Label") < ctx.rank(x_slot):
+        label = g.node("Unsqueeze", [label, g.ints([-1])])
+    return g.node("Cast", [label], to=onnx_dtype("int64"))
+
+
+def pick(ctx: Lowering, values: str, x_slot: str, axis: int) -> str:
+    """values[..., label, ...] along ``axis``: a one-hot mask summed when the class count is known (ops any
+    importer reads back), else ``GatherElements``."""
+    g, classes = ctx.g, ctx.var(x_slot).shape[axis]
+    index = _hard_index(ctx, x_slot)
+    if classes < 0:
+        return g.node("GatherElements", [values, index], axis=axis)
+    shape = [1] * ctx.rank(x_slot)
+    shape[axis] = classes
+    hot = g.node("Equal", [index, g.const(np.arange(classes, dtype=np.int64).reshape(shape))])
+    masked = g.node("Where", [hot, values, ctx.scalar(0.0, ctx.dtype(x_slot))])
+    return reduce_node(ctx, "ReduceSum", masked, [axis], True)
+
+
+def cross_entropy(ctx):
+    g, x = ctx.g, ctx.x("X")
+    if ctx.attr("soft_label"):
+        picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), g.node("Log", [x])]),
+                             [ctx.rank("X") - 1], True)
+        return ctx.emit("Neg", [picked])
+    ctx.emit("Neg", [g.node("Log", [pick(ctx, x, "X", ctx.rank("X") - 1)])])
+
+
+def softmax_with_cross_entropy(ctx):
+    g, axis = ctx.g, _axis(ctx, "Logits")
+    log_p = g.node("LogSoftmax", [ctx.x("Logits")], axis=axis)
+    ctx.emit("Exp", [log_p], slot="Softmax")
+    if ctx.attr("soft_label"):
+        picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), log_p]), [axis], True)
+    else:
+        picked = pick(ctx, log_p, "Logits", axis)
+    ctx.emit("Neg", [picked], slot="Loss")
+
+
+def sigmoid_cross_entropy_with_logits(ctx):
+    # max(x, 0) - x * z + log1p(exp(-|x|)), as the kernel computes it
+    g, x, dt = ctx.g, ctx.x("X"), ctx.dtype("X")
+    e = g.node("Exp", [g.node("Neg", [g.node("Abs", [x])])])
+    ctx.emit("Add", [g.node("Sub", [g.node("Relu", [x]), g.node("Mul", [x, ctx.x("Label")])]), log1p(ctx, e, dt)])
+
+
+def _positive(ctx: Lowering, x: str, dtype: str) -> str:
+    return ctx.g.node("Greater", [x, ctx.scalar(0.0, dtype)])
+
+
+def relu_grad(ctx):
+    g, dt = ctx.g, ctx.dtype("Out@GRAD")
+    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Cast", [_positive(ctx, ctx.x("Out"), dt)], to=onnx_dtype(dt))],
+             slot="X@GRAD")
+
+
+def tanh_grad(ctx):
+    g, out, dt = ctx.g, ctx.x("Out"), ctx.dtype("Out@GRAD")
+    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Sub", [ctx.scalar(1.0, dt), g.node("Mul", [out, out])])], slot="X@GRAD")
+
+
+def sigmoid_grad(ctx):
+    g, out, dt = ctx.g, ctx.x("Out"), ctx.dtype("Out@GRAD")
+    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Mul", [out, g.node("Sub", [ctx.scalar(1.0, dt), out])])],
+             slot="X@GRAD")
+
+
+def leaky_relu_grad(ctx):
+    g, dout, dt = ctx.g, ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
+    scaled = g.node("Mul", [dout, ctx.scalar(ctx.attr("alpha"), dt)])
+    ctx.emit("Where", [_positive(ctx, ctx.x("X"), ctx.dtype("X")), dout, scaled], slot="X@GRAD")
+
+
+def clip_grad(ctx):
+    g, x, dt, xt = ctx.g, ctx.x("X"), ctx.dtype("Out@GRAD"), ctx.dtype("X")
+    inside = g.node("And", [g.node("Greater", [x, ctx.scalar(ctx.attr("min"), xt)]),
+                            g.node("Less", [x, ctx.scalar(ctx.attr("max"), xt)])])
+    ctx.emit("Where", [inside, ctx.x("Out@GRAD"), ctx.scalar(0.0, dt)], slot="X@GRAD")
+
+
+def gelu_grad(ctx):
+    g, x, dt = ctx.g, ctx.x("X"), ctx.dtype("X")
+    cdf = normal_cdf(ctx, x, dt)
+    pdf = g.node("Div", [g.node("Exp", [g.node("Mul", [ctx.scalar(-0.5, dt), g.node("Mul", [x, x])])]),
+                         ctx.scalar(math.sqrt(2.0 * math.pi), dt)])
+    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Add", [cdf, g.node("Mul", [x, pdf])])], slot="X@GRAD")
+
+
+def dropout(ctx):
+    # only the identity form is exportable (see LIMITS): Out = X, Mask = ones
+    ctx.finish(ctx.x())
+    ctx.emit("ConstantOfShape", [ctx.g.node("Shape", [ctx.x()])], slot="Mask",
+             value=fill_value(1.0, ctx.dtype()))
+
+
+def batch_norm(ctx):
+    g, x, dt, rank = ctx.g, ctx.x("X"), ctx.dtype("X"), ctx.rank("X")
+    shape = g.ints([1, -1] + [1] * (rank - 2))
+    axes = [0] + list(range(2, rank))
+    mean, var = ctx.x("Mean"), ctx.x("Variance")
+    if ctx.attr("is_test"):
+        mu, v = mean, var
+    else:
+        mu = reduce_node(ctx, "ReduceMean", x, axes, False)
+        d = g.node("Sub", [x, g.node("Reshape", [mu, shape])])
+        v = reduce_node(ctx, "ReduceMean", g.node("Mul", [d, d]), axes, False)
+    centered = g.node("Sub", [x, g.node("Reshape", [mu, shape])])
+    std = g.node("Sqrt", [g.node("Add", [g.node("Reshape", [v, shape]), ctx.scalar(ctx.attr("epsilon"), dt)])])
+    y = g.node("Mul", [g.node("Div", [centered, std]), g.node("Reshape", [ctx.x("Scale"), shape])])
+    ctx.emit("Add", [y, g.node("Reshape", [ctx.x("Bias"), shape])], slot="Y")
+    if ctx.attr("is_test"):
+        ctx.finish(mean, "MeanOut")
+        return ctx.finish(var, "VarianceOut")
+    m = ctx.attr("momentum")
+    for slot, old, new in (("MeanOut", mean, mu), ("VarianceOut", var, v)):
+        odt = ctx.dtype("Mean")
+        ctx.emit("Add", [g.node("Mul", [ctx.scalar(m, odt), old]), g.node("Mul", [ctx.scalar(1.0 - m, odt), new])],
+                 slot=slot)
+
+
+def sgd(ctx):
+    g = ctx.g
+    ctx.emit("Sub", [ctx.x("Param"), g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), ctx.x("Grad")])],
+             slot="ParamOut")
+
+
+def momentum(ctx):
+    g, dt, mu = ctx.g, ctx.dtype("Param"), ctx.attr("mu")
+    grad, lr = ctx.x("Grad"), ctx.to_scalar(ctx.x("LearningRate"))
+    v = ctx.emit("Add", [g.node("Mul", [ctx.scalar(mu, dt), ctx.x("Velocity")]), grad], slot="VelocityOut")
+    step = g.node("Add", [grad, g.node("Mul", [ctx.scalar(mu, dt), v])]) if ctx.attr("use_nesterov") else v
+    ctx.emit("Sub", [ctx.x("Param"), g.node("Mul", [lr, step])], slot="ParamOut")
+
+
+def adam(ctx):
+    g, dt = ctx.g, ctx.dtype("Param")
+    b1, b2, eps = ctx.attr("beta1"), ctx.attr("beta2"), ctx.attr("epsilon")
+    grad, b1p, b2p = ctx.x("Grad"), ctx.x("Beta1Pow"), ctx.x("Beta2Pow")
+    c = lambda v: ctx.scalar(v, dt)  # noqa: E731
+    m1 = ctx.emit("Add", [g.node("Mul", [c(b1), ctx.x("Moment1")]), g.node("Mul", [c(1.0 - b1), grad])],
+                  slot="Moment1Out")
+    m2 = ctx.emit("Add", [g.node("Mul", [c(b2), ctx.x("Moment2")]),
+                          g.node("Mul", [g.node("Mul", [c(1.0 - b2), grad]), grad])], slot="Moment2Out")
+    root = g.node("Sqrt", [g.node("Sub", [c(1.0), b2p])])
+    lr_t = g.node("Div", [g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), root]), g.node("Sub", [c(1.0), b1p])])
+    denom = g.node("Add", [g.node("Sqrt", [m2]), g.node("Mul", [c(eps), root])])
+    ctx.emit("Sub", [ctx.x("Param"), g.node("Div", [g.node("Mul", [lr_t, m1]), denom])], slot="ParamOut")
+    ctx.emit("Mul", [b1p, c(b1)], slot="Beta1PowOut")
+    ctx.emit("Mul", [b2p, c(b2)], slot="Beta2PowOut")
+
+
+def global_norm_of(ctx: Lowering) -> str:
+    """sqrt of the sum of squares of every X, accumulated in float64 as the kernel does."""
+    g, total = ctx.g, None
+    for x in ctx.xs("X"):
+        part = g.node("ReduceSumSquare", [g.node("Cast", [x], to=onnx_dtype("float64"))], keepdims=0)
+        total = part if total is None else g.node("Add", [total, part])
+    return g.node("Sqrt", [total])
+
+
+def global_norm(ctx):
+    ctx.emit("Cast", [global_norm_of(ctx)], to=onnx_dtype(ctx.dtype("X")))
+
+
+def clip_by_global_norm(ctx):
+    g, max_norm = ctx.g, ctx.attr("max_norm")
+    norm = global_norm_of(ctx)
+    scale = g.node("Div", [ctx.scalar(max_norm, "float64"), g.node("Max", [norm, ctx.scalar(max_norm, "float64")])])
+    for k, x in enumerate(ctx.xs("X")):
+        dt = ctx.var("X", k).dtype
+        ctx.emit("Mul", [x, g.node("Cast", [scale], to=onnx_dtype(dt))], k=k)
+
+
+LOWERINGS = {
+    "softmax": softmax, "log_softmax": log_softmax, "cross_entropy": cross_entropy,
+    "softmax_with_cross_entropy": softmax_with_cross_entropy,
+    "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
+    "relu_grad": relu_grad, "tanh_grad": tanh_grad, "sigmoid_grad": sigmoid_grad, "leaky_relu_grad": leaky_relu_grad,
+    "clip_grad": clip_grad, "gelu_grad": gelu_grad, "dropout": dropout, "batch_norm": batch_norm,
+    "sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
+    "clip_by_global_norm": clip_by_global_norm,
+}
+"""gradgen op type -> lowering."""
+
+
+def _dropout_limit(op) -> str | None:
+    if op.attr("is_test") or op.attr("p") == 0.0:
+        return None
+    return ("training-mode dropout draws its masks from numpy's PCG64 stream, which no ONNX op reproduces "
+            "(export the program from clone(for_test=True))")
+
+
+LIMITS = {"dropout": _dropout_limit}
+"""op type -> check returning why this op cannot be exported, or None."""

@@ -1,0 +1,203 @@
+"""Lowerings of the ops that move, regroup or pick elements (``program/ops/manipulation.py`` and friends)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import Lowering
+from .graph import onnx_dtype
+from .lower_math import reduce_node, shape_of
+
+__all__ = ["LOWERINGS", "static_dim"]
+
+
+def static_dim(ctx: Lowering, slot: str, axis: int) -> int | None:
+    d = ctx.var(slot).shape[axis]
+    return None if d < 0 else d
+
+
+def sum_(ctx):
+    xs = ctx.xs("X")
+    out = xs[0]
+    for x in xs[1:]:  # left to right, as the kernel adds
+        out = ctx.g.node("Add", [out, x])
+    ctx.finish(out)
+
+
+def reduce_as(ctx):
+    # the adjoint of broadcasting: sum the leading dims away, then the dims the target has as 1
+    x, lead = ctx.x(), ctx.rank("X") - ctx.rank("Target")
+    if lead:
+        x = reduce_node(ctx, "ReduceSum", x, list(range(lead)), False)
+    xs, ts = ctx.var("X").shape[lead:], ctx.var("Target").shape
+    axes = [a for a, (dx, dt) in enumerate(zip(xs, ts)) if dt == 1 and dx != 1]
+    if axes:
+        x = reduce_node(ctx, "ReduceSum", x, axes, True)
+    ctx.finish(x)
+
+
+def broadcast_to(ctx):
+    g = ctx.g
+    shape = shape_of(ctx, ctx.x("ShapeLike")) if ctx.has("ShapeLike") else g.ints(ctx.attr("shape"))
+    ctx.emit("Expand", [ctx.x(), shape])
+
+
+def reshape(ctx):
+    ctx.emit("Reshape", [ctx.x(), ctx.g.ints(ctx.attr("shape"))])
+
+
+def reshape_as(ctx):
+    ctx.emit("Reshape", [ctx.x(), shape_of(ctx, ctx.x("Target"))])
+
+
+def transpose(ctx):
+    ctx.emit("Transpose", [ctx.x()], perm=list(ctx.attr("perm")))
+
+
+def concat(ctx):
+    ctx.emit("Concat", ctx.xs("X"), axis=ctx.attr("axis") % ctx.rank())
+
+
+def split_sizes(ctx: Lowering) -> list[int]:
+    axis = ctx.attr("axis") % ctx.rank()
+    sizes = list(ctx.attr("sections"))
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = ctx.var().shape[axis] - (sum(sizes) + 1)
+    return sizes
+
+
+def _split_into(ctx: Lowering, sizes: str, axis: int) -> None:
+    if len(ctx.op.output("Out")) == 1:
+        return ctx.finish(ctx.x())
+    outs = [ctx.name("Out", k) for k in range(len(ctx.op.output("Out")))]
+    ctx.g.node_multi("Split", [ctx.x(), sizes], outs, axis=axis)
+    for k, name in enumerate(outs):
+        ctx.set(name, "Out", k)
+
+
+def split(ctx):
+    _split_into(ctx, ctx.g.ints(split_sizes(ctx)), ctx.attr("axis") % ctx.rank())
+
+
+def split_like(ctx):
+    g, axis = ctx.g, ctx.attr("axis") % ctx.rank()
+    sizes = [g.node("Gather", [shape_of(ctx, like), g.ints([axis])]) for like in ctx.xs("Like")]
+    _split_into(ctx, g.node("Concat", sizes, axis=0), axis)
+
+
+def slice_(ctx):
+    rank, g = ctx.rank(), ctx.g
+    axes = [a % rank for a in ctx.attr("axes")]
+    ctx.emit("Slice", [ctx.x(), g.ints(ctx.attr("starts")), g.ints(ctx.attr("ends")), g.ints(axes)])
+
+
+def slice_pads(shape, axes, starts, ends) -> list[int]:
+    """ONNX Pad amounts that put a slice of an array of static ``shape`` back in place (Python's clamping)."""
+    rank = len(shape)
+    begin, end = [0] * rank, [0] * rank
+    for a, s, e in zip(axes, starts, ends):
+        a = a % rank
+        lo, hi, _ = slice(s, e).indices(shape[a])
+        hi = max(hi, lo)
+        begin[a], end[a] = lo, shape[a] - hi
+    return begin + end
+
+
+def slice_grad(ctx):
+    pads = slice_pads(ctx.var("X").shape, ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends"))
+    ctx.emit("Pad", [ctx.x("Out@GRAD"), ctx.g.ints(pads)], slot="X@GRAD")
+
+
+def squeeze(ctx):
+    axes = ctx.attr("axes")
+    if not axes:
+        axes = [a for a, d in enumerate(ctx.var().shape) if d == 1]
+    ctx.emit("Squeeze", [ctx.x(), ctx.g.ints(sorted({a % ctx.rank() for a in axes}))])
+
+
+def unsqueeze(ctx):
+    x, rank = ctx.x(), ctx.rank()
+    for a in ctx.attr("axes"):  # one at a time, each normalized against the rank so far, as the kernel does
+        x = ctx.g.node("Unsqueeze", [x, ctx.g.ints([a % (rank + 1)])])
+        rank += 1
+    ctx.finish(x)
+
+
+def stack(ctx):
+    axis = ctx.attr("axis") % (ctx.rank() + 1)
+    parts = [ctx.g.node("Unsqueeze", [x, ctx.g.ints([axis])]) for x in ctx.xs("X")]
+    ctx.emit("Concat", parts, axis=axis)
+
+
+def gather(ctx):
+    ctx.emit("Gather", [ctx.x(), ctx.x("Index")], axis=ctx.attr("axis") % ctx.rank())
+
+
+def gather_grad(ctx):
+    # np.add.at as a product with a one-hot matrix: dx (moved, [n, rest]) = onehot(index)^T @ dout (moved, [k, rest])
+    g, x, rank = ctx.g, ctx.x("X"), ctx.rank("X")
+    axis, dt = ctx.attr("axis") % rank, ctx.dtype("Out@GRAD")
+    xshape = shape_of(ctx, x)
+    n = g.node("Gather", [xshape, g.ints([axis])])
+    index = g.node("Reshape", [ctx.x("Index"), g.ints([-1])])
+    index = g.node("Where", [g.node("Less", [index, g.const(np.int64(0))]), g.node("Add", [index, n]), index])
+    hot = g.node("Cast", [g.node("Equal", [g.node("Unsqueeze", [index, g.ints([-1])]),
+                                           g.node("Range", [g.const(np.int64(0)), g.node("Squeeze", [n]),
+                                                            g.const(np.int64(1))])])],
+                 to=onnx_dtype(dt))
+    parts = [g.node("Slice", [xshape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
+             g.node("Slice", [xshape, g.ints([axis + 1]), g.ints([rank])])]
+    dout = g.node("Reshape", [ctx.x("Out@GRAD"), g.node("Concat", parts, axis=0)])
+    perm = [axis] + [a for a in range(rank) if a != axis]
+    flat = g.node("Flatten", [g.node("Transpose", [dout], perm=perm)], axis=1)
+    moved = g.node("MatMul", [g.node("Transpose", [hot], perm=[1, 0]), flat])
+    moved = g.node("Reshape", [moved, g.node("Gather", [xshape, g.ints(perm)])])
+    ctx.emit("Transpose", [moved], slot="X@GRAD", perm=[int(a) for a in np.argsort(perm)])
+
+
+def lookup_table(ctx):
+    ctx.emit("Gather", [ctx.x("W"), ctx.x("Ids")], axis=0)
+
+
+LOWERINGS = {
+    "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, "reshape_as": reshape_as,
+    "transpose": transpose, "concat": concat, "split": split, "split_like": split_like, "slice": slice_,
+    "slice_grad": slice_grad, "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather,
+    "gather_grad": gather_grad, "lookup_table": lookup_table,
+}
+"""gradgen op type -> lowering."""
+
+
+def _reduce_as_limit(op) -> str | None:
+    x, t = (op.block.var(op.input(s)[0]).shape for s in ("X", "Target"))
+    lead = len(x) - len(t)
+    unsure = [a for a, (dx, dt) in enumerate(zip(x[lead:], t)) if dt < 0 and dx != 1]
+    if unsure:
+        return (f"Target has unknown dims {unsure} where X's are not 1: whether to sum them is decided at run time, "
+                "which the export cannot do (give Target known dims)")
+    return None
+
+
+def _split_limit(op) -> str | None:
+    shape = op.block.var(op.input("X")[0]).shape
+    if -1 in op.attr("sections") and shape[op.attr("axis") % len(shape)] < 0:
+        return "a -1 section along an axis of unknown size"
+    return None
+
+
+def _slice_grad_limit(op) -> str | None:
+    shape = op.block.var(op.input("X")[0]).shape
+    rank = len(shape)
+    if any(shape[a % rank] < 0 for a in op.attr("axes")):
+        return f"X has unknown sizes on the sliced axes (shape {list(shape)})"
+    return None
+
+
+def _broadcast_limit(op) -> str | None:
+    if not op.input("ShapeLike") and any(d < 0 for d in op.attr("shape")):
+        return f"the target shape {op.attr('shape')} has unknown dims"
+    return None
+
+
+LIMITS = {"reduce_as": _reduce_as_limit, "split": _split_limit, "slice_grad": _slice_grad_limit,
+          "broadcast_to": _broadcast_limit}
+"""op type -> check returning why this op cannot be exported, or None."""

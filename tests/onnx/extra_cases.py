@@ -1,0 +1,130 @@
+"""One-op cases for the op types ``tests/framework/op_cases.py`` has no case for (grad ops, optimizers, conv,
+pooling, network ops), plus wide-range gelu inputs for the float64 erf series. The ONNX tests compare
+ONNX Runtime with gradgen's executor on them, so they carry no expected values of their own."""
+from __future__ import annotations
+
+import numpy as np
+
+from tests.framework.op_harness import Case
+
+rng = np.random.default_rng(99)
+FLOATS = ("float32", "float64")
+
+
+def randn(shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _out_size(n, k, s, p, d):
+    return (n + 2 * p - (k - 1) * d - 1) // s + 1
+
+
+CONV = [  # x shape, filters, kernel, stride, padding, dilation, groups
+    ((2, 3, 6, 5), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((1, 4, 7, 7), 6, (3, 2), (2, 1), (0, 1), (1, 2), 2),
+    ((2, 2, 5, 6), 2, (2, 2), (2, 3), (1, 0), (1, 1), 1),
+]
+POOL = [((2, 2, 4, 4), (2, 2), (2, 2), (0, 0)), ((1, 3, 5, 6), (3, 2), (2, 1), (1, 1))]
+
+
+def conv_cases():
+    for dtype in FLOATS:
+        for xs, f, k, s, p, d, g in CONV:
+            attrs = {"strides": list(s), "paddings": list(p), "dilations": list(d), "groups": g}
+            x, w = randn(xs, dtype), randn((f, xs[1] // g) + k, dtype)
+            gout = randn((xs[0], f, _out_size(xs[2], k[0], s[0], p[0], d[0]), _out_size(xs[3], k[1], s[1], p[1], d[1])),
+                         dtype)
+            yield Case("conv2d", {"Input": x, "Filter": w}, None, attrs)
+            yield Case("conv2d_input_grad", {"Filter": w, "Output@GRAD": gout, "Input": x}, None, attrs)
+            yield Case("conv2d_filter_grad", {"Input": x, "Output@GRAD": gout, "Filter": w}, None, attrs)
+        for xs, k, s, p in POOL:
+            oh, ow = _out_size(xs[2], k[0], s[0], p[0], 1), _out_size(xs[3], k[1], s[1], p[1], 1)
+            x = np.round(randn(xs, dtype), 1)  # ties inside windows: the first maximum wins
+            for kind in ("max", "avg"):
+                attrs = {"pooling_type": kind, "ksize": list(k), "strides": list(s), "paddings": list(p)}
+                yield Case("pool2d", {"X": x}, None, attrs, label=kind)
+                yield Case("pool2d_grad", {"X": x, "Out@GRAD": randn((xs[0], xs[1], oh, ow), dtype)}, None, attrs,
+                           label=kind)
+            yield Case("pool2d_select", {"X": x, "D": randn(xs, dtype)}, None,
+                       {"pooling_type": "max", "ksize": list(k), "strides": list(s), "paddings": list(p)})
+
+
+def grad_op_cases():
+    for dtype in FLOATS:
+        x, dout = randn((3, 4), dtype), randn((3, 4), dtype)
+        yield Case("leaky_relu_grad", {"X": x, "Out@GRAD": dout}, None, {"alpha": 0.2})
+        yield Case("clip_grad", {"X": x, "Out@GRAD": dout}, None, {"min": -0.3, "max": 0.4})
+        wide = np.linspace(-9, 9, 181).astype(dtype)
+        yield Case("gelu_grad", {"X": wide, "Out@GRAD": np.ones_like(wide)}, None, label="wide")
+        yield Case("gelu", {"X": wide}, None, label="wide")
+        yield Case("gelu_grad", {"X": x, "Out@GRAD": dout}, None)
+        x3 = randn((2, 3, 4), dtype)
+        yield Case("slice_grad", {"X": x3, "Out@GRAD": randn((2, 2, 3), dtype)}, None,
+                   {"axes": [1, -1], "starts": [1, -3], "ends": [100, 4]})
+        for axis, index in [(0, np.array([1, 0, 1])), (-1, np.array([[0, 3], [-1, 0]]))]:
+            gshape = x3.shape[:axis % 3] + index.shape + x3.shape[axis % 3 + 1:]
+            yield Case("gather_grad", {"X": x3, "Index": index.astype(np.int64), "Out@GRAD": randn(gshape, dtype)},
+                       None, {"axis": axis})
+        yield Case("reshape_as", {"X": x3, "Target": randn((4, 6), dtype)}, None)
+        yield Case("split_like", {"X": x3, "Like": [randn((2, 1, 4), dtype), randn((2, 2, 4), dtype)]}, None,
+                   {"axis": 1}, {"Out": 2})
+
+
+def network_cases():
+    for dtype in FLOATS:
+        x = randn((4, 3, 2, 2), dtype)
+        stats = {"Scale": randn((3,), dtype), "Bias": randn((3,), dtype), "Mean": randn((3,), dtype),
+                 "Variance": rng.uniform(0.5, 2, 3).astype(dtype)}
+        for is_test in (False, True):
+            yield Case("batch_norm", {"X": x, **stats}, None, {"momentum": 0.9, "epsilon": 1e-5, "is_test": is_test},
+                       label=f"test={is_test}")
+        yield Case("dropout", {"X": x}, None, {"p": 0.5, "is_test": True}, label="is_test")
+        yield Case("dropout", {"X": x}, None, {"p": 0.0}, label="p=0")
+        yield Case("lookup_table", {"W": randn((5, 3), dtype), "Ids": np.array([[0, 4], [2, 2]], np.int64)}, None)
+
+
+def optimizer_cases():
+    for dtype in FLOATS:
+        p, g, v = randn((3, 2), dtype), randn((3, 2), dtype), randn((3, 2), dtype)
+        lr = np.asarray(0.1, dtype)
+        yield Case("sgd", {"Param": p, "Grad": g, "LearningRate": lr}, None)
+        for nesterov in (False, True):
+            yield Case("momentum", {"Param": p, "Grad": g, "Velocity": v, "LearningRate": lr}, None,
+                       {"mu": 0.9, "use_nesterov": nesterov}, label=f"nesterov={nesterov}")
+        yield Case("adam", {"Param": p, "Grad": g, "LearningRate": lr, "Moment1": v, "Moment2": np.abs(v),
+                            "Beta1Pow": np.asarray(0.9 ** 3, dtype), "Beta2Pow": np.asarray(0.999 ** 3, dtype)},
+                   None, {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8})
+        yield Case("global_norm", {"X": [p, g]}, None)
+        for max_norm in (0.5, 100.0):
+            yield Case("clip_by_global_norm", {"X": [p, g]}, None, {"max_norm": max_norm}, {"Out": 2},
+                       label=f"max={max_norm}")
+
+
+def domain_cases():
+    """Zero-size dims, size-1 dims and integer dtypes through ops that take them."""
+    for dtype in ("int32", "int64"):
+        a, b = rng.integers(-5, 5, (3, 4)).astype(dtype), rng.integers(-5, 5, (1, 4)).astype(dtype)
+        for op in ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_max", "elementwise_min"):
+            yield Case(op, {"X": a, "Y": b}, None, label=dtype)
+        # not int32 reduce_sum: gradgen's kernel returns int64 there (numpy's sum), against its declared int32
+        for op in ("reduce_sum", "reduce_max", "reduce_min")[dtype == "int32":]:
+            yield Case(op, {"X": a}, None, {"dim": [0], "keep_dim": False}, label=dtype)
+        yield Case("transpose", {"X": a}, None, {"perm": [1, 0]}, label=dtype)
+        yield Case("concat", {"X": [a, b]}, None, {"axis": 0}, label=dtype)
+        yield Case("gather", {"X": a, "Index": np.array([2, 0, 2], np.int64)}, None, {"axis": 0}, label=dtype)
+    for dtype in FLOATS:
+        empty = np.zeros((0, 3), dtype)
+        yield Case("reduce_sum", {"X": empty}, None, {"dim": [0], "keep_dim": False}, label="zero-size")
+        yield Case("matmul", {"X": empty, "Y": randn((3, 2), dtype)}, None, label="zero-size")
+        yield Case("matmul", {"X": randn((2, 0), dtype), "Y": np.zeros((0, 4), dtype)}, None, label="zero-inner")
+        yield Case("softmax", {"X": empty}, None, {"axis": -1}, label="zero-size")
+        yield Case("relu", {"X": empty}, None, label="zero-size")
+        yield Case("concat", {"X": [empty, randn((2, 3), dtype)]}, None, {"axis": 0}, label="zero-size")
+        yield Case("elementwise_add", {"X": empty, "Y": randn((1, 3), dtype)}, None, label="zero-size")
+        yield Case("reduce_mean_grad", {"X": empty, "Out@GRAD": randn((3,), dtype)}, None,
+                   {"dim": [0], "keep_dim": False}, label="zero-size")
+        yield Case("sum", {"X": [randn((1, 3), dtype), randn((1, 3), dtype)]}, None, label="size-1")
+
+
+EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),
+               *domain_cases()]

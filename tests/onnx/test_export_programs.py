@@ -1,0 +1,159 @@
+"""Whole programs through ONNX: the built-in examples (inference and one full training step), control flow,
+the one error that lists every unexportable op, and the ``gradgen export-onnx`` command."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework.tools.examples import EXAMPLES
+from gradgen.program import Program, layers, program_guard
+from tests.onnx.runtime import assert_close, require, run_ort
+
+
+def _export():
+    require("onnx")
+    from gradgen.framework import export_onnx
+
+    return export_onnx
+
+
+def trained_example(name: str, train: bool):
+    """An example with its startup run; with ``train``, its backward and optimizer ops appended."""
+    ex = EXAMPLES[name]()
+    if train:
+        with program_guard(ex.main, ex.startup):
+            ex.make_optimizer().minimize(ex.loss)
+    scope = Scope()
+    Executor().run(ex.startup, scope=scope)
+    return ex, scope
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_examples_run_in_onnx_runtime_as_in_the_executor(name, train):
+    export_onnx = _export()
+    ex, scope = trained_example(name, train)
+    params = {k: np.array(scope[k]) for k in scope}
+    model = export_onnx(ex.main, params=params, fetch_list=[ex.loss])
+    got = run_ort(model, ex.feed)
+    (loss,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got[ex.loss.name], loss, "loss")
+    updated = [n for n in got if n.endswith("@NEW")]
+    if train:  # every parameter and optimizer state comes out updated, equal to the executor's step
+        assert {n[:-4] for n in updated} >= {p.name for p in ex.main.global_block().all_parameters()}
+    else:
+        assert updated == []
+    for n in updated:
+        assert_close(got[n], scope[n[:-4]], n)
+
+
+def _loop_program():
+    main = Program()
+    with program_guard(main, Program()):
+        n = layers.data("n", [], "int64")
+        h0 = layers.data("h0", [2, 3], "float64")
+        w = layers.data("w", [3, 3], "float64")
+        one = layers.fill_constant([], "int64", 1)
+        _, h = layers.while_loop(lambda t, h: layers.less_than(t, n),
+                                 lambda t, h: [t + one, layers.tanh(layers.matmul(h, w))],
+                                 [layers.fill_constant([], "int64", 0), h0])
+        positive = layers.greater_than(layers.reduce_sum(h), layers.fill_constant([], "float64", 0.0))
+        y = layers.cond(positive, lambda: layers.reduce_sum(h), lambda: layers.reduce_sum(layers.square(h)))
+        dw, dh0 = gradients(y, [w, h0])
+    return main, [y, dw, dh0]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 4])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_while_and_cond_and_their_gradients_become_loop_and_if(steps, sign):
+    export_onnx = _export()
+    main, fetch = _loop_program()
+    rng = np.random.default_rng(steps)
+    feed = {"n": np.array(steps, np.int64), "h0": sign * np.abs(rng.standard_normal((2, 3))),
+            "w": np.abs(rng.standard_normal((3, 3))) * 0.5}
+    want = Executor().run(main, feed=feed, fetch_list=fetch, scope=Scope())
+    model = export_onnx(main, fetch_list=fetch)
+    assert {n.op_type for n in model.graph.node} >= {"Loop", "If"}
+    got = run_ort(model, feed)
+    for var, w in zip(fetch, want):
+        assert_close(got[var.name], w, var.name)
+
+
+def test_unexportable_ops_are_listed_in_one_error():
+    export_onnx = _export()
+    from gradgen.framework.tools.onnx import OnnxExportError
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 3, -1, 4], "float64")
+        y = layers.dropout(layers.relu(x), 0.5)
+        z = layers.pool2d(y, 2, "max")
+    with pytest.raises(OnnxExportError) as info:
+        export_onnx(main, fetch_list=[z])
+    message = str(info.value)
+    assert "2 op(s) cannot be exported" in message
+    assert "op #1 (dropout): training-mode dropout" in message
+    assert "op #2 (pool2d): X must have a known height and width" in message
+
+
+def test_parameters_become_initializers_and_missing_ones_inputs():
+    export_onnx = _export()
+    ex, scope = trained_example("mlp", False)
+    model = export_onnx(ex.main, params={"w1": scope["w1"]}, fetch_list=[ex.loss])
+    assert [t.name for t in model.graph.initializer] == ["w1"]
+    assert sorted(i.name for i in model.graph.input) == ["w2", "x", "y"]
+    assert [o.name for o in model.graph.output] == [ex.loss.name]
+    assert model.opset_import[0].version == 17
+
+
+def test_only_the_ops_the_fetches_need_are_exported():
+    export_onnx = _export()
+    ex, scope = trained_example("mlp", True)
+    model = export_onnx(ex.main, params={k: scope[k] for k in scope}, fetch_list=["y_pred"], include_updates=False)
+    assert sorted(i.name for i in model.graph.input) == ["x"]  # the labels are not needed for a prediction
+    assert {n.op_type for n in model.graph.node} == {"MatMul", "Relu"}
+
+
+def test_bad_parameter_values_are_named():
+    export_onnx = _export()
+    from gradgen.framework.tools.onnx import OnnxExportError
+
+    ex, _ = trained_example("mlp", False)
+    with pytest.raises(OnnxExportError, match=r"param 'w1' is float32\[3\]"):
+        export_onnx(ex.main, params={"w1": np.zeros(3, np.float32)}, fetch_list=[ex.loss])
+
+
+def test_cli_exports_a_program_file(tmp_path, capsys):
+    require("onnx")
+    import onnx
+
+    from gradgen.framework.io import save_params
+    from gradgen.framework.tools.cli import main as cli
+
+    ex, scope = trained_example("mlp", True)
+    ex.main.save(tmp_path / "main.json")
+    save_params(tmp_path / "params.npz", ex.main, scope)
+    out = tmp_path / "model.onnx"
+    assert cli(["export-onnx", str(tmp_path / "main.json"), "--params", str(tmp_path / "params.npz"),
+                "--fetch", "loss", "-o", str(out)]) == 0
+    assert "opset 17" in capsys.readouterr().out
+    model = onnx.load(str(out))
+    got = run_ort(model, ex.feed)
+    (loss,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got["loss"], loss, "loss")
+    assert_close(got["w1@NEW"], scope["w1"], "w1")
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_unknown_dims_stay_unknown_so_any_batch_runs(batch):
+    export_onnx = _export()
+    ex, scope = trained_example("cnn", True)
+    model = export_onnx(ex.main, params={k: np.array(scope[k]) for k in scope}, fetch_list=[ex.loss])
+    image = model.graph.input[0]
+    assert image.name == "image" and not image.type.tensor_type.shape.dim[0].HasField("dim_value")
+    feed = {k: v[:batch] for k, v in ex.feed.items()}
+    got = run_ort(model, feed)
+    (loss,) = Executor().run(ex.main, feed=feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got["loss"], loss, "loss")
+    assert_close(got["conv.w@NEW"], scope["conv.w"], "conv.w")

@@ -1,0 +1,100 @@
+"""gradgen -> ONNX -> gradgen: the imported program computes what the original computes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, append_backward
+from gradgen.framework.tools.examples import EXAMPLES
+from gradgen.program import program_guard
+from tests.onnx.runtime import assert_close, require
+from tests.onnx.test_export_programs import trained_example
+
+ROUND_TRIPS = [(name, train) for name in sorted(EXAMPLES) for train in (False, True)]
+
+
+def _tools():
+    require("onnx")
+    from gradgen.framework import export_onnx, import_onnx
+
+    return export_onnx, import_onnx
+
+
+def _scope(params) -> Scope:
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    return scope
+
+
+@pytest.mark.parametrize("name,train", ROUND_TRIPS,
+                         ids=[f"{n}-{'training' if t else 'inference'}" for n, t in ROUND_TRIPS])
+def test_examples_survive_a_round_trip(name, train):
+    export_onnx, import_onnx = _tools()
+    ex, scope = trained_example(name, train)
+    model = export_onnx(ex.main, params={k: np.array(scope[k]) for k in scope}, fetch_list=[ex.loss])
+    program, params, outputs = import_onnx(model)
+    names = list(outputs)
+    got = Executor().run(program, feed=ex.feed, fetch_list=[outputs[n] for n in names], scope=_scope(params))
+    (loss,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+    assert names[0] == ex.loss.name
+    assert_close(got[0], loss, "loss")
+    assert len(names) > 1 if train else len(names) == 1
+    for n, value in zip(names[1:], got[1:]):  # the updated parameters and optimizer state
+        assert_close(value, scope[n[:-4]], n)
+
+
+def test_an_imported_model_can_be_fine_tuned():
+    export_onnx, import_onnx = _tools()
+    ex, scope = trained_example("mlp", False)
+    model = export_onnx(ex.main, params={k: np.array(scope[k]) for k in scope}, fetch_list=[ex.loss])
+    program, params, outputs = import_onnx(model)
+    block = program.global_block()
+    assert sorted(v.name for v in block.all_parameters()) == ["w1", "w2"]
+    assert all(block.var(n).trainable and block.var(n).persistable for n in ("w1", "w2"))
+    loss = block.var(outputs[ex.loss.name])
+    with program_guard(program):
+        grads = append_backward(loss)
+    fetched = Executor().run(program, feed=ex.feed, fetch_list=[g for _, g in grads], scope=_scope(params))
+    with program_guard(ex.main, ex.startup):
+        want_grads = append_backward(ex.loss)
+    want = Executor().run(ex.main, feed=ex.feed, fetch_list=[g for _, g in want_grads], scope=scope)
+    for g, w in zip(fetched, want):
+        assert_close(g, w, "gradient")
+
+
+def test_unsupported_nodes_are_listed_in_one_error():
+    require("onnx")
+    from onnx import TensorProto, helper
+
+    from gradgen.framework import import_onnx
+    from gradgen.framework.tools.onnx import OnnxImportError
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"), helper.make_node("Celu", ["a"], ["b"], name="c1"),
+             helper.make_node("HardSwish", ["b"], ["y"], name="h1")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "2 node(s) cannot be imported" in message
+    assert "node #1 'c1' (Celu)" in message and "node #2 'h1' (HardSwish)" in message
+
+
+def test_cli_imports_a_model(tmp_path, capsys):
+    export_onnx, _ = _tools()
+    from gradgen.framework.io import load_params
+    from gradgen.framework.tools.cli import main as cli
+    from gradgen.program import Program
+
+    ex, scope = trained_example("mlp", False)
+    export_onnx(ex.main, tmp_path / "m.onnx", params={k: np.array(scope[k]) for k in scope}, fetch_list=[ex.loss])
+    assert cli(["import-onnx", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "p.json")]) == 0
+    assert "p.params.npz (2 parameters)" in capsys.readouterr().out
+    program = Program.load(tmp_path / "p.json")
+    loaded = Scope()
+    load_params(tmp_path / "p.params.npz", program, loaded)
+    (got,) = Executor().run(program, feed=ex.feed, fetch_list=["loss"], scope=loaded)
+    (want,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got, want, "loss")
