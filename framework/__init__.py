@@ -18,6 +18,7 @@ _PUBLIC = {
     "append_backward": ".passes.backward",
     "gradients": ".passes.backward",
     "Executor": ".runtime.executor",
+    "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",
     "ExecutionError": ".errors",

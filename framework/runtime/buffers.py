@@ -2,7 +2,7 @@
 
 Allocating a fresh array per op costs page faults and allocator churn on big
 arrays (a 64 MiB gradient is faulted in anew each step). So at plan time each
-output of an op with an *into* kernel (``kernels.INTO``) gets a **slot**: a
+output of a kernel that takes ``out`` (``kernels.signature``) gets a **slot**: a
 plan-owned array reused by every var the slot serves. Vars share a slot when
 their lifetimes in the scheduled order do not overlap and their declared type
 is the same; slots live across runs.
@@ -63,26 +63,27 @@ def _worth_a_slot(var) -> bool:
     return size >= _SMALL
 
 
-def _updates_in_place(block, op, writers: Mapping[str, int]) -> bool:
-    """An op whose outputs are all persistable, each also one of its inputs and written by no other op
+def _updates_in_place(block, unit, writers: Mapping[str, int]) -> bool:
+    """A unit whose outputs are all persistable, each also one of its inputs and written by no other unit
     (an optimizer update: the parameter, and the optimizer's state for momentum or adam)."""
-    ins = op.input_arg_names
-    return all(block.var(n).persistable and n in ins and writers.get(n) == 1 for n in op.output_arg_names)
+    return all(block.var(n).persistable and n in unit.ins and writers.get(n) == 1 for n in unit.outs)
 
 
-def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int, Sequence[str]],
+def assign_slots(block, units: Sequence, writes_into: set[int], dying: Mapping[int, Sequence[str]],
                  keep: set) -> tuple[dict[int, Any], dict[str, int], int]:
-    """Slots for the scheduled ``ops``: (position -> slot, updated persistable var -> slot, slot count).
+    """Slots for the ``units`` in run order: (position -> slot, updated persistable var -> slot, slot count).
 
-    An in-place update with several outputs gets a tuple of slots, one per output.
+    A unit is anything with ``ins`` and ``outs`` (var names): an op, or a fused
+    group of them (``plan_data.Unit``). An in-place update with several
+    outputs gets a tuple of slots, one per output.
 
-    ``writes_into`` are the positions whose op has an into kernel;
+    ``writes_into`` are the positions whose kernel takes ``out``;
     ``dying[p]`` the vars that die right after position p; ``keep`` the
     fetched vars, which never get a slot (the caller owns what it fetches).
     """
     writers: dict[str, int] = {}
-    for op in ops:
-        for name in op.output_arg_names:
+    for unit in units:
+        for name in unit.outs:
             writers[name] = writers.get(name, 0) + 1
     by_step: dict[int, int] = {}
     swaps: dict[str, int] = {}
@@ -90,9 +91,9 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     slot_key: dict[str, tuple] = {}
     slot_of: dict[str, int] = {}
     count = 0
-    for at, op in enumerate(ops):
-        outs = op.output_arg_names
-        if at in writes_into and _updates_in_place(block, op, writers):
+    for at, unit in enumerate(units):
+        outs = unit.outs
+        if at in writes_into and _updates_in_place(block, unit, writers):
             ks = tuple(range(count, count + len(outs)))
             swaps.update(zip(outs, ks))
             by_step[at] = ks[0] if len(ks) == 1 else ks
@@ -112,33 +113,33 @@ def assign_slots(block, ops: Sequence, writes_into: set[int], dying: Mapping[int
     return by_step, swaps, count
 
 
-def slotted(into: Callable[..., Any], slots: list, k: int | tuple[int, ...]) -> Callable[..., Any]:
-    """A step function running ``into`` with slot k's array as its buffer when nothing else holds it.
+def slotted(fn: Callable[..., Any], slots: list, k: int | tuple[int, ...]) -> Callable[..., Any]:
+    """A step function running kernel ``fn`` with slot k's array as its ``out`` when nothing else holds it.
 
-    With a tuple of slots, ``into`` gets a tuple of buffers and returns a tuple of results.
+    With a tuple of slots, ``fn`` gets a tuple of buffers and returns a tuple of results.
     """
     if isinstance(k, tuple):
-        return _slotted_many(into, slots, k)
+        return _slotted_many(fn, slots, k)
 
     def run(*args):
         buf = slots[k]
         # References: slots[k], buf, getrefcount's argument. Any more and someone can still see it.
         if buf is not None and sys.getrefcount(buf) > 3:
             buf = None
-        slots[k] = result = into(*args, buf)
+        slots[k] = result = fn(*args, out=buf)
         return result
 
     return run
 
 
-def _slotted_many(into: Callable[..., Any], slots: list, ks: tuple[int, ...]) -> Callable[..., Any]:
+def _slotted_many(fn: Callable[..., Any], slots: list, ks: tuple[int, ...]) -> Callable[..., Any]:
     def run(*args):
         bufs = []
         for k in ks:
             buf = slots[k]
             # References: slots[k], buf, getrefcount's argument, as in ``slotted``.
             bufs.append(buf if buf is not None and sys.getrefcount(buf) <= 3 else None)
-        results = into(*args, tuple(bufs))
+        results = fn(*args, out=tuple(bufs))
         for k, r in zip(ks, results):
             slots[k] = r
         return results

@@ -13,18 +13,23 @@ persistable vars the run changed into the scope.
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from gradgen.program.describe import describe_var, op_location
+from gradgen.program.describe import describe_var
 from gradgen.program.guard import default_main_program
-from gradgen.program.shapes import format_shape
 
-from ..errors import ExecutionError, FeedError, NanInfError
-from .plan import Plan, build_plan, conforms, describe_inputs, kernel_error, run_plan
+from ..errors import ExecutionError, FeedError
+from .checks import declared_type, finite
+from .conformance import as_declared, conforms
+from .plan import build_plan
+from .plan_data import Plan, PlanOptions
+from .run import run_plan
 from .scope import Scope, global_scope
-from .subblock import checked_runner
+
+__all__ = ["Executor"]
 
 
 def _fetch_name(item) -> str:
@@ -36,44 +41,37 @@ def _fetch_name(item) -> str:
     return name
 
 
-def _shape_matches(declared: Sequence[int], actual: Sequence[int]) -> bool:
-    return len(declared) == len(actual) and all(d == -1 or d == a for d, a in zip(declared, actual))
-
-
-def _check_value(block, name: str, value, what: str, error: type) -> np.ndarray:
-    """``value`` as an array of var ``name``'s declared dtype and shape, or ``error``."""
-    var = block.find_var(name)
-    if not isinstance(value, (np.ndarray, np.generic)):
-        # Python numbers and lists carry no dtype of their own: give them the declared one.
-        try:
-            value = np.asarray(value, dtype=var.dtype)
-        except (TypeError, ValueError) as e:
-            raise error(f"{what} '{name}' cannot be turned into a {var.dtype} array: {e}") from None
-    value = np.asarray(value)
-    if value.dtype != np.dtype(var.dtype):
-        raise error(f"{what} '{name}' has dtype {value.dtype}, but {describe_var(block, name)} is declared; "
-                    f"convert it with .astype('{var.dtype}')")
-    if not _shape_matches(var.shape, value.shape):
-        raise error(f"{what} '{name}' has shape {format_shape(value.shape)}, but {describe_var(block, name)} "
-                    "is declared (-1 matches any size)")
-    return value
-
-
 class Executor:
-    """Runs programs on numpy. Plans are cached per program, version, feed names and fetch names.
+    """Runs programs on numpy. Plans are cached per program, version, feed names, fetch names and options.
 
     ``check_nan_inf`` makes every run check each op's float outputs and stop
     with a NanInfError at the first op that makes a NaN or Inf.
     ``check_types`` checks that every kernel returned the dtype and shape its
     var declares (-1 matches any size): a debugging aid and a test harness.
-    ``plans_built`` counts compilations (a test uses it to see plans reused).
+    Both are checks a plan runs (``PlanOptions.checks``), inside sub-blocks too.
+    ``options`` says how plans are compiled (``PlanOptions``: the schedule,
+    buffers, fusion, the kernel table). ``plans_built`` counts compilations
+    (a test uses it to see plans reused).
     """
 
-    def __init__(self, check_nan_inf: bool = False, check_types: bool = False):
+    def __init__(self, check_nan_inf: bool = False, check_types: bool = False, options: PlanOptions | None = None):
         self.check_nan_inf = check_nan_inf
         self.check_types = check_types
+        self.options = PlanOptions() if options is None else options
         self.plans_built = 0
         self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._with_checks: dict[tuple, PlanOptions] = {}
+
+    def plan_options(self) -> PlanOptions:
+        """``options`` plus the checks ``check_types`` and ``check_nan_inf`` ask for (the same object every
+        time for the same settings, so that it keys the plan cache)."""
+        key = (self.options, self.check_types, self.check_nan_inf)
+        found = self._with_checks.get(key)
+        if found is None:
+            wanted = [c for c, on in ((declared_type, self.check_types), (finite, self.check_nan_inf)) if on]
+            checks = self.options.checks + tuple(c for c in wanted if c not in self.options.checks)
+            found = self._with_checks[key] = replace(self.options, checks=checks) if wanted else self.options
+        return found
 
     # -- planning ---------------------------------------------------------------
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
@@ -82,10 +80,11 @@ class Executor:
         if per_program is None or per_program.get("version") != program.version:
             per_program = {"version": program.version}
             self._plans[program] = per_program
-        key = (tuple(sorted(feed_names)), tuple(fetch_names))
+        options = self.plan_options()
+        key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
         plan = per_program.get(key)
         if plan is None:
-            plan = build_plan(program.global_block(), key[0], key[1])
+            plan = build_plan(program.global_block(), key[0], key[1], options)
             per_program[key] = plan
             self.plans_built += 1
         return plan
@@ -104,10 +103,7 @@ class Executor:
         fetch_names = [_fetch_name(f) for f in (fetch_list or ())]
         plan = self.plan_for(program, list(feed), fetch_names)
         env = self._initial_env(plan, feed, scope)
-        if self.check_nan_inf or self.check_types:
-            self._run_checked(plan, env)
-        else:
-            run_plan(plan, env)
+        run_plan(plan, env)
         replaced = self._commit(plan, env, feed, scope)
         fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
         env.clear()
@@ -124,7 +120,7 @@ class Executor:
         for name in feed:  # every feed is checked, even one no op reads
             value = feed[name]
             if not conforms(value, declared[name]):  # the slow path converts or explains
-                value = _check_value(block, name, value, "feed", FeedError)
+                value = as_declared(block, name, value, "feed", FeedError)
             if name in plan.feeds:
                 env[name] = value
         for name in plan.from_scope:
@@ -134,7 +130,7 @@ class Executor:
                 raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
                                      "scope (run the startup program first, or scope.set it)")
             value = scope[name]
-            env[name] = value if conforms(value, declared[name]) else _check_value(
+            env[name] = value if conforms(value, declared[name]) else as_declared(
                 block, name, value, "scope value", ExecutionError)
         return env
 
@@ -167,42 +163,3 @@ class Executor:
         if plan.block.find_var(name).persistable:
             return np.array(value)
         return np.asarray(value)
-
-    def _run_checked(self, plan: Plan, env: dict) -> None:
-        """The hot loop plus a NaN/Inf check of every float output."""
-        token = checked_runner.set(self._run_checked)  # control-flow kernels check their sub-blocks too
-        try:
-            self._run_checked_steps(plan, env)
-        finally:
-            checked_runner.reset(token)
-
-    def _run_checked_steps(self, plan: Plan, env: dict) -> None:
-        block = plan.block
-        for i, step in enumerate(plan.steps):
-            op = block.ops[step.index]
-            try:
-                result = step.fn(*[env[n] for n in step.ins])
-            except NanInfError as e:  # from inside a sub-block: keep its type, add where it ran
-                raise NanInfError(f"{e} (inside {op_location(block, step.index, op.type, op.callsite)})") from e
-            except Exception as e:
-                raise kernel_error(plan, i, env, e) from e
-            values = (result,) if step.out is not None else tuple(result)
-            if len(values) != len(step.outs):
-                raise kernel_error(plan, i, env, ValueError(
-                    f"the kernel returned {len(values)} outputs for {len(step.outs)} output vars"))
-            for n, v in zip(step.outs, values):
-                v = np.asarray(v)
-                if self.check_types:
-                    var = block.var(n)
-                    if v.dtype.name != var.dtype or not _shape_matches(var.shape, v.shape):
-                        raise ExecutionError(f"{op_location(block, step.index, op.type, op.callsite)}: its kernel "
-                                             f"returned {v.dtype.name}{format_shape(v.shape)} for output {n}, declared "
-                                             f"{var.type_str()}")
-                if self.check_nan_inf and v.dtype.kind in "fc" and not np.isfinite(v).all():
-                    bad = "NaN" if np.isnan(v).any() else "Inf"
-                    raise NanInfError(f"{op_location(block, step.index, op.type, op.callsite)} produced {bad} in "
-                                      f"output {n} ({v.dtype}{format_shape(v.shape)}); inputs: "
-                                      f"{describe_inputs(block, op, env)}")
-                env[n] = v
-            for n in step.dead:
-                del env[n]

@@ -8,6 +8,10 @@ the pair is one BLAS call: copy w into the update's buffer, then
 two-step form only by where ``lr`` multiplies in (``-lr * sum`` accumulated
 onto w instead of ``w - lr * sum``), well inside float tolerance.
 Only with ``runtime.blas.gemm`` (numpy's own BLAS) available.
+
+A fusion is a rewrite of the plan's list of units (``plan_data.Unit``): a
+fused unit runs several ops with a kernel of its own, under the last op's
+index, and the vars only those ops shared never exist.
 """
 from __future__ import annotations
 
@@ -16,40 +20,60 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .blas import gemm
+from .kernels import fits
+from .plan_data import Unit
+
+__all__ = ["fuse_gemm_updates", "sgd_gemm"]
 
 
-def gemm_update_pairs(block, ops: Sequence, keep: set, readers: Mapping[str, int]) -> dict[int, int]:
-    """Positions in the scheduled ``ops`` of fusable (product, update) pairs: update position -> product position.
+def _fusable(block, prod, upd, keep: set, readers: Mapping[str, int]) -> bool:
+    """True when op ``prod`` is a 2-D float product whose one output only op ``upd``, a plain SGD, reads."""
+    if prod.type != "matmul" or upd.type != "sgd" or len(prod.output_arg_names) != 1:
+        return False
+    g = prod.output_arg_names[0]
+    param = upd.input("Param")[0]
+    if upd.input("Grad") != [g] or upd.output("ParamOut") != [param] or g in keep or readers.get(g) != 1:
+        return False
+    types = [block.var(n) for n in (prod.input("X")[0], prod.input("Y")[0], g, param)]
+    return not block.var(g).persistable and all(
+        len(t.shape) == 2 and t.dtype in ("float32", "float64") and t.dtype == types[0].dtype for t in types)
 
-    ``readers[name]`` counts the ops that read ``name``; ``keep`` are fetched vars.
+
+def fuse_gemm_updates(block, units: Sequence[Unit], keep: set,
+                      blas: Callable[..., np.ndarray] | None = gemm) -> list[Unit]:
+    """``units`` with every product unit followed by the SGD unit fusable with it replaced by one fused unit.
+
+    ``keep`` are the fetched vars (a fetched gradient must exist, so it is not fused away); ``blas`` is the
+    GEMM to fuse with (``blas.gemm``; None where numpy's BLAS is not reachable: then nothing is fused).
     """
-    if gemm is None:
-        return {}
-    pairs = {}
-    for p in range(len(ops) - 1):
-        prod, upd = ops[p], ops[p + 1]
-        if prod.type != "matmul" or upd.type != "sgd" or len(prod.output_arg_names) != 1:
-            continue
-        g = prod.output_arg_names[0]
-        param = upd.input("Param")[0]
-        if upd.input("Grad") != [g] or upd.output("ParamOut") != [param] or g in keep or readers.get(g) != 1:
-            continue
-        types = [block.var(n) for n in (prod.input("X")[0], prod.input("Y")[0], g, param)]
-        if any(len(t.shape) != 2 or t.dtype not in ("float32", "float64") or t.dtype != types[0].dtype
-               for t in types) or block.var(g).persistable:
-            continue
-        pairs[p + 1] = p
-    return pairs
+    if blas is None:
+        return list(units)
+    readers: dict[str, int] = {}
+    for op in block.ops:
+        for name in op.input_arg_names:
+            readers[name] = readers.get(name, 0) + 1
+    fused: list[Unit] = []
+    for unit in units:
+        last = fused[-1] if fused else None
+        if (last is not None and len(last.ops) == len(unit.ops) == 1
+                and _fusable(block, block.ops[last.index], block.ops[unit.index], keep, readers)):
+            prod, upd = block.ops[last.index], block.ops[unit.index]
+            ins = (prod.input("X")[0], prod.input("Y")[0], upd.input("Param")[0], upd.input("LearningRate")[0])
+            fused[-1] = Unit(index=unit.index, ops=last.ops + unit.ops, ins=ins, outs=unit.outs,
+                             kernel=sgd_gemm(prod, blas))
+        else:
+            fused.append(unit)
+    return fused
 
 
-def sgd_gemm(prod) -> Callable[..., Any]:
-    """The fused step: takes (X, Y, param, lr, buf), returns the updated param in ``buf`` (or a fresh array)."""
+def sgd_gemm(prod, blas: Callable[..., np.ndarray]) -> Callable[..., Any]:
+    """The fused kernel: ``fn(X, Y, param, lr, *, out=None)`` returns the updated param, in ``out`` if it fits."""
     tx, ty = prod.attr("transpose_x"), prod.attr("transpose_y")
 
-    def run(x, y, param, lr, buf):
-        if buf is None or buf.shape != param.shape or buf.dtype != param.dtype:
-            buf = np.empty(param.shape, param.dtype)
-        np.copyto(buf, param)
-        return gemm(tx, ty, -float(lr.reshape(())), x, y, 1.0, buf)
+    def run(x, y, param, lr, *, out=None):
+        if not fits(out, param):
+            out = np.empty(param.shape, param.dtype)
+        np.copyto(out, param)
+        return blas(tx, ty, -float(lr.reshape(())), x, y, 1.0, out)
 
     return run

@@ -1,141 +1,38 @@
 """Compiling one block into a ``Plan``: kernels built, names resolved, lifetimes decided.
 
-A plan is plain data the executor's hot loop walks without thinking:
-one ``Step`` tuple per op, holding the kernel function (already built by its
-factory from the op's attrs), the input names, the output name(s) and the
-names of the vars that die right after the step. Planning also decides,
-before any op runs, which vars a run needs from outside (feeds and
-persistable vars from the scope) and fails clearly when one cannot come
-from anywhere.
+A plan is plain data the run loop walks without thinking (``plan_data``):
+one ``Step`` per unit of work (an op, or a fused group of ops), holding the
+kernel function (already built by its factory from the op's attrs, wrapped
+to write into its plan buffer and to run the checks when there are any),
+the input names, the output name(s) and the names of the vars that die
+right after the step. Planning also decides, before any op runs, which vars
+a run needs from outside (feeds and persistable vars from the scope) and
+fails clearly when one cannot come from anywhere.
+
+The stages, each switchable with ``PlanOptions``: the run order
+(``schedule``), fusion (``fusion``), kernels (sub-blocks compiled first and
+handed to their op's factory), liveness, buffers (``buffers``), checks
+(``checks``).
 """
 from __future__ import annotations
 
 from functools import partial
 from operator import itemgetter
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
-
-import numpy as np
+from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.describe import describe_var, op_location
-from gradgen.program.shapes import format_shape
 
-from .buffers import Buffers, assign_slots, slotted
 from ..errors import ExecutionError, FeedError
-from .fusion import gemm_update_pairs, sgd_gemm
-from .kernels import INTO, KERNELS
+from .buffers import Buffers, assign_slots, slotted
+from .checks import checked
+from .conformance import declared
+from .fusion import fuse_gemm_updates
+from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
+from .plan_data import Plan, PlanOptions, Step, Unit
+from .run import run_block
 from .schedule import schedule
 
-
-class Step(NamedTuple):
-    """What the hot loop needs for one op.
-
-    ``get(env)`` returns the input arrays (the one array when ``nargs`` is 1,
-    a tuple when it is more); ``out`` is the output name when there is
-    exactly one, else None and ``outs`` names them; ``dead`` are the vars to
-    drop right after the step.
-    """
-
-    fn: Callable[..., Any]
-    get: Callable[[dict], Any] | None
-    nargs: int
-    out: str | None
-    outs: tuple[str, ...]
-    dead: tuple[str, ...]
-    ins: tuple[str, ...]
-    index: int
-    """The op's index in its block (steps run in ``schedule`` order, not always block order)."""
-
-
-class Plan(NamedTuple):
-    """A compiled block. ``steps`` run in ``schedule`` order; ``steps[i].index`` is the op's index in the block."""
-
-    block: Any
-    steps: tuple[Step, ...]
-    feeds: tuple[str, ...]
-    """Feed names the run keeps (fed vars no op reads and nobody fetches are dropped)."""
-    from_scope: tuple[str, ...]
-    """Persistable vars read before any op writes them: loaded from the scope at run start."""
-    commits: tuple[str, ...]
-    """Persistable vars some op writes: copied into the scope only when the whole run succeeded."""
-    fetches: tuple[str, ...]
-    buffers: Buffers
-    """Arrays the plan owns and reuses across runs (intermediates' slots, spare parameter buffers)."""
-    declared: dict[str, tuple]
-    """Feeds and scope values the run checks: name -> (numpy dtype, rank, ((axis, size) of each known dim))."""
-
-
-def run_plan(plan: Plan, env: dict) -> None:
-    """Run ``plan``'s steps on ``env`` (name -> array), which holds the feeds and scope values it needs.
-
-    Outputs are stored in ``env`` and intermediates are deleted after their
-    last use. A failing kernel raises an ExecutionError that names the op,
-    its callsite and its inputs' run-time types.
-    """
-    i = 0
-    try:
-        for i, (fn, get, nargs, out, outs, dead, _, _) in enumerate(plan.steps):
-            if nargs == 1:
-                result = fn(get(env))
-            elif nargs:
-                result = fn(*get(env))
-            else:
-                result = fn()
-            if out is not None:
-                env[out] = result
-            else:
-                if len(result) != len(outs):
-                    raise ValueError(f"the kernel returned {len(result)} outputs for {len(outs)} output vars")
-                for n, v in zip(outs, result):
-                    env[n] = v
-            for n in dead:
-                del env[n]
-    except Exception as e:
-        raise kernel_error(plan, i, env, e) from e
-
-
-def describe_inputs(block, op, env: Mapping[str, Any]) -> str:
-    """``X=x: float64[64, 1000], Y=w: <released>``: an op's inputs as they are in ``env``."""
-    parts = []
-    for slot, names in op.inputs.items():
-        for n in names:
-            v = env.get(n)
-            got = f"{np.asarray(v).dtype}{format_shape(np.shape(v))}" if v is not None else "<released>"
-            parts.append(f"{slot}={n}: {got}")
-    return ", ".join(parts) or "no inputs"
-
-
-def kernel_error(plan: Plan, position: int, env: Mapping[str, Any], e: Exception) -> ExecutionError:
-    """The error for a kernel that raised ``e`` at step ``position`` of ``plan``."""
-    block = plan.block
-    index = plan.steps[position].index
-    op = block.ops[index]
-    return ExecutionError(f"{op_location(block, index, op.type, op.callsite)} failed: {type(e).__name__}: {e}; "
-                          f"inputs: {describe_inputs(block, op, env)}")
-
-
-def build_kernel(block, index: int, op) -> Callable[..., Any]:
-    """The op's kernel function, built by its factory; an ExecutionError if there is none or it refuses."""
-    factory = KERNELS.get(op.type)
-    where = op_location(block, index, op.type, op.callsite)
-    if factory is None:
-        raise ExecutionError(f"{where}: no kernel is registered for op type '{op.type}'")
-    try:
-        return factory(op)
-    except Exception as e:  # a factory rejecting attrs: report it where the op is
-        raise ExecutionError(f"{where}: cannot build its kernel: {type(e).__name__}: {e}") from e
-
-
-def _unbuffered(into: Callable[..., Any], *args) -> Any:
-    return into(*args, None)
-
-
-def _into_kernel(op) -> Callable[..., Any] | None:
-    """The op's kernel that writes into a given buffer, or None (no such kernel, or it declines these attrs/types)."""
-    factory = INTO.get(op.type)
-    try:
-        return factory(op) if factory is not None else None
-    except Exception:  # the plain kernel's factory reports the problem
-        return None
+__all__ = ["PlanOptions", "build_kernel", "build_plan"]
 
 
 def _is_persistable(block, name: str) -> bool:
@@ -150,94 +47,72 @@ def _missing_input(block, index: int, op, name: str, feeds: Sequence[str]) -> Fe
                      f"nor made by an earlier op (fed: {fed})")
 
 
-def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
-    """Compile ``block`` for a run fed ``feed_names`` and fetching ``fetch_names``.
-
-    Raises FeedError when a feed names no var or an op input cannot come from
-    anywhere, and ExecutionError when a fetched var is never available or an
-    op type has no kernel.
-    """
+def _sources(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the feeds a run keeps, the persistable vars it reads from the scope), or the error saying what is missing."""
     for name in feed_names:
         if block.find_var(name) is None:
             raise FeedError(f"block {block.idx}: feed '{name}' names no var of the program")
     fed = set(feed_names)
     produced: set[str] = set()
-    needed_from_scope: dict[str, None] = {}
-    needed_feeds: dict[str, None] = {}
-    ops = block.ops
-    for i, op in enumerate(ops):
+    from_scope: dict[str, None] = {}
+    feeds: dict[str, None] = {}
+    for i, op in enumerate(block.ops):
         for name in op.input_arg_names:
             if name not in produced:
                 if name in fed:
-                    needed_feeds[name] = None
+                    feeds[name] = None
                 elif _is_persistable(block, name):
-                    needed_from_scope[name] = None
+                    from_scope[name] = None
                 else:
                     raise _missing_input(block, i, op, name, feed_names)
-        for name in op.output_arg_names:
-            produced.add(name)
+        produced.update(op.output_arg_names)
     for name in fetch_names:
         if block.find_var(name) is None:
             raise ExecutionError(f"block {block.idx}: fetch '{name}' names no var of the program")
         if name in produced:
             continue
         if name in fed:
-            needed_feeds[name] = None
+            feeds[name] = None
         elif _is_persistable(block, name):
-            needed_from_scope[name] = None
+            from_scope[name] = None
         else:
             raise ExecutionError(f"block {block.idx}: cannot fetch {describe_var(block, name)}: no op makes it, "
                                  "it is not fed, and it is not persistable")
-
-    keep = set(fetch_names)
-    units = _units(block, ops, schedule(ops), keep)
-    dying = _dying(block, units, keep)
-    scheduled = [ops[i] for i, *_ in units]
-    intos = {at: unit[3] for at, unit in enumerate(units) if unit[3] is not None}
-    by_step, swaps, count = assign_slots(block, scheduled, set(intos), dying, keep)
-    buffers = Buffers([None] * count, swaps, by_step)
-    steps = []
-    for at, (i, ins, outs, _) in enumerate(units):
-        fn = build_kernel(block, i, ops[i])
-        if at in by_step:
-            fn = slotted(intos[at], buffers.slots, by_step[at])
-        elif len(ins) != len(ops[i].input_arg_names):  # a fused step without a buffer of its own
-            fn = partial(_unbuffered, intos[at])
-        steps.append(Step(fn, itemgetter(*ins) if ins else None, len(ins), outs[0] if len(outs) == 1 else None,
-                          outs, tuple(dying.get(at, ())), ins, i))
-    commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
-    declared = {n: _declared(block.var(n)) for n in (*feed_names, *needed_from_scope)}
-    return Plan(block, tuple(steps), tuple(needed_feeds), tuple(needed_from_scope), commits, tuple(fetch_names),
-                buffers, declared)
+    return list(feeds), list(from_scope)
 
 
-def _units(block, ops, order: Sequence[int], keep: set) -> list[tuple]:
-    """The steps to run, in ``order``: (op index, input names, output names, into kernel or None).
-
-    A weight-gradient product fused into the update after it becomes one unit, under the update's index.
-    """
-    readers: dict[str, int] = {}
-    for op in ops:
-        for name in op.input_arg_names:
-            readers[name] = readers.get(name, 0) + 1
-    fused = gemm_update_pairs(block, [ops[i] for i in order], keep, readers)
-    units = []
-    for at, i in enumerate(order):
-        op = ops[i]
-        if at in fused:
-            prod = ops[order[fused[at]]]
-            ins = (prod.input("X")[0], prod.input("Y")[0], op.input("Param")[0], op.input("LearningRate")[0])
-            units.append((i, ins, tuple(op.output_arg_names), sgd_gemm(prod)))
-        elif at + 1 not in fused:
-            units.append((i, tuple(op.input_arg_names), tuple(op.output_arg_names), _into_kernel(op)))
-    return units
+def build_kernel(block, index: int, op, kernels: Mapping[str, KernelFactory],
+                 blocks: Mapping[str, Callable[[dict], list]] | None = None) -> Callable[..., Any]:
+    """The op's kernel function, built by its factory (given ``blocks``, its sub-block runners, if it owns any);
+    an ExecutionError if there is no factory or it refuses."""
+    factory = kernels.get(op.type)
+    where = op_location(block, index, op.type, op.callsite)
+    if factory is None:
+        raise ExecutionError(f"{where}: no kernel is registered for op type '{op.type}'")
+    try:
+        return factory(op) if blocks is None else factory(op, blocks)
+    except Exception as e:  # a factory rejecting attrs: report it where the op is
+        raise ExecutionError(f"{where}: cannot build its kernel: {type(e).__name__}: {e}") from e
 
 
-def _dying(block, units: Sequence[tuple], keep: set) -> dict[int, list[str]]:
+def _subplans(block, index: int, op, options: PlanOptions) -> dict[str, Plan]:
+    """The compiled sub-blocks op ``index`` runs, by key, built with the same options (checks included)."""
+    plans = {}
+    for key, sub in SUBBLOCKS[op.type](op).items():
+        try:
+            plans[key] = build_plan(block.program.block(sub.block), list(dict.fromkeys(sub.feeds)), list(sub.fetches),
+                                    options)
+        except ExecutionError as e:
+            where = op_location(block, index, op.type, op.callsite)
+            raise ExecutionError(f"{where}: cannot build its kernel: its {key} block: {type(e).__name__}: {e}") from e
+    return plans
+
+
+def _dying(block, units: Sequence[Unit], keep: set) -> dict[int, list[str]]:
     """Position -> the vars last used there that are neither fetched nor persistable."""
     last_use: dict[str, int] = {}
-    for at, (_, ins, outs, _) in enumerate(units):
-        for name in ins + outs:
+    for at, unit in enumerate(units):
+        for name in unit.ins + unit.outs:
             last_use[name] = at
     dying: dict[int, list[str]] = {}
     for name, at in last_use.items():
@@ -246,17 +121,54 @@ def _dying(block, units: Sequence[tuple], keep: set) -> dict[int, list[str]]:
     return dying
 
 
-def _declared(var) -> tuple:
-    return np.dtype(var.dtype), len(var.shape), tuple((a, d) for a, d in enumerate(var.shape) if d != -1)
+def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
+               options: PlanOptions | None = None) -> Plan:
+    """Compile ``block`` for a run fed ``feed_names`` and fetching ``fetch_names``.
+
+    Raises FeedError when a feed names no var or an op input cannot come from
+    anywhere, and ExecutionError when a fetched var is never available, an
+    op type has no kernel, or a sub-block cannot be compiled.
+    """
+    options = PlanOptions() if options is None else options
+    feeds, from_scope = _sources(block, feed_names, fetch_names)
+    keep = set(fetch_names)
+    ops = block.ops
+    order = schedule(ops) if options.schedule else range(len(ops))
+    units = [Unit(index=i, ops=(i,), ins=tuple(ops[i].input_arg_names), outs=tuple(ops[i].output_arg_names))
+             for i in order]
+    if options.fuse:
+        units = fuse_gemm_updates(block, units, keep)
+    subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
+                if u.kernel is None and ops[u.index].type in SUBBLOCKS}
+    fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
+                                    _runners(subplans[u.index]) if u.index in subplans else None) for u in units]
+    dying = _dying(block, units, keep)
+    buffers = Buffers()
+    if options.buffers:
+        writes_into = {at for at, fn in enumerate(fns) if takes_out(fn)}
+        by_step, swaps, count = assign_slots(block, units, writes_into, dying, keep)
+        buffers = Buffers([None] * count, swaps, by_step)
+    steps = tuple(_step(block, at, unit, fn, buffers, tuple(dying.get(at, ())), options)
+                  for at, (unit, fn) in enumerate(zip(units, fns)))
+    commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
+    return Plan(block=block, steps=steps, feeds=tuple(feeds), from_scope=tuple(from_scope), commits=commits,
+                fetches=tuple(fetch_names), buffers=buffers,
+                declared={n: declared(block.var(n)) for n in (*feed_names, *from_scope)}, options=options,
+                subplans=subplans)
 
 
-def conforms(value: Any, declared: tuple) -> bool:
-    """True when ``value`` is an ndarray of exactly the declared dtype and shape (-1 matches any size)."""
-    dtype, rank, known = declared
-    if type(value) is not np.ndarray or value.dtype != dtype or value.ndim != rank:
-        return False
-    shape = value.shape
-    for a, d in known:
-        if shape[a] != d:
-            return False
-    return True
+def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:
+    """What a control-flow factory gets: per key, a function running that sub-plan on an env, returning its fetches."""
+    return {key: partial(run_block, plan) for key, plan in plans.items()}
+
+
+def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, dead: tuple[str, ...],
+          options: PlanOptions) -> Step:
+    k = buffers.by_step.get(at)
+    if k is not None:
+        fn = slotted(with_out(fn), buffers.slots, k)
+    if options.checks:
+        fn = checked(fn, block, unit.index, unit.ins, unit.outs, options.checks)
+    ins, outs = unit.ins, unit.outs
+    return Step(fn=fn, take=ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None, nargs=len(ins),
+                out=outs[0] if len(outs) == 1 else None, outs=outs, dead=dead, ins=ins, index=unit.index, ops=unit.ops)

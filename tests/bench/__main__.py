@@ -23,7 +23,8 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 5 if args.quick else 51
     print(f"heap kept warm for both sides (glibc mallopt): {cases.keep_heap_warm()}")
-    rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats)]
+    rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats),
+            cases.dispatch_overhead(repeats)]
     if not args.quick:
         rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000, 64000):  # 64k takes a few seconds since the pass is linear: quick runs keep it

@@ -7,7 +7,9 @@ import os
 import numpy as np
 
 from gradgen.framework.runtime.blas import gemm
-from gradgen.framework.runtime.plan import build_plan
+from gradgen.framework.runtime.fusion import fuse_gemm_updates
+from gradgen.framework.runtime.plan_data import Unit
+from gradgen.framework.runtime.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.framework import optimizer
 
@@ -18,15 +20,16 @@ def test_gemm_is_bound_exactly_when_numpy_bundles_its_openblas():
     assert (gemm is not None) == bool(bundled), (bundled, gemm)
 
 
-def test_without_the_library_the_plan_keeps_plain_products(monkeypatch):
-    import gradgen.framework.runtime.fusion as fusion
-
-    monkeypatch.setattr(fusion, "gemm", None, raising=False)
+def test_without_the_library_the_plan_keeps_plain_products():
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", [-1, 4], "float64")
         w = layers.create_parameter([4, 3], "float64", name="w")
         loss = layers.reduce_sum(layers.square(x @ w))
         optimizer.SGD(0.1).minimize(loss)
-    plan = build_plan(main.global_block(), ["x"], [loss.name])
-    assert len(plan.steps) == len(main.global_block().ops)
+    block = main.global_block()
+    units = [Unit(index=i, ops=(i,), ins=tuple(block.ops[i].input_arg_names), outs=tuple(block.ops[i].output_arg_names))
+             for i in schedule(block.ops)]
+    assert fuse_gemm_updates(block, units, {loss.name}, blas=None) == units
+    if gemm is not None:
+        assert len(fuse_gemm_updates(block, units, {loss.name})) == len(units) - 1

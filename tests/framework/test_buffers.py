@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, optimizer
-from gradgen.framework.runtime.kernels import KERNELS
-from gradgen.framework.runtime import plan as plan_module
 from gradgen.framework.runtime.blas import gemm
-from gradgen.framework.runtime.plan import build_plan, run_plan
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime.plan import build_plan
+from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.runtime.run import run_plan
 from gradgen.framework.runtime.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
@@ -55,10 +56,9 @@ def test_updates_run_right_after_their_gradient_is_complete():
 @pytest.mark.parametrize("make_opt", [lambda: optimizer.SGD(0.01), lambda: optimizer.Momentum(0.01, 0.9),
                                       lambda: optimizer.Momentum(0.01, 0.9, use_nesterov=True),
                                       lambda: optimizer.Adam(0.01)])
-def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt, monkeypatch):
-    monkeypatch.setattr(plan_module, "gemm_update_pairs", lambda *a: {})  # fusion rounds differently: tested below
+def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt):
     main, startup, loss, feed = _mlp(dtype, make_opt())
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(options=PlanOptions(fuse=False)), Scope()  # fusion rounds differently: tested below
     exe.run(startup, scope=scope)
     env = {n: scope[n].copy() for n in scope}
     for _ in range(4):  # several runs: buffers and swapped parameters are reused from the second on
@@ -72,23 +72,23 @@ def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt, mo
 
 @pytest.mark.skipif(gemm is None, reason="numpy's bundled BLAS is not reachable here")
 @pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
-def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol, monkeypatch):
+def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol):
     main, startup, loss, feed = _mlp(dtype, d_in=40, h=30)
     plan = build_plan(main.global_block(), list(feed), [loss.name])
     ops = main.global_block().ops
     fused = [s for s in plan.steps if ops[s.index].type == "sgd" and len(s.ins) == 4]
     assert len(plan.steps) == len(ops) - 2 and len(fused) == 2  # both weight gradients are never materialised
     assert not {"w1@GRAD", "w2@GRAD"} & {n for s in plan.steps for n in s.outs}
+    assert all(len(s.ops) == 2 and ops[s.ops[0]].type == "matmul" and s.ops[1] == s.index for s in fused)
 
-    def train(executor_scope):
-        exe, scope = executor_scope
+    def train(exe):
+        scope = Scope()
         exe.run(startup, scope=scope)
         losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(4)]
         return losses, scope
 
-    fused_losses, fused_scope = train((Executor(), Scope()))
-    monkeypatch.setattr(plan_module, "gemm_update_pairs", lambda *a: {})
-    plain_losses, plain_scope = train((Executor(), Scope()))
+    fused_losses, fused_scope = train(Executor())
+    plain_losses, plain_scope = train(Executor(options=PlanOptions(fuse=False)))
     np.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
     for name in ("w1", "w2"):
         np.testing.assert_allclose(fused_scope[name], plain_scope[name], rtol=rtol, atol=rtol * 1e-2)

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, FeedError, NanInfError, Scope
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 
 
@@ -151,13 +153,11 @@ def test_check_nan_inf_reports_inf():
                                          scope=Scope())
 
 
-def test_op_type_without_kernel_is_reported_at_planning(monkeypatch):
-    from gradgen.framework.runtime import kernels
-
+def test_op_type_without_kernel_is_reported_at_planning():
     main, out = _matmul_program()
-    monkeypatch.delitem(kernels.KERNELS, "matmul")
+    options = PlanOptions(kernels={t: f for t, f in KERNELS.items() if t != "matmul"})
     with pytest.raises(ExecutionError, match=r"op #0 \(matmul\).*no kernel"):
-        Executor().run(main, feed={"x": np.ones((1, 3))}, fetch_list=[out], scope=_scope_with_w())
+        Executor(options=options).run(main, feed={"x": np.ones((1, 3))}, fetch_list=[out], scope=_scope_with_w())
 
 
 def test_run_time_shape_clash_inside_a_kernel_is_an_execution_error():
@@ -171,13 +171,11 @@ def test_run_time_shape_clash_inside_a_kernel_is_an_execution_error():
 
 
 @pytest.mark.parametrize("check_nan_inf", [False, True])
-def test_kernel_returning_too_few_outputs_is_reported(monkeypatch, check_nan_inf):
-    from gradgen.framework.runtime import kernels
-
+def test_kernel_returning_too_few_outputs_is_reported(check_nan_inf):
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", shape=[4], dtype="float64")
         main.global_block().append_op("split", {"X": [x]}, {"Out": ["p0", "p1"]}, {"axis": 0, "sections": [2, 2]})
-    monkeypatch.setitem(kernels.KERNELS, "split", lambda op: lambda v: (v[:2],))
+    options = PlanOptions(kernels={**KERNELS, "split": lambda op: lambda v: (v[:2],)})
     with pytest.raises(ExecutionError, match=r"op #0 \(split\).*returned 1 outputs for 2 output vars"):
-        Executor(check_nan_inf).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"], scope=Scope())
+        Executor(check_nan_inf, options=options).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"], scope=Scope())

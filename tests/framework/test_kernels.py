@@ -1,12 +1,14 @@
-"""Every op: a kernel exists, it agrees with numpy, and it keeps the dtype and shape promise."""
+"""Every op: a kernel exists, it agrees with numpy, it keeps the dtype and shape promise, and a kernel that takes
+``out`` computes exactly the same values with or without a buffer, writes only into one that fits, and never touches
+its inputs."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime.kernels import KERNELS, takes_out, with_out
 from tests.framework.op_cases import ALL_CASES
-from tests.framework.op_harness import check_type_promise, run_case
+from tests.framework.op_harness import Case, check_type_promise, one_op_program, run_case
 from gradgen.program import OP_SCHEMAS
 from gradgen.program import ops as program_ops
 
@@ -61,3 +63,131 @@ def test_op_matches_numpy_and_keeps_its_type_promise(case):
         for g, w in zip(got[slot], arrays):
             assert g.shape == np.shape(w), f"{case.op} {slot}: shape {g.shape}, numpy gives {np.shape(w)}"
             _close(g, w, g.dtype)
+
+
+# -- the optional output buffer ---------------------------------------------------------------------------------
+
+_rng = np.random.default_rng(0)
+
+
+def _randn(dtype, shape=(5, 3)):
+    return _rng.standard_normal(shape).astype(dtype)
+
+
+UPDATE_SHAPES = ((5, 3), (7,), ())
+SGD_CASES = [Case("sgd", {"Param": _randn(d, s), "Grad": _randn(d, s), "LearningRate": np.asarray([0.1], d)}, None)
+             for d in ("float32", "float64") for s in UPDATE_SHAPES]
+MOMENTUM_CASES = [Case("momentum", {"Param": _randn(d, s), "Grad": _randn(d, s), "Velocity": _randn(d, s),
+                                     "LearningRate": np.asarray([0.1], d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
+                       label=f"nesterov={n}")
+                  for d in ("float32", "float64") for n in (False, True) for s in UPDATE_SHAPES]
+ADAM_CASES = [Case("adam", {"Param": _randn(d, s), "Grad": _randn(d, s), "LearningRate": np.asarray([0.1], d),
+                            "Moment1": _randn(d, s), "Moment2": _rng.random(s).astype(d),
+                            "Beta1Pow": np.asarray([0.9], d), "Beta2Pow": np.asarray([0.999], d)}, None,
+                   attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}) for d in ("float32", "float64")
+              for s in UPDATE_SHAPES]
+MORE_CASES = [Case("scale", {"X": _randn(d)}, None, {"scale": s, "bias": b}, label=f"{s}x+{b}")
+              for d in ("float32", "float64") for s, b in ((1.0, 0.0), (3.0, 0.0), (1.0, 2.0))]
+_INTS = np.arange(12, dtype=np.int64).reshape(3, 4)
+EDGE_CASES = [  # zero-size and size-1 dims, and int arrays (whose results a float buffer never fits)
+    Case("matmul", {"X": _randn("float64", (3, 0)), "Y": _randn("float64", (0, 4))}, None, label="k=0"),
+    Case("matmul", {"X": _randn("float64", (0, 3)), "Y": _randn("float64", (3, 1))}, None, label="m=0"),
+    Case("sum", {"X": [_randn("float64", (0, 2)) for _ in range(3)]}, None),
+    Case("sgd", {"Param": _randn("float64", (0, 3)), "Grad": _randn("float64", (0, 3)),
+                 "LearningRate": np.asarray([0.1])}, None),
+    Case("tanh", {"X": _randn("float32", (0, 3))}, None),
+    Case("tanh_grad", {"Out": _randn("float64", (1, 1)), "Out@GRAD": _randn("float64", (1, 1))}, None),
+    Case("elementwise_add", {"X": _INTS, "Y": _INTS + 1}, None, label="int64"),
+    Case("elementwise_div", {"X": _INTS, "Y": _INTS + 1}, None, label="int64"),
+    Case("scale", {"X": _INTS}, None, {"scale": 2.0, "bias": 1.0}, label="int64")]
+CASES = ALL_CASES + SGD_CASES + MORE_CASES + EDGE_CASES
+MULTI_CASES = MOMENTUM_CASES + ADAM_CASES
+
+
+def _kernel(case):
+    """The case's op's kernel function, and its input arrays flat in the kernel's argument order."""
+    _, op, feed = one_op_program(case)
+    return KERNELS[op.type](op), [feed[n] for n in op.input_arg_names], op
+
+
+BUFFERED = [c for c in CASES if takes_out(_kernel(c)[0])]
+UNBUFFERED = [c for c in CASES if not takes_out(_kernel(c)[0])]
+
+
+def test_a_bare_ufunc_gets_a_buffer_only_when_it_is_like_every_input():
+    """A ufunc would broadcast into a bigger buffer: ``with_out`` (what the plan calls with a buffer) stops that."""
+    add = with_out(np.add)
+    x, y, big = np.ones(3), np.ones(3), np.zeros((2, 3))
+    assert add(x, y, out=big) is not big and (big == 0).all()
+    assert add(x, np.ones((2, 3)), out=big) is not big and (big == 0).all()  # broadcasting: allocates
+    assert add(x, y, out=np.zeros(3, np.float32)).dtype == np.float64  # another dtype: allocates
+    buf = np.zeros(3)
+    assert add(x, y, out=buf) is buf and (buf == 2).all()
+    ints = np.ones(3, np.int64)
+    quotient = with_out(np.divide)(ints, ints, out=np.zeros(3, np.int64))  # int / int is a float: allocates
+    assert quotient.dtype == np.float64
+    relu = KERNELS["relu"](None)
+    assert with_out(relu) is relu  # a Python kernel checks the fit itself
+
+
+def test_the_kernels_that_take_out_are_the_ones_expected():
+    """The big-array kernels take a buffer; a factory declines it only for attrs or ranks where it cannot help."""
+    assert {c.op for c in BUFFERED + MULTI_CASES} == {
+        "relu", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "reciprocal", "sign", "scale",
+        "relu_grad", "tanh_grad", "sigmoid_grad", "elementwise_add", "elementwise_sub", "elementwise_mul",
+        "elementwise_div", "elementwise_pow", "elementwise_max", "elementwise_min", "matmul", "sum", "sgd",
+        "momentum", "adam"}
+    declined = {(c.op, c.label or str(len(c.inputs.get("X", [])))) for c in UNBUFFERED if c.op in ("scale", "sum")}
+    assert declined == {("scale", "1.0x+0.0"), ("sum", "1")}  # the identities return their input: no buffer
+    assert all(np.ndim(c.inputs["X"]) == 2 and np.ndim(c.inputs["Y"]) == 2 for c in BUFFERED if c.op == "matmul")
+    assert any(c.op == "matmul" for c in UNBUFFERED)  # batched products always allocate
+
+
+@pytest.mark.parametrize("case", BUFFERED, ids=lambda c: c.id)
+def test_a_kernel_computes_the_same_with_a_buffer_and_writes_only_one_that_fits(case):
+    fn, args, op = _kernel(case)
+    fn = with_out(fn)
+    before = [a.copy() for a in args]
+    want = np.asarray(fn(*args))
+    np.testing.assert_array_equal(fn(*args, out=None), want, strict=True)
+    buf = np.full(want.shape, 7, want.dtype)
+    got = fn(*args, out=buf)
+    np.testing.assert_array_equal(np.asarray(got), want, strict=True)
+    if got is not buf:  # declined at run time (broadcasting, mixed shapes): then the buffer is left alone
+        assert (buf == 7).all()
+    # The cases the buffers are for must use them: same-type arrays without broadcasting, or a 2-D product.
+    arrays = args[:2] if op.type == "sgd" else args  # not sgd's learning rate
+    same_type = all(a.shape == want.shape and a.dtype == want.dtype for a in arrays)
+    assert got is buf or not (same_type and want.ndim or op.type == "matmul")
+    wrong = np.full(want.shape + (2,), 7, want.dtype)
+    np.testing.assert_array_equal(np.asarray(fn(*args, out=wrong)), want, strict=True)
+    assert (wrong == 7).all()  # a buffer that does not fit is left alone
+    other = np.full(want.shape, 7, np.float32 if want.dtype == np.float64 else np.float64)
+    np.testing.assert_array_equal(np.asarray(fn(*args, out=other)), want, strict=True)
+    assert (other == 7).all()  # nor one of another dtype
+    if all(a.dtype.kind in "iu" for a in arrays):  # a buffer like the int inputs: used only for an int result
+        like_inputs = np.full(want.shape, 7, arrays[0].dtype)
+        got = fn(*args, out=like_inputs)
+        np.testing.assert_array_equal(np.asarray(got), want, strict=True)
+        assert got is like_inputs or (like_inputs == 7).all()
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", MULTI_CASES, ids=lambda c: c.id)
+def test_a_multi_output_update_writes_each_output_into_its_buffer(case):
+    fn, args, _ = _kernel(case)
+    fn = with_out(fn)
+    before = [a.copy() for a in args]
+    want = fn(*args)
+    partial = (np.empty_like(want[0]),) + (None,) * (len(want) - 1)
+    for got in (fn(*args, out=(None,) * len(want)), fn(*args, out=partial)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w, strict=True)
+    bufs = tuple(np.full_like(w, 7) for w in want)
+    got = fn(*args, out=bufs)
+    assert all(g is b for g, b in zip(got, bufs)) or np.ndim(args[0]) == 0  # 0-d Adam: the rates broadcast
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w, strict=True)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)

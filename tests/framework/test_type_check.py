@@ -3,18 +3,19 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope
-from gradgen.framework.runtime import kernels
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 
 
-def test_a_kernel_returning_the_wrong_dtype_is_named(monkeypatch):
-    monkeypatch.setitem(kernels.KERNELS, "exp", lambda op: lambda x: np.exp(x).astype(np.float32))
+def test_a_kernel_returning_the_wrong_dtype_is_named():
+    options = PlanOptions(kernels={**KERNELS, "exp": lambda op: lambda x: np.exp(x).astype(np.float32)})
     main = Program()
     with program_guard(main, Program()):
         y = layers.exp(layers.data("x", [-1, 2], "float64"))
     feed = {"x": np.zeros((3, 2))}
-    (value,) = Executor().run(main, feed=feed, fetch_list=[y], scope=Scope())  # unchecked: passes through
+    (value,) = Executor(options=options).run(main, feed=feed, fetch_list=[y], scope=Scope())  # unchecked: passes
     assert value.dtype == np.float32
     with pytest.raises(ExecutionError, match=r"op #0 \(exp\).*returned float32\[3, 2\] for output exp_0, declared "
                                              r"float64\[-1, 2\]"):
-        Executor(check_types=True).run(main, feed=feed, fetch_list=[y], scope=Scope())
+        Executor(check_types=True, options=options).run(main, feed=feed, fetch_list=[y], scope=Scope())

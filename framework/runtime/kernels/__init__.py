@@ -1,38 +1,37 @@
 """One numpy kernel per op type, gathered from one module per family (as the schemas are).
 
-A kernel is a factory: given the Operator (its attrs and its vars' static
-types), it returns a function from the op's input arrays, flat in schema slot
-order, to its output array (or a tuple of them, flat in schema slot order).
-Work that depends only on attrs happens once, in the factory, not per run.
-Kernels never modify their inputs; returning an input unchanged is allowed.
-A family may also offer ``INTO`` kernels that write into a buffer the plan owns.
+The kernel signature (a factory of a function taking an optional output
+buffer) is described in ``signature``. Each family module has a ``KERNELS``
+dict; the control-flow family also has ``SUBBLOCKS``, which says which
+sub-blocks an op runs and what they bind, so that the plan can compile them
+before it builds the op's kernel.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable, Mapping
 
-from . import activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network, nn, optimizer, reduction
+from . import (activation, control_flow, conv, creation, elementwise, grad_ops, linalg, logic, manipulation, network,
+               nn, optimizer, reduction)
+from .signature import KernelFactory, SubBlock, fits, takes_out, with_out
 
-KernelFactory = Callable[[Any], Callable[..., Any]]
+__all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock", "fits", "takes_out", "with_out"]
 
-FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv, network, control_flow)
+FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer, conv,
+            network, control_flow)
 
 
-def _collect(families, table_name: str = "KERNELS") -> dict[str, KernelFactory]:
-    table: dict[str, KernelFactory] = {}
+def _collect(families, table_name: str) -> dict:
+    table: dict = {}
     for family in families:
-        for op_type, factory in getattr(family, table_name, {}).items():
+        for op_type, entry in getattr(family, table_name, {}).items():
             if op_type in table:
-                raise RuntimeError(f"op type '{op_type}' has two kernels ({family.__name__})")
-            table[op_type] = factory
+                raise RuntimeError(f"op type '{op_type}' has two {table_name} entries ({family.__name__})")
+            table[op_type] = entry
     return table
 
 
-KERNELS: dict[str, KernelFactory] = _collect(FAMILIES)
+KERNELS: Mapping[str, KernelFactory] = _collect(FAMILIES, "KERNELS")
 """op type -> kernel factory."""
 
-INTO: dict[str, KernelFactory] = _collect(FAMILIES, "INTO")
-"""op type -> factory of a kernel that takes one more argument, ``buf``: an array it may write its result
-into when ``buf`` has exactly the result's shape and dtype (else it allocates, as the plain kernel does).
-It returns the result, like the plain kernel, and computes exactly the same values. A factory may return
-None to decline (say, for ranks it does not handle)."""
+SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = _collect(FAMILIES, "SUBBLOCKS")
+"""op type -> ``blocks(op)``: the sub-blocks the op's kernel runs, by the key its factory looks them up with."""

@@ -1,10 +1,21 @@
-"""Unary elementwise kernels, written to stay finite where the math is (stable sigmoid, softplus)."""
+"""Unary elementwise kernels, written to stay finite where the math is (stable sigmoid, softplus).
+
+The plain ufuncs are kernels as they are (the plan hands them a buffer like
+their input, see ``signature.with_out``); ``relu``, ``scale`` and the fused
+activation gradients write into a buffer when given one that fits, with the
+same operations in the same order as without it: the values do not depend
+on the buffer. ``scale``, which also runs on tiny arrays, passes ``out`` to
+its ufuncs positionally: ``out=None`` by keyword costs about 0.1 us, as much
+as the op on 4 numbers.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 from scipy.special import erf
+
+from .signature import fits
 
 
 def _sigmoid(x):
@@ -26,6 +37,15 @@ def _fixed(fn):
     return lambda op: fn
 
 
+def relu(op):
+    def run(x, *, out=None):
+        if out is not None and not fits(out, x):
+            out = None
+        return np.maximum(x, 0, out=out)
+
+    return run
+
+
 def leaky_relu(op):
     alpha = op.attr("alpha")
     return lambda x: np.where(x > 0, x, x * alpha).astype(x.dtype, copy=False)
@@ -33,9 +53,17 @@ def leaky_relu(op):
 
 def scale(op):
     s, b = op.attr("scale"), op.attr("bias")
-    if b == 0.0:
-        return lambda x: x * s if s != 1.0 else x
-    return lambda x: x * s + b
+    if s == 1.0 and b == 0.0:
+        return lambda x: x  # the identity shares its input: no buffer
+    mul, add = np.multiply, np.add  # closure cells: cheaper than two global and attribute lookups per call
+
+    def run(x, *, out=None):
+        if out is not None and not (fits(out, x) and x.dtype.kind == "f"):  # an int times a float is a float
+            out = None
+        y = mul(x, s, out)
+        return y if b == 0.0 else add(y, b, out)
+
+    return run
 
 
 def clip(op):
@@ -51,72 +79,38 @@ def pow_(op):
 def relu_grad(op):
     # dout * (out > 0): one pass, several times faster than np.where on big arrays. It differs from a
     # select only where dout is already NaN or Inf at an inactive unit (NaN instead of 0) or negative (-0.0).
-    return lambda out, dout: np.multiply(dout, out > 0)
+    def run(y, dout, *, out=None):
+        if out is not None and not fits(out, dout):
+            out = None
+        return np.multiply(dout, y > 0, out=out)
+
+    return run
 
 
 def tanh_grad(op):
-    return lambda out, dout: dout * (1.0 - out * out)
+    def run(y, dout, *, out=None):  # dout * (1 - y * y)
+        if out is not None and not fits(out, dout, y):
+            out = None
+        t = np.multiply(y, y, out=out)
+        t = np.subtract(1.0, t, out=out)
+        return np.multiply(t, dout, out=out)
+
+    return run
 
 
 def sigmoid_grad(op):
-    return lambda out, dout: dout * (out * (1.0 - out))
-
-
-def _fits(buf, like) -> bool:
-    """``buf`` can hold a result of ``like``'s shape and dtype."""
-    return buf is not None and buf.shape == like.shape and buf.dtype == like.dtype
-
-
-def _unary_into(ufunc):
-    return lambda op: lambda x, buf: ufunc(x, out=buf) if _fits(buf, x) else ufunc(x)
-
-
-def relu_into(op):
-    return lambda x, buf: np.maximum(x, 0, out=buf) if _fits(buf, x) else np.maximum(x, 0)
-
-
-def relu_grad_into(op):
-    return lambda out, dout, buf: np.multiply(dout, out > 0, out=buf if _fits(buf, dout) else None)
-
-
-def tanh_grad_into(op):
-    def run(out, dout, buf):
-        if not _fits(buf, dout) or out.shape != dout.shape:
-            return dout * (1.0 - out * out)
-        np.multiply(out, out, out=buf)
-        np.subtract(1.0, buf, out=buf)
-        return np.multiply(buf, dout, out=buf)
-
-    return run
-
-
-def sigmoid_grad_into(op):
-    def run(out, dout, buf):
-        if not _fits(buf, dout) or out.shape != dout.shape:
-            return dout * (out * (1.0 - out))
-        np.subtract(1.0, out, out=buf)
-        np.multiply(buf, out, out=buf)
-        return np.multiply(buf, dout, out=buf)
-
-    return run
-
-
-def scale_into(op):
-    s, b = op.attr("scale"), op.attr("bias")
-    if b == 0.0 and s == 1.0:
-        return None
-
-    def run(x, buf):
-        if not _fits(buf, x):
-            return scale(op)(x)
-        np.multiply(x, s, out=buf)
-        return np.add(buf, b, out=buf) if b != 0.0 else buf
+    def run(y, dout, *, out=None):  # dout * (y * (1 - y))
+        if out is not None and not fits(out, dout, y):
+            out = None
+        t = np.subtract(1.0, y, out=out)
+        t = np.multiply(t, y, out=out)
+        return np.multiply(t, dout, out=out)
 
     return run
 
 
 KERNELS = {
-    "relu": _fixed(lambda x: np.maximum(x, 0)),
+    "relu": relu,
     "sigmoid": _fixed(_sigmoid),
     "tanh": _fixed(np.tanh),
     "exp": _fixed(np.exp),
@@ -138,6 +132,3 @@ KERNELS = {
     "tanh_grad": tanh_grad,
     "sigmoid_grad": sigmoid_grad,
 }
-
-INTO = {"relu": relu_into, "relu_grad": relu_grad_into, "tanh_grad": tanh_grad_into, "sigmoid_grad": sigmoid_grad_into, "scale": scale_into, "square": _unary_into(np.square),
-        "exp": _unary_into(np.exp), "tanh": _unary_into(np.tanh)}

@@ -1,13 +1,19 @@
 """Kernels of the control-flow ops: run the owned sub-blocks on numpy.
 
-The sub-blocks are compiled when the owning op's kernel is built (so a
-sub-block that cannot run fails before any op does) and walked by
-``framework.subblock.run_block``. ``while`` records the loop values at the
-start of every iteration and returns them stacked as ``History``.
+The plan compiles the sub-blocks ``SUBBLOCKS`` names before it builds the
+op's kernel (so a sub-block that cannot run fails before any op does) and
+hands the factory one runner per sub-block: ``blocks[key](env)`` runs it on
+``env`` (a fresh dict per run, so nothing one iteration makes is
+overwritten by the next) and returns its fetches. A checking plan compiles
+checking sub-plans, so the checks reach inside. ``while`` records the loop
+values at the start of every iteration and returns them stacked as
+``History``.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .signature import SubBlock
 
 
 def _truth(value, what: str) -> bool:
@@ -16,29 +22,35 @@ def _truth(value, what: str) -> bool:
     return bool(np.asarray(value).reshape(-1)[0])
 
 
-def cond(op):
-    # Imported here: the sub-block runner compiles plans, and plans import this package's kernel table.
-    from ..subblock import compile_block, run_block
+def cond_blocks(op) -> dict[str, SubBlock]:
+    """Each branch is fed the op's ``Input`` vars and returns its ``*_outs``."""
+    inputs = op.input("Input")
+    return {key: SubBlock(op.attr(f"{key}_block"), inputs, op.attr(f"{key}_outs")) for key in ("true", "false")}
 
-    program, inputs = op.block.program, op.input("Input")
-    plans = {taken: compile_block(program.block(op.attr(f"{key}_block")), inputs, op.attr(f"{key}_outs"))
-             for taken, key in ((True, "true"), (False, "false"))}
+
+def cond(op, blocks):
+    inputs = op.input("Input")
+    branches = {True: blocks["true"], False: blocks["false"]}
     single = len(op.output("Out")) == 1
 
     def run(pred, *values):
-        outs = run_block(plans[_truth(pred, "Cond")], dict(zip(inputs, values)))
+        outs = branches[_truth(pred, "Cond")](dict(zip(inputs, values)))
         return outs[0] if single else tuple(outs)
 
     return run
 
 
-def while_(op):
-    from ..subblock import compile_block, run_block
+def while_blocks(op) -> dict[str, SubBlock]:
+    """The condition and the body are fed their parameter vars (the loop values) and the op's ``Input`` vars."""
+    inputs = op.input("Input")
+    return {"cond": SubBlock(op.attr("cond_block"), op.attr("cond_params") + inputs, [op.attr("cond_out")]),
+            "body": SubBlock(op.attr("body_block"), op.attr("body_params") + inputs, op.attr("body_outs"))}
 
-    program, inputs, n = op.block.program, op.input("Input"), len(op.input("X"))
+
+def while_(op, blocks):
+    inputs, n = op.input("Input"), len(op.input("X"))
     cond_params, body_params = op.attr("cond_params"), op.attr("body_params")
-    cond_plan = compile_block(program.block(op.attr("cond_block")), cond_params + inputs, [op.attr("cond_out")])
-    body_plan = compile_block(program.block(op.attr("body_block")), body_params + inputs, op.attr("body_outs"))
+    run_cond, run_body = blocks["cond"], blocks["body"]
     limit = op.attr("max_iterations")
 
     def run(*values):
@@ -48,7 +60,7 @@ def while_(op):
         while True:
             env = dict(outer)
             env.update(zip(cond_params, xs))
-            if not _truth(run_block(cond_plan, env)[0], "the loop condition"):
+            if not _truth(run_cond(env)[0], "the loop condition"):
                 break
             if limit is not None and steps >= limit:
                 raise ValueError(f"the loop is still running after max_iterations={limit} iterations")
@@ -56,7 +68,7 @@ def while_(op):
                 record.append(x)
             env = dict(outer)
             env.update(zip(body_params, xs))
-            new = run_block(body_plan, env)
+            new = run_body(env)
             for k, (old, value) in enumerate(zip(xs, new)):
                 if np.shape(old) != np.shape(value):
                     raise ValueError(f"loop var {k} changed shape from {list(np.shape(old))} to "
@@ -71,3 +83,4 @@ def while_(op):
 
 
 KERNELS = {"cond": cond, "while": while_}
+SUBBLOCKS = {"cond": cond_blocks, "while": while_blocks}

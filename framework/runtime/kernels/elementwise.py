@@ -1,4 +1,9 @@
-"""Binary elementwise kernels: numpy ufuncs with numpy broadcasting."""
+"""Binary elementwise kernels: numpy ufuncs with numpy broadcasting.
+
+Each kernel is the ufunc itself. The plan hands one a buffer only when the
+buffer has the shape and dtype of both inputs (``signature.with_out``): no
+broadcasting, one dtype. Anything else allocates.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -6,19 +11,6 @@ import numpy as np
 
 def _ufunc(fn):
     return lambda op: fn
-
-
-def _ufunc_into(fn):
-    def factory(op):
-        def run(x, y, buf):
-            # Only the common case of no broadcasting: anything else allocates, as the plain kernel does.
-            if buf is not None and x.shape == y.shape == buf.shape and x.dtype == y.dtype == buf.dtype:
-                return fn(x, y, out=buf)
-            return fn(x, y)
-
-        return run
-
-    return factory
 
 
 KERNELS = {
@@ -30,7 +22,3 @@ KERNELS = {
     "elementwise_max": _ufunc(np.maximum),
     "elementwise_min": _ufunc(np.minimum),
 }
-
-INTO = {t: _ufunc_into(f) for t, f in (("elementwise_add", np.add), ("elementwise_sub", np.subtract),
-                                      ("elementwise_mul", np.multiply), ("elementwise_max", np.maximum),
-                                      ("elementwise_min", np.minimum))}

@@ -5,27 +5,22 @@ import numpy as np
 
 
 def matmul(op):
+    """Two-dimensional products may write into a plan buffer: they are the big ones, and their result shape
+    is cheap to check. Batched products always allocate."""
     tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
-    if not tx and not ty:
-        return np.matmul
-    return lambda x, y: np.matmul(np.swapaxes(x, -1, -2) if tx else x, np.swapaxes(y, -1, -2) if ty else y)
 
+    def product(x, y, *, out=None):
+        a = np.swapaxes(x, -1, -2) if tx else x
+        b = np.swapaxes(y, -1, -2) if ty else y
+        if out is not None and not (a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1])
+                                    and out.dtype == a.dtype == b.dtype):
+            out = None
+        return np.matmul(a, b, out=out)
 
-def matmul_into(op):
-    """Two-dimensional products only: they are the big ones, and their result shape is cheap to check."""
     x, y = (op.block.var(op.input(slot)[0]) for slot in ("X", "Y"))
-    if len(x.shape) != 2 or len(y.shape) != 2:
-        return None
-    tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
-
-    def run(x, y, buf):
-        a, b = (x.T if tx else x), (y.T if ty else y)
-        if buf is not None and buf.shape == (a.shape[0], b.shape[1]) and buf.dtype == a.dtype == b.dtype:
-            return np.matmul(a, b, out=buf)
-        return np.matmul(a, b)
-
-    return run
+    if len(x.shape) == 2 and len(y.shape) == 2:
+        return product
+    return lambda x, y: product(x, y)
 
 
 KERNELS = {"matmul": matmul}
-INTO = {"matmul": matmul_into}

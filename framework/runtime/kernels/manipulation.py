@@ -3,36 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from .signature import fits
+
 
 def sum_(op):
-    n = len(op.input("X"))
-    if n == 1:
-        return lambda x: x
-    if n == 2:
-        return np.add
-
-    def run(*xs):
-        out = xs[0] + xs[1]
-        for x in xs[2:]:
-            out += x
-        return out
-
-    return run
-
-
-def sum_into(op):
-    """Gradient accumulation into a buffer: same additions in the same order as ``sum_``."""
+    """Gradient accumulation: X[0] + X[1], then each further X added in place; into a plan buffer when every X
+    has its shape and dtype."""
     if len(op.input("X")) == 1:
-        return None
+        return lambda x: x
 
-    def run(*args):
-        *xs, buf = args
-        if buf is None or any(x.shape != buf.shape or x.dtype != buf.dtype for x in xs):
-            return sum_(op)(*xs)
-        np.add(xs[0], xs[1], out=buf)
+    def run(*xs, out=None):
+        if out is not None and not fits(out, *xs):
+            out = None
+        total = np.add(xs[0], xs[1], out=out)
         for x in xs[2:]:
-            np.add(buf, x, out=buf)
-        return buf
+            total += x
+        return total
 
     return run
 
@@ -63,7 +49,6 @@ def broadcast_to(op):
 
 
 KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
-INTO = {"sum": sum_into}
 
 
 # -- reshaping and reordering -------------------------------------------------------------------------------

@@ -1,19 +1,22 @@
-"""Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``."""
+"""Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``.
+
+``sgd``, ``momentum`` and ``adam`` write their new values into the plan's
+buffers when given ones that fit (the plan double-buffers parameters and
+optimizer state), with the same operations in the same order as without.
+"""
 from __future__ import annotations
 
 import numpy as np
 
+from .signature import fits
+
 
 def sgd(op):
-    return lambda param, grad, lr: param - lr.reshape(()) * grad
-
-
-def sgd_into(op):
-    def run(param, grad, lr, buf):
-        if buf is None or buf.shape != param.shape or not buf.dtype == param.dtype == grad.dtype == lr.dtype:
-            return param - lr.reshape(()) * grad
-        np.multiply(grad, lr.reshape(()), out=buf)  # the same roundings as param - lr * grad
-        return np.subtract(param, buf, out=buf)
+    def run(param, grad, lr, *, out=None):  # param - lr * grad
+        if out is not None and not (fits(out, param, grad) and lr.dtype == param.dtype):
+            out = None
+        step = np.multiply(grad, lr.reshape(()), out=out)
+        return np.subtract(param, step, out=out)
 
     return run
 
@@ -21,76 +24,45 @@ def sgd_into(op):
 def momentum(op):
     mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
 
-    def run(param, grad, velocity, lr):
+    def run(param, grad, velocity, lr, *, out=None):
+        if out is None or not (fits(out[0], param, grad, velocity) and fits(out[1], param)
+                               and lr.dtype == param.dtype):
+            out = (None, None)
+        pbuf, vbuf = out
         lr = lr.reshape(())
-        v = mu * velocity + grad
-        step = grad + mu * v if nesterov else v
-        return param - lr * step, v
+        v = np.multiply(velocity, mu, out=vbuf)
+        v = np.add(v, grad, out=vbuf)  # v = mu * velocity + grad
+        step = np.add(grad, np.multiply(v, mu, out=pbuf), out=pbuf) if nesterov else v  # grad + mu * v, or v
+        step = np.multiply(step, lr, out=pbuf)
+        return np.subtract(param, step, out=pbuf), v
 
     return run
 
 
-def momentum_into(op):
-    """The same operations in the same order as ``momentum``, into the parameter's and velocity's buffers."""
-    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
-    plain = momentum(op)
-
-    def run(param, grad, velocity, lr, bufs):
-        pbuf, vbuf = bufs
-        if not (pbuf is not None and vbuf is not None and pbuf.shape == vbuf.shape == param.shape == velocity.shape
-                and pbuf.dtype == vbuf.dtype == param.dtype == velocity.dtype == grad.dtype == lr.dtype):
-            return plain(param, grad, velocity, lr)
-        lr = lr.reshape(())
-        np.multiply(velocity, mu, out=vbuf)
-        np.add(vbuf, grad, out=vbuf)  # v = mu * velocity + grad
-        if nesterov:
-            np.multiply(vbuf, mu, out=pbuf)
-            np.add(grad, pbuf, out=pbuf)  # step = grad + mu * v
-            np.multiply(pbuf, lr, out=pbuf)
-        else:
-            np.multiply(vbuf, lr, out=pbuf)
-        return np.subtract(param, pbuf, out=pbuf), vbuf
-
-    return run
+def _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p) -> bool:
+    """Adam writes into its five buffers only when all arrays share one dtype and the shapes agree."""
+    pb, m1b, m2b, b1b, b2b = out
+    return (param.ndim != 0 and fits(pb, param, grad, m1, m2) and fits(m1b, param) and fits(m2b, param)
+            and fits(b1b, b1p) and fits(b2b, b2p) and lr.dtype == b1p.dtype == b2p.dtype == param.dtype)
 
 
 def adam(op):
+    """With buffers, every array operation but one (``lr_t * m1``) writes into them, the parameter's buffer
+    serving as the temporary."""
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
 
-    def run(param, grad, lr, m1, m2, b1p, b2p):
-        m1 = b1 * m1 + (1.0 - b1) * grad
-        m2 = b2 * m2 + (1.0 - b2) * grad * grad
+    def run(param, grad, lr, m1, m2, b1p, b2p, *, out=None):
+        if out is None or not _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p):
+            out = (None,) * 5
+        pb, m1b, m2b, b1b, b2b = out
+        m1 = np.add(np.multiply(m1, b1, out=m1b), np.multiply(grad, 1.0 - b1, out=pb), out=m1b)  # b1 m1 + (1 - b1) g
+        t = np.multiply(np.multiply(grad, 1.0 - b2, out=pb), grad, out=pb)
+        m2 = np.add(np.multiply(m2, b2, out=m2b), t, out=m2b)  # b2 m2 + (1 - b2) g g
         lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
-        param = param - (lr_t * m1 / (np.sqrt(m2) + eps * np.sqrt(1.0 - b2p))).astype(param.dtype, copy=False)
-        return param, m1, m2, b1p * b1, b2p * b2
-
-    return run
-
-
-def adam_into(op):
-    """The same operations in the same order as ``adam``, into the five outputs' buffers (one temporary left)."""
-    b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
-    plain = adam(op)
-
-    def run(param, grad, lr, m1, m2, b1p, b2p, bufs):
-        pb, m1b, m2b, b1b, b2b = bufs
-        arrays = (param, grad, lr, m1, m2, b1p, b2p)
-        if (any(b is None for b in bufs) or param.ndim == 0 or any(a.dtype != param.dtype for a in arrays)
-                or not pb.shape == m1b.shape == m2b.shape == param.shape == m1.shape == m2.shape
-                or b1b.shape != b1p.shape or b2b.shape != b2p.shape
-                or any(b.dtype != param.dtype for b in bufs)):
-            return plain(param, grad, lr, m1, m2, b1p, b2p)
-        np.multiply(m1, b1, out=m1b)
-        np.add(m1b, np.multiply(grad, 1.0 - b1, out=pb), out=m1b)  # m1 = b1 m1 + (1 - b1) grad
-        np.multiply(m2, b2, out=m2b)
-        np.multiply(grad, 1.0 - b2, out=pb)
-        np.add(m2b, np.multiply(pb, grad, out=pb), out=m2b)  # m2 = b2 m2 + (1 - b2) grad grad
-        lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
-        np.sqrt(m2b, out=pb)
-        np.add(pb, eps * np.sqrt(1.0 - b2p), out=pb)
-        np.divide(lr_t * m1b, pb, out=pb)
-        np.subtract(param, pb, out=pb)
-        return pb, m1b, m2b, np.multiply(b1p, b1, out=b1b), np.multiply(b2p, b2, out=b2b)
+        denominator = np.add(np.sqrt(m2, out=pb), eps * np.sqrt(1.0 - b2p), out=pb)
+        step = np.divide(lr_t * m1, denominator, out=pb).astype(param.dtype, copy=False)
+        return (np.subtract(param, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
+                np.multiply(b2p, b2, out=b2b))
 
     return run
 
@@ -120,4 +92,3 @@ def clip_by_global_norm(op):
 
 KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
-INTO = {"sgd": sgd_into, "momentum": momentum_into, "adam": adam_into}

@@ -1,0 +1,71 @@
+"""Does a run-time value conform to its var's declared type? The one place the runtime asks.
+
+Declared shapes may hold -1 (any size); a run-time value conforms when it is
+an ndarray of exactly the declared dtype, of the declared rank, with every
+known dim equal. Feeds and scope values are checked on the way in (the fast
+``conforms`` against a precomputed ``Declared``, else ``as_declared``, which
+converts Python numbers and lists or explains the mismatch); a checking plan
+checks every kernel output with ``shape_matches`` (``checks.declared_type``).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from gradgen.program.describe import describe_var
+from gradgen.program.shapes import format_shape
+
+__all__ = ["Declared", "as_declared", "conforms", "declared", "shape_matches"]
+
+
+class Declared(NamedTuple):
+    """A var's declared type, ready for a check of a few attribute reads per value."""
+
+    dtype: np.dtype
+    rank: int
+    known: tuple[tuple[int, int], ...]
+    """(axis, size) of every dim that is not -1."""
+
+
+def declared(var) -> Declared:
+    """``var``'s declared type, worked out once (at plan time)."""
+    return Declared(np.dtype(var.dtype), len(var.shape), tuple((a, d) for a, d in enumerate(var.shape) if d != -1))
+
+
+def conforms(value: Any, want: Declared) -> bool:
+    """True when ``value`` is an ndarray of exactly the declared dtype and shape (-1 matches any size)."""
+    if type(value) is not np.ndarray or value.dtype != want.dtype or value.ndim != want.rank:
+        return False
+    shape = value.shape
+    for a, d in want.known:
+        if shape[a] != d:
+            return False
+    return True
+
+
+def shape_matches(declared_shape: Sequence[int], actual: Sequence[int]) -> bool:
+    """True when run-time shape ``actual`` has the declared rank and every known dim (-1 matches any size)."""
+    return len(declared_shape) == len(actual) and all(d == -1 or d == a for d, a in zip(declared_shape, actual))
+
+
+def as_declared(block, name: str, value: Any, what: str, error: type) -> np.ndarray:
+    """``value`` as an array of var ``name``'s declared dtype and shape, or ``error`` saying why it is not.
+
+    Python numbers and lists carry no dtype of their own: they get the
+    declared one. An array of another dtype is refused (no silent casts).
+    """
+    var = block.find_var(name)
+    if not isinstance(value, (np.ndarray, np.generic)):
+        try:
+            value = np.asarray(value, dtype=var.dtype)
+        except (TypeError, ValueError) as e:
+            raise error(f"{what} '{name}' cannot be turned into a {var.dtype} array: {e}") from None
+    value = np.asarray(value)
+    if value.dtype != np.dtype(var.dtype):
+        raise error(f"{what} '{name}' has dtype {value.dtype}, but {describe_var(block, name)} is declared; "
+                    f"convert it with .astype('{var.dtype}')")
+    if not shape_matches(var.shape, value.shape):
+        raise error(f"{what} '{name}' has shape {format_shape(value.shape)}, but {describe_var(block, name)} "
+                    "is declared (-1 matches any size)")
+    return value

@@ -1,0 +1,92 @@
+"""What a compiled plan is made of: the options it was built with, its units and steps, the plan itself.
+
+Plain data, so that the builder (``plan``), the run loop (``run``) and the
+tools that read plans (``tools.memory``) share it without importing each other.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
+
+from .buffers import Buffers
+from .checks import OutputCheck
+from .conformance import Declared
+from .kernels import KERNELS, KernelFactory
+
+__all__ = ["PlanOptions", "Unit", "Step", "Plan"]
+
+
+@dataclass(frozen=True, eq=False)
+class PlanOptions:
+    """How to compile a block. The defaults are what ``Executor`` runs; tests and tools switch parts off.
+
+    >>> Executor(options=PlanOptions(fuse=False))  # doctest: +SKIP
+
+    Options compare (and key plan caches) by identity: the kernel table is a dict.
+    """
+
+    schedule: bool = True
+    """Run each optimizer update as early as its data allows (``schedule``), so gradients die sooner."""
+    buffers: bool = True
+    """Give outputs of kernels that take ``out`` plan-owned buffers, and double-buffer in-place updates."""
+    fuse: bool = True
+    """Fuse a weight-gradient product into the SGD update after it (``fusion``; needs numpy's BLAS)."""
+    checks: tuple[OutputCheck, ...] = ()
+    """Checks run on every step's outputs (``checks``); sub-plans run them too."""
+    kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)
+    """op type -> kernel factory: a test can swap in a kernel that misbehaves, without patching the table."""
+
+
+class Unit(NamedTuple):
+    """One step-to-be, before kernels and buffers: the ops it runs and the names it reads and writes."""
+
+    index: int
+    """The op whose place the unit takes, and which errors name (a fused unit: the last op it runs)."""
+    ops: tuple[int, ...]
+    """Indexes of the ops the unit runs, in order: one op, or a fused group."""
+    ins: tuple[str, ...]
+    outs: tuple[str, ...]
+    kernel: Callable[..., Any] | None = None
+    """A fused unit's own kernel function; None: the op's kernel, built from ``PlanOptions.kernels``."""
+
+
+class Step(NamedTuple):
+    """What the run loop needs for one unit. The loop unpacks each step in one go (reading six fields as
+    attributes would cost more than a tiny op), so the field order is part of ``run.run_plan``."""
+
+    fn: Callable[..., Any]
+    take: Any
+    """How to read the inputs from the env: the one input's name when ``nargs`` is 1 (a dict lookup is the
+    cheapest read), an ``itemgetter`` returning them as a tuple when more, None when none."""
+    nargs: int
+    out: str | None
+    """The output's name when there is exactly one, else None (and ``outs`` names them)."""
+    outs: tuple[str, ...]
+    dead: tuple[str, ...]
+    """The vars to drop from the env right after the step."""
+    ins: tuple[str, ...]
+    index: int
+    """The op's index in its block (steps run in ``schedule`` order, not always block order)."""
+    ops: tuple[int, ...]
+    """Every op the step runs (more than ``index`` for a fused step)."""
+
+
+class Plan(NamedTuple):
+    """A compiled block. ``steps`` run in ``schedule`` order; ``steps[i].index`` is the op's index in the block."""
+
+    block: Any
+    steps: tuple[Step, ...]
+    feeds: tuple[str, ...]
+    """Feed names the run keeps (fed vars no op reads and nobody fetches are dropped)."""
+    from_scope: tuple[str, ...]
+    """Persistable vars read before any op writes them: loaded from the scope at run start."""
+    commits: tuple[str, ...]
+    """Persistable vars some op writes: copied into the scope only when the whole run succeeded."""
+    fetches: tuple[str, ...]
+    buffers: Buffers
+    """Arrays the plan owns and reuses across runs (intermediates' slots, spare parameter buffers)."""
+    declared: dict[str, Declared]
+    """The declared types of the feeds and scope values a run checks on the way in."""
+    options: PlanOptions
+    subplans: dict[int, dict[str, "Plan"]]
+    """op index -> the compiled sub-blocks its kernel runs, by key (control-flow ops)."""

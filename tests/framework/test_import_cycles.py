@@ -1,0 +1,74 @@
+"""No module of the runtime imports, directly or around a circle, a module that imports it back.
+
+Imports are read from the source with ``ast``, wherever they stand (a
+function-level import counts like any other: it cannot hide a cycle).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import gradgen.framework
+
+FRAMEWORK = Path(gradgen.framework.__file__).parent
+
+
+def _module_name(path: Path, root: Path, package: str) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([package, *parts])
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[:len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(root: Path, package: str) -> nx.DiGraph:
+    """Module -> the modules of ``package`` (rooted at ``root``) it imports, as a directed graph."""
+    files = {_module_name(p, root, package): p for p in root.rglob("*.py")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(files)
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(node, module, is_package)
+                # ``from . import x`` names a module when there is one called x, else a name in the package.
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            for target in targets:
+                if target in files and target != module:
+                    graph.add_edge(module, target)
+    return graph
+
+
+def test_the_graph_reader_sees_relative_and_package_imports():
+    graph = import_graph(FRAMEWORK / "runtime", "runtime")
+    assert graph.has_edge("runtime.plan", "runtime.run")
+    assert graph.has_edge("runtime.kernels", "runtime.kernels.control_flow")  # ``from . import control_flow``
+    assert graph.has_edge("runtime.kernels.activation", "runtime.kernels.signature")
+    assert graph.has_edge("runtime.fusion", "runtime.kernels")
+
+
+@pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (FRAMEWORK, "framework")])
+def test_no_module_imports_in_a_cycle(root, package):
+    cycles = list(nx.simple_cycles(import_graph(root, package)))
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_kernels_never_import_the_plan_or_the_executor():
+    """Control-flow kernels get their sub-plans from the plan builder: the kernels import nothing of the runtime."""
+    graph = import_graph(FRAMEWORK / "runtime", "runtime")
+    kernels = [m for m in graph if m.startswith("runtime.kernels")]
+    reached = set().union(*(nx.descendants(graph, m) for m in kernels))
+    assert reached <= set(kernels), sorted(reached - set(kernels))
