@@ -1,19 +1,23 @@
 """gradgen's gradient rules: one grad-op maker per forward op type (or family), IR -> IR.
 
-    from . import GRAD_MAKERS, NON_DIFFERENTIABLE
+    from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
 
-Makers are tagged with ``@grad_maker(...)`` in the family modules listed in
-``FAMILIES`` below and gathered here; nothing registers itself on import.
+A maker is a pure function ``maker(g, op) -> {input slot: gradient}`` written
+with the expression builder ``g`` (``builder.py``); ``families.py`` turns the
+common shapes of rules into one-line registrations. Makers are tagged with
+``@grad_maker(...)`` (or made by a family helper) in the family modules listed
+in ``FAMILIES`` below and gathered here; nothing registers itself on import.
 """
 from __future__ import annotations
 
 from types import ModuleType
 
 from . import activation, control_flow, conv, elementwise, grad_ops, linalg, manipulation, network, nn, reduction
-from .base import GradContext, Maker, OpDesc, grad_maker, op
+from .base import GradContext, Grads, Maker, grad_maker
+from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
-FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv, network,
-                                    control_flow)
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
+                                    network, control_flow)
 
 
 def _collect(families) -> dict[str, Maker]:
@@ -40,4 +44,5 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
 })
 """Op types that have no gradient: the backward pass lets no gradient through them."""
 
-__all__ = ["GRAD_MAKERS", "NON_DIFFERENTIABLE", "FAMILIES", "OpDesc", "GradContext", "Maker", "grad_maker", "op"]
+__all__ = ["GRAD_MAKERS", "NON_DIFFERENTIABLE", "FAMILIES", "Builder", "SubBlock", "Ref", "OpDesc", "RuleError",
+           "GradContext", "Grads", "Maker", "grad_maker"]

@@ -1,88 +1,65 @@
-"""What every grad maker shares: the op descriptions it returns, the tag, and its context.
+"""What every grad maker shares: the tag, the view of the forward op it differentiates, and what it returns.
 
-A grad maker is a pure function ``maker(op, ctx) -> list[OpDesc]``. It reads
-the forward op (slots, attrs, compile-time types) through ``ctx`` and
-describes the ops that compute the gradients of the op's inputs. It never
-sees numbers. It writes each wanted input gradient to the name
-``ctx.input_grad(slot)[i]`` and emits nothing for the ones that are None.
+A grad maker is a pure function ``maker(g, op) -> grads``. ``op`` (a
+``GradContext``) describes the forward op: its vars, attrs, compile-time
+types and output gradients. ``g`` (a ``builder.Builder``) records the ops that
+compute the input gradients. The maker returns ``{input slot: gradient}``, a
+list of gradients for a slot of several vars, with None where an input has no
+gradient. It never sees numbers and never touches a block: the backward pass
+writes each wanted gradient to its name, drops the ops only unwanted ones
+needed, and appends the rest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from gradgen.program.schema import TensorType
 
-
-@dataclass(slots=True)
-class OpDesc:
-    """One op to append: type, ``slot -> [var names]`` for inputs and outputs, attrs."""
-
-    type: str
-    inputs: dict[str, list[str]]
-    outputs: dict[str, list[str]]
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-
-def op(type: str, inputs: dict[str, Any], outputs: dict[str, Any], **attrs) -> OpDesc:
-    """Shorthand: a slot may be given as one name or a list of names."""
-    ins, outs = {}, {}
-    for given, slots in ((inputs, ins), (outputs, outs)):
-        for k, v in given.items():  # loops, not comprehensions: makers call this for every op they emit
-            slots[k] = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else [v]
-    return OpDesc(type, ins, outs, attrs)
+from .builder import Builder
 
 
 class GradContext(Protocol):
     """What a maker may ask about the forward op it differentiates (see gradgen.framework.passes.backward)."""
 
-    def input(self, slot: str) -> list[str]: ...
-    def output(self, slot: str) -> list[str]: ...
+    type: str
+    attrs: dict[str, Any]
+
     def attr(self, name: str) -> Any: ...
+    def input(self, slot: str) -> str: ...
+    def inputs(self, slot: str) -> list[str]: ...
+    def input_slots(self) -> dict[str, list[str]]: ...
+    def output(self, slot: str) -> str: ...
+    def outputs(self, slot: str) -> list[str]: ...
     def var_type(self, name: str) -> TensorType: ...
-    def has_output_grad(self, slot: str, i: int = 0) -> bool: ...
-    def output_grad(self, slot: str) -> list[str]: ...
-    def input_grad(self, slot: str) -> list[str | None]: ...
-    def tmp(self, prefix: str) -> str: ...
-    # For makers of control-flow ops, which build gradient sub-blocks:
-    def output_grad_or_none(self, slot: str, declare: bool = False) -> list[str | None]: ...
-    def new_block(self) -> Any: ...
-    def gradients(self, block: Any, targets: list[str], target_grads: list[str], inputs: list[str]) -> list[str | None]: ...
+    def shape(self, name: str) -> tuple[int, ...]: ...
+    def dtype(self, name: str) -> str: ...
+    def grad(self, slot: str) -> str: ...
+    def grads(self, slot: str) -> list[str]: ...
+    def grads_or_none(self, slot: str) -> list[str | None]: ...
+    def has_grad(self, slot: str, i: int = 0) -> bool: ...
+    def wanted(self, slot: str) -> list[bool]: ...
 
 
-Maker = Callable[[Any, GradContext], list[OpDesc]]
+Grads = dict[str, Any]
+"""Input slot -> its gradient value (or a list of them, one per var of the slot); None: no gradient."""
+
+Maker = Callable[[Builder, GradContext], Grads]
 
 
-def grad_maker(*op_types: str, emits: tuple[str, ...] = ()) -> Callable[[Maker], Maker]:
+def grad_maker(*op_types: str, emits: tuple[str, ...]) -> Callable[[Maker], Maker]:
     """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers.
 
-    ``emits`` lists the op types the maker may append (for ``gradgen ops`` and
-    the docs); the gradient tests check every generated op against it.
+    ``emits`` lists the op types the maker may record (for ``gradgen ops`` and
+    the op table in backward.md); the builder refuses any other type.
     """
 
     def tag(fn: Maker) -> Maker:
         fn.grad_of = tuple(op_types)  # type: ignore[attr-defined]
         fn.emits = tuple(emits)  # type: ignore[attr-defined]
+        fn.allowed = frozenset(emits)  # type: ignore[attr-defined]
         return fn
 
     return tag
 
 
-def summed_back(ctx: GradContext, full_shape, like: str, out: str, build: Callable[[str], list[OpDesc]]) -> list[OpDesc]:
-    """``build(target)`` computes a gradient of shape ``full_shape``; sum it back to ``like``'s shape into ``out``.
-
-    When ``like`` statically has ``full_shape``, ``build`` writes ``out``
-    directly; otherwise a ``reduce_as`` (the adjoint of broadcasting) follows it.
-    This relies on gradgen's broadcasting convention: two -1 dims that meet in
-    a broadcast have the same run-time size (as a batch dim does).
-    """
-    if tuple(ctx.var_type(like).shape) == tuple(full_shape):
-        return build(out)
-    full = ctx.tmp("full")
-    return build(full) + [op("reduce_as", {"X": full, "Target": like}, {"Out": out})]
-
-
-def only_grad(ctx: GradContext, slot: str, build: Callable[[str], list[OpDesc]]) -> list[OpDesc]:
-    """For a rule with one differentiable input ``slot``: ``build(grad_name)``, or nothing when it is not wanted."""
-    (grad,) = ctx.input_grad(slot)
-    return [] if grad is None else build(grad)
+__all__ = ["GradContext", "Grads", "Maker", "grad_maker"]

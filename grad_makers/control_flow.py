@@ -1,12 +1,16 @@
-"""Gradients of ``cond`` and ``while``: gradient sub-blocks, built by the backward pass run recursively.
+"""Gradients of ``cond`` and ``while``: control-flow ops whose gradient sub-blocks are recorded, not built.
 
-Both makers emit ordinary control-flow ops, so a gradient of a gradient goes
-through the same makers again (second order through loops and branches).
+Both makers describe their gradient sub-blocks with ``g.sub_block()`` (see
+``builder.SubBlock``): the ops to copy from a forward block (a recompute),
+extra ops, and a ``differentiate`` step. The backward pass builds the blocks,
+running itself inside each one for that step. Both makers emit ordinary
+control-flow ops, so a gradient of a gradient goes through the same makers
+again (second order through loops and branches).
 
 - ``cond``'s gradient is a ``cond`` on the same predicate. Each branch's
-  gradient block re-runs the branch's forward ops (recompute), then its
-  backward ops, seeded with the gradients of the cond's outputs; an input a
-  branch does not use gets a zero gradient there.
+  gradient block re-runs the branch's forward ops, then its backward ops,
+  seeded with the gradients of the cond's outputs; an input a branch does
+  not use gets a zero gradient there.
 - ``while``'s gradient is a ``while`` that walks the forward iterations in
   reverse. Its loop vars are a counter (``Steps`` down to 0), the gradient of
   every float loop var (the carry from one iteration to the previous one)
@@ -18,153 +22,96 @@ through the same makers again (second order through loops and branches).
 from __future__ import annotations
 
 from gradgen.program.dtypes import is_float
-from gradgen.program.subblocks import copy_ops, copy_vars, external_reads, prune_unused
 
-from .base import OpDesc, grad_maker, op
-
-
-def _emit(block, op_type: str, inputs: dict, outputs: dict, **attrs) -> None:
-    """Append one op of a gradient sub-block (role ``backward``)."""
-    block.append_op(op_type, inputs, outputs, attrs, role="backward")
+from .base import grad_maker
+from .builder import Builder, SubBlock
 
 
-def _assign_targets(block, ctx, results: list[str], grads: list[str | None]) -> tuple[list[str], list[str]]:
-    """The results that have gradients, as distinct vars made in ``block`` to seed the pass from.
-
-    A result made by an op of the block is its own target; one that is a
-    parameter, an outer var or a repeat gets an ``assign`` copy.
-    """
-    made = {n for op in block.ops for n in op.output_arg_names}
-    targets, seeds = [], []
-    for name, g in zip(results, grads):
-        if g is None:
-            continue
-        target = name
-        if name not in made or name in targets:
-            target = ctx.tmp("target")
-            _emit(block, "assign", {"X": [name]}, {"Out": [target]})
-        targets.append(target)
-        seeds.append(g)
-    return targets, seeds
+def _picked(values: list, keep: list[bool]) -> list:
+    return [v for v, k in zip(values, keep) if k]
 
 
-def _or_zeros(block, ctx, grad: str | None, like: str) -> str:
-    if grad is not None:
-        return grad
-    zeros = ctx.tmp("zeros")
-    _emit(block, "fill_zeros_like", {"X": [like]}, {"Out": [zeros]})
-    return zeros
+def _spread(values: list, keep: list[bool]) -> list:
+    """The inverse of ``_picked``: ``values`` at the kept positions, None elsewhere."""
+    it = iter(values)
+    return [next(it) if k else None for k in keep]
 
 
 @grad_maker("cond", emits=("cond",))
-def cond_grad(fwd, ctx) -> list[OpDesc]:
-    wanted = [(n, g) for n, g in zip(ctx.input("Input"), ctx.input_grad("Input")) if g is not None]
-    if not wanted:
-        return []
-    out_grads = [g if is_float(ctx.var_type(o).dtype) else None
-                 for o, g in zip(ctx.output("Out"), ctx.output_grad_or_none("Out", declare=True))]
-    program = fwd.block.program
-    blocks, results = [], []
+def cond_grad(g, op):
+    wanted = op.wanted("Input")
+    inputs = _picked(op.inputs("Input"), wanted)
+    if not inputs:
+        return {}
+    seeds = [d if is_float(op.dtype(o)) else None for o, d in zip(op.outputs("Out"), op.grads_or_none("Out"))]
+    branches = []
     for key in ("true", "false"):
-        block = ctx.new_block()
-        branch = program.block(fwd.attr(f"{key}_block"))
-        copy_vars(branch, block)
-        copy_ops(branch, block)
-        targets, seeds = _assign_targets(block, ctx, fwd.attr(f"{key}_outs"), out_grads)
-        inputs = [n for n, _ in wanted]
-        grads = ctx.gradients(block, targets, seeds, inputs) if targets else [None] * len(inputs)
-        results.append([_or_zeros(block, ctx, g, n) for g, (n, _) in zip(grads, wanted)])
-        prune_unused(block, results[-1])
-        blocks.append(block)
-    return [op("cond", {"Cond": ctx.input("Cond")[0], "Input": external_reads(blocks)},
-               {"Out": [g for _, g in wanted]}, true_block=blocks[0].idx, false_block=blocks[1].idx,
-               true_outs=results[0], false_outs=results[1])]
+        block = g.sub_block()
+        block.copy_vars(op.attr(f"{key}_block"))
+        block.copy_ops(op.attr(f"{key}_block"))
+        block.returns(block.differentiate(op.attr(f"{key}_outs"), seeds, inputs))
+        branches.append(block)
+    grads = g.op("cond", {"Cond": op.input("Cond"), "Input": g.reads(*branches)},
+                 {"true_block": branches[0], "false_block": branches[1], "true_outs": branches[0].results,
+                  "false_outs": branches[1].results}, outputs={"Out": len(inputs)})["Out"]
+    return {"Input": _spread(grads, wanted)}
 
 
-def _loop_params(ctx, block, types: list, role: str) -> list[str]:
-    names = [ctx.tmp(f"{role}{k}") for k in range(len(types))]
-    for name, t in zip(names, types):
-        block.create_var(name, t.shape, t.dtype)
-    return names
-
-
-def _countdown_cond(ctx, types: list) -> tuple:
+def _countdown(g: Builder, types: list) -> SubBlock:
     """The reverse loop's condition block: go on while the counter (the first loop var) is above 0."""
-    block = ctx.new_block()
-    params = _loop_params(ctx, block, types, "cond")
-    zero, going = ctx.tmp("zero"), ctx.tmp("going")
-    _emit(block, "fill_constant", {}, {"Out": [zero]}, shape=[], dtype="int64", value=0.0)
-    _emit(block, "greater_than", {"X": [params[0]], "Y": [zero]}, {"Out": [going]})
-    return block, params, going
+    block = g.sub_block()
+    params = [block.param(t, f"cond{k}") for k, t in enumerate(types)]
+    zero = block.fill_constant([], "int64", 0.0)
+    block.returns([block.named("going", block.compare("greater_than", params[0], zero))])
+    return block
 
 
-def _reverse_body(fwd, ctx, types: list, carried: list[int], wanted: list[str], history_grads: list) -> tuple:
+def _reverse_body(g: Builder, op, types: list, carried: list[int], wanted: list[str]) -> SubBlock:
     """The reverse loop's body block: one forward iteration, read back from History and differentiated.
 
     Its loop vars are the counter, the carried gradients and the accumulators
-    (in ``types`` order); returns the block, those params and the next values.
+    (in ``types`` order); its results are their next values.
     """
-    body, history = fwd.block.program.block(fwd.attr("body_block")), fwd.output("History")
-    body_params, body_outs = fwd.attr("body_params"), fwd.attr("body_outs")
-    block = ctx.new_block()
-    params = _loop_params(ctx, block, types, "body")
+    body, body_params, body_outs = op.attr("body_block"), op.attr("body_params"), op.attr("body_outs")
+    history_grads = op.grads_or_none("History")
+    block = g.sub_block()
+    params = [block.param(t, f"body{k}") for k, t in enumerate(types)]
     step, carries, accs = params[0], params[1:1 + len(carried)], params[1 + len(carried):]
-    one, index = ctx.tmp("one"), ctx.tmp("index")
-    _emit(block, "fill_constant", {}, {"Out": [one]}, shape=[], dtype="int64", value=1.0)
-    _emit(block, "elementwise_sub", {"X": [step], "Y": [one]}, {"Out": [index]})
-    copy_vars(body, block)
-    for record, param in zip(history, body_params):  # this iteration's forward loop values
-        _emit(block, "gather", {"X": [record], "Index": [index]}, {"Out": [param]})
-    copy_ops(body, block)
-    targets, seeds = _assign_targets(block, ctx, [body_outs[k] for k in carried], carries)
-    grads = ctx.gradients(block, targets, seeds, [body_params[k] for k in carried] + wanted)
-    new_carries = []
-    for k, g in zip(carried, grads):
-        g = _or_zeros(block, ctx, g, body_params[k])
-        if history_grads[k] is not None:  # the loop value at this iteration's start is also used outside
-            from_history, total = ctx.tmp("history"), ctx.tmp("carry")
-            _emit(block, "gather", {"X": [history_grads[k]], "Index": [index]}, {"Out": [from_history]})
-            _emit(block, "elementwise_add", {"X": [g], "Y": [from_history]}, {"Out": [total]})
-            g = total
-        new_carries.append(g)
-    new_accs = []
-    for acc, g in zip(accs, grads[len(carried):]):
-        if g is not None:
-            total = ctx.tmp("acc")
-            _emit(block, "elementwise_add", {"X": [acc], "Y": [g]}, {"Out": [total]})
-            acc = total
-        new_accs.append(acc)
-    nexts = [index] + new_carries + new_accs
-    prune_unused(block, nexts, params)
-    return block, params, nexts
+    index = block.named("index", block.sub(step, block.fill_constant([], "int64", 1.0)))
+    block.copy_vars(body)
+    for record, param in zip(op.outputs("History"), body_params):  # this iteration's forward loop values
+        block.gather(record, index, into=param)
+    block.copy_ops(body)
+    grads = block.differentiate([body_outs[k] for k in carried], carries, [body_params[k] for k in carried] + wanted)
+    # The loop value at an iteration's start may be used outside too (by a second-order pass): add that gradient.
+    new_carries = [grad if history_grads[k] is None else block.add(grad, block.gather(history_grads[k], index))
+                   for k, grad in zip(carried, grads)]
+    new_accs = [block.named("acc", block.add(acc, grad)) for acc, grad in zip(accs, grads[len(carried):])]
+    block.returns([index] + new_carries + new_accs)
+    return block
 
 
 @grad_maker("while", emits=("while", "fill_zeros_like"))
-def while_grad(fwd, ctx) -> list[OpDesc]:
-    xs, inputs, steps = ctx.input("X"), ctx.input("Input"), ctx.output("Steps")[0]
-    carried = [k for k, x in enumerate(xs) if is_float(ctx.var_type(x).dtype)]
-    x_grads = ctx.input_grad("X")
-    wanted = [(n, g) for n, g in zip(inputs, ctx.input_grad("Input")) if g is not None]
-    if not wanted and all(x_grads[k] is None for k in carried):
-        return []
-    out_grads = ctx.output_grad_or_none("Out")
-    history_grads = ctx.output_grad_or_none("History", declare=True)
-    descs: list[OpDesc] = []
-
-    def zeros_like(name: str) -> str:
-        zeros = ctx.tmp("zeros")
-        descs.append(op("fill_zeros_like", {"X": name}, {"Out": zeros}))
-        return zeros
-
+def while_grad(g, op):
+    xs, steps = op.inputs("X"), op.output("Steps")
+    carried = [k for k, x in enumerate(xs) if is_float(op.dtype(x))]
+    x_wanted, in_wanted = op.wanted("X"), op.wanted("Input")
+    wanted = _picked(op.inputs("Input"), in_wanted)
+    if not wanted and not any(x_wanted[k] for k in carried):
+        return {}
+    out_grads = op.grads_or_none("Out")
     # Loop vars of the reverse loop: the counter, each float loop var's gradient, each wanted input's sum.
-    init = [steps] + [out_grads[k] or zeros_like(xs[k]) for k in carried] + [zeros_like(n) for n, _ in wanted]
-    types = [ctx.var_type(n) for n in [steps] + [xs[k] for k in carried] + [n for n, _ in wanted]]
-    cond_block, cond_params, going = _countdown_cond(ctx, types)
-    body_block, body_params, body_outs = _reverse_body(fwd, ctx, types, carried, [n for n, _ in wanted],
-                                                       history_grads)
-    outs = [ctx.tmp("step")] + [x_grads[k] or ctx.tmp("carry_out") for k in carried] + [g for _, g in wanted]
-    return descs + [op("while", {"X": init, "Input": external_reads([cond_block, body_block])},
-                       {"Out": outs, "History": [ctx.tmp("history") for _ in outs], "Steps": ctx.tmp("steps")},
-                       cond_block=cond_block.idx, body_block=body_block.idx, cond_params=cond_params,
-                       cond_out=going, body_params=body_params, body_outs=body_outs,
-                       max_iterations=fwd.attr("max_iterations"))]
+    init = [steps] + [out_grads[k] or g.fill_zeros_like(xs[k]) for k in carried]
+    init += [g.fill_zeros_like(n) for n in wanted]
+    types = [op.var_type(n) for n in [steps] + [xs[k] for k in carried] + wanted]
+    cond, body = _countdown(g, types), _reverse_body(g, op, types, carried, wanted)
+    outs = g.op("while", {"X": init, "Input": g.reads(cond, body)},
+                {"cond_block": cond, "body_block": body, "cond_params": [p for p, _ in cond.params],
+                 "cond_out": cond.results[0], "body_params": [p for p, _ in body.params], "body_outs": body.results,
+                 "max_iterations": op.attr("max_iterations")},
+                outputs={"Out": len(init), "History": len(init), "Steps": 1})["Out"]
+    x_grads = dict(zip(carried, outs[1:]))
+    return {"X": [x_grads.get(k) for k in range(len(xs))], "Input": _spread(outs[1 + len(carried):], in_wanted)}
+
+
+__all__ = ["cond_grad", "while_grad"]

@@ -1,77 +1,55 @@
-"""Gradients of convolution and pooling: three bilinear conv ops and two pooling adjoints close under differentiation."""
+"""Gradients of convolution and pooling: three bilinear conv ops and two pooling adjoints, closed under
+differentiation."""
 from __future__ import annotations
 
-from .base import grad_maker, only_grad, op
+from .base import grad_maker
+from .families import linear
+
+
+def _conv(g, op, x, w):
+    return g.op("conv2d", {"Input": x, "Filter": w}, op.attrs, outputs="Output")
+
+
+def _input_grad(g, op, w, dout, x):
+    return g.op("conv2d_input_grad", {"Filter": w, "Output@GRAD": dout, "Input": x}, op.attrs, outputs="Input@GRAD")
+
+
+def _filter_grad(g, op, x, dout, w):
+    return g.op("conv2d_filter_grad", {"Input": x, "Output@GRAD": dout, "Filter": w}, op.attrs, outputs="Filter@GRAD")
 
 
 @grad_maker("conv2d", emits=("conv2d_input_grad", "conv2d_filter_grad"))
-def conv2d_grad(fwd, ctx):
-    x, w, dout = ctx.input("Input")[0], ctx.input("Filter")[0], ctx.output_grad("Output")[0]
-    (dx,) = ctx.input_grad("Input")
-    (dw,) = ctx.input_grad("Filter")
-    descs = []
-    if dx is not None:
-        descs.append(op("conv2d_input_grad", {"Filter": w, "Output@GRAD": dout, "Input": x}, {"Input@GRAD": dx},
-                        **fwd.attrs))
-    if dw is not None:
-        descs.append(op("conv2d_filter_grad", {"Input": x, "Output@GRAD": dout, "Filter": w}, {"Filter@GRAD": dw},
-                        **fwd.attrs))
-    return descs
+def conv2d_grad(g, op):
+    x, w, dout = op.input("Input"), op.input("Filter"), op.grad("Output")
+    return {"Input": _input_grad(g, op, w, dout, x), "Filter": _filter_grad(g, op, x, dout, w)}
 
 
 @grad_maker("conv2d_input_grad", emits=("conv2d", "conv2d_filter_grad"))
-def conv2d_input_grad_grad(fwd, ctx):
+def conv2d_input_grad_grad(g, op):
     """Input@GRAD = T(W)^T g: linear in g (adjoint: conv2d) and in W (adjoint: the filter gradient)."""
-    w, g, dd = ctx.input("Filter")[0], ctx.input("Output@GRAD")[0], ctx.output_grad("Input@GRAD")[0]
-    (dg,) = ctx.input_grad("Output@GRAD")
-    (dw,) = ctx.input_grad("Filter")
-    descs = []
-    if dg is not None:
-        descs.append(op("conv2d", {"Input": dd, "Filter": w}, {"Output": dg}, **fwd.attrs))
-    if dw is not None:
-        descs.append(op("conv2d_filter_grad", {"Input": dd, "Output@GRAD": g, "Filter": w}, {"Filter@GRAD": dw},
-                        **fwd.attrs))
-    return descs
+    w, gout, dd = op.input("Filter"), op.input("Output@GRAD"), op.grad("Input@GRAD")
+    return {"Output@GRAD": _conv(g, op, dd, w), "Filter": _filter_grad(g, op, dd, gout, w)}
 
 
 @grad_maker("conv2d_filter_grad", emits=("conv2d", "conv2d_input_grad"))
-def conv2d_filter_grad_grad(fwd, ctx):
+def conv2d_filter_grad_grad(g, op):
     """Filter@GRAD is linear in the input x (adjoint: the input gradient) and in g (adjoint: conv2d)."""
-    x, g, dd = ctx.input("Input")[0], ctx.input("Output@GRAD")[0], ctx.output_grad("Filter@GRAD")[0]
-    (dg,) = ctx.input_grad("Output@GRAD")
-    (dx,) = ctx.input_grad("Input")
-    descs = []
-    if dg is not None:
-        descs.append(op("conv2d", {"Input": x, "Filter": dd}, {"Output": dg}, **fwd.attrs))
-    if dx is not None:
-        descs.append(op("conv2d_input_grad", {"Filter": dd, "Output@GRAD": g, "Input": x}, {"Input@GRAD": dx},
-                        **fwd.attrs))
-    return descs
+    x, gout, dd = op.input("Input"), op.input("Output@GRAD"), op.grad("Filter@GRAD")
+    return {"Output@GRAD": _conv(g, op, x, dd), "Input": _input_grad(g, op, dd, gout, x)}
 
 
-@grad_maker("pool2d", emits=("pool2d_grad",))
-def pool2d_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [
-        op("pool2d_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx},
-           **fwd.attrs)])
+def _pool_adjoint(g, dout, op):
+    """The adjoint of pooling X, applied to ``dout`` (pool2d_grad with the op's attrs)."""
+    return g.op("pool2d_grad", {"X": op.input("X"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD")
 
 
-@grad_maker("pool2d_grad", emits=("pool2d", "pool2d_select"))
-def pool2d_grad_grad(fwd, ctx):
-    """Linear in Out@GRAD: average pooling is its own adjoint; max's adjoint picks each window's argmax."""
-    (dg,) = ctx.input_grad("Out@GRAD")
-    if dg is None:
-        return []
-    dd = ctx.output_grad("X@GRAD")[0]
-    if fwd.attr("pooling_type") == "avg":
-        return [op("pool2d", {"X": dd}, {"Out": dg}, **fwd.attrs)]
-    return [op("pool2d_select", {"X": ctx.input("X")[0], "D": dd}, {"Out": dg}, **fwd.attrs)]
+pool2d_grad = linear("pool2d", emits=("pool2d_grad",), transpose=_pool_adjoint)
+pool2d_grad_grad = linear(
+    "pool2d_grad", emits=("pool2d", "pool2d_select"), slot="Out@GRAD", out="X@GRAD",
+    transpose=lambda g, dd, op: g.op("pool2d", {"X": dd}, op.attrs) if op.attr("pooling_type") == "avg"
+    else g.op("pool2d_select", {"X": op.input("X"), "D": dd}, op.attrs))
+"""Linear in Out@GRAD: average pooling is its own adjoint; max's adjoint picks each window's argmax."""
+pool2d_select_grad = linear("pool2d_select", emits=("pool2d_grad",), slot="D", transpose=_pool_adjoint)
 
-
-@grad_maker("pool2d_select", emits=("pool2d_grad",))
-def pool2d_select_grad(fwd, ctx):
-    (dd,) = ctx.input_grad("D")
-    if dd is None:
-        return []
-    return [op("pool2d_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dd},
-               **fwd.attrs)]
+__all__ = ["conv2d_grad", "conv2d_input_grad_grad", "conv2d_filter_grad_grad", "pool2d_grad", "pool2d_grad_grad",
+           "pool2d_select_grad"]

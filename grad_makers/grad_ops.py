@@ -7,83 +7,55 @@ adjoint linear map (often the same op), and the other inputs get none.
 from __future__ import annotations
 
 from .activation import INV_SQRT_2PI
-from .base import grad_maker, only_grad, op
+from .base import grad_maker
+from .families import linear
 
 
-def _dd(ctx) -> str:
-    return ctx.output_grad("X@GRAD")[0]
+def _adjoint(op_type: str, *other_inputs: str):
+    """The incoming gradient ``dd`` through ``op_type(X=dd, <other inputs of the grad op>)`` with its attrs."""
+    return lambda g, dd, op: g.op(op_type, {"X": dd, **{s: op.input(s) for s in other_inputs}}, op.attrs)
 
 
-@grad_maker("relu_grad", "leaky_relu_grad", "clip_grad", emits=("relu_grad", "leaky_relu_grad", "clip_grad"))
-def masked_grad_grad(fwd, ctx):
-    """Self-adjoint masks: the same op applied to the incoming gradient."""
-    (g,) = ctx.input_grad("Out@GRAD")
-    if g is None:
-        return []
-    inputs = {slot: names for slot, names in fwd.inputs.items()}
-    inputs["Out@GRAD"] = [_dd(ctx)]
-    return [op(fwd.type, inputs, {"X@GRAD": g}, **fwd.attrs)]
+def _linear_in_dout(*op_types: str, emits: tuple[str, ...], transpose):
+    return linear(*op_types, emits=emits, transpose=transpose, slot="Out@GRAD", out="X@GRAD")
+
+
+masked_grad_grad = _linear_in_dout(
+    "relu_grad", "leaky_relu_grad", "clip_grad", emits=("relu_grad", "leaky_relu_grad", "clip_grad"),
+    transpose=lambda g, dd, op: g.op(op.type, {**op.input_slots(), "Out@GRAD": dd}, op.attrs, outputs="X@GRAD"))
+"""Self-adjoint masks: the same op applied to the incoming gradient."""
+reduce_mean_grad_grad = _linear_in_dout("reduce_mean_grad", emits=("reduce_mean",), transpose=_adjoint("reduce_mean"))
+slice_grad_grad = _linear_in_dout("slice_grad", emits=("slice",), transpose=_adjoint("slice"))
+gather_grad_grad = _linear_in_dout("gather_grad", emits=("gather",), transpose=_adjoint("gather", "Index"))
+
+
+@grad_maker("split_like", emits=("concat",))
+def split_like_grad(g, op):
+    return {"X": g.concat(op.grads("Out"), op.attr("axis"))}
 
 
 @grad_maker("tanh_grad", "sigmoid_grad", emits=("tanh_grad", "sigmoid_grad", "elementwise_mul", "scale"))
-def output_slope_grad_grad(fwd, ctx):
+def output_slope_grad_grad(g, op):
     """dX = dOut * f'(Out) with f' = 1 - Out^2 (tanh) or Out (1 - Out) (sigmoid).
 
     In dOut the map is linear and self-adjoint: the same op on the incoming
     gradient ddX. In Out: ddX * dOut * f''(Out), with f'' = -2 Out or 1 - 2 Out.
     """
-    out, dout = fwd.input("Out")[0], fwd.input("Out@GRAD")[0]
-    (g_out,), (g_dout,) = ctx.input_grad("Out"), ctx.input_grad("Out@GRAD")
-    descs = []
-    if g_dout is not None:
-        descs.append(op(fwd.type, {"Out": out, "Out@GRAD": _dd(ctx)}, {"X@GRAD": g_dout}))
-    if g_out is not None:
-        both, curve = ctx.tmp("dd_dout"), ctx.tmp("curvature")
-        scale, bias = (-2.0, 0.0) if fwd.type == "tanh_grad" else (-2.0, 1.0)
-        descs += [op("elementwise_mul", {"X": _dd(ctx), "Y": dout}, {"Out": both}),
-                  op("scale", {"X": out}, {"Out": curve}, scale=scale, bias=bias),
-                  op("elementwise_mul", {"X": both, "Y": curve}, {"Out": g_out})]
-    return descs
-
-
-@grad_maker("reduce_mean_grad", emits=("reduce_mean",))
-def reduce_mean_grad_grad(fwd, ctx):
-    return only_grad(ctx, "Out@GRAD", lambda g: [op("reduce_mean", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)])
-
-
-@grad_maker("slice_grad", emits=("slice",))
-def slice_grad_grad(fwd, ctx):
-    return only_grad(ctx, "Out@GRAD", lambda g: [op("slice", {"X": _dd(ctx)}, {"Out": g}, **fwd.attrs)])
-
-
-@grad_maker("gather_grad", emits=("gather",))
-def gather_grad_grad(fwd, ctx):
-    return only_grad(ctx, "Out@GRAD", lambda g: [
-        op("gather", {"X": _dd(ctx), "Index": ctx.input("Index")[0]}, {"Out": g}, **fwd.attrs)])
-
-
-@grad_maker("split_like", emits=("concat",))
-def split_like_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda g: [
-        op("concat", {"X": ctx.output_grad("Out")}, {"Out": g}, axis=fwd.attr("axis"))])
+    out, dout, dd = op.input("Out"), op.input("Out@GRAD"), op.grad("X@GRAD")
+    curvature = g.scale(out, -2.0, 0.0 if op.type == "tanh_grad" else 1.0)
+    return {"Out@GRAD": g.op(op.type, {"Out": out, "Out@GRAD": dd}, outputs="X@GRAD"),
+            "Out": g.mul(g.mul(dd, dout), curvature)}
 
 
 @grad_maker("gelu_grad", emits=("gelu_grad", "square", "scale", "exp", "elementwise_mul"))
-def gelu_grad_grad(fwd, ctx):
+def gelu_grad_grad(g, op):
     """gelu_grad = dout * (Phi(x) + x phi(x)); its x-derivative is dout * phi(x) * (2 - x^2)."""
-    x, dout, dd = ctx.input("X")[0], ctx.input("Out@GRAD")[0], _dd(ctx)
-    (gx,) = ctx.input_grad("X")
-    (gdout,) = ctx.input_grad("Out@GRAD")
-    descs = []
-    if gdout is not None:
-        descs.append(op("gelu_grad", {"X": x, "Out@GRAD": dd}, {"X@GRAD": gdout}))
-    if gx is not None:
-        sq, half, e, phi, two_minus, slope, s2 = (ctx.tmp(n) for n in ("sq", "half", "e", "phi", "two_minus",
-                                                                       "slope", "slope2"))
-        descs += [op("square", {"X": x}, {"Out": sq}), op("scale", {"X": sq}, {"Out": half}, scale=-0.5),
-                  op("exp", {"X": half}, {"Out": e}), op("scale", {"X": e}, {"Out": phi}, scale=INV_SQRT_2PI),
-                  op("scale", {"X": sq}, {"Out": two_minus}, scale=-1.0, bias=2.0),
-                  op("elementwise_mul", {"X": phi, "Y": two_minus}, {"Out": slope}),
-                  op("elementwise_mul", {"X": slope, "Y": dout}, {"Out": s2}),
-                  op("elementwise_mul", {"X": s2, "Y": dd}, {"Out": gx})]
-    return descs
+    x, dout, dd = op.input("X"), op.input("Out@GRAD"), op.grad("X@GRAD")
+    sq = g.square(x)
+    slope = g.mul(g.scale(g.exp(g.scale(sq, -0.5)), INV_SQRT_2PI), g.scale(sq, -1.0, 2.0))
+    return {"Out@GRAD": g.op("gelu_grad", {"X": x, "Out@GRAD": dd}, outputs="X@GRAD"),
+            "X": g.mul(g.mul(slope, dout), dd)}
+
+
+__all__ = ["masked_grad_grad", "reduce_mean_grad_grad", "slice_grad_grad", "gather_grad_grad", "split_like_grad",
+           "output_slope_grad_grad", "gelu_grad_grad"]

@@ -1,7 +1,8 @@
-"""matmul's gradient is two matmuls (one per wanted input), with batch-broadcast dims summed back."""
+"""matmul's gradient is two matmuls (one per input), with batch-broadcast dims summed back."""
 from __future__ import annotations
 
-from .base import grad_maker, op, summed_back
+from .base import grad_maker
+from .families import summed_back
 
 # For out = op_x(X) @ op_y(Y), where op_* transposes when the attr says so:
 # (transpose_x, transpose_y) -> for each input, (A, B, transpose_a, transpose_b) of the product giving it.
@@ -14,20 +15,15 @@ _RULES = {
 
 
 @grad_maker("matmul", emits=("matmul", "reduce_as"))
-def matmul_grad(fwd, ctx):
-    names = {"x": ctx.input("X")[0], "y": ctx.input("Y")[0], "dout": ctx.output_grad("Out")[0]}
-    rules = _RULES[(fwd.attr("transpose_x"), fwd.attr("transpose_y"))]
-    out_shape = ctx.var_type(ctx.output("Out")[0]).shape
-    descs = []
-    for slot, like in (("X", names["x"]), ("Y", names["y"])):
-        (grad,) = ctx.input_grad(slot)
-        if grad is None:
-            continue
+def matmul_grad(g, op):
+    """Each product has the broadcast batch dims of out and the matrix dims of its input."""
+    v = {"x": op.input("X"), "y": op.input("Y"), "dout": op.grad("Out")}
+    rules, batch = _RULES[(op.attr("transpose_x"), op.attr("transpose_y"))], op.shape(op.output("Out"))[:-2]
+    grads = {}
+    for slot, like in (("X", v["x"]), ("Y", v["y"])):
         a, b, ta, tb = rules[slot]
-        like_shape = ctx.var_type(like).shape
-        # The product has the broadcast batch dims of out and the matrix dims of the input.
-        full = tuple(out_shape[:-2]) + tuple(like_shape[-2:])
-        build = lambda t, a=a, b=b, ta=ta, tb=tb: [  # noqa: E731
-            op("matmul", {"X": names[a], "Y": names[b]}, {"Out": t}, transpose_x=ta, transpose_y=tb)]
-        descs += summed_back(ctx, full, like, grad, build)
-    return descs
+        grads[slot] = summed_back(g, op, g.matmul(v[a], v[b], ta, tb), like, batch + op.shape(like)[-2:])
+    return grads
+
+
+__all__ = ["matmul_grad"]

@@ -5,119 +5,65 @@ import numpy as np
 
 from gradgen.program.shapes import normalize_axis
 
-from .base import grad_maker, only_grad, op, summed_back
+from .base import grad_maker
+from .families import linear, summed_back
+
+
+assign_grad = linear("assign", emits=("assign",), transpose=lambda g, dout: dout)
+cast_grad = linear("cast", emits=("cast",), transpose=lambda g, dout, op: g.cast(dout, op.dtype(op.input("X"))))
+broadcast_to_grad = linear("broadcast_to", emits=("reduce_as",),
+                           transpose=lambda g, dout, op: g.reduce_as(dout, op.input("X")))
+reduce_as_grad = linear("reduce_as", emits=("broadcast_to",),
+                        transpose=lambda g, dout, op: g.broadcast_to(dout, op.input("X")))
+reshape_grad = linear("reshape", "squeeze", "unsqueeze", "reshape_as", emits=("reshape_as",),
+                      transpose=lambda g, dout, op: g.reshape_as(dout, op.input("X")))
+transpose_grad = linear("transpose", emits=("transpose",),
+                        transpose=lambda g, dout, perm: g.transpose(dout, [int(i) for i in np.argsort(perm)]))
+slice_grad = linear("slice", emits=("slice_grad",), transpose=lambda g, dout, op: g.op(
+    "slice_grad", {"X": op.input("X"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD"))
+gather_grad = linear("gather", emits=("gather_grad",), transpose=lambda g, dout, op: g.op(
+    "gather_grad", {"X": op.input("X"), "Index": op.input("Index"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD"))
 
 
 @grad_maker("sum", emits=("assign",))
-def sum_grad(fwd, ctx):
-    """One op per input: each addend's gradient is the output's (an assign shares the array)."""
-    dout = ctx.output_grad("Out")[0]
-    return [op("assign", {"X": dout}, {"Out": g}) for g in ctx.input_grad("X") if g is not None]
-
-
-@grad_maker("assign", emits=("assign",))
-def assign_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [op("assign", {"X": ctx.output_grad("Out")[0]}, {"Out": dx})])
-
-
-@grad_maker("cast", emits=("cast",))
-def cast_grad(fwd, ctx):
-    dtype = ctx.var_type(ctx.input("X")[0]).dtype
-    return only_grad(ctx, "X", lambda dx: [op("cast", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, out_dtype=dtype)])
-
-
-@grad_maker("broadcast_to", emits=("reduce_as",))
-def broadcast_to_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [
-        op("reduce_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})])
-
-
-@grad_maker("reduce_as", emits=("broadcast_to",))
-def reduce_as_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [
-        op("broadcast_to", {"X": ctx.output_grad("Out")[0], "ShapeLike": ctx.input("X")[0]}, {"Out": dx})])
-
-
-@grad_maker("reshape", "squeeze", "unsqueeze", "reshape_as", emits=("reshape_as",))
-def reshape_grad(fwd, ctx):
-    """Any pure reshape: the gradient is the output gradient reshaped to the input's run-time shape."""
-    return only_grad(ctx, "X", lambda dx: [
-        op("reshape_as", {"X": ctx.output_grad("Out")[0], "Target": ctx.input("X")[0]}, {"Out": dx})])
-
-
-@grad_maker("transpose", emits=("transpose",))
-def transpose_grad(fwd, ctx):
-    inverse = [int(i) for i in np.argsort(fwd.attr("perm"))]
-    return only_grad(ctx, "X", lambda dx: [
-        op("transpose", {"X": ctx.output_grad("Out")[0]}, {"Out": dx}, perm=inverse)])
-
-
-@grad_maker("concat", emits=("split", "split_like"))
-def concat_grad(fwd, ctx):
-    """concat -> split at the inputs' sizes along the axis (pieces nobody wants go to temporaries)."""
-    grads = ctx.input_grad("X")
-    if all(g is None for g in grads):
-        return []
-    xs = ctx.input("X")
-    rank = len(ctx.var_type(xs[0]).shape)
-    axis = normalize_axis(fwd.attr("axis"), rank)
-    sizes = [ctx.var_type(x).shape[axis] for x in xs]
-    if any(s < 0 for s in sizes):
-        # Sizes known only at run time: cut each piece with a slice_like op instead.
-        return [op("split_like", {"X": ctx.output_grad("Out")[0], "Like": xs}, {"Out": [g or ctx.tmp("unused")
-                                                                                    for g in grads]}, axis=axis)]
-    outs = [g if g is not None else ctx.tmp("unused") for g in grads]
-    return [op("split", {"X": ctx.output_grad("Out")[0]}, {"Out": outs}, axis=axis, sections=sizes)]
+def sum_grad(g, op):
+    """Each addend's gradient is the output's (an assign shares the array)."""
+    return {"X": [op.grad("Out")] * len(op.inputs("X"))}
 
 
 @grad_maker("split", emits=("concat",))
-def split_grad(fwd, ctx):
+def split_grad(g, op):
     """split -> concat of the pieces' gradients (the pass zero-fills pieces nothing used)."""
-    return only_grad(ctx, "X", lambda dx: [op("concat", {"X": ctx.output_grad("Out")}, {"Out": dx},
-                                                axis=fwd.attr("axis"))])
+    return {"X": g.concat(op.grads("Out"), op.attr("axis"))}
+
+
+@grad_maker("concat", emits=("split", "split_like"))
+def concat_grad(g, op):
+    """concat -> split at the inputs' sizes along the axis, or split_like when they are known only at run time."""
+    xs, dout = op.inputs("X"), op.grad("Out")
+    axis = normalize_axis(op.attr("axis"), len(op.shape(xs[0])))
+    sizes = [op.shape(x)[axis] for x in xs]
+    if min(sizes) < 0:
+        return {"X": g.op("split_like", {"X": dout, "Like": xs}, {"axis": axis}, outputs={"Out": len(xs)})["Out"]}
+    return {"X": g.split(dout, axis, sizes)}
 
 
 @grad_maker("stack", emits=("split", "squeeze"))
-def stack_grad(fwd, ctx):
-    """stack -> split into size-1 pieces along the axis, then squeeze each wanted piece."""
-    grads = ctx.input_grad("X")
-    if all(g is None for g in grads):
-        return []
-    rank = len(ctx.var_type(ctx.output("Out")[0]).shape)
-    axis = normalize_axis(fwd.attr("axis"), rank)
-    pieces = [ctx.tmp("piece") for _ in grads]
-    descs = [op("split", {"X": ctx.output_grad("Out")[0]}, {"Out": pieces}, axis=axis, sections=[1] * len(grads))]
-    descs += [op("squeeze", {"X": p}, {"Out": g}, axes=[axis]) for p, g in zip(pieces, grads) if g is not None]
-    return descs
-
-
-@grad_maker("slice", emits=("slice_grad",))
-def slice_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [
-        op("slice_grad", {"X": ctx.input("X")[0], "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, **fwd.attrs)])
-
-
-@grad_maker("gather", emits=("gather_grad",))
-def gather_grad(fwd, ctx):
-    return only_grad(ctx, "X", lambda dx: [
-        op("gather_grad", {"X": ctx.input("X")[0], "Index": ctx.input("Index")[0],
-                           "Out@GRAD": ctx.output_grad("Out")[0]}, {"X@GRAD": dx}, axis=fwd.attr("axis"))])
+def stack_grad(g, op):
+    """stack -> split into size-1 pieces along the axis, each squeezed."""
+    axis = normalize_axis(op.attr("axis"), len(op.shape(op.output("Out"))))
+    pieces = g.split(op.grad("Out"), axis, [1] * len(op.inputs("X")))
+    return {"X": [g.squeeze(p, [axis]) for p in pieces]}
 
 
 @grad_maker("where", emits=("fill_zeros_like", "where", "reduce_as"))
-def where_grad(fwd, ctx):
+def where_grad(g, op):
     """Each branch gets the output gradient where it was chosen and zero elsewhere, summed back to its shape."""
-    cond, dout = ctx.input("Condition")[0], ctx.output_grad("Out")[0]
-    full = ctx.var_type(ctx.output("Out")[0]).shape
-    zeros = ctx.tmp("zeros")
-    descs = []
-    for slot, picks_dout in (("X", True), ("Y", False)):
-        (g,) = ctx.input_grad(slot)
-        if g is None:
-            continue
-        if not descs:
-            descs.append(op("fill_zeros_like", {"X": dout}, {"Out": zeros}))
-        xy = {"X": dout, "Y": zeros} if picks_dout else {"X": zeros, "Y": dout}
-        descs += summed_back(ctx, full, ctx.input(slot)[0], g,
-                             lambda t, xy=xy: [op("where", {"Condition": cond, **xy}, {"Out": t})])
-    return descs
+    cond, dout, full = op.input("Condition"), op.grad("Out"), op.shape(op.output("Out"))
+    zeros = g.fill_zeros_like(dout)
+    return {"X": summed_back(g, op, g.where(cond, dout, zeros), op.input("X"), full),
+            "Y": summed_back(g, op, g.where(cond, zeros, dout), op.input("Y"), full)}
+
+
+__all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad",
+           "slice_grad", "gather_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]

@@ -5,7 +5,9 @@ The pass appends the gradient of a program as more program:
 1. seed the targets' gradients (ones shaped like each target, or the given ``target_gradients``);
 2. find the ops on a path from the inputs to the targets (networkx reachability on the
    versioned dataflow graph, built once);
-3. walk those ops in reverse and ask each op's grad maker (``grad_makers.GRAD_MAKERS``) for ops;
+3. walk those ops in reverse; each op's grad maker (``grad_makers.GRAD_MAKERS``) records the ops of its
+   rule with a fresh ``grad_makers.Builder``, which keeps those the wanted gradients need; the gradient
+   sub-blocks control-flow makers record are built here (``backward_subblocks``);
 4. where a var's gradient has several contributions, name them ``x@GRAD@RENAME@k`` and sum
    them with one ``sum`` op right before the first use of ``x@GRAD``;
 5. zero-fill output gradients a maker needs but nothing produced; skip ops none of whose
@@ -20,7 +22,7 @@ from __future__ import annotations
 import gc
 from typing import Iterable, Sequence
 
-from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, OpDesc
+from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, Builder, OpDesc, RuleError
 from gradgen.program.dtypes import is_float
 from gradgen.program.graph import dataflow_graph, latest_version, reachable
 from gradgen.program.shapes import shapes_agree
@@ -28,6 +30,7 @@ from gradgen.program.subblocks import owned_blocks, rename_outer_reads
 from gradgen.program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
+from .backward_subblocks import build_sub_blocks
 from ..errors import BackwardError
 from .recompute import apply_recompute, plan_recompute
 
@@ -147,7 +150,15 @@ class _Pass:
                     f"or pass them in no_grad_set")
             in_nodes = {n[1]: n for n in self.graph.predecessors(node)}
             ctx = MakerContext(self, fwd, in_nodes, out_nodes, on_path)
-            for desc in maker(fwd, ctx):
+            g = Builder(maker.allowed)
+            try:
+                descs = g.finish(ctx.results(maker(g, ctx)), ctx.tmp)
+                if g.blocks:
+                    build_sub_blocks(self, ctx, fwd, descs)
+            except RuleError as e:
+                raise BackwardError(f"block {block.idx}, op #{i} ({fwd.type}), grad maker "
+                                    f"{getattr(maker, '__name__', maker)!r}: {e}") from None
+            for desc in descs:
                 self.emitted.append((desc, fwd))
 
     def snapshot_overwritten(self) -> None:
@@ -238,11 +249,26 @@ def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target
             gc.enable()
 
 
+def _check_one_program(target: Variable, groups: list[tuple[str, Iterable | None]]) -> None:
+    """A BackwardError for a Variable of another program than ``target``'s (never a silent lookup by name)."""
+    program = target.block.program
+    for what, items in groups:
+        for k, v in enumerate(items or ()):
+            if isinstance(v, Variable) and v.block.program is not program:
+                own = target.block.find_var(v.name)
+                here = (f"that program's own '{v.name}' is {own.type_str()}" if own is not None
+                        else f"that program has no var named '{v.name}'")
+                raise BackwardError(f"{what}[{k}] '{v.name}' ({v.type_str()}) belongs to another program than target "
+                                    f"'{target.name}' ({target.type_str()}); {here}. Pass vars of the targets' program")
+
+
 def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set,
               names: NameAllocator | None = None):
     if not targets:
         raise BackwardError("the backward pass needs at least one target")
     block = targets[0].block
+    _check_one_program(targets[0], [("targets", targets), ("inputs", inputs), ("target_gradients", target_gradients),
+                                    ("no_grad_set", no_grad_set)])
     for t in targets:
         if t.block is not block:
             raise BackwardError(f"targets '{targets[0].name}' and '{t.name}' are in different blocks")
@@ -286,6 +312,7 @@ def append_backward(loss: Variable, parameter_list: Sequence | None = None, no_g
         params = [v for v in block.program.global_block().vars.values() if v.is_parameter and v.trainable]
     else:
         params = [block.var(p) if isinstance(p, str) else p for p in parameter_list]
+    _check_one_program(loss, [("parameter_list", params), ("no_grad_set", list(no_grad_set or ()))])
     no_grad = _names(no_grad_set)
     params = [p for p in params if p.name not in no_grad]
     plan = plan_recompute(block, checkpoints) if checkpoints is not None else None

@@ -1,5 +1,10 @@
 """The shape of what the backward pass generates: exact op lists, provenance, registry coverage, errors."""
+import importlib
+import pkgutil
+
 import pytest
+
+from gradgen import grad_makers
 
 from gradgen.framework import BackwardError, append_backward, gradients
 from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
@@ -25,7 +30,7 @@ def test_small_mlp_generates_exactly_these_ops():
     assert backward == [
         ("fill_any_like", ["reduce_sum_0@GRAD"], None),
         ("broadcast_to", ["square_0@GRAD"], "reduce_sum"),
-        ("scale", ["square_0@GRAD@two_x"], "square"),
+        ("scale", ["square_0@GRAD@scale"], "square"),
         ("elementwise_mul", ["elementwise_sub_0@GRAD"], "square"),
         ("assign", ["matmul_1@GRAD"], "elementwise_sub"),
         ("matmul", ["relu_0@GRAD"], "matmul"),
@@ -50,6 +55,15 @@ def test_every_op_type_is_differentiable_or_declared_not():
     assert missing == [], f"op types with neither a grad maker nor a non-differentiable declaration: {missing}"
     assert not set(GRAD_MAKERS) & NON_DIFFERENTIABLE
     assert set(GRAD_MAKERS) <= set(OP_SCHEMAS), sorted(set(GRAD_MAKERS) - set(OP_SCHEMAS))
+
+
+def test_every_grad_makers_module_lists_its_public_names_and_makers_in_all():
+    for info in pkgutil.iter_modules(grad_makers.__path__):
+        module = importlib.import_module(f"gradgen.grad_makers.{info.name}")
+        assert isinstance(getattr(module, "__all__", None), list), f"{info.name} has no __all__"
+        assert all(hasattr(module, name) for name in module.__all__), info.name
+        tagged = {name for name, value in vars(module).items() if getattr(value, "grad_of", None)}
+        assert tagged <= set(module.__all__), f"{info.name}: makers not in __all__: {tagged - set(module.__all__)}"
 
 
 def test_an_op_without_a_maker_on_the_path_is_a_clear_error(monkeypatch):
