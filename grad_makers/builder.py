@@ -86,7 +86,7 @@ class Builder:
             raise RuleError(f"the rule records a '{type}' op, which its emits {sorted(self._allowed)} do not list")
         ins = {}
         for slot, v in inputs.items():  # a loop, not a comprehension: this runs for every op a rule records
-            ins[slot] = list(v) if v.__class__ is list or v.__class__ is tuple else [v]
+            ins[slot] = list(v) if isinstance(v, (list, tuple)) else [v]
         if outputs.__class__ is str:
             result = into if into is not None else Ref(type)
             self.descs.append(OpDesc(type, ins, {outputs: [result]}, dict(attrs) if attrs else {}))
