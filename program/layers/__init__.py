@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 from .control_flow import cond, while_loop
-from .conv import conv2d, pool2d
+from .conv import conv2d, conv2d_transpose, pool2d
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
-from .logic import argmax, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
-from .manipulation import (broadcast_to, concat, gather, reshape, slice, split, squeeze, stack, sum, transpose,
-                           unsqueeze)
-from .math import (abs, add, clip, cos, divide, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
-                   reciprocal, relu, scale, sigmoid, sign, sin, softplus, sqrt, square, subtract, tanh)
+from .indexing import scatter, scatter_add, take_along_axis, top_k
+from .logic import argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
+from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
+                           transpose, unsqueeze)
+from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
+                   reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract, tanh)
 from .network import batch_norm, dropout, embedding, fc, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
-from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
+from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
 __all__ = [
     "abs",
     "add",
     "argmax",
+    "argmin",
     "assign",
     "batch_norm",
     "broadcast_to",
@@ -26,14 +28,18 @@ __all__ = [
     "concat",
     "cond",
     "conv2d",
+    "conv2d_transpose",
     "cos",
     "create_parameter",
     "cross_entropy",
+    "cumsum",
     "data",
     "divide",
     "dropout",
+    "elu",
     "embedding",
     "equal",
+    "erf",
     "exp",
     "fc",
     "fill_constant",
@@ -47,6 +53,7 @@ __all__ = [
     "less_than",
     "log",
     "log_softmax",
+    "logsumexp",
     "matmul",
     "maximum",
     "mean",
@@ -55,19 +62,24 @@ __all__ = [
     "not_equal",
     "one_hot",
     "ones_like",
+    "pad",
     "pool2d",
     "pow",
     "reciprocal",
     "reduce_max",
     "reduce_mean",
     "reduce_min",
+    "reduce_prod",
     "reduce_sum",
     "relu",
     "reshape",
     "scale",
+    "scatter",
+    "scatter_add",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",
     "sign",
+    "silu",
     "sin",
     "slice",
     "softmax",
@@ -80,7 +92,9 @@ __all__ = [
     "stack",
     "subtract",
     "sum",
+    "take_along_axis",
     "tanh",
+    "top_k",
     "transpose",
     "unsqueeze",
     "where",

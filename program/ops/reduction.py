@@ -20,6 +20,12 @@ def _reduce(ctx):
     return {"Out": TensorType(shape, x.dtype)}
 
 
+def _float_reduce(ctx):
+    if not ctx.input("X").dtype.startswith("float"):
+        ctx.fail(f"X must be a float tensor, got {ctx.input('X').dtype}")
+    return _reduce(ctx)
+
+
 def _mean(ctx):
     return {"Out": TensorType((), ctx.input("X").dtype)}
 
@@ -39,6 +45,10 @@ SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _reduce, REDUCE_ATTRS, doc=f"{t[7:]} over `dim` (every dim when empty or reduce_all).")
     for t in REDUCE_TYPES
 ) + (
+    schema("reduce_prod", ["X"], ["Out"], _reduce, REDUCE_ATTRS,
+           doc="prod over `dim` (every dim when empty or reduce_all); 1 over no elements."),
+    schema("logsumexp", ["X"], ["Out"], _float_reduce, REDUCE_ATTRS,
+           doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X."),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar."),
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
            doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count."),

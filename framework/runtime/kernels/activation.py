@@ -33,6 +33,10 @@ def _gelu(x):
     return (x * (0.5 * (1.0 + erf(x / math.sqrt(2.0))))).astype(x.dtype, copy=False)
 
 
+def _silu(x):
+    return (x * _sigmoid(x)).astype(x.dtype, copy=False)
+
+
 def _fixed(fn):
     return lambda op: fn
 
@@ -49,6 +53,12 @@ def relu(op):
 def leaky_relu(op):
     alpha = op.attr("alpha")
     return lambda x: np.where(x > 0, x, x * alpha).astype(x.dtype, copy=False)
+
+
+def elu(op):
+    alpha = op.attr("alpha")
+    # expm1 of a non-positive number: accurate near 0 and never overflows.
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
 
 
 def scale(op):
@@ -128,6 +138,9 @@ KERNELS = {
     "scale": scale,
     "clip": clip,
     "pow": pow_,
+    "erf": _fixed(erf),
+    "silu": _fixed(_silu),
+    "elu": elu,
     "relu_grad": relu_grad,
     "tanh_grad": tanh_grad,
     "sigmoid_grad": sigmoid_grad,

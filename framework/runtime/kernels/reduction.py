@@ -20,6 +20,20 @@ def _reducer(fn):
     return factory
 
 
+def logsumexp(op):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis, keep = _axes(op, rank), op.attr("keep_dim")
+
+    def run(x):
+        top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: no elements give -inf, not an error
+        top = np.where(np.isfinite(top), top, 0.0).astype(x.dtype, copy=False)  # all -inf (or inf) rows: no shift
+        with np.errstate(divide="ignore"):  # log(0) = -inf is the answer over no elements (or all -inf)
+            out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+        return np.asarray(out if keep else np.squeeze(out, axis=axis), dtype=x.dtype)
+
+    return run
+
+
 def mean(op):
     return lambda x: np.asarray(np.mean(x))
 
@@ -45,6 +59,8 @@ KERNELS = {
     "reduce_mean": _reducer(np.mean),
     "reduce_max": _reducer(np.max),
     "reduce_min": _reducer(np.min),
+    "reduce_prod": _reducer(lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)),
+    "logsumexp": logsumexp,
     "mean": mean,
     "reduce_mean_grad": reduce_mean_grad,
 }
