@@ -6,8 +6,9 @@ from contextlib import redirect_stdout
 import numpy as np
 import pytest
 
-from gradgen.framework import BackwardError, ExecutionError, Executor, gradients
+from gradgen.framework import BackwardError, ExecutionError, Executor, Scope, gradients
 from gradgen.framework.tools.cli import main as cli_main
+from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
 from gradgen.program import OP_SCHEMAS, Program, layers, program_guard
 from gradgen.program.errors import OpError, ProgramError
@@ -155,3 +156,34 @@ def test_int_tensors_go_through_the_new_ops_keeping_their_dtype():
     for var, g, w in zip(outs, got, want):
         assert g.dtype == np.int32 and var.dtype == "int32"
         np.testing.assert_array_equal(g, w)
+
+
+RUN_TIME_BATCH = {
+    "logsumexp": lambda x: layers.logsumexp(x, dim=[1, 2]),
+    "cumsum": lambda x: layers.cumsum(x, axis=0, exclusive=True),
+    "pad": lambda x: layers.pad(x, [1, 0, 0, 2, 1, 1]) ** 2.0,
+    "top_k": lambda x: layers.top_k(x, 2, axis=1)[0],
+    "reduce_prod": lambda x: layers.reduce_prod(x, dim=[1, 2]),
+    "strided_slice": lambda x: x[::-2, 1:, ::2] ** 2.0,
+    "matmul_vector": lambda x: layers.matmul(x, layers.reduce_sum(x, dim=[0, 1])),
+    "scatter_add": lambda x: layers.scatter_add(x * x, layers.fill_constant([2], "int64", 1), x[:, 0:2], axis=1),
+    "pool_ceil": lambda x: layers.pool2d(layers.unsqueeze(x, [1]), 2, "avg", 2, [0, 1, 1, 0], False, True),
+    "conv2d_transpose": lambda x: layers.conv2d_transpose(layers.unsqueeze(x, [1]), 2, 2, stride=2, output_padding=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_TIME_BATCH))
+def test_ops_with_a_run_time_batch_dim_give_finite_difference_gradients_for_each_batch_size(name):
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3, 4], "float64")
+        out = RUN_TIME_BATCH[name](x)
+        assert out.shape[0] == -1
+        loss = layers.reduce_sum(out * layers.sin(out))
+        (dx,) = gradients(loss, [x])
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    for batch in (1, 3):
+        feed = {"x": np.random.default_rng(batch).permutation(batch * 12).reshape(batch, 3, 4) * 0.1 + 0.05}
+        (got,) = exe.run(main, feed=feed, fetch_list=[dx], scope=scope)
+        np.testing.assert_allclose(got, numeric_gradient(main, feed, scope, loss.name, "x"), rtol=1e-5, atol=1e-6)

@@ -36,8 +36,10 @@ REDUCTIONS = [((2, 3), None, False), ((2, 3), 1, False), ((2, 3, 4), [0, 2], Tru
               ((2, 1, 3), 1, False), ((3, 1), [-1, 0], False), ((2, 0, 3), 1, False), ((2, 0, 3), 0, True)]
 
 
-@pytest.mark.parametrize("shape,dim,keep", REDUCTIONS, ids=str)
+@pytest.mark.parametrize("shape,dim,keep", [r for r in REDUCTIONS if r[:2] != ((2, 0, 3), 1)] + [((2, 0, 3), 2, False)],
+                         ids=str)
 def test_logsumexp(shape, dim, keep):
+    """(Over no elements logsumexp is -inf, which the kernel cases check; a loss made of it is not differentiable.)"""
     check_op_gradients(lambda x: layers.logsumexp(x, dim=dim, keep_dim=keep), {"x": randn(shape) * 3})
 
 
@@ -68,12 +70,13 @@ def test_reduce_prod_gradient_at_two_zeros_is_the_product_of_the_rest_in_the_sec
     check_op_gradients(lambda x: layers.reduce_prod(x), {"x": x})
 
 
+@pytest.mark.parametrize("shape", [(3, 4), (1, 4), (0, 3), (2, 1, 3)], ids=str)
 @pytest.mark.parametrize("axis", [0, -1])
 @pytest.mark.parametrize("exclusive", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_cumsum(axis, exclusive, reverse):
-    check_op_gradients(lambda x: layers.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse),
-                       {"x": randn((3, 4), 1)})
+def test_cumsum(axis, exclusive, reverse, shape):
+    check_op_gradients(lambda x: layers.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse) ** 2.0,
+                       {"x": randn(shape, 1)})
 
 
 @pytest.mark.parametrize("shape,paddings,value", [((3,), [2, 1], 0.0), ((2, 3), [1, 0, 2, 3], 0.5),
