@@ -62,5 +62,6 @@ pool2d_grad_grad = linear(
 """Linear in Out@GRAD: average pooling is its own adjoint; max's adjoint picks each window's argmax."""
 pool2d_select_grad = linear("pool2d_select", emits=("pool2d_grad",), slot="D", transpose=_pool_adjoint)
 
-__all__ = ["conv2d_grad", "conv2d_transpose_grad", "conv2d_input_grad_grad", "conv2d_filter_grad_grad", "pool2d_grad", "pool2d_grad_grad",
+__all__ = ["conv2d_grad", "conv2d_transpose_grad", "conv2d_input_grad_grad",
+           "conv2d_filter_grad_grad", "pool2d_grad", "pool2d_grad_grad",
            "pool2d_select_grad"]

@@ -30,8 +30,9 @@ def scatter_add_grad(g, op):
     return {"X": dout, "Updates": g.gather(dout, op.input("Index"), op.attr("axis"))}
 
 
-take_along_axis_grad = linear("take_along_axis", emits=("take_along_axis_grad",), transpose=lambda g, dout, op: _take_grad(
-    g, op.input("X"), op.input("Index"), dout, op.attr("axis")))
+take_along_axis_grad = linear(
+    "take_along_axis", emits=("take_along_axis_grad",),
+    transpose=lambda g, dout, op: _take_grad(g, op.input("X"), op.input("Index"), dout, op.attr("axis")))
 take_along_axis_grad_grad = linear(
     "take_along_axis_grad", emits=("take_along_axis",), slot="Out@GRAD", out="X@GRAD",
     transpose=lambda g, dd, op: g.op("take_along_axis", {"X": dd, "Index": op.input("Index")}, op.attrs))

@@ -50,5 +50,6 @@ def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
 
 
 __all__ = [
-    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin", "one_hot"
+    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin",
+    "one_hot"
 ]

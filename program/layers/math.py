@@ -114,5 +114,6 @@ silu = _unary("silu")
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu", "relu",
-    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign", "elu", "erf", "silu"
+    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign",
+    "elu", "erf", "silu"
 ]

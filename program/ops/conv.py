@@ -142,7 +142,8 @@ SCHEMAS = (
            doc="The adjoint of conv2d in its input (a 'deconvolution'): NCHW Input, [C_in, C_out/groups, kh, kw] "
                "Filter; output_padding adds rows and columns at the far end."),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
-           doc="Max or average (over the window's in-bounds elements) pooling of NCHW X."),
+           doc="Max or average pooling of NCHW X; average divides by the window's in-bounds elements (exclusive) or "
+               "its area."),
     schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
            doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it."),
     schema("pool2d_select", ["X", "D"], ["Out"], _pool2d_select, POOL_ATTRS,

@@ -226,7 +226,8 @@ def conv_cases():
 def linalg_cases():
     for dtype in FLOATS:
         for sx, sy, tx, ty in [((4,), (4,), False, False), ((4,), (4, 3), True, False), ((2, 3, 4), (4,), False, False),
-                               ((4,), (2, 5, 4), False, True), ((3, 4), (3,), True, True), ((0,), (0, 2), False, False)]:
+                               ((4,), (2, 5, 4), False, True), ((3, 4), (3,), True, True),
+                               ((0,), (0, 2), False, False)]:
             def ref(i, tx=tx, ty=ty):
                 x, y = i["X"].astype(np.float64), i["Y"].astype(np.float64)
                 x = np.swapaxes(x, -1, -2) if tx and x.ndim > 1 else x

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from gradgen.program import layers
+from gradgen.program.layers.helper import append
 from tests.grad.checking import check_op_gradients
 from tests.ops.kernel_cases import POOLS
 
@@ -132,7 +133,8 @@ def test_take_along_axis_with_repeats():
                        extra_feed={"index": np.array([[3, 0, 3], [1, 1, 2]])})
 
 
-CONV_T = [((1, 2, 3, 3), 3, 3, 1, 0, 1, 1, 0), ((2, 2, 2, 3), 2, 2, 2, 1, 1, 1, 1), ((1, 4, 2, 2), 2, (2, 3), 2, 0, 2, 2, 1),
+CONV_T = [((1, 2, 3, 3), 3, 3, 1, 0, 1, 1, 0), ((2, 2, 2, 3), 2, 2, 2, 1, 1, 1, 1),
+          ((1, 4, 2, 2), 2, (2, 3), 2, 0, 2, 2, 1),
           ((1, 2, 3, 2), 1, 2, 1, 1, 2, 1, 0)]
 
 
@@ -142,7 +144,6 @@ def test_conv2d_transpose(shape, filters, k, stride, pad, dilation, groups, extr
     w_shape = (shape[1], filters // groups) + tuple(k)
 
     def build(x, w):
-        from gradgen.program.layers.helper import append
         return append("conv2d_transpose", {"Input": x, "Filter": w},
                       {"strides": [stride] * 2, "paddings": [pad] * 2, "dilations": [dilation] * 2,
                        "groups": groups, "output_padding": [extra] * 2}, out_slots=("Output",))

@@ -7,7 +7,8 @@ from gradgen.program import Program, Variable, layers, program_guard
 from gradgen.program.errors import ProgramError
 
 X = np.arange(24.0).reshape(2, 3, 4) - 7.0
-KEYS = [(slice(None), slice(0, 2)), 1, -1, (0, 2), (Ellipsis, 1), (slice(None, None, -1), slice(None), slice(1, None, 2)),
+KEYS = [(slice(None), slice(0, 2)), 1, -1, (0, 2), (Ellipsis, 1),
+        (slice(None, None, -1), slice(None), slice(1, None, 2)),
         (None, 0), (slice(None), None, -2, slice(None, 1)), (slice(-100, 100),), (1, slice(3, 0, -1), Ellipsis),
         Ellipsis, (slice(None), slice(None), slice(None)), (slice(5, 7),), (0, 1, 2), (slice(None, None, 3), 2)]
 
