@@ -134,8 +134,8 @@ def _pad(ctx):
 
 def _cumsum(ctx):
     x = ctx.input("X")
-    if len(x.shape) == 0:
-        ctx.fail("cumsum needs X of rank >= 1")
+    if len(x.shape) == 0 or x.dtype == "bool":
+        ctx.fail(f"cumsum needs X of rank >= 1 and a number dtype, got {x.dtype}{list(x.shape)} (cast bools first)")
     normalize_axis(ctx.attr("axis"), len(x.shape))
     return {"Out": x}
 

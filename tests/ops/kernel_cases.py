@@ -97,6 +97,7 @@ def manipulation_cases():
             yield Case("cumsum", {"X": x}, lambda i, a=axis, e=exclusive, r=reverse: _cumsum_ref(i["X"], a % 2, e, r),
                        {"axis": axis, "exclusive": exclusive, "reverse": reverse})
         yield Case("cumsum", {"X": x[:, :0]}, lambda i: i["X"], {"axis": 1}, label="empty")
+        yield Case("pad", {"X": x[0, 0]}, lambda i: i["X"], {"paddings": []}, label="scalar")
         for pads, value in [([1, 0, 2, 3], 0.0), ([0, 0, 0, 0], 0.0), ([2, 2, 0, 1], -1.0)]:
             yield Case("pad", {"X": x}, lambda i, p=pads, v=value: _pad_ref(i["X"], p, v),
                        {"paddings": pads, "pad_value": value})

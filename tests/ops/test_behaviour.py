@@ -89,6 +89,7 @@ BAD = [
     (lambda x: layers.pad(x, [1, 1, -1, 0]), "non-negative"),
     (lambda x: layers.slice(x, [0], [0], [2], [0]), "slice.*strides \\[0\\] must be non-zero"),
     (lambda x: layers.cumsum(x, axis=2), "cumsum.*axis 2 is out of range"),
+    (lambda x: layers.cumsum(x > 0), "cumsum needs X of rank >= 1 and a number dtype, got bool"),
     (lambda x: layers.matmul(x, layers.reduce_sum(x)), "matmul.*rank >= 1"),
     (lambda x: layers.matmul(layers.reduce_sum(x, dim=0), x), "inner dimensions differ: 4 vs 3"),
     (lambda x: layers.logsumexp(layers.cast(x, "int64")), "logsumexp.*float"),
@@ -188,3 +189,23 @@ def test_ops_with_a_run_time_batch_dim_give_finite_difference_gradients_for_each
         feed = {"x": np.random.default_rng(batch).permutation(batch * 12).reshape(batch, 3, 4) * 0.1 + 0.05}
         (got,) = exe.run(main, feed=feed, fetch_list=[dx], scope=scope)
         np.testing.assert_allclose(got, numeric_gradient(main, feed, scope, loss.name, "x"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["erf", "silu", "elu", "logsumexp"])
+def test_float16_stays_float16(name):
+    """scipy's erf has no float16 loop and would widen to float32: the kernel casts back."""
+    x = np.linspace(-2, 2, 6).reshape(2, 3)
+    main = Program()
+    with program_guard(main, Program()):
+        out = getattr(layers, name)(layers.data("x", [2, 3], "float16"))
+    (got,) = Executor(check_types=True).run(main, feed={"x": x.astype(np.float16)}, fetch_list=[out])
+    (want,) = Executor().run(_float64_twin(name), feed={"x": x}, fetch_list=["out"])
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
+def _float64_twin(name):
+    main = Program()
+    with program_guard(main, Program()):
+        getattr(layers, name)(layers.data("x", [2, 3], "float64"), name="out")
+    return main

@@ -55,6 +55,13 @@ def leaky_relu(op):
     return lambda x: np.where(x > 0, x, x * alpha).astype(x.dtype, copy=False)
 
 
+def erf_(op):
+    """scipy's erf ufunc (no loop for float16, which it would widen: that dtype gets a cast back)."""
+    if op.block.var(op.input("X")[0]).dtype == "float16":
+        return lambda x: erf(x).astype(x.dtype)
+    return erf
+
+
 def elu(op):
     alpha = op.attr("alpha")
     # expm1 of a non-positive number: accurate near 0 and never overflows.
@@ -138,7 +145,7 @@ KERNELS = {
     "scale": scale,
     "clip": clip,
     "pow": pow_,
-    "erf": _fixed(erf),
+    "erf": erf_,
     "silu": _fixed(_silu),
     "elu": elu,
     "relu_grad": relu_grad,

@@ -110,6 +110,8 @@ def slice_(op):
 def pad(op):
     pads, value = op.attr("paddings"), op.attr("pad_value")
     widths = tuple((pads[2 * i], pads[2 * i + 1]) for i in range(len(pads) // 2))
+    if not widths:
+        return lambda x: x  # a scalar has nothing to pad
     return lambda x: np.pad(x, widths, constant_values=value)
 
 
