@@ -80,6 +80,8 @@ def subscript(x: Variable, key) -> Variable:
             out_dim += 1
         else:
             try:
+                if type(item).__name__ in ("bool", "bool_"):  # numpy reads a bool as a mask, not as 0 or 1
+                    raise TypeError
                 i = operator.index(item)
             except TypeError:
                 raise ProgramError(f"index of '{x.name}': cannot index with {type(item).__name__} {item!r} (ints, "

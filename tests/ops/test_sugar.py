@@ -34,17 +34,18 @@ def test_indexing_matches_numpy(key, batch):
 
 
 def test_indexing_with_an_int_variable():
-    i = np.array([[1, 0], [1, 1]])
-    (a, b, c), got = _values(lambda x, i: [x[i], x[:, i], x[:, ::-1][..., i]], {"x": X, "i": i})
-    for g, w in zip(got, [X[i], X[:, i], X[:, ::-1][..., i]]):
+    i, k = np.array([[1, 0], [1, 1]]), np.array(2, dtype=np.int32)
+    (a, b, c, d), got = _values(lambda x, i, k: [x[i], x[:, i], x[:, ::-1][..., i], x[0][k]],
+                                {"x": X, "i": i, "k": k})
+    for g, w in zip(got, [X[i], X[:, i], X[:, ::-1][..., i], X[0][k]]):
         np.testing.assert_array_equal(g, w)
-    assert a.shape == (2, 2, 3, 4) and b.shape == (2, 2, 2, 4) and c.shape == (2, 3, 2, 2)
+    assert a.shape == (2, 2, 3, 4) and b.shape == (2, 2, 2, 4) and c.shape == (2, 3, 2, 2) and d.shape == (4,)
 
 
 @pytest.mark.parametrize("key,message", [
     ((0, 0, 0, 0), "4 indexes for 3 dims"), (2, "index 2 is out of range for axis 0"), (0.5, "cannot index with float"),
     ((Ellipsis, Ellipsis), "single ellipsis"), (slice(None, None, 0), "step cannot be zero"),
-    ([0, 1], "cannot index with list")])
+    ([0, 1], "cannot index with list"), (True, "cannot index with bool")])
 def test_bad_indexes_are_clear_errors(key, message):
     with program_guard(Program(), Program()):
         x = layers.data("x", [2, 3, 4], "float64")

@@ -106,7 +106,8 @@ def conv2d_filter_grad(op):
 
 
 class _Pooling:
-    """One pool2d op's attrs, worked out once: the padded input's extra far-end rows for ceil mode, the divisor."""
+    """One pool2d op's attrs and the window arithmetic they imply: padding (with ceil mode's extra far-end rows),
+    the windows, their scatter back, the average's divisor and the max's one-hot."""
 
     def __init__(self, op):
         self.kind, self.ksize, self.strides = op.attr("pooling_type"), op.attr("ksize"), op.attr("strides")
