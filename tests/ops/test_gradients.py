@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from gradgen.program import layers
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework.tools.gradcheck import numeric_gradient
+from gradgen.program import Program, layers, program_guard
 from gradgen.program.layers.helper import append
 from tests.grad.checking import check_op_gradients
 from tests.ops.kernel_cases import POOLS
@@ -172,3 +174,25 @@ SUGAR = {
 def test_variable_sugar_is_differentiable(name):
     extra = {"i": np.array([2, 0, 2])} if name == "index_var" else None
     check_op_gradients(SUGAR[name], {"x": randn((3, 4), 15)}, extra_feed=extra)
+
+
+@pytest.mark.parametrize("zeros", [2, 3])
+def test_reduce_prod_third_order_at_zeros(zeros):
+    """With three zeros every first and second derivative vanishes; the third (the product of the rest, for the
+    three zeros) does not: the scan keeps it, as it keeps every order."""
+    x0 = _with_zeros((2, 5), zeros, seed=21)
+    rng = np.random.default_rng(22)
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 5], "float64")
+        r, v, w = (layers.data(n, [2, 5] if n != "r" else [2], "float64") for n in ("r", "v", "w"))
+        (g,) = gradients(layers.reduce_sum(layers.reduce_prod(x, dim=1) * r), [x])
+        (h,) = gradients(layers.reduce_sum(g * v), [x])
+        t = layers.reduce_sum(h * w)
+        (third,) = gradients(t, [x])
+    feed = {"x": x0, "r": rng.standard_normal(2), "v": rng.standard_normal((2, 5)), "w": rng.standard_normal((2, 5))}
+    scope = Scope()
+    (got,) = Executor().run(main, feed=feed, fetch_list=[third], scope=scope)
+    want = numeric_gradient(main, feed, scope, t.name, "x")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(want).max() > 0.1  # the third order is really there to be found
