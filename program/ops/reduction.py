@@ -1,7 +1,7 @@
 """Reductions over some or all dims."""
 from __future__ import annotations
 
-from ..schema import Attr, TensorType, schema
+from ..schema import Attr, TensorType, same_as, schema
 from ..shapes import normalize_axes
 
 
@@ -47,6 +47,10 @@ SCHEMAS = tuple(
 ) + (
     schema("reduce_prod", ["X"], ["Out"], _reduce, REDUCE_ATTRS,
            doc="prod over `dim` (every dim when empty or reduce_all); 1 over no elements."),
+    schema("prod_others", ["X"], ["Out"], same_as("X"),
+           {"dim": Attr("ints", []), "reduce_all": Attr("bool", False)},
+           doc="For each element, the product of the other elements reduce_prod over `dim` multiplies it with: "
+               "reduce_prod's gradient without a division, exact at zeros."),
     schema("logsumexp", ["X"], ["Out"], _float_reduce, REDUCE_ATTRS,
            doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X."),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar."),

@@ -50,6 +50,16 @@ def _product(v):
     return p
 
 
+def _others_ref(x, dim):
+    """For each element, the product of the others in its group, multiplied out one by one (no division)."""
+    axes = tuple(range(x.ndim)) if not dim else tuple(sorted(d % x.ndim for d in dim))
+    out = np.empty_like(x)
+    for pos in np.ndindex(x.shape):
+        group = [q for q in np.ndindex(x.shape) if all(q[a] == pos[a] for a in range(x.ndim) if a not in axes)]
+        out[pos] = _product([x[q] for q in group if q != pos])
+    return out
+
+
 def reduction_cases():
     for dtype in FLOATS + ("int64",):
         for shape, dim, keep in [((3, 4), [1], False), ((2, 3, 4), [0, -1], True), ((2, 3), [], False),
@@ -58,6 +68,8 @@ def reduction_cases():
             x.flat[::3] = 0 if x.size else x.flat[::3]  # zeros, several per row
             yield Case("reduce_prod", {"X": x}, lambda i, d=dim, k=keep: _reduce_ref(_product, i["X"], d, k).astype(
                 i["X"].dtype), {"dim": dim, "keep_dim": keep, "reduce_all": not dim})
+            yield Case("prod_others", {"X": x}, lambda i, d=dim: _others_ref(i["X"], d), {"dim": dim,
+                                                                                           "reduce_all": not dim})
     for dtype in FLOATS:
         for shape, dim, keep in [((3, 4), [1], False), ((2, 3, 4), [0, -1], True), ((2, 3), [], False),
                                  ((2, 0, 3), [1], False)]:

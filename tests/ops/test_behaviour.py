@@ -14,7 +14,7 @@ from gradgen.program import OP_SCHEMAS, Program, layers, program_guard
 from gradgen.program.errors import OpError, ProgramError
 
 NEW_OPS = ("pad", "cumsum", "logsumexp", "erf", "elu", "elu_grad", "silu", "reduce_prod", "argmin", "top_k", "scatter",
-           "scatter_add", "take_along_axis", "take_along_axis_grad", "conv2d_transpose")
+           "scatter_add", "take_along_axis", "take_along_axis_grad", "conv2d_transpose", "prod_others")
 
 
 def _run(build, feed, fetch_grads_of=(), batch=False):
@@ -63,13 +63,19 @@ def test_reduce_prod_gradient_with_a_run_time_batch_dim():
         np.testing.assert_array_equal(got, want)
 
 
-def test_reduce_prod_over_a_run_time_dim_is_a_clear_backward_error():
+def test_reduce_prod_over_a_run_time_dim_first_order_works_second_order_is_a_clear_backward_error():
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", [-1, 3], "float64")
         y = layers.reduce_sum(layers.reduce_prod(x, dim=0))
-        with pytest.raises(BackwardError, match=r"op #0 \(reduce_prod\).*sizes of the reduced dims \[0\] at compile"):
-            gradients(y, [x])
+        (dx,) = gradients(y, [x])
+        feed = {"x": np.array([[0.0, 2.0, 3.0], [0.0, 0.5, 0.0], [4.0, 1.5, 2.0]])}
+        (got,) = Executor().run(main, feed=feed, fetch_list=[dx])
+        want = [[np.prod(np.delete(col, i)) for col in feed["x"].T] for i in range(3)]
+        np.testing.assert_array_equal(got, want)
+        with pytest.raises(BackwardError, match=r"\(prod_others\).*reduce_prod's second order.*reduced dims \[0\] at "
+                                                r"compile time"):
+            gradients(layers.reduce_sum(dx), [x])
 
 
 def test_a_repeated_scatter_index_is_an_error_at_run_time():

@@ -68,6 +68,14 @@ def test_reduce_prod_at_zeros(zeros, dim):
     check_op_gradients(lambda x: layers.reduce_prod(x, dim=dim), {"x": _with_zeros((2, 3, 5), zeros)})
 
 
+@pytest.mark.parametrize("zeros", [0, 1, 2, 3])
+@pytest.mark.parametrize("dim", [[1], [], [0, 2]], ids=str)
+def test_prod_others_at_zeros(zeros, dim):
+    """reduce_prod's gradient op on its own: its gradient is the scan on dual numbers."""
+    check_op_gradients(lambda x: append("prod_others", {"X": x}, {"dim": dim, "reduce_all": not dim}),
+                       {"x": _with_zeros((2, 4, 3), zeros, seed=7)})
+
+
 def test_reduce_prod_gradient_at_two_zeros_is_the_product_of_the_rest_in_the_second_order():
     x = np.array([0.0, 2.0, 0.0, 3.0])
     check_op_gradients(lambda x: layers.reduce_prod(x), {"x": x})
