@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import activation, control_flow, conv, elementwise, grad_ops, linalg, manipulation, network, nn, reduction
+from . import (activation, control_flow, conv, elementwise, grad_ops, indexing, linalg, manipulation, network, nn,
+               reduction, scan, special)
 from .base import GradContext, Grads, Maker, grad_maker
 from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
 FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
-                                    network, control_flow)
+                                    network, control_flow, special, scan, indexing)
 
 
 def _collect(families) -> dict[str, Maker]:
@@ -36,7 +37,8 @@ GRAD_MAKERS: dict[str, Maker] = _collect(FAMILIES)
 
 NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     # comparisons and integer-valued results: no gradient flows through them
-    "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "one_hot", "sign",
+    "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin", "one_hot",
+    "sign",
     # tensors made from attrs or only from an input's shape
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
     # optimizer updates

@@ -38,6 +38,17 @@ def conv2d_filter_grad_grad(g, op):
     return {"Output@GRAD": _conv(g, op, x, dd), "Input": _input_grad(g, op, dd, gout, x)}
 
 
+@grad_maker("conv2d_transpose", emits=("conv2d", "conv2d_filter_grad"))
+def conv2d_transpose_grad(g, op):
+    """Output = T(W)^T x, conv2d's adjoint in its input with W as a conv2d filter: in x the adjoint is conv2d
+    itself; in W it is the filter gradient of conv2d with dout as the input and x as the output gradient."""
+    x, w, dout = op.input("Input"), op.input("Filter"), op.grad("Output")
+    attrs = {k: v for k, v in op.attrs.items() if k != "output_padding"}
+    return {"Input": g.op("conv2d", {"Input": dout, "Filter": w}, attrs, outputs="Output"),
+            "Filter": g.op("conv2d_filter_grad", {"Input": dout, "Output@GRAD": x, "Filter": w}, attrs,
+                           outputs="Filter@GRAD")}
+
+
 def _pool_adjoint(g, dout, op):
     """The adjoint of pooling X, applied to ``dout`` (pool2d_grad with the op's attrs)."""
     return g.op("pool2d_grad", {"X": op.input("X"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD")
@@ -51,5 +62,6 @@ pool2d_grad_grad = linear(
 """Linear in Out@GRAD: average pooling is its own adjoint; max's adjoint picks each window's argmax."""
 pool2d_select_grad = linear("pool2d_select", emits=("pool2d_grad",), slot="D", transpose=_pool_adjoint)
 
-__all__ = ["conv2d_grad", "conv2d_input_grad_grad", "conv2d_filter_grad_grad", "pool2d_grad", "pool2d_grad_grad",
+__all__ = ["conv2d_grad", "conv2d_transpose_grad", "conv2d_input_grad_grad",
+           "conv2d_filter_grad_grad", "pool2d_grad", "pool2d_grad_grad",
            "pool2d_select_grad"]

@@ -14,15 +14,33 @@ _RULES = {
 }
 
 
-@grad_maker("matmul", emits=("matmul", "reduce_as"))
+@grad_maker("matmul", emits=("matmul", "reduce_as", "unsqueeze", "squeeze"))
 def matmul_grad(g, op):
-    """Each product has the broadcast batch dims of out and the matrix dims of its input."""
-    v = {"x": op.input("X"), "y": op.input("Y"), "dout": op.grad("Out")}
-    rules, batch = _RULES[(op.attr("transpose_x"), op.attr("transpose_y"))], op.shape(op.output("Out"))[:-2]
+    """Each product has the broadcast batch dims of out and the matrix dims of its input.
+
+    A 1-D operand (numpy's rule) is made a row [1, k] (X) or a column [k, 1] (Y), dout gets the dim it lacks
+    back, and the operand's gradient drops it again, summed over the batch dims.
+    """
+    x, y, out = op.input("X"), op.input("Y"), op.output("Out")
+    x1, y1 = len(op.shape(x)) == 1, len(op.shape(y)) == 1
+    v = {"x": g.unsqueeze(x, [0]) if x1 else x, "y": g.unsqueeze(y, [-1]) if y1 else y, "dout": op.grad("Out")}
+    if y1:
+        v["dout"] = g.unsqueeze(v["dout"], [-1])
+    if x1:
+        v["dout"] = g.unsqueeze(v["dout"], [-2])
+    rules = _RULES[(op.attr("transpose_x") and not x1, op.attr("transpose_y") and not y1)]
+    batch = op.shape(out)[:len(op.shape(out)) - (not x1) - (not y1)]
     grads = {}
-    for slot, like in (("X", v["x"]), ("Y", v["y"])):
+    for slot, like, vector in (("X", x, x1), ("Y", y, y1)):
         a, b, ta, tb = rules[slot]
-        grads[slot] = summed_back(g, op, g.matmul(v[a], v[b], ta, tb), like, batch + op.shape(like)[-2:])
+        full = g.matmul(v[a], v[b], ta, tb)
+        if not vector:
+            grads[slot] = summed_back(g, op, full, like, batch + op.shape(like)[-2:])
+        elif slot == "X":  # [batch, 1, k]: every dim but the last is summed away
+            grads[slot] = g.reduce_as(full, like)
+        else:  # [batch, k, 1]
+            column = g.squeeze(full, [-1])
+            grads[slot] = g.reduce_as(column, like) if batch else column
     return grads
 
 

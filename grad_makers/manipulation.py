@@ -7,6 +7,7 @@ from gradgen.program.shapes import normalize_axis
 
 from .base import grad_maker
 from .families import linear, summed_back
+from .scan import BIG
 
 
 assign_grad = linear("assign", emits=("assign",), transpose=lambda g, dout: dout)
@@ -23,6 +24,17 @@ slice_grad = linear("slice", emits=("slice_grad",), transpose=lambda g, dout, op
     "slice_grad", {"X": op.input("X"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD"))
 gather_grad = linear("gather", emits=("gather_grad",), transpose=lambda g, dout, op: g.op(
     "gather_grad", {"X": op.input("X"), "Index": op.input("Index"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD"))
+
+
+
+def _unpad(g, dout, paddings):
+    """The slice of ``dout`` that pad's input became: from ``before`` to ``after`` from the end of each dim."""
+    before, after = paddings[0::2], paddings[1::2]
+    return g.op("slice", {"X": dout}, {"axes": list(range(len(before))), "starts": list(before),
+                                      "ends": [-a if a else BIG for a in after]})
+
+
+pad_grad = linear("pad", emits=("slice",), transpose=lambda g, dout, paddings: _unpad(g, dout, paddings))
 
 
 @grad_maker("sum", emits=("assign",))
@@ -66,4 +78,4 @@ def where_grad(g, op):
 
 
 __all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad",
-           "slice_grad", "gather_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]
+           "slice_grad", "gather_grad", "pad_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]

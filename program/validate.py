@@ -122,7 +122,9 @@ def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, 
     for slot, names in inputs.items():
         ts = []
         for n in names:
-            var = local.get(n) or block.find_var(n)
+            var = local.get(n)
+            if var is None:  # a Variable has no truth value (layers/operators.py), so no `or` here
+                var = block.find_var(n)
             if var is None:
                 raise OpError(f"{where}: input {slot}={n} is not defined in block {block.idx} or its ancestors")
             ts.append(_tensor_type(TensorType, (var.shape, var.dtype)))

@@ -2,31 +2,27 @@
 from __future__ import annotations
 
 from .control_flow import cond, while_loop
-from .conv import conv2d, pool2d
+from .conv import conv2d, conv2d_transpose, pool2d
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
-from .logic import argmax, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
+from .indexing import scatter, scatter_add, take_along_axis, top_k
 from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
-from .manipulation import (broadcast_to, concat, gather, reshape, slice, split, squeeze, stack, sum, transpose,
-                           unsqueeze)
-from .math import (abs, add, clip, cos, divide, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
-                   reciprocal, relu, scale, sigmoid, sign, sin, softplus, sqrt, square, subtract, tanh)
+from .logic import argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
+from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
+                           transpose, unsqueeze)
+from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
+                   reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract, tanh)
 from .network import batch_norm, dropout, embedding, fc, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
-from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
+from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
 __all__ = [
     "abs",
     "accuracy",
-    "huber_loss",
-    "l1_loss",
-    "log_loss",
-    "mse_loss",
-    "smooth_l1",
-    "square_error_cost",
     "add",
     "argmax",
+    "argmin",
     "assign",
     "batch_norm",
     "broadcast_to",
@@ -35,15 +31,19 @@ __all__ = [
     "concat",
     "cond",
     "conv2d",
-    "cosine_decay",
+    "conv2d_transpose",
     "cos",
+    "cosine_decay",
     "create_parameter",
     "cross_entropy",
+    "cumsum",
     "data",
     "divide",
     "dropout",
+    "elu",
     "embedding",
     "equal",
+    "erf",
     "exp",
     "exponential_decay",
     "fc",
@@ -52,48 +52,62 @@ __all__ = [
     "gelu",
     "greater_equal",
     "greater_than",
+    "huber_loss",
+    "l1_loss",
     "layer_norm",
     "leaky_relu",
     "less_equal",
     "less_than",
     "linear_lr_warmup",
     "log",
+    "log_loss",
     "log_softmax",
+    "logsumexp",
     "matmul",
     "maximum",
     "mean",
     "minimum",
+    "mse_loss",
     "multiply",
     "not_equal",
     "one_hot",
-    "piecewise_decay",
     "ones_like",
+    "pad",
+    "piecewise_decay",
     "pool2d",
     "pow",
     "reciprocal",
     "reduce_max",
     "reduce_mean",
     "reduce_min",
+    "reduce_prod",
     "reduce_sum",
     "relu",
     "reshape",
     "scale",
+    "scatter",
+    "scatter_add",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",
     "sign",
+    "silu",
     "sin",
     "slice",
+    "smooth_l1",
     "softmax",
     "softmax_with_cross_entropy",
     "softplus",
     "split",
     "sqrt",
     "square",
+    "square_error_cost",
     "squeeze",
     "stack",
     "subtract",
     "sum",
+    "take_along_axis",
     "tanh",
+    "top_k",
     "transpose",
     "unsqueeze",
     "where",

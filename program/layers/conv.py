@@ -15,6 +15,17 @@ def _pair(v, what: str) -> list[int]:
     return pair
 
 
+def _bias_and_act(out: Variable, channels: int, bias: bool, act: str | None, name: str | None) -> Variable:
+    """``out`` plus a per-channel bias parameter (zeros) if ``bias``, through activation ``act`` if given."""
+    if bias:
+        b = create_parameter([channels, 1, 1], out.dtype, name=f"{name}.b" if name else None,
+                             initializer=Constant(0.0))
+        out = append("elementwise_add", {"X": out, "Y": b})
+    if act is not None:
+        out = append(act, {"X": out})
+    return out
+
+
 def conv2d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
            bias: bool = True, act: str | None = None, name: str | None = None) -> Variable:
     """A 2-D convolution layer: creates its OIHW filter (Xavier) and bias (zeros) parameters."""
@@ -29,22 +40,45 @@ def conv2d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dila
     out = append("conv2d", {"Input": x, "Filter": w},
                  {"strides": _pair(stride, "stride"), "paddings": _pair(padding, "padding"),
                   "dilations": _pair(dilation, "dilation"), "groups": groups}, out_slots=("Output",))
-    if bias:
-        b = create_parameter([num_filters, 1, 1], x.dtype, name=f"{name}.b" if name else None,
-                             initializer=Constant(0.0))
-        out = append("elementwise_add", {"X": out, "Y": b})
-    if act is not None:
-        out = append(act, {"X": out})
-    return out
+    return _bias_and_act(out, num_filters, bias, act, name)
 
 
-def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, name=None) -> Variable:
-    """Max or average pooling; ``stride`` defaults to ``pool_size`` (non-overlapping windows)."""
+def conv2d_transpose(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                     output_padding=0, bias: bool = True, act: str | None = None,
+                     name: str | None = None) -> Variable:
+    """A transposed 2-D convolution layer ("deconvolution", conv2d's adjoint in its input): creates its
+    [C_in, num_filters / groups, kh, kw] filter (Xavier) and bias (zeros); the output is
+    (H - 1) * stride - 2 * padding + dilation * (k - 1) + 1 + output_padding high (and likewise wide)."""
+    check_var(x, "x")
+    if len(x.shape) != 4 or x.shape[1] < 0:
+        raise ProgramError(f"conv2d_transpose needs NCHW input with a known channel count, got '{x.name}' "
+                           f"{x.type_str()}")
+    kh, kw = _pair(filter_size, "filter_size")
+    if x.shape[1] % groups or num_filters % groups:
+        raise ProgramError(f"conv2d_transpose: {x.shape[1]} input channels and {num_filters} filters must both "
+                           f"divide into {groups} groups")
+    w = create_parameter([x.shape[1], num_filters // groups, kh, kw], x.dtype, name=f"{name}.w" if name else None)
+    out = append("conv2d_transpose", {"Input": x, "Filter": w},
+                 {"strides": _pair(stride, "stride"), "paddings": _pair(padding, "padding"),
+                  "dilations": _pair(dilation, "dilation"), "groups": groups,
+                  "output_padding": _pair(output_padding, "output_padding")}, out_slots=("Output",))
+    return _bias_and_act(out, num_filters, bias, act, name)
+
+
+def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, exclusive: bool = True,
+           ceil_mode: bool = False, name=None) -> Variable:
+    """Max or average pooling; ``stride`` defaults to ``pool_size`` (non-overlapping windows).
+
+    ``padding`` is an int, [h, w] or [top, bottom, left, right]. Average pooling divides by the window's
+    in-bounds elements when ``exclusive``, else by its whole area. ``ceil_mode`` keeps a last, partial window.
+    """
     ksize = _pair(pool_size, "pool_size")
+    pads = [int(p) for p in padding] if not isinstance(padding, int) and len(padding) == 4 else \
+        _pair(padding, "padding (or four: top, bottom, left, right)")
     return append("pool2d", {"X": check_var(x, "x")},
                   {"pooling_type": pool_type, "ksize": ksize,
                    "strides": ksize if stride is None else _pair(stride, "stride"),
-                   "paddings": _pair(padding, "padding")}, name=name)
+                   "paddings": pads, "exclusive": exclusive, "ceil_mode": ceil_mode}, name=name)
 
 
-__all__ = ["conv2d", "pool2d"]
+__all__ = ["conv2d", "conv2d_transpose", "pool2d"]

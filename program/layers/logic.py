@@ -38,11 +38,18 @@ def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variabl
                   stop_gradient=True)
 
 
+def argmin(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variable:
+    """The int64 index of the smallest value along ``axis`` (the first one on ties)."""
+    return append("argmin", {"X": check_var(x, "x")}, {"axis": axis, "keep_dim": keep_dim}, name=name,
+                  stop_gradient=True)
+
+
 def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
     return append("one_hot", {"X": check_var(x, "x")}, {"depth": depth, "dtype": normalize_dtype(dtype)}, name=name,
                   stop_gradient=True)
 
 
 __all__ = [
-    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "one_hot"
+    "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin",
+    "one_hot"
 ]

@@ -61,9 +61,21 @@ def split(x: Variable, num_or_sections, axis: int = 0, name=None) -> list[Variab
     return [block.var(n) for n in names]
 
 
-def slice(x: Variable, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int], name=None) -> Variable:
-    """x[starts:ends] along each of ``axes`` (Python slicing rules)."""
-    return append("slice", {"X": check_var(x, "x")}, {"axes": list(axes), "starts": list(starts), "ends": list(ends)},
+def slice(x: Variable, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+          strides: Sequence[int] | None = None, name=None) -> Variable:
+    """x[starts:ends:strides] along each of ``axes`` (Python slicing rules; strides default to 1, may be negative)."""
+    return append("slice", {"X": check_var(x, "x")}, {"axes": list(axes), "starts": list(starts), "ends": list(ends),
+                                                     "strides": list(strides or [])}, name=name)
+
+
+def pad(x: Variable, paddings: Sequence[int], pad_value: float = 0.0, name=None) -> Variable:
+    """x with ``paddings[2i]`` elements of ``pad_value`` before and ``paddings[2i+1]`` after it along dim i."""
+    return append("pad", {"X": check_var(x, "x")}, {"paddings": list(paddings), "pad_value": pad_value}, name=name)
+
+
+def cumsum(x: Variable, axis: int = -1, exclusive: bool = False, reverse: bool = False, name=None) -> Variable:
+    """Running sums along ``axis``: from the end when ``reverse``, without the element itself when ``exclusive``."""
+    return append("cumsum", {"X": check_var(x, "x")}, {"axis": axis, "exclusive": exclusive, "reverse": reverse},
                   name=name)
 
 
@@ -89,5 +101,5 @@ def gather(x: Variable, index: Variable, axis: int = 0, name=None) -> Variable:
 
 __all__ = [
     "sum", "broadcast_to", "reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "stack",
-    "gather"
+    "gather", "pad", "cumsum"
 ]

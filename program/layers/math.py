@@ -80,6 +80,11 @@ def leaky_relu(x: Variable, alpha: float = 0.01, name=None) -> Variable:
     return append("leaky_relu", {"X": check_var(x, "x")}, {"alpha": alpha}, name=name)
 
 
+def elu(x: Variable, alpha: float = 1.0, name=None) -> Variable:
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return append("elu", {"X": check_var(x, "x")}, {"alpha": alpha}, name=name)
+
+
 def _unary(op_type: str):
     def layer(x: Variable, name=None) -> Variable:
         return append(op_type, {"X": check_var(x, "x")}, name=name)
@@ -103,9 +108,12 @@ gelu = _unary("gelu")
 softplus = _unary("softplus")
 reciprocal = _unary("reciprocal")
 sign = _unary("sign")
+erf = _unary("erf")
+silu = _unary("silu")
 
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu", "relu",
-    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign"
+    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign",
+    "elu", "erf", "silu"
 ]

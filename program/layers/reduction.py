@@ -26,6 +26,9 @@ reduce_sum = _reduce("reduce_sum")
 reduce_mean = _reduce("reduce_mean")
 reduce_max = _reduce("reduce_max")
 reduce_min = _reduce("reduce_min")
+reduce_prod = _reduce("reduce_prod")
+logsumexp = _reduce("logsumexp")
+logsumexp.__doc__ = "log(sum(exp(x))) over ``dim`` (an int, a list, or None for every dim), computed stably."
 
 
 def mean(x: Variable, name=None) -> Variable:
@@ -33,4 +36,4 @@ def mean(x: Variable, name=None) -> Variable:
     return append("mean", {"X": check_var(x, "x")}, name=name)
 
 
-__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "mean"]
+__all__ = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "logsumexp", "mean"]

@@ -28,6 +28,7 @@ UNARY_ATTRS = {
     "scale": {"scale": Attr("float", 1.0), "bias": Attr("float", 0.0)},
     "clip": {"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
     "pow": {"factor": Attr("float", 1.0)},
+    "erf": {}, "silu": {}, "elu": {"alpha": Attr("float", 1.0)},
 }
 """Every unary op type and its attrs: Out = f(X), same shape and dtype."""
 

@@ -25,7 +25,7 @@ def _split_like(ctx):
     return {"Out": [TensorType(t.shape, x.dtype) for t in ctx.inputs("Like")]}
 
 
-SLICE_ATTRS = {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints")}
+SLICE_ATTRS = {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])}
 
 SCHEMAS = (
     schema("leaky_relu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, {"alpha": Attr("float", 0.01)},
@@ -33,6 +33,8 @@ SCHEMAS = (
     schema("clip_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x,
            {"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
            doc="X@GRAD = Out@GRAD where min < X < max, else 0."),
+    schema("elu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, {"alpha": Attr("float", 1.0)},
+           doc="X@GRAD = Out@GRAD where X > 0, else Out@GRAD * alpha * exp(X): elu's gradient in one pass."),
     schema("gelu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x,
            doc="X@GRAD = Out@GRAD * (Phi(X) + X * phi(X)), the exact gelu's derivative."),
     schema("slice_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, SLICE_ATTRS,

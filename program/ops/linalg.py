@@ -6,24 +6,27 @@ from ..shapes import broadcast_shapes, dims_agree
 
 
 def _matmul(ctx):
+    """numpy's rules: a 1-D X is a row [1, k] and a 1-D Y a column [k, 1], and that dim leaves the result;
+    the transpose attrs apply only to operands of rank >= 2."""
     x, y = ctx.input("X"), ctx.input("Y")
     if x.dtype != y.dtype:
         ctx.fail(f"dtypes differ: {x.dtype} vs {y.dtype}")
-    if len(x.shape) < 2 or len(y.shape) < 2:
-        ctx.fail(f"matmul needs inputs of rank >= 2, got ranks {len(x.shape)} and {len(y.shape)} "
-                 "(reshape or unsqueeze a vector first)")
-    m, k = x.shape[-2:][::-1] if ctx.attr("transpose_x") else x.shape[-2:]
-    k2, n = y.shape[-2:][::-1] if ctx.attr("transpose_y") else y.shape[-2:]
+    if len(x.shape) < 1 or len(y.shape) < 1:
+        ctx.fail(f"matmul needs inputs of rank >= 1, got ranks {len(x.shape)} and {len(y.shape)}")
+    xs = (1,) + tuple(x.shape) if len(x.shape) == 1 else tuple(x.shape)
+    ys = tuple(y.shape) + (1,) if len(y.shape) == 1 else tuple(y.shape)
+    m, k = xs[-2:][::-1] if ctx.attr("transpose_x") and len(x.shape) > 1 else xs[-2:]
+    k2, n = ys[-2:][::-1] if ctx.attr("transpose_y") and len(y.shape) > 1 else ys[-2:]
     if not dims_agree(k, k2):
         ctx.fail(f"inner dimensions differ: {k} vs {k2}")
-    batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    return {"Out": TensorType(batch + (m, n), x.dtype)}
+    batch = broadcast_shapes(xs[:-2], ys[:-2])
+    return {"Out": TensorType(batch + (m,) * (len(x.shape) > 1) + (n,) * (len(y.shape) > 1), x.dtype)}
 
 
 SCHEMAS = (
     schema("matmul", ["X", "Y"], ["Out"], _matmul,
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
-           doc="Batched matrix product over the last two dims; batch dims broadcast."),
+           doc="Batched matrix product over the last two dims; batch dims broadcast; 1-D operands as in numpy."),
 )
 
 

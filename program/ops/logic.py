@@ -51,6 +51,8 @@ SCHEMAS = tuple(
            doc="X where Condition holds, else Y; all three broadcast."),
     schema("argmax", ["X"], ["Out"], _argmax, {"axis": Attr("int"), "keep_dim": Attr("bool", False)},
            doc="The int64 index of the largest value along `axis` (first one on ties)."),
+    schema("argmin", ["X"], ["Out"], _argmax, {"axis": Attr("int"), "keep_dim": Attr("bool", False)},
+           doc="The int64 index of the smallest value along `axis` (first one on ties)."),
     schema("one_hot", ["X"], ["Out"], _one_hot, {"depth": Attr("int"), "dtype": Attr("dtype", "float32")},
            doc="A `depth`-long 0/1 vector per integer of X, appended as a last dim."),
 )

@@ -108,16 +108,40 @@ def _split(ctx):
     return {"Out": outs}
 
 
+def slice_strides(ctx) -> list[int]:
+    """The slice's strides: one per axis (1 each when the attr is empty); zero is rejected."""
+    strides = list(ctx.attr("strides")) or [1] * len(ctx.attr("axes"))
+    if len(strides) != len(ctx.attr("axes")) or 0 in strides:
+        ctx.fail(f"strides {strides} must be non-zero, one per axis {list(ctx.attr('axes'))}")
+    return strides
+
+
 def _slice(ctx):
     x = ctx.input("X")
     axes, starts, ends = ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends")
     if not len(axes) == len(starts) == len(ends):
         ctx.fail(f"axes, starts and ends differ in length: {axes}, {starts}, {ends}")
     shape = list(x.shape)
-    for a, s, e in zip(normalize_axes(axes, len(shape)), starts, ends):
+    for a, s, e, st in zip(normalize_axes(axes, len(shape)), starts, ends, slice_strides(ctx)):
         if shape[a] >= 0:
-            shape[a] = len(range(*slice(s, e).indices(shape[a])))
+            shape[a] = len(range(*slice(s, e, st).indices(shape[a])))
     return {"Out": TensorType(tuple(shape), x.dtype)}
+
+
+def _pad(ctx):
+    x, pads = ctx.input("X"), list(ctx.attr("paddings"))
+    if len(pads) != 2 * len(x.shape) or min(pads, default=0) < 0:
+        ctx.fail(f"paddings {pads} must be 2 x rank = {2 * len(x.shape)} non-negative ints (before, after per dim)")
+    shape = tuple(-1 if d < 0 else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
+    return {"Out": TensorType(shape, x.dtype)}
+
+
+def _cumsum(ctx):
+    x = ctx.input("X")
+    if len(x.shape) == 0 or x.dtype == "bool":
+        ctx.fail(f"cumsum needs X of rank >= 1 and a number dtype, got {x.dtype}{list(x.shape)} (cast bools first)")
+    normalize_axis(ctx.attr("axis"), len(x.shape))
+    return {"Out": x}
 
 
 def _squeeze(ctx):
@@ -169,8 +193,14 @@ SCHEMAS = (
            doc="The inputs joined along `axis`."),
     schema("split", ["X"], [Slot("Out", duplicable=True)], _split, {"axis": Attr("int", 0), "sections": Attr("ints")},
            doc="X cut along `axis` into pieces of the sizes in `sections`."),
-    schema("slice", ["X"], ["Out"], _slice, {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints")},
-           doc="X[starts:ends] along each of `axes`, with Python's clamping and negative indices."),
+    schema("slice", ["X"], ["Out"], _slice,
+           {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])},
+           doc="X[starts:ends:strides] along each of `axes`, with Python's clamping and negative indices and steps."),
+    schema("pad", ["X"], ["Out"], _pad, {"paddings": Attr("ints"), "pad_value": Attr("float", 0.0)},
+           doc="X with `paddings` (before, after for each dim) elements of `pad_value` added around it."),
+    schema("cumsum", ["X"], ["Out"], _cumsum,
+           {"axis": Attr("int", -1), "exclusive": Attr("bool", False), "reverse": Attr("bool", False)},
+           doc="Running sums along `axis` (from the end when `reverse`; without the element itself when `exclusive`)."),
     schema("squeeze", ["X"], ["Out"], _squeeze, {"axes": Attr("ints", [])},
            doc="X without the size-1 dims in `axes` (every size-1 dim when empty)."),
     schema("unsqueeze", ["X"], ["Out"], _unsqueeze, {"axes": Attr("ints")},
@@ -182,4 +212,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS"]
+__all__ = ["SCHEMAS", "slice_strides"]

@@ -1,7 +1,7 @@
 """Reductions over some or all dims."""
 from __future__ import annotations
 
-from ..schema import Attr, TensorType, schema
+from ..schema import Attr, TensorType, same_as, schema
 from ..shapes import normalize_axes
 
 
@@ -18,6 +18,12 @@ def _reduce(ctx):
     x = ctx.input("X")
     shape = reduced_shape(x.shape, ctx.attr("dim"), ctx.attr("keep_dim"), ctx.attr("reduce_all"))
     return {"Out": TensorType(shape, x.dtype)}
+
+
+def _float_reduce(ctx):
+    if not ctx.input("X").dtype.startswith("float"):
+        ctx.fail(f"X must be a float tensor, got {ctx.input('X').dtype}")
+    return _reduce(ctx)
 
 
 def _mean(ctx):
@@ -39,6 +45,14 @@ SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _reduce, REDUCE_ATTRS, doc=f"{t[7:]} over `dim` (every dim when empty or reduce_all).")
     for t in REDUCE_TYPES
 ) + (
+    schema("reduce_prod", ["X"], ["Out"], _reduce, REDUCE_ATTRS,
+           doc="prod over `dim` (every dim when empty or reduce_all); 1 over no elements."),
+    schema("prod_others", ["X"], ["Out"], same_as("X"),
+           {"dim": Attr("ints", []), "reduce_all": Attr("bool", False)},
+           doc="For each element, the product of the other elements reduce_prod over `dim` multiplies it with: "
+               "reduce_prod's gradient without a division, exact at zeros."),
+    schema("logsumexp", ["X"], ["Out"], _float_reduce, REDUCE_ATTRS,
+           doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X."),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar."),
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
            doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count."),

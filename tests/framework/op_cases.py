@@ -8,6 +8,7 @@ import numpy as np
 from scipy.special import erf
 
 from tests.framework.op_harness import Case
+from tests.ops.kernel_cases import NEW_OP_CASES
 
 rng = np.random.default_rng(1234)
 FLOATS = ("float32", "float64")
@@ -272,4 +273,4 @@ def nn_cases():
 
 
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),
-             *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases()]
+             *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases(), *NEW_OP_CASES]

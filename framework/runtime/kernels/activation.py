@@ -33,6 +33,10 @@ def _gelu(x):
     return (x * (0.5 * (1.0 + erf(x / math.sqrt(2.0))))).astype(x.dtype, copy=False)
 
 
+def _silu(x):
+    return (x * _sigmoid(x)).astype(x.dtype, copy=False)
+
+
 def _fixed(fn):
     return lambda op: fn
 
@@ -49,6 +53,19 @@ def relu(op):
 def leaky_relu(op):
     alpha = op.attr("alpha")
     return lambda x: np.where(x > 0, x, x * alpha).astype(x.dtype, copy=False)
+
+
+def erf_(op):
+    """scipy's erf ufunc (no loop for float16, which it would widen: that dtype gets a cast back)."""
+    if op.block.var(op.input("X")[0]).dtype == "float16":
+        return lambda x: erf(x).astype(x.dtype)
+    return erf
+
+
+def elu(op):
+    alpha = op.attr("alpha")
+    # expm1 of a non-positive number: accurate near 0 and never overflows.
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
 
 
 def scale(op):
@@ -128,6 +145,9 @@ KERNELS = {
     "scale": scale,
     "clip": clip,
     "pow": pow_,
+    "erf": erf_,
+    "silu": _fixed(_silu),
+    "elu": elu,
     "relu_grad": relu_grad,
     "tanh_grad": tanh_grad,
     "sigmoid_grad": sigmoid_grad,

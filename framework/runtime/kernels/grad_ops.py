@@ -6,6 +6,8 @@ import math
 import numpy as np
 from scipy.special import erf
 
+from .indexing import scatter_rows
+
 
 def leaky_relu_grad(op):
     alpha = op.attr("alpha")
@@ -17,6 +19,12 @@ def clip_grad(op):
     return lambda x, dout: np.where((x > lo) & (x < hi), dout, 0).astype(dout.dtype, copy=False)
 
 
+def elu_grad(op):
+    alpha = op.attr("alpha")
+    return lambda x, dout: np.where(x > 0, dout, dout * (alpha * np.exp(np.minimum(x, 0)))).astype(dout.dtype,
+                                                                                                    copy=False)
+
+
 def gelu_grad(op):
     def run(x, dout):
         cdf = 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
@@ -26,20 +34,20 @@ def gelu_grad(op):
     return run
 
 
-def slice_index(shape, axes, starts, ends) -> tuple:
+def slice_index(shape, axes, starts, ends, strides=()) -> tuple:
     """The numpy index that ``slice`` takes (python slicing clamps out-of-range bounds the same way)."""
     index = [slice(None)] * len(shape)
-    for a, s, e in zip(axes, starts, ends):
-        index[a % len(shape)] = slice(s, e)
+    for a, s, e, st in zip(axes, starts, ends, strides or [1] * len(axes)):
+        index[a % len(shape)] = slice(s, e, st)
     return tuple(index)
 
 
 def slice_grad(op):
-    axes, starts, ends = op.attr("axes"), op.attr("starts"), op.attr("ends")
+    axes, starts, ends, strides = op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides")
 
     def run(x, dout):
         dx = np.zeros(x.shape, dtype=dout.dtype)
-        dx[slice_index(x.shape, axes, starts, ends)] = dout
+        dx[slice_index(x.shape, axes, starts, ends, strides)] = dout
         return dx
 
     return run
@@ -47,16 +55,7 @@ def slice_grad(op):
 
 def gather_grad(op):
     axis = op.attr("axis")
-
-    def run(x, index, dout):
-        ax = axis % x.ndim
-        dx = np.zeros(x.shape, dtype=dout.dtype)
-        moved = np.moveaxis(dx, ax, 0)  # a view: writes land in dx
-        g = np.moveaxis(dout.reshape(x.shape[:ax] + (index.size,) + x.shape[ax + 1:]), ax, 0)
-        np.add.at(moved, index.reshape(-1), g)
-        return dx
-
-    return run
+    return lambda x, index, dout: scatter_rows(np.zeros(x.shape, dtype=dout.dtype), index, dout, axis, add=True)
 
 
 def reshape_as(op):
@@ -75,6 +74,6 @@ def split_like(op):
 
 
 KERNELS = {
-    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "slice_grad": slice_grad,
-    "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
+    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "elu_grad": elu_grad,
+    "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
 }

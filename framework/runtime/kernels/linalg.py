@@ -10,8 +10,8 @@ def matmul(op):
     tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
 
     def product(x, y, *, out=None):
-        a = np.swapaxes(x, -1, -2) if tx else x
-        b = np.swapaxes(y, -1, -2) if ty else y
+        a = np.swapaxes(x, -1, -2) if tx and x.ndim > 1 else x  # numpy: a 1-D operand is never transposed
+        b = np.swapaxes(y, -1, -2) if ty and y.ndim > 1 else y
         if out is not None and not (a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1])
                                     and out.dtype == a.dtype == b.dtype):
             out = None

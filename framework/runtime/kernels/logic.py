@@ -12,15 +12,22 @@ def where(op):
     return lambda cond, x, y: np.where(cond, x, y)
 
 
-def argmax(op):
-    rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = op.attr("axis") % max(rank, 1), op.attr("keep_dim")
+def _arg_extreme(pick):
+    def factory(op):
+        rank = len(op.block.var(op.input("X")[0]).shape)
+        axis, keep = op.attr("axis") % max(rank, 1), op.attr("keep_dim")
 
-    def run(x):
-        out = np.argmax(x, axis=axis)
-        return (np.expand_dims(out, axis) if keep else np.asarray(out)).astype(np.int64, copy=False)
+        def run(x):
+            out = pick(x, axis=axis)  # the first index on ties
+            return (np.expand_dims(out, axis) if keep else np.asarray(out)).astype(np.int64, copy=False)
 
-    return run
+        return run
+
+    return factory
+
+
+argmax = _arg_extreme(np.argmax)
+argmin = _arg_extreme(np.argmin)
 
 
 def one_hot(op):
@@ -42,5 +49,6 @@ KERNELS = {
     "equal": _fixed(np.equal),
     "not_equal": _fixed(np.not_equal),
     "argmax": argmax,
+    "argmin": argmin,
     "one_hot": one_hot,
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .grad_ops import slice_index
 from .signature import fits
 
 
@@ -101,13 +102,34 @@ def split(op):
 
 
 def slice_(op):
-    axes, starts, ends = op.attr("axes"), op.attr("starts"), op.attr("ends")
     rank = len(op.block.var(op.input("X")[0]).shape)
-    index = [slice(None)] * rank
-    for a, s, e in zip(axes, starts, ends):
-        index[a % rank] = slice(s, e)  # Python slicing clamps out-of-range bounds, as numpy does
-    index = tuple(index)
-    return lambda x: x[index]
+    index = slice_index((0,) * rank, op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides"))
+    return lambda x: x[index]  # Python slicing clamps out-of-range bounds, as numpy does
+
+
+def pad(op):
+    pads, value = op.attr("paddings"), op.attr("pad_value")
+    widths = tuple((pads[2 * i], pads[2 * i + 1]) for i in range(len(pads) // 2))
+    if not widths:
+        return lambda x: x  # a scalar has nothing to pad
+    return lambda x: np.pad(x, widths, constant_values=value)
+
+
+def cumsum(op):
+    axis, exclusive, reverse = op.attr("axis"), op.attr("exclusive"), op.attr("reverse")
+
+    def run(x):
+        ax = axis % x.ndim
+        y = np.flip(x, ax) if reverse else x
+        if exclusive:  # the sum before each element: 0, then the running sums without the last element
+            lead = (slice(None),) * ax
+            out = np.zeros_like(y)
+            np.cumsum(y[lead + (slice(0, -1),)], axis=ax, out=out[lead + (slice(1, None),)])
+        else:
+            out = np.cumsum(y, axis=ax, dtype=y.dtype)
+        return np.flip(out, ax) if reverse else out
+
+    return run
 
 
 def squeeze(op):
@@ -143,5 +165,5 @@ def gather(op):
 
 KERNELS.update({
     "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice_,
-    "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather,
+    "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
 })

@@ -1,0 +1,47 @@
+"""Gradients of the integer-position ops: each is a gather, a scatter or a take along an axis, and so is its adjoint.
+
+    gather            <-> scatter_add (gather_grad: scatter_add onto zeros)
+    take_along_axis   <-> take_along_axis_grad
+    top_k             -> take_along_axis_grad at the chosen indices (ties: the lower index, as the kernel chose)
+"""
+from __future__ import annotations
+
+from .base import grad_maker
+from .families import linear
+
+
+def _take_grad(g, x, index, dout, axis: int):
+    return g.op("take_along_axis_grad", {"X": x, "Index": index, "Out@GRAD": dout}, {"axis": axis}, outputs="X@GRAD")
+
+
+@grad_maker("scatter", emits=("fill_zeros_like", "scatter", "gather"))
+def scatter_grad(g, op):
+    """Out = X with the indexed slices replaced: X's gradient is dout with them zeroed, Updates' is dout there."""
+    index, dout, axis = op.input("Index"), op.grad("Out"), op.attr("axis")
+    cleared = g.op("scatter", {"X": dout, "Index": index, "Updates": g.fill_zeros_like(op.input("Updates"))},
+                   {"axis": axis})
+    return {"X": cleared, "Updates": g.gather(dout, index, axis)}
+
+
+@grad_maker("scatter_add", emits=("assign", "gather"))
+def scatter_add_grad(g, op):
+    """Out = X + updates added at Index: X's gradient is dout, Updates' is dout gathered at Index."""
+    dout = op.grad("Out")
+    return {"X": dout, "Updates": g.gather(dout, op.input("Index"), op.attr("axis"))}
+
+
+take_along_axis_grad = linear(
+    "take_along_axis", emits=("take_along_axis_grad",),
+    transpose=lambda g, dout, op: _take_grad(g, op.input("X"), op.input("Index"), dout, op.attr("axis")))
+take_along_axis_grad_grad = linear(
+    "take_along_axis_grad", emits=("take_along_axis",), slot="Out@GRAD", out="X@GRAD",
+    transpose=lambda g, dd, op: g.op("take_along_axis", {"X": dd, "Index": op.input("Index")}, op.attrs))
+
+
+@grad_maker("top_k", emits=("take_along_axis_grad",))
+def top_k_grad(g, op):
+    """Each chosen value's gradient goes back to the position it was taken from."""
+    return {"X": _take_grad(g, op.input("X"), op.output("Indices"), op.grad("Out"), op.attr("axis"))}
+
+
+__all__ = ["scatter_grad", "scatter_add_grad", "take_along_axis_grad", "take_along_axis_grad_grad", "top_k_grad"]

@@ -1,0 +1,51 @@
+"""Gradients of erf, silu, elu and logsumexp: smooth functions people reach for, written with ordinary ops.
+
+elu's derivative is a mask (1 for x > 0, alpha * exp(x) below), so it has a
+fused ``elu_grad`` op, linear in ``Out@GRAD``; its own maker differentiates
+the mask's exponential part as ``elu_grad - relu_grad`` (alpha * exp(x) where
+x <= 0, else 0), so every order stays exact away from the kink.
+"""
+from __future__ import annotations
+
+import math
+
+from .base import grad_maker
+from .families import from_input, reduction, unary
+
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+erf_grad = from_input("erf", emits=("square", "scale", "exp", "elementwise_mul"),
+                      slope=lambda g, x: g.scale(g.exp(g.scale(g.square(x), -1.0)), TWO_OVER_SQRT_PI))
+"""erf'(x) = 2 / sqrt(pi) * exp(-x^2)."""
+
+silu_grad = from_input("silu", emits=("sigmoid", "scale", "elementwise_mul"),
+                       slope=lambda g, x: _silu_slope(g, x, g.sigmoid(x)))
+"""silu(x) = x s(x), s = sigmoid: silu'(x) = s (1 + x (1 - s))."""
+
+
+def _silu_slope(g, x, s):
+    return g.mul(s, g.scale(g.mul(x, g.scale(s, -1.0, 1.0)), 1.0, 1.0))
+
+
+def _elu_grad(g, x, dout, alpha: float):
+    return g.op("elu_grad", {"X": x, "Out@GRAD": dout}, {"alpha": alpha}, outputs="X@GRAD")
+
+
+elu_grad = unary("elu", emits=("elu_grad",), rule=lambda g, x, out, dout, alpha: _elu_grad(g, x, dout, alpha))
+
+
+@grad_maker("elu_grad", emits=("elu_grad", "relu_grad", "elementwise_mul", "elementwise_sub"))
+def elu_grad_grad(g, op):
+    """X@GRAD = dout * m(x), m = 1 (x > 0) or alpha exp(x): linear in dout (the same op on ddX); in x,
+    ddX * dout * m'(x), with m'(x) = m(x) - [x > 0] (relu_grad reads x as its mask)."""
+    x, dout, dd, alpha = op.input("X"), op.input("Out@GRAD"), op.grad("X@GRAD"), op.attr("alpha")
+    w = g.mul(dd, dout)
+    step = g.op("relu_grad", {"Out": x, "Out@GRAD": w}, outputs="X@GRAD")
+    return {"Out@GRAD": _elu_grad(g, x, dd, alpha), "X": g.sub(_elu_grad(g, x, w, alpha), step)}
+
+
+logsumexp_grad = reduction("logsumexp", emits=("unsqueeze", "elementwise_sub", "exp", "elementwise_mul"),
+                           rule=lambda g, x, out, dout: g.mul(dout, g.exp(g.sub(x, out))))
+"""d logsumexp / dx = softmax(x) = exp(x - out) over the reduced dims."""
+
+__all__ = ["erf_grad", "silu_grad", "elu_grad", "elu_grad_grad", "logsumexp_grad", "TWO_OVER_SQRT_PI"]
