@@ -23,9 +23,26 @@ mul_grad = binary("elementwise_mul", emits=("elementwise_mul", "reduce_as"),
 div_grad = binary("elementwise_div", emits=("elementwise_div", "elementwise_mul", "scale", "reduce_as"),
                   dx=lambda g, x, y, out, dout: g.div(dout, y),
                   dy=lambda g, x, y, out, dout: g.neg(g.mul(g.div(dout, y), out)))
-pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as"),
-                  dx=lambda g, x, y, out, dout: g.mul(dout, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y)),
-                  dy=lambda g, x, y, out, dout: g.mul(dout, g.mul(out, g.log(x))))
+
+
+def _pow_dx(g, x, y, out, dout):
+    """dout * y * x ** (y - 1), and 0 where y is 0 (the power is the constant 1 there; at x = 0 the formula
+    would give 0 * inf)."""
+    zeros = g.fill_zeros_like(y)
+    slope = g.where(g.compare("equal", y, zeros), zeros, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y))
+    return g.mul(dout, slope)
+
+
+def _pow_dy(g, x, y, out, dout):
+    """dout * x ** y * log(x), and 0 where x is 0 and y > 0 (x ** y is 0 on that side; log(0) is -inf)."""
+    zeros = g.fill_zeros_like(out)
+    at_zero = g.compare("equal", g.add(x, zeros), zeros)  # x broadcast to out's shape, compared with 0
+    return g.mul(dout, g.where(at_zero, zeros, g.mul(out, g.log(x))))
+
+
+pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as",
+                                            "fill_zeros_like", "equal", "where", "elementwise_add"),
+                  dx=_pow_dx, dy=_pow_dy)
 maximum_grad = binary("elementwise_max", emits=("greater_equal", "less_than", "cast", "elementwise_mul", "reduce_as"),
                       dx=_won("greater_equal"), dy=_won("less_than"))
 minimum_grad = binary("elementwise_min", emits=("less_equal", "greater_than", "cast", "elementwise_mul", "reduce_as"),

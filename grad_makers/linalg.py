@@ -20,9 +20,11 @@ def matmul_grad(g, op):
     v = {"x": op.input("X"), "y": op.input("Y"), "dout": op.grad("Out")}
     rules, batch = _RULES[(op.attr("transpose_x"), op.attr("transpose_y"))], op.shape(op.output("Out"))[:-2]
     grads = {}
-    for slot, like in (("X", v["x"]), ("Y", v["y"])):
+    for slot, like, other in (("X", v["x"], v["y"]), ("Y", v["y"], v["x"])):
         a, b, ta, tb = rules[slot]
-        grads[slot] = summed_back(g, op, g.matmul(v[a], v[b], ta, tb), like, batch + op.shape(like)[-2:])
+        # Only the batch dims broadcast: the other input's matrix dims count as 1 here.
+        met = () if other == like else (op.shape(other)[:-2] + (1, 1),)
+        grads[slot] = summed_back(g, op, g.matmul(v[a], v[b], ta, tb), like, batch + op.shape(like)[-2:], met)
     return grads
 
 

@@ -42,14 +42,42 @@ def _hard_label_index(label, x_ndim: int, axis: int):
     return label.astype(np.int64, copy=False)
 
 
+def first_out_of_range(ids, size: int, what: str, ignored: int | None = None):
+    """A ValueError naming the first of ``ids`` outside [0, size) (other than ``ignored``), or None."""
+    bad = (ids < 0) | (ids >= size)
+    if ignored is not None:
+        bad &= ids != ignored
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    also = f" and is not ignore_index {ignored}" if ignored is not None else ""
+    return ValueError(f"{what} {int(ids[where])} at index {list(where)} is outside [0, {size}){also} "
+                      f"({int(bad.sum())} such value(s))")
+
+
+def _checked_labels(op, label, x_shape, axis: int):
+    """Hard labels as indices along ``axis`` (ignored ones replaced by 0) and the mask of kept ones.
+
+    A label outside [0, classes) that is not ``ignore_index`` raises: numpy would read -1 as the last class.
+    """
+    index = _hard_label_index(label, len(x_shape), axis)
+    ignored = op.attr("ignore_index")
+    error = first_out_of_range(index, x_shape[axis], "label", ignored)
+    if error is not None:
+        raise error
+    kept = index != ignored
+    return np.where(kept, index, 0), kept
+
+
 def cross_entropy(op):
     """X holds probabilities along the last axis; Out = -log(X[label]) (or -sum(label * log X))."""
     if op.attr("soft_label"):
         return lambda x, label: -np.sum(label * np.log(x), axis=-1, keepdims=True)
 
     def run(x, label):
-        index = _hard_label_index(label, x.ndim, x.ndim - 1)
-        return -np.log(np.take_along_axis(x, index, axis=-1))
+        index, kept = _checked_labels(op, label, x.shape, x.ndim - 1)
+        picked = np.take_along_axis(x, index, axis=-1)
+        return np.where(kept, -np.log(np.where(kept, picked, 1)), 0).astype(x.dtype, copy=False)
 
     return run
 
@@ -62,7 +90,8 @@ def softmax_with_cross_entropy(op):
         if soft:
             loss = -np.sum(label * log_p, axis=axis, keepdims=True)
         else:
-            loss = -np.take_along_axis(log_p, _hard_label_index(label, logits.ndim, axis), axis=axis)
+            index, kept = _checked_labels(op, label, logits.shape, axis)
+            loss = np.where(kept, -np.take_along_axis(log_p, index, axis=axis), 0)
         return np.exp(log_p), loss.astype(logits.dtype, copy=False)
 
     return run
