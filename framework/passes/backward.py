@@ -86,11 +86,13 @@ class _Pass:
     def why_unreached(self, params: list[Variable]) -> str:
         """Why no gradient path joins ``params`` to the target: what the target's ancestors hold that stops one."""
         target = self.targets[0]
+        free = " (nor any var no op writes that is not stop_gradient)"
         if not params:
-            reason = "the program has no trainable parameters (gradients() differentiates with respect to any var)"
+            reason = (f"the program has no trainable parameters{free}, nothing it could differentiate with respect "
+                      f"to (gradients() takes any var)")
         else:
             shown = ", ".join(repr(p.name) for p in params[:5]) + (", ..." if len(params) > 5 else "")
-            reason = f"none of its trainable parameters ({shown}) reaches it through differentiable ops"
+            reason = f"none of its trainable parameters ({shown}){free} reaches it through differentiable ops"
         ancestors = reachable(self.graph, latest_version(self.graph, target.name), reverse=True, stop=set())
         block = self.block
         closed = {n for n in ancestors if n[0] == "op" and block.ops[n[1]].type in NON_DIFFERENTIABLE}
@@ -315,7 +317,7 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
         starts += [n for n in p.graph if n[0] == "var" and n[2] == 0 and not p.blocked(n[1])
                    and not block.find_var(n[1]).stop_gradient]
     on_path = p.differentiable_nodes(starts, explicit_names)
-    if not explicit and not any(("var", v.name, 0) in on_path for v in inputs):
+    if not explicit and on_path.isdisjoint(starts):
         raise BackwardError(p.why_unreached(inputs))
     p.seed(target_gradients)
     p.walk(on_path)

@@ -15,14 +15,14 @@ def log_softmax(x: Variable, axis: int = -1, name=None) -> Variable:
     return append("log_softmax", {"X": check_var(x, "x")}, {"axis": axis}, name=name)
 
 
-REDUCTIONS = ("none", "mean", "sum")
+_REDUCTIONS = ("none", "mean", "sum")
 
 
 def _reduced(loss: Variable, label: Variable, soft_label: bool, ignore_index: int, reduction: str) -> Variable:
     """``loss`` per row as it is ("none"), summed, or averaged over the rows whose label is not ``ignore_index``
     (as Paddle's and PyTorch's ``cross_entropy`` do; every row ignored gives 0 / 0 = NaN, as there)."""
-    if reduction not in REDUCTIONS:
-        raise ProgramError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
+    if reduction not in _REDUCTIONS:
+        raise ProgramError(f"reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
     if reduction == "none":
         return loss
     if reduction == "mean" and soft_label:  # every row counts
