@@ -60,11 +60,11 @@ def _checked_labels(op, label, x_shape, axis: int):
 
     A label outside [0, classes) that is not ``ignore_index`` raises: numpy would read -1 as the last class.
     """
-    index = _hard_label_index(label, len(x_shape), axis)
     ignored = op.attr("ignore_index")
-    error = first_out_of_range(index, x_shape[axis], "label", ignored)
+    error = first_out_of_range(np.asarray(label), x_shape[axis], "label", ignored)  # at its index as given
     if error is not None:
         raise error
+    index = _hard_label_index(label, len(x_shape), axis)
     kept = index != ignored
     return np.where(kept, index, 0), kept
 
