@@ -10,9 +10,15 @@ from __future__ import annotations
 from .families import binary
 
 
-def _won(compare: str):
-    """max/min: the gradient goes to the input that won (ties to X), through a 0/1 mask."""
-    return lambda g, x, y, out, dout, op: g.mul(dout, g.cast(g.compare(compare, x, y), op.dtype(x)))
+def _won(strict: str, loose: str):
+    """max/min: the gradient goes to the input that won; at a tie each input gets half (as JAX and PyTorch do,
+    and as ``reduce_max`` splits among ties), through the mask ((x wins strictly) + (x wins or ties)) / 2."""
+    def rule(g, x, y, out, dout, op):
+        dtype = op.dtype(x)
+        won = g.add(g.cast(g.compare(strict, x, y), dtype), g.cast(g.compare(loose, x, y), dtype))
+        return g.mul(dout, g.scale(won, 0.5))
+
+    return rule
 
 
 add_grad = binary("elementwise_add", emits=("assign", "reduce_as"), dx=None, dy=None)
@@ -43,9 +49,10 @@ def _pow_dy(g, x, y, out, dout):
 pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as",
                                             "fill_zeros_like", "equal", "where", "elementwise_add"),
                   dx=_pow_dx, dy=_pow_dy)
-maximum_grad = binary("elementwise_max", emits=("greater_equal", "less_than", "cast", "elementwise_mul", "reduce_as"),
-                      dx=_won("greater_equal"), dy=_won("less_than"))
-minimum_grad = binary("elementwise_min", emits=("less_equal", "greater_than", "cast", "elementwise_mul", "reduce_as"),
-                      dx=_won("less_equal"), dy=_won("greater_than"))
+_MASK = ("cast", "elementwise_add", "scale", "elementwise_mul", "reduce_as")
+maximum_grad = binary("elementwise_max", emits=("greater_than", "greater_equal", "less_than", "less_equal") + _MASK,
+                      dx=_won("greater_than", "greater_equal"), dy=_won("less_than", "less_equal"))
+minimum_grad = binary("elementwise_min", emits=("less_than", "less_equal", "greater_than", "greater_equal") + _MASK,
+                      dx=_won("less_than", "less_equal"), dy=_won("greater_than", "greater_equal"))
 
 __all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad"]

@@ -83,10 +83,13 @@ class _Pass:
         graph.remove_nodes_from((sink, source))
         return on_path
 
-    def why_unreached(self, params: list[Variable]) -> str:
-        """Why no gradient path joins ``params`` to the target: what the target's ancestors hold that stops one."""
+    def why_unreached(self, params: list[Variable], reaches_any: bool) -> str:
+        """Why no gradient path joins ``params`` to the target: what the target's ancestors hold that stops one.
+
+        ``reaches_any``: whether some other start (a free input var that is not stop_gradient) does reach it.
+        """
         target = self.targets[0]
-        free = " (nor any var no op writes that is not stop_gradient)"
+        free = "" if reaches_any else " (nor any var no op writes that is not stop_gradient)"
         if not params:
             reason = (f"the program has no trainable parameters{free}, nothing it could differentiate with respect "
                       f"to (gradients() takes any var)")
@@ -317,8 +320,14 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
         starts += [n for n in p.graph if n[0] == "var" and n[2] == 0 and not p.blocked(n[1])
                    and not block.find_var(n[1]).stop_gradient]
     on_path = p.differentiable_nodes(starts, explicit_names)
-    if not explicit and on_path.isdisjoint(starts):
-        raise BackwardError(p.why_unreached(inputs))
+    if not explicit:
+        # An error when nothing reaches the loss, or when there are parameters and none of them does (an
+        # optimizer would silently update nothing); a program without parameters may still differentiate
+        # with respect to its free input vars (Paddle's rule).
+        reaches_any = not on_path.isdisjoint(starts)
+        reaches_a_parameter = any(("var", v.name, 0) in on_path for v in inputs)
+        if not reaches_any or (inputs and not reaches_a_parameter):
+            raise BackwardError(p.why_unreached(inputs, reaches_any))
     p.seed(target_gradients)
     p.walk(on_path)
     grads = []
