@@ -41,13 +41,12 @@ def _pow_dx(g, x, y, out, dout):
 
 def _pow_dy(g, x, y, out, dout):
     """dout * x ** y * log(x), and 0 where x is 0 and y > 0 (x ** y is 0 on that side; log(0) is -inf)."""
-    zeros = g.fill_zeros_like(out)
-    at_zero = g.compare("equal", g.add(x, zeros), zeros)  # x broadcast to out's shape, compared with 0
-    return g.mul(dout, g.where(at_zero, zeros, g.mul(out, g.log(x))))
+    at_zero = g.compare("equal", x, g.fill_zeros_like(x))
+    return g.mul(dout, g.where(at_zero, g.fill_zeros_like(out), g.mul(out, g.log(x))))
 
 
 pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as",
-                                            "fill_zeros_like", "equal", "where", "elementwise_add"),
+                                            "fill_zeros_like", "equal", "where"),
                   dx=_pow_dx, dy=_pow_dy)
 _MASK = ("cast", "elementwise_add", "scale", "elementwise_mul", "reduce_as")
 maximum_grad = binary("elementwise_max", emits=("greater_than", "greater_equal", "less_than", "less_equal") + _MASK,
