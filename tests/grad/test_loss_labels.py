@@ -8,6 +8,7 @@ import pytest
 from gradgen.framework import ExecutionError, Executor, Scope, gradients
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.errors import ProgramError
+from tests.cli.test_cli import gradgen
 
 from .checking import check_op_gradients
 
@@ -192,3 +193,19 @@ def test_an_embedding_id_out_of_range_is_a_run_time_error_naming_the_op_and_the_
     assert ok.shape == (3, 2)
     with pytest.raises(ExecutionError, match=rf"\(lookup_table\).*id {bad} at index \[2\] is outside \[0, 10\)"):
         exe.run(main, feed={"ids": np.array([0, 9, bad])}, fetch_list=[out], scope=scope)
+
+
+def test_gradgen_check_grad_agrees_on_soft_labels_that_do_not_sum_to_one(tmp_path):
+    """The issue's report: ``gradgen check-grad`` said MISMATCH for z = [[.1, .5, -.3]], q = [[.2, .2, .2]]."""
+    main = Program()
+    with program_guard(main, Program()):
+        z, q = layers.data("z", [1, 3], "float64"), layers.data("q", [1, 3], "float64")
+        layers.reduce_sum(layers.softmax_with_cross_entropy(z, q, soft_label=True), name="loss")
+    main.save(tmp_path / "p.json")
+    np.save(tmp_path / "z.npy", np.array([[0.1, 0.5, -0.3]]))
+    np.save(tmp_path / "q.npy", np.full((1, 3), 0.2))
+    result = gradgen("check-grad", tmp_path / "p.json", "--loss", "loss", "--feed", f"z={tmp_path / 'z.npy'}",
+                     "--feed", f"q={tmp_path / 'q.npy'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("z ", "q "))]
+    assert len(lines) == 2 and all(line.endswith("ok") for line in lines), result.stdout
