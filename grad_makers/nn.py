@@ -16,7 +16,7 @@ def _softmax_backward(g, out, dout, axis: int):
     return g.mul(out, g.sub(dout, g.reduce_sum(g.mul(dout, out), [axis], keep_dim=True)))
 
 
-def _class_axis_dropped(op, label: str, like: str, axis: int) -> bool:
+def _keeps_class_axis(op, label: str, like: str) -> bool:
     """Whether hard labels come with the class axis as size 1 (``[..., 1, ...]``) rather than without it."""
     return len(op.shape(label)) == len(op.shape(like))
 
@@ -29,7 +29,7 @@ def _one_hot(g, op, label: str, like: str, axis: int):
     """
     like_t = op.var_type(like)
     rank = len(like_t.shape)
-    if _class_axis_dropped(op, label, like, axis):
+    if _keeps_class_axis(op, label, like):
         label = g.squeeze(label, [axis])
     hot = g.one_hot(label, like_t.shape[axis], like_t.dtype)  # the classes come last
     if axis == rank - 1:
@@ -41,7 +41,7 @@ def _kept(g, op, label: str, like: str, axis: int):
     """1.0 for each row whose label is not ``ignore_index``, 0.0 for the others; shaped like the loss."""
     ignored = g.op("fill_any_like", {"X": label}, {"value": float(op.attr("ignore_index"))})
     kept = g.cast(g.compare("not_equal", label, ignored), op.dtype(like))
-    return kept if _class_axis_dropped(op, label, like, axis) else g.unsqueeze(kept, [axis])
+    return kept if _keeps_class_axis(op, label, like) else g.unsqueeze(kept, [axis])
 
 
 def _hard_label_grad(g, op, label: str, like: str, axis: int, dout):
