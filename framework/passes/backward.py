@@ -300,8 +300,6 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
               names: NameAllocator | None = None):
     if not targets:
         raise BackwardError("the backward pass needs at least one target")
-    if explicit and not inputs:
-        raise BackwardError(f"gradients of '{targets[0].name}' with respect to no inputs: pass at least one var")
     block = targets[0].block
     _check_one_program(targets[0], [("targets", targets), ("inputs", inputs), ("target_gradients", target_gradients),
                                     ("no_grad_set", no_grad_set)])
@@ -378,6 +376,8 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | No
     inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
     if isinstance(target_gradients, Variable):
         target_gradients = [target_gradients]
+    if targets and not inputs:
+        raise BackwardError(f"gradients of '{targets[0].name}' with respect to no inputs: pass at least one var")
     plan = plan_recompute(targets[0].block, checkpoints) if checkpoints is not None and targets else None
     grads = _run(targets, inputs, True, target_gradients, no_grad_set)
     if plan is not None:
