@@ -71,6 +71,17 @@ def test_elementwise_max_and_min_give_each_tied_input_half(op):
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_a_broadcast_input_sums_the_halves_of_its_ties(op):
+    x = np.array([[1.0, 2.0, 3.0], [1.0, 0.0, 3.0]])
+    y = np.array([1.0, 2.0, 3.0])
+    (dx, dy), r = _grads(lambda x, y: getattr(layers, op)(x, y), {"x": x, "y": y}, ["x", "y"])
+    x_wins = (x > y) if op == "maximum" else (x < y)
+    tie = x == y
+    np.testing.assert_allclose(dx, r * (x_wins + 0.5 * tie), rtol=1e-15)
+    np.testing.assert_allclose(dy, (r * (~x_wins & ~tie) + r * 0.5 * tie).sum(axis=0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
 def test_elementwise_ties_agree_with_the_reduction_over_the_stacked_pair(op):
     """max(x, y) is reduce_max(stack([x, y])): both split a tie the same way."""
     x = np.array([[1.0, 2.0], [0.5, 0.5]])
