@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework import ExecutionError, Executor, Scope, gradients
 from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.program import Program, layers, program_guard
 
@@ -193,6 +193,18 @@ def test_the_issue_example_gives_y_its_own_shape():
     np.testing.assert_array_equal(dy, np.full((1, 3), 4.0))  # the sum over the four rows y was broadcast to
 
 
+@pytest.mark.parametrize("rows", [(4, 1, 4), (1, 1, 4)], ids=str)
+def test_sum_of_addends_whose_minus_one_dims_differ_at_run_time_is_an_error(rows):
+    """``sum`` promises one shape (its gradient hands each addend the output's): numpy would broadcast."""
+    main = Program()
+    with program_guard(main, Program()):
+        xs = [layers.data(n, [-1, 3], "float64") for n in "xyz"]
+        total = layers.sum(xs)
+    feed = {n: np.ones((k, 3)) for n, k in zip("xyz", rows)}
+    with pytest.raises(ExecutionError, match=r"\(sum\).*the addends have run-time shapes"):
+        Executor().run(main, feed=feed, fetch_list=[total], scope=Scope())
+
+
 @pytest.mark.parametrize("batches", [(2, 1), (1, 2)], ids=str)
 def test_matmul_batch_dims_meeting_at_run_time(batches):
     rng = np.random.default_rng(2)
@@ -231,3 +243,4 @@ def test_shapes_that_are_provably_equal_get_no_reduction():
     assert _ops_for(lambda x, b: x + b, {"x": [-1, 3], "b": [3]}).count("reduce_as") == 1  # b's only
     assert _ops_for(lambda x, b: x + b, {"x": [-1, 3], "b": [1, 3]}).count("reduce_as") == 1
     assert _ops_for(lambda x, y: x * y, {"x": [-1, 3], "y": [-1, 3]}).count("reduce_as") == 2
+    assert "reduce_as" not in _ops_for(lambda x: layers.sum([x, x]), {"x": [-1, 3]})

@@ -209,3 +209,24 @@ def test_gradgen_check_grad_agrees_on_soft_labels_that_do_not_sum_to_one(tmp_pat
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith(("z ", "q "))]
     assert len(lines) == 2 and all(line.endswith("ok") for line in lines), result.stdout
+
+
+@pytest.mark.parametrize("case", ["soft", "hard", "cross_entropy_soft", "sigmoid"])
+def test_labels_whose_minus_one_dims_differ_at_run_time_are_an_error_not_a_broadcast(case):
+    """Logits [-1, 3] fed (1, 3) with labels [-1, ...] fed 4 rows: numpy would broadcast into 4 losses."""
+    def build(z, label):
+        if case == "soft":
+            return [layers.softmax_with_cross_entropy(z, label, soft_label=True)]
+        if case == "hard":
+            return [layers.softmax_with_cross_entropy(z, label)]
+        if case == "cross_entropy_soft":
+            return [layers.cross_entropy(layers.softmax(z), label, soft_label=True)]
+        return [layers.sigmoid_cross_entropy_with_logits(z, label)]
+
+    label = np.zeros((4, 1), np.int64) if case == "hard" else np.full((4, 3), 0.25)
+    main = Program()
+    with program_guard(main, Program()):
+        z = layers.data("z", [-1, 3], "float64")
+        fetch = build(z, layers.data("label", [-1] + list(label.shape[1:]), str(label.dtype)))
+    with pytest.raises(ExecutionError, match=r"Label has run-time shape \[4, (1|3)\], but (Logits|X) \[1, 3\]"):
+        Executor().run(main, feed={"z": _x((1, 3)), "label": label}, fetch_list=fetch, scope=Scope())

@@ -42,6 +42,21 @@ def _hard_label_index(label, x_ndim: int, axis: int):
     return label.astype(np.int64, copy=False)
 
 
+def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") -> None:
+    """Labels must have the run-time shape x's declared shape promised (-1 dims can differ at run time): x's own
+    (``axis`` None: soft labels), or x's with size 1 on ``axis`` or without it (hard labels). numpy would
+    broadcast a mismatch into a loss of another shape."""
+    shape = np.shape(label)
+    if axis is None:
+        allowed = [tuple(x_shape)]
+    else:
+        allowed = [tuple(1 if i == axis else d for i, d in enumerate(x_shape)),
+                   tuple(d for i, d in enumerate(x_shape) if i != axis)]
+    if shape not in allowed:
+        raise ValueError(f"Label has run-time shape {list(shape)}, but {what} {list(x_shape)} needs "
+                         + " or ".join(str(list(a)) for a in allowed))
+
+
 def first_out_of_range(ids, size: int, what: str, ignored: int | None = None):
     """A ValueError naming the first of ``ids`` outside [0, size) (other than ``ignored``), or None."""
     bad = (ids < 0) | (ids >= size)
@@ -60,6 +75,7 @@ def _checked_labels(op, label, x_shape, axis: int):
 
     A label outside [0, classes) that is not ``ignore_index`` raises: numpy would read -1 as the last class.
     """
+    check_label_shape(label, x_shape, axis)
     ignored = op.attr("ignore_index")
     error = first_out_of_range(np.asarray(label), x_shape[axis], "label", ignored)  # at its index as given
     if error is not None:
@@ -72,7 +88,11 @@ def _checked_labels(op, label, x_shape, axis: int):
 def cross_entropy(op):
     """X holds probabilities along the last axis; Out = -log(X[label]) (or -sum(label * log X))."""
     if op.attr("soft_label"):
-        return lambda x, label: -np.sum(label * np.log(x), axis=-1, keepdims=True)
+        def soft(x, label):
+            check_label_shape(label, x.shape, None, "X")
+            return -np.sum(label * np.log(x), axis=-1, keepdims=True)
+
+        return soft
 
     def run(x, label):
         index, kept = _checked_labels(op, label, x.shape, x.ndim - 1)
@@ -88,6 +108,7 @@ def softmax_with_cross_entropy(op):
     def run(logits, label):
         log_p = log_softmax_along(logits, axis)
         if soft:
+            check_label_shape(label, logits.shape, None)
             loss = -np.sum(label * log_p, axis=axis, keepdims=True)
         else:
             index, kept = _checked_labels(op, label, logits.shape, axis)
@@ -99,6 +120,7 @@ def softmax_with_cross_entropy(op):
 
 def sigmoid_cross_entropy_with_logits(op):
     def run(x, label):
+        check_label_shape(label, x.shape, None, "X")
         # max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows.
         return np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
 
