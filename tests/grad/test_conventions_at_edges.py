@@ -58,6 +58,12 @@ def test_a_reduction_over_a_size_one_dim_passes_the_gradient_through():
     np.testing.assert_allclose(dx, r[:, None], rtol=1e-15)
 
 
+@pytest.mark.parametrize("op", ["reduce_max", "reduce_min"])
+def test_a_reduction_over_zero_rows_gives_an_empty_gradient(op):
+    (dx,), _ = _grads(lambda x: getattr(layers, op)(x, dim=1), {"x": np.zeros((0, 3))}, ["x"])
+    assert dx.shape == (0, 3)
+
+
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
 def test_elementwise_max_and_min_give_each_tied_input_half(op):
     x = np.array([1.0, 2.0, 3.0, -1.0])
