@@ -48,5 +48,6 @@ gelu_grad = unary("gelu", emits=("gelu_grad",), rule=_fused_of_input("gelu_grad"
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 __all__ = ["exp_grad", "reciprocal_grad", "square_grad", "pow_grad", "sin_grad", "cos_grad", "abs_grad",
-           "softplus_grad", "log_grad", "sqrt_grad", "scale_grad", "sigmoid_grad", "tanh_grad", "relu_grad", "leaky_relu_grad",
+           "softplus_grad", "log_grad", "sqrt_grad", "scale_grad", "sigmoid_grad", "tanh_grad", "relu_grad",
+           "leaky_relu_grad",
            "clip_grad", "gelu_grad", "INV_SQRT_2PI"]
