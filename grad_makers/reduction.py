@@ -23,7 +23,7 @@ def _split_among_ties(g, x, out, dout, op):
     return g.mul(g.div(mask, g.reduce_sum(mask, reduced_axes(op), keep_dim=True)), dout)
 
 
-reduce_extreme_grad = reduction("reduce_max", "reduce_min", rule=_split_among_ties,
-                                emits=("unsqueeze", "equal", "cast", "reduce_sum", "elementwise_div", "elementwise_mul"))
+reduce_extreme_grad = reduction("reduce_max", "reduce_min", rule=_split_among_ties, emits=(
+    "unsqueeze", "equal", "cast", "reduce_sum", "elementwise_div", "elementwise_mul"))
 
 __all__ = ["reduce_sum_grad", "reduce_mean_grad", "mean_grad", "reduce_extreme_grad"]
