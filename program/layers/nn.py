@@ -18,11 +18,15 @@ def log_softmax(x: Variable, axis: int = -1, name=None) -> Variable:
 _REDUCTIONS = ("none", "mean", "sum")
 
 
+def _check_reduction(reduction: str) -> None:
+    """Before any op is appended, so a bad argument leaves the program as it was."""
+    if reduction not in _REDUCTIONS:
+        raise ProgramError(f"reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
+
+
 def _reduced(loss: Variable, label: Variable, soft_label: bool, ignore_index: int, reduction: str) -> Variable:
     """``loss`` per row as it is ("none"), summed, or averaged over the rows whose label is not ``ignore_index``
     (as Paddle's and PyTorch's ``cross_entropy`` do; every row ignored gives 0 / 0 = NaN, as there)."""
-    if reduction not in _REDUCTIONS:
-        raise ProgramError(f"reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
     if reduction == "none":
         return loss
     if reduction == "mean" and soft_label:  # every row counts
@@ -44,6 +48,7 @@ def cross_entropy(input: Variable, label: Variable, soft_label: bool = False, ig
     A hard label equal to ``ignore_index`` gives loss 0 and no gradient; any other label outside
     [0, classes) is a run-time error. ``reduction="mean"`` divides the sum by the rows kept.
     """
+    _check_reduction(reduction)
     loss = append("cross_entropy", {"X": check_var(input, "input"), "Label": check_var(label, "label")},
                   {"soft_label": soft_label, "ignore_index": ignore_index}, name=name)
     return _reduced(loss, label, soft_label, ignore_index, reduction)
@@ -59,6 +64,7 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
     with ``reduction`` "sum" their sum, "mean" their sum divided by the rows kept (Paddle's and PyTorch's
     ``cross_entropy``).
     """
+    _check_reduction(reduction)
     softmax_out, loss = append("softmax_with_cross_entropy",
                                {"Logits": check_var(logits, "logits"), "Label": check_var(label, "label")},
                                {"soft_label": soft_label, "axis": axis, "ignore_index": ignore_index},

@@ -160,8 +160,10 @@ def test_zero_rows_give_an_empty_loss_and_an_empty_gradient():
 def test_an_unknown_reduction_is_a_build_error():
     with program_guard(Program(), Program()):
         z, label = layers.data("z", [2, 3], "float64"), layers.data("label", [2, 1], "int64")
-        with pytest.raises(ProgramError, match="reduction must be one of"):
-            layers.softmax_with_cross_entropy(z, label, reduction="average")
+        for loss in LOSSES.values():
+            with pytest.raises(ProgramError, match="reduction must be one of"):
+                loss(z, label, reduction="average")
+        assert [op.type for op in z.block.ops] == ["softmax"]  # only cross_entropy's input was appended
 
 
 # -- out of range: an error naming the op and the value ----------------------------------------------------------------
