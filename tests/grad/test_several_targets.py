@@ -14,6 +14,8 @@ from gradgen.framework import Executor, Scope, gradients
 from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.program import Program, layers, program_guard
 
+from .checking import check_op_gradients
+
 X = np.array([0.1, -0.5, 0.7])
 U0 = np.array([1.0, 2.0, 3.0])
 U1 = np.array(1.5)
@@ -128,3 +130,38 @@ def test_a_target_inside_the_loop_state_and_one_after_it():
 
     _check(build, [0, 1])
     _check(build, [1, 0, 0])
+
+
+# -- targets inside control flow: a gradient sub-block differentiates every result of the block at once, seeded
+# -- with the outer gradients, so a result made from another result is the same case one level down.
+
+def _loop_where_one_result_reads_another(x):
+    limit, one = layers.fill_constant([], "int64", 2), layers.fill_constant([], "int64", 1)
+
+    def body(t, h, s):
+        h_next = layers.tanh(h)
+        return [layers.add(t, one), h_next, layers.add(s, layers.square(h_next))]  # s reads this step's h
+
+    _, h, s = layers.while_loop(lambda t, h, s: layers.less_than(t, limit), body,
+                                [layers.fill_constant([], "int64", 0), x, layers.scale(x, 0.5)])
+    return layers.scale(h, 3.0) + s
+
+
+def _cond_where_one_result_reads_another(x, p):
+    def branch(f):
+        def results():
+            a = f(x)
+            return a, layers.square(a)  # the second result reads the first
+        return results
+
+    a, b = layers.cond(p, branch(layers.tanh), branch(layers.sin))
+    return a + b
+
+
+def test_a_loop_body_whose_results_read_each_other():
+    check_op_gradients(_loop_where_one_result_reads_another, {"x": X})
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_cond_branches_whose_results_read_each_other(taken):
+    check_op_gradients(_cond_where_one_result_reads_another, {"x": X}, extra_feed={"p": np.array(taken)})
