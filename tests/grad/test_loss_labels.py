@@ -232,3 +232,18 @@ def test_labels_whose_minus_one_dims_differ_at_run_time_are_an_error_not_a_broad
         fetch = build(z, layers.data("label", [-1] + list(label.shape[1:]), str(label.dtype)))
     with pytest.raises(ExecutionError, match=r"Label has run-time shape \[4, (1|3)\], but (Logits|X) \[1, 3\]"):
         Executor().run(main, feed={"z": _x((1, 3)), "label": label}, fetch_list=fetch, scope=Scope())
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_float32_logits_and_int32_labels_keep_their_types_through_the_reductions(ignore_index):
+    def build(z, label):
+        mean = layers.softmax_with_cross_entropy(z, label, ignore_index=ignore_index, reduction="mean")
+        total = layers.cross_entropy(layers.softmax(z), label, ignore_index=ignore_index, reduction="sum")
+        return [mean, total] + gradients(mean + total, [z])
+
+    z = _x((2, 3)).astype(np.float32)
+    mean, total, dz = _run(build, {"z": z, "label": np.array([0, 1], np.int32)})  # check_types is on
+    assert (mean.dtype, total.dtype, dz.dtype, dz.shape) == (np.float32, np.float32, np.float32, (2, 3))
+    rows, kept = _reference_rows(z.astype(np.float64), np.array([[0], [1]]), ignore_index)
+    np.testing.assert_allclose(mean, rows.sum() / kept.sum(), rtol=1e-6)
+    np.testing.assert_allclose(total, rows.sum(), rtol=1e-6)
