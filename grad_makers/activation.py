@@ -26,7 +26,8 @@ reciprocal_grad = from_output("reciprocal", emits=("square", "scale", "elementwi
                               slope=lambda g, out: g.neg(g.square(out)))
 square_grad = from_input("square", emits=("scale", "elementwise_mul"), slope=lambda g, x: g.scale(x, 2.0))
 pow_grad = from_input("pow", emits=("pow", "scale", "elementwise_mul"),
-                      slope=lambda g, x, factor: g.scale(g.pow(x, factor - 1.0), factor))
+                      slope=lambda g, x, factor: g.scale(g.pow(x, factor - 1.0 if factor else 0.0), factor))
+"""factor * x ** (factor - 1); for factor 0 that is 0 * x ** 0 = 0 everywhere, also at x = 0 (not 0 * inf)."""
 sin_grad = from_input("sin", emits=("cos", "elementwise_mul"), slope=lambda g, x: g.cos(x))
 cos_grad = from_input("cos", emits=("sin", "scale", "elementwise_mul"), slope=lambda g, x: g.neg(g.sin(x)))
 abs_grad = from_input("abs", emits=("sign", "elementwise_mul"), slope=lambda g, x: g.sign(x))
@@ -47,5 +48,6 @@ gelu_grad = unary("gelu", emits=("gelu_grad",), rule=_fused_of_input("gelu_grad"
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 __all__ = ["exp_grad", "reciprocal_grad", "square_grad", "pow_grad", "sin_grad", "cos_grad", "abs_grad",
-           "softplus_grad", "log_grad", "sqrt_grad", "scale_grad", "sigmoid_grad", "tanh_grad", "relu_grad", "leaky_relu_grad",
+           "softplus_grad", "log_grad", "sqrt_grad", "scale_grad", "sigmoid_grad", "tanh_grad", "relu_grad",
+           "leaky_relu_grad",
            "clip_grad", "gelu_grad", "INV_SQRT_2PI"]

@@ -10,9 +10,15 @@ from __future__ import annotations
 from .families import binary
 
 
-def _won(compare: str):
-    """max/min: the gradient goes to the input that won (ties to X), through a 0/1 mask."""
-    return lambda g, x, y, out, dout, op: g.mul(dout, g.cast(g.compare(compare, x, y), op.dtype(x)))
+def _won(strict: str, loose: str):
+    """max/min: the gradient goes to the input that won; at a tie each input gets half (as JAX and PyTorch do,
+    and as ``reduce_max`` splits among ties), through the mask ((x wins strictly) + (x wins or ties)) / 2."""
+    def rule(g, x, y, out, dout, op):
+        dtype = op.dtype(x)
+        won = g.add(g.cast(g.compare(strict, x, y), dtype), g.cast(g.compare(loose, x, y), dtype))
+        return g.mul(dout, g.scale(won, 0.5))
+
+    return rule
 
 
 add_grad = binary("elementwise_add", emits=("assign", "reduce_as"), dx=None, dy=None)
@@ -23,12 +29,29 @@ mul_grad = binary("elementwise_mul", emits=("elementwise_mul", "reduce_as"),
 div_grad = binary("elementwise_div", emits=("elementwise_div", "elementwise_mul", "scale", "reduce_as"),
                   dx=lambda g, x, y, out, dout: g.div(dout, y),
                   dy=lambda g, x, y, out, dout: g.neg(g.mul(g.div(dout, y), out)))
-pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as"),
-                  dx=lambda g, x, y, out, dout: g.mul(dout, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y)),
-                  dy=lambda g, x, y, out, dout: g.mul(dout, g.mul(out, g.log(x))))
-maximum_grad = binary("elementwise_max", emits=("greater_equal", "less_than", "cast", "elementwise_mul", "reduce_as"),
-                      dx=_won("greater_equal"), dy=_won("less_than"))
-minimum_grad = binary("elementwise_min", emits=("less_equal", "greater_than", "cast", "elementwise_mul", "reduce_as"),
-                      dx=_won("less_equal"), dy=_won("greater_than"))
+
+
+def _pow_dx(g, x, y, out, dout):
+    """dout * y * x ** (y - 1), and 0 where y is 0 (the power is the constant 1 there; at x = 0 the formula
+    would give 0 * inf)."""
+    zeros = g.fill_zeros_like(y)
+    slope = g.where(g.compare("equal", y, zeros), zeros, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y))
+    return g.mul(dout, slope)
+
+
+def _pow_dy(g, x, y, out, dout):
+    """dout * x ** y * log(x), and 0 where x is 0 and y > 0 (x ** y is 0 on that side; log(0) is -inf)."""
+    at_zero = g.compare("equal", x, g.fill_zeros_like(x))
+    return g.mul(dout, g.where(at_zero, g.fill_zeros_like(out), g.mul(out, g.log(x))))
+
+
+pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as",
+                                            "fill_zeros_like", "equal", "where"),
+                  dx=_pow_dx, dy=_pow_dy)
+_MASK = ("cast", "elementwise_add", "scale", "elementwise_mul", "reduce_as")
+maximum_grad = binary("elementwise_max", emits=("greater_than", "greater_equal", "less_than", "less_equal") + _MASK,
+                      dx=_won("greater_than", "greater_equal"), dy=_won("less_than", "less_equal"))
+minimum_grad = binary("elementwise_min", emits=("less_than", "less_equal", "greater_than", "greater_equal") + _MASK,
+                      dx=_won("less_than", "less_equal"), dy=_won("greater_than", "greater_equal"))
 
 __all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad"]

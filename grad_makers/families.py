@@ -88,13 +88,28 @@ def linear(*op_types: str, emits: tuple[str, ...], transpose: Callable, slot: st
     return _register(op_types, emits, maker, transpose)
 
 
-def summed_back(g: Builder, op: GradContext, grad, like: str, full_shape) -> Any:
-    """``grad`` has shape ``full_shape``; sum it back to ``like``'s shape (``reduce_as``) unless that is the same.
+def same_at_run_time(shape, full_shape, met=()) -> bool:
+    """Whether a value of ``shape`` that was broadcast against the shapes ``met`` into ``full_shape`` provably
+    kept ``full_shape`` at run time (so its gradient needs no sum back).
 
-    Relies on gradgen's broadcasting convention: two -1 dims that meet in a
-    broadcast have the same run-time size (as a batch dim does).
+    The shapes must be equal, and no -1 dim may have met another -1 dim: x [-1, 3] fed (1, 3) and y [-1, 3]
+    fed (4, 3) broadcast to (4, 3), which no declared shape says. (A known size n > 1 against -1 makes the
+    output's dim n, so the shapes differ and the sum back happens anyway.)
     """
-    return grad if op.shape(like) == tuple(full_shape) else g.reduce_as(grad, like)
+    shape, full = tuple(shape), tuple(full_shape)
+    if shape != full:
+        return False
+    for i in range(1, len(shape) + 1):
+        if shape[-i] == -1 and any(len(m) >= i and m[-i] == -1 for m in met):
+            return False
+    return True
+
+
+def summed_back(g: Builder, op: GradContext, grad, like: str, full_shape, met=()) -> Any:
+    """``grad`` has shape ``full_shape``; sum it back to ``like``'s run-time shape (``reduce_as``) unless
+    ``like`` provably has that shape (``same_at_run_time``: ``met`` holds the shapes it was broadcast against).
+    """
+    return grad if same_at_run_time(op.shape(like), full_shape, met) else g.reduce_as(grad, like)
 
 
 def binary(*op_types: str, emits: tuple[str, ...], dx: Callable | None, dy: Callable | None) -> Maker:
@@ -106,9 +121,9 @@ def binary(*op_types: str, emits: tuple[str, ...], dx: Callable | None, dy: Call
         x, y, out, dout = op.input("X"), op.input("Y"), op.output("Out"), op.grad("Out")
         full = op.shape(out)
         grads = {}
-        for slot, like, rule in (("X", x, dx), ("Y", y, dy)):
+        for slot, like, other, rule in (("X", x, y, dx), ("Y", y, x, dy)):
             grad = dout if rule is None else rule(g, x, y, out, dout, **_extras(extra[slot], op))
-            grads[slot] = summed_back(g, op, grad, like, full)
+            grads[slot] = summed_back(g, op, grad, like, full, met=() if other == like else (op.shape(other),))
         return grads
 
     return _register(op_types, emits, maker, (dx, dy))
@@ -144,5 +159,6 @@ def reduction(*op_types: str, emits: tuple[str, ...], rule: Callable) -> Maker:
     return _register(op_types, emits, maker, rule)
 
 
-__all__ = ["unary", "from_input", "from_output", "linear", "binary", "reduction", "summed_back", "kept",
+__all__ = ["unary", "from_input", "from_output", "linear", "binary", "reduction", "summed_back", "same_at_run_time",
+           "kept",
            "reduced_axes"]

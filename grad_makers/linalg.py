@@ -31,11 +31,13 @@ def matmul_grad(g, op):
     rules = _RULES[(op.attr("transpose_x") and not x1, op.attr("transpose_y") and not y1)]
     batch = op.shape(out)[:len(op.shape(out)) - (not x1) - (not y1)]
     grads = {}
-    for slot, like, vector in (("X", x, x1), ("Y", y, y1)):
+    for slot, like, vector, other, other_vector in (("X", x, x1, y, y1), ("Y", y, y1, x, x1)):
         a, b, ta, tb = rules[slot]
         full = g.matmul(v[a], v[b], ta, tb)
         if not vector:
-            grads[slot] = summed_back(g, op, full, like, batch + op.shape(like)[-2:])
+            # Only the batch dims broadcast: the other input's matrix dims count as 1 here (a 1-D one has none).
+            met = () if other_vector or other == like else (op.shape(other)[:-2] + (1, 1),)
+            grads[slot] = summed_back(g, op, full, like, batch + op.shape(like)[-2:], met)
         elif slot == "X":  # [batch, 1, k]: every dim but the last is summed away
             grads[slot] = g.reduce_as(full, like)
         else:  # [batch, k, 1]

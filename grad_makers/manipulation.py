@@ -73,8 +73,12 @@ def where_grad(g, op):
     """Each branch gets the output gradient where it was chosen and zero elsewhere, summed back to its shape."""
     cond, dout, full = op.input("Condition"), op.grad("Out"), op.shape(op.output("Out"))
     zeros = g.fill_zeros_like(dout)
-    return {"X": summed_back(g, op, g.where(cond, dout, zeros), op.input("X"), full),
-            "Y": summed_back(g, op, g.where(cond, zeros, dout), op.input("Y"), full)}
+    x, y = op.input("X"), op.input("Y")
+
+    def back(grad, like: str, other: str):
+        return summed_back(g, op, grad, like, full, [op.shape(n) for n in (cond, other) if n != like])
+
+    return {"X": back(g.where(cond, dout, zeros), x, y), "Y": back(g.where(cond, zeros, dout), y, x)}
 
 
 __all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad",

@@ -16,12 +16,37 @@ def _softmax_backward(g, out, dout, axis: int):
     return g.mul(out, g.sub(dout, g.reduce_sum(g.mul(dout, out), [axis], keep_dim=True)))
 
 
-def _one_hot(g, op, label: str, like: str):
-    """Hard int labels (shape [..., 1] or [...]) as a float one-hot tensor shaped like ``like``."""
+def _keeps_class_axis(op, label: str, like: str) -> bool:
+    """Whether hard labels come with the class axis as size 1 (``[..., 1, ...]``) rather than without it."""
+    return len(op.shape(label)) == len(op.shape(like))
+
+
+def _one_hot(g, op, label: str, like: str, axis: int):
+    """Hard int labels as a float one-hot tensor shaped like ``like``, the classes along ``axis``.
+
+    Out-of-range labels (only ignored ones reach a gradient: the forward kernel refuses the others) give
+    all-zero rows.
+    """
     like_t = op.var_type(like)
-    if len(op.shape(label)) == len(like_t.shape):
-        label = g.squeeze(label, [-1])
-    return g.one_hot(label, like_t.shape[-1], like_t.dtype)
+    rank = len(like_t.shape)
+    if _keeps_class_axis(op, label, like):
+        label = g.squeeze(label, [axis])
+    hot = g.one_hot(label, like_t.shape[axis], like_t.dtype)  # the classes come last
+    if axis == rank - 1:
+        return hot
+    return g.transpose(hot, list(range(axis)) + [rank - 1] + list(range(axis, rank - 1)))
+
+
+def _kept(g, op, label: str, like: str, axis: int):
+    """1.0 for each row whose label is not ``ignore_index``, 0.0 for the others; shaped like the loss."""
+    ignored = g.op("fill_any_like", {"X": label}, {"value": float(op.attr("ignore_index"))})
+    kept = g.cast(g.compare("not_equal", label, ignored), op.dtype(like))
+    return kept if _keeps_class_axis(op, label, like) else g.unsqueeze(kept, [axis])
+
+
+def _hard_label_grad(g, op, label: str, like: str, axis: int, dout):
+    """The one-hot target and the output gradient with ignored rows zeroed, for the hard-label losses."""
+    return _one_hot(g, op, label, like, axis), g.mul(dout, _kept(g, op, label, like, axis))
 
 
 softmax_grad = unary("softmax", emits=("elementwise_mul", "reduce_sum", "elementwise_sub"),
@@ -32,24 +57,37 @@ log_softmax_grad = unary("log_softmax", emits=("reduce_sum", "exp", "elementwise
 """dx = dout - softmax * sum(dout, axis), with softmax = exp(out)."""
 
 
-@grad_maker("cross_entropy", emits=("squeeze", "one_hot", "elementwise_div", "elementwise_mul", "scale", "log"))
+_HARD_LABELS = ("squeeze", "one_hot", "transpose", "fill_any_like", "not_equal", "cast", "unsqueeze")
+"""What turning hard labels into a one-hot target and a mask of kept rows records."""
+
+
+@grad_maker("cross_entropy", emits=_HARD_LABELS + ("elementwise_div", "elementwise_mul", "scale", "log"))
 def cross_entropy_grad(g, op):
-    """Out = -sum(label * log(X)) over the last axis: dX = -dout * label / X; soft labels get -dout * log(X)."""
-    x, label, dout, soft = op.input("X"), op.input("Label"), op.grad("Out"), op.attr("soft_label")
-    target = label if soft else _one_hot(g, op, label, x)
-    return {"X": g.neg(g.mul(g.div(target, x), dout)), "Label": g.neg(g.mul(g.log(x), dout)) if soft else None}
+    """Out = -sum(label * log(X)) over the last axis: dX = -dout * label / X (0 on rows of ``ignore_index``);
+    soft labels get dLabel = -dout * log(X)."""
+    x, label, dout = op.input("X"), op.input("Label"), op.grad("Out")
+    if op.attr("soft_label"):
+        return {"X": g.neg(g.mul(g.div(label, x), dout)), "Label": g.neg(g.mul(g.log(x), dout))}
+    target, dout = _hard_label_grad(g, op, label, x, len(op.shape(x)) - 1, dout)
+    return {"X": g.neg(g.mul(g.div(target, x), dout)), "Label": None}
 
 
-@grad_maker("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul",
-                                                 "reduce_sum", "elementwise_add", "log_softmax", "scale"))
+@grad_maker("softmax_with_cross_entropy", emits=_HARD_LABELS + (
+    "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale"))
 def softmax_with_cross_entropy_grad(g, op):
-    """dLogits = (softmax - label) * dLoss, plus softmax's own backward if its output was used."""
+    """Loss = -sum(q * log_softmax(z)): dz = (softmax * sum(q) - q) * dLoss, which is softmax - q when the labels
+    sum to 1 (hard labels: q one-hot, and dz = 0 on rows of ``ignore_index``); dq = -log_softmax(z) * dLoss.
+    Plus softmax's own backward if its output was used."""
     logits, label, softmax, dloss = op.input("Logits"), op.input("Label"), op.output("Softmax"), op.grad("Loss")
-    soft, axis = op.attr("soft_label"), _axis(op, logits)
-    dlogits = g.mul(g.sub(softmax, label if soft else _one_hot(g, op, label, logits)), dloss)
+    axis = _axis(op, logits)
+    if op.attr("soft_label"):
+        dlogits = g.mul(g.sub(g.mul(softmax, g.reduce_sum(label, [axis], keep_dim=True)), label), dloss)
+        dlabel = g.neg(g.mul(g.op("log_softmax", {"X": logits}, {"axis": axis}), dloss))
+    else:
+        target, dloss = _hard_label_grad(g, op, label, logits, axis, dloss)
+        dlogits, dlabel = g.mul(g.sub(softmax, target), dloss), None
     if op.has_grad("Softmax"):
         dlogits = g.add(dlogits, _softmax_backward(g, softmax, op.grad("Softmax"), axis))
-    dlabel = g.neg(g.mul(g.op("log_softmax", {"X": logits}, {"axis": axis}), dloss)) if soft else None
     return {"Logits": dlogits, "Label": dlabel}
 
 

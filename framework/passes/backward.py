@@ -56,6 +56,7 @@ class _Pass:
         self.contributions: dict[tuple, list[str]] = {}
         self.rename: dict[str, str] = {}
         self.final: dict[tuple, str] = {}
+        self.given: set[str] = set()  # target gradients the caller supplied: existing vars, never renamed
         self.emitted: list[tuple[OpDesc, object]] = []
 
     # -- which vars carry gradients ------------------------------------------
@@ -73,12 +74,41 @@ class _Pass:
         names = {n[1] for n in graph if n[0] == "var"}
         stopped = {n for n in names if n not in explicit and (self.blocked(n) or self.block.find_var(n).stop_gradient)}
         stop = {n for n in graph if n[0] == "var" and n[1] in stopped}
+        if not starts:  # nothing to start from: no node is on a path
+            return set()
         sink, source = ("sink",), ("source",)
         graph.add_edges_from((latest_version(graph, t.name), sink) for t in self.targets)
         graph.add_edges_from((source, s) for s in starts)
         on_path = reachable(graph, sink, reverse=True, stop=stop) & reachable(graph, source, stop=stop)
         graph.remove_nodes_from((sink, source))
         return on_path
+
+    def why_unreached(self, params: list[Variable], reaches_any: bool) -> str:
+        """Why no gradient path joins ``params`` to the target: what the target's ancestors hold that stops one.
+
+        ``reaches_any``: whether some other start (a free input var that is not stop_gradient) does reach it.
+        """
+        target = self.targets[0]
+        free = "" if reaches_any else " (nor any var no op writes that is not stop_gradient)"
+        if not params:
+            reason = (f"the program has no trainable parameters{free}, nothing it could differentiate with respect "
+                      f"to (gradients() takes any var)")
+        else:
+            shown = ", ".join(repr(p.name) for p in params[:5]) + (", ..." if len(params) > 5 else "")
+            reason = f"none of its trainable parameters ({shown}){free} reaches it through differentiable ops"
+        ancestors = reachable(self.graph, latest_version(self.graph, target.name), reverse=True, stop=set())
+        block = self.block
+        closed = {n for n in ancestors if n[0] == "op" and block.ops[n[1]].type in NON_DIFFERENTIABLE}
+        stops = [f"op #{n[1]} ({block.ops[n[1]].type}) lets no gradient through" for n in sorted(closed)]
+        for node in sorted(n for n in ancestors if n[0] == "var" and n[2] > 0):  # values that ops make
+            name = node[1]
+            if name in self.no_grad:
+                stops.append(f"'{name}' is in no_grad_set")
+            elif block.var(name).stop_gradient and closed.isdisjoint(self.graph.predecessors(node)):
+                stops.append(f"'{name}' is stop_gradient")
+        detail = f"; on the way to it, {'; '.join(stops[:5])}" if stops else ""
+        return (f"loss '{target.name}' ({target.type_str()}) in block {block.idx} has no gradient to take: "
+                f"{reason}{detail}")
 
     # -- gradient names and accumulation -------------------------------------
     def contribution(self, node: tuple) -> str:
@@ -95,6 +125,9 @@ class _Pass:
         parts = self.contributions.get(node)
         if not parts:
             return None
+        if len(parts) == 1 and parts[0] in self.given:  # a caller's target gradient, and nothing added to it
+            self.final[node] = parts[0]
+            return parts[0]
         name = self.names.fresh(node[1] + GRAD_SUFFIX)
         if len(parts) == 1:
             self.rename[parts[0]] = name
@@ -126,8 +159,9 @@ class _Pass:
                 if not shapes_agree(given.shape, t.shape) or given.dtype != t.dtype:
                     raise BackwardError(f"target_gradients[{k}] '{given.name}' is {given.type_str()} but target "
                                         f"'{t.name}' is {t.type_str()}")
+                # One contribution among others: a later target that depends on this one adds its own.
                 self.contributions.setdefault(node, []).append(given.name)
-                self.final[node] = given.name
+                self.given.add(given.name)
 
     def walk(self, on_path: set[tuple]) -> None:
         block = self.block
@@ -284,6 +318,14 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
         starts += [n for n in p.graph if n[0] == "var" and n[2] == 0 and not p.blocked(n[1])
                    and not block.find_var(n[1]).stop_gradient]
     on_path = p.differentiable_nodes(starts, explicit_names)
+    if not explicit:
+        # An error when nothing reaches the loss, or when there are parameters and none of them does (an
+        # optimizer would silently update nothing); a program without parameters may still differentiate
+        # with respect to its free input vars (Paddle's rule).
+        reaches_any = not on_path.isdisjoint(starts)
+        reaches_a_parameter = any(("var", v.name, 0) in on_path for v in inputs)
+        if not reaches_any or (inputs and not reaches_a_parameter):
+            raise BackwardError(p.why_unreached(inputs, reaches_any))
     p.seed(target_gradients)
     p.walk(on_path)
     grads = []
@@ -334,6 +376,8 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | No
     inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
     if isinstance(target_gradients, Variable):
         target_gradients = [target_gradients]
+    if targets and not inputs:
+        raise BackwardError(f"gradients of '{targets[0].name}' with respect to no inputs: pass at least one var")
     plan = plan_recompute(targets[0].block, checkpoints) if checkpoints is not None and targets else None
     grads = _run(targets, inputs, True, target_gradients, no_grad_set)
     if plan is not None:

@@ -6,6 +6,10 @@ from ..schema import Attr, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 
 
+IGNORE_INDEX = -100
+"""The default ``ignore_index`` of the hard-label losses, as in Paddle and PyTorch."""
+
+
 def _float_like(ctx):
     x = ctx.input("X")
     if not x.dtype.startswith("float"):
@@ -58,14 +62,19 @@ SCHEMAS = (
            doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max."),
     schema("log_softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
            doc="log(softmax(X)) along `axis`, computed as X - max - log(sum(exp(X - max)))."),
-    schema("cross_entropy", ["X", "Label"], ["Out"], _cross_entropy, {"soft_label": Attr("bool", False)},
-           doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis."),
+    schema("cross_entropy", ["X", "Label"], ["Out"], _cross_entropy,
+           {"soft_label": Attr("bool", False), "ignore_index": Attr("int", IGNORE_INDEX)},
+           doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis. "
+               "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
+               "run-time error."),
     schema("softmax_with_cross_entropy", ["Logits", "Label"], ["Softmax", "Loss"], _softmax_with_cross_entropy,
-           {"soft_label": Attr("bool", False), "axis": Attr("int", -1)},
-           doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1."),
+           {"soft_label": Attr("bool", False), "axis": Attr("int", -1), "ignore_index": Attr("int", IGNORE_INDEX)},
+           doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1. "
+               "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
+               "run-time error."),
     schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
            doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise."),
 )
 
 
-__all__ = ["SCHEMAS"]
+__all__ = ["SCHEMAS", "IGNORE_INDEX"]

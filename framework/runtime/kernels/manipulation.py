@@ -14,6 +14,9 @@ def sum_(op):
         return lambda x: x
 
     def run(*xs, out=None):
+        for x in xs[1:]:  # the schema's promise: numpy would broadcast -1 dims that differ at run time
+            if x.shape != xs[0].shape:
+                raise ValueError(f"the addends have run-time shapes {[list(np.shape(v)) for v in xs]}, not one shape")
         if out is not None and not fits(out, *xs):
             out = None
         total = np.add(xs[0], xs[1], out=out)

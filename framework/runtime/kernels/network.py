@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nn import first_out_of_range
+
 
 def dropout(op):
     p, is_test = op.attr("p"), op.attr("is_test")
@@ -19,7 +21,13 @@ def dropout(op):
 
 
 def lookup_table(op):
-    return lambda w, ids: np.take(w, ids, axis=0)
+    def run(w, ids):
+        error = first_out_of_range(np.asarray(ids), w.shape[0], "id")  # numpy would read -1 as the last row
+        if error is not None:
+            raise error
+        return np.take(w, ids, axis=0)
+
+    return run
 
 
 def batch_norm(op):

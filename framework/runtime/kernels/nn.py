@@ -42,14 +42,62 @@ def _hard_label_index(label, x_ndim: int, axis: int):
     return label.astype(np.int64, copy=False)
 
 
+def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") -> None:
+    """Labels must have the run-time shape x's declared shape promised (-1 dims can differ at run time): x's own
+    (``axis`` None: soft labels), or x's with size 1 on ``axis`` or without it (hard labels). numpy would
+    broadcast a mismatch into a loss of another shape."""
+    shape = np.shape(label)
+    if axis is None:
+        allowed = [tuple(x_shape)]
+    else:
+        allowed = [tuple(1 if i == axis else d for i, d in enumerate(x_shape)),
+                   tuple(d for i, d in enumerate(x_shape) if i != axis)]
+    if shape not in allowed:
+        raise ValueError(f"Label has run-time shape {list(shape)}, but {what} {list(x_shape)} needs "
+                         + " or ".join(str(list(a)) for a in allowed))
+
+
+def first_out_of_range(ids, size: int, what: str, ignored: int | None = None):
+    """A ValueError naming the first of ``ids`` outside [0, size) (other than ``ignored``), or None."""
+    bad = (ids < 0) | (ids >= size)
+    if ignored is not None:
+        bad &= ids != ignored
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    also = f" and is not ignore_index {ignored}" if ignored is not None else ""
+    return ValueError(f"{what} {int(ids[where])} at index {list(where)} is outside [0, {size}){also} "
+                      f"({int(bad.sum())} such value(s))")
+
+
+def _checked_labels(op, label, x_shape, axis: int):
+    """Hard labels as indices along ``axis`` (ignored ones replaced by 0) and the mask of kept ones.
+
+    A label outside [0, classes) that is not ``ignore_index`` raises: numpy would read -1 as the last class.
+    """
+    check_label_shape(label, x_shape, axis)
+    ignored = op.attr("ignore_index")
+    error = first_out_of_range(np.asarray(label), x_shape[axis], "label", ignored)  # at its index as given
+    if error is not None:
+        raise error
+    index = _hard_label_index(label, len(x_shape), axis)
+    kept = index != ignored
+    return np.where(kept, index, 0), kept
+
+
 def cross_entropy(op):
     """X holds probabilities along the last axis; Out = -log(X[label]) (or -sum(label * log X))."""
     if op.attr("soft_label"):
-        return lambda x, label: -np.sum(label * np.log(x), axis=-1, keepdims=True)
+        def soft(x, label):
+            check_label_shape(label, x.shape, None, "X")
+            return -np.sum(label * np.log(x), axis=-1, keepdims=True)
+
+        return soft
 
     def run(x, label):
-        index = _hard_label_index(label, x.ndim, x.ndim - 1)
-        return -np.log(np.take_along_axis(x, index, axis=-1))
+        index, kept = _checked_labels(op, label, x.shape, x.ndim - 1)
+        picked = np.take_along_axis(x, index, axis=-1)
+        return np.where(kept, -np.log(np.where(kept, picked, 1)), 0).astype(x.dtype, copy=False)
 
     return run
 
@@ -60,9 +108,11 @@ def softmax_with_cross_entropy(op):
     def run(logits, label):
         log_p = log_softmax_along(logits, axis)
         if soft:
+            check_label_shape(label, logits.shape, None)
             loss = -np.sum(label * log_p, axis=axis, keepdims=True)
         else:
-            loss = -np.take_along_axis(log_p, _hard_label_index(label, logits.ndim, axis), axis=axis)
+            index, kept = _checked_labels(op, label, logits.shape, axis)
+            loss = np.where(kept, -np.take_along_axis(log_p, index, axis=axis), 0)
         return np.exp(log_p), loss.astype(logits.dtype, copy=False)
 
     return run
@@ -70,6 +120,7 @@ def softmax_with_cross_entropy(op):
 
 def sigmoid_cross_entropy_with_logits(op):
     def run(x, label):
+        check_label_shape(label, x.shape, None, "X")
         # max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows.
         return np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
 
