@@ -17,6 +17,7 @@ from typing import Any
 _PUBLIC = {
     "append_backward": ".passes.backward",
     "gradients": ".passes.backward",
+    "forward_gradients": ".passes.forward",
     "Executor": ".runtime.executor",
     "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",
@@ -25,6 +26,7 @@ _PUBLIC = {
     "FeedError": ".errors",
     "NanInfError": ".errors",
     "BackwardError": ".errors",
+    "ForwardError": ".errors",
     "ParamFileError": ".errors",
     "io": None,
     "optimizer": None,

@@ -22,3 +22,7 @@ class BackwardError(GradgenError):
 
 class ParamFileError(GradgenError):
     """A parameter file that cannot be read, or whose arrays do not match the program's vars."""
+
+
+class ForwardError(GradgenError):
+    """The forward-mode pass cannot push tangents through the program as asked."""

@@ -46,7 +46,7 @@ def format_op(op, index: int, positions: dict | None = None) -> str:
         fwd = op.forward_op
         where = positions.get(id(fwd)) if positions is not None else None
         label = f"#{where[1]}" if where and where[0] == block.idx else (f"block {where[0]} #{where[1]}" if where else "?")
-        line += f"  <- grad of {label} {fwd.type}"
+        line += f"  <- {'tangent' if op.role == 'forward_grad' else 'grad'} of {label} {fwd.type}"
     return line
 
 
