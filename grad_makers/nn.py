@@ -46,7 +46,9 @@ def softmax_with_cross_entropy_grad(g, op):
     """dLogits = (softmax - label) * dLoss, plus softmax's own backward if its output was used."""
     logits, label, softmax, dloss = op.input("Logits"), op.input("Label"), op.output("Softmax"), op.grad("Loss")
     soft, axis = op.attr("soft_label"), _axis(op, logits)
-    dlogits = g.mul(g.sub(softmax, label if soft else _one_hot(g, op, label, logits)), dloss)
+    # d loss / d logits = softmax * sum(label) - label; hard labels and probability rows sum to 1
+    dlogits = g.mul(g.sub(g.mul(softmax, g.reduce_sum(label, [axis], keep_dim=True)), label) if soft
+                    else g.sub(softmax, _one_hot(g, op, label, logits)), dloss)
     if op.has_grad("Softmax"):
         dlogits = g.add(dlogits, _softmax_backward(g, softmax, op.grad("Softmax"), axis))
     dlabel = g.neg(g.mul(g.op("log_softmax", {"X": logits}, {"axis": axis}), dloss)) if soft else None

@@ -45,11 +45,15 @@ def cross_entropy_tangent(g, op):
 @tangent_rule("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul",
                                                    "reduce_sum", "elementwise_add", "log_softmax", "scale"))
 def softmax_with_cross_entropy_tangent(g, op):
-    """dLoss = sum((softmax - label) * dLogits) - sum(dLabel * log_softmax(logits)); dSoftmax as softmax's."""
+    """dLoss = sum((softmax * sum(label) - label) * dLogits) - sum(dLabel * log_softmax(logits)); dSoftmax as
+    softmax's."""
     logits, label, softmax = op.input("Logits"), op.input("Label"), op.output("Softmax")
     soft, axis = op.attr("soft_label"), _axis(op, logits)
     tx, tl = op.tangent("Logits"), op.tangent("Label") if soft else None
-    through_logits = tx and g.mul(g.sub(softmax, _target(g, op, label, logits, soft)), tx)
+    # d loss / d logits = softmax * sum(label) - label (soft labels need not sum to 1)
+    slope = g.sub(g.mul(softmax, g.reduce_sum(label, [axis], keep_dim=True)), label) if soft \
+        else g.sub(softmax, _target(g, op, label, logits, soft))
+    through_logits = tx and g.mul(slope, tx)
     through_label = tl and g.neg(g.mul(tl, g.op("log_softmax", {"X": logits}, {"axis": axis})))
     inner = total(g, [through_logits, through_label])
     return {"Loss": inner and g.reduce_sum(inner, [axis], keep_dim=True),
