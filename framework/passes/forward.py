@@ -49,21 +49,24 @@ class ForwardPass:
         self.names = NameAllocator(program.global_block())
 
     # -- one block -------------------------------------------------------------
-    def walk(self, block, seeds: dict[int, list[tuple[str, object]]], end: int) -> dict[str, str]:
+    def walk(self, block, seeds: dict[int, list[tuple[str, object]]], end: int,
+             origin: list | None = None) -> dict[str, str]:
         """Push tangents through ops ``[0, end)`` of ``block``, inserting tangent ops; the tangents at the end.
 
         ``seeds[k]`` are ``(var, tangent)`` pairs that take effect after op ``k``
         (``-1``: before the first op); a tangent of ``_ONES`` is made on first read.
+        ``origin[k]``, when given, is the op that op ``k`` copies (the tangent ops' ``forward_op``).
         """
         tangents: dict[str, object] = dict(seeds.get(-1, ()))
         original = list(block.ops[:end])
         offset = 0
         for k, op in enumerate(original):
             at = k + offset
+            source = origin[k] if origin is not None else op
             reads = [n for n in op.input_arg_names if n in tangents]
             for n in reads:
                 if tangents[n] is _ONES:
-                    tangents[n] = self.ones(block, at, n, op)
+                    tangents[n] = self.ones(block, at, n, source)
                     at += 1
             outs = op.output_arg_names
             made: dict[str, str] = {}
@@ -71,7 +74,7 @@ class ForwardPass:
                 descs, made = self.apply_rule(block, k, op, tangents)
                 for j, desc in enumerate(descs):
                     block.insert_op(at + 1 + j, desc.type, desc.inputs, desc.outputs, desc.attrs, role=ROLE,
-                                    forward_op=op, callsite=op.callsite)
+                                    forward_op=source, callsite=op.callsite)
                 at += len(descs)
             for n in outs:
                 tangents.pop(n, None)
@@ -149,7 +152,7 @@ class ForwardPass:
         copy_ops(src, block)
         written = {n for o in block.ops for n in o.output_arg_names}
         bound = [n for n in block.vars if n not in written]  # the block's parameters and its other inputs
-        tangents = self.walk(block, {-1: list(seeds) + list(zip(carried, params))}, len(block.ops))
+        tangents = self.walk(block, {-1: list(seeds) + list(zip(carried, params))}, len(block.ops), list(src.ops))
         outs = []
         for name in results:
             t = tangents.get(name)

@@ -1,0 +1,107 @@
+"""Forward mode through cond (the tangent branch follows the predicate) and while (tangents carried through the
+iterations), checked against reverse mode, finite differences and the unrolled loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, forward_gradients
+from gradgen.program import Program, layers, program_guard
+from tests.control_flow.rnn import B, H, rnn_step
+
+from .helpers import dot_product_sides
+
+
+def _branches(x, y, p):
+    return layers.cond(p, lambda: [layers.multiply(layers.tanh(x), y), x],
+                       lambda: [layers.add(layers.sin(x), layers.scale(x, 3.0)), layers.exp(x)])
+
+
+def _cond_program():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3], "float64")
+        y = layers.data("y", [3], "float64")
+        p = layers.data("p", [], "bool")
+        outs = _branches(x, y, p)
+    return main, list(outs), [x, y]
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_cond_forward_agrees_with_reverse(taken):
+    main, outs, ins = _cond_program()
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((2, 3)), "y": rng.standard_normal(3), "p": np.array(taken)}
+    lhs, rhs = dot_product_sides(main, outs, ins, feed, rng)
+    assert lhs == pytest.approx(rhs, rel=1e-10)
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_cond_tangent_is_the_taken_branch_derivative(taken):
+    main, (a, b), (x, y) = _cond_program()
+    with program_guard(main, Program()):
+        v = layers.data("v", [2, 3], "float64")
+        ta, tb = forward_gradients([a, b], [x], [v])
+    rng = np.random.default_rng(1)
+    xv, yv, vv = rng.standard_normal((2, 3)), rng.standard_normal(3), rng.standard_normal((2, 3))
+    got_a, got_b = Executor().run(main, feed={"x": xv, "y": yv, "v": vv, "p": np.array(taken)}, fetch_list=[ta, tb])
+    if taken:
+        want_a, want_b = vv * (1 - np.tanh(xv) ** 2) * yv, vv
+    else:
+        want_a, want_b = vv * (np.cos(xv) + 3.0), vv * np.exp(xv)
+    np.testing.assert_allclose(got_a, want_a, rtol=1e-12)
+    np.testing.assert_allclose(got_b, want_b, rtol=1e-12)
+    tangent_cond = [op for op in main.global_block().ops if op.type == "cond" and op.role == "forward_grad"]
+    assert len(tangent_cond) == 1 and tangent_cond[0].forward_op.type == "cond"
+
+
+def _loop(steps: int | None):
+    """h = tanh(h @ w + x_t) for T steps: a while_loop (steps None, T fed) or unrolled."""
+    main = Program()
+    with program_guard(main, Program()):
+        xs = layers.data("xs", [-1, B, H], "float64")
+        h0 = layers.data("h0", [B, H], "float64")
+        w = layers.data("w", [H, H], "float64")
+        if steps is None:
+            limit = layers.data("T", [], "int64")
+            _, h = layers.while_loop(
+                lambda t, h: layers.less_than(t, limit),
+                lambda t, h: [layers.add(t, layers.fill_constant([], "int64", 1)), rnn_step(h, w, layers.gather(xs, t))],
+                [layers.fill_constant([], "int64", 0), h0])
+        else:
+            h = h0
+            for t in range(steps):
+                h = rnn_step(h, w, layers.gather(xs, layers.fill_constant([], "int64", t)))
+        out = layers.square(h)
+    return main, out, [w, h0, xs]
+
+
+def _feed(steps: int) -> dict:
+    rng = np.random.default_rng(steps)
+    return {"xs": rng.standard_normal((steps, B, H)), "h0": rng.standard_normal((B, H)),
+            "w": 0.5 * rng.standard_normal((H, H)), "T": np.int64(steps)}
+
+
+@pytest.mark.parametrize("steps", [0, 1, 5])
+def test_while_carries_tangents_like_the_unrolled_loop(steps):
+    feed = _feed(steps)
+    rng = np.random.default_rng(2)
+    directions = {"v_w": rng.standard_normal((H, H)), "v_h0": rng.standard_normal((B, H)),
+                  "v_xs": rng.standard_normal((steps, B, H))}
+    got = []
+    for program_steps in (None, steps):
+        main, out, ins = _loop(program_steps)
+        with program_guard(main, Program()):
+            vs = [layers.data(n, list(x.shape), "float64") for n, x in zip(directions, ins)]
+            (t,) = forward_gradients(out, ins, vs)
+        names = main.global_block().vars
+        got.append(Executor(check_types=True).run(
+            main, feed={k: v for k, v in {**feed, **directions}.items() if k in names}, fetch_list=[t], scope=Scope()))
+    np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_while_forward_agrees_with_reverse(steps):
+    main, out, ins = _loop(None)
+    lhs, rhs = dot_product_sides(main, [out], ins[:2], _feed(steps), np.random.default_rng(4))
+    assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
