@@ -254,6 +254,21 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_modes(args) -> int:
+    from .modes import compare_modes, modes_text
+
+    program = _load(args.program)
+    outputs, wrt = parse_names(args.outputs), parse_names(args.wrt)
+    for name in outputs:
+        _var(program, name, "--outputs var")
+    for name in wrt:
+        _var(program, name, "--wrt var")
+    if not outputs or not wrt:
+        raise CliError("give --outputs and --wrt (comma-separated var names)")
+    print(modes_text(compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats)), end="")
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -321,6 +336,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
     p.set_defaults(run=cmd_summary)
+
+    p = sub.add_parser("modes", help="build reverse and forward mode for a program and compare them in numbers")
+    p.add_argument("program")
+    p.add_argument("--outputs", required=True, help="comma-separated vars to differentiate")
+    p.add_argument("--wrt", required=True, help="comma-separated vars to differentiate with respect to")
+    p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="a feed's shape, to size the -1 dims (repeatable)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
+    p.set_defaults(run=cmd_modes)
     return parser
 
 
