@@ -24,9 +24,11 @@ def sub_tangent(g, op):
     return {"Out": at_shape(g, op, tx, x, out) if tx is not None else g.neg(at_shape(g, op, ty, y, out))}
 
 
-@tangent_rule("elementwise_mul", emits=("elementwise_mul", "elementwise_add"))
+@tangent_rule("elementwise_mul", emits=("elementwise_mul", "elementwise_add", "scale"))
 def mul_tangent(g, op):
     x, y, out, tx, ty = _sides(op)
+    if x == y and tx is not None:  # x * x: one product, doubled
+        return {"Out": g.scale(g.mul(tx, x), 2.0)}
     return {"Out": total(g, [tx and g.mul(tx, y), ty and g.mul(x, ty)])}
 
 

@@ -119,3 +119,15 @@ def test_errors_name_the_vars_and_types():
         z = layers.data("x", [2, 3], "float64")
     with pytest.raises(ForwardError, match="not a var of the targets' program"):
         forward_gradients(y, [z])
+
+
+def test_a_square_by_multiplication_takes_one_product():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        v = layers.data("v", [3], "float64")
+        (t,) = forward_gradients(x * x, [x], [v])
+    assert [op.type for op in main.global_block().ops if op.role == "forward_grad"] == ["elementwise_mul", "scale"]
+    xv, vv = np.array([1.0, -2.0, 0.5]), np.array([0.3, 0.1, -4.0])
+    (got,) = Executor().run(main, feed={"x": xv, "v": vv}, fetch_list=[t])
+    np.testing.assert_allclose(got, 2 * xv * vv, rtol=1e-15)
