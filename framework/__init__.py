@@ -18,6 +18,7 @@ _PUBLIC = {
     "append_backward": ".passes.backward",
     "gradients": ".passes.backward",
     "forward_gradients": ".passes.forward",
+    "check_custom_gradient": ".tools.custom_gradients",
     "Executor": ".runtime.executor",
     "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",

@@ -33,6 +33,7 @@ from gradgen.program.subblocks import copy_ops, copy_vars, prune_unused
 from gradgen.program.variable import Variable
 
 from ..errors import ForwardError
+from .backward import gradients
 from .backward_context import NameAllocator
 from .forward_context import RuleContext
 
@@ -165,6 +166,32 @@ class ForwardPass:
             outs.append(t)
         prune_unused(block, list(keep) + outs, bound)
         return block.idx, params, outs
+
+    def transposed_block(self, op, source: int, results: Sequence[str], directions: Sequence[str | None],
+                         wrt: Sequence[str]) -> tuple[int, list[str]]:
+        """A copy of block ``source`` (under ``op``'s block) ending in the gradient, with respect to its vars
+        ``wrt``, of ``s = sum_k <results[k], directions[k]>`` (an empty result or a None direction adds
+        nothing); zeros where ``s`` does not depend on a var. If the block is linear in ``wrt``, that gradient
+        is the block's transpose applied to the directions. Returns the block's index and the gradients."""
+        block = self.program.create_block(op.block.idx)
+        src = self.program.block(source)
+        copy_vars(src, block)
+        copy_ops(src, block)
+        written = {n for o in block.ops for n in o.output_arg_names}
+        bound = [n for n in block.vars if n not in written]
+
+        def emit(type_: str, inputs: dict, attrs: dict | None = None) -> str:
+            out = self.names.fresh(f"{op.output_arg_names[0]}{TANGENT_SUFFIX}@{type_.removeprefix('elementwise_')}")
+            block.append_op(type_, inputs, {"Out": [out]}, attrs, role=ROLE, forward_op=op, callsite=op.callsite)
+            return out
+
+        terms = [emit("reduce_sum", {"X": [emit("elementwise_mul", {"X": [r], "Y": [d]})]}, {"reduce_all": True})
+                 for r, d in zip(results, directions) if r and d is not None]
+        total = terms[0] if len(terms) == 1 else emit("sum", {"X": terms}) if terms else None
+        grads = gradients([block.var(total)], [block.var(w) for w in wrt]) if total else [None] * len(wrt)
+        outs = [g.name if g is not None else emit("fill_zeros_like", {"X": [w]}) for w, g in zip(wrt, grads)]
+        prune_unused(block, outs, bound)
+        return block.idx, outs
 
 
 def _as_list(values) -> list:

@@ -71,6 +71,13 @@ class RuleContext:
         """A copy of sub-block ``block`` with forward mode run inside (see ``ForwardPass.tangent_block``)."""
         return self._pass.tangent_block(self._op, block, results, seeds, carried, keep)
 
+    def transposed_block(self, block: int, results: Sequence[str], directions: Sequence[str | None],
+                         wrt: Sequence[str]) -> tuple[int, list[str]]:
+        """A copy of block ``block`` that ends in the gradient of ``sum_k <results[k], directions[k]>`` with
+        respect to its vars ``wrt``: for a body linear in ``wrt``, its transpose applied to the directions
+        (see ``ForwardPass.transposed_block``)."""
+        return self._pass.transposed_block(self._op, block, results, directions, wrt)
+
     def reads(self, blocks: Sequence[int]) -> list[str]:
         """The outer vars the ops of ``blocks`` read: the ``Input`` slot of a control-flow op that owns them."""
         program = self._op.block.program

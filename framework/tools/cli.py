@@ -178,6 +178,15 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _print_custom_rules(program) -> None:
+    """Name the custom gradient rules: a gradient through one is the user's rule, not the forward body's."""
+    from .custom_gradients import custom_rules
+
+    for block, index, rule in custom_rules(program):
+        print(f"custom rule '{rule}' (block {block}, op #{index}): gradients through it follow the rule; "
+              "a mismatch there may be by design (check_custom_gradient compares the rule alone)")
+
+
 def cmd_check_grad(args) -> int:
     from .. import gradients
     from .gradcheck import check_gradients
@@ -204,6 +213,7 @@ def cmd_check_grad(args) -> int:
     for v, g in zip(wrt, grads):
         if g is None:
             print(f"{v.name:<30} {'-':>14} {'-':>14}  no dependence")
+    _print_custom_rules(program)
     bad = [r.var for r in reports if not r.ok]
     if bad:
         print(f"gradgen: gradient mismatch for {', '.join(bad)}", file=sys.stderr)

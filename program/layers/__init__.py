@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .control_flow import cond, while_loop
 from .conv import conv2d, pool2d
+from .custom import custom_gradient
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
 from .logic import argmax, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
@@ -15,6 +16,7 @@ from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, s
 from .reduction import mean, reduce_max, reduce_mean, reduce_min, reduce_sum
 
 __all__ = [
+    "custom_gradient",
     "abs",
     "add",
     "argmax",
