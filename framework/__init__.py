@@ -19,6 +19,8 @@ _PUBLIC = {
     "gradients": ".passes.backward",
     "forward_gradients": ".passes.forward",
     "check_custom_gradient": ".tools.custom_gradients",
+    "register_op": ".user_ops",
+    "unregister_op": ".user_ops",
     "Executor": ".runtime.executor",
     "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",

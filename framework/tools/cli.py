@@ -52,6 +52,23 @@ def _progress(steps: int, enabled: bool):
     return tqdm(range(steps), disable=not enabled, unit="step", dynamic_ncols=True, file=sys.stderr)
 
 
+def _register_user_ops(items: list[str]) -> None:
+    """Run each file (or import each module) given with --ops: the user's own register_op calls."""
+    import importlib
+    import runpy
+
+    for item in items:
+        if item.endswith(".py"):
+            if not os.path.exists(item):
+                raise CliError(f"no such ops file: {item}")
+            runpy.run_path(item, run_name="gradgen_user_ops")
+        else:
+            try:
+                importlib.import_module(item)
+            except ImportError as e:
+                raise CliError(f"--ops {item}: cannot import it ({e})") from None
+
+
 # -- subcommands ------------------------------------------------------------------------------------------------
 
 
@@ -287,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "gradient-op generation: build, differentiate, inspect and run programs.")
     parser.add_argument("--version", action="version", version=f"gradgen {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    parser.add_argument("--ops", action="append", default=[], metavar="FILE.py|MODULE",
+                        help="a Python file or module that registers user-defined ops (register_op); repeatable")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("example", help="train a built-in example model (the main job)")
@@ -365,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        _register_user_ops(args.ops)
         return args.run(args)
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
         sys.stderr.close()
