@@ -64,10 +64,11 @@ def _loop(steps: int | None):
         w = layers.data("w", [H, H], "float64")
         if steps is None:
             limit = layers.data("T", [], "int64")
-            _, h = layers.while_loop(
-                lambda t, h: layers.less_than(t, limit),
-                lambda t, h: [layers.add(t, layers.fill_constant([], "int64", 1)), rnn_step(h, w, layers.gather(xs, t))],
-                [layers.fill_constant([], "int64", 0), h0])
+            def body(t, h):
+                return [layers.add(t, layers.fill_constant([], "int64", 1)), rnn_step(h, w, layers.gather(xs, t))]
+
+            _, h = layers.while_loop(lambda t, h: layers.less_than(t, limit), body,
+                                     [layers.fill_constant([], "int64", 0), h0])
         else:
             h = h0
             for t in range(steps):
