@@ -261,13 +261,15 @@ def cmd_dot(args) -> int:
 
 def cmd_ops(args) -> int:
     from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+    from gradgen.grad_makers.tangents import TANGENT_RULES
     from gradgen.program import OP_SCHEMAS
 
-    print(f"{'op type':<36} {'gradient':<18} grad ops emitted")
+    print(f"{'op type':<36} {'gradient':<18} grad ops emitted; tangent ops emitted (forward mode)")
     for op_type in sorted(OP_SCHEMAS):
-        maker = GRAD_MAKERS.get(op_type)
+        maker, rule = GRAD_MAKERS.get(op_type), TANGENT_RULES.get(op_type)
         if maker is not None:
-            print(f"{op_type:<36} {'differentiable':<18} {', '.join(maker.emits)}")
+            tangent = ", ".join(rule.emits) if rule is not None else "MISSING"
+            print(f"{op_type:<36} {'differentiable':<18} {', '.join(maker.emits)}; {tangent}")
         else:
             kind = "none (declared)" if op_type in NON_DIFFERENTIABLE else "MISSING"
             print(f"{op_type:<36} {kind:<18} -")

@@ -6,7 +6,8 @@ blocks with forward mode run inside (``op.tangent_block``, built by the pass).
 - ``while``'s tangent is a ``while`` that carries, beside every loop var, the
   tangent of each float loop var: its body re-runs one forward iteration and
   pushes the carried tangents (and those of the outer inputs it reads) through.
-  The forward values it recomputes are its first outputs; the tangents follow.
+  The forward values it recomputes are its first outputs; the tangents follow,
+  in ``Out`` and in ``History`` (the tangent of the record a backward loop reads).
 """
 from __future__ import annotations
 
@@ -55,11 +56,14 @@ def while_tangent(g, op):
                 {"cond_block": cond_idx, "body_block": body_idx, "cond_params": list(cond_params) + cond_extra,
                  "cond_out": op.attr("cond_out"), "body_params": list(body_params) + body_extra,
                  "body_outs": list(body_outs) + body_tangents, "max_iterations": op.attr("max_iterations")},
-                outputs={"Out": n, "History": n, "Steps": 1})["Out"]
-    tangents = [None] * len(xs)
-    for k, t in zip(carried, made[len(xs):]):
-        tangents[k] = t
-    return {"Out": tangents}
+                outputs={"Out": n, "History": n, "Steps": 1})
+    # The tangent loop's own records of the carried tangents are the tangents of the forward records
+    # (a backward loop that reads History needs them: forward over reverse).
+    out_tangents, history_tangents = [None] * len(xs), [None] * len(xs)
+    for j, k in enumerate(carried):
+        out_tangents[k] = made["Out"][len(xs) + j]
+        history_tangents[k] = made["History"][len(xs) + j]
+    return {"Out": out_tangents, "History": history_tangents}
 
 
 __all__ = ["cond_tangent", "while_tangent"]

@@ -106,3 +106,12 @@ def test_while_forward_agrees_with_reverse(steps):
     main, out, ins = _loop(None)
     lhs, rhs = dot_product_sides(main, [out], ins[:2], _feed(steps), np.random.default_rng(4))
     assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
+
+
+def test_the_loop_record_has_a_tangent_too():
+    """History (read by a backward loop) moves with the loop: its tangent agrees with reverse mode."""
+    main, out, ins = _loop(None)
+    op = next(op for op in main.global_block().ops if op.type == "while")
+    history = main.global_block().var(op.output("History")[1])
+    lhs, rhs = dot_product_sides(main, [out, history], ins[:2], _feed(4), np.random.default_rng(6))
+    assert lhs == pytest.approx(rhs, rel=1e-10)
