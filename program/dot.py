@@ -1,7 +1,7 @@
 """Graphviz DOT text of one block: vars and ops as nodes, coloured by role, gradients linked to their vars."""
 from __future__ import annotations
 
-ROLE_COLOURS = {"forward": "#cfe2ff", "backward": "#f8d7da", "optimize": "#d1e7dd"}
+ROLE_COLOURS = {"forward": "#cfe2ff", "backward": "#f8d7da", "optimize": "#d1e7dd", "forward_grad": "#fff3cd"}
 """Op node fill colour by role: blue forward, red backward, green optimize."""
 
 

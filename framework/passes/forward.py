@@ -28,6 +28,7 @@ from typing import Sequence
 from gradgen.grad_makers import NON_DIFFERENTIABLE, Builder, RuleError
 from gradgen.grad_makers.tangents import TANGENT_RULES
 from gradgen.program.dtypes import is_float
+from gradgen.program.errors import GradgenError
 from gradgen.program.shapes import shapes_agree
 from gradgen.program.subblocks import copy_ops, copy_vars, prune_unused
 from gradgen.program.variable import Variable
@@ -72,7 +73,7 @@ class ForwardPass:
             outs = op.output_arg_names
             made: dict[str, str] = {}
             if reads and op.type not in NON_DIFFERENTIABLE:
-                descs, made = self.apply_rule(block, k, op, tangents)
+                descs, made = self.apply_rule(op, source, k, tangents)
                 for j, desc in enumerate(descs):
                     block.insert_op(at + 1 + j, desc.type, desc.inputs, desc.outputs, desc.attrs, role=ROLE,
                                     forward_op=source, callsite=op.callsite)
@@ -91,10 +92,14 @@ class ForwardPass:
                         forward_op=op, callsite=op.callsite if op is not None else "forward_gradients")
         return tangent
 
-    def apply_rule(self, block, k: int, op, tangents: dict) -> tuple[list, dict[str, str]]:
-        """The op descriptions of ``op``'s tangent rule and the tangent name of each output that has one."""
+    def apply_rule(self, op, source, k: int, tangents: dict) -> tuple[list, dict[str, str]]:
+        """The op descriptions of ``op``'s tangent rule and the tangent name of each output that has one.
+
+        Errors name ``source``, the op ``op`` is (or copies, in a tangent sub-block), by its place ``k``
+        in its block before the pass: the user's op where the user put it.
+        """
         rule = TANGENT_RULES.get(op.type)
-        where = f"block {block.idx}, op #{k} ({op.type})"
+        where = f"block {source.block.idx}, op #{k} ({op.type})"
         if rule is None:
             moving = [n for n in op.input_arg_names if n in tangents]
             raise ForwardError(f"{where} has no tangent rule, but tangents reach it through "
@@ -247,14 +252,37 @@ def forward_gradients(targets, inputs, input_tangents=None) -> list[Variable | N
     for x, t in zip(inputs, input_tangents):
         seeds.setdefault(last_write.get(x.name, -1), []).append((x.name, _ONES if t is None else t.name))
     forward_pass = ForwardPass(block.program)
-    tangents = forward_pass.walk(block, seeds, end)
-    found = []
-    for t in targets:
-        tangent = tangents.get(t.name)
-        if tangent is _ONES:
-            tangent = forward_pass.ones(block, len(block.ops), t.name, None)
-        found.append(block.var(tangent) if tangent is not None else None)
+    before = _Snapshot(block.program)
+    try:
+        tangents = forward_pass.walk(block, seeds, end)
+        found = []
+        for t in targets:
+            tangent = tangents.get(t.name)
+            if tangent is _ONES:
+                tangent = forward_pass.ones(block, len(block.ops), t.name, None)
+            found.append(block.var(tangent) if tangent is not None else None)
+    except GradgenError:
+        before.restore()  # a failed pass leaves the program as it found it
+        raise
     return found
+
+
+class _Snapshot:
+    """Which ops, vars and blocks a program has, so a failed pass can take out what it added."""
+
+    def __init__(self, program):
+        self.program = program
+        self.blocks = len(program.blocks)
+        self.ops = [{id(op) for op in b.ops} for b in program.blocks]
+        self.vars = [set(b.vars) for b in program.blocks]
+
+    def restore(self) -> None:
+        for block, ops, names in zip(self.program.blocks, self.ops, self.vars):
+            block.remove_ops([i for i, op in enumerate(block.ops) if id(op) not in ops])
+            for name in [n for n in block.vars if n not in names]:
+                block.remove_var(name)
+        if len(self.program.blocks) > self.blocks:
+            self.program.remove_blocks(range(self.blocks, len(self.program.blocks)))
 
 
 __all__ = ["forward_gradients", "ForwardPass", "TANGENT_SUFFIX"]

@@ -145,3 +145,41 @@ def test_attrs_reach_the_kernel_and_the_rules():
 def test_the_docs_show_the_complete_example():
     doc = (Path(__file__).resolve().parents[2] / "design_docs" / "own_gradients.md").read_text()
     assert OPS_FILE.read_text() in doc
+
+
+def test_an_op_without_rules_stops_both_modes_with_an_error_naming_it():
+    from gradgen.framework import BackwardError, ForwardError, gradients
+
+    floor = register_op("floor_user", inputs=["X"], outputs=["Out"], kernel=np.floor)
+    try:
+        main = Program()
+        with program_guard(main, Program()):
+            x = layers.data("x", [3], "float64")
+            y = layers.sin(floor(x))
+            before = main.to_json()
+            with pytest.raises(ForwardError, match=r"block 0, op #0 \(floor_user\) has no tangent rule, but tangents "
+                                                   r"reach it through 'x'"):
+                forward_gradients(y, [x])
+            assert main.to_json() == before  # the failed pass took out what it had added
+            with pytest.raises(BackwardError, match=r"op #0 \(floor_user\) has no grad maker"):
+                gradients(y, [x])
+    finally:
+        unregister_op("floor_user")
+
+
+def test_a_failure_inside_a_branch_names_the_users_op_and_leaves_the_program_as_it_was():
+    from gradgen.framework import ForwardError
+
+    floor = register_op("floor_user", inputs=["X"], outputs=["Out"], kernel=np.floor)
+    try:
+        main = Program()
+        with program_guard(main, Program()):
+            x = layers.data("x", [3], "float64")
+            p = layers.data("p", [], "bool")
+            y = layers.cond(p, lambda: layers.sin(floor(x)), lambda: layers.cos(x))
+            before, blocks = main.to_json(), len(main.blocks)
+            with pytest.raises(ForwardError, match=r"block 1, op #0 \(floor_user\) has no tangent rule"):
+                forward_gradients(y, [x])
+        assert main.to_json() == before and len(main.blocks) == blocks
+    finally:
+        unregister_op("floor_user")
