@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope, forward_gradients, gradients
+from gradgen.framework import Executor, forward_gradients, gradients
 from gradgen.program import Program, layers, program_guard
-from tests.control_flow.rnn import B, H, rnn_step
+from tests.control_flow.rnn import B, H, build, feed_for, run
 
 from .helpers import dot_product_sides
 
@@ -56,36 +56,15 @@ def test_cond_tangent_is_the_taken_branch_derivative(taken):
 
 
 def _loop(steps: int | None):
-    """h = tanh(h @ w + x_t) for T steps: a while_loop (steps None, T fed) or unrolled."""
-    main = Program()
-    with program_guard(main, Program()):
-        xs = layers.data("xs", [-1, B, H], "float64")
-        h0 = layers.data("h0", [B, H], "float64")
-        w = layers.data("w", [H, H], "float64")
-        if steps is None:
-            limit = layers.data("T", [], "int64")
-            def body(t, h):
-                return [layers.add(t, layers.fill_constant([], "int64", 1)), rnn_step(h, w, layers.gather(xs, t))]
-
-            _, h = layers.while_loop(lambda t, h: layers.less_than(t, limit), body,
-                                     [layers.fill_constant([], "int64", 0), h0])
-        else:
-            h = h0
-            for t in range(steps):
-                h = rnn_step(h, w, layers.gather(xs, layers.fill_constant([], "int64", t)))
-        out = layers.square(h)
-    return main, out, [w, h0, xs]
-
-
-def _feed(steps: int) -> dict:
-    rng = np.random.default_rng(steps)
-    return {"xs": rng.standard_normal((steps, B, H)), "h0": rng.standard_normal((B, H)),
-            "w": 0.5 * rng.standard_normal((H, H)), "T": np.int64(steps)}
+    """The RNN of the loop tests (a while_loop, or unrolled ``steps`` times): its loss and (w, h0, xs)."""
+    main, loss, _ = build(steps)
+    block = main.global_block()
+    return main, loss, [block.var("w"), block.var("h0"), block.var("xs")]
 
 
 @pytest.mark.parametrize("steps", [0, 1, 5])
 def test_while_carries_tangents_like_the_unrolled_loop(steps):
-    feed = _feed(steps)
+    feed = feed_for(steps, seed=steps)
     rng = np.random.default_rng(2)
     directions = {"v_w": rng.standard_normal((H, H)), "v_h0": rng.standard_normal((B, H)),
                   "v_xs": rng.standard_normal((steps, B, H))}
@@ -95,16 +74,14 @@ def test_while_carries_tangents_like_the_unrolled_loop(steps):
         with program_guard(main, Program()):
             vs = [layers.data(n, list(x.shape), "float64") for n, x in zip(directions, ins)]
             (t,) = forward_gradients(out, ins, vs)
-        names = main.global_block().vars
-        got.append(Executor(check_types=True).run(
-            main, feed={k: v for k, v in {**feed, **directions}.items() if k in names}, fetch_list=[t], scope=Scope()))
+        got.append(run(main, [t], {**feed, **directions}))
     np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("steps", [0, 3])
 def test_while_forward_agrees_with_reverse(steps):
     main, out, ins = _loop(None)
-    lhs, rhs = dot_product_sides(main, [out], ins[:2], _feed(steps), np.random.default_rng(4))
+    lhs, rhs = dot_product_sides(main, [out], ins[:2], feed_for(steps, seed=steps), np.random.default_rng(4))
     assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
 
 
@@ -119,7 +96,7 @@ def test_the_loop_record_has_a_tangent_too():
         (t,) = forward_gradients(history, [w, h0], [vw, vh])
         gw, gh = gradients(history, [w, h0], target_gradients=[u])
     rng = np.random.default_rng(6)
-    feed = {**_feed(4), "vw": rng.standard_normal((H, H)), "vh": rng.standard_normal((B, H)),
+    feed = {**feed_for(4, seed=4), "vw": rng.standard_normal((H, H)), "vh": rng.standard_normal((B, H)),
             "u": rng.standard_normal((4, B, H))}
     jv, jtw, jth = Executor().run(main, feed=feed, fetch_list=[t, gw, gh])
     assert np.sum(jv * feed["u"]) == pytest.approx(np.sum(jtw * feed["vw"]) + np.sum(jth * feed["vh"]), rel=1e-10)

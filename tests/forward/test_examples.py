@@ -16,8 +16,8 @@ def _float64(program: Program) -> Program:
     return Program.from_json(program.to_json().replace('"float32"', '"float64"'))
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_dot_product_on_the_example(name):
+def _example(name: str):
+    """The example in float64: (main, startup, loss, parameters, feed, a scope holding the initial parameters)."""
     example = EXAMPLES[name]()
     main, startup = _float64(example.main), _float64(example.startup)
     block = main.global_block()
@@ -26,18 +26,20 @@ def test_dot_product_on_the_example(name):
     feed = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in example.feed.items()}
     scope = Scope()
     Executor().run(startup, scope=scope)
-    lhs, rhs = dot_product_sides(main, [block.var(example.loss.name)], params, feed, np.random.default_rng(9), scope)
+    return main, startup, block.var(example.loss.name), params, feed, scope
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_dot_product_on_the_example(name):
+    main, _, loss, params, feed, scope = _example(name)
+    lhs, rhs = dot_product_sides(main, [loss], params, feed, np.random.default_rng(9), scope)
     assert lhs == pytest.approx(rhs, rel=1e-10)
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_forward_over_reverse_hessian_vector_product_on_the_example(name):
     """H v of the loss in the parameters: forward mode through the backward part = reverse mode again."""
-    example = EXAMPLES[name]()
-    main, startup = _float64(example.main), _float64(example.startup)
-    block = main.global_block()
-    params = [block.var(p.name) for p in example.params] or block.all_parameters()
-    loss = block.var(example.loss.name)
+    main, startup, loss, params, feed, scope = _example(name)
     with program_guard(main, startup):
         grads = gradients(loss, params)
         vs = [layers.data(f"v@{p.name}", list(p.shape), p.dtype) for p in params]
@@ -45,10 +47,7 @@ def test_forward_over_reverse_hessian_vector_product_on_the_example(name):
         inner = [layers.reduce_sum(layers.multiply(g, v)) for g, v in zip(grads, vs)]
         reverse = gradients(layers.sum(inner) if len(inner) > 1 else inner[0], params)
     rng = np.random.default_rng(4)
-    feed = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in example.feed.items()}
     feed.update({v.name: rng.standard_normal(v.shape) for v in vs})
-    scope = Scope()
-    Executor().run(startup, scope=scope)
     got = Executor().run(main, feed=feed, fetch_list=forward + reverse, scope=scope)
     for p, a, b in zip(params, got[:len(params)], got[len(params):]):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * np.abs(b).max(), err_msg=f"H v for {p.name}")
