@@ -23,3 +23,16 @@ def test_forward_and_reverse_agree(case):
     main, outs, ins, feed = one_op(case)
     lhs, rhs = dot_product_sides(main, outs, ins, feed, np.random.default_rng(5))
     assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
+
+
+BROADCAST = [c for c in CASES if c.op.startswith("elementwise_") or c.op in ("matmul", "where")]
+
+
+@pytest.mark.parametrize("moving", [0, 1])
+@pytest.mark.parametrize("case", BROADCAST, ids=lambda c: c.id)
+def test_one_moving_operand_gets_a_tangent_at_the_outputs_shape(case, moving):
+    """Only one operand moves (the other is constant): its tangent is broadcast to the output where it was."""
+    main, outs, ins, feed = one_op(case)
+    assert len(ins) == 2
+    lhs, rhs = dot_product_sides(main, outs, [ins[moving]], feed, np.random.default_rng(8))
+    assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
