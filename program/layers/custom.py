@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..errors import ProgramError
 from ..guard import default_main_program
 from ..subblocks import building_block, check_writes_local, external_reads
 from ..variable import Variable
@@ -45,7 +46,8 @@ def _local(program, block, results: list, rule: str) -> list[str]:
     return names
 
 
-def custom_gradient(forward_fn: Callable[..., object], grad_fn: Callable[[tuple, tuple, tuple], object],
+def custom_gradient(forward_fn: Callable[..., object] | None = None,
+                    grad_fn: Callable[[tuple, tuple, tuple], object] | None = None,
                     name: str | None = None) -> Callable[..., object]:
     """A function of vars computed by ``forward_fn`` whose gradient is ``grad_fn(inputs, outputs, output_grads)``.
 
@@ -54,7 +56,12 @@ def custom_gradient(forward_fn: Callable[..., object], grad_fn: Callable[[tuple,
     gradients (a vector-Jacobian product). Returns the function to call on
     vars; each call builds one ``custom_gradient`` op and returns its output
     (or a tuple of them). Forward mode follows the same rule (its transpose).
+    Without ``forward_fn`` it is a decorator: ``@custom_gradient(grad_fn=...)``.
     """
+    if grad_fn is None:
+        raise ProgramError("custom_gradient needs grad_fn, the gradient rule")
+    if forward_fn is None:
+        return lambda fn: custom_gradient(fn, grad_fn, name)
     rule = name or getattr(forward_fn, "__name__", "custom")
     if rule == "<lambda>":
         rule = "custom"

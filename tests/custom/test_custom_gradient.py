@@ -175,3 +175,19 @@ def test_hessian_vector_products_through_the_rule_agree_in_both_orders():
     feed = {"x": rng.standard_normal((2, 4)), "v": rng.standard_normal((2, 4)), "r": rng.standard_normal((2, 1))}
     a, b = Executor().run(main, feed=feed, fetch_list=[forward, reverse])
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_the_decorator_form():
+    @layers.custom_gradient(grad_fn=lambda ins, outs, douts: layers.scale(douts[0], 0.5))
+    def halved_gradient(x):
+        return layers.sin(x)
+
+    xv = np.array([0.1, 1.0])
+    y, g = _grad(halved_gradient, xv, np.ones(2))
+    np.testing.assert_allclose(y, np.sin(xv), rtol=1e-15)
+    np.testing.assert_array_equal(g, [0.5, 0.5])
+    main = Program()
+    with program_guard(main, Program()):
+        halved_gradient(layers.data("x", [2], "float64"))
+    (op,) = [op for op in main.global_block().ops if op.type == "custom_gradient"]
+    assert op.attr("rule") == "halved_gradient"
