@@ -294,7 +294,11 @@ def cmd_modes(args) -> int:
         _var(program, name, "--wrt var")
     if not outputs or not wrt:
         raise CliError("give --outputs and --wrt (comma-separated var names)")
-    print(modes_text(compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats)), end="")
+    values = load_feeds(args.feed)
+    for name in values:
+        _var(program, name, "fed var")
+    reports = compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats, values)
+    print(modes_text(reports), end="")
     return 0
 
 
@@ -374,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", required=True, help="comma-separated vars to differentiate with respect to")
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
     p.set_defaults(run=cmd_modes)
     return parser

@@ -107,13 +107,17 @@ def _inputs(block) -> list:
     return [block.var(n) for n in needed if block.var(n).block is block]
 
 
-def _random_inputs(block, feed_shapes, rng, scope: Scope) -> dict[str, np.ndarray]:
-    """Random values for every input: persistable ones go into ``scope``, the rest are returned as the feed."""
+def _random_inputs(block, feed_shapes, given: Mapping[str, np.ndarray], rng, scope: Scope) -> dict[str, np.ndarray]:
+    """A value for every input (``given`` ones, else random; integers zero): persistable ones go into
+    ``scope``, the rest are returned as the feed."""
     shape = _shape_of(block, feed_shapes, _batch(block, feed_shapes))
     feed = {}
     for var in _inputs(block):
-        s = shape(var.name)
-        value = rng.standard_normal(s).astype(var.dtype) if is_float(var.dtype) else np.zeros(s, var.dtype)
+        if var.name in given:
+            value = np.asarray(given[var.name])
+        else:
+            s = shape(var.name)
+            value = rng.standard_normal(s).astype(var.dtype) if is_float(var.dtype) else np.zeros(s, var.dtype)
         if var.persistable:
             scope.set(var.name, value)
         else:
@@ -142,13 +146,18 @@ def _elements(program, names, feed_shapes) -> int:
 
 
 def measure_mode(program: Program, mode: str, outputs: Sequence[str], wrt: Sequence[str],
-                 feed_shapes: Mapping[str, Sequence[int]], repeats: int = 5, seed: int = 0) -> ModeReport:
-    """Build ``mode`` ("reverse" or "forward") for ``program`` and measure it (see ``ModeReport``)."""
+                 feed_shapes: Mapping[str, Sequence[int]], repeats: int = 5, seed: int = 0,
+                 values: Mapping[str, np.ndarray] | None = None) -> ModeReport:
+    """Build ``mode`` ("reverse" or "forward") for ``program`` and measure it (see ``ModeReport``).
+
+    Inputs get ``values`` where given (a loop count, labels), else random values of ``feed_shapes``."""
+    values = dict(values or {})
+    feed_shapes = {**feed_shapes, **{n: np.shape(v) for n, v in values.items()}}
     before = sum(len(b.ops) for b in program.blocks)
     built, fetch = _build(program, mode, outputs, wrt)
     block = built.global_block()
     exe, scope = Executor(), Scope()
-    feed = _random_inputs(block, feed_shapes, np.random.default_rng(seed), scope)
+    feed = _random_inputs(block, feed_shapes, values, np.random.default_rng(seed), scope)
     shapes = {n: a.shape for n, a in feed.items()}
     exe.run(built, feed=feed, fetch_list=fetch, scope=scope)  # plans and buffers are made once, not timed
     times = []
@@ -162,9 +171,11 @@ def measure_mode(program: Program, mode: str, outputs: Sequence[str], wrt: Seque
 
 
 def compare_modes(program: Program, outputs: Sequence[str], wrt: Sequence[str],
-                  feed_shapes: Mapping[str, Sequence[int]], repeats: int = 5) -> list[ModeReport]:
+                  feed_shapes: Mapping[str, Sequence[int]], repeats: int = 5,
+                  values: Mapping[str, np.ndarray] | None = None) -> list[ModeReport]:
     """[reverse, forward] for the Jacobian of ``outputs`` with respect to ``wrt`` (var names)."""
-    return [measure_mode(program, mode, outputs, wrt, feed_shapes, repeats) for mode in ("reverse", "forward")]
+    return [measure_mode(program, mode, outputs, wrt, feed_shapes, repeats, values=values)
+            for mode in ("reverse", "forward")]
 
 
 def _seconds(s: float) -> str:

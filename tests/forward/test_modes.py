@@ -59,3 +59,18 @@ def test_the_command_prints_the_table(tmp_path, capsys):
     assert "passes for the full Jacobian" in out and "winner for the full Jacobian: " in out
     assert cli(["modes", str(path), "--outputs", "nope", "--wrt", "theta"]) == 1
     assert "--outputs var 'nope' is not a var" in capsys.readouterr().err
+
+
+def test_fed_values_size_the_program_and_replace_random_ones(tmp_path, capsys):
+    """A loop count must be given, not drawn: --feed values are used as they are (and size the -1 dims)."""
+    import numpy as np
+
+    reverse, forward = compare_modes(_curve(), ["y"], ["theta"], {}, repeats=1,
+                                     values={"t": np.linspace(0.0, 1.0, 40).reshape(40, 1)})
+    assert (reverse.passes, forward.passes) == (40, 3)
+    path = tmp_path / "curve.json"
+    _curve().save(path)
+    np.save(tmp_path / "t.npy", np.ones((7, 1)))
+    assert cli(["modes", str(path), "--outputs", "y", "--wrt", "theta", "--feed", f"t={tmp_path / 't.npy'}",
+                "--repeats", "1"]) == 0
+    assert "|              7 |              3 |" in capsys.readouterr().out
