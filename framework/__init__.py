@@ -21,6 +21,10 @@ from gradgen.program.display import install_page_builder
 _PUBLIC = {
     "append_backward": ".passes.backward",
     "gradients": ".passes.backward",
+    "forward_gradients": ".passes.forward",
+    "check_custom_gradient": ".tools.custom_gradients",
+    "register_op": ".user_ops",
+    "unregister_op": ".user_ops",
     "Executor": ".runtime.executor",
     "CPUPlace": ".runtime.place",
     "PlanOptions": ".runtime.plan_data",
@@ -36,6 +40,7 @@ _PUBLIC = {
     "FeedError": ".errors",
     "NanInfError": ".errors",
     "BackwardError": ".errors",
+    "ForwardError": ".errors",
     "ParamFileError": ".errors",
     "data_parallel": ".passes.data_parallel",
     "init_parallel": ".runtime.communicator",

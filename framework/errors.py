@@ -27,3 +27,7 @@ class ParamFileError(GradgenError):
 class DistributedError(GradgenError):
     """A data-parallel program or run that cannot work as asked: no gradients to reduce, a missing MPI, a shard
     that does not divide."""
+
+
+class ForwardError(GradgenError):
+    """The forward-mode pass cannot push tangents through the program as asked."""

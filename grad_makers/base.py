@@ -18,8 +18,8 @@ from gradgen.program.schema import TensorType
 from .builder import Builder
 
 
-class GradContext(Protocol):
-    """What a maker may ask about the forward op it differentiates (see gradgen.framework.passes.backward)."""
+class OpView(Protocol):
+    """What any rule may ask about its op: slots, attrs and compile-time types (grad makers and tangent rules)."""
 
     type: str
     attrs: dict[str, Any]
@@ -33,6 +33,11 @@ class GradContext(Protocol):
     def var_type(self, name: str) -> TensorType: ...
     def shape(self, name: str) -> tuple[int, ...]: ...
     def dtype(self, name: str) -> str: ...
+
+
+class GradContext(OpView, Protocol):
+    """What a maker may ask about the forward op it differentiates (see gradgen.framework.passes.backward)."""
+
     def grad(self, slot: str) -> str: ...
     def grads(self, slot: str) -> list[str]: ...
     def grads_or_none(self, slot: str) -> list[str | None]: ...
@@ -62,4 +67,4 @@ def grad_maker(*op_types: str, emits: tuple[str, ...]) -> Callable[[Maker], Make
     return tag
 
 
-__all__ = ["GradContext", "Grads", "Maker", "grad_maker"]
+__all__ = ["OpView", "GradContext", "Grads", "Maker", "grad_maker"]

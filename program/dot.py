@@ -15,7 +15,7 @@ from .errors import ProgramError
 from .provenance import op_provenance, producers
 from .subblocks import owned_blocks
 
-ROLE_COLOURS = {"forward": "#cfe2ff", "backward": "#f8d7da", "optimize": "#d1e7dd"}
+ROLE_COLOURS = {"forward": "#cfe2ff", "backward": "#f8d7da", "optimize": "#d1e7dd", "forward_grad": "#fff3cd"}
 """Op node fill colour by role: blue forward, red backward, green optimize."""
 
 

@@ -10,7 +10,7 @@ from .tracked import TrackedDict, tracked_dict
 if TYPE_CHECKING:
     from .block import Block
 
-ROLES = ("forward", "backward", "optimize")
+ROLES = ("forward", "backward", "optimize", "forward_grad")
 
 
 def _field_property(name: str, doc: str) -> property:
@@ -32,9 +32,9 @@ class Operator:
 
     ``inputs`` and ``outputs`` map slot names to lists of var names, in the
     schema's slot order. ``attrs`` holds every attr of the schema, defaults
-    filled in, as plain JSON-able values. ``role`` is forward, backward or
-    optimize; ``forward_op`` is, for a generated op, the op it was made for;
-    ``callsite`` is the ``file:line`` of the user code that created it.
+    filled in, as plain JSON-able values. ``role`` is forward, backward,
+    optimize or forward_grad (forward-mode tangent ops); ``forward_op`` is,
+    for a generated op, the op it was made for; ``callsite`` is the ``file:line`` of the user code that created it.
     ``inputs``, ``outputs`` and ``attrs`` are TrackedDicts: edits bump the
     program's version, and their lists are FrozenLists (``program/tracked.py``).
     """

@@ -55,7 +55,8 @@ def op_provenance(op, index: int, positions: Mapping[int, tuple[int, int]], made
         return Provenance("recompute", (ref,) if ref else (), f"recomputes {_ref_text(ref, here)} {op.type}")
     if op.forward_op is not None:
         ref = positions.get(id(op.forward_op))
-        return Provenance("grad", (ref,) if ref else (), f"grad of {_ref_text(ref, here)} {op.forward_op.type}")
+        kind = "tangent" if op.role == "forward_grad" else "grad"
+        return Provenance(kind, (ref,) if ref else (), f"{kind} of {_ref_text(ref, here)} {op.forward_op.type}")
     if op.role == "backward" and op.type == "fill_any_like" and op.input("X"):
         target = op.input("X")[0]
         k = made_by.get(target)

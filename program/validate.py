@@ -110,7 +110,8 @@ def coerce_attr(where: str, name: str, kind: str, value: Any) -> Any:
 def lookup_schema(where: str, op_type: str) -> OpSchema:
     schema = OP_SCHEMAS.get(op_type)
     if schema is None:
-        raise OpError(f"{where}: unknown op type '{op_type}'{_suggest(op_type, OP_SCHEMAS)}")
+        raise OpError(f"{where}: unknown op type '{op_type}'{_suggest(op_type, OP_SCHEMAS)}; if it is a user-defined "
+                      "op, register it first with gradgen.framework.register_op (for the gradgen command: --ops FILE)")
     return schema
 
 

@@ -57,6 +57,23 @@ def _progress(steps: int, enabled: bool, unit: str = "step"):
     return tqdm(range(steps), disable=None if enabled else True, unit=unit, dynamic_ncols=True, file=sys.stderr)
 
 
+def _register_user_ops(items: list[str]) -> None:
+    """Run each file (or import each module) given with --ops: the user's own register_op calls."""
+    import importlib
+    import runpy
+
+    for item in items:
+        if item.endswith(".py"):
+            if not os.path.exists(item):
+                raise CliError(f"no such ops file: {item}")
+            runpy.run_path(item, run_name="gradgen_user_ops")
+        else:
+            try:
+                importlib.import_module(item)
+            except ImportError as e:
+                raise CliError(f"--ops {item}: cannot import it ({e})") from None
+
+
 # -- subcommands ------------------------------------------------------------------------------------------------
 
 
@@ -246,6 +263,15 @@ def cmd_prune(args) -> int:
     return 0
 
 
+def _print_custom_rules(program) -> None:
+    """Name the custom gradient rules: a gradient through one is the user's rule, not the forward body's."""
+    from .custom_gradients import custom_rules
+
+    for block, index, rule in custom_rules(program):
+        print(f"custom rule '{rule}' (block {block}, op #{index}): gradients through it follow the rule; "
+              "a mismatch there may be by design (check_custom_gradient compares the rule alone)")
+
+
 def cmd_check_grad(args) -> int:
     from .. import gradients
     from .gradcheck import check_gradients, tolerances_for
@@ -284,6 +310,7 @@ def cmd_check_grad(args) -> int:
     for v, g in zip(wrt, grads):
         if g is None:
             print(f"{v.name:<30} {'-':>14} {'-':>14}  no dependence")
+    _print_custom_rules(program)
     bad = [r.var for r in reports if not r.ok]
     if bad:
         print(f"gradgen: gradient mismatch for {', '.join(bad)}", file=sys.stderr)
@@ -338,13 +365,15 @@ def cmd_explain(args) -> int:
 
 def cmd_ops(args) -> int:
     from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
+    from gradgen.grad_makers.tangents import TANGENT_RULES
     from gradgen.program import OP_SCHEMAS
 
-    print(f"{'op type':<36} {'gradient':<18} grad ops emitted")
+    print(f"{'op type':<36} {'gradient':<18} grad ops emitted; tangent ops emitted (forward mode)")
     for op_type in sorted(OP_SCHEMAS):
-        maker = GRAD_MAKERS.get(op_type)
+        maker, rule = GRAD_MAKERS.get(op_type), TANGENT_RULES.get(op_type)
         if maker is not None:
-            print(f"{op_type:<36} {'differentiable':<18} {', '.join(maker.emits)}")
+            tangent = ", ".join(rule.emits) if rule is not None else "MISSING"
+            print(f"{op_type:<36} {'differentiable':<18} {', '.join(maker.emits)}; {tangent}")
         else:
             kind = "none (declared)" if op_type in NON_DIFFERENTIABLE else "MISSING"
             print(f"{op_type:<36} {kind:<18} -")
@@ -442,6 +471,25 @@ def cmd_import_onnx(args) -> int:
     return 0
 
 
+def cmd_modes(args) -> int:
+    from .modes import compare_modes, modes_text
+
+    program = _load(args.program)
+    outputs, wrt = parse_names(args.outputs), parse_names(args.wrt)
+    for name in outputs:
+        _var(program, name, "--outputs var")
+    for name in wrt:
+        _var(program, name, "--wrt var")
+    if not outputs or not wrt:
+        raise CliError("give --outputs and --wrt (comma-separated var names)")
+    values = load_feeds(args.feed)
+    for name in values:
+        _var(program, name, "fed var")
+    reports = compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats, values)
+    print(modes_text(reports), end="")
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
@@ -450,6 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "gradient-op generation: build, differentiate, inspect and run programs.")
     parser.add_argument("--version", action="version", version=f"gradgen {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    parser.add_argument("--ops", action="append", default=[], metavar="FILE.py|MODULE",
+                        help="a Python file or module that registers user-defined ops (register_op); repeatable")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("example", help="train a built-in example model (the main job)")
@@ -565,6 +615,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="the program file (.json) to write")
     p.add_argument("--params-out", help="where to write the parameters (default: OUTPUT with .params.npz)")
     p.set_defaults(run=cmd_import_onnx)
+    p = sub.add_parser("modes", help="build reverse and forward mode for a program and compare them in numbers")
+    p.add_argument("program")
+    p.add_argument("--outputs", required=True, help="comma-separated vars to differentiate")
+    p.add_argument("--wrt", required=True, help="comma-separated vars to differentiate with respect to")
+    p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="a feed's shape, to size the -1 dims (repeatable)")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
+    p.set_defaults(run=cmd_modes)
     return parser
 
 
@@ -575,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        _register_user_ops(args.ops)
         return args.run(args)
     except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
         sys.stderr.close()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .control_flow import cond, while_loop
 from .conv import conv2d, conv2d_transpose, pool2d
+from .custom import custom_gradient
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
 from .indexing import scatter, scatter_add, take_along_axis, top_k
@@ -18,6 +19,7 @@ from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, s
 from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
 __all__ = [
+    "custom_gradient",
     "abs",
     "accuracy",
     "add",

@@ -6,11 +6,11 @@ There is no registration by import side effect: a family module defines a
 from __future__ import annotations
 
 from ..schema import OpSchema
-from . import (activation, collective, control_flow, conv, creation, elementwise, grad_ops, indexing, linalg,
-               logic, lr_schedule, manipulation, network, nn, optimizer, reduction)
+from . import (activation, collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
+               linalg, logic, lr_schedule, manipulation, network, nn, optimizer, reduction)
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, control_flow, collective, lr_schedule, indexing)
+            conv, network, control_flow, collective, lr_schedule, indexing, custom)
 
 
 def _collect(families) -> dict[str, OpSchema]:

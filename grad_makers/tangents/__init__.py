@@ -1,0 +1,39 @@
+"""Forward-mode tangent rules: one per differentiable op type (or family), IR -> IR, like the grad makers.
+
+    from gradgen.grad_makers.tangents import TANGENT_RULES
+
+A rule is a pure function ``rule(g, op) -> {output slot: tangent}`` written
+with the makers' expression builder (``base.py`` says what ``op`` answers).
+Rules are tagged with ``@tangent_rule(...)`` (or made by a helper) in the
+modules listed in ``FAMILIES`` and gathered here; nothing registers itself on
+import. Every op type with a grad maker has a tangent rule (a test checks), so
+forward mode covers every op reverse mode does.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import activation, control_flow, conv, custom, elementwise, grad_ops, manipulation, nn, reduction
+from .base import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
+
+FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, reduction, manipulation, nn, grad_ops, conv, control_flow,
+                                    custom)
+
+
+def collect(families) -> dict[str, TangentRule]:
+    """Op type -> its tangent rule, from the tagged functions of ``families``; an op type tagged twice fails."""
+    table: dict[str, TangentRule] = {}
+    for family in families:
+        for fn in vars(family).values():
+            for op_type in getattr(fn, "tangent_of", ()):
+                if op_type in table and table[op_type] is not fn:
+                    raise RuntimeError(f"op type '{op_type}' has two tangent rules ({family.__name__})")
+                table[op_type] = fn
+    return table
+
+
+TANGENT_RULES: dict[str, TangentRule] = collect(FAMILIES)
+"""op type -> its tangent rule."""
+
+__all__ = ["TANGENT_RULES", "FAMILIES", "collect", "TangentContext", "TangentRule", "Tangents", "tangent_rule",
+           "linear_in", "by_name", "total"]

@@ -1,0 +1,61 @@
+"""Every differentiable op on float64 inputs, for the forward-mode tests: the kernel test cases plus the ops
+those do not cover (convolution, pooling, batch norm, dropout, lookups, the fused grad ops)."""
+from __future__ import annotations
+
+import numpy as np
+
+from gradgen.grad_makers.tangents import TANGENT_RULES
+from tests.framework.op_cases import ALL_CASES
+from tests.framework.op_harness import Case
+
+rng = np.random.default_rng(77)
+
+
+def _r(*shape):
+    return rng.standard_normal(shape)
+
+
+def _away(*shape):
+    return rng.uniform(0.3, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+CONV = {"strides": [1, 2], "paddings": [1, 0], "dilations": [1, 1], "groups": 1}
+POOL = {"ksize": [2, 2], "strides": [1, 2], "paddings": [0, 1]}
+
+
+def extra_cases():
+    x, w = _r(2, 2, 5, 6), _r(3, 2, 3, 2)
+    out_shape = (2, 3, 5, 3)
+    yield Case("conv2d", {"Input": x, "Filter": w}, None, CONV)
+    yield Case("conv2d_input_grad", {"Filter": w, "Output@GRAD": _r(*out_shape), "Input": x}, None, CONV)
+    yield Case("conv2d_filter_grad", {"Input": x, "Output@GRAD": _r(*out_shape), "Filter": w}, None, CONV)
+    for kind in ("max", "avg"):
+        attrs = {"pooling_type": kind, **POOL}
+        yield Case("pool2d", {"X": x}, None, attrs, label=kind)
+        yield Case("pool2d_grad", {"X": x, "Out@GRAD": _r(2, 2, 4, 4)}, None, attrs, label=kind)
+        if kind == "max":  # pool2d_select picks each max window's argmax; it has no average form
+            yield Case("pool2d_select", {"X": x, "D": _r(2, 2, 5, 6)}, None, attrs, label=kind)
+    for test in (False, True):
+        yield Case("batch_norm", {"X": _r(4, 3, 2, 2), "Scale": _r(3), "Bias": _r(3), "Mean": _r(3),
+                                  "Variance": rng.uniform(0.5, 2.0, 3)}, None, {"is_test": test}, label=f"test={test}")
+    yield Case("softmax_with_cross_entropy", {"Logits": _r(3, 4), "Label": rng.uniform(0.1, 1.0, (3, 4))}, None,
+               {"soft_label": True}, label="rows not summing to 1")
+    yield Case("dropout", {"X": _r(3, 4)}, None, {"p": 0.4, "seed": 3})
+    yield Case("lookup_table", {"W": _r(5, 3), "Ids": np.array([[1], [4], [1]], np.int64)}, None)
+    for op, inputs in [("clip_grad", {"X": _away(3, 4) * 2}), ("leaky_relu_grad", {"X": _away(3, 4)}),
+                       ("gelu_grad", {"X": _r(3, 4)})]:
+        attrs = {"min": -0.7, "max": 0.9} if op == "clip_grad" else ({"alpha": 0.2} if op == "leaky_relu_grad" else {})
+        yield Case(op, {**inputs, "Out@GRAD": _r(3, 4)}, None, attrs)
+    yield Case("slice_grad", {"X": _r(3, 4), "Out@GRAD": _r(3, 2)}, None, {"axes": [1], "starts": [1], "ends": [3]})
+    yield Case("gather_grad", {"X": _r(4, 3), "Index": np.array([2, 0, 2], np.int64), "Out@GRAD": _r(3, 3)}, None)
+    yield Case("reshape_as", {"X": _r(2, 6), "Target": _r(3, 4)}, None)
+    yield Case("split_like", {"X": _r(5, 3), "Like": [_r(2, 3), _r(3, 3)]}, None, {"axis": 0}, {"Out": 2})
+
+
+def float64_cases() -> list[Case]:
+    """The float64 cases of every op that has a tangent rule."""
+    def is_f64(case):
+        values = [v for vs in case.inputs.values() for v in (vs if isinstance(vs, list) else [vs])]
+        float64_out = case.attrs.get("out_dtype", "float64") == "float64"
+        return float64_out and all(np.asarray(v).dtype != np.float32 for v in values)
+    return [c for c in [*ALL_CASES, *extra_cases()] if c.op in TANGENT_RULES and is_f64(c)]
