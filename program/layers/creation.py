@@ -40,8 +40,8 @@ def create_parameter(shape: Sequence[int], dtype="float32", name: str | None = N
     return var
 
 
-def fill_constant(shape: Sequence[int], dtype, value: float, name: str | None = None) -> Variable:
-    """A tensor of ``shape`` filled with ``value``."""
+def fill_constant(shape: Sequence[int], dtype, value: int | float, name: str | None = None) -> Variable:
+    """A tensor of ``shape`` filled with ``value``, which ``dtype`` must hold exactly (an int stays exact)."""
     return append("fill_constant", {}, {"shape": list(shape), "dtype": normalize_dtype(dtype), "value": value},
                   name=name, stop_gradient=True)
 
@@ -50,7 +50,7 @@ def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Var
     """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
     if isinstance(value, Variable):
         return value
-    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), float(value))
+    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), value)
 
 
 def zeros_like(x: Variable, dtype=None) -> Variable:

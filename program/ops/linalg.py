@@ -1,14 +1,13 @@
 """Matrix products."""
 from __future__ import annotations
 
+from ..dtypes import NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import broadcast_shapes, dims_agree
 
 
 def _matmul(ctx):
     x, y = ctx.input("X"), ctx.input("Y")
-    if x.dtype != y.dtype:
-        ctx.fail(f"dtypes differ: {x.dtype} vs {y.dtype}")
     if len(x.shape) < 2 or len(y.shape) < 2:
         ctx.fail(f"matmul needs inputs of rank >= 2, got ranks {len(x.shape)} and {len(y.shape)} "
                  "(reshape or unsqueeze a vector first)")
@@ -23,7 +22,8 @@ def _matmul(ctx):
 SCHEMAS = (
     schema("matmul", ["X", "Y"], ["Out"], _matmul,
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
-           doc="Batched matrix product over the last two dims; batch dims broadcast."),
+           doc="Batched matrix product over the last two dims; batch dims broadcast.",
+           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
 )
 
 
