@@ -149,5 +149,5 @@ sign = _unary("sign")
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign"
+    "sign", "PROMOTED_FLOAT"
 ]

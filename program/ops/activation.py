@@ -54,4 +54,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["UNARY_ATTRS", "SCHEMAS"]
+__all__ = ["UNARY_ATTRS", "EXACT_ON_INTS", "SCHEMAS"]

@@ -67,4 +67,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["reduced_shape", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS"]
+__all__ = ["reduced_shape", "MEAN_DTYPE", "SUM_DTYPE", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS"]
