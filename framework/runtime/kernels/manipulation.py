@@ -24,16 +24,17 @@ def sum_(op):
 
 
 def sum_to_shape(x, shape):
-    """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting)."""
+    """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's dtype
+    (numpy would sum int32 to int64)."""
     x = np.asarray(x)
     if x.shape == tuple(shape):
         return x
     lead = x.ndim - len(shape)
     if lead:
-        x = x.sum(axis=tuple(range(lead)))
+        x = x.sum(axis=tuple(range(lead)), dtype=x.dtype)
     axes = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
     if axes:
-        x = x.sum(axis=axes, keepdims=True)
+        x = x.sum(axis=axes, keepdims=True, dtype=x.dtype)
     return x
 
 
