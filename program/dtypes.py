@@ -46,8 +46,9 @@ def unrepresentable(value: int | float, dtype: str) -> str | None:
     """Why a Python number cannot be stored exactly in ``dtype``, or None when it can.
 
     Integer dtypes (and bool, as 0 or 1) take whole numbers in their range;
-    float dtypes take any float (inf and NaN included) and any int below
-    their largest finite value (rounded, as every float is).
+    float dtypes take inf, NaN and any number up to their largest finite
+    value (rounded to the nearest, as every float is; a larger finite number
+    would silently become inf).
     """
     lo_hi = _INT_RANGE.get(dtype)
     if lo_hi is not None:
@@ -56,7 +57,7 @@ def unrepresentable(value: int | float, dtype: str) -> str | None:
         if not lo_hi[0] <= value <= lo_hi[1]:
             return f"{value!r} is outside the range of {dtype} [{lo_hi[0]}, {lo_hi[1]}]"
         return None
-    if isinstance(value, int) and abs(value) > _FLOAT_MAX[dtype]:
+    if math.isfinite(value) and abs(value) > _FLOAT_MAX[dtype]:
         return f"{value!r} is beyond the largest finite {dtype}"
     return None
 

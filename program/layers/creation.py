@@ -1,9 +1,10 @@
 """Layers that declare inputs and parameters or make constant tensors."""
 from __future__ import annotations
 
+from numbers import Integral, Number
 from typing import Sequence
 
-from ..dtypes import normalize_dtype
+from ..dtypes import INT_DTYPES, normalize_dtype
 from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import XavierUniform
@@ -53,6 +54,38 @@ def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Var
     return fill_constant([], dtype or (like.dtype if like is not None else "float32"), value)
 
 
+PROMOTED_FLOAT = "float64"
+"""The dtype an integer var becomes beside a float number: numpy's choice, and exact for ints up to 2**53."""
+
+
+def with_number(x: Variable, c, promote: bool = False) -> tuple[Variable, object]:
+    """``x`` and Python number ``c`` brought to one dtype (design_docs/ir.md, "dtype rules").
+
+    An int var keeps an int number exact (its dtype must hold it); a float
+    number, or ``promote`` (true division, a negative power), casts an int var
+    to float64; a float var takes any number as a float. Anything but a
+    number is returned as it is.
+    """
+    if not isinstance(c, Number):
+        return x, c
+    if x.dtype in INT_DTYPES:
+        if isinstance(c, Integral) and not promote:
+            return x, int(c)
+        return cast(x, PROMOTED_FLOAT), float(c)
+    return x, float(c)
+
+
+def as_operands(x, y) -> tuple[Variable, Variable]:
+    """The operands of a binary layer as Variables of one dtype: a number beside a var becomes a constant of
+    that var's dtype, after ``with_number`` promoted the var if the number asks for it."""
+    if isinstance(x, Variable) and not isinstance(y, Variable):
+        x, y = with_number(x, y)
+    elif isinstance(y, Variable) and not isinstance(x, Variable):
+        y, x = with_number(y, x)
+    x = as_var(x, like=y if isinstance(y, Variable) else None)
+    return x, as_var(y, like=x)
+
+
 def zeros_like(x: Variable, dtype=None) -> Variable:
     return append("fill_zeros_like", {"X": check_var(x, "x")}, {"dtype": normalize_dtype(dtype) if dtype else ""},
                   stop_gradient=True)
@@ -72,4 +105,5 @@ def cast(x: Variable, dtype) -> Variable:
     return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})
 
 
-__all__ = ["data", "create_parameter", "fill_constant", "as_var", "zeros_like", "ones_like", "assign", "cast"]
+__all__ = ["data", "create_parameter", "fill_constant", "as_var", "PROMOTED_FLOAT", "with_number", "as_operands",
+           "zeros_like", "ones_like", "assign", "cast"]

@@ -2,10 +2,10 @@
 
 A Python number beside a Variable follows numpy's and Paddle's promotion, so
 the declared dtype is the computed one (``design_docs/ir.md``, "dtype
-rules"): with a float var the number takes the var's dtype; with an integer
-var an integer number keeps the integer dtype, exactly (``t + 1`` is int64
-for an int64 ``t``), while a float number, or true division, first casts
-the var to float64 (``t * 2.5``, ``t / 2``).
+rules"; ``creation.with_number``): with a float var the number takes the
+var's dtype; with an integer var an integer number keeps the integer dtype,
+exactly (``t + 1`` is int64 for an int64 ``t``), while a float number, or
+true division, first casts the var to float64 (``t * 2.5``, ``t / 2``).
 """
 from __future__ import annotations
 
@@ -14,39 +14,21 @@ from numbers import Integral, Number
 from ..dtypes import INT_DTYPES
 from ..errors import ProgramError
 from ..variable import Variable
-from .creation import as_var, cast
+from .creation import as_operands, with_number
 from .helper import append, check_var
-
-PROMOTED_FLOAT = "float64"
-"""The dtype an integer var becomes beside a float number: numpy's choice, and exact for ints up to 2**53."""
-
-
-def _with_number(x: Variable, c: Number, promote: bool = False) -> tuple[Variable, int | float]:
-    """``x`` and number ``c`` brought to one dtype: an int var keeps an int number exact; a float number (or
-    ``promote``: true division, a negative power) casts an int var to float64; a float var takes c as a float."""
-    if x.dtype in INT_DTYPES:
-        if isinstance(c, Integral) and not promote:
-            return x, int(c)
-        return cast(x, PROMOTED_FLOAT), float(c)
-    return x, float(c)
 
 
 def _binary(op_type: str, x, y, name=None) -> Variable:
     if not isinstance(x, Variable) and not isinstance(y, Variable):
         raise ProgramError(f"{op_type} needs at least one Variable, got {type(x).__name__} and {type(y).__name__}")
-    if not isinstance(y, Variable):
-        x, y = _with_number(x, y)
-    elif not isinstance(x, Variable):
-        y, x = _with_number(y, x)
-    x = as_var(x, like=y if isinstance(y, Variable) else None)
-    y = as_var(y, like=x)
+    x, y = as_operands(x, y)
     return append(op_type, {"X": x, "Y": y}, name=name)
 
 
 def add(x, y, name=None) -> Variable:
     """x + y with broadcasting; a Python number on either side becomes a ``scale`` op."""
     if isinstance(y, Number) and isinstance(x, Variable):
-        x, y = _with_number(x, y)
+        x, y = with_number(x, y)
         return scale(x, 1 if isinstance(y, int) else 1.0, y, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
         return add(y, x, name=name)
@@ -55,17 +37,17 @@ def add(x, y, name=None) -> Variable:
 
 def subtract(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
-        x, y = _with_number(x, y)
+        x, y = with_number(x, y)
         return scale(x, 1 if isinstance(y, int) else 1.0, -y, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
-        y, x = _with_number(y, x)
+        y, x = with_number(y, x)
         return scale(y, -1 if isinstance(x, int) else -1.0, x, name=name)
     return _binary("elementwise_sub", x, y, name)
 
 
 def multiply(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
-        x, y = _with_number(x, y)
+        x, y = with_number(x, y)
         return scale(x, y, 0 if isinstance(y, int) else 0.0, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
         return multiply(y, x, name=name)
@@ -75,7 +57,7 @@ def multiply(x, y, name=None) -> Variable:
 def divide(x, y, name=None) -> Variable:
     """x / y, true division: integers divide to float64, as in Python and numpy."""
     if isinstance(y, Number) and isinstance(x, Variable):
-        x, y = _with_number(x, y, promote=True)
+        x, y = with_number(x, y, promote=True)
         return scale(x, 1.0 / y, name=name)
     return _binary("elementwise_div", x, y, name)
 
@@ -91,7 +73,7 @@ def pow(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
         if x.dtype in INT_DTYPES and isinstance(y, Integral) and y >= 0 and y != 2:
             return _binary("elementwise_pow", x, int(y), name)
-        x, y = _with_number(x, y, promote=not (isinstance(y, Integral) and y >= 0))
+        x, y = with_number(x, y, promote=not (isinstance(y, Integral) and y >= 0))
         if y == 2.0:
             return square(x, name=name)
         return append("pow", {"X": x}, {"factor": y}, name=name)
@@ -149,5 +131,5 @@ sign = _unary("sign")
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign", "PROMOTED_FLOAT"
+    "sign"
 ]

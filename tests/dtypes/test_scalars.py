@@ -127,3 +127,25 @@ def test_a_while_loop_counter_t_plus_1_stays_an_index_and_its_gradient_runs():
         g = d * xs[k]
     np.testing.assert_allclose(got_gx, want_gx, rtol=1e-12)
     np.testing.assert_allclose(got_gw, g, rtol=1e-12)
+
+
+@pytest.mark.parametrize("build, want", [
+    (lambda t: layers.less_than(t, 2.5), T < 2.5),
+    (lambda t: layers.equal(t, 1), T == 1),
+    (lambda t: layers.greater_equal(7, t), 7 >= T),
+    (lambda t: layers.where(layers.less_than(t, 1), t, 0.5), np.where(T < 1, T, 0.5)),
+    (lambda t: layers.where(layers.less_than(t, 1), 2 ** 60, t), np.where(T < 1, 2 ** 60, T)),
+])
+def test_comparisons_and_where_promote_like_arithmetic(build, want):
+    """``t < 2.5`` compares with 2.5 (it used to become ``t < 2``, the number truncated into an int64 constant)."""
+    out, value = _run(build, T, "int64")
+    assert value.dtype == np.dtype(out.dtype) == want.dtype
+    np.testing.assert_array_equal(value, want)
+
+
+def test_a_float_constant_beyond_its_dtype_is_refused_rather_than_made_inf():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float16")
+        with pytest.raises(OpError, match=r"\(fill_constant\).*100000.0 is beyond the largest finite float16"):
+            layers.maximum(x, 1e5)
