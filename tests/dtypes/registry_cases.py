@@ -523,7 +523,8 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "slice": _slice, "slice_grad": _slice_grad, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack,
     "gather": _gather, "gather_grad": _gather_grad, "reshape_as": _reshape_as, "split_like": _split_like,
     "one_hot": _one_hot, "cross_entropy": lambda g: _labels(g, "X", True),
-    "softmax_with_cross_entropy": lambda g: _labels(g, "Logits", False), "sigmoid_cross_entropy_with_logits": _sigmoid_ce,
+    "softmax_with_cross_entropy": lambda g: _labels(g, "Logits", False),
+    "sigmoid_cross_entropy_with_logits": _sigmoid_ce,
     "dropout": _dropout, "lookup_table": _lookup_table, "batch_norm": _batch_norm, "cond": _cond, "while": _while,
 }
 """op type -> the builder of one valid case of it."""
