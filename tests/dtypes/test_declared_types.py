@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope
+from gradgen.framework import ExecutionError, Executor, Scope
 from gradgen.program import OP_SCHEMAS, Program, layers, program_guard
+from gradgen.program.initializer import Constant
 from gradgen.program.dtypes import DTYPES
 from gradgen.program.errors import OpError
 
@@ -147,3 +148,24 @@ def test_a_dtype_a_schema_does_not_accept_is_named_with_what_it_does():
         with pytest.raises(OpError, match=r"\(elementwise_add\).*dtypes differ: int64 vs float32 \(Y must have the "
                                           r"dtype of X"):
             layers.add(t, f)
+
+
+def test_split_sections_that_do_not_fit_an_axis_known_only_at_run_time_are_a_run_time_error():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 2], "float64")
+        first, rest = layers.split(x, [3, -1], axis=0)
+    exe = Executor(check_types=False)  # the kernel itself refuses, not only the type check
+    (got,) = exe.run(main, feed={"x": np.zeros((5, 2))}, fetch_list=[rest], scope=Scope())
+    assert got.shape == (2, 2)
+    with pytest.raises(ExecutionError, match=r"\(split\).*sections \[3, -1\] do not fit size 2 of axis 0"):
+        exe.run(main, feed={"x": np.zeros((2, 2))}, fetch_list=[first, rest], scope=Scope())
+
+
+def test_a_constant_initializer_gives_an_int64_parameter_its_exact_value():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        layers.create_parameter([2], "int64", name="p", initializer=Constant(2 ** 53 + 1))
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    assert scope["p"].tolist() == [2 ** 53 + 1] * 2
