@@ -158,7 +158,7 @@ def test_split_sections_that_do_not_fit_an_axis_known_only_at_run_time_are_a_run
     exe = Executor(check_types=False)  # the kernel itself refuses, not only the type check
     (got,) = exe.run(main, feed={"x": np.zeros((5, 2))}, fetch_list=[rest], scope=Scope())
     assert got.shape == (2, 2)
-    with pytest.raises(ExecutionError, match=r"\(split\).*sections \[3, -1\] do not fit size 2 of axis 0"):
+    with pytest.raises(ExecutionError, match=r"\(split\).*sections \[3, -1\] do not add up to size 2 of axis 0"):
         exe.run(main, feed={"x": np.zeros((2, 2))}, fetch_list=[first, rest], scope=Scope())
 
 

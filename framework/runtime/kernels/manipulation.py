@@ -91,7 +91,7 @@ def split(op):
         if -1 in sizes:
             sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
         if sum(sizes) != size or min(sizes) < 0:  # a rest of -2 would "add up" and cut a piece short
-            raise ValueError(f"sections {sections} do not fit size {size} of axis {axis}")
+            raise ValueError(f"sections {sections} do not add up to size {size} of axis {axis}")
         pieces, start = [], 0
         for s in sizes:
             pieces.append(x[lead + (slice(start, start + s),)])
