@@ -68,11 +68,15 @@ def with_number(x: Variable, c, promote: bool = False) -> tuple[Variable, object
     """
     if not isinstance(c, Number):
         return x, c
-    if x.dtype in INT_DTYPES:
-        if isinstance(c, Integral) and not promote:
-            return x, int(c)
-        return cast(x, PROMOTED_FLOAT), float(c)
-    return x, float(c)
+    if x.dtype in INT_DTYPES and isinstance(c, Integral) and not promote:
+        return x, int(c)
+    try:
+        number = float(c)
+    except OverflowError:
+        shown = repr(c) if len(repr(c)) <= 24 else f"{repr(c)[:12]}... ({len(repr(c))} digits)"
+        raise ProgramError(f"the number {shown} beside var '{x.name}' ({x.dtype}) is too large for any float "
+                           "dtype") from None
+    return (cast(x, PROMOTED_FLOAT) if x.dtype in INT_DTYPES else x), number
 
 
 def as_operands(x, y) -> tuple[Variable, Variable]:

@@ -6,7 +6,7 @@ import pytest
 
 from gradgen.framework import Executor, Scope, gradients
 from gradgen.program import Program, layers, program_guard
-from gradgen.program.errors import OpError
+from gradgen.program.errors import OpError, ProgramError
 
 T = np.array([-3, 0, 1, 7], dtype=np.int64)
 
@@ -149,3 +149,14 @@ def test_a_float_constant_beyond_its_dtype_is_refused_rather_than_made_inf():
         x = layers.data("x", [3], "float16")
         with pytest.raises(OpError, match=r"\(fill_constant\).*100000.0 is beyond the largest finite float16"):
             layers.maximum(x, 1e5)
+
+
+def test_a_number_too_large_for_any_float_is_a_program_error():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        with pytest.raises(ProgramError, match=r"the number 1000.* beside var 'x' \(float64\) is too large"):
+            x + 10 ** 400
+        t = layers.data("t", [3], "int64")
+        with pytest.raises(OpError, match="outside the range of int64"):
+            t + 2 ** 64
