@@ -10,10 +10,11 @@ from .shapes import numel
 
 @dataclass(frozen=True)
 class Constant:
-    value: float = 0.0
+    value: int | float = 0.0
+    """An int stays an int, so an int64 parameter gets it exactly (fill_constant's value is a scalar attr)."""
 
     def op(self, shape, dtype, seed: int) -> tuple[str, dict[str, Any]]:
-        return "fill_constant", {"shape": list(shape), "dtype": dtype, "value": float(self.value)}
+        return "fill_constant", {"shape": list(shape), "dtype": dtype, "value": self.value}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ of them; ``program.validate`` checks an op against its schema.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Union
 
 from .dtypes import DTYPES
 from .errors import ShapeInferenceError
@@ -62,6 +62,15 @@ def _coerce_float(v):
     raise TypeError
 
 
+def _coerce_scalar(v):
+    """A number as an int when it is one (so int64 values above 2**53 stay exact), else as a float."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return int(v)
+    if hasattr(v, "__index__"):
+        return int(v.__index__())
+    return _coerce_float(v)
+
+
 def _coerce_bool(v):
     if isinstance(v, bool) or type(v).__name__ == "bool_":
         return bool(v)
@@ -99,6 +108,7 @@ def _coerce_optional(inner):
 ATTR_KINDS: Mapping[str, Callable[[Any], Any]] = {
     "int": _coerce_int,
     "float": _coerce_float,
+    "scalar": _coerce_scalar,
     "bool": _coerce_bool,
     "str": _coerce_str,
     "ints": _coerce_list(_coerce_int),
@@ -156,6 +166,8 @@ class InferContext:
 
 
 InferFn = Callable[[InferContext], Mapping[str, Any]]
+DtypeRule = Union[tuple[str, ...], str]
+"""What one slot or dtype attr accepts: the dtypes themselves, or the name of the slot whose dtype it shares."""
 """Returns, per output slot, a TensorType (or a list of them for a duplicable slot)."""
 
 
@@ -171,6 +183,10 @@ class OpSchema:
     doc: str = ""
     stateful: bool = False
     """True for ops whose result depends on more than their inputs (random ops): never deduplicated."""
+    dtypes: Mapping[str, DtypeRule] = field(default_factory=dict)
+    """The dtypes the op accepts, for each input slot and each attr of kind dtype: a tuple of dtypes, or the
+    name of another input slot whose dtype it must have (``{"X": NUMERIC_DTYPES, "Y": "X"}``). Building an op
+    checks them before inference (``validate.check_dtypes``); the registry test runs every dtype listed."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
 
@@ -231,6 +247,7 @@ def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr]
 
 
 __all__ = [
-    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "OpSchema", "SchemaTables",
+    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "DtypeRule", "OpSchema",
+    "SchemaTables",
     "same_as", "schema"
 ]

@@ -12,6 +12,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .describe import describe_slots, op_location
+from .dtypes import describe_dtypes
 from .errors import OpError, ShapeInferenceError
 from .operator import ROLES, Operator
 from .ops import OP_SCHEMAS
@@ -115,6 +116,26 @@ def lookup_schema(where: str, op_type: str) -> OpSchema:
     return schema
 
 
+def dtype_problem(schema: OpSchema, types: Mapping[str, list[TensorType]], attrs: Mapping[str, Any]) -> str | None:
+    """What in these input types and attrs breaks ``schema.dtypes`` (the first thing found), or None."""
+    for key, rule in schema.dtypes.items():
+        if key in attrs:  # an attr of kind dtype; "" (an optional one left out) means "like the input"
+            if attrs[key] and attrs[key] not in rule:
+                return f"attr {key} must be {describe_dtypes(rule)}, got {attrs[key]}"
+            continue
+        if isinstance(rule, str):
+            ref = types.get(rule)
+            for t in types.get(key, ()) if ref else ():
+                if t.dtype != ref[0].dtype:
+                    return (f"dtypes differ: {ref[0].dtype} vs {t.dtype} ({key} must have the dtype of {rule}; "
+                            "cast one of them first)")
+            continue
+        for t in types.get(key, ()):
+            if t.dtype not in rule:
+                return f"{key} must be {describe_dtypes(rule)}, got {t.dtype}"
+    return None
+
+
 def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, list[str]],
                 attrs: dict[str, Any]) -> dict[str, list[TensorType]]:
     """Run the schema's shape inference; returns a list of output types per slot."""
@@ -130,6 +151,9 @@ def infer_types(block: "Block", where: str, schema: OpSchema, inputs: dict[str, 
                 raise OpError(f"{where}: input {slot}={n} is not defined in block {block.idx} or its ancestors")
             ts.append(_tensor_type(TensorType, (var.shape, var.dtype)))
         types[slot] = ts
+    problem = dtype_problem(schema, types, attrs) if schema.dtypes else None
+    if problem is not None:
+        raise OpError(f"{where}: {problem} (inputs: {describe_slots(block, inputs)})")
     try:
         result = schema.infer(InferContext(schema.type, types, attrs, block.program))
     except ShapeInferenceError as e:
@@ -173,4 +197,5 @@ def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType
                       f"{t.dtype}{format_shape(t.shape)}")
 
 
-__all__ = ["normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "infer_types", "make_operator"]
+__all__ = ["normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "dtype_problem", "infer_types",
+           "make_operator"]

@@ -12,6 +12,7 @@ persistable vars the run changed into the scope.
 """
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import replace
@@ -32,7 +33,11 @@ from .plan_data import Plan, PlanOptions
 from .run import run_plan
 from .scope import Scope, global_scope
 
-__all__ = ["Executor"]
+__all__ = ["CHECK_TYPES_ENV", "Executor"]
+
+CHECK_TYPES_ENV = "GRADGEN_CHECK_TYPES"
+"""With this environment variable set to 1, ``Executor()`` checks types unless told otherwise (the test suite
+sets it in ``tests/conftest.py``, so every kernel that breaks its schema's promise fails a test)."""
 
 
 
@@ -44,6 +49,8 @@ class Executor:
     with a NanInfError at the first op that makes a NaN or Inf.
     ``check_types`` checks that every kernel returned the dtype and shape its
     var declares (-1 matches any size): a debugging aid and a test harness.
+    Left as None, it is on when the environment variable ``GRADGEN_CHECK_TYPES``
+    is ``1`` (``CHECK_TYPES_ENV``), as it is under the test suite.
     Both are checks a plan runs (``PlanOptions.checks``), inside sub-blocks too.
     ``options`` says how plans are compiled (``PlanOptions``: the schedule,
     buffers, fusion, the kernel table). ``plans_built`` counts compilations
@@ -51,12 +58,12 @@ class Executor:
     ``Executor(CPUPlace())``: only the CPU exists.
     """
 
-    def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool = False,
+    def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
                  options: PlanOptions | None = None):
         self.place = check_place(place)
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
-        self.check_types = check_types
+        self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
         self.options = PlanOptions() if options is None else options
         self.plans_built = 0
         self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()

@@ -12,14 +12,14 @@ from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piec
 from .logic import argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
 from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
                            transpose, unsqueeze)
-from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply, pow,
-                   reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract, tanh)
+from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
+                   negative, pow, reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
+                   tanh)
 from .network import batch_norm, dropout, embedding, fc, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
 from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
 __all__ = [
-    "custom_gradient",
     "abs",
     "accuracy",
     "add",
@@ -39,6 +39,7 @@ __all__ = [
     "create_parameter",
     "cross_entropy",
     "cumsum",
+    "custom_gradient",
     "data",
     "divide",
     "dropout",
@@ -71,6 +72,7 @@ __all__ = [
     "minimum",
     "mse_loss",
     "multiply",
+    "negative",
     "not_equal",
     "one_hot",
     "ones_like",

@@ -1,9 +1,10 @@
 """Layers that declare inputs and parameters or make constant tensors."""
 from __future__ import annotations
 
+from numbers import Integral, Number
 from typing import Sequence
 
-from ..dtypes import normalize_dtype
+from ..dtypes import INT_DTYPES, normalize_dtype
 from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import XavierUniform
@@ -42,8 +43,8 @@ def create_parameter(shape: Sequence[int], dtype="float32", name: str | None = N
     return var
 
 
-def fill_constant(shape: Sequence[int], dtype, value: float, name: str | None = None) -> Variable:
-    """A tensor of ``shape`` filled with ``value``."""
+def fill_constant(shape: Sequence[int], dtype, value: int | float, name: str | None = None) -> Variable:
+    """A tensor of ``shape`` filled with ``value``, which ``dtype`` must hold exactly (an int stays exact)."""
     return append("fill_constant", {}, {"shape": list(shape), "dtype": normalize_dtype(dtype), "value": value},
                   name=name, stop_gradient=True)
 
@@ -52,7 +53,43 @@ def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Var
     """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
     if isinstance(value, Variable):
         return value
-    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), float(value))
+    return fill_constant([], dtype or (like.dtype if like is not None else "float32"), value)
+
+
+PROMOTED_FLOAT = "float64"
+"""The dtype an integer var becomes beside a float number: numpy's choice, and exact for ints up to 2**53."""
+
+
+def with_number(x: Variable, c, promote: bool = False) -> tuple[Variable, object]:
+    """``x`` and Python number ``c`` brought to one dtype (design_docs/ir.md, "dtype rules").
+
+    An int var keeps an int number exact (its dtype must hold it); a float
+    number, or ``promote`` (true division, a negative power), casts an int var
+    to float64; a float var takes any number as a float. Anything but a
+    number is returned as it is.
+    """
+    if not isinstance(c, Number):
+        return x, c
+    if x.dtype in INT_DTYPES and isinstance(c, Integral) and not promote:
+        return x, int(c)
+    try:
+        number = float(c)
+    except OverflowError:
+        shown = repr(c) if len(repr(c)) <= 24 else f"{repr(c)[:12]}... ({len(repr(c))} digits)"
+        raise ProgramError(f"the number {shown} beside var '{x.name}' ({x.dtype}) is too large for any float "
+                           "dtype") from None
+    return (cast(x, PROMOTED_FLOAT) if x.dtype in INT_DTYPES else x), number
+
+
+def as_operands(x, y) -> tuple[Variable, Variable]:
+    """The operands of a binary layer as Variables of one dtype: a number beside a var becomes a constant of
+    that var's dtype, after ``with_number`` promoted the var if the number asks for it."""
+    if isinstance(x, Variable) and not isinstance(y, Variable):
+        x, y = with_number(x, y)
+    elif isinstance(y, Variable) and not isinstance(x, Variable):
+        y, x = with_number(y, x)
+    x = as_var(x, like=y if isinstance(y, Variable) else None)
+    return x, as_var(y, like=x)
 
 
 def zeros_like(x: Variable, dtype=None) -> Variable:
@@ -74,4 +111,5 @@ def cast(x: Variable, dtype) -> Variable:
     return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})
 
 
-__all__ = ["data", "create_parameter", "fill_constant", "as_var", "zeros_like", "ones_like", "assign", "cast"]
+__all__ = ["data", "create_parameter", "fill_constant", "as_var", "PROMOTED_FLOAT", "with_number", "as_operands",
+           "zeros_like", "ones_like", "assign", "cast"]

@@ -3,21 +3,19 @@ from __future__ import annotations
 
 from ..dtypes import normalize_dtype
 from ..variable import Variable
-from .creation import as_var
+from .creation import as_operands
 from .helper import append, check_var
 
 
 def where(cond: Variable, x, y, name=None) -> Variable:
     """x where ``cond`` holds, else y (all three broadcast)."""
-    x = as_var(x, like=y if isinstance(y, Variable) else None)
-    y = as_var(y, like=x)
+    x, y = as_operands(x, y)
     return append("where", {"Condition": check_var(cond, "cond"), "X": x, "Y": y}, name=name)
 
 
 def _compare(op_type: str):
     def layer(x, y, name=None) -> Variable:
-        x = as_var(x, like=y if isinstance(y, Variable) else None)
-        y = as_var(y, like=x)
+        x, y = as_operands(x, y)
         return append(op_type, {"X": x, "Y": y}, name=name, stop_gradient=True)
 
     layer.__name__ = op_type

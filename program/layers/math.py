@@ -1,59 +1,82 @@
-"""Elementwise arithmetic layers: binary ops with broadcasting, and unary functions."""
+"""Elementwise arithmetic layers: binary ops with broadcasting, and unary functions.
+
+A Python number beside a Variable follows numpy's and Paddle's promotion, so
+the declared dtype is the computed one (``design_docs/ir.md``, "dtype
+rules"; ``creation.with_number``): with a float var the number takes the
+var's dtype; with an integer var an integer number keeps the integer dtype,
+exactly (``t + 1`` is int64 for an int64 ``t``), while a float number, or
+true division, first casts the var to float64 (``t * 2.5``, ``t / 2``).
+"""
 from __future__ import annotations
 
-from numbers import Number
+from numbers import Integral, Number
 
+from ..dtypes import INT_DTYPES
 from ..errors import ProgramError
 from ..variable import Variable
-from .creation import as_var
+from .creation import as_operands, with_number
 from .helper import append, check_var
 
 
 def _binary(op_type: str, x, y, name=None) -> Variable:
     if not isinstance(x, Variable) and not isinstance(y, Variable):
         raise ProgramError(f"{op_type} needs at least one Variable, got {type(x).__name__} and {type(y).__name__}")
-    x = as_var(x, like=y if isinstance(y, Variable) else None)
-    y = as_var(y, like=x)
+    x, y = as_operands(x, y)
     return append(op_type, {"X": x, "Y": y}, name=name)
 
 
 def add(x, y, name=None) -> Variable:
     """x + y with broadcasting; a Python number on either side becomes a ``scale`` op."""
     if isinstance(y, Number) and isinstance(x, Variable):
-        return scale(x, 1.0, float(y), name=name)
+        x, y = with_number(x, y)
+        return scale(x, 1 if isinstance(y, int) else 1.0, y, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
-        return scale(y, 1.0, float(x), name=name)
+        return add(y, x, name=name)
     return _binary("elementwise_add", x, y, name)
 
 
 def subtract(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
-        return scale(x, 1.0, -float(y), name=name)
+        x, y = with_number(x, y)
+        return scale(x, 1 if isinstance(y, int) else 1.0, -y, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
-        return scale(y, -1.0, float(x), name=name)
+        y, x = with_number(y, x)
+        return scale(y, -1 if isinstance(x, int) else -1.0, x, name=name)
     return _binary("elementwise_sub", x, y, name)
 
 
 def multiply(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
-        return scale(x, float(y), name=name)
+        x, y = with_number(x, y)
+        return scale(x, y, 0 if isinstance(y, int) else 0.0, name=name)
     if isinstance(x, Number) and isinstance(y, Variable):
-        return scale(y, float(x), name=name)
+        return multiply(y, x, name=name)
     return _binary("elementwise_mul", x, y, name)
 
 
 def divide(x, y, name=None) -> Variable:
+    """x / y, true division: integers divide to float64, as in Python and numpy."""
     if isinstance(y, Number) and isinstance(x, Variable):
-        return scale(x, 1.0 / float(y), name=name)
+        x, y = with_number(x, y, promote=True)
+        return scale(x, 1.0 / y, name=name)
     return _binary("elementwise_div", x, y, name)
 
 
+def negative(x: Variable, name=None) -> Variable:
+    """-x, in x's dtype (exact on integers)."""
+    return multiply(check_var(x, "x"), -1, name=name)
+
+
 def pow(x, y, name=None) -> Variable:
-    """x ** y; a number exponent becomes the unary ``pow`` op (``square`` for 2)."""
+    """x ** y; a number exponent becomes the unary ``pow`` op (``square`` for 2). An integer var keeps its
+    dtype under a whole exponent >= 0 (``elementwise_pow``) and is cast to float64 under any other."""
     if isinstance(y, Number) and isinstance(x, Variable):
-        if float(y) == 2.0:
+        if x.dtype in INT_DTYPES and isinstance(y, Integral) and y >= 0 and y != 2:
+            return _binary("elementwise_pow", x, int(y), name)
+        x, y = with_number(x, y, promote=not (isinstance(y, Integral) and y >= 0))
+        if y == 2.0:
             return square(x, name=name)
-        return append("pow", {"X": x}, {"factor": float(y)}, name=name)
+        return append("pow", {"X": x}, {"factor": y}, name=name)
     return _binary("elementwise_pow", x, y, name)
 
 
@@ -113,7 +136,7 @@ silu = _unary("silu")
 
 
 __all__ = [
-    "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu", "relu",
-    "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal", "sign",
-    "elu", "erf", "silu"
+    "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
+    "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
+    "sign", "elu", "erf", "silu"
 ]

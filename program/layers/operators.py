@@ -7,8 +7,9 @@ once, in plain sight, as the last step of assembling the language; nothing
 installs itself on import.
 
     x + 1      builds scale(x, 1.0, 1.0)
+    t * 2.5    builds cast(t, float64), then scale: an integer t beside a float number is promoted
     x @ w      builds matmul(x, w)
-    -x         builds scale(x, -1.0)
+    -x         builds scale(x, -1.0)   (scale(t, -1) on an integer t: integer numbers stay exact)
     x > 0      builds greater_than(x, fill_constant 0): a bool var (so do <, <=, >=)
     x[:, 1]    builds slice and squeeze (see ``subscript``)
     x.sum(), x.mean(), x.T, x.astype("float32")   reduce_sum, reduce_mean, transpose, cast
@@ -69,7 +70,7 @@ class VariableOperators:
         return linalg.matmul(other, self)
 
     def __neg__(self):
-        return math.scale(self, scale=-1.0)
+        return math.negative(self)
 
     def __lt__(self, other):
         return logic.less_than(self, other)

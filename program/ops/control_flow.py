@@ -16,6 +16,7 @@ and the executor's liveness analysis read.
 """
 from __future__ import annotations
 
+from ..dtypes import DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, format_shape
 
@@ -67,13 +68,15 @@ SCHEMAS = (
            [Slot("Out", duplicable=True, optional=True)],
            _cond, {"true_block": Attr("block"), "false_block": Attr("block"), "true_outs": Attr("strs"),
                    "false_outs": Attr("strs")},
-           doc="Runs true_block or false_block by Cond; Out are the taken branch's results."),
+           doc="Runs true_block or false_block by Cond; Out are the taken branch's results.",
+           dtypes={"Cond": ("bool",), "Input": DTYPES}),
     schema("while", [Slot("X", duplicable=True), Slot("Input", duplicable=True, optional=True)],
            [Slot("Out", duplicable=True), Slot("History", duplicable=True), "Steps"],
            _while, {"cond_block": Attr("block"), "body_block": Attr("block"), "cond_params": Attr("strs"),
                     "cond_out": Attr("str"), "body_params": Attr("strs"), "body_outs": Attr("strs"),
                     "max_iterations": Attr("optional_int", None)},
-           doc="Carries X through body_block while cond_block says so; History stacks X at each iteration's start."),
+           doc="Carries X through body_block while cond_block says so; History stacks X at each iteration's start.",
+           dtypes={"X": DTYPES, "Input": DTYPES}),
 )
 
 

@@ -7,6 +7,7 @@ pooling, ``pool2d_select`` as each other's adjoints.
 """
 from __future__ import annotations
 
+from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, TensorType, schema
 
 CONV_ATTRS = {"strides": Attr("ints", [1, 1]), "paddings": Attr("ints", [0, 0]), "dilations": Attr("ints", [1, 1]),
@@ -53,8 +54,6 @@ def _conv2d(ctx):
     x, w = ctx.input("Input"), ctx.input("Filter")
     if len(x.shape) != 4 or len(w.shape) != 4:
         ctx.fail(f"conv2d takes NCHW input and OIHW filter (rank 4), got ranks {len(x.shape)} and {len(w.shape)}")
-    if x.dtype != w.dtype:
-        ctx.fail(f"dtypes differ: Input is {x.dtype}, Filter is {w.dtype}")
     _pairs(ctx, "strides", "paddings", "dilations")
     g = ctx.attr("groups")
     if g <= 0 or w.shape[0] % g or (x.shape[1] >= 0 and x.shape[1] != w.shape[1] * g):
@@ -125,29 +124,35 @@ def _conv2d_transpose(ctx):
 
 def _pool2d_select(ctx):
     x, d = ctx.input("X"), ctx.input("D")
-    if d.dtype != x.dtype or d.shape != x.shape:
+    if d.shape != x.shape:
         ctx.fail(f"D must be shaped like X, {x.dtype}{list(x.shape)}; got {d.dtype}{list(d.shape)}")
     return _pool2d(ctx)
 
 
 SCHEMAS = (
     schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
-           doc="2-D cross-correlation of NCHW Input with OIHW Filter (strides, paddings, dilations, groups)."),
+           doc="2-D cross-correlation of NCHW Input with OIHW Filter (strides, paddings, dilations, groups).",
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
     schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
-           CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape."),
+           CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape.",
+           dtypes={"Filter": FLOAT_DTYPES, "Output@GRAD": "Filter", "Input": "Filter"}),
     schema("conv2d_filter_grad", ["Input", "Output@GRAD", "Filter"], ["Filter@GRAD"], _like("Filter", "Filter@GRAD"),
-           CONV_ATTRS, doc="conv2d's adjoint in Filter; Filter gives only the shape."),
+           CONV_ATTRS, doc="conv2d's adjoint in Filter; Filter gives only the shape.",
+           dtypes={"Input": FLOAT_DTYPES, "Output@GRAD": "Input", "Filter": "Input"}),
     schema("conv2d_transpose", ["Input", "Filter"], ["Output"], _conv2d_transpose,
            {**CONV_ATTRS, "output_padding": Attr("ints", [0, 0])},
            doc="The adjoint of conv2d in its input (a 'deconvolution'): NCHW Input, [C_in, C_out/groups, kh, kw] "
-               "Filter; output_padding adds rows and columns at the far end."),
+               "Filter; output_padding adds rows and columns at the far end.",
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
            doc="Max or average pooling of NCHW X; average divides by the window's in-bounds elements (exclusive) or "
-               "its area."),
+               "its area.", dtypes={"X": FLOAT_DTYPES}),
     schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
-           doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it."),
+           doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it.",
+           dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}),
     schema("pool2d_select", ["X", "D"], ["Out"], _pool2d_select, POOL_ATTRS,
-           doc="For each max-pool window of X, D's value where X is largest: the adjoint of max pool2d_grad."),
+           doc="For each max-pool window of X, D's value where X is largest: the adjoint of max pool2d_grad.",
+           dtypes={"X": FLOAT_DTYPES, "D": "X"}),
 )
 
 

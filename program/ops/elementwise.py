@@ -1,22 +1,40 @@
-"""Binary elementwise ops with numpy broadcasting."""
+"""Binary elementwise ops with numpy broadcasting.
+
+X and Y share one dtype (cast one first). Out has it too, but for
+``elementwise_div`` of integers: that is true division, as Python's ``/``
+and numpy's, so Out is float64.
+"""
 from __future__ import annotations
 
+from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import TensorType, schema
 from ..shapes import broadcast_shapes
 
 
 def _broadcast(ctx):
     x, y = ctx.input("X"), ctx.input("Y")
-    if x.dtype != y.dtype:
-        ctx.fail(f"dtypes differ: {x.dtype} vs {y.dtype} (cast one of them first)")
     return {"Out": TensorType(broadcast_shapes(x.shape, y.shape), x.dtype)}
+
+
+def _true_divide(ctx):
+    out = _broadcast(ctx)["Out"]
+    return {"Out": TensorType(out.shape, "float64" if out.dtype in INT_DTYPES else out.dtype)}
 
 
 ELEMENTWISE_TYPES = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
                      "elementwise_pow", "elementwise_max", "elementwise_min")
 
+_ACCEPTS = {t: NUMERIC_DTYPES for t in ELEMENTWISE_TYPES} | {"elementwise_max": DTYPES, "elementwise_min": DTYPES}
+"""Arithmetic takes numbers; max and min take bools too (or and and)."""
+
+_NOTES = {"elementwise_div": " Integers divide truly, to float64.",
+          "elementwise_pow": " An integer to a negative integer power is a run-time error (numpy's rule).",
+          "elementwise_max": " On bools: or.", "elementwise_min": " On bools: and."}
+
 SCHEMAS = tuple(
-    schema(t, ["X", "Y"], ["Out"], _broadcast, doc=f"Out = {t[12:]}(X, Y), with numpy broadcasting.")
+    schema(t, ["X", "Y"], ["Out"], _true_divide if t == "elementwise_div" else _broadcast,
+           doc=f"Out = {t[12:]}(X, Y), with numpy broadcasting.{_NOTES.get(t, '')}",
+           dtypes={"X": _ACCEPTS[t], "Y": "X"})
     for t in ELEMENTWISE_TYPES
 )
 

@@ -1,6 +1,7 @@
 """Matrix products."""
 from __future__ import annotations
 
+from ..dtypes import NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import broadcast_shapes, dims_agree
 
@@ -26,7 +27,8 @@ def _matmul(ctx):
 SCHEMAS = (
     schema("matmul", ["X", "Y"], ["Out"], _matmul,
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
-           doc="Batched matrix product over the last two dims; batch dims broadcast; 1-D operands as in numpy."),
+           doc="Batched matrix product over the last two dims; batch dims broadcast; 1-D operands as in numpy.",
+           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
 )
 
 

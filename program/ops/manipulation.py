@@ -1,6 +1,7 @@
 """Ops that move, copy or regroup elements without arithmetic (plus n-ary sum)."""
 from __future__ import annotations
 
+from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree
 
@@ -96,10 +97,15 @@ def _split(ctx):
         ctx.fail("X must have rank >= 1 (a scalar has no axis to split along)")
     axis = normalize_axis(ctx.attr("axis"), len(x.shape))
     size = x.shape[axis]
-    if size >= 0 and -1 not in sections and sum(sections) != size:
-        ctx.fail(f"sections {sections} add up to {sum(sections)}, but axis {axis} of X has size {size}")
-    if size >= 0 and sections.count(-1) == 1:
-        sections[sections.index(-1)] = size - (sum(sections) + 1)
+    if not sections or sections.count(-1) > 1 or any(s < -1 for s in sections):
+        ctx.fail(f"sections {sections} must be sizes >= 0, with at most one -1 (the rest of the axis)")
+    known = sum(s for s in sections if s != -1)
+    if size >= 0 and -1 not in sections and known != size:
+        ctx.fail(f"sections {sections} add up to {known}, but axis {axis} of X has size {size}")
+    if size >= 0 and -1 in sections:
+        if known > size:
+            ctx.fail(f"sections {sections} need at least {known} along axis {axis}, but X has size {size}")
+        sections[sections.index(-1)] = size - known
     outs = []
     for s in sections:
         shape = list(x.shape)
@@ -174,41 +180,49 @@ def _stack(ctx):
 
 def _gather(ctx):
     x, index = ctx.input("X"), ctx.input("Index")
-    if index.dtype not in ("int32", "int64"):
-        ctx.fail(f"Index must be int32 or int64, got {index.dtype}")
     axis = normalize_axis(ctx.attr("axis"), len(x.shape))
     return {"Out": TensorType(tuple(x.shape[:axis]) + tuple(index.shape) + tuple(x.shape[axis + 1:]), x.dtype)}
 
 
 SCHEMAS = (
-    schema("sum", [Slot("X", duplicable=True)], ["Out"], _sum, doc="Out = X[0] + X[1] + ... (same shapes)."),
+    schema("sum", [Slot("X", duplicable=True)], ["Out"], _sum, doc="Out = X[0] + X[1] + ... (same shapes).",
+           dtypes={"X": NUMERIC_DTYPES}),
     schema("reduce_as", ["X", "Target"], ["Out"], _reduce_as,
-           doc="Sum X over the dims that broadcasting added to Target's run-time shape: the adjoint of broadcast."),
+           doc="Sum X over the dims that broadcasting added to Target's run-time shape: the adjoint of broadcast.",
+           dtypes={"X": NUMERIC_DTYPES, "Target": DTYPES}),
     schema("broadcast_to", ["X", Slot("ShapeLike", optional=True)], ["Out"], _broadcast_to, {"shape": Attr("ints", [])},
-           doc="X broadcast to `shape`, or to ShapeLike's run-time shape when given."),
+           doc="X broadcast to `shape`, or to ShapeLike's run-time shape when given.",
+           dtypes={"X": DTYPES, "ShapeLike": DTYPES}),
     schema("reshape", ["X"], ["Out"], _reshape, {"shape": Attr("ints")},
-           doc="X with a new shape of the same size; one dim may be -1 (inferred) and 0 copies X's dim."),
-    schema("transpose", ["X"], ["Out"], _transpose, {"perm": Attr("ints")}, doc="X with its dims permuted."),
+           doc="X with a new shape of the same size; one dim may be -1 (inferred) and 0 copies X's dim.",
+           dtypes={"X": DTYPES}),
+    schema("transpose", ["X"], ["Out"], _transpose, {"perm": Attr("ints")}, doc="X with its dims permuted.",
+           dtypes={"X": DTYPES}),
     schema("concat", [Slot("X", duplicable=True)], ["Out"], _concat, {"axis": Attr("int", 0)},
-           doc="The inputs joined along `axis`."),
+           doc="The inputs joined along `axis`.", dtypes={"X": DTYPES}),
     schema("split", ["X"], [Slot("Out", duplicable=True)], _split, {"axis": Attr("int", 0), "sections": Attr("ints")},
-           doc="X cut along `axis` into pieces of the sizes in `sections`."),
+           doc="X cut along `axis` into pieces of the sizes in `sections` (one may be -1: the rest).",
+           dtypes={"X": DTYPES}),
     schema("slice", ["X"], ["Out"], _slice,
            {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])},
-           doc="X[starts:ends:strides] along each of `axes`, with Python's clamping and negative indices and steps."),
+           doc="X[starts:ends:strides] along each of `axes`, with Python's clamping and negative indices and steps.",
+           dtypes={"X": DTYPES}),
     schema("pad", ["X"], ["Out"], _pad, {"paddings": Attr("ints"), "pad_value": Attr("float", 0.0)},
-           doc="X with `paddings` (before, after for each dim) elements of `pad_value` added around it."),
+           doc="X with `paddings` (before, after for each dim) elements of `pad_value` added around it.",
+           dtypes={"X": NUMERIC_DTYPES}),
     schema("cumsum", ["X"], ["Out"], _cumsum,
            {"axis": Attr("int", -1), "exclusive": Attr("bool", False), "reverse": Attr("bool", False)},
-           doc="Running sums along `axis` (from the end when `reverse`; without the element itself when `exclusive`)."),
+           doc="Running sums along `axis` (from the end when `reverse`; without the element itself when `exclusive`).",
+           dtypes={"X": NUMERIC_DTYPES}),
     schema("squeeze", ["X"], ["Out"], _squeeze, {"axes": Attr("ints", [])},
-           doc="X without the size-1 dims in `axes` (every size-1 dim when empty)."),
+           doc="X without the size-1 dims in `axes` (every size-1 dim when empty).", dtypes={"X": DTYPES}),
     schema("unsqueeze", ["X"], ["Out"], _unsqueeze, {"axes": Attr("ints")},
-           doc="X with size-1 dims inserted at `axes`, one after another."),
+           doc="X with size-1 dims inserted at `axes`, one after another.", dtypes={"X": DTYPES}),
     schema("stack", [Slot("X", duplicable=True)], ["Out"], _stack, {"axis": Attr("int", 0)},
-           doc="Inputs of one shape stacked along a new dim `axis`."),
+           doc="Inputs of one shape stacked along a new dim `axis`.", dtypes={"X": DTYPES}),
     schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
-           doc="X's slices at the integers of Index along `axis` (numpy's take)."),
+           doc="X's slices at the integers of Index along `axis` (numpy's take).",
+           dtypes={"X": DTYPES, "Index": INT_DTYPES}),
 )
 
 

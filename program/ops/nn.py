@@ -1,7 +1,7 @@
 """Softmax and the classification losses."""
 from __future__ import annotations
 
-from ..dtypes import INT_DTYPES
+from ..dtypes import FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 
@@ -12,8 +12,6 @@ IGNORE_INDEX = -100
 
 def _float_like(ctx):
     x = ctx.input("X")
-    if not x.dtype.startswith("float"):
-        ctx.fail(f"X must be a float tensor, got {x.dtype}")
     normalize_axis(ctx.attr("axis"), len(x.shape))
     return {"Out": x}
 
@@ -41,8 +39,6 @@ def _cross_entropy(ctx):
 
 def _softmax_with_cross_entropy(ctx):
     logits, label = ctx.input("Logits"), ctx.input("Label")
-    if not logits.dtype.startswith("float"):
-        ctx.fail(f"Logits must be a float tensor, got {logits.dtype}")
     axis = normalize_axis(ctx.attr("axis"), len(logits.shape))
     _check_label(ctx, logits, label, axis, ctx.attr("soft_label"))
     loss = tuple(1 if i == axis else d for i, d in enumerate(logits.shape))
@@ -51,29 +47,37 @@ def _softmax_with_cross_entropy(ctx):
 
 def _sigmoid_ce(ctx):
     x, label = ctx.input("X"), ctx.input("Label")
-    if label.dtype != x.dtype or len(label.shape) != len(x.shape) or not all(
-            dims_agree(a, b) for a, b in zip(label.shape, x.shape)):
+    if len(label.shape) != len(x.shape) or not all(dims_agree(a, b) for a, b in zip(label.shape, x.shape)):
         ctx.fail(f"Label must be {x.dtype}{list(x.shape)}, got {label.dtype}{list(label.shape)}")
     return {"Out": x}
 
 
+def _labelled(slot: str) -> dict:
+    """Float inputs; labels are soft (floats, checked against the input's dtype in inference) or hard (ints)."""
+    return {slot: FLOAT_DTYPES, "Label": NUMERIC_DTYPES}
+
+
 SCHEMAS = (
     schema("softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
-           doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max."),
+           doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max.", dtypes={"X": FLOAT_DTYPES}),
     schema("log_softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
-           doc="log(softmax(X)) along `axis`, computed as X - max - log(sum(exp(X - max)))."),
+           doc="log(softmax(X)) along `axis`, computed as X - max - log(sum(exp(X - max))).",
+           dtypes={"X": FLOAT_DTYPES}),
     schema("cross_entropy", ["X", "Label"], ["Out"], _cross_entropy,
            {"soft_label": Attr("bool", False), "ignore_index": Attr("int", IGNORE_INDEX)},
            doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis. "
                "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
-               "run-time error."),
+               "run-time error.",
+           dtypes=_labelled("X")),
     schema("softmax_with_cross_entropy", ["Logits", "Label"], ["Softmax", "Loss"], _softmax_with_cross_entropy,
            {"soft_label": Attr("bool", False), "axis": Attr("int", -1), "ignore_index": Attr("int", IGNORE_INDEX)},
            doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1. "
                "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
-               "run-time error."),
+               "run-time error.",
+           dtypes=_labelled("Logits")),
     schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
-           doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise."),
+           doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise.",
+           dtypes={"X": FLOAT_DTYPES, "Label": "X"}),
 )
 
 

@@ -6,18 +6,22 @@ the executor commits persistable writes only when a whole run succeeds.
 """
 from __future__ import annotations
 
+from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
-from ..shapes import shapes_agree
 
 
 def _same_as_param(*pairs: tuple[str, str]):
-    """Outputs typed like their inputs; Grad and every state must match Param; LearningRate is a scalar."""
+    """Outputs typed like their inputs; Param's shape is known, and Grad and every state have exactly that shape
+    (a -1 dim could broadcast at run time into an update of another shape); LearningRate is a scalar."""
     def infer(ctx):
         p = ctx.input("Param")
+        if -1 in p.shape:
+            ctx.fail(f"Param's shape {list(p.shape)} must be known (no -1): an update keeps its shape")
         for slot in ("Grad",) + tuple(i for i, _ in pairs if i not in ("Param", "Beta1Pow", "Beta2Pow")):
             t = ctx.input(slot)
-            if t.dtype != p.dtype or not shapes_agree(t.shape, p.shape):
-                ctx.fail(f"{slot} is {t.dtype}{list(t.shape)} but Param is {p.dtype}{list(p.shape)}")
+            if tuple(t.shape) != tuple(p.shape):
+                ctx.fail(f"{slot} is {t.dtype}{list(t.shape)} but Param is {p.dtype}{list(p.shape)} "
+                         "(the shapes must be equal, with no -1)")
         lr = ctx.input("LearningRate")
         if lr.shape not in ((), (1,)):
             ctx.fail(f"LearningRate must be a scalar, got shape {list(lr.shape)}")
@@ -36,25 +40,34 @@ def _clip_by_norm(ctx):
     return {"Out": [TensorType(t.shape, t.dtype) for t in xs]}
 
 
+def _dtypes(*like_param: str) -> dict:
+    """A float Param, and these slots of Param's dtype."""
+    return {"Param": FLOAT_DTYPES, **{slot: "Param" for slot in like_param}}
+
+
 SCHEMAS = (
     schema("sgd", ["Param", "Grad", "LearningRate"], ["ParamOut"], _same_as_param(("Param", "ParamOut")),
-           doc="ParamOut = Param - LearningRate * Grad."),
+           doc="ParamOut = Param - LearningRate * Grad.", dtypes=_dtypes("Grad", "LearningRate")),
     schema("momentum", ["Param", "Grad", "Velocity", "LearningRate"], ["ParamOut", "VelocityOut"],
            _same_as_param(("Param", "ParamOut"), ("Velocity", "VelocityOut")),
            {"mu": Attr("float", 0.9), "use_nesterov": Attr("bool", False)},
            doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut "
-               "(Nesterov: Param - lr * (Grad + mu * VelocityOut))."),
+               "(Nesterov: Param - lr * (Grad + mu * VelocityOut)).",
+           dtypes=_dtypes("Grad", "Velocity", "LearningRate")),
     schema("adam", ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"],
            ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],
            _same_as_param(("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
                           ("Beta1Pow", "Beta1PowOut"), ("Beta2Pow", "Beta2PowOut")),
            {"beta1": Attr("float", 0.9), "beta2": Attr("float", 0.999), "epsilon": Attr("float", 1e-8)},
-           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers."),
+           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.",
+           dtypes=_dtypes("Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow")),
     schema("global_norm", [Slot("X", duplicable=True)], ["Out"], _global_norm,
-           doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses."),
+           doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses.",
+           dtypes={"X": FLOAT_DTYPES}),
     schema("clip_by_global_norm", [Slot("X", duplicable=True)], [Slot("Out", duplicable=True)], _clip_by_norm,
            {"max_norm": Attr("float")},
-           doc="Every X scaled by max_norm / max(global_norm(X), max_norm), so their joint norm is <= max_norm."),
+           doc="Every X scaled by max_norm / max(global_norm(X), max_norm), so their joint norm is <= max_norm.",
+           dtypes={"X": FLOAT_DTYPES}),
 )
 
 

@@ -20,7 +20,7 @@ def _block():
     (lambda b: b.append_op("scale", {"X": "x"}, {"Out": ["o"]}, {"scael": 2.0}),
      "unknown attr 'scael'; did you mean 'scale'"),
     (lambda b: b.append_op("scale", {"X": "x"}, {"Out": ["o"]}, {"scale": "big"}),
-     "attr 'scale' must be of kind float, got 'big'"),
+     "attr 'scale' must be of kind scalar, got 'big'"),
     (lambda b: b.append_op("transpose", {"X": "x"}, {"Out": ["o"]}), "missing required attr 'perm'"),
     (lambda b: b.append_op("relu", {"X": "ghost"}, {"Out": ["o"]}), "input X=ghost is not defined in block 0"),
     (lambda b: b.append_op("matmul", {"X": "x", "Y": "x"}, {"Out": ["o"]}),

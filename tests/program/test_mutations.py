@@ -118,11 +118,11 @@ def test_set_attr_checks_and_coerces_like_building_an_op():
     main, x, y = _scaled_program()
     block = main.global_block()
     op = block.ops[0]
-    block.set_attr(op, "scale", 4)
-    assert op.attrs["scale"] == 4.0 and isinstance(op.attrs["scale"], float)
+    block.set_attr(op, "scale", np.float32(4.0))
+    assert op.attrs["scale"] == 4.0 and type(op.attrs["scale"]) is float
     with pytest.raises(OpError, match=r"block 0, op #0 \(scale\).*unknown attr 'scael'"):
         block.set_attr(op, "scael", 1.0)
-    with pytest.raises(OpError, match=r"block 0, op #0 \(scale\).*attr 'scale' must be of kind float"):
+    with pytest.raises(OpError, match=r"block 0, op #0 \(scale\).*attr 'scale' must be of kind scalar"):
         block.set_attr(op, "scale", "big")
     other, _, _ = _scaled_program()
     with pytest.raises(ProgramError, match="is not an op of this block"):

@@ -72,6 +72,9 @@ def scale(op):
     s, b = op.attr("scale"), op.attr("bias")
     if s == 1.0 and b == 0.0:
         return lambda x: x  # the identity shares its input: no buffer
+    dtype = op.block.var(op.input("X")[0]).dtype
+    if not dtype.startswith("float"):
+        return _int_scale(np.dtype(dtype), int(s), int(b))
     mul, add = np.multiply, np.add  # closure cells: cheaper than two global and attribute lookups per call
 
     def run(x, *, out=None):
@@ -79,6 +82,18 @@ def scale(op):
             out = None
         y = mul(x, s, out)
         return y if b == 0.0 else add(y, b, out)
+
+    return run
+
+
+def _int_scale(dtype: np.dtype, s: int, b: int):
+    """``x * s + b`` in X's integer dtype, exactly (the schema made sure s and b are whole numbers it holds);
+    overflow wraps around, as numpy's integer arithmetic does."""
+    s, b = dtype.type(s), dtype.type(b)
+
+    def run(x):
+        with np.errstate(over="ignore"):
+            return np.add(np.multiply(x, s, dtype=dtype), b, dtype=dtype)
 
     return run
 

@@ -28,16 +28,17 @@ def sum_(op):
 
 
 def sum_to_shape(x, shape):
-    """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting)."""
+    """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's dtype
+    (numpy would sum int32 to int64)."""
     x = np.asarray(x)
     if x.shape == tuple(shape):
         return x
     lead = x.ndim - len(shape)
     if lead:
-        x = x.sum(axis=tuple(range(lead)))
+        x = x.sum(axis=tuple(range(lead)), dtype=x.dtype)
     axes = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
     if axes:
-        x = x.sum(axis=axes, keepdims=True)
+        x = x.sum(axis=axes, keepdims=True, dtype=x.dtype)
     return x
 
 
@@ -93,8 +94,8 @@ def split(op):
         size, sizes = x.shape[axis], list(sections)
         if -1 in sizes:
             sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
-        if sum(sizes) != size:
-            raise ValueError(f"sections {sizes} do not add up to size {size} of axis {axis}")
+        if sum(sizes) != size or min(sizes) < 0:  # a rest of -2 would "add up" and cut a piece short
+            raise ValueError(f"sections {sections} do not add up to size {size} of axis {axis}")
         pieces, start = [], 0
         for s in sizes:
             pieces.append(x[lead + (slice(start, start + s),)])

@@ -11,10 +11,21 @@ def _axes(op, rank: int):
     return tuple(d % rank for d in dim)
 
 
-def _reducer(fn):
+def _promoted(op) -> np.dtype | None:
+    """The dtype the schema declared for Out where it is not X's (a sum of int32 is int64, a mean of ints
+    float64), else None: numpy's own accumulator then stays (float16 adds up in float32)."""
+    out, x = op.block.var(op.output("Out")[0]).dtype, op.block.var(op.input("X")[0]).dtype
+    return None if out == x else np.dtype(out)
+
+
+def _reducer(fn, accumulates: bool = False):
+    """A reduction kernel; one that ``accumulates`` (sum, mean) adds up in the declared dtype."""
     def factory(op):
         rank = len(op.block.var(op.input("X")[0]).shape)
         axis, keep = _axes(op, rank), op.attr("keep_dim")
+        if accumulates:
+            dtype = _promoted(op)
+            return lambda x: np.asarray(fn(x, axis=axis, keepdims=keep, dtype=dtype))
         return lambda x: np.asarray(fn(x, axis=axis, keepdims=keep))
 
     return factory
@@ -59,7 +70,8 @@ def prod_others(op):
 
 
 def mean(op):
-    return lambda x: np.asarray(np.mean(x))
+    dtype = _promoted(op)
+    return lambda x: np.asarray(np.mean(x, dtype=dtype))
 
 
 def reduce_mean_grad(op):
@@ -79,8 +91,8 @@ def reduce_mean_grad(op):
 
 
 KERNELS = {
-    "reduce_sum": _reducer(np.sum),
-    "reduce_mean": _reducer(np.mean),
+    "reduce_sum": _reducer(np.sum, accumulates=True),
+    "reduce_mean": _reducer(np.mean, accumulates=True),
     "reduce_max": _reducer(np.max),
     "reduce_min": _reducer(np.min),
     "reduce_prod": _reducer(lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)),

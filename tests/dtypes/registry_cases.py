@@ -1,0 +1,533 @@
+"""A generator of valid inputs for every op type in the registry, for the invariant test beside it.
+
+``CASES[op_type](g)`` builds one op of that type in a new program from values
+drawn through ``g`` (a ``Draw``): the dtypes the schema accepts (one fixed by
+the test), shapes of rank 0 to 4 with size-1 and zero-size dims, declared
+shapes with -1 dims, and attrs that fit the shapes. It returns a ``Built``:
+the program, the op, and the feed. Each builder produces only inputs its op
+is meant to take, and says so where that is narrower than any array of an
+accepted dtype (max of an empty axis has no value; split sections add up).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+
+from gradgen.program import OP_SCHEMAS, Operator, Program, layers, program_guard
+from gradgen.program.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
+from gradgen.program.ops.activation import UNARY_ATTRS
+from gradgen.program.ops.elementwise import ELEMENTWISE_TYPES
+from gradgen.program.ops.logic import COMPARISONS
+from gradgen.program.ops.reduction import REDUCE_TYPES, reduced_shape
+
+
+class Built(NamedTuple):
+    program: Program
+    op: Operator
+    feed: dict[str, np.ndarray]
+
+
+class Draw:
+    """Draws for one case: ``want`` fixes the dtype of one slot or dtype attr, the rest come from the schema."""
+
+    def __init__(self, data: st.DataObject, op_type: str, want: dict[str, str]):
+        self.data, self.schema, self.want = data, OP_SCHEMAS[op_type], want
+        self.rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
+
+    def __call__(self, strategy):
+        return self.data.draw(strategy)
+
+    def dtype(self, key: str, among=None) -> str:
+        if key in self.want:
+            return self.want[key]
+        return self(st.sampled_from(among or self.schema.dtypes[key]))
+
+    def int(self, lo: int, hi: int) -> int:
+        return self(st.integers(lo, hi))
+
+    def flag(self) -> bool:
+        return self(st.booleans())
+
+    def shape(self, min_rank: int = 0, max_rank: int = 4, min_side: int = 0, max_side: int = 3) -> list[int]:
+        rank = self.int(min_rank, max_rank)
+        return self(st.lists(st.integers(min_side, max_side), min_size=rank, max_size=rank))
+
+    def array(self, shape, dtype: str, lo: float = -3, hi: float = 3) -> np.ndarray:
+        """Values on a grid of halves (ties and zeros are common), ints in [lo, hi], bools at random."""
+        if dtype == "bool":
+            return self.rng.random(shape) < 0.5
+        if dtype in INT_DTYPES:
+            return self.rng.integers(int(lo), int(hi) + 1, size=shape).astype(dtype)
+        return (np.round(self.rng.uniform(lo, hi, size=shape) * 2) / 2).astype(dtype)
+
+    def broadcast_pair(self, max_rank: int = 4) -> tuple[list[int], list[int]]:
+        """Two shapes that broadcast: one, and a suffix of it with some dims set to 1 (in either order)."""
+        a = self.shape(max_rank=max_rank)
+        b = [1 if self.flag() else d for d in a[self.int(0, len(a)):]]
+        return (a, b) if self.flag() else (b, a)
+
+
+def one_op(g: Draw, inputs: dict[str, Any], attrs: dict | None = None, outputs: dict[str, int] | None = None,
+           known: tuple[str, ...] = ()) -> Built:
+    """The op alone in block 0: a var per input array, declared with some dims -1 (not in the slots ``known``)."""
+    main = Program()
+    block, feed, ins = main.global_block(), {}, {}
+    for slot, value in inputs.items():
+        names = []
+        for k, v in enumerate(value if isinstance(value, list) else [value]):
+            name = f"{slot.lower().replace('@', '_')}_{k}"
+            shape = [-1 if slot not in known and g.int(0, 3) == 0 else d for d in v.shape]
+            block.create_var(name, shape, v.dtype.name)
+            feed[name], names = v, names + [name]
+        ins[slot] = names
+    counts = outputs or {}
+    outs = {s.name: [f"out_{s.name}_{k}".replace("@", "_") for k in range(counts.get(s.name, 1))]
+            for s in g.schema.outputs}
+    op = block.append_op(g.schema.type, ins, outs, attrs or {})
+    return Built(main, op, feed)
+
+
+# -- unary ------------------------------------------------------------------------------------------------------
+def _unary(g: Draw) -> Built:
+    op, dtype = g.schema.type, g.dtype("X")
+    attrs: dict[str, Any] = {}
+    if op == "scale":
+        whole = dtype in INT_DTYPES
+        attrs = {"scale": g.int(-3, 3) if whole else g(st.sampled_from([-1.5, 0.0, 2.0])),
+                 "bias": g.int(-3, 3) if whole else g(st.sampled_from([0.0, 0.5]))}
+    elif op == "clip":
+        lo = g(st.sampled_from([float("-inf"), -1.0, 0.0]))
+        attrs = {"min": lo, "max": lo + g(st.sampled_from([0.0, 1.5, float("inf")]))}
+    elif op == "leaky_relu":
+        attrs = {"alpha": 0.1}
+    elif op == "pow":
+        attrs = {"factor": g(st.sampled_from([0.0, 0.5, 2.0, 3.0, -1.0]))}
+    return one_op(g, {"X": g.array(g.shape(), dtype)}, attrs)
+
+
+def _from_output(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("Out")
+    return one_op(g, {"Out": g.array(shape, dtype, -1, 1), "Out@GRAD": g.array(shape, dtype)})
+
+
+def _like_x(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("X")
+    attrs = {"clip_grad": {"min": -1.0, "max": 1.0}, "leaky_relu_grad": {"alpha": 0.2}}.get(g.schema.type, {})
+    return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(shape, dtype)}, attrs)
+
+
+# -- binary -----------------------------------------------------------------------------------------------------
+def _binary(g: Draw) -> Built:
+    (xs, ys), dtype = g.broadcast_pair(), g.dtype("X")
+    low = 0 if g.schema.type == "elementwise_pow" and dtype in INT_DTYPES else -3  # no negative int powers
+    return one_op(g, {"X": g.array(xs, dtype), "Y": g.array(ys, dtype, low, 3)})
+
+
+def _where(g: Draw) -> Built:
+    (xs, ys), dtype = g.broadcast_pair(), g.dtype("X")
+    cs = xs if g.flag() else ys
+    return one_op(g, {"Condition": g.array(cs, g.dtype("Condition")), "X": g.array(xs, dtype),
+                      "Y": g.array(ys, dtype)})
+
+
+def _matmul(g: Draw) -> Built:
+    dtype = g.dtype("X")
+    bx, by = g.broadcast_pair(max_rank=2) if g.flag() else ([], [])
+    m, k, n = g.int(0, 3), g.int(0, 3), g.int(0, 3)
+    tx, ty = g.flag(), g.flag()
+    x = g.array(bx + ([k, m] if tx else [m, k]), dtype)
+    y = g.array(by + ([n, k] if ty else [k, n]), dtype)
+    return one_op(g, {"X": x, "Y": y}, {"transpose_x": tx, "transpose_y": ty})
+
+
+# -- reductions -------------------------------------------------------------------------------------------------
+def _reduce_attrs(g: Draw, rank: int) -> dict:
+    dim = g(st.lists(st.integers(-rank, rank - 1), unique_by=lambda a: a % rank, max_size=rank)) if rank else []
+    return {"dim": dim, "keep_dim": g.flag(), "reduce_all": g.flag() and g.flag()}
+
+
+def _reduce(g: Draw) -> Built:
+    shape = g.shape()
+    attrs = _reduce_attrs(g, len(shape))
+    if g.schema.type in ("reduce_max", "reduce_min"):  # an empty axis has no max: every reduced axis is >= 1
+        axes = range(len(shape)) if attrs["reduce_all"] or not attrs["dim"] else [a % len(shape) for a in attrs["dim"]]
+        shape = [max(d, 1) if i in axes else d for i, d in enumerate(shape)]
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, attrs)
+
+
+def _mean(g: Draw) -> Built:
+    return one_op(g, {"X": g.array(g.shape(), g.dtype("X"))})
+
+
+def _mean_grad(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("X")
+    attrs = _reduce_attrs(g, len(shape))
+    out = reduced_shape(shape, attrs["dim"], attrs["keep_dim"], attrs["reduce_all"])
+    return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(out, dtype)}, attrs)
+
+
+def _argmax(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    axis = g.int(-len(shape), len(shape) - 1)
+    shape[axis] = max(shape[axis], 1)  # no index of the largest of nothing
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"axis": axis, "keep_dim": g.flag()})
+
+
+# -- creation ---------------------------------------------------------------------------------------------------
+def _value_for(g: Draw, dtype: str):
+    if dtype == "bool":
+        return g.int(0, 1)
+    if dtype == "int64":
+        return g(st.sampled_from([-(2 ** 63), 2 ** 53 + 1, 7, 2 ** 63 - 1]))
+    if dtype == "int32":
+        return g(st.sampled_from([-(2 ** 31), 0, 2 ** 31 - 1]))
+    return g(st.sampled_from([0.0, -2.5, 1e4, float("inf")]))
+
+
+def _fill_constant(g: Draw) -> Built:
+    dtype = g.dtype("dtype")
+    return one_op(g, {}, {"shape": g.shape(), "dtype": dtype, "value": _value_for(g, dtype)})
+
+
+def _random(g: Draw) -> Built:
+    return one_op(g, {}, {"shape": g.shape(), "dtype": g.dtype("dtype"), "seed": g.int(0, 9)})
+
+
+def _filled_like(g: Draw) -> Built:
+    x = g.array(g.shape(), g.dtype("X"))
+    dtype = g.dtype("dtype", DTYPES + ("",))
+    attrs = {"dtype": dtype}
+    if g.schema.type == "fill_any_like":
+        attrs["value"] = _value_for(g, dtype or x.dtype.name)
+    return one_op(g, {"X": x}, attrs)
+
+
+def _assign(g: Draw) -> Built:
+    return one_op(g, {"X": g.array(g.shape(), g.dtype("X"))})
+
+
+def _cast(g: Draw) -> Built:
+    return one_op(g, {"X": g.array(g.shape(), g.dtype("X"))}, {"out_dtype": g.dtype("out_dtype")})
+
+
+# -- manipulation -----------------------------------------------------------------------------------------------
+def _same_arrays(g: Draw, shape=None) -> list[np.ndarray]:
+    shape, dtype = g.shape() if shape is None else shape, g.dtype("X")
+    return [g.array(shape, dtype) for _ in range(g.int(1, 3))]
+
+
+def _sum(g: Draw) -> Built:
+    xs = _same_arrays(g)
+    return one_op(g, {"X": xs}, known=("X",) if len(xs) > 1 else ())
+
+
+def _reduce_as(g: Draw) -> Built:
+    shape = g.shape()
+    target = [1 if g.flag() else d for d in shape[g.int(0, len(shape)):]]
+    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Target": g.array(target, g.dtype("Target"))},
+                  known=("X", "Target"))
+
+
+def _broadcast_to(g: Draw) -> Built:
+    small, big = g.broadcast_pair()
+    if len(small) > len(big) or any(s not in (1, b) for s, b in zip(small[::-1], big[::-1])):
+        small, big = big, small
+    x = g.array(small, g.dtype("X"))
+    if "ShapeLike" in g.want or g.flag():
+        return one_op(g, {"X": x, "ShapeLike": g.array(big, g.dtype("ShapeLike"))}, known=("X", "ShapeLike"))
+    return one_op(g, {"X": x}, {"shape": big}, known=("X",))
+
+
+def _reshape(g: Draw) -> Built:
+    shape = g.shape()
+    size = int(np.prod(shape))
+    sizes = [shape[::-1], shape + [1]] + ([[size]] if size else [])  # a 0 in `shape` copies X's dim: no empty sizes
+    target = g(st.sampled_from([[-1], [1, -1], [0] * len(shape)] + [s for s in sizes if 0 not in s]))
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"shape": target})
+
+
+def _transpose(g: Draw) -> Built:
+    shape = g.shape()
+    perm = g(st.permutations(range(len(shape))))
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"perm": list(perm)})
+
+
+def _concat(g: Draw) -> Built:
+    shape, dtype = g.shape(min_rank=1), g.dtype("X")
+    axis = g.int(-len(shape), len(shape) - 1)
+    xs = []
+    for _ in range(g.int(1, 3)):
+        piece = list(shape)
+        piece[axis] = g.int(0, 3)
+        xs.append(g.array(piece, dtype))
+    return one_op(g, {"X": xs}, {"axis": axis}, known=("X",))
+
+
+def _sections(g: Draw, size: int) -> list[int]:
+    cuts = sorted(g(st.lists(st.integers(0, size), max_size=3)))
+    sections = [b - a for a, b in zip([0] + cuts, cuts + [size])]
+    if g.flag():
+        sections[g.int(0, len(sections) - 1)] = -1
+    return sections
+
+
+def _split(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    axis = g.int(-len(shape), len(shape) - 1)
+    sections = _sections(g, shape[axis])
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"axis": axis, "sections": sections},
+                  {"Out": len(sections)}, known=("X",))
+
+
+def _slice_attrs(g: Draw, rank: int) -> dict:
+    axes = g(st.lists(st.integers(0, rank - 1), unique=True, max_size=rank)) if rank else []
+    return {"axes": axes, "starts": [g.int(-4, 4) for _ in axes], "ends": [g.int(-4, 4) for _ in axes]}
+
+
+def _slice(g: Draw) -> Built:
+    shape = g.shape()
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, _slice_attrs(g, len(shape)))
+
+
+def _slice_grad(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("X")
+    attrs = _slice_attrs(g, len(shape))
+    index = [slice(None)] * len(shape)
+    for a, s, e in zip(attrs["axes"], attrs["starts"], attrs["ends"]):
+        index[a] = slice(s, e)
+    out = np.zeros(shape)[tuple(index)].shape
+    return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(out, dtype)}, attrs)
+
+
+def _squeeze(g: Draw) -> Built:
+    shape = g.shape(max_side=2)
+    ones = [i for i, d in enumerate(shape) if d == 1]
+    axes = g(st.lists(st.sampled_from(ones), unique=True)) if ones else []
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"axes": axes}, known=() if axes else ("X",))
+
+
+def _unsqueeze(g: Draw) -> Built:
+    shape = g.shape(max_rank=3)
+    axes = [g.int(-(len(shape) + k + 1), len(shape) + k) for k in range(g.int(1, 2))]
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"axes": axes})
+
+
+def _stack(g: Draw) -> Built:
+    xs = _same_arrays(g, g.shape(max_rank=3))
+    return one_op(g, {"X": xs}, {"axis": g.int(-xs[0].ndim - 1, xs[0].ndim)}, known=("X",))
+
+
+def _gather_parts(g: Draw):
+    shape = g.shape(min_rank=1)
+    axis = g.int(-len(shape), len(shape) - 1)
+    shape[axis] = max(shape[axis], 1)
+    index = g.array(g.shape(max_rank=2), g.dtype("Index"), 0, shape[axis] - 1)
+    return shape, axis, index
+
+
+def _gather(g: Draw) -> Built:
+    shape, axis, index = _gather_parts(g)
+    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Index": index}, {"axis": axis})
+
+
+def _gather_grad(g: Draw) -> Built:
+    shape, axis, index = _gather_parts(g)
+    dtype = g.dtype("X")
+    out = np.take(np.zeros(shape), np.zeros(index.shape, int), axis=axis).shape
+    return one_op(g, {"X": g.array(shape, dtype), "Index": index, "Out@GRAD": g.array(out, dtype)}, {"axis": axis})
+
+
+def _reshape_as(g: Draw) -> Built:
+    shape = g.shape()
+    target = g(st.sampled_from([shape[::-1], shape + [1], [int(np.prod(shape))]]))
+    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Target": g.array(target, g.dtype("Target"))},
+                  known=("Target",))
+
+
+def _split_like(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    axis = g.int(-len(shape), len(shape) - 1)
+    sections = [s if s != -1 else 0 for s in _sections(g, shape[axis])]
+    sections[-1] += shape[axis] - sum(sections)
+    likes = []
+    for s in sections:
+        piece = list(shape)
+        piece[axis] = s
+        likes.append(g.array(piece, g.dtype("Like")))
+    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Like": likes}, {"axis": axis}, {"Out": len(likes)},
+                  known=("Like",))
+
+
+# -- logic, nn, network -----------------------------------------------------------------------------------------
+def _one_hot(g: Draw) -> Built:
+    depth = g.int(1, 4)
+    return one_op(g, {"X": g.array(g.shape(max_rank=3), g.dtype("X"), 0, depth - 1)},
+                  {"depth": depth, "dtype": g.dtype("dtype")})
+
+
+def _softmax(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    axis = g.int(-len(shape), len(shape) - 1)
+    shape[axis] = max(shape[axis], 1)  # a softmax over nothing has no max to subtract
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, {"axis": axis})
+
+
+def _labels(g: Draw, slot: str, axis_last: bool) -> Built:
+    """cross_entropy (class axis last) and softmax_with_cross_entropy (any axis): soft or hard labels."""
+    label_dtype = g.want.get("Label")
+    soft = label_dtype in FLOAT_DTYPES if label_dtype else g.flag()
+    dtype = label_dtype if soft and label_dtype else g.dtype(slot)
+    shape = g.shape(min_rank=1)
+    axis = len(shape) - 1 if axis_last else g.int(-len(shape), len(shape) - 1)
+    shape[axis] = max(shape[axis], 1)
+    x = g.array(shape, dtype, 0.5, 2) if axis_last else g.array(shape, dtype)
+    if soft:
+        label = g.array(shape, dtype, 0, 1)
+    else:
+        lshape = [1 if i == axis % len(shape) else d for i, d in enumerate(shape)]
+        if g.flag():
+            del lshape[axis]
+        label = g.array(lshape, label_dtype or g.dtype("Label", INT_DTYPES), 0, shape[axis] - 1)
+    attrs = {"soft_label": soft} if axis_last else {"soft_label": soft, "axis": axis}
+    return one_op(g, {slot: x, "Label": label}, attrs)
+
+
+def _sigmoid_ce(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("X")
+    return one_op(g, {"X": g.array(shape, dtype), "Label": g.array(shape, dtype, 0, 1)})
+
+
+def _dropout(g: Draw) -> Built:
+    return one_op(g, {"X": g.array(g.shape(), g.dtype("X"))},
+                  {"p": g(st.sampled_from([0.0, 0.5, 0.9])), "is_test": g.flag(), "seed": g.int(0, 9)})
+
+
+def _lookup_table(g: Draw) -> Built:
+    rows = g.int(1, 4)
+    return one_op(g, {"W": g.array([rows, g.int(0, 3)], g.dtype("W")),
+                      "Ids": g.array(g.shape(max_rank=3), g.dtype("Ids"), 0, rows - 1)})
+
+
+def _batch_norm(g: Draw) -> Built:
+    shape, dtype = g.shape(min_rank=2), g.dtype("X")
+    c = [shape[1]]
+    return one_op(g, {"X": g.array(shape, dtype), "Scale": g.array(c, dtype), "Bias": g.array(c, dtype),
+                      "Mean": g.array(c, dtype), "Variance": g.array(c, dtype, 0.5, 2)},
+                  {"is_test": g.flag(), "momentum": 0.9})
+
+
+# -- optimizers -------------------------------------------------------------------------------------------------
+def _update(g: Draw) -> Built:
+    op, shape, dtype = g.schema.type, g.shape(), g.dtype("Param")
+    lr = g.array(g(st.sampled_from([[], [1]])), dtype, 0.5, 1)
+    ins = {"Param": g.array(shape, dtype), "Grad": g.array(shape, dtype), "LearningRate": lr}
+    if op == "momentum":
+        ins["Velocity"] = g.array(shape, dtype)
+    if op == "adam":
+        ins.update(Moment1=g.array(shape, dtype), Moment2=g.array(shape, dtype, 0, 2),
+                   Beta1Pow=g.array([], dtype, 0.5, 0.5), Beta2Pow=g.array([], dtype, 0.5, 0.5))
+    return one_op(g, ins, {"use_nesterov": g.flag()} if op == "momentum" else {}, known=tuple(ins))
+
+
+def _norms(g: Draw) -> Built:
+    xs = [g.array(g.shape(), g.dtype("X"))]  # the rest of any float dtype: the schema does not ask for one
+    xs += [g.array(g.shape(), g(st.sampled_from(FLOAT_DTYPES))) for _ in range(g.int(0, 2))]
+    attrs = {"max_norm": 1.0} if g.schema.type == "clip_by_global_norm" else {}
+    return one_op(g, {"X": xs}, attrs, {"Out": len(xs)} if attrs else None)
+
+
+# -- conv and pooling -------------------------------------------------------------------------------------------
+def _conv_parts(g: Draw):
+    groups = g.int(1, 2)
+    n, cin, cout = g.int(0, 2), g.int(1, 2), groups * g.int(1, 2)
+    kh, kw, s, p, d = g.int(1, 2), g.int(1, 2), g.int(1, 2), g.int(0, 1), g.int(1, 2)
+    h, w = d * (kh - 1) + 1 + g.int(0, 2), d * (kw - 1) + 1 + g.int(0, 2)
+    attrs = {"strides": [s, s], "paddings": [p, p], "dilations": [d, d], "groups": groups}
+    out = [n, cout, (h + 2 * p - d * (kh - 1) - 1) // s + 1, (w + 2 * p - d * (kw - 1) - 1) // s + 1]
+    return [n, cin * groups, h, w], [cout, cin, kh, kw], out, attrs
+
+
+def _conv2d(g: Draw) -> Built:
+    x, f, out, attrs = _conv_parts(g)
+    dtype = g.dtype("Filter" if g.schema.type == "conv2d_input_grad" else "Input")  # the slot the others follow
+    ins = {"Input": g.array(x, dtype), "Filter": g.array(f, dtype)}
+    if g.schema.type != "conv2d":
+        ins["Output@GRAD"] = g.array(out, dtype)
+        ins = {s.name: ins[s.name] for s in g.schema.inputs}
+    return one_op(g, ins, attrs, known=("Filter",))
+
+
+def _pool_parts(g: Draw):
+    k, s = g.int(1, 3), g.int(1, 2)
+    p = g.int(0, k - 1)
+    h, w = k - 2 * p + g.int(0, 2), k - 2 * p + g.int(0, 2)
+    x = [g.int(0, 2), g.int(0, 2), max(h, 1), max(w, 1)]
+    out = x[:2] + [(x[2] + 2 * p - k) // s + 1, (x[3] + 2 * p - k) // s + 1]
+    attrs = {"pooling_type": g(st.sampled_from(["max", "avg"])), "ksize": [k, k], "strides": [s, s],
+             "paddings": [p, p]}
+    return x, out, attrs
+
+
+def _pool(g: Draw) -> Built:
+    x, out, attrs = _pool_parts(g)
+    dtype = g.dtype("X")
+    ins = {"X": g.array(x, dtype)}
+    if g.schema.type == "pool2d_grad":
+        ins["Out@GRAD"] = g.array(out, dtype)
+    if g.schema.type == "pool2d_select":
+        attrs["pooling_type"] = "max"
+        ins["D"] = g.array(x, dtype)
+    return one_op(g, ins, attrs, known=("X", "D"))
+
+
+# -- control flow -----------------------------------------------------------------------------------------------
+def _cond(g: Draw) -> Built:
+    main = Program()
+    x = g.array(g.shape(), g.dtype("Input"))
+    pred = g.array(g(st.sampled_from([[], [1]])), g.dtype("Cond"))
+    with program_guard(main, Program()):
+        xv, pv = layers.data("x", list(x.shape), x.dtype.name), layers.data("pred", list(pred.shape), "bool")
+        layers.cond(pv, lambda: layers.assign(xv), lambda: layers.assign(layers.assign(xv)))
+    return Built(main, main.global_block().ops[-1], {"x": x, "pred": pred})
+
+
+def _while(g: Draw) -> Built:
+    main = Program()
+    x, steps = g.array(g.shape(), g.dtype("X", DTYPES) if "Input" not in g.want else g.want["Input"]), g.int(0, 3)
+    with program_guard(main, Program()):  # the body reads x from outside (Input) and carries it (X)
+        xv = layers.data("x", list(x.shape), x.dtype.name)
+        limit = layers.fill_constant([], "int64", steps)
+        layers.while_loop(lambda t, v: layers.less_than(t, limit), lambda t, v: [t + 1, layers.assign(xv)],
+                          [layers.fill_constant([], "int64", 0), xv])
+    return Built(main, main.global_block().ops[-1], {"x": x})
+
+
+CASES: dict[str, Callable[[Draw], Built]] = {
+    **{t: _unary for t in UNARY_ATTRS},
+    **{t: _from_output for t in ("relu_grad", "tanh_grad", "sigmoid_grad")},
+    **{t: _like_x for t in ("leaky_relu_grad", "clip_grad", "gelu_grad")},
+    **{t: _binary for t in ELEMENTWISE_TYPES + COMPARISONS},
+    **{t: _reduce for t in REDUCE_TYPES},
+    **{t: _conv2d for t in ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")},
+    **{t: _pool for t in ("pool2d", "pool2d_grad", "pool2d_select")},
+    **{t: _update for t in ("sgd", "momentum", "adam")},
+    **{t: _norms for t in ("global_norm", "clip_by_global_norm")},
+    **{t: _random for t in ("uniform_random", "gaussian_random")},
+    **{t: _filled_like for t in ("fill_any_like", "fill_zeros_like")},
+    **{t: _softmax for t in ("softmax", "log_softmax")},
+    "where": _where, "matmul": _matmul, "mean": _mean, "reduce_mean_grad": _mean_grad, "argmax": _argmax,
+    "fill_constant": _fill_constant, "assign": _assign, "cast": _cast, "sum": _sum, "reduce_as": _reduce_as,
+    "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "concat": _concat, "split": _split,
+    "slice": _slice, "slice_grad": _slice_grad, "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack,
+    "gather": _gather, "gather_grad": _gather_grad, "reshape_as": _reshape_as, "split_like": _split_like,
+    "one_hot": _one_hot, "cross_entropy": lambda g: _labels(g, "X", True),
+    "softmax_with_cross_entropy": lambda g: _labels(g, "Logits", False),
+    "sigmoid_cross_entropy_with_logits": _sigmoid_ce,
+    "dropout": _dropout, "lookup_table": _lookup_table, "batch_norm": _batch_norm, "cond": _cond, "while": _while,
+}
+"""op type -> the builder of one valid case of it."""
+
+
+__all__ = ["Built", "Draw", "one_op", "CASES"]
