@@ -21,11 +21,12 @@ from .. import optimizer
 from ..data import DataFeeder
 from ..passes.backward import append_backward, gradients
 from ..runtime.executor import Executor
+from ..runtime.place import CPUPlace
 from ..runtime.scope import Scope, global_scope, scope_guard
 from . import core, io, layers
 
 __all__ = [
     "Program", "program_guard", "default_main_program", "default_startup_program", "data", "layers", "optimizer",
-    "initializer", "ParamAttr", "Executor", "Scope", "global_scope", "scope_guard", "DataFeeder", "io", "core",
+    "initializer", "ParamAttr", "Executor", "CPUPlace", "Scope", "global_scope", "scope_guard", "DataFeeder", "io", "core",
     "append_backward", "gradients",
 ]

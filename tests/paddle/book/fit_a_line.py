@@ -14,12 +14,10 @@
 
 # Ported from PaddlePaddle/book, 01.fit_a_line/train.py (license above),
 # to show that Paddle Fluid code runs on gradgen. Only the imports differ (gradgen's fluid facade; `paddle` gives
-# batch/shuffle and synthetic data; no downloads), plus the lines marked MERGE below.
+# batch/shuffle and synthetic data; no downloads).
 #
 # Edits to the book's code: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it no longer turns a
-# one-element array into a float, and the book prints [1]-shaped rows with %.2f). The lines marked MERGE drop the
-# place until Executor(place) and CPUPlace() land (the robust helper's branch): restore them as the comment on
-# each says; they are not counted.
+# one-element array into a float, and the book prints [1]-shaped rows with %.2f).
 
 from __future__ import print_function
 
@@ -117,8 +115,8 @@ def main():
 
     # can use CPU or GPU
     use_cuda = args.use_gpu
-    place = None  # MERGE: fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
-    exe = fluid.Executor()  # MERGE: fluid.Executor(place)
+    place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
+    exe = fluid.Executor(place)
 
     # Specify the directory to save the parameters
     params_dirname = "fit_a_line.inference.model"
@@ -132,7 +130,7 @@ def main():
     test_prompt = "Test cost"
     step = 0
 
-    exe_test = fluid.Executor()  # MERGE: fluid.Executor(place)
+    exe_test = fluid.Executor(place)
 
     for pass_id in range(num_epochs):
         for data_train in train_reader():
@@ -170,7 +168,7 @@ def main():
             print("kpis\ttrain_cost\t%f" % avg_loss_value[0])
             print("kpis\ttest_cost\t%f" % test_metics[0])
 
-    infer_exe = fluid.Executor()  # MERGE: fluid.Executor(place)
+    infer_exe = fluid.Executor(place)
     inference_scope = fluid.core.Scope()
 
     # infer

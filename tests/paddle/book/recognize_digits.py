@@ -14,13 +14,12 @@
 
 # Ported from PaddlePaddle/book, 02.recognize_digits/train.py (license
 # above), to show that Paddle Fluid code runs on gradgen. Only the imports differ (gradgen's fluid facade;
-# `paddle` gives batch/shuffle and synthetic digits; a PIL stand-in draws image/infer_3.png), plus the lines
-# marked MERGE below. The test runs the multilayer perceptron, as the book's "uncomment for MLP" line does.
+# `paddle` gives batch/shuffle and synthetic digits; a PIL stand-in draws image/infer_3.png).
+# The test runs the multilayer perceptron, as the book's "uncomment for MLP" line does.
 #
 # Edits to the book's code: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it no longer turns a
 # one-element array into a float; fluid.layers.mean returns shape [1] as Paddle 1.x's does, accuracy a 0-d value
-# as gradgen's layers do). The lines marked MERGE drop the place until Executor(place) and CPUPlace() land (the
-# robust helper's branch): restore them as the comment on each says; they are not counted.
+# as gradgen's layers do).
 
 from __future__ import print_function
 
@@ -142,9 +141,9 @@ def train(nn_type,
         avg_loss_val_mean = numpy.array(avg_loss_set).mean()
         return avg_loss_val_mean, acc_val_mean
 
-    place = None  # MERGE: fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
+    place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
 
-    exe = fluid.Executor()  # MERGE: fluid.Executor(place)
+    exe = fluid.Executor(place)
 
     feeder = fluid.DataFeeder(feed_list=[img, label], place=place)
     exe.run(startup_program)
@@ -196,8 +195,8 @@ def infer(use_cuda,
     if save_dirname is None:
         return
 
-    place = None  # MERGE: fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
-    exe = fluid.Executor()  # MERGE: fluid.Executor(place)
+    place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
+    exe = fluid.Executor(place)
 
     def load_image(file):
         im = Image.open(file).convert('L')
