@@ -6,10 +6,22 @@ import os
 
 import numpy as np
 
+from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 
+__all__ = ["CliError", "load_program", "ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args",
+           "describe_array"]
 
-__all__ = ["ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args", "describe_array"]
+
+class CliError(GradgenError):
+    """A command-line mistake: a missing file, an unknown var name, a malformed argument."""
+
+
+def load_program(path: str) -> Program:
+    """The program saved at ``path``, or a CliError when there is no such file."""
+    if not os.path.exists(path):
+        raise CliError(f"no such program file: {path}")
+    return Program.load(path)
 
 
 class ArgumentError(GradgenError):
