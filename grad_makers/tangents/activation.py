@@ -59,6 +59,6 @@ def scale_tangent(g, op):
     return {"Out": g.scale(t, op.attr("scale"))} if t is not None else {}
 
 
-__all__ = ["slope", "diagonal", "exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent", "cos_tangent",
-           "abs_tangent", "softplus_tangent", "log_tangent", "sqrt_tangent", "sigmoid_tangent", "tanh_tangent",
+__all__ = ["slope", "diagonal", "exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent",
+           "cos_tangent", "abs_tangent", "softplus_tangent", "log_tangent", "sqrt_tangent", "sigmoid_tangent", "tanh_tangent",
            "relu_tangent", "leaky_relu_tangent", "clip_tangent", "gelu_tangent", "scale_tangent"]

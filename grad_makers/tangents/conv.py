@@ -36,4 +36,5 @@ def pool2d_tangent(g, op):
     return {"Out": g.op("pool2d_select", {"X": op.input("X"), "D": t}, op.attrs)}
 
 
-__all__ = ["conv2d_tangent", "conv2d_transpose_tangent", "conv2d_input_grad_tangent", "conv2d_filter_grad_tangent", "pool2d_tangent"]
+__all__ = ["conv2d_tangent", "conv2d_transpose_tangent", "conv2d_input_grad_tangent", "conv2d_filter_grad_tangent",
+           "pool2d_tangent"]
