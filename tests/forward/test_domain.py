@@ -83,3 +83,23 @@ def test_a_tie_moves_by_the_mean_of_the_tied_tangents(build, want):
             "vx": np.array([[1.0, 0.0, 4.0], [0.0, 3.0, 4.0]]), "vy": np.array([4.0, 1.0, -4.0])}
     (have,) = Executor(check_types=True).run(main, feed=feed, fetch_list=[t])
     np.testing.assert_allclose(have, want, rtol=0, atol=1e-15)
+
+
+def test_reduce_prod_moves_exactly_at_zeros_with_a_run_time_dim_and_its_second_order_says_what_it_needs():
+    """The product's tangent needs no division (one zero in a row still moves it); prod_others' tangent (forward
+    over reverse) needs the reduced size at compile time, and says so naming the op."""
+    from gradgen.framework import ForwardError
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, -1], "float64")
+        v = layers.data("v", [2, -1], "float64")
+        y = layers.reduce_sum(layers.reduce_prod(x, [1]))
+        (t,) = forward_gradients(y, [x], [v])
+        (gx,) = gradients(y, [x])
+        with pytest.raises(ForwardError, match=r"block 0, op #\d+ \(prod_others\).*needs the sizes of the reduced "
+                                               r"dims \[1\] at compile time, got \[2, -1\]"):
+            forward_gradients(gx, [x], [v])
+    feed = {"x": np.array([[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]]), "v": np.ones((2, 3))}
+    (have,) = Executor(check_types=True).run(main, feed=feed, fetch_list=[t])
+    assert have == pytest.approx(1 * 0 + 1 * 0 + 1 * 2 + 20 + 15 + 12, abs=1e-12)
