@@ -55,6 +55,11 @@ def extra_cases():
         yield Case("cross_entropy", {"X": probs, "Label": labels}, None, ignored, label=f"ignored{labels.ndim}")
         yield Case("softmax_with_cross_entropy", {"Logits": _r(2, 3, 5), "Label": labels}, None, ignored,
                    label=f"ignored{labels.ndim}")
+    in_range = {"soft_label": False, "ignore_index": 1}  # an ignored label that is also a class
+    yield Case("cross_entropy", {"X": probs, "Label": np.array([[1, 3, 0], [1, 1, 4]])}, None, in_range,
+               label="ignored class 1")
+    yield Case("softmax_with_cross_entropy", {"Logits": _r(2, 3, 5), "Label": np.array([[1, 3, 0], [1, 1, 4]])},
+               None, in_range, label="ignored class 1")
     yield Case("softmax_with_cross_entropy", {"Logits": _r(2, 4, 3), "Label": np.array([[[1, 0, 3]], [[2, 2, -1]]])},
                None, {"soft_label": False, "axis": 1, "ignore_index": -1}, label="classes on axis 1, ignored")
     distinct = rng.permutation(15).reshape(3, 5) * 0.3 + 0.05  # no ties: top_k is differentiable there
