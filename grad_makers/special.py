@@ -34,18 +34,22 @@ def _elu_grad(g, x, dout, alpha: float):
 elu_grad = unary("elu", emits=("elu_grad",), rule=lambda g, x, out, dout, alpha: _elu_grad(g, x, dout, alpha))
 
 
+def elu_mask_slope(g, x, w, alpha: float):
+    """w * m'(x) for elu's mask m = 1 (x > 0) or alpha exp(x): m'(x) = m(x) - [x > 0] (relu_grad reads x as
+    its mask). Shared with forward mode, whose tangent of elu_grad moves with x by this term."""
+    return g.sub(_elu_grad(g, x, w, alpha), g.op("relu_grad", {"Out": x, "Out@GRAD": w}, outputs="X@GRAD"))
+
+
 @grad_maker("elu_grad", emits=("elu_grad", "relu_grad", "elementwise_mul", "elementwise_sub"))
 def elu_grad_grad(g, op):
     """X@GRAD = dout * m(x), m = 1 (x > 0) or alpha exp(x): linear in dout (the same op on ddX); in x,
-    ddX * dout * m'(x), with m'(x) = m(x) - [x > 0] (relu_grad reads x as its mask)."""
+    ddX * dout * m'(x)."""
     x, dout, dd, alpha = op.input("X"), op.input("Out@GRAD"), op.grad("X@GRAD"), op.attr("alpha")
-    w = g.mul(dd, dout)
-    step = g.op("relu_grad", {"Out": x, "Out@GRAD": w}, outputs="X@GRAD")
-    return {"Out@GRAD": _elu_grad(g, x, dd, alpha), "X": g.sub(_elu_grad(g, x, w, alpha), step)}
+    return {"Out@GRAD": _elu_grad(g, x, dd, alpha), "X": elu_mask_slope(g, x, g.mul(dd, dout), alpha)}
 
 
 logsumexp_grad = reduction("logsumexp", emits=("unsqueeze", "elementwise_sub", "exp", "elementwise_mul"),
                            rule=lambda g, x, out, dout: g.mul(dout, g.exp(g.sub(x, out))))
 """d logsumexp / dx = softmax(x) = exp(x - out) over the reduced dims."""
 
-__all__ = ["erf_grad", "silu_grad", "elu_grad", "elu_grad_grad", "logsumexp_grad", "TWO_OVER_SQRT_PI"]
+__all__ = ["erf_grad", "silu_grad", "elu_grad", "elu_grad_grad", "elu_mask_slope", "logsumexp_grad", "TWO_OVER_SQRT_PI"]

@@ -6,21 +6,21 @@ from .. import activation as reverse
 from .base import by_name, tangent_rule
 
 
-def _slope(maker):
+def slope(maker):
     """``dout = f'(x) * dx`` with the slope the grad maker keeps (from the input or from the output)."""
-    slope, of_output = maker.slope, maker.slope_of == "Out"
+    formula, of_output = maker.slope, maker.slope_of == "Out"
 
     def rule(g, op):
         t = op.tangent("X")
         if t is None:
             return {}
         v = op.output("Out") if of_output else op.input("X")
-        return {"Out": g.mul(t, slope(g, v, **by_name(slope, 2, op)))}
+        return {"Out": g.mul(t, formula(g, v, **by_name(formula, 2, op)))}
 
     return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
 
 
-def _diagonal(maker):
+def diagonal(maker):
     """The grad maker's ``rule(g, x, out, dout)`` applied to the tangent in place of ``dout``."""
     formula = maker.rule
 
@@ -33,23 +33,23 @@ def _diagonal(maker):
     return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
 
 
-exp_tangent = _slope(reverse.exp_grad)
-reciprocal_tangent = _slope(reverse.reciprocal_grad)
-square_tangent = _slope(reverse.square_grad)
-pow_tangent = _slope(reverse.pow_grad)
-sin_tangent = _slope(reverse.sin_grad)
-cos_tangent = _slope(reverse.cos_grad)
-abs_tangent = _slope(reverse.abs_grad)
-softplus_tangent = _slope(reverse.softplus_grad)
+exp_tangent = slope(reverse.exp_grad)
+reciprocal_tangent = slope(reverse.reciprocal_grad)
+square_tangent = slope(reverse.square_grad)
+pow_tangent = slope(reverse.pow_grad)
+sin_tangent = slope(reverse.sin_grad)
+cos_tangent = slope(reverse.cos_grad)
+abs_tangent = slope(reverse.abs_grad)
+softplus_tangent = slope(reverse.softplus_grad)
 
-log_tangent = _diagonal(reverse.log_grad)
-sqrt_tangent = _diagonal(reverse.sqrt_grad)
-sigmoid_tangent = _diagonal(reverse.sigmoid_grad)
-tanh_tangent = _diagonal(reverse.tanh_grad)
-relu_tangent = _diagonal(reverse.relu_grad)
-leaky_relu_tangent = _diagonal(reverse.leaky_relu_grad)
-clip_tangent = _diagonal(reverse.clip_grad)
-gelu_tangent = _diagonal(reverse.gelu_grad)
+log_tangent = diagonal(reverse.log_grad)
+sqrt_tangent = diagonal(reverse.sqrt_grad)
+sigmoid_tangent = diagonal(reverse.sigmoid_grad)
+tanh_tangent = diagonal(reverse.tanh_grad)
+relu_tangent = diagonal(reverse.relu_grad)
+leaky_relu_tangent = diagonal(reverse.leaky_relu_grad)
+clip_tangent = diagonal(reverse.clip_grad)
+gelu_tangent = diagonal(reverse.gelu_grad)
 
 
 @tangent_rule("scale", emits=("scale",))
@@ -59,6 +59,6 @@ def scale_tangent(g, op):
     return {"Out": g.scale(t, op.attr("scale"))} if t is not None else {}
 
 
-__all__ = ["exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent", "cos_tangent",
-           "abs_tangent", "softplus_tangent", "log_tangent", "sqrt_tangent", "sigmoid_tangent", "tanh_tangent",
+__all__ = ["slope", "diagonal", "exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent",
+           "cos_tangent", "abs_tangent", "softplus_tangent", "log_tangent", "sqrt_tangent", "sigmoid_tangent", "tanh_tangent",
            "relu_tangent", "leaky_relu_tangent", "clip_tangent", "gelu_tangent", "scale_tangent"]

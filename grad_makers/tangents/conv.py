@@ -18,6 +18,8 @@ def _bilinear(a_slot: str, b_slot: str, out: str):
 
 
 conv2d_tangent = tangent_rule("conv2d", emits=("conv2d", "elementwise_add"))(_bilinear("Input", "Filter", "Output"))
+conv2d_transpose_tangent = tangent_rule("conv2d_transpose", emits=("conv2d_transpose", "elementwise_add"))(
+    _bilinear("Input", "Filter", "Output"))
 conv2d_input_grad_tangent = tangent_rule("conv2d_input_grad", emits=("conv2d_input_grad", "elementwise_add"))(
     _bilinear("Filter", "Output@GRAD", "Input@GRAD"))
 conv2d_filter_grad_tangent = tangent_rule("conv2d_filter_grad", emits=("conv2d_filter_grad", "elementwise_add"))(
@@ -34,4 +36,5 @@ def pool2d_tangent(g, op):
     return {"Out": g.op("pool2d_select", {"X": op.input("X"), "D": t}, op.attrs)}
 
 
-__all__ = ["conv2d_tangent", "conv2d_input_grad_tangent", "conv2d_filter_grad_tangent", "pool2d_tangent"]
+__all__ = ["conv2d_tangent", "conv2d_transpose_tangent", "conv2d_input_grad_tangent", "conv2d_filter_grad_tangent",
+           "pool2d_tangent"]

@@ -1,6 +1,7 @@
 """Tangents of binary elementwise ops and matmul: the product rule, each term at the output's shape."""
 from __future__ import annotations
 
+from .. import elementwise as reverse
 from .base import at_shape, tangent_rule, total
 
 
@@ -47,22 +48,20 @@ def pow_tangent(g, op):
                              ty and g.mul(ty, g.mul(out, g.log(x)))])}
 
 
-def _winner(compare_x: str, compare_y: str):
-    """max/min: the output moves with the input that won (ties to X), as the reverse rule sends the gradient."""
+def _winner(maker):
+    """max/min: the reverse rule's per-input slope (1 where the input won, 1/2 at a tie, 0 where it lost) is
+    diagonal, so its formula applied to each input's tangent in place of dout gives that input's term."""
+    dx, dy = maker.rule
 
     def rule(g, op):
         x, y, out, tx, ty = _sides(op)
-        dtype = op.dtype(out)
-        return {"Out": total(g, [tx and g.mul(tx, g.cast(g.compare(compare_x, x, y), dtype)),
-                                 ty and g.mul(ty, g.cast(g.compare(compare_y, x, y), dtype))])}
+        return {"Out": total(g, [tx and dx(g, x, y, out, tx, op), ty and dy(g, x, y, out, ty, op)])}
 
-    return rule
+    return tangent_rule(*maker.grad_of, emits=tuple(e for e in maker.emits if e != "reduce_as"))(rule)
 
 
-maximum_tangent = tangent_rule("elementwise_max", emits=("greater_equal", "less_than", "cast", "elementwise_mul",
-                                                         "elementwise_add"))(_winner("greater_equal", "less_than"))
-minimum_tangent = tangent_rule("elementwise_min", emits=("less_equal", "greater_than", "cast", "elementwise_mul",
-                                                         "elementwise_add"))(_winner("less_equal", "greater_than"))
+maximum_tangent = _winner(reverse.maximum_grad)
+minimum_tangent = _winner(reverse.minimum_grad)
 
 
 @tangent_rule("matmul", emits=("matmul", "elementwise_add"))

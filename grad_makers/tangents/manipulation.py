@@ -8,6 +8,13 @@ moved_tangent = linear_in("assign", "cast", "broadcast_to", "reduce_as", "reshap
 """The op itself on X's tangent (its other inputs are shapes or indices)."""
 
 
+@tangent_rule("pad", emits=("pad",))
+def pad_tangent(g, op):
+    """The padding is a constant: the tangent is padded with zeros whatever ``pad_value`` is."""
+    t = op.tangent("X")
+    return {"Out": g.op("pad", {"X": t}, {**op.attrs, "pad_value": 0.0})} if t is not None else {}
+
+
 @tangent_rule("split", "split_like", emits=("split", "split_like"))
 def split_tangent(g, op):
     t = op.tangent("X")
@@ -42,4 +49,4 @@ def where_tangent(g, op):
     return {"Out": g.where(op.input("Condition"), tx, ty)}
 
 
-__all__ = ["moved_tangent", "split_tangent", "joined_tangent", "sum_tangent", "where_tangent"]
+__all__ = ["moved_tangent", "pad_tangent", "split_tangent", "joined_tangent", "sum_tangent", "where_tangent"]

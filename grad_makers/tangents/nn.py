@@ -27,37 +27,45 @@ def log_softmax_tangent(g, op):
     return {"Out": g.sub(t, g.reduce_sum(g.mul(g.exp(out), t), [_axis(op, out)], keep_dim=True))}
 
 
-def _target(g, op, label: str, like: str, soft: bool):
-    return label if soft else reverse._one_hot(g, op, label, like)
+def _hard_labels(g, op, label: str, like: str, axis: int, inner):
+    """``inner`` (the loss's tangent before the sum over the classes) for hard int labels: summed over ``axis``
+    and zeroed on the rows of ``ignore_index``, as the reverse rule zeroes their gradient."""
+    summed = g.reduce_sum(inner, [axis], keep_dim=True)
+    return g.mul(summed, reverse._kept(g, op, label, like, axis))
 
 
-@tangent_rule("cross_entropy", emits=("squeeze", "one_hot", "elementwise_div", "elementwise_mul", "reduce_sum",
-                                      "scale", "log", "elementwise_add"))
+@tangent_rule("cross_entropy", emits=reverse._HARD_LABELS + ("elementwise_div", "elementwise_mul", "reduce_sum",
+                                                              "scale", "log", "elementwise_add"))
 def cross_entropy_tangent(g, op):
     """Out = -sum(label * log(X)) over the last axis: dOut = -sum(label * dX / X + dLabel * log(X))."""
     x, label, soft = op.input("X"), op.input("Label"), op.attr("soft_label")
     tx, tl = op.tangent("X"), op.tangent("Label") if soft else None
-    axis = [len(op.shape(x)) - 1]
-    inner = total(g, [tx and g.mul(_target(g, op, label, x, soft), g.div(tx, x)), tl and g.mul(tl, g.log(x))])
-    return {"Out": inner and g.neg(g.reduce_sum(inner, axis, keep_dim=True))}
+    axis = len(op.shape(x)) - 1
+    if not soft:
+        return {"Out": tx and g.neg(_hard_labels(g, op, label, x, axis,
+                                                 g.mul(reverse._one_hot(g, op, label, x, axis), g.div(tx, x))))}
+    inner = total(g, [tx and g.mul(label, g.div(tx, x)), tl and g.mul(tl, g.log(x))])
+    return {"Out": inner and g.neg(g.reduce_sum(inner, [axis], keep_dim=True))}
 
 
-@tangent_rule("softmax_with_cross_entropy", emits=("squeeze", "one_hot", "elementwise_sub", "elementwise_mul",
-                                                   "reduce_sum", "elementwise_add", "log_softmax", "scale"))
+@tangent_rule("softmax_with_cross_entropy", emits=reverse._HARD_LABELS + (
+    "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale"))
 def softmax_with_cross_entropy_tangent(g, op):
-    """dLoss = sum((softmax * sum(label) - label) * dLogits) - sum(dLabel * log_softmax(logits)); dSoftmax as
-    softmax's."""
+    """dLoss = sum((softmax * sum(label) - label) * dLogits) - sum(dLabel * log_softmax(logits)) (hard labels:
+    label one-hot, ignored rows 0); dSoftmax as softmax's."""
     logits, label, softmax = op.input("Logits"), op.input("Label"), op.output("Softmax")
     soft, axis = op.attr("soft_label"), _axis(op, logits)
     tx, tl = op.tangent("Logits"), op.tangent("Label") if soft else None
+    moved = tx and g.mul(softmax, g.sub(tx, g.reduce_sum(g.mul(tx, softmax), [axis], keep_dim=True)))
+    if not soft:
+        slope = g.sub(softmax, reverse._one_hot(g, op, label, logits, axis))
+        return {"Loss": tx and _hard_labels(g, op, label, logits, axis, g.mul(slope, tx)), "Softmax": moved}
     # d loss / d logits = softmax * sum(label) - label (soft labels need not sum to 1)
-    slope = g.sub(g.mul(softmax, g.reduce_sum(label, [axis], keep_dim=True)), label) if soft \
-        else g.sub(softmax, _target(g, op, label, logits, soft))
+    slope = g.sub(g.mul(softmax, g.reduce_sum(label, [axis], keep_dim=True)), label)
     through_logits = tx and g.mul(slope, tx)
     through_label = tl and g.neg(g.mul(tl, g.op("log_softmax", {"X": logits}, {"axis": axis})))
     inner = total(g, [through_logits, through_label])
-    return {"Loss": inner and g.reduce_sum(inner, [axis], keep_dim=True),
-            "Softmax": tx and g.mul(softmax, g.sub(tx, g.reduce_sum(g.mul(tx, softmax), [axis], keep_dim=True)))}
+    return {"Loss": inner and g.reduce_sum(inner, [axis], keep_dim=True), "Softmax": moved}
 
 
 @tangent_rule("sigmoid_cross_entropy_with_logits", emits=("sigmoid", "elementwise_sub", "elementwise_mul", "scale",

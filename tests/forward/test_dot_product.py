@@ -25,13 +25,15 @@ def test_forward_and_reverse_agree(case):
     assert lhs == pytest.approx(rhs, rel=1e-10, abs=1e-12)
 
 
-BROADCAST = [c for c in CASES if c.op.startswith("elementwise_") or c.op in ("matmul", "where")]
+BROADCAST = [c for c in CASES if c.op.startswith("elementwise_")
+             or c.op in ("matmul", "where", "scatter", "scatter_add", "conv2d_transpose")]
 
 
 @pytest.mark.parametrize("moving", [0, 1])
 @pytest.mark.parametrize("case", BROADCAST, ids=lambda c: c.id)
 def test_one_moving_operand_gets_a_tangent_at_the_outputs_shape(case, moving):
-    """Only one operand moves (the other is constant): its tangent is broadcast to the output where it was."""
+    """Only one operand moves (the other is constant): its tangent is broadcast to the output where it was
+    (scatter: the other's tangent is zeros where it would go)."""
     main, outs, ins, feed = one_op(case)
     assert len(ins) == 2
     lhs, rhs = dot_product_sides(main, outs, [ins[moving]], feed, np.random.default_rng(8))

@@ -6,11 +6,12 @@ import pytest
 
 from gradgen.framework import Executor, Scope, forward_gradients
 
-from .cases import float64_cases
+from .cases import at_a_kink, float64_cases
 from .helpers import one_op, unfrozen
 
 EPS = 1e-6
-CASES = [c for c in float64_cases() if c.op != "dropout"]  # dropout draws a new mask on every run
+# dropout draws a new mask on every run
+CASES = [c for c in float64_cases() if c.op != "dropout" and not at_a_kink(c)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
