@@ -18,12 +18,12 @@ from onnx import helper, numpy_helper
 
 from gradgen.program.subblocks import owned_blocks
 
-from . import lower_control, lower_conv, lower_math, lower_nn, lower_tensor
+from . import lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_schedule, lower_tensor
 from .context import Lowering
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""
@@ -35,8 +35,13 @@ UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
 LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_conv.LOWERINGS,
-             **lower_control.LOWERINGS}
+             **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS}
 """gradgen op type -> lowering function."""
+
+_MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "
+        "before data_parallel rewrote it)")
+UNEXPORTABLE = {"allreduce_start": _MPI, "allreduce_wait": _MPI, "broadcast": _MPI}
+"""gradgen op types no ONNX graph can express -> why; every op of these types is listed in the export error."""
 
 LIMITS = {**lower_tensor.LIMITS, **lower_nn.LIMITS, **lower_conv.LIMITS}
 """gradgen op type -> check that says why one op of that type cannot be exported (or None)."""
@@ -97,6 +102,9 @@ def unexportable_ops(program, ops=None) -> list[str]:
         where += _owned_ops(program, op)
     problems = []
     for b, i, op in where:
+        if op.type in UNEXPORTABLE:
+            problems.append(f"block {b}, op #{i} ({op.type}): {UNEXPORTABLE[op.type]}")
+            continue
         if op.type not in LOWERINGS:
             problems.append(f"block {b}, op #{i} ({op.type}): no ONNX lowering for this op type")
             continue
