@@ -156,11 +156,20 @@ def swap_last(ctx: Lowering, x: str, rank: int) -> str:
 
 def matmul(ctx):
     x, y = ctx.x("X"), ctx.x("Y")
-    if ctx.attr("transpose_x"):
+    if ctx.attr("transpose_x") and ctx.rank("X") > 1:  # a 1-D operand is never transposed, as in numpy
         x = swap_last(ctx, x, ctx.rank("X"))
-    if ctx.attr("transpose_y"):
+    if ctx.attr("transpose_y") and ctx.rank("Y") > 1:
         y = swap_last(ctx, y, ctx.rank("Y"))
-    ctx.emit("MatMul", [x, y])
+    # 1-D operands made 2-D and squeezed after: ONNX Runtime 1.32 fuses Transpose into MatMul and then gets
+    # a matrix times a 1-D vector wrong
+    squeeze = []
+    if ctx.rank("X") == 1:
+        x, squeeze = ctx.g.node("Unsqueeze", [x, ctx.g.ints([0])]), squeeze + [-2]
+    if ctx.rank("Y") == 1:
+        y, squeeze = ctx.g.node("Unsqueeze", [y, ctx.g.ints([-1])]), squeeze + [-1]
+    if not squeeze:
+        return ctx.emit("MatMul", [x, y])
+    ctx.emit("Squeeze", [ctx.g.node("MatMul", [x, y]), ctx.g.ints(squeeze)])
 
 
 def reduce_axes(ctx: Lowering) -> list[int] | None:
