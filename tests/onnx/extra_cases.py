@@ -126,5 +126,26 @@ def domain_cases():
         yield Case("sum", {"X": [randn((1, 3), dtype), randn((1, 3), dtype)]}, None, label="size-1")
 
 
+def schedule_cases():
+    """The step counter and the learning-rate schedules, on steps before, at and after their boundaries, with
+    int32 and int64 counters of shape [] and [1]."""
+    steps = [np.asarray(s, dt).reshape(shape) for s, dt, shape in
+             [(0, "int64", ()), (7, "int64", (1,)), (10, "int32", ()), (25, "int64", ()), (123, "int32", (1,))]]
+    for step in steps:
+        yield Case("increment", {"X": step}, None, {"step": 1.0})
+        yield Case("piecewise_decay", {"Step": step}, None,
+                   {"boundaries": [7, 20], "values": [0.5, 0.25, 0.125], "dtype": "float32"})
+        for dtype in FLOATS:
+            for stair in (False, True):
+                yield Case("exponential_decay", {"Step": step}, None,
+                           {"learning_rate": 0.3, "decay_steps": 4, "decay_rate": 0.9, "staircase": stair,
+                            "dtype": dtype}, label=f"{dtype},staircase={stair}")
+            yield Case("cosine_decay", {"Step": step}, None,
+                       {"learning_rate": 0.2, "step_each_epoch": 3, "epochs": 5, "dtype": dtype}, label=dtype)
+            yield Case("linear_lr_warmup", {"Step": step, "LearningRate": np.asarray(0.05, dtype)}, None,
+                       {"warmup_steps": 10, "start_lr": 0.001, "end_lr": 0.1})
+    yield Case("increment", {"X": np.asarray([2.5])}, None, {"step": -0.5}, label="float")
+
+
 EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),
-               *domain_cases()]
+               *domain_cases(), *schedule_cases()]
