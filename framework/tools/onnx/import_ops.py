@@ -63,7 +63,15 @@ def _unary(op_type):
 
 
 def _compare(op_type):
-    return lambda ctx: ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+    def translate(ctx):
+        dim = ctx.graph.lookup_symbol("dims", ctx.node.input[0])
+        if dim is not None:  # Equal(one run-time dim, [1]): the test reduce_as's export makes
+            if op_type != "equal" or not ctx.is_const(1) or ctx.const(1).reshape(-1).tolist() != [1]:
+                raise NotImportable("a comparison of a run-time dim other than '== 1'")
+            ctx.graph.unit_dims[ctx.node.output[0]] = dim
+            return None
+        ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+    return translate
 
 
 def neg(ctx):
@@ -178,6 +186,10 @@ def _reduce(op_type):
 
 
 def reshape(ctx):
+    unit = ctx.graph.lookup_symbol("unit_dims", ctx.node.input[0])
+    if unit is not None:
+        ctx.graph.unit_dims[ctx.node.output[0]] = unit
+        return None
     like = ctx.shape_source(1)
     if like is not None:
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
@@ -409,7 +421,11 @@ def constant(ctx):
 def shape(ctx):
     s = ctx.shape(0)
     if -1 in s:
-        if ctx.attr("start", 0) or ctx.attr("end", None) is not None:
+        start, end = ctx.attr("start", 0), ctx.attr("end", None)
+        if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
+            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
+            return None
+        if start or end is not None:
             raise NotImportable("part of a shape known only at run time")
         ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
@@ -544,7 +560,35 @@ def dropout(ctx):
         ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
 
 
+def _only_node(graph, op_type: str):
+    """The one non-Constant node of a branch when it is an ``op_type``, else None."""
+    nodes = [n for n in graph.node if n.op_type != "Constant"]
+    return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op_type else None
+
+
+def reduce_as_if(ctx, target: str, axis: int) -> None:
+    """``If(dim axis of target == 1, ReduceSum(x, [axis], keepdims=1), x)``, which the export makes of a reduce_as
+    whose target has an unknown dim, back to ``reduce_as(x, target)`` (it sums exactly the dims target has as 1)."""
+    summed, kept = _only_node(ctx.subgraph("then_branch"), "ReduceSum"), _only_node(ctx.subgraph("else_branch"),
+                                                                                    "Identity")
+    if summed is None or kept is None or summed.input[0] != kept.input[0] or len(summed.input) < 2:
+        raise NotImportable("an If on a run-time dim other than the one a reduce_as exports as")
+    consts = {c.output[0]: numpy_helper.to_array(c.attribute[0].t)
+              for c in ctx.subgraph("then_branch").node if c.op_type == "Constant"}
+    axes = consts.get(summed.input[1], ctx.graph.lookup_const(summed.input[1]))
+    keep = next((a.i for a in summed.attribute if a.name == "keepdims"), 1)
+    if axes is None or axes.reshape(-1).tolist() != [axis] or keep != 1:
+        raise NotImportable("an If on a run-time dim other than the one a reduce_as exports as")
+    x = ctx.graph.lookup_var(summed.input[0])
+    if x is None:
+        raise NotImportable(f"input '{summed.input[0]}' is not defined")
+    ctx.out("reduce_as", {"X": x, "Target": target})
+
+
 def if_(ctx):
+    unit = ctx.graph.lookup_symbol("unit_dims", ctx.node.input[0])
+    if unit is not None:
+        return reduce_as_if(ctx, *unit)
     pred = ctx.importer.block().var(ctx.x(0))
     then_g, else_g = ctx.subgraph("then_branch"), ctx.subgraph("else_branch")
     outs = layers.cond(pred, lambda: _vars(ctx, ctx.import_subgraph(then_g, {})),
