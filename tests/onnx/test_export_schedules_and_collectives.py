@@ -104,3 +104,34 @@ def test_a_custom_gradient_exports_its_forward_body_and_its_gradient_rule():
     assert_close(got[y.name], want[0], "y")
     assert_close(got[dx.name], want[1], "dx")
     assert np.max(np.abs(want[1])) <= 0.5  # the user's rule, not tanh's derivative, made the gradient
+
+
+def test_single_process_exports_a_data_parallel_program_as_one_process_runs_it():
+    export_onnx = _export()
+    from gradgen.framework.runtime import communicator as comm_module
+    from gradgen.framework.runtime.communicator import Solo, init_parallel
+
+    main, startup, loss, lr = _scheduled_training("cosine")
+    buckets = data_parallel(main, startup, bucket_bytes=8)  # a bucket per gradient: several start/wait pairs
+    assert len(buckets) >= 1
+    init_parallel(Solo())  # the executor's reference: a world of one
+    try:
+        scope = Scope()
+        Executor().run(startup, scope=scope)
+        model = export_onnx(main, fetch_list=[loss], single_process=True)
+        assert {"Concat", "Slice"} <= {n.op_type for n in model.graph.node}
+        feed = {"x": np.random.default_rng(8).standard_normal((5, 3)), "y": np.ones((5, 1))}
+        state = {name: np.array(scope[name]) for name in ("w", "@LR_DECAY_COUNTER@")}
+        got = run_ort(model, {**feed, **state})
+        (want,) = Executor().run(main, feed=feed, fetch_list=[loss], scope=scope)
+        assert_close(got[loss.name], want, "loss")
+        assert_close(got["w@NEW"], scope["w"], "w after the step")
+        assert "broadcast" in {op.type for op in startup.global_block().ops}
+        started = run_ort(export_onnx(startup, single_process=True), {})
+        fresh = Scope()
+        Executor().run(startup, scope=fresh)
+        assert {"w@NEW", "@LR_DECAY_COUNTER@@NEW"} <= set(started)
+        for name, value in started.items():  # rank 0's initial values, which a world of one keeps
+            assert_close(value, fresh[name[:-4]], name)
+    finally:
+        comm_module._current.clear()

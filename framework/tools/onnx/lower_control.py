@@ -1,12 +1,13 @@
-"""Lowerings of ``cond`` to ONNX ``If`` and of ``while`` to ONNX ``Loop``.
+"""Lowerings of ``cond`` to ONNX ``If``, of ``while`` to ONNX ``Loop``, and of the ops that run a body.
 
 A sub-block becomes a subgraph that reads outer values by name, as ONNX allows. ``while``
 checks its condition before every iteration and ``Loop`` after, so the condition block is lowered
 twice: once before the loop (the loop's initial condition) and once at the end of the body, on
-the new loop values. ``call`` and ``custom_gradient`` (whose gradient rule is already
-in the program as a ``call``) lower their body in place. ``History`` becomes the loop's scan outputs (the loop values at the start of
+the new loop values. ``History`` becomes the loop's scan outputs (the loop values at the start of
 each iteration, stacked) and ``Steps`` an extra loop-carried counter. ``max_iterations`` is not
 exported: ONNX cannot raise an error mid-graph, and stopping early would return wrong values.
+``call`` and ``custom_gradient`` (whose gradient rule is already in the program as a ``call``)
+lower their body in place.
 """
 from __future__ import annotations
 

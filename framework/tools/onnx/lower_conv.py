@@ -225,7 +225,8 @@ def pool2d_select(ctx):
 
 
 LOWERINGS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
-             "conv2d_transpose": conv2d_transpose, "pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+             "conv2d_transpose": conv2d_transpose, "pool2d": pool2d, "pool2d_grad": pool2d_grad,
+             "pool2d_select": pool2d_select}
 """gradgen op type -> lowering."""
 
 
@@ -239,6 +240,6 @@ def _static_spatial(slot: str):
 
 
 LIMITS = {"conv2d": _static_spatial("Input"), "conv2d_input_grad": _static_spatial("Input"),
-          "conv2d_filter_grad": _static_spatial("Input"), "conv2d_transpose": _static_spatial("Input"), "pool2d": _static_spatial("X"),
-          "pool2d_grad": _static_spatial("X"), "pool2d_select": _static_spatial("X")}
+          "conv2d_filter_grad": _static_spatial("Input"), "conv2d_transpose": _static_spatial("Input"),
+          "pool2d": _static_spatial("X"), "pool2d_grad": _static_spatial("X"), "pool2d_select": _static_spatial("X")}
 """op type -> check returning why this op cannot be exported, or None."""
