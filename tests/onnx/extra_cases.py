@@ -61,6 +61,12 @@ def grad_op_cases():
         x3 = randn((2, 3, 4), dtype)
         yield Case("slice_grad", {"X": x3, "Out@GRAD": randn((2, 2, 3), dtype)}, None,
                    {"axes": [1, -1], "starts": [1, -3], "ends": [100, 4]})
+        for strides, starts, ends in [([2, -1], [0, -1], [100, -100]), ([-2, 3], [2, 0], [-100, 4]),
+                                      ([5, 2], [1, 1], [2, 2])]:  # steps both ways, and one element per axis
+            got = x3[:, slice(starts[0], ends[0], strides[0]), slice(starts[1], ends[1], strides[1])]
+            yield Case("slice_grad", {"X": x3, "Out@GRAD": randn(got.shape, dtype)}, None,
+                       {"axes": [1, 2], "starts": starts, "ends": ends, "strides": strides},
+                       label=f"strides={strides}")
         for axis, index in [(0, np.array([1, 0, 1])), (-1, np.array([[0, 3], [-1, 0]]))]:
             gshape = x3.shape[:axis % 3] + index.shape + x3.shape[axis % 3 + 1:]
             yield Case("gather_grad", {"X": x3, "Index": index.astype(np.int64), "Out@GRAD": randn(gshape, dtype)},

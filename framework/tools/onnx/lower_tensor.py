@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import Lowering
-from .graph import onnx_dtype, value_info
+from .graph import fill_value, onnx_dtype, value_info
 from .lower_math import reduce_node, shape_of
 
 __all__ = ["LOWERINGS", "static_dim"]
@@ -135,8 +135,27 @@ def slice_pads(shape, axes, starts, ends) -> list[int]:
 
 
 def slice_grad(ctx):
+    if any(st != 1 for st in ctx.attr("strides")):
+        return _strided_slice_grad(ctx)
     pads = slice_pads(ctx.var("X").shape, ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends"))
     ctx.emit("Pad", [ctx.x("Out@GRAD"), ctx.g.ints(pads)], slot="X@GRAD")
+
+
+def _strided_slice_grad(ctx):
+    # one sliced axis at a time: move it first and ScatterND the rows into zeros at the positions the slice
+    # took (known now: the limit asks for known sizes on the sliced axes), Python's clamping included
+    g, shape, rank = ctx.g, ctx.var("X").shape, ctx.rank("X")
+    grad, dt = ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
+    for a, start, end, step in zip(ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends"), ctx.attr("strides")):
+        a = a % rank
+        taken = np.arange(shape[a])[slice(start, end, step)]
+        perm = [a] + [d for d in range(rank) if d != a]
+        moved = g.node("Transpose", [grad], perm=perm)
+        zeros_shape = g.node("Concat", [g.ints([shape[a]]), g.node("Shape", [moved], start=1)], axis=0)
+        zeros = g.node("ConstantOfShape", [zeros_shape], value=fill_value(0, dt))
+        placed = g.node("ScatterND", [zeros, g.const(taken.astype(np.int64).reshape(-1, 1)), moved])
+        grad = g.node("Transpose", [placed], perm=[int(i) for i in np.argsort(perm)])
+    ctx.finish(grad, "X@GRAD")
 
 
 def squeeze(ctx):
@@ -209,8 +228,6 @@ def _split_limit(op) -> str | None:
 def _slice_grad_limit(op) -> str | None:
     shape = op.block.var(op.input("X")[0]).shape
     rank = len(shape)
-    if any(s != 1 for s in op.attr("strides")):
-        return f"strided slice_grad (strides {op.attr('strides')}) has no lowering yet"
     if any(shape[a % rank] < 0 for a in op.attr("axes")):
         return f"X has unknown sizes on the sliced axes (shape {list(shape)})"
     return None
