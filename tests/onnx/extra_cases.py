@@ -153,5 +153,36 @@ def schedule_cases():
     yield Case("increment", {"X": np.asarray([2.5])}, None, {"step": -0.5}, label="float")
 
 
+def new_op_domain_cases():
+    """The newer ops at the edges of their domain: zeros and ties, -inf rows, repeated and negative indices,
+    integer dtypes, size-1 and zero-size dims."""
+    for dtype in FLOATS:
+        x = np.array([[2.0, 0.0, 3.0, 0.0], [1.0, 0.0, 4.0, 5.0], [1.5, -2.0, 0.5, 3.0]], dtype)  # 0, 1, 2 zeros
+        for dim in ([1], [0], []):
+            yield Case("prod_others", {"X": x}, None, {"dim": dim}, label=f"zeros,dim={dim}")
+        yield Case("prod_others", {"X": np.zeros((2, 0, 3), dtype)}, None, {"dim": [2]},
+                   label="zero-size")
+        yield Case("prod_others", {"X": randn((3, 1), dtype)}, None, {"dim": [1]}, label="size-1")
+        rows = np.array([[-np.inf, -np.inf, -np.inf], [1.0, -np.inf, 2.0], [1e3, 1e3, -1e3]], dtype)
+        yield Case("logsumexp", {"X": rows}, None, {"dim": [1], "keep_dim": True}, label="-inf rows")
+        ties = np.array([[1.0, 3.0, 3.0, 1.0, 2.0], [0.0, 0.0, 0.0, 0.0, 0.0]], dtype)
+        for largest in (True, False):
+            yield Case("top_k", {"X": ties}, None, {"k": 3, "axis": 1, "largest": largest}, label=f"ties,{largest}")
+        index = np.array([[1, -1, 1], [0, 0, -4]], np.int64)
+        yield Case("scatter_add", {"X": randn((4, 3), dtype), "Index": index, "Updates": randn((2, 3, 3), dtype)},
+                   None, {"axis": 0}, label="repeated,negative")
+        yield Case("take_along_axis", {"X": randn((2, 4), dtype), "Index": np.array([[-1, 0], [3, -4]], np.int64)},
+                   None, {"axis": 1}, label="negative")
+        yield Case("take_along_axis_grad", {"X": randn((2, 4), dtype), "Index": np.array([[1, 1], [-1, 3]], np.int64),
+                                            "Out@GRAD": randn((2, 2), dtype)}, None, {"axis": 1}, label="repeated")
+    for dtype in ("int32", "int64"):
+        a = np.array([[3, 1, 3, -2], [0, 5, 5, 5]], dtype)
+        yield Case("top_k", {"X": a}, None, {"k": 2, "axis": -1, "largest": True}, label=dtype)
+        yield Case("argmin", {"X": a}, None, {"axis": 1, "keep_dim": False}, label=dtype)
+        yield Case("cumsum", {"X": a}, None, {"axis": 1, "exclusive": True, "reverse": True}, label=dtype)
+        yield Case("reduce_prod", {"X": a}, None, {"dim": [1], "keep_dim": False}, label=dtype)
+        yield Case("pad", {"X": a}, None, {"paddings": [1, 0, 0, 2], "pad_value": -7.0}, label=dtype)
+
+
 EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),
-               *domain_cases(), *schedule_cases()]
+               *domain_cases(), *schedule_cases(), *new_op_domain_cases()]

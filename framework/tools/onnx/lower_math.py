@@ -225,13 +225,16 @@ def prod_others(ctx):
     axes = list(range(rank)) if axes is None else axes
     kept = [a for a in range(rank) if a not in axes]
     moved = g.node("Transpose", [x], perm=kept + axes)
-    flat = g.node("Reshape", [moved, g.ints([0] * len(kept) + [-1])])
-    n = g.node("Shape", [flat], start=len(kept))
+    moved_shape = shape_of(ctx, moved)
+    n = g.node("ReduceProd", [g.node("Slice", [moved_shape, g.ints([len(kept)]), g.ints([rank])])], keepdims=1)
+    # the flat shape spelled out, not with -1: a zero-size kept dim would leave -1 undetermined
+    flat = g.node("Reshape", [moved, g.node("Concat", [g.node("Slice", [moved_shape, g.ints([0]),
+                                                                          g.ints([len(kept)])]), n], axis=0)])
     square_ = g.node("ConstantOfShape", [g.node("Concat", [n, n], axis=0)], value=fill_value(0, dt))
     eye = g.node("Cast", [g.node("EyeLike", [square_])], to=onnx_dtype("bool"))
     rows = g.node("Where", [eye, ctx.scalar(1, dt), g.node("Unsqueeze", [flat, g.ints([-2])])])
     others = reduce_node(ctx, "ReduceProd", rows, [len(kept) + 1], False)
-    back = g.node("Reshape", [others, shape_of(ctx, moved)])
+    back = g.node("Reshape", [others, moved_shape])
     ctx.emit("Transpose", [back], perm=[int(i) for i in np.argsort(kept + axes)])
 
 
