@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import Lowering
-from .graph import fill_value
+from .graph import fill_value, onnx_dtype
 from .lower_math import shape_of
 
 __all__ = ["LOWERINGS"]
@@ -28,7 +28,7 @@ def _scatter(reduction: str):
         rows_shape = g.node("Concat", [g.node("Slice", [xshape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
                                        g.node("Slice", [xshape, g.ints([axis + 1]), g.ints([rank])])], axis=0)
         updates = _rows_first(ctx, g.node("Reshape", [ctx.x("Updates"), rows_shape]), axis, rank)
-        index = g.node("Reshape", [g.node("Cast", [ctx.x("Index")], to=7), g.ints([-1, 1])])
+        index = g.node("Reshape", [g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64")), g.ints([-1, 1])])
         moved = g.node("ScatterND", [_rows_first(ctx, ctx.x(), axis, rank), index, updates], reduction=reduction)
         back = [int(a) for a in np.argsort([axis] + [a for a in range(rank) if a != axis])]
         ctx.emit("Transpose", [moved], perm=back)
@@ -36,14 +36,14 @@ def _scatter(reduction: str):
 
 
 def take_along_axis(ctx):
-    index = ctx.g.node("Cast", [ctx.x("Index")], to=7)
+    index = ctx.g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64"))
     ctx.emit("GatherElements", [ctx.x(), index], axis=ctx.attr("axis") % ctx.rank())
 
 
 def take_along_axis_grad(ctx):
     g, dt = ctx.g, ctx.dtype("Out@GRAD")
     zeros = g.node("ConstantOfShape", [shape_of(ctx, ctx.x("X"))], value=fill_value(0, dt))
-    index = g.node("Cast", [ctx.x("Index")], to=7)
+    index = g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64"))
     ctx.emit("ScatterElements", [zeros, index, ctx.x("Out@GRAD")], slot="X@GRAD",
              axis=ctx.attr("axis") % ctx.rank(), reduction="add")
 
