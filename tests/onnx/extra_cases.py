@@ -61,6 +61,12 @@ def grad_op_cases():
         x3 = randn((2, 3, 4), dtype)
         yield Case("slice_grad", {"X": x3, "Out@GRAD": randn((2, 2, 3), dtype)}, None,
                    {"axes": [1, -1], "starts": [1, -3], "ends": [100, 4]})
+        for strides, starts, ends in [([2, -1], [0, -1], [100, -100]), ([-2, 3], [2, 0], [-100, 4]),
+                                      ([5, 2], [1, 1], [2, 2])]:  # steps both ways, and one element per axis
+            got = x3[:, slice(starts[0], ends[0], strides[0]), slice(starts[1], ends[1], strides[1])]
+            yield Case("slice_grad", {"X": x3, "Out@GRAD": randn(got.shape, dtype)}, None,
+                       {"axes": [1, 2], "starts": starts, "ends": ends, "strides": strides},
+                       label=f"strides={strides}")
         for axis, index in [(0, np.array([1, 0, 1])), (-1, np.array([[0, 3], [-1, 0]]))]:
             gshape = x3.shape[:axis % 3] + index.shape + x3.shape[axis % 3 + 1:]
             yield Case("gather_grad", {"X": x3, "Index": index.astype(np.int64), "Out@GRAD": randn(gshape, dtype)},
@@ -126,5 +132,57 @@ def domain_cases():
         yield Case("sum", {"X": [randn((1, 3), dtype), randn((1, 3), dtype)]}, None, label="size-1")
 
 
+def schedule_cases():
+    """The step counter and the learning-rate schedules, on steps before, at and after their boundaries, with
+    int32 and int64 counters of shape [] and [1]."""
+    steps = [np.asarray(s, dt).reshape(shape) for s, dt, shape in
+             [(0, "int64", ()), (7, "int64", (1,)), (10, "int32", ()), (25, "int64", ()), (123, "int32", (1,))]]
+    for step in steps:
+        yield Case("increment", {"X": step}, None, {"step": 1.0})
+        yield Case("piecewise_decay", {"Step": step}, None,
+                   {"boundaries": [7, 20], "values": [0.5, 0.25, 0.125], "dtype": "float32"})
+        for dtype in FLOATS:
+            for stair in (False, True):
+                yield Case("exponential_decay", {"Step": step}, None,
+                           {"learning_rate": 0.3, "decay_steps": 4, "decay_rate": 0.9, "staircase": stair,
+                            "dtype": dtype}, label=f"{dtype},staircase={stair}")
+            yield Case("cosine_decay", {"Step": step}, None,
+                       {"learning_rate": 0.2, "step_each_epoch": 3, "epochs": 5, "dtype": dtype}, label=dtype)
+            yield Case("linear_lr_warmup", {"Step": step, "LearningRate": np.asarray(0.05, dtype)}, None,
+                       {"warmup_steps": 10, "start_lr": 0.001, "end_lr": 0.1})
+    yield Case("increment", {"X": np.asarray([2.5])}, None, {"step": -0.5}, label="float")
+
+
+def new_op_domain_cases():
+    """The newer ops at the edges of their domain: zeros and ties, -inf rows, repeated and negative indices,
+    integer dtypes, size-1 and zero-size dims."""
+    for dtype in FLOATS:
+        x = np.array([[2.0, 0.0, 3.0, 0.0], [1.0, 0.0, 4.0, 5.0], [1.5, -2.0, 0.5, 3.0]], dtype)  # 0, 1, 2 zeros
+        for dim in ([1], [0], []):
+            yield Case("prod_others", {"X": x}, None, {"dim": dim}, label=f"zeros,dim={dim}")
+        yield Case("prod_others", {"X": np.zeros((2, 0, 3), dtype)}, None, {"dim": [2]},
+                   label="zero-size")
+        yield Case("prod_others", {"X": randn((3, 1), dtype)}, None, {"dim": [1]}, label="size-1")
+        rows = np.array([[-np.inf, -np.inf, -np.inf], [1.0, -np.inf, 2.0], [1e3, 1e3, -1e3]], dtype)
+        yield Case("logsumexp", {"X": rows}, None, {"dim": [1], "keep_dim": True}, label="-inf rows")
+        ties = np.array([[1.0, 3.0, 3.0, 1.0, 2.0], [0.0, 0.0, 0.0, 0.0, 0.0]], dtype)
+        for largest in (True, False):
+            yield Case("top_k", {"X": ties}, None, {"k": 3, "axis": 1, "largest": largest}, label=f"ties,{largest}")
+        index = np.array([[1, -1, 1], [0, 0, -4]], np.int64)
+        yield Case("scatter_add", {"X": randn((4, 3), dtype), "Index": index, "Updates": randn((2, 3, 3), dtype)},
+                   None, {"axis": 0}, label="repeated,negative")
+        yield Case("take_along_axis", {"X": randn((2, 4), dtype), "Index": np.array([[-1, 0], [3, -4]], np.int64)},
+                   None, {"axis": 1}, label="negative")
+        yield Case("take_along_axis_grad", {"X": randn((2, 4), dtype), "Index": np.array([[1, 1], [-1, 3]], np.int64),
+                                            "Out@GRAD": randn((2, 2), dtype)}, None, {"axis": 1}, label="repeated")
+    for dtype in ("int32", "int64"):
+        a = np.array([[3, 1, 3, -2], [0, 5, 5, 5]], dtype)
+        yield Case("top_k", {"X": a}, None, {"k": 2, "axis": -1, "largest": True}, label=dtype)
+        yield Case("argmin", {"X": a}, None, {"axis": 1, "keep_dim": False}, label=dtype)
+        yield Case("cumsum", {"X": a}, None, {"axis": 1, "exclusive": True, "reverse": True}, label=dtype)
+        yield Case("reduce_prod", {"X": a}, None, {"dim": [1], "keep_dim": False}, label=dtype)
+        yield Case("pad", {"X": a}, None, {"paddings": [1, 0, 0, 2], "pad_value": -7.0}, label=dtype)
+
+
 EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),
-               *domain_cases()]
+               *domain_cases(), *schedule_cases(), *new_op_domain_cases()]

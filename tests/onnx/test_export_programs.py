@@ -157,3 +157,31 @@ def test_unknown_dims_stay_unknown_so_any_batch_runs(batch):
     (loss,) = Executor().run(ex.main, feed=feed, fetch_list=[ex.loss], scope=scope)
     assert_close(got["loss"], loss, "loss")
     assert_close(got["conv.w@NEW"], scope["conv.w"], "conv.w")
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_gradient_over_unknown_broadcast_dims_sums_them_when_they_turn_out_to_be_1(rows):
+    export_onnx = _export()
+    from gradgen.framework import import_onnx
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 3], "float64")
+        y = layers.data("y", [-1, 3], "float64")
+        loss = layers.reduce_sum(layers.square(x * y))
+        dx, dy = gradients(loss, [x, y])
+    assert "reduce_as" in {op.type for op in main.global_block().ops}
+    rng = np.random.default_rng(rows)
+    feed = {"x": rng.standard_normal((4, 3)), "y": rng.standard_normal((rows, 3))}  # y broadcast when rows == 1
+    want = Executor().run(main, feed=feed, fetch_list=[dx, dy], scope=Scope())
+    assert want[1].shape == (rows, 3)
+    model = export_onnx(main, fetch_list=[dx, dy])
+    assert "If" in {n.op_type for n in model.graph.node}
+    got = run_ort(model, feed)
+    assert_close(got[dx.name], want[0], "dx")
+    assert_close(got[dy.name], want[1], "dy")
+    program, _, outputs = import_onnx(model)  # the If comes back as reduce_as
+    assert "reduce_as" in {op.type for op in program.global_block().ops}
+    back = Executor().run(program, feed=feed, fetch_list=[outputs[dx.name], outputs[dy.name]], scope=Scope())
+    assert_close(back[0], want[0], "dx after the round trip")
+    assert_close(back[1], want[1], "dy after the round trip")

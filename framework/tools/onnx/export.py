@@ -18,12 +18,13 @@ from onnx import helper, numpy_helper
 
 from gradgen.program.subblocks import owned_blocks
 
-from . import lower_control, lower_conv, lower_math, lower_nn, lower_tensor
+from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_schedule,
+               lower_tensor)
 from .context import Lowering
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""
@@ -35,8 +36,13 @@ UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
 LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_conv.LOWERINGS,
-             **lower_control.LOWERINGS}
+             **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS}
 """gradgen op type -> lowering function."""
+
+_MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "
+        "before data_parallel rewrote it, or pass single_process=True for the graph of one process alone)")
+UNEXPORTABLE = {"allreduce_start": _MPI, "allreduce_wait": _MPI, "broadcast": _MPI}
+"""gradgen op types no ONNX graph can express -> why; every op of these types is listed in the export error."""
 
 LIMITS = {**lower_tensor.LIMITS, **lower_nn.LIMITS, **lower_conv.LIMITS}
 """gradgen op type -> check that says why one op of that type cannot be exported (or None)."""
@@ -87,8 +93,9 @@ def _owned_ops(program, op) -> list:
     return found
 
 
-def unexportable_ops(program, ops=None) -> list[str]:
-    """One line per op (in block 0, or in ``ops`` and their sub-blocks) that cannot be exported, saying why."""
+def unexportable_ops(program, ops=None, single_process: bool = False) -> list[str]:
+    """One line per op (in block 0, or in ``ops`` and their sub-blocks) that cannot be exported, saying why;
+    with ``single_process`` the collective ops export as one process's (see ``lower_collective``)."""
     block = program.global_block()
     ops = block.ops if ops is None else ops
     position = {id(op): i for i, op in enumerate(block.ops)}
@@ -97,7 +104,10 @@ def unexportable_ops(program, ops=None) -> list[str]:
         where += _owned_ops(program, op)
     problems = []
     for b, i, op in where:
-        if op.type not in LOWERINGS:
+        if op.type in UNEXPORTABLE and not (single_process and op.type in lower_collective.SINGLE_PROCESS):
+            problems.append(f"block {b}, op #{i} ({op.type}): {UNEXPORTABLE[op.type]}")
+            continue
+        if op.type not in LOWERINGS and op.type not in lower_collective.SINGLE_PROCESS:
             problems.append(f"block {b}, op #{i} ({op.type}): no ONNX lowering for this op type")
             continue
         reason = LIMITS.get(op.type, lambda _: None)(op)
@@ -121,29 +131,33 @@ def _check_param(var, value: np.ndarray) -> str | None:
     return None
 
 
-def _lower_block(block, g: GraphBuilder, env: ChainMap) -> None:
-    for op in block.ops:
-        _lower_op(op, g, env)
+def _op_lowerer(table: Mapping[str, Any]):
+    """A function lowering one op (and, through its ``Lowering``, its sub-blocks) by ``table``."""
+    def lower_block(block, g: GraphBuilder, env: ChainMap) -> None:
+        for op in block.ops:
+            lower_op(op, g, env)
 
+    def lower_op(op, g: GraphBuilder, env: ChainMap) -> None:
+        table[op.type](Lowering(op, g, env, lower_block))
+        missing = [n for names in op.outputs.values() for n in names if n not in env.maps[0]]
+        if missing:  # a lowering bug, not a user mistake: say exactly where
+            raise OnnxExportError(f"block {op.block.idx}, op ({op.type}): the lowering bound no value to {missing}")
 
-def _lower_op(op, g: GraphBuilder, env: ChainMap) -> None:
-    ctx = Lowering(op, g, env, _lower_block)
-    LOWERINGS[op.type](ctx)
-    missing = [n for names in op.outputs.values() for n in names if n not in env.maps[0]]
-    if missing:  # a lowering bug, not a user mistake: say exactly where
-        raise OnnxExportError(f"block {op.block.idx}, op ({op.type}): the lowering bound no value to {missing}")
+    return lower_op
 
 
 def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mapping[str, Any] | None = None,
                 fetch_list: Sequence | None = None, include_updates: bool = True,
-                check: bool = True) -> onnx.ModelProto:
+                check: bool = True, single_process: bool = False) -> onnx.ModelProto:
     """The ONNX model of ``program``'s global block; written to ``path`` too when given.
 
     ``params`` (a dict or a ``Scope``) gives values of persistable vars, which become initializers;
     persistable vars without a value become graph inputs. ``fetch_list`` names the vars the model
     outputs (default: vars written and never read); with ``include_updates`` the new value of every
     persistable var the program writes is an output too, named ``<var>@NEW``. Only the ops these
-    outputs need are exported. Raises ``OnnxExportError`` listing every op that cannot be exported.
+    outputs need are exported. Raises ``OnnxExportError`` listing every op that cannot be exported;
+    the collective ops of a data-parallel program are among them unless ``single_process`` asks for
+    the graph of one process alone (a world of one, where they move no data between processes).
 
         >>> model = export_onnx(main, "model.onnx", params=scope, fetch_list=[loss])
     """
@@ -154,7 +168,7 @@ def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mappi
             raise OnnxExportError(f"fetched var '{name}' is not a var of the program's global block")
     updates = _updated(block) if include_updates else []
     ops = _needed_ops(block, fetch + updates)
-    problems = unexportable_ops(program, ops)
+    problems = unexportable_ops(program, ops, single_process)
     if problems:
         raise OnnxExportError(f"{len(problems)} op(s) cannot be exported to ONNX:\n" +
                               "\n".join(f"  - {p}" for p in problems))
@@ -175,8 +189,9 @@ def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mappi
             _declare(block.var(name), _lookup(params, name), env, names, inputs, initializers, bad)
     if bad:
         raise OnnxExportError("parameter values do not match the program:\n" + "\n".join(f"  - {b}" for b in bad))
+    lower_op = _op_lowerer({**LOWERINGS, **lower_collective.SINGLE_PROCESS} if single_process else LOWERINGS)
     for op in ops:
-        _lower_op(op, g, env)
+        lower_op(op, g, env)
 
     outputs, taken = [], set()
     for name, out_name in [(n, n) for n in fetch] + [(n, n + UPDATED_SUFFIX) for n in updates]:

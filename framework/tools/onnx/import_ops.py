@@ -19,10 +19,11 @@ BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwis
           "Pow": "elementwise_pow"}
 UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
          "Abs": "abs", "Sin": "sin", "Cos": "cos", "Reciprocal": "reciprocal", "Sign": "sign", "Softplus": "softplus",
-         "Identity": "assign"}
+         "Identity": "assign", "Erf": "erf"}
 COMPARE = {"Less": "less_than", "LessOrEqual": "less_equal", "Greater": "greater_than",
            "GreaterOrEqual": "greater_equal", "Equal": "equal"}
-REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min"}
+REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
+          "ReduceProd": "reduce_prod", "ReduceLogSumExp": "logsumexp"}
 FLOATS = ("float16", "float32", "float64")
 
 
@@ -62,12 +63,29 @@ def _unary(op_type):
 
 
 def _compare(op_type):
-    return lambda ctx: ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+    def translate(ctx):
+        dim = ctx.graph.lookup_symbol("dims", ctx.node.input[0])
+        if dim is not None:  # Equal(one run-time dim, [1]): the test reduce_as's export makes
+            if op_type != "equal" or not ctx.is_const(1) or ctx.const(1).reshape(-1).tolist() != [1]:
+                raise NotImportable("a comparison of a run-time dim other than '== 1'")
+            ctx.graph.unit_dims[ctx.node.output[0]] = dim
+            return None
+        ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
+    return translate
 
 
 def neg(ctx):
     _floats_only(ctx)
     ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
+
+
+def elu(ctx):
+    _floats_only(ctx)
+    ctx.out("elu", {"X": ctx.x(0)}, {"alpha": float(ctx.attr("alpha", 1.0))})
+
+
+def not_(ctx):
+    ctx.out("equal", {"X": ctx.x(0), "Y": ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 0.0, "dtype": "bool"})})
 
 
 def leaky_relu(ctx):
@@ -159,8 +177,8 @@ def _reduce(op_type):
             if ctx.attr("noop_with_empty_axes", 0):
                 return ctx.out("assign", {"X": ctx.x(0)})
             axes = list(range(ctx.rank(0)))
-        if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean",):
-            raise NotImportable("integer mean")
+        if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
+            raise NotImportable(f"{op_type} of integers")
         if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
             raise NotImportable("max/min over an empty axis")
         ctx.out(op_type, {"X": ctx.x(0)}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
@@ -168,6 +186,10 @@ def _reduce(op_type):
 
 
 def reshape(ctx):
+    unit = ctx.graph.lookup_symbol("unit_dims", ctx.node.input[0])
+    if unit is not None:
+        ctx.graph.unit_dims[ctx.node.output[0]] = unit
+        return None
     like = ctx.shape_source(1)
     if like is not None:
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
@@ -247,20 +269,17 @@ def slice_(ctx):
 
 
 def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
-    """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop.
-    Padding is concatenated blocks of the pad value (gradgen has no pad op)."""
+    """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop."""
+    rank = len(ctx.importer.block().var(x).shape)
+    widths = [0] * (2 * rank)
     for k, a in enumerate(axes):
         begin, end = pads[k], pads[k + len(axes)]
         if begin < 0 or end < 0:
             x = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [max(-begin, 0)],
                                             "ends": [end if end < 0 else 2 ** 62]})
-            begin, end = max(begin, 0), max(end, 0)
-        if begin or end:
-            if ctx.importer.block().var(x).shape[a] == 0:
-                raise NotImportable("padding an axis of size 0")
-            edge = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [0], "ends": [1]})
-            fill = ctx.tmp("fill_any_like", {"X": edge}, {"value": value})
-            x = ctx.tmp("concat", {"X": [fill] * begin + [x] + [fill] * end}, {"axis": a})
+        widths[2 * a], widths[2 * a + 1] = max(begin, 0), max(end, 0)
+    if any(widths):
+        x = ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": float(value)})
     return x
 
 
@@ -358,17 +377,21 @@ def where(ctx):
     ctx.out("where", {"Condition": ctx.x(0), "X": ctx.x(1), "Y": ctx.x(2)})
 
 
-def argmax(ctx):
+def _arg(op_type):
+    return lambda ctx: _arg_translate(ctx, op_type)
+
+
+def _arg_translate(ctx, op_type: str):
     attrs = {"axis": int(ctx.attr("axis", 0)), "keep_dim": bool(ctx.attr("keepdims", 1))}
     if not ctx.attr("select_last_index", 0):
-        return ctx.out("argmax", {"X": ctx.x(0)}, attrs)
+        return ctx.out(op_type, {"X": ctx.x(0)}, attrs)
     # the last maximum: the first one of the reversed axis, counted from the end (the axis size must be known)
     axis = attrs["axis"] % ctx.rank(0)
     size = ctx.shape(0)[axis]
     if size < 0:
         raise NotImportable("select_last_index=1 along an axis of unknown size")
     backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
-    first = ctx.tmp("argmax", {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
+    first = ctx.tmp(op_type, {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
     last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
     ctx.out("elementwise_sub", {"X": last, "Y": first})
 
@@ -398,7 +421,11 @@ def constant(ctx):
 def shape(ctx):
     s = ctx.shape(0)
     if -1 in s:
-        if ctx.attr("start", 0) or ctx.attr("end", None) is not None:
+        start, end = ctx.attr("start", 0), ctx.attr("end", None)
+        if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
+            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
+            return None
+        if start or end is not None:
             raise NotImportable("part of a shape known only at run time")
         ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
@@ -457,28 +484,56 @@ def conv(ctx):
     ctx.out("elementwise_add", {"X": y, "Y": bias})
 
 
+def conv_transpose(ctx):
+    _two_d(ctx, "transposed convolution")
+    if ctx.attr("output_shape", None) is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise NotImportable("output_shape or auto_pad (give pads and output_padding)")
+    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
+    if pads[:2] != pads[2:]:
+        raise NotImportable(f"asymmetric pads {pads}")
+    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": pads[:2],
+             "dilations": [int(d) for d in ctx.attr("dilations", [1, 1])], "groups": int(ctx.attr("group", 1)),
+             "output_padding": [int(p) for p in ctx.attr("output_padding", [0, 0])]}
+    if not ctx.has(2):
+        return ctx.out("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
+    y = ctx.tmp("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
+    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
+    ctx.out("elementwise_add", {"X": y, "Y": bias})
+
+
+def cumsum(ctx):
+    axis = int(np.asarray(ctx.const(1)).reshape(()))
+    ctx.out("cumsum", {"X": ctx.x(0)}, {"axis": axis, "exclusive": bool(ctx.attr("exclusive", 0)),
+                                        "reverse": bool(ctx.attr("reverse", 0))})
+
+
+def top_k(ctx):
+    # ONNX and gradgen both put the lower index first among equal values; sorted=0 leaves the order free
+    k = int(np.asarray(ctx.const(1)).reshape(-1)[0])
+    names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": k, "axis": int(ctx.attr("axis", -1)),
+                                               "largest": bool(ctx.attr("largest", 1))},
+                   names={"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]})
+    ctx.bind(0, names["Out"][0])
+    ctx.bind(1, names["Indices"][0])
+
+
+def gather_elements(ctx):
+    ctx.out("take_along_axis", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
+
+
 def _pool(kind):
     def translate(ctx):
         _two_d(ctx, "pooling")
-        if ctx.attr("ceil_mode", 0):
-            raise NotImportable("ceil_mode=1")
         if any(int(d) != 1 for d in ctx.attr("dilations", [1, 1])):
             raise NotImportable("dilated pooling")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
         ksize = [int(k) for k in ctx.attr("kernel_shape")]
-        pads, x = _pads2d(ctx, ksize, [1, 1]), ctx.x(0)
-        if kind == "max":
-            x, paddings = _spatial(ctx, x, pads, -np.inf)
-        elif ctx.attr("count_include_pad", 0):  # the padding counts: pad with zeros first
-            x, paddings = padded(ctx, x, [2, 3], pads, 0.0), [0, 0]
-        elif pads[:2] == pads[2:]:
-            paddings = pads[:2]
-        else:
-            raise NotImportable(f"asymmetric pads {pads} excluded from the average")
+        top, left, bottom, right = _pads2d(ctx, ksize, [1, 1])
         attrs = {"pooling_type": kind, "ksize": ksize, "strides": [int(s) for s in ctx.attr("strides", [1, 1])],
-                 "paddings": paddings}
-        ctx.out("pool2d", {"X": x}, attrs)
+                 "paddings": [top, bottom, left, right], "exclusive": not ctx.attr("count_include_pad", 0),
+                 "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
+        ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
     return translate
 
 
@@ -505,7 +560,35 @@ def dropout(ctx):
         ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
 
 
+def _only_node(graph, op_type: str):
+    """The one non-Constant node of a branch when it is an ``op_type``, else None."""
+    nodes = [n for n in graph.node if n.op_type != "Constant"]
+    return nodes[0] if len(nodes) == 1 and nodes[0].op_type == op_type else None
+
+
+def reduce_as_if(ctx, target: str, axis: int) -> None:
+    """``If(dim axis of target == 1, ReduceSum(x, [axis], keepdims=1), x)``, which the export makes of a reduce_as
+    whose target has an unknown dim, back to ``reduce_as(x, target)`` (it sums exactly the dims target has as 1)."""
+    summed, kept = _only_node(ctx.subgraph("then_branch"), "ReduceSum"), _only_node(ctx.subgraph("else_branch"),
+                                                                                    "Identity")
+    if summed is None or kept is None or summed.input[0] != kept.input[0] or len(summed.input) < 2:
+        raise NotImportable("an If on a run-time dim other than the one a reduce_as exports as")
+    consts = {c.output[0]: numpy_helper.to_array(c.attribute[0].t)
+              for c in ctx.subgraph("then_branch").node if c.op_type == "Constant"}
+    axes = consts.get(summed.input[1], ctx.graph.lookup_const(summed.input[1]))
+    keep = next((a.i for a in summed.attribute if a.name == "keepdims"), 1)
+    if axes is None or axes.reshape(-1).tolist() != [axis] or keep != 1:
+        raise NotImportable("an If on a run-time dim other than the one a reduce_as exports as")
+    x = ctx.graph.lookup_var(summed.input[0])
+    if x is None:
+        raise NotImportable(f"input '{summed.input[0]}' is not defined")
+    ctx.out("reduce_as", {"X": x, "Target": target})
+
+
 def if_(ctx):
+    unit = ctx.graph.lookup_symbol("unit_dims", ctx.node.input[0])
+    if unit is not None:
+        return reduce_as_if(ctx, *unit)
     pred = ctx.importer.block().var(ctx.x(0))
     then_g, else_g = ctx.subgraph("then_branch"), ctx.subgraph("else_branch")
     outs = layers.cond(pred, lambda: _vars(ctx, ctx.import_subgraph(then_g, {})),
@@ -577,7 +660,8 @@ IMPORTERS = {
     "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
     "Transpose": transpose, "Concat": concat, "Split": split, "Slice": slice_, "Squeeze": squeeze,
     "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where,
-    "ArgMax": argmax, "Expand": expand,
+    "ArgMax": _arg("argmax"), "ArgMin": _arg("argmin"), "Expand": expand, "Elu": elu, "Not": not_,
+    "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,

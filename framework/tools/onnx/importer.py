@@ -50,6 +50,17 @@ class Graph:
         self.consts: dict[str, np.ndarray] = {}
         self.initializers: dict[str, np.ndarray] = {}
         self.shapes: dict[str, str] = {}  # ONNX value name -> the gradgen var whose run-time shape it holds
+        self.unit_dims: dict[str, tuple[str, int]] = {}  # ONNX bool -> (var, axis): "that dim is 1 at run time"
+        self.dims: dict[str, tuple[str, int]] = {}  # ONNX value name -> (var, axis) whose run-time size it holds
+
+    def lookup_symbol(self, table: str, name: str) -> tuple[str, int] | None:
+        """``name`` in ``dims`` or ``unit_dims`` of this graph or an enclosing one."""
+        g = self
+        while g is not None:
+            if name in getattr(g, table):
+                return getattr(g, table)[name]
+            g = g.parent
+        return None
 
     def lookup_shape(self, name: str) -> str | None:
         g = self

@@ -1,4 +1,4 @@
-"""Lowerings of ``cond`` to ONNX ``If`` and of ``while`` to ONNX ``Loop``.
+"""Lowerings of ``cond`` to ONNX ``If``, of ``while`` to ONNX ``Loop``, and of the ops that run a body.
 
 A sub-block becomes a subgraph that reads outer values by name, as ONNX allows. ``while``
 checks its condition before every iteration and ``Loop`` after, so the condition block is lowered
@@ -6,6 +6,8 @@ twice: once before the loop (the loop's initial condition) and once at the end o
 the new loop values. ``History`` becomes the loop's scan outputs (the loop values at the start of
 each iteration, stacked) and ``Steps`` an extra loop-carried counter. ``max_iterations`` is not
 exported: ONNX cannot raise an error mid-graph, and stopping early would return wrong values.
+``call`` and ``custom_gradient`` (whose gradient rule is already in the program as a ``call``)
+lower their body in place.
 """
 from __future__ import annotations
 
@@ -80,5 +82,17 @@ def while_(ctx):
     ctx.set(outs[n], "Steps")
 
 
-LOWERINGS = {"cond": cond, "while": while_}
+def _inline(params_attr: str, block_attr: str, outs_attr: str):
+    """``call`` and ``custom_gradient``: the (forward) body lowered in place, its params bound to X."""
+    def lower(ctx):
+        env = ctx.env.new_child()
+        env.update(zip(ctx.attr(params_attr), ctx.xs("X") if ctx.has("X") else []))
+        ctx.lower_block(ctx.attr(block_attr), ctx.g, env)
+        for k, r in enumerate(ctx.attr(outs_attr)):
+            ctx.finish(env[r], "Out", k)
+    return lower
+
+
+LOWERINGS = {"cond": cond, "while": while_, "call": _inline("params", "block", "outs"),
+             "custom_gradient": _inline("forward_params", "forward_block", "forward_outs")}
 """gradgen op type -> lowering."""

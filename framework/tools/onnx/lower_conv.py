@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradgen.program.ops.conv import pool_out_size, pool_paddings, transposed_size
+
 from .context import Lowering
 from .graph import onnx_dtype
 from .lower_math import reduce_node
@@ -19,17 +21,32 @@ __all__ = ["LOWERINGS", "LIMITS"]
 
 
 class Geometry:
-    """Kernel, strides, paddings, dilations and the static input and output sizes of one windowed op."""
+    """Kernel, strides, paddings (four sides, plus ceil mode's extra far-end rows and columns), dilations and the
+    static input and output sizes of one windowed op. ``size`` overrides the input's height and width (the output
+    of a transposed convolution); ``out`` gives the output's (pooling, whose ceil mode the var shape knows)."""
 
-    def __init__(self, ctx: Lowering, x_slot: str, kh: int, kw: int):
+    def __init__(self, ctx: Lowering, x_slot: str, kh: int, kw: int, size=None, out=None):
         op = ctx.op
         self.kh, self.kw = kh, kw
         self.sh, self.sw = op.attr("strides")
-        self.ph, self.pw = op.attr("paddings")
+        self.pt, self.pb, self.pl, self.pr = pool_paddings(op.attr("paddings"))
         self.dh, self.dw = op.attr("dilations") if "dilations" in op.attrs else (1, 1)
-        self.h, self.w = ctx.var(x_slot).shape[2:]
-        self.oh = (self.h + 2 * self.ph - (self.kh - 1) * self.dh - 1) // self.sh + 1
-        self.ow = (self.w + 2 * self.pw - (self.kw - 1) * self.dw - 1) // self.sw + 1
+        self.h, self.w = size or ctx.var(x_slot).shape[2:]
+        self.oh = (self.h + self.pt + self.pb - (self.kh - 1) * self.dh - 1) // self.sh + 1
+        self.ow = (self.w + self.pl + self.pr - (self.kw - 1) * self.dw - 1) // self.sw + 1
+        if out is not None:
+            self.oh, self.ow = out
+        # rows and columns past the far padding that the last windows reach (pooling's ceil mode)
+        self.eh = max(0, (self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1 - (self.h + self.pt + self.pb))
+        self.ew = max(0, (self.ow - 1) * self.sw + (self.kw - 1) * self.dw + 1 - (self.w + self.pl + self.pr))
+
+    @property
+    def padded(self) -> bool:
+        return any((self.pt, self.pb, self.pl, self.pr, self.eh, self.ew))
+
+    def pads(self) -> list[int]:
+        """ONNX Pad amounts of the spatial dims of an NCHW array, extra rows included."""
+        return [0, 0, self.pt, self.pl, 0, 0, self.pb + self.eh, self.pr + self.ew]
 
     def offsets(self):
         return [(i * self.dh, j * self.dw) for i in range(self.kh) for j in range(self.kw)]
@@ -38,8 +55,8 @@ class Geometry:
 def windows(ctx: Lowering, x: str, geo: Geometry, pad_value: float, dtype: str) -> list[str]:
     """The kh*kw window views of ``x``, each [N, C, OH, OW]."""
     g = ctx.g
-    if geo.ph or geo.pw:
-        x = g.node("Pad", [x, g.ints([0, 0, geo.ph, geo.pw, 0, 0, geo.ph, geo.pw]), ctx.scalar(pad_value, dtype)])
+    if geo.padded:
+        x = g.node("Pad", [x, g.ints(geo.pads()), ctx.scalar(pad_value, dtype)])
     parts = []
     for di, dj in geo.offsets():
         ends = [di + geo.sh * (geo.oh - 1) + 1, dj + geo.sw * (geo.ow - 1) + 1]
@@ -59,7 +76,7 @@ def unstacked(ctx: Lowering, cols: str, k: int) -> list[str]:
 def scatter(ctx: Lowering, parts: list[str], geo: Geometry) -> str:
     """The adjoint of ``windows``: sum window gradients [N, C, OH, OW] back into an [N, C, H, W] array."""
     g = ctx.g
-    hp, wp = geo.h + 2 * geo.ph, geo.w + 2 * geo.pw
+    hp, wp = geo.h + geo.pt + geo.pb + geo.eh, geo.w + geo.pl + geo.pr + geo.ew
     span_h, span_w = geo.sh * (geo.oh - 1) + 1, geo.sw * (geo.ow - 1) + 1
     total = None
     for part, (di, dj) in zip(parts, geo.offsets()):
@@ -71,8 +88,8 @@ def scatter(ctx: Lowering, parts: list[str], geo: Geometry) -> str:
             up = g.node("Slice", [up, g.ints([0, 0]), g.ints([span_h, span_w]), g.ints([2, 3])])
         placed = g.node("Pad", [up, g.ints([0, 0, di, dj, 0, 0, hp - di - span_h, wp - dj - span_w])])
         total = placed if total is None else g.node("Add", [total, placed])
-    if geo.ph or geo.pw:
-        total = g.node("Slice", [total, g.ints([geo.ph, geo.pw]), g.ints([geo.ph + geo.h, geo.pw + geo.w]),
+    if geo.padded:
+        total = g.node("Slice", [total, g.ints([geo.pt, geo.pl]), g.ints([geo.pt + geo.h, geo.pl + geo.w]),
                                  g.ints([2, 3])])
     return total
 
@@ -100,7 +117,7 @@ def conv2d(ctx):
     geo = Geometry(ctx, "Input", kh, kw)
     if ctx.dtype("Input") == "float32":  # ONNX Runtime's Conv runs float32: the standard op, readable anywhere
         return ctx.emit("Conv", [ctx.x("Input"), ctx.x("Filter")], slot="Output", kernel_shape=[kh, kw],
-                        strides=[geo.sh, geo.sw], pads=[geo.ph, geo.pw, geo.ph, geo.pw], dilations=[geo.dh, geo.dw],
+                        strides=[geo.sh, geo.sw], pads=[geo.pt, geo.pl, geo.pb, geo.pr], dilations=[geo.dh, geo.dw],
                         group=groups)
     cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, ctx.dtype("Input")))
     outs = [ctx.g.node("Einsum", [c, w], equation="nchwk,ock->nohw")
@@ -111,11 +128,26 @@ def conv2d(ctx):
 def conv2d_input_grad(ctx):
     o, cg, kh, kw, groups = _filter_shape(ctx)
     geo = Geometry(ctx, "Input", kh, kw)
-    gouts = _groups(ctx, ctx.x("Output@GRAD"), 1, o // groups, groups)
+    ctx.finish(_spread(ctx, geo, ctx.x("Output@GRAD"), o, cg, kh, kw, groups), "Input@GRAD")
+
+
+def conv2d_transpose(ctx):
+    # conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the output size
+    o, cg, kh, kw, groups = _filter_shape(ctx)
+    size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
+            zip(ctx.var("Input").shape[2:], (kh, kw), ctx.attr("strides"), ctx.attr("paddings"),
+                ctx.attr("dilations"), ctx.attr("output_padding"))]
+    geo = Geometry(ctx, "Input", kh, kw, size=size)
+    ctx.finish(_spread(ctx, geo, ctx.x("Input"), o, cg, kh, kw, groups), "Output")
+
+
+def _spread(ctx: Lowering, geo: Geometry, gout: str, o, cg, kh, kw, groups) -> str:
+    """conv2d's adjoint in its input: ``gout`` [N, O, OH, OW] spread back over [N, C, H, W]."""
+    gouts = _groups(ctx, gout, 1, o // groups, groups)
     gcols = [ctx.g.node("Einsum", [go, w], equation="nohw,ock->nchwk")
              for go, w in zip(gouts, _filters(ctx, o, cg, kh, kw, groups))]
     gcols = ctx.g.node("Concat", gcols, axis=1) if groups > 1 else gcols[0]
-    ctx.finish(scatter(ctx, unstacked(ctx, gcols, kh * kw), geo), "Input@GRAD")
+    return scatter(ctx, unstacked(ctx, gcols, kh * kw), geo)
 
 
 def conv2d_filter_grad(ctx):
@@ -131,12 +163,18 @@ def conv2d_filter_grad(ctx):
 
 def _pool_geometry(ctx: Lowering) -> Geometry:
     kh, kw = ctx.attr("ksize")
-    return Geometry(ctx, "X", kh, kw)
+    x = ctx.var("X").shape
+    sides = pool_paddings(ctx.attr("paddings"))
+    out = [pool_out_size(d, k, s, before, after, ctx.attr("ceil_mode"))
+           for d, k, s, before, after in zip(x[2:], (kh, kw), ctx.attr("strides"), sides[::2], sides[1::2])]
+    return Geometry(ctx, "X", kh, kw, out=out)
 
 
-def _counts(geo: Geometry, dtype: str) -> np.ndarray:
-    """How many in-bounds elements each window covers (average pooling excludes the padding): [1, 1, OH, OW]."""
-    ones = np.pad(np.ones((geo.h, geo.w)), ((geo.ph, geo.ph), (geo.pw, geo.pw)))
+def _counts(ctx: Lowering, geo: Geometry, dtype: str) -> np.ndarray:
+    """The divisor of each average window, [1, 1, OH, OW]: its in-bounds elements (``exclusive``) or its area."""
+    if not ctx.attr("exclusive"):
+        return np.full((1, 1, geo.oh, geo.ow), geo.kh * geo.kw, dtype=dtype)
+    ones = np.pad(np.ones((geo.h, geo.w)), ((geo.pt, geo.pb + geo.eh), (geo.pl, geo.pr + geo.ew)))
     counts = np.zeros((geo.oh, geo.ow))
     for di, dj in geo.offsets():
         counts += ones[di: di + geo.sh * (geo.oh - 1) + 1: geo.sh, dj: dj + geo.sw * (geo.ow - 1) + 1: geo.sw]
@@ -154,13 +192,18 @@ def _first_max(ctx: Lowering, geo: Geometry) -> str:
 def pool2d(ctx):
     geo, dt = _pool_geometry(ctx), ctx.dtype("X")
     standard = {"kernel_shape": [geo.kh, geo.kw], "strides": [geo.sh, geo.sw],
-                "pads": [geo.ph, geo.pw, geo.ph, geo.pw]}
-    if ctx.attr("pooling_type") == "max":  # MaxPool ignores padding, as the kernel's -inf padding does
-        return ctx.emit("MaxPool", [ctx.x("X")], **standard)
-    if dt == "float32":
-        return ctx.emit("AveragePool", [ctx.x("X")], count_include_pad=0, **standard)
-    total = reduce_node(ctx, "ReduceSum", stacked(ctx, windows(ctx, ctx.x("X"), geo, 0.0, dt)), [4], False)
-    ctx.emit("Div", [total, ctx.g.const(_counts(geo, dt))])
+                "pads": [geo.pt, geo.pl, geo.pb, geo.pr]}
+    maximum = ctx.attr("pooling_type") == "max"
+    if not ctx.attr("ceil_mode"):  # ONNX's ceil mode keeps other last windows than Paddle's: windows then
+        if maximum:  # MaxPool ignores padding, as the kernel's -inf padding does
+            return ctx.emit("MaxPool", [ctx.x("X")], **standard)
+        if dt == "float32":
+            return ctx.emit("AveragePool", [ctx.x("X")], count_include_pad=int(not ctx.attr("exclusive")), **standard)
+    cols = stacked(ctx, windows(ctx, ctx.x("X"), geo, -np.inf if maximum else 0.0, dt))
+    if maximum:
+        return ctx.set(reduce_node(ctx, "ReduceMax", cols, [4], False, out=ctx.name()))
+    total = reduce_node(ctx, "ReduceSum", cols, [4], False)
+    ctx.emit("Div", [total, ctx.g.const(_counts(ctx, geo, dt))])
 
 
 def pool2d_grad(ctx):
@@ -170,7 +213,7 @@ def pool2d_grad(ctx):
         gcols = g.node("Where", [_first_max(ctx, geo), g.node("Unsqueeze", [gout, g.ints([-1])]), ctx.scalar(0.0, dt)])
         parts = unstacked(ctx, gcols, geo.kh * geo.kw)
     else:
-        parts = [g.node("Div", [gout, g.const(_counts(geo, dt))])] * (geo.kh * geo.kw)
+        parts = [g.node("Div", [gout, g.const(_counts(ctx, geo, dt))])] * (geo.kh * geo.kw)
     ctx.finish(scatter(ctx, parts, geo), "X@GRAD")
 
 
@@ -182,7 +225,8 @@ def pool2d_select(ctx):
 
 
 LOWERINGS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
-             "pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+             "conv2d_transpose": conv2d_transpose, "pool2d": pool2d, "pool2d_grad": pool2d_grad,
+             "pool2d_select": pool2d_select}
 """gradgen op type -> lowering."""
 
 
@@ -196,6 +240,6 @@ def _static_spatial(slot: str):
 
 
 LIMITS = {"conv2d": _static_spatial("Input"), "conv2d_input_grad": _static_spatial("Input"),
-          "conv2d_filter_grad": _static_spatial("Input"), "pool2d": _static_spatial("X"),
-          "pool2d_grad": _static_spatial("X"), "pool2d_select": _static_spatial("X")}
+          "conv2d_filter_grad": _static_spatial("Input"), "conv2d_transpose": _static_spatial("Input"),
+          "pool2d": _static_spatial("X"), "pool2d_grad": _static_spatial("X"), "pool2d_select": _static_spatial("X")}
 """op type -> check returning why this op cannot be exported, or None."""

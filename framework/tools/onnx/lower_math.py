@@ -20,7 +20,8 @@ UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "lo
          "abs": "Abs", "sin": "Sin", "cos": "Cos", "reciprocal": "Reciprocal", "sign": "Sign"}
 COMPARE = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater",
            "greater_equal": "GreaterOrEqual", "equal": "Equal"}
-REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin"}
+REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
+          "reduce_prod": "ReduceProd"}
 
 ERF_TERMS = 160
 """Terms of the series that computes float64 erf; enough for |x| <= 6, beyond which erf is +-1 in float64."""
@@ -97,6 +98,30 @@ def gelu(ctx):
     ctx.emit("Mul", [ctx.x(), normal_cdf(ctx, ctx.x(), ctx.dtype())])
 
 
+def erf_(ctx):
+    ctx.finish(erf(ctx, ctx.x(), ctx.dtype()))
+
+
+def silu(ctx):
+    ctx.emit("Mul", [ctx.x(), ctx.g.node("Sigmoid", [ctx.x()])])
+
+
+def elu(ctx):
+    # alpha * (exp(min(x, 0)) - 1) where x <= 0: never overflows, like the kernel's expm1 of min(x, 0)
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    em1 = g.node("Sub", [g.node("Exp", [g.node("Min", [x, ctx.scalar(0.0, dt)])]), ctx.scalar(1.0, dt)])
+    negative = g.node("Mul", [ctx.scalar(ctx.attr("alpha"), dt), em1])
+    ctx.emit("Where", [g.node("Greater", [x, ctx.scalar(0.0, dt)]), x, negative])
+
+
+def elu_grad(ctx):
+    # dout where x > 0, else dout * alpha * exp(min(x, 0))
+    g, x, dout, dt = ctx.g, ctx.x("X"), ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
+    slope = g.node("Mul", [ctx.scalar(ctx.attr("alpha"), dt), g.node("Exp", [g.node("Min", [x, ctx.scalar(0.0, dt)])])])
+    ctx.emit("Where", [g.node("Greater", [x, ctx.scalar(0.0, dt)]), dout, g.node("Mul", [dout, slope])],
+             slot="X@GRAD")
+
+
 def leaky_relu(ctx):
     # not ONNX LeakyRelu: its alpha is a float32 attr, which would round a float64 slope
     g, x, dt = ctx.g, ctx.x(), ctx.dtype()
@@ -131,11 +156,20 @@ def swap_last(ctx: Lowering, x: str, rank: int) -> str:
 
 def matmul(ctx):
     x, y = ctx.x("X"), ctx.x("Y")
-    if ctx.attr("transpose_x"):
+    if ctx.attr("transpose_x") and ctx.rank("X") > 1:  # a 1-D operand is never transposed, as in numpy
         x = swap_last(ctx, x, ctx.rank("X"))
-    if ctx.attr("transpose_y"):
+    if ctx.attr("transpose_y") and ctx.rank("Y") > 1:
         y = swap_last(ctx, y, ctx.rank("Y"))
-    ctx.emit("MatMul", [x, y])
+    # 1-D operands made 2-D and squeezed after: ONNX Runtime 1.32 fuses Transpose into MatMul and then gets
+    # a matrix times a 1-D vector wrong
+    squeeze = []
+    if ctx.rank("X") == 1:
+        x, squeeze = ctx.g.node("Unsqueeze", [x, ctx.g.ints([0])]), squeeze + [-2]
+    if ctx.rank("Y") == 1:
+        y, squeeze = ctx.g.node("Unsqueeze", [y, ctx.g.ints([-1])]), squeeze + [-1]
+    if not squeeze:
+        return ctx.emit("MatMul", [x, y])
+    ctx.emit("Squeeze", [ctx.g.node("MatMul", [x, y]), ctx.g.ints(squeeze)])
 
 
 def reduce_axes(ctx: Lowering) -> list[int] | None:
@@ -163,6 +197,45 @@ def _reduce(onnx_op):
             return ctx.finish(ctx.x())
         ctx.set(reduce_node(ctx, onnx_op, ctx.x(), reduce_axes(ctx), ctx.attr("keep_dim"), out=ctx.name()))
     return lower
+
+
+def logsumexp(ctx):
+    # log(sum(exp(x - top))) + top with top the max, taken as 0 where it is not finite (all -inf rows), as the kernel
+    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
+    if ctx.rank() == 0:
+        return ctx.finish(x)
+    axes = reduce_axes(ctx)
+    top = reduce_node(ctx, "ReduceMax", x, axes, True)
+    finite = g.node("Equal", [g.node("Sub", [top, top]), ctx.scalar(0.0, dt)])  # inf - inf and nan are not 0
+    top = g.node("Where", [finite, top, ctx.scalar(0.0, dt)])
+    total = reduce_node(ctx, "ReduceSum", g.node("Exp", [g.node("Sub", [x, top])]), axes, True)
+    out = g.node("Add", [g.node("Log", [total]), top])
+    if not ctx.attr("keep_dim"):
+        out = g.node("Squeeze", [out] + ([] if axes is None else [g.ints(axes)]))
+    ctx.finish(out)
+
+
+def prod_others(ctx):
+    # per element, the product of the others along the reduced axes: move those axes last and flatten them to n,
+    # repeat the row n times with the diagonal set to 1, and multiply along the row (no division: zeros are exact)
+    g, x, dt, rank = ctx.g, ctx.x(), ctx.dtype(), ctx.rank()
+    if rank == 0:
+        return ctx.finish(g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1, dt)))
+    axes = reduce_axes(ctx)
+    axes = list(range(rank)) if axes is None else axes
+    kept = [a for a in range(rank) if a not in axes]
+    moved = g.node("Transpose", [x], perm=kept + axes)
+    moved_shape = shape_of(ctx, moved)
+    n = g.node("ReduceProd", [g.node("Slice", [moved_shape, g.ints([len(kept)]), g.ints([rank])])], keepdims=1)
+    # the flat shape spelled out, not with -1: a zero-size kept dim would leave -1 undetermined
+    flat = g.node("Reshape", [moved, g.node("Concat", [g.node("Slice", [moved_shape, g.ints([0]),
+                                                                          g.ints([len(kept)])]), n], axis=0)])
+    square_ = g.node("ConstantOfShape", [g.node("Concat", [n, n], axis=0)], value=fill_value(0, dt))
+    eye = g.node("Cast", [g.node("EyeLike", [square_])], to=onnx_dtype("bool"))
+    rows = g.node("Where", [eye, ctx.scalar(1, dt), g.node("Unsqueeze", [flat, g.ints([-2])])])
+    others = reduce_node(ctx, "ReduceProd", rows, [len(kept) + 1], False)
+    back = g.node("Reshape", [others, moved_shape])
+    ctx.emit("Transpose", [back], perm=[int(i) for i in np.argsort(kept + axes)])
 
 
 def mean(ctx):
@@ -198,11 +271,13 @@ def not_equal(ctx):
     ctx.emit("Not", [ctx.g.node("Equal", [ctx.x("X"), ctx.x("Y")])])
 
 
-def argmax(ctx):
-    if ctx.rank() == 0:
-        return ctx.finish(ctx.g.const(np.int64(0)))
-    ctx.emit("ArgMax", [ctx.x()], axis=ctx.attr("axis") % ctx.rank(), keepdims=int(ctx.attr("keep_dim")),
-             select_last_index=0)
+def _arg(onnx_op):
+    def lower(ctx):
+        if ctx.rank() == 0:
+            return ctx.finish(ctx.g.const(np.int64(0)))
+        ctx.emit(onnx_op, [ctx.x()], axis=ctx.attr("axis") % ctx.rank(), keepdims=int(ctx.attr("keep_dim")),
+                 select_last_index=0)  # the first one on ties, as numpy's
+    return lower
 
 
 def one_hot(ctx):
@@ -242,12 +317,14 @@ LOWERINGS = {
     **{t: _reduce(o) for t, o in REDUCE.items()},
     "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
     "pow": pow_, "matmul": matmul, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
-    "not_equal": not_equal, "argmax": argmax, "one_hot": one_hot, "fill_constant": fill_constant,
+    "not_equal": not_equal, "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
+    "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
                                                            tuple(ctx.attr("shape")))),
     "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"),
                                                            tuple(ctx.attr("shape")))),
     "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
     "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
+    "erf": erf_, "silu": silu, "elu": elu, "elu_grad": elu_grad, "logsumexp": logsumexp, "prod_others": prod_others,
 }
 """gradgen op type -> lowering."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import Lowering
-from .graph import onnx_dtype
+from .graph import fill_value, onnx_dtype, value_info
 from .lower_math import reduce_node, shape_of
 
 __all__ = ["LOWERINGS", "static_dim"]
@@ -24,15 +24,31 @@ def sum_(ctx):
 
 
 def reduce_as(ctx):
-    # the adjoint of broadcasting: sum the leading dims away, then the dims the target has as 1
-    x, lead = ctx.x(), ctx.rank("X") - ctx.rank("Target")
+    # the adjoint of broadcasting: sum the leading dims away, then the dims the target has as 1; where the
+    # target's dim is unknown, an If sums that axis when it turns out to be 1 at run time
+    g, x, lead = ctx.g, ctx.x(), ctx.rank("X") - ctx.rank("Target")
     if lead:
         x = reduce_node(ctx, "ReduceSum", x, list(range(lead)), False)
     xs, ts = ctx.var("X").shape[lead:], ctx.var("Target").shape
     axes = [a for a, (dx, dt) in enumerate(zip(xs, ts)) if dt == 1 and dx != 1]
     if axes:
         x = reduce_node(ctx, "ReduceSum", x, axes, True)
+    for a in (a for a, (dx, dt) in enumerate(zip(xs, ts)) if dt < 0 and dx != 1):
+        target_dim = g.node("Shape", [ctx.x("Target")], start=a, end=a + 1)
+        is_one = g.node("Reshape", [g.node("Equal", [target_dim, g.ints([1])]), g.ints([])])
+        x = _if_else(ctx, is_one, lambda b, v, a=a: b.node("ReduceSum", [v, b.ints([a])], keepdims=1), x)
     ctx.finish(x)
+
+
+def _if_else(ctx: Lowering, cond: str, then, x: str) -> str:
+    """``then(builder, x)`` where ``cond`` holds at run time, else ``x`` itself: an ONNX If of two subgraphs."""
+    dtype, rank = ctx.dtype(), ctx.rank()
+    branches = {}
+    for key in ("then", "else"):
+        b, _ = ctx.subgraph()
+        out = then(b, x) if key == "then" else b.node("Identity", [x])
+        branches[key] = b.graph(f"{key}_branch", [], [value_info(out, dtype, [-1] * rank)])
+    return ctx.g.node("If", [cond], then_branch=branches["then"], else_branch=branches["else"])
 
 
 def broadcast_to(ctx):
@@ -87,7 +103,23 @@ def split_like(ctx):
 def slice_(ctx):
     rank, g = ctx.rank(), ctx.g
     axes = [a % rank for a in ctx.attr("axes")]
-    ctx.emit("Slice", [ctx.x(), g.ints(ctx.attr("starts")), g.ints(ctx.attr("ends")), g.ints(axes)])
+    steps = list(ctx.attr("strides") or [1] * len(axes))
+    ctx.emit("Slice", [ctx.x(), g.ints(ctx.attr("starts")), g.ints(ctx.attr("ends")), g.ints(axes), g.ints(steps)])
+
+
+def pad(ctx):
+    # gradgen pairs (before, after) per dim; ONNX lists every dim's before, then every dim's after
+    pads, dt = ctx.attr("paddings"), ctx.dtype()
+    if not pads:
+        return ctx.finish(ctx.x())
+    onnx_pads = pads[0::2] + pads[1::2]
+    ctx.emit("Pad", [ctx.x(), ctx.g.ints(onnx_pads), ctx.scalar(ctx.attr("pad_value"), dt)], mode="constant")
+
+
+def cumsum(ctx):
+    axis = ctx.attr("axis") % ctx.rank()
+    ctx.emit("CumSum", [ctx.x(), ctx.g.const(np.int64(axis))], exclusive=int(ctx.attr("exclusive")),
+             reverse=int(ctx.attr("reverse")))
 
 
 def slice_pads(shape, axes, starts, ends) -> list[int]:
@@ -103,8 +135,27 @@ def slice_pads(shape, axes, starts, ends) -> list[int]:
 
 
 def slice_grad(ctx):
+    if any(st != 1 for st in ctx.attr("strides")):
+        return _strided_slice_grad(ctx)
     pads = slice_pads(ctx.var("X").shape, ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends"))
     ctx.emit("Pad", [ctx.x("Out@GRAD"), ctx.g.ints(pads)], slot="X@GRAD")
+
+
+def _strided_slice_grad(ctx):
+    # one sliced axis at a time: move it first and ScatterND the rows into zeros at the positions the slice
+    # took (known now: the limit asks for known sizes on the sliced axes), Python's clamping included
+    g, shape, rank = ctx.g, ctx.var("X").shape, ctx.rank("X")
+    grad, dt = ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
+    for a, start, end, step in zip(ctx.attr("axes"), ctx.attr("starts"), ctx.attr("ends"), ctx.attr("strides")):
+        a = a % rank
+        taken = np.arange(shape[a])[slice(start, end, step)]
+        perm = [a] + [d for d in range(rank) if d != a]
+        moved = g.node("Transpose", [grad], perm=perm)
+        zeros_shape = g.node("Concat", [g.ints([shape[a]]), g.node("Shape", [moved], start=1)], axis=0)
+        zeros = g.node("ConstantOfShape", [zeros_shape], value=fill_value(0, dt))
+        placed = g.node("ScatterND", [zeros, g.const(taken.astype(np.int64).reshape(-1, 1)), moved])
+        grad = g.node("Transpose", [placed], perm=[int(i) for i in np.argsort(perm)])
+    ctx.finish(grad, "X@GRAD")
 
 
 def squeeze(ctx):
@@ -162,19 +213,9 @@ LOWERINGS = {
     "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, "reshape_as": reshape_as,
     "transpose": transpose, "concat": concat, "split": split, "split_like": split_like, "slice": slice_,
     "slice_grad": slice_grad, "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather,
-    "gather_grad": gather_grad, "lookup_table": lookup_table,
+    "gather_grad": gather_grad, "lookup_table": lookup_table, "pad": pad, "cumsum": cumsum,
 }
 """gradgen op type -> lowering."""
-
-
-def _reduce_as_limit(op) -> str | None:
-    x, t = (op.block.var(op.input(s)[0]).shape for s in ("X", "Target"))
-    lead = len(x) - len(t)
-    unsure = [a for a, (dx, dt) in enumerate(zip(x[lead:], t)) if dt < 0 and dx != 1]
-    if unsure:
-        return (f"Target has unknown dims {unsure} where X's are not 1: whether to sum them is decided at run time, "
-                "which the export cannot do (give Target known dims)")
-    return None
 
 
 def _split_limit(op) -> str | None:
@@ -198,6 +239,6 @@ def _broadcast_limit(op) -> str | None:
     return None
 
 
-LIMITS = {"reduce_as": _reduce_as_limit, "split": _split_limit, "slice_grad": _slice_grad_limit,
+LIMITS = {"split": _split_limit, "slice_grad": _slice_grad_limit,
           "broadcast_to": _broadcast_limit}
 """op type -> check returning why this op cannot be exported, or None."""

@@ -1,0 +1,61 @@
+"""Lowerings of the ops that read or write elements at integer positions (``program/ops/indexing.py``).
+
+``take_along_axis`` is ONNX ``GatherElements`` and its gradient ``ScatterElements`` adding into zeros;
+``scatter``/``scatter_add`` move the scattered axis first and use ``ScatterND`` (replacing or adding
+whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import Lowering
+from .graph import fill_value, onnx_dtype
+from .lower_math import shape_of
+
+__all__ = ["LOWERINGS"]
+
+
+def _rows_first(ctx: Lowering, value: str, axis: int, rank: int) -> str:
+    return ctx.g.node("Transpose", [value], perm=[axis] + [a for a in range(rank) if a != axis])
+
+
+def _scatter(reduction: str):
+    def lower(ctx):
+        # updates are shaped like take(X, Index, axis): flatten Index to n rows, move the axis first, ScatterND
+        g, rank = ctx.g, ctx.rank()
+        axis = ctx.attr("axis") % rank
+        xshape = shape_of(ctx, ctx.x())
+        rows_shape = g.node("Concat", [g.node("Slice", [xshape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
+                                       g.node("Slice", [xshape, g.ints([axis + 1]), g.ints([rank])])], axis=0)
+        updates = _rows_first(ctx, g.node("Reshape", [ctx.x("Updates"), rows_shape]), axis, rank)
+        index = g.node("Reshape", [g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64")), g.ints([-1, 1])])
+        moved = g.node("ScatterND", [_rows_first(ctx, ctx.x(), axis, rank), index, updates], reduction=reduction)
+        back = [int(a) for a in np.argsort([axis] + [a for a in range(rank) if a != axis])]
+        ctx.emit("Transpose", [moved], perm=back)
+    return lower
+
+
+def take_along_axis(ctx):
+    index = ctx.g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64"))
+    ctx.emit("GatherElements", [ctx.x(), index], axis=ctx.attr("axis") % ctx.rank())
+
+
+def take_along_axis_grad(ctx):
+    g, dt = ctx.g, ctx.dtype("Out@GRAD")
+    zeros = g.node("ConstantOfShape", [shape_of(ctx, ctx.x("X"))], value=fill_value(0, dt))
+    index = g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64"))
+    ctx.emit("ScatterElements", [zeros, index, ctx.x("Out@GRAD")], slot="X@GRAD",
+             axis=ctx.attr("axis") % ctx.rank(), reduction="add")
+
+
+def top_k(ctx):
+    outs = [ctx.name("Out"), ctx.name("Indices")]
+    ctx.g.node_multi("TopK", [ctx.x(), ctx.g.ints([ctx.attr("k")])], outs, axis=ctx.attr("axis") % ctx.rank(),
+                     largest=int(ctx.attr("largest")), sorted=1)
+    ctx.set(outs[0], "Out")
+    ctx.set(outs[1], "Indices")
+
+
+LOWERINGS = {"scatter": _scatter("none"), "scatter_add": _scatter("add"), "take_along_axis": take_along_axis,
+             "take_along_axis_grad": take_along_axis_grad, "top_k": top_k}
+"""gradgen op type -> lowering."""
