@@ -6,7 +6,7 @@ gradients of all of them are written with these same op types.
 """
 from __future__ import annotations
 
-from ..dtypes import INT_DTYPES
+from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 
@@ -62,18 +62,22 @@ SCATTER_ATTRS = {"axis": Attr("int", 0)}
 SCHEMAS = (
     schema("scatter", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
            doc="X with its slices at Index along `axis` replaced by Updates (shaped like gather's result); "
-               "a repeated index is an error at run time."),
+               "a repeated index is an error at run time.",
+           dtypes={"X": DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
     schema("scatter_add", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
-           doc="X with Updates added at Index along `axis` (repeats accumulate): the adjoint of gather."),
+           doc="X with Updates added at Index along `axis` (repeats accumulate): the adjoint of gather.",
+           dtypes={"X": NUMERIC_DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
     schema("take_along_axis", ["X", "Index"], ["Out"], _take_along_axis, {"axis": Attr("int", 0)},
-           doc="X's elements at Index along `axis`, Index shaped like X elsewhere (numpy's take_along_axis)."),
+           doc="X's elements at Index along `axis`, Index shaped like X elsewhere (numpy's take_along_axis).",
+           dtypes={"X": DTYPES, "Index": INT_DTYPES}),
     schema("take_along_axis_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _take_along_axis_grad,
            {"axis": Attr("int", 0)},
-           doc="Zeros shaped like X with Out@GRAD added at Index along axis: the adjoint of take_along_axis."),
+           doc="Zeros shaped like X with Out@GRAD added at Index along axis: the adjoint of take_along_axis.",
+           dtypes={"X": FLOAT_DTYPES, "Index": INT_DTYPES, "Out@GRAD": "X"}),
     schema("top_k", ["X"], ["Out", "Indices"], _top_k,
            {"k": Attr("int"), "axis": Attr("int", -1), "largest": Attr("bool", True)},
            doc="The k largest (or smallest) values along `axis`, sorted, and their int64 indices; on ties the "
-               "lower index comes first."),
+               "lower index comes first.", dtypes={"X": DTYPES}),
 )
 
 
