@@ -348,16 +348,22 @@ def _gather_parts(g: Draw):
     return shape, axis, index
 
 
-def _gather(g: Draw) -> Built:
-    shape, axis, index = _gather_parts(g)
-    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Index": index}, {"axis": axis})
+def _by_index(parts: Callable, out_shape: Callable) -> Callable[[Draw], Built]:
+    """A builder of an op over X at an Index along `axis` (``parts`` draws them); a grad op also gets an
+    Out@GRAD shaped like the forward op's Out, ``out_shape(shape, axis, index)``."""
+
+    def build(g: Draw) -> Built:
+        shape, axis, index = parts(g)
+        ins = {"X": g.array(shape, g.dtype("X")), "Index": index}
+        if "Out@GRAD" in g.schema.tables.inputs:
+            ins["Out@GRAD"] = g.array(out_shape(shape, axis, index), ins["X"].dtype.name)
+        return one_op(g, ins, {"axis": axis})
+
+    return build
 
 
-def _gather_grad(g: Draw) -> Built:
-    shape, axis, index = _gather_parts(g)
-    dtype = g.dtype("X")
-    out = np.take(np.zeros(shape), np.zeros(index.shape, int), axis=axis).shape
-    return one_op(g, {"X": g.array(shape, dtype), "Index": index, "Out@GRAD": g.array(out, dtype)}, {"axis": axis})
+_gather = _gather_grad = _by_index(
+    _gather_parts, lambda shape, axis, index: np.take(np.zeros(shape), np.zeros(index.shape, int), axis=axis).shape)
 
 
 def _reshape_as(g: Draw) -> Built:
@@ -409,16 +415,7 @@ def _along_axis_parts(g: Draw):
     return shape, axis, g.array(ishape, g.dtype("Index"), 0, shape[axis] - 1)
 
 
-def _take_along_axis(g: Draw) -> Built:
-    shape, axis, index = _along_axis_parts(g)
-    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Index": index}, {"axis": axis})
-
-
-def _take_along_axis_grad(g: Draw) -> Built:
-    shape, axis, index = _along_axis_parts(g)
-    dtype = g.dtype("X")
-    return one_op(g, {"X": g.array(shape, dtype), "Index": index, "Out@GRAD": g.array(index.shape, dtype)},
-                  {"axis": axis})
+_take_along_axis = _take_along_axis_grad = _by_index(_along_axis_parts, lambda shape, axis, index: index.shape)
 
 
 def _top_k(g: Draw) -> Built:
