@@ -50,9 +50,11 @@ EXPRESSIONS: dict[str, Expression] = {
     "elementwise_sub": _binary("-"),
     "elementwise_mul": _binary("*"),
     "elementwise_div": _binary("/"),
-    "elementwise_max": lambda op, read: {"Out": "nanmax({}, {})".format(read("X"), read("Y"))},
-    "elementwise_min": lambda op, read: {"Out": "nanmin({}, {})".format(read("X"), read("Y"))},
-    "relu": _unary("relu({x})"),
+    "elementwise_max": lambda op, read: {"Out": "({x} if ({x} >= {y} or {x} != {x}) else {y})".format(
+        x=read("X"), y=read("Y"))},
+    "elementwise_min": lambda op, read: {"Out": "({x} if ({x} <= {y} or {x} != {x}) else {y})".format(
+        x=read("X"), y=read("Y"))},
+    "relu": _unary("({x} if not {x} <= 0 else lit(0.0))"),
     "tanh": _unary("math.tanh({x})"),
     "exp": _unary("math.exp({x})"),
     "square": _unary("({x} * {x})"),

@@ -38,27 +38,7 @@ _PRELUDE = """import math
 import numba
 import numpy as np
 
-T = np.{dtype}
-
-
-@numba.njit(inline="always")
-def lit(x):
-    return T(x)
-
-
-@numba.njit(inline="always")
-def relu(x):
-    return x if not x <= 0 else T(0.0)
-
-
-@numba.njit(inline="always")
-def nanmax(x, y):
-    return x if (x >= y or x != x) else y
-
-
-@numba.njit(inline="always")
-def nanmin(x, y):
-    return x if (x <= y or x != x) else y
+lit = np.{dtype}
 
 
 """
@@ -128,11 +108,13 @@ def _starts_group(block, op, unit: Unit) -> _Group | None:
     return group if group.admit(block, op, unit) else None
 
 
-def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory]) -> list[Unit]:
+def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory],
+                     warm_runs: int = 0) -> list[Unit]:
     """``units`` with every fusable chain replaced by one unit running a generated kernel.
 
     ``keep`` are the fetched vars; ``kernels`` the table the fallback (run-time shapes other than the loop's)
-    builds the group's ops' ordinary kernels from. Without numba, ``units`` unchanged.
+    builds the group's ops' ordinary kernels from; ``warm_runs``, how many runs go op by op before a group's
+    loop is compiled. Without numba, ``units`` unchanged.
     """
     if not jit.AVAILABLE:
         return list(units)
@@ -165,7 +147,7 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
             fused.append(unit)
             at += 1
             continue
-        fused.append(_fused_unit(block, group, outs, kernels))
+        fused.append(_fused_unit(block, group, outs, kernels, warm_runs))
         at = end
     return fused
 
@@ -236,13 +218,13 @@ def _element(kind: str, declared: tuple, group: tuple) -> str:
                            for j, d in enumerate(declared)) + "]"
 
 
-def _fused_unit(block, group: _Group, outs: list[str], kernels) -> Unit:
+def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int) -> Unit:
     ins = tuple(group.inputs)
-    module = jit.load_source(group_source(block, group, ins, outs))
+    source = group_source(block, group, ins, outs)
     ops = tuple(u.index for u in group.units)
     fallback = _one_by_one(block, group, ins, outs, kernels)
     return Unit(index=group.units[-1].index, ops=ops, ins=ins, outs=tuple(outs),
-                kernel=_runner(block, group, ins, outs, module.kernel, fallback))
+                kernel=_runner(block, group, ins, outs, source, fallback, warm_runs))
 
 
 def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
@@ -260,8 +242,13 @@ def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], k
     return run
 
 
-def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kernel, fallback) -> Callable[..., Any]:
-    """The step function: check the run-time shapes, take or allocate the output arrays, run the loop."""
+def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], source: str, fallback,
+            warm_runs: int) -> Callable[..., Any]:
+    """The step function: check the run-time shapes, take or allocate the output arrays, run the loop.
+
+    The first ``warm_runs`` calls run the ops one by one; the next one loads the loop (compiling it, or
+    reading it from the disk cache), so a program run once or twice never waits for a compiler."""
+    state = [warm_runs, None]  # calls left before compiling, the compiled loop
     shape, dtype = group.shape, np.dtype(group.dtype)
     rank = len(shape)
     full = [k for k, n in enumerate(outs) if _shape(block, n) == shape]
@@ -294,6 +281,12 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kerne
     many = len(outs) > 1
 
     def run(*arrays, out=None):
+        kernel = state[1]
+        if kernel is None:
+            if state[0] > 0:
+                state[0] -= 1
+                return fallback(*arrays)
+            kernel = state[1] = jit.load_source(source).kernel
         run_shape = shapes_fit(arrays)
         if run_shape is None or ref is None and any(d < 0 for d in shape):
             return fallback(*arrays)

@@ -140,7 +140,7 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
         if options.fuse_elementwise:
-            units = fuse_elementwise(block, units, keep, options.kernels)
+            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,

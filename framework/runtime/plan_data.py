@@ -35,6 +35,9 @@ class PlanOptions:
     fuse_elementwise: bool = True
     """With ``fuse``: run chains of elementwise ops (and an update, or a loss ending a chain) as one generated loop each
     (``fuse_elementwise``; needs numba, from ``gradgen[fast]``)."""
+    warm_runs: int = 2
+    """How many runs execute a fused group op by op before its loop is compiled (or loaded from the disk
+    cache): a program run once or twice, like most tests and tools, never waits for numba."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
     kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)

@@ -14,6 +14,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 from tests.extras import require
 
+FUSED = PlanOptions(warm_runs=0)  # compile each group's loop at its first run
 UNARY = ["relu", "tanh", "square", "scale", "sigmoid", "abs"]
 BINARY = ["add", "sub", "mul", "max"]
 
@@ -78,7 +79,7 @@ def test_fused_and_unfused_agree_on_random_programs(ops, batch, loss_kind, opt, 
     main, startup, loss, grads = _build(ops, "float64", loss_kind, opt, bias_shape)
     rng = np.random.default_rng(seed)
     feed = {"x": rng.standard_normal((batch, 6)), "y": rng.standard_normal((batch, 6))}
-    fused, fused_params = _train(main, startup, loss, grads, PlanOptions(), feed)
+    fused, fused_params = _train(main, startup, loss, grads, FUSED, feed)
     plain, plain_params = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed)
     for got_step, want_step in zip(fused, plain):
         for got, want in zip(got_step, want_step):
@@ -112,7 +113,7 @@ def test_switching_fusion_off_keeps_one_op_per_step():
 def test_float32_groups_and_buffers_reused_across_runs():
     main, startup, loss, grads = _seed_program("float32", "momentum")
     feed = {"x": np.ones((4, 6), "float32"), "y": np.zeros((4, 6), "float32")}
-    fused, fparams = _train(main, startup, loss, grads, PlanOptions(), feed, steps=3)
+    fused, fparams = _train(main, startup, loss, grads, FUSED, feed, steps=3)
     plain, pparams = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed, steps=3)
     for a, b in zip(fused, plain):
         for got, want in zip(a, b):
@@ -129,7 +130,7 @@ def test_a_batch_dim_that_broadcasts_at_run_time_falls_back_to_the_ops():
         out = layers.tanh(layers.relu(x + z) * z)
     fetch = [out]
     x_val, z_val = np.linspace(-1, 1, 15).reshape(3, 5), np.linspace(0, 2, 5).reshape(1, 5)  # z broadcasts
-    got = Executor().run(main, feed={"x": x_val, "z": z_val}, fetch_list=fetch)[0]
+    got = Executor(options=FUSED).run(main, feed={"x": x_val, "z": z_val}, fetch_list=fetch)[0]
     np.testing.assert_allclose(got, np.tanh(np.maximum(x_val + z_val, 0) * z_val), rtol=1e-15)
 
 
@@ -141,6 +142,19 @@ def test_nan_propagates_like_numpy():
     x_val = np.array([[np.nan, -1.0, 2.0], [0.0, -0.0, np.inf]])
     with np.errstate(invalid="ignore"):
         want = 2.0 * (np.maximum(x_val, 0) * x_val)
-    got = Executor().run(main, feed={"x": x_val}, fetch_list=[out])[0]
+    got = Executor(options=FUSED).run(main, feed={"x": x_val}, fetch_list=[out])[0]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_warm_runs_go_op_by_op_then_the_loop_takes_over():
+    main, startup, loss, grads = _seed_program()
+    feed = {"x": np.linspace(-1, 1, 24).reshape(4, 6), "y": np.linspace(0, 1, 24).reshape(4, 6)}
+    tiered, _ = _train(main, startup, loss, grads, PlanOptions(warm_runs=2), feed, steps=4)
+    plain, _ = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed, steps=4)
+    for step in (0, 1):  # the warm runs are the unfused kernels exactly
+        for got, want in zip(tiered[step], plain[step]):
+            np.testing.assert_array_equal(got, want)
+    for step in (2, 3):
+        for got, want in zip(tiered[step], plain[step]):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
