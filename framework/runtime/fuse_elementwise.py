@@ -22,13 +22,14 @@ their ordinary kernels instead: never a wrong answer, only a slower one.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import jit
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, UPDATES, full_reduction
-from .kernels import KernelFactory
+from .kernels import KernelFactory, takes_out, with_out
 from .plan_data import Unit
 
 __all__ = ["fuse_elementwise", "group_source"]
@@ -228,14 +229,27 @@ def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int) 
 
 
 def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
-    """The group run op by op with the ordinary kernels: for run-time shapes the generated loop does not cover."""
-    steps = [(kernels[block.ops[u.index].type](block.ops[u.index]), u.ins, u.outs) for u in group.units]
+    """The group run op by op with the ordinary kernels (warm runs, and run-time shapes the loop does not
+    cover), each value dropped after its last use in the group, as the plan would."""
+    last: dict[str, int] = {}
+    for at, u in enumerate(group.units):
+        for name in u.ins:
+            last[name] = at
+    steps = [(with_out(kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
+              tuple(n for n, a in last.items() if a == at and n not in outs)) for at, u in enumerate(group.units)]
 
-    def run(*arrays):
+    if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][2]) == tuple(outs):
+        alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
+        return lambda *arrays, out=None: alone(*arrays, out=out)
+
+    def run(*arrays, out=None):
         env = dict(zip(ins, arrays))
-        for fn, names, made in steps:
+        del arrays
+        for fn, names, made, dead in steps:
             result = fn(*(env[n] for n in names))
             env.update(zip(made, result if len(made) > 1 else (result,)))
+            for n in dead:
+                env.pop(n, None)
         values = tuple(env[n] for n in outs)
         return values[0] if len(values) == 1 else values
 
@@ -280,16 +294,31 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
 
     many = len(outs) > 1
 
+    scalars = [k for k, n in enumerate(ins) if group.inputs[n] == "one"]
+
     def run(*arrays, out=None):
         kernel = state[1]
         if kernel is None:
             if state[0] > 0:
                 state[0] -= 1
-                return fallback(*arrays)
+                return fallback(*arrays, out=out)
             kernel = state[1] = jit.load_source(source).kernel
+            try:
+                return run(*arrays, out=out)  # compiles the loop for these argument types
+            except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
+                state[1] = fallback
+                types = ", ".join(f"#{i} {block.ops[i].type}" for i in run.fused_ops)
+                warnings.warn(f"block {block.idx}: fused group {types} runs op by op: numba cannot compile it "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning)
+                return fallback(*arrays, out=out)
+        if kernel is fallback:
+            return fallback(*arrays, out=out)
+        for k in scalars:  # a kernel may hand over a numpy scalar for a one-number var
+            if type(arrays[k]) is not np.ndarray:
+                arrays = (*arrays[:k], np.asarray(arrays[k]), *arrays[k + 1:])
         run_shape = shapes_fit(arrays)
         if run_shape is None or ref is None and any(d < 0 for d in shape):
-            return fallback(*arrays)
+            return fallback(*arrays, out=out)
         bufs = out if many else (out,)
         results = []
         for k in full:

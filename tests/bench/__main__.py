@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--compare", action="store_true",
                         help="also time PyTorch, JAX and PyTensor (when importable), each in its own process")
     parser.add_argument("--python", default=sys.executable,
-                        help="with --compare: the interpreter that has those systems (default: this one)")
+                        help="with --compare: the interpreter that has PyTorch, JAX, PyTensor (default: this one)")
     args = parser.parse_args()
     if args.compare:
         from .compare import compare_main

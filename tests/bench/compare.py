@@ -59,10 +59,9 @@ def _torch(x, y, w1, w2):
         loss = ((torch.relu(xt @ p1) @ p2 - yt) ** 2).sum()
         loss.backward()
         with torch.no_grad():
-            p1 -= LR * p1.grad
-            p2 -= LR * p2.grad
-            p1.grad = None
-            p2.grad = None
+            for p in (p1, p2):
+                p.sub_(LR * p.grad)
+                p.grad = None
         return loss.item()
     return step
 
@@ -98,7 +97,8 @@ def _pytensor(x, y, w1, w2):
     s1, s2 = pytensor.shared(w1, "w1"), pytensor.shared(w2, "w2")
     loss = pt.sum(pt.sqr(pt.dot(pt.maximum(pt.dot(xs, s1), 0), s2) - ys))
     g1, g2 = pytensor.grad(loss, [s1, s2])
-    fn = pytensor.function([xs, ys], loss, updates=[(s1, s1 - LR * g1), (s2, s2 - LR * g2)])
+    lr = np.asarray(LR, x.dtype)
+    fn = pytensor.function([xs, ys], loss, updates=[(s1, s1 - lr * g1), (s2, s2 - lr * g2)])
     return lambda: float(fn(x, y))
 
 
@@ -122,7 +122,8 @@ def worker(system: str, case: str, repeats: int) -> dict:
 
 
 def compare_main(python: str, quick: bool = False) -> None:
-    """Interleaved rounds of every system on every case, each run in its own process of ``python``."""
+    """Interleaved rounds of every system on every case, each in its own process: gradgen and numpy in this
+    interpreter, the others in ``python`` (an environment that has them, e.g. the anchors harness's)."""
     rounds, cases = (2, ("seed-f64", "seed-f32")) if quick else (5, tuple(CASES))
     results: dict[tuple[str, str], list[float]] = {}
     missing: dict[str, str] = {}
@@ -132,7 +133,8 @@ def compare_main(python: str, quick: bool = False) -> None:
                 if system in missing:
                     continue
                 reps = 5 if case.startswith("large") else 101
-                out = subprocess.run([python, "-m", "tests.bench.compare", system, case, str(reps)],
+                exe = sys.executable if system in ("gradgen", "numpy") else python
+                out = subprocess.run([exe, "-m", "tests.bench.compare", system, case, str(reps)],
                                      capture_output=True, text=True)
                 lines = out.stdout.strip().splitlines()
                 if out.returncode != 0 or not lines:
