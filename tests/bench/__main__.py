@@ -20,8 +20,8 @@ from . import cases
 from .recompute_case import recompute_rows
 
 
-def _own_process(args: list[str], cache: str | None = None) -> dict:
-    """A row measured by ``tests.bench.own_process`` in a process of its own (an allocator change, a cold start)."""
+def _own_process(args: list[str], cache: str | None = None) -> list[dict]:
+    """Rows measured by ``tests.bench.own_process`` in a process of its own (an allocator change, a cold start)."""
     env = dict(os.environ, **({"GRADGEN_CACHE_DIR": cache} if cache else {}))
     out = subprocess.run([sys.executable, "-m", "tests.bench.own_process", *args], capture_output=True, text=True,
                          env=env, check=True).stdout
@@ -49,12 +49,11 @@ def main() -> None:
     rows = []
     for dtype in ("float64", "float32"):
         rows += cases.mlp_step(dtype, repeats)
-        rows.append(_own_process(["malloc", dtype, str(repeats)]))
+        rows += _own_process(["malloc", dtype, str(repeats)])
     rows += [*cases.tanh_chain(repeats), cases.tiny_op_chain(repeats), cases.dispatch_overhead(repeats)]
     with tempfile.TemporaryDirectory() as cache:
-        fresh = _own_process(["compile"], cache)
-        cached = _own_process(["compile"], cache)
-    rows += [{**fresh, "case": fresh["case"] + ", fresh cache"}, {**cached, "case": cached["case"] + ", cached"}]
+        for label in ("fresh cache", "cached"):
+            rows += [{**row, "case": f"{row['case']}, {label}"} for row in _own_process(["compile"], cache)]
     if not args.quick:
         rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000, 64000):  # 64k takes a few seconds since the pass is linear: quick runs keep it
