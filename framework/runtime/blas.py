@@ -1,16 +1,21 @@
-"""``gemm``: C = alpha op(A) op(B) + beta C in place, through the fastest BLAS installed, called by ctypes.
+"""``gemm``: C = alpha op(A) op(B) + beta C in place, through one chosen BLAS, called by ctypes.
 
-Every product gradgen runs goes through one provider, so only one BLAS thread
-pool is ever busy (two pools busy-waiting against each other on 2 cores once
-turned a 0.12 ms product into 6.5 ms). The providers, in the order measured
-fastest on the benchmark machine (``design_docs/performance.md``):
+Every sizable product gradgen runs goes through one provider (``PROVIDER``):
 
-- ``mkl``: Intel MKL from the ``mkl`` wheel (``pip install gradgen[fast]``),
-  which picks its AVX-512 kernels whatever ``OPENBLAS_CORETYPE`` says;
-- ``numpy``: the OpenBLAS bundled in numpy's wheel, already loaded.
+- ``numpy`` (the default): the OpenBLAS bundled in numpy's wheel, already
+  loaded. It is the pool numpy's own products use, so a user's numpy code and
+  gradgen never keep two BLAS pools busy (on 2 cores, two pools busy-waiting
+  against each other turned a 0.12 ms product into 6.5 ms; MKL's OpenMP pool
+  next to numpy's OpenBLAS made the seed step 15-50x slower, measured);
+- ``mkl``: Intel MKL from the ``mkl`` wheel (``pip install gradgen[mkl]``),
+  chosen with ``GRADGEN_BLAS=mkl`` (read, never written) or ``use_blas("mkl")``.
+  Measured 1.2-1.3x faster than numpy's OpenBLAS on the seed step's float64
+  products with one thread, a tie in float32 (``design_docs/performance.md``);
+  it picks AVX-512 kernels whatever ``OPENBLAS_CORETYPE`` says. For processes
+  that do their products through gradgen only.
 
-Where neither is found (a numpy built against another BLAS), ``gemm`` is None
-and callers use ``np.matmul``.
+Where no provider is found (a numpy built against another BLAS), ``gemm`` is
+None and callers use ``np.matmul``.
 
 Threads follow the user. threadpoolctl sees a provider loaded here like any
 other BLAS, so ``threadpool_limits(n)`` limits it too; and at load, unless
@@ -28,7 +33,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["PROVIDER", "Provider", "gemm", "provider_threads"]
+__all__ = ["PROVIDER", "Provider", "gemm", "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -111,16 +116,25 @@ def provider_threads(provider: Provider) -> int:
     return int(fn())
 
 
-def _choose() -> Provider | None:
-    for load in (_mkl, _numpy_openblas):
-        provider = load()
-        if provider is not None:
-            return provider
-    return None
+_LOADERS = {"numpy": _numpy_openblas, "mkl": _mkl}
 
 
-PROVIDER: Provider | None = _choose()
+def _choose(name: str) -> Provider | None:
+    if name not in _LOADERS:
+        raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: {', '.join(_LOADERS)})")
+    return _LOADERS[name]() or (_numpy_openblas() if name != "numpy" else None)
+
+
+PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "numpy")
 """The BLAS every gradgen product runs on (None: numpy's matmul does them)."""
+
+
+def use_blas(name: str) -> Provider | None:
+    """Run gradgen's products on BLAS ``name`` ("numpy" or "mkl") from now on; numpy's when ``name`` is not
+    installed. Returns the provider now in use."""
+    global PROVIDER
+    PROVIDER = _choose(name)
+    return PROVIDER
 
 
 def _operand(x: np.ndarray, trans: bool) -> tuple[np.ndarray, bool]:

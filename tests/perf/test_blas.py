@@ -24,10 +24,17 @@ def _matmul_op(shape_x, shape_y, dtype, tx, ty):
     return main.global_block().ops[-1]
 
 
-def test_the_fast_extra_picks_mkl():
-    require(None if importlib.util.find_spec("threadpoolctl") and blas._mkl_path() else "the mkl wheel",
-            "pip install gradgen[fast]")
-    assert blas.PROVIDER is not None and blas.PROVIDER.name == "mkl"
+def test_numpy_openblas_is_the_default_and_mkl_is_chosen_on_request():
+    require(None if blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    assert blas.PROVIDER is not None and blas.PROVIDER.name == "numpy"  # one pool with numpy's own products
+    try:
+        assert blas.use_blas("mkl").name == "mkl"
+        a, b = np.random.default_rng(0).standard_normal((2, 64, 64))
+        np.testing.assert_allclose(blas.gemm(False, True, 1.0, a, b, 0.0, np.empty((64, 64))), a @ b.T, rtol=1e-12)
+    finally:
+        blas.use_blas("numpy")
+    with pytest.raises(ValueError, match="unknown BLAS 'blis'"):
+        blas.use_blas("blis")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -85,13 +92,19 @@ def test_empty_products(shape_x, shape_y):
                                   x @ y)
 
 
-def test_threadpool_limits_reach_the_provider():
+@pytest.mark.parametrize("name", ["numpy", "mkl"])
+def test_threadpool_limits_reach_the_provider(name):
     require(None if importlib.util.find_spec("threadpoolctl") else "threadpoolctl", "pip install gradgen[fast]")
+    require(None if name == "numpy" or blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
     threadpoolctl = importlib.import_module("threadpoolctl")
-    before = blas.provider_threads(blas.PROVIDER)
-    with threadpoolctl.threadpool_limits(1):
-        assert blas.provider_threads(blas.PROVIDER) == 1
-    assert blas.provider_threads(blas.PROVIDER) == before
+    try:
+        provider = blas.use_blas(name)
+        before = blas.provider_threads(provider)
+        with threadpoolctl.threadpool_limits(1):
+            assert blas.provider_threads(provider) == 1
+        assert blas.provider_threads(provider) == before
+    finally:
+        blas.use_blas("numpy")
 
 
 def test_a_bad_operand_is_refused_not_miscomputed():
