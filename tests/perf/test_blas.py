@@ -60,9 +60,18 @@ def test_transposed_views_and_strided_operands_cost_no_wrong_answer(dtype):
     np.testing.assert_allclose(blas.gemm(False, False, 1.0, a, b, 0.0, c), a @ b, rtol=TOL[dtype] * 10)
 
 
+@pytest.fixture(params=["numpy", "mkl"])
+def provider(request):
+    """Kernels built while each provider is chosen (mkl only where its wheel is installed)."""
+    require(None if request.param == "numpy" or blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    blas.use_blas(request.param)
+    yield request.param
+    blas.use_blas("numpy")
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("tx,ty", [(False, False), (True, False), (False, True), (True, True)])
-def test_matmul_kernel_through_the_provider_equals_numpy(dtype, tx, ty):
+def test_matmul_kernel_through_the_provider_equals_numpy(dtype, tx, ty, provider):
     shape_x, shape_y = ((100, 64) if tx else (64, 100)), ((30, 100) if ty else (100, 30))
     fn = _matmul_op(shape_x, shape_y, dtype, tx, ty)
     kernel = KERNELS["matmul"](fn)

@@ -1,9 +1,11 @@
-"""Matrix product kernels: 2-D float products through the chosen BLAS (``runtime.blas``), the rest by numpy."""
+"""Matrix product kernels: 2-D float products through the chosen BLAS (``runtime.blas``) when it is not numpy's
+own (then ``np.matmul`` is the same library, called more cheaply); the rest by numpy. The provider is read
+when a plan builds the kernel: ``use_blas`` applies to plans built afterwards."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..blas import gemm
+from .. import blas
 
 _BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 _SMALL = 4096
@@ -25,7 +27,7 @@ def _gemm_product(tx: bool, ty: bool):
             return np.matmul(a, b, out=out)
         if out is None or out.shape != (m, n) or out.dtype != dtype or not out.flags.c_contiguous:
             out = np.empty((m, n), dtype)
-        return gemm(tx, ty, 1.0, x, y, 0.0, out)
+        return blas.gemm(tx, ty, 1.0, x, y, 0.0, out)
 
     return product
 
@@ -45,7 +47,9 @@ def matmul(op):
 
     x, y = (op.block.var(op.input(slot)[0]) for slot in ("X", "Y"))
     if len(x.shape) == 2 and len(y.shape) == 2:
-        return _gemm_product(tx, ty) if gemm is not None else product
+        # numpy's matmul already calls numpy's own OpenBLAS, without ctypes' few microseconds per call
+        other_blas = blas.PROVIDER is not None and blas.PROVIDER.name != "numpy"
+        return _gemm_product(tx, ty) if other_blas else product
     return lambda x, y: product(x, y)
 
 
