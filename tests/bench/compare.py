@@ -23,7 +23,8 @@ LR = 1e-6
 def _data(n, d_in, h, d_out, dtype):
     rng = np.random.default_rng(0)
     return (rng.standard_normal((n, d_in)).astype(dtype), rng.standard_normal((n, d_out)).astype(dtype),
-            (rng.standard_normal((d_in, h)) * 0.01).astype(dtype), (rng.standard_normal((h, d_out)) * 0.01).astype(dtype))
+            (rng.standard_normal((d_in, h)) * 0.01).astype(dtype),
+            (rng.standard_normal((h, d_out)) * 0.01).astype(dtype))
 
 
 def _gradgen(x, y, w1, w2):
@@ -145,7 +146,8 @@ def compare_main(python: str, quick: bool = False) -> None:
                     missing[system] = row["missing"]
                     continue
                 results.setdefault((case, system), []).append(row["median_s"])
-    print(f"{'case':<12}" + "".join(f"{s:>12}" for s in SYSTEMS) + "   (ms, median over rounds; each in its own process)")
+    print(f"{'case':<12}" + "".join(f"{s:>12}" for s in SYSTEMS)
+          + "   (ms, median over rounds; each in its own process)")
     for case in cases:
         cells = []
         for system in SYSTEMS:
