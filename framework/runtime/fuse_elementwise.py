@@ -171,7 +171,7 @@ def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) 
     full_outs = [n for n in outs if _shape(block, n) == shape]
     out_args = {name: f"o{k}" for k, name in enumerate(full_outs)}
     ref = out_args[full_outs[0]] if full_outs else next(args[n] for n in ins if group.inputs[n] == "full")
-    lines = ["@numba.njit(cache=True, nogil=True)", f"def kernel({', '.join([*args.values(), *out_args.values()])}):"]
+    lines = ["@numba.njit(cache=True)", f"def kernel({', '.join([*args.values(), *out_args.values()])}):"]
     for name, kind in group.inputs.items():
         if kind == "one":
             lines.append(f"    {args[name]}_ = {args[name]}.ravel()[0]")
