@@ -117,6 +117,8 @@ def cmd_example(args) -> int:
 
 def cmd_show(args) -> int:
     program = _load(args.program)
+    if args.plan:
+        return _show_plan(program, args)
     if args.block is None:
         print(program, end="")
         return 0
@@ -126,6 +128,15 @@ def cmd_show(args) -> int:
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
     print(f"block {block.idx} (parent {block.parent_idx}):")
     print("\n".join(block_to_lines(block, "  ", positions, set())))
+    return 0
+
+
+def _show_plan(program, args) -> int:
+    from .plan_listing import plan_lines
+
+    block = program.block(args.block or 0)
+    feeds = parse_names(args.feed) if args.feed else None
+    print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else ())))
     return 0
 
 
@@ -471,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
+    p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused groups with their ops")
+    p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
+    p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("backward", help="append the backward part to a program file")
