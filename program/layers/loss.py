@@ -8,6 +8,7 @@ sums each example's row into ``[N, 1]``, as Paddle's does.
 """
 from __future__ import annotations
 
+from ..dtypes import is_float
 from ..errors import ProgramError
 from ..variable import Variable
 from .creation import cast
@@ -20,8 +21,17 @@ from .reduction import mean, reduce_sum
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _residual(input: Variable, label: Variable) -> Variable:
-    return subtract(check_var(input, "input"), check_var(label, "label"))
+def _floats(loss: str, input: Variable, label: Variable) -> tuple[Variable, Variable]:
+    """input and label, which must be float vars: a loss of ints would round (Paddle refuses them too)."""
+    for what, v in (("input", input), ("label", label)):
+        if not is_float(check_var(v, what).dtype):
+            raise ProgramError(f"{loss}: {what} '{v.name}' is {v.type_str()}, but a loss needs float tensors; "
+                               "cast it first")
+    return input, label
+
+
+def _residual(input: Variable, label: Variable, loss: str) -> Variable:
+    return subtract(*_floats(loss, input, label))
 
 
 def _reduce(x: Variable, reduction: str, name) -> Variable:
@@ -34,17 +44,17 @@ def _reduce(x: Variable, reduction: str, name) -> Variable:
 
 def square_error_cost(input: Variable, label: Variable, name=None) -> Variable:
     """(input - label)^2 per element (broadcasting), as Paddle's ``square_error_cost``."""
-    return square(_residual(input, label), name=name)
+    return square(_residual(input, label, "square_error_cost"), name=name)
 
 
 def mse_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
     """The mean (or sum, or none) of (input - label)^2."""
-    return _reduce(square(_residual(input, label)), reduction, name)
+    return _reduce(square(_residual(input, label, "mse_loss")), reduction, name)
 
 
 def l1_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
     """The mean (or sum, or none) of |input - label|."""
-    return _reduce(abs(_residual(input, label)), reduction, name)
+    return _reduce(abs(_residual(input, label, "l1_loss")), reduction, name)
 
 
 def _huber(r: Variable, delta: float) -> Variable:
@@ -61,7 +71,7 @@ def _huber(r: Variable, delta: float) -> Variable:
 
 def huber_loss(input: Variable, label: Variable, delta: float = 1.0, name=None) -> Variable:
     """Huber's loss of the residual label - input per element: quadratic within ``delta``, linear beyond."""
-    return scale(_huber(_residual(label, input), float(delta)), 1.0, name=name)
+    return scale(_huber(subtract(*_floats("huber_loss", input, label)[::-1]), float(delta)), 1.0, name=name)
 
 
 def smooth_l1(x: Variable, y: Variable, inside_weight: Variable | None = None,
@@ -71,7 +81,7 @@ def smooth_l1(x: Variable, y: Variable, inside_weight: Variable | None = None,
     check_var(x, "x")
     if len(x.shape) < 1:
         raise ProgramError(f"smooth_l1 needs a batch axis, got '{x.name}' {x.type_str()}")
-    r = _residual(x, y)
+    r = _residual(x, y, "smooth_l1")
     if inside_weight is not None:
         r = multiply(r, check_var(inside_weight, "inside_weight"))
     per_element = scale(_huber(r, 1.0 / float(sigma) ** 2), float(sigma) ** 2)

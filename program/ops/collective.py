@@ -10,6 +10,7 @@ attr, so one saved program runs on any number of processes.
 """
 from __future__ import annotations
 
+from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 
 
@@ -43,6 +44,9 @@ def _wait(ctx):
     total = sum(_size(t.shape) for t in xs)
     if flat.shape != (total,) or flat.dtype != xs[0].dtype:
         ctx.fail(f"Buffer must be {xs[0].dtype}[{total}] (every X, flat), got {flat.dtype}{list(flat.shape)}")
+    if ctx.attr("average") and flat.dtype in INT_DTYPES:
+        ctx.fail(f"an average of {flat.dtype} values is not an {flat.dtype}: pass average=False for a sum, or "
+                 "reduce float values")
     return {"Out": list(xs)}
 
 
@@ -55,14 +59,17 @@ def _broadcast(ctx):
 SCHEMAS = (
     schema("allreduce_start", [Slot("X", duplicable=True)], ["Out"], _start,
            doc="Start summing every X across ranks, packed flat into Out in slot order; Out holds the sum only "
-               "after the allreduce_wait that reads it.", stateful=True),
+               "after the allreduce_wait that reads it.", stateful=True,
+           dtypes={"X": NUMERIC_DTYPES}),
     schema("allreduce_wait", ["Buffer", Slot("X", duplicable=True)], [Slot("Out", duplicable=True)], _wait,
            {"average": Attr("bool", True)},
            doc="Wait for the sum started into Buffer; Out[i] is X[i]'s slice of it in X[i]'s shape, divided by "
-               "the number of ranks when average is set. Out names the same vars as X.", stateful=True),
+               "the number of ranks when average is set (float X only). Out names the same vars as X.", stateful=True,
+           dtypes={"Buffer": NUMERIC_DTYPES, "X": "Buffer"}),
     schema("broadcast", [Slot("X", duplicable=True)], [Slot("Out", duplicable=True)], _broadcast,
            {"root": Attr("int", 0)},
-           doc="Every rank's Out[i] becomes rank root's X[i]. Out names the same vars as X.", stateful=True),
+           doc="Every rank's Out[i] becomes rank root's X[i]. Out names the same vars as X.", stateful=True,
+           dtypes={"X": DTYPES}),
 )
 
 __all__ = ["SCHEMAS"]

@@ -11,6 +11,7 @@ and ``custom_gradient`` (a forward body with the user's own gradient body).
 """
 from __future__ import annotations
 
+from ..dtypes import DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, format_shape
 
@@ -54,13 +55,14 @@ SCHEMAS = (
     schema("call", [Slot("X", duplicable=True, optional=True), Slot("Input", duplicable=True, optional=True)],
            [Slot("Out", duplicable=True)], _call,
            {"block": Attr("block"), "params": Attr("strs"), "outs": Attr("strs")},
-           doc="Runs block with params bound to X; Out are its outs."),
+           doc="Runs block with params bound to X; Out are its outs.", dtypes={"X": DTYPES, "Input": DTYPES}),
     schema("custom_gradient", [Slot("X", duplicable=True), Slot("Input", duplicable=True, optional=True)],
            [Slot("Out", duplicable=True)], _custom_gradient,
            {"rule": Attr("str"), "forward_block": Attr("block"), "forward_params": Attr("strs"),
             "forward_outs": Attr("strs"), "grad_block": Attr("block"), "grad_params": Attr("strs"),
             "grad_outs": Attr("strs")},
-           doc="Runs forward_block on X; its gradient is the user's grad_block, not the body's derivative."),
+           doc="Runs forward_block on X; its gradient is the user's grad_block, not the body's derivative.",
+           dtypes={"X": DTYPES, "Input": DTYPES}),
 )
 
 __all__ = ["SCHEMAS"]

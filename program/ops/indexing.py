@@ -6,30 +6,23 @@ gradients of all of them are written with these same op types.
 """
 from __future__ import annotations
 
-from ..dtypes import INT_DTYPES
+from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 
 
-def _index(ctx, slot: str = "Index") -> TensorType:
-    index = ctx.input(slot)
-    if index.dtype not in INT_DTYPES:
-        ctx.fail(f"{slot} must be int32 or int64, got {index.dtype}")
-    return index
-
-
 def _scatter(ctx):
-    x, index, updates = ctx.input("X"), _index(ctx), ctx.input("Updates")
+    x, index, updates = ctx.input("X"), ctx.input("Index"), ctx.input("Updates")
     axis = normalize_axis(ctx.attr("axis"), len(x.shape))
     want = tuple(x.shape[:axis]) + tuple(index.shape) + tuple(x.shape[axis + 1:])
-    if updates.dtype != x.dtype or not shapes_agree(updates.shape, want):
+    if not shapes_agree(updates.shape, want):  # the schema's dtypes already made Updates X's dtype
         ctx.fail(f"Updates must be {x.dtype}{list(want)} (X's dims with axis {axis} replaced by Index's), "
                  f"got {updates.dtype}{list(updates.shape)}")
     return {"Out": x}
 
 
 def _take_along_axis(ctx):
-    x, index = ctx.input("X"), _index(ctx)
+    x, index = ctx.input("X"), ctx.input("Index")
     axis = normalize_axis(ctx.attr("axis"), len(x.shape))
     if len(index.shape) != len(x.shape) or not all(
             dims_agree(a, b) for i, (a, b) in enumerate(zip(x.shape, index.shape)) if i != axis):
@@ -39,11 +32,7 @@ def _take_along_axis(ctx):
 
 
 def _take_along_axis_grad(ctx):
-    x, g = ctx.input("X"), ctx.input("Out@GRAD")
-    _index(ctx)
-    if g.dtype != x.dtype:
-        ctx.fail(f"dtypes differ: X is {x.dtype}, Out@GRAD is {g.dtype}")
-    return {"X@GRAD": x}
+    return {"X@GRAD": ctx.input("X")}  # the schema's dtypes make Out@GRAD X's dtype and Index an int
 
 
 def _top_k(ctx):
@@ -62,18 +51,22 @@ SCATTER_ATTRS = {"axis": Attr("int", 0)}
 SCHEMAS = (
     schema("scatter", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
            doc="X with its slices at Index along `axis` replaced by Updates (shaped like gather's result); "
-               "a repeated index is an error at run time."),
+               "a repeated index is an error at run time.",
+           dtypes={"X": DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
     schema("scatter_add", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
-           doc="X with Updates added at Index along `axis` (repeats accumulate): the adjoint of gather."),
+           doc="X with Updates added at Index along `axis` (repeats accumulate): the adjoint of gather.",
+           dtypes={"X": NUMERIC_DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
     schema("take_along_axis", ["X", "Index"], ["Out"], _take_along_axis, {"axis": Attr("int", 0)},
-           doc="X's elements at Index along `axis`, Index shaped like X elsewhere (numpy's take_along_axis)."),
+           doc="X's elements at Index along `axis`, Index shaped like X elsewhere (numpy's take_along_axis).",
+           dtypes={"X": DTYPES, "Index": INT_DTYPES}),
     schema("take_along_axis_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _take_along_axis_grad,
            {"axis": Attr("int", 0)},
-           doc="Zeros shaped like X with Out@GRAD added at Index along axis: the adjoint of take_along_axis."),
+           doc="Zeros shaped like X with Out@GRAD added at Index along axis: the adjoint of take_along_axis.",
+           dtypes={"X": FLOAT_DTYPES, "Index": INT_DTYPES, "Out@GRAD": "X"}),
     schema("top_k", ["X"], ["Out", "Indices"], _top_k,
            {"k": Attr("int"), "axis": Attr("int", -1), "largest": Attr("bool", True)},
            doc="The k largest (or smallest) values along `axis`, sorted, and their int64 indices; on ties the "
-               "lower index comes first."),
+               "lower index comes first.", dtypes={"X": DTYPES}),
 )
 
 

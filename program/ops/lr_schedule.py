@@ -8,14 +8,14 @@ None of them is differentiable: no gradient flows into a learning rate.
 """
 from __future__ import annotations
 
-from ..dtypes import INT_DTYPES
+from ..dtypes import FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
 from ..schema import Attr, TensorType, same_as, schema
 
 
 def _step(ctx):
     step = ctx.input("Step")
-    if step.shape not in ((), (1,)) or step.dtype not in INT_DTYPES:
-        ctx.fail(f"Step must be an integer scalar (the step counter), got {step.dtype}{list(step.shape)}")
+    if step.shape not in ((), (1,)):
+        ctx.fail(f"Step must be a scalar (the step counter), got {step.dtype}{list(step.shape)}")
 
 
 def _scalar_of_attr_dtype(check=None):
@@ -48,8 +48,8 @@ def _positive(*names):
 def _warmup(ctx):
     _step(ctx)
     lr = ctx.input("LearningRate")
-    if lr.shape not in ((), (1,)) or not lr.dtype.startswith("float"):
-        ctx.fail(f"LearningRate must be a float scalar, got {lr.dtype}{list(lr.shape)}")
+    if lr.shape not in ((), (1,)):
+        ctx.fail(f"LearningRate must be a scalar, got {lr.dtype}{list(lr.shape)}")
     if not ctx.attr("warmup_steps") > 0:
         ctx.fail(f"warmup_steps must be positive, got {ctx.attr('warmup_steps')}")
     return {"Out": TensorType((), lr.dtype)}
@@ -59,28 +59,37 @@ def _increment(ctx):
     x = ctx.input("X")
     if x.shape not in ((), (1,)):
         ctx.fail(f"X must be a scalar counter, got shape {list(x.shape)}")
+    problem = unrepresentable(ctx.attr("step"), x.dtype)
+    if problem:
+        ctx.fail(f"step {problem}: it could not advance the {x.dtype} counter X exactly")
     return same_as("X")(ctx)
 
 
 DTYPE = {"dtype": Attr("dtype", "float32")}
+SCHEDULE_DTYPES = {"Step": INT_DTYPES, "dtype": FLOAT_DTYPES}
+"""A schedule reads an integer step counter and writes a float learning rate."""
 
 SCHEMAS = (
     schema("increment", ["X"], ["Out"], _increment, {"step": Attr("float", 1.0)},
-           doc="Out = X + step: advances a counter (in place when Out names X)."),
+           doc="Out = X + step: advances a counter (in place when Out names X).",
+           dtypes={"X": NUMERIC_DTYPES}),
     schema("piecewise_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_piecewise),
            {"boundaries": Attr("ints"), "values": Attr("floats"), **DTYPE},
-           doc="values[i] where i counts the boundaries <= Step: values[0] before boundaries[0], and so on."),
+           doc="values[i] where i counts the boundaries <= Step: values[0] before boundaries[0], and so on.",
+           dtypes=SCHEDULE_DTYPES),
     schema("exponential_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_positive("decay_steps")),
            {"learning_rate": Attr("float"), "decay_steps": Attr("int"), "decay_rate": Attr("float"),
             "staircase": Attr("bool", False), **DTYPE},
-           doc="learning_rate * decay_rate ^ (Step / decay_steps), the exponent floored when staircase."),
+           doc="learning_rate * decay_rate ^ (Step / decay_steps), the exponent floored when staircase.",
+           dtypes=SCHEDULE_DTYPES),
     schema("cosine_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_positive("step_each_epoch", "epochs")),
            {"learning_rate": Attr("float"), "step_each_epoch": Attr("int"), "epochs": Attr("int"), **DTYPE},
            doc="learning_rate * (cos(pi * epoch / epochs) + 1) / 2 with epoch = floor(Step / step_each_epoch), "
-               "as Paddle's cosine_decay (it rises again after `epochs` epochs)."),
+               "as Paddle's cosine_decay (it rises again after `epochs` epochs).", dtypes=SCHEDULE_DTYPES),
     schema("linear_lr_warmup", ["Step", "LearningRate"], ["Out"], _warmup,
            {"warmup_steps": Attr("int"), "start_lr": Attr("float"), "end_lr": Attr("float")},
-           doc="start_lr + (end_lr - start_lr) * Step / warmup_steps while Step < warmup_steps, then LearningRate."),
+           doc="start_lr + (end_lr - start_lr) * Step / warmup_steps while Step < warmup_steps, then LearningRate.",
+           dtypes={"Step": INT_DTYPES, "LearningRate": FLOAT_DTYPES}),
 )
 
-__all__ = ["DTYPE", "SCHEMAS"]
+__all__ = ["DTYPE", "SCHEDULE_DTYPES", "SCHEMAS"]

@@ -1,7 +1,7 @@
 """Ops that move, copy or regroup elements without arithmetic (plus n-ary sum)."""
 from __future__ import annotations
 
-from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
+from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree
 
@@ -138,14 +138,17 @@ def _pad(ctx):
     x, pads = ctx.input("X"), list(ctx.attr("paddings"))
     if len(pads) != 2 * len(x.shape) or min(pads, default=0) < 0:
         ctx.fail(f"paddings {pads} must be 2 x rank = {2 * len(x.shape)} non-negative ints (before, after per dim)")
+    problem = unrepresentable(ctx.attr("pad_value"), x.dtype)
+    if problem:
+        ctx.fail(f"pad_value {problem}: X is {x.dtype} and Out has X's dtype")
     shape = tuple(-1 if d < 0 else d + pads[2 * i] + pads[2 * i + 1] for i, d in enumerate(x.shape))
     return {"Out": TensorType(shape, x.dtype)}
 
 
 def _cumsum(ctx):
     x = ctx.input("X")
-    if len(x.shape) == 0 or x.dtype == "bool":
-        ctx.fail(f"cumsum needs X of rank >= 1 and a number dtype, got {x.dtype}{list(x.shape)} (cast bools first)")
+    if len(x.shape) == 0:
+        ctx.fail(f"cumsum needs X of rank >= 1, got {x.dtype}{list(x.shape)}")
     normalize_axis(ctx.attr("axis"), len(x.shape))
     return {"Out": x}
 

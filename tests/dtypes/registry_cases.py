@@ -114,7 +114,8 @@ def _from_output(g: Draw) -> Built:
 
 def _like_x(g: Draw) -> Built:
     shape, dtype = g.shape(), g.dtype("X")
-    attrs = {"clip_grad": {"min": -1.0, "max": 1.0}, "leaky_relu_grad": {"alpha": 0.2}}.get(g.schema.type, {})
+    attrs = {"clip_grad": {"min": -1.0, "max": 1.0}, "leaky_relu_grad": {"alpha": 0.2},
+             "elu_grad": {"alpha": 0.5}}.get(g.schema.type, {})
     return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(shape, dtype)}, attrs)
 
 
@@ -166,6 +167,13 @@ def _mean_grad(g: Draw) -> Built:
     attrs = _reduce_attrs(g, len(shape))
     out = reduced_shape(shape, attrs["dim"], attrs["keep_dim"], attrs["reduce_all"])
     return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(out, dtype)}, attrs)
+
+
+def _prod_others(g: Draw) -> Built:
+    shape = g.shape()
+    attrs = _reduce_attrs(g, len(shape))
+    del attrs["keep_dim"]
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))}, attrs)
 
 
 def _argmax(g: Draw) -> Built:
@@ -301,6 +309,19 @@ def _slice_grad(g: Draw) -> Built:
     return one_op(g, {"X": g.array(shape, dtype), "Out@GRAD": g.array(out, dtype)}, attrs)
 
 
+def _pad(g: Draw) -> Built:
+    shape, dtype = g.shape(), g.dtype("X")
+    value = g.int(-2, 2) if dtype in INT_DTYPES else g(st.sampled_from([0.0, -1.5, float("inf")]))
+    return one_op(g, {"X": g.array(shape, dtype)}, {"paddings": [g.int(0, 2) for _ in range(2 * len(shape))],
+                                                    "pad_value": value})
+
+
+def _cumsum(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))},
+                  {"axis": g.int(-len(shape), len(shape) - 1), "exclusive": g.flag(), "reverse": g.flag()})
+
+
 def _squeeze(g: Draw) -> Built:
     shape = g.shape(max_side=2)
     ones = [i for i, d in enumerate(shape) if d == 1]
@@ -327,16 +348,22 @@ def _gather_parts(g: Draw):
     return shape, axis, index
 
 
-def _gather(g: Draw) -> Built:
-    shape, axis, index = _gather_parts(g)
-    return one_op(g, {"X": g.array(shape, g.dtype("X")), "Index": index}, {"axis": axis})
+def _by_index(parts: Callable, out_shape: Callable) -> Callable[[Draw], Built]:
+    """A builder of an op over X at an Index along `axis` (``parts`` draws them); a grad op also gets an
+    Out@GRAD shaped like the forward op's Out, ``out_shape(shape, axis, index)``."""
+
+    def build(g: Draw) -> Built:
+        shape, axis, index = parts(g)
+        ins = {"X": g.array(shape, g.dtype("X")), "Index": index}
+        if "Out@GRAD" in g.schema.tables.inputs:
+            ins["Out@GRAD"] = g.array(out_shape(shape, axis, index), ins["X"].dtype.name)
+        return one_op(g, ins, {"axis": axis})
+
+    return build
 
 
-def _gather_grad(g: Draw) -> Built:
-    shape, axis, index = _gather_parts(g)
-    dtype = g.dtype("X")
-    out = np.take(np.zeros(shape), np.zeros(index.shape, int), axis=axis).shape
-    return one_op(g, {"X": g.array(shape, dtype), "Index": index, "Out@GRAD": g.array(out, dtype)}, {"axis": axis})
+_gather = _gather_grad = _by_index(
+    _gather_parts, lambda shape, axis, index: np.take(np.zeros(shape), np.zeros(index.shape, int), axis=axis).shape)
 
 
 def _reshape_as(g: Draw) -> Built:
@@ -358,6 +385,44 @@ def _split_like(g: Draw) -> Built:
         likes.append(g.array(piece, g.dtype("Like")))
     return one_op(g, {"X": g.array(shape, g.dtype("X")), "Like": likes}, {"axis": axis}, {"Out": len(likes)},
                   known=("Like",))
+
+
+# -- indexing ---------------------------------------------------------------------------------------------------
+def _axis_of(g: Draw, shape: list[int]) -> int:
+    return g.int(-len(shape), len(shape) - 1)
+
+
+def _scatter(g: Draw) -> Built:
+    shape, dtype = g.shape(min_rank=1), g.dtype("X")
+    axis = _axis_of(g, shape)
+    size = shape[axis]
+    if g.schema.type == "scatter":  # each position at most once: which of two updates wins is undefined
+        picked = g(st.lists(st.integers(0, size - 1), unique=True, max_size=size)) if size else []
+        index = np.array([p - size if g.flag() else p for p in picked], dtype=g.dtype("Index"))
+    else:
+        index = g.array(g.shape(max_rank=2), g.dtype("Index"), -size, size - 1) if size else \
+            np.zeros([0], g.dtype("Index"))
+    updates = shape[:axis % len(shape)] + list(index.shape) + shape[axis % len(shape) + 1:]
+    return one_op(g, {"X": g.array(shape, dtype), "Index": index, "Updates": g.array(updates, dtype)},
+                  {"axis": axis})
+
+
+def _along_axis_parts(g: Draw):
+    shape = g.shape(min_rank=1)
+    axis = _axis_of(g, shape)
+    ishape = list(shape)
+    ishape[axis] = g.int(0, 3) if shape[axis] else 0  # positions of an empty axis: none
+    return shape, axis, g.array(ishape, g.dtype("Index"), 0, shape[axis] - 1)
+
+
+_take_along_axis = _take_along_axis_grad = _by_index(_along_axis_parts, lambda shape, axis, index: index.shape)
+
+
+def _top_k(g: Draw) -> Built:
+    shape = g.shape(min_rank=1)
+    axis = _axis_of(g, shape)
+    return one_op(g, {"X": g.array(shape, g.dtype("X"))},
+                  {"k": g.int(0, shape[axis]), "axis": axis, "largest": g.flag()}, known=("X",))
 
 
 # -- logic, nn, network -----------------------------------------------------------------------------------------
@@ -416,6 +481,64 @@ def _batch_norm(g: Draw) -> Built:
     return one_op(g, {"X": g.array(shape, dtype), "Scale": g.array(c, dtype), "Bias": g.array(c, dtype),
                       "Mean": g.array(c, dtype), "Variance": g.array(c, dtype, 0.5, 2)},
                   {"is_test": g.flag(), "momentum": 0.9})
+
+
+# -- learning-rate schedules ----------------------------------------------------------------------------------
+def _increment(g: Draw) -> Built:
+    dtype = g.dtype("X")
+    step = g.int(-2, 3) if dtype in INT_DTYPES else g(st.sampled_from([1.0, 0.5, -2.0]))
+    return one_op(g, {"X": g.array(g(st.sampled_from([[], [1]])), dtype, -5, 5)}, {"step": step}, known=("X",))
+
+
+def _step(g: Draw) -> np.ndarray:
+    return g.array(g(st.sampled_from([[], [1]])), g.dtype("Step"), 0, 12)
+
+
+def _schedule(g: Draw) -> Built:
+    attrs: dict[str, Any] = {"dtype": g.dtype("dtype")}
+    if g.schema.type == "piecewise_decay":
+        attrs.update(boundaries=[2, 5, 9][:g.int(0, 3)])
+        attrs.update(values=[0.5 ** k for k in range(len(attrs["boundaries"]) + 1)])
+    elif g.schema.type == "exponential_decay":
+        attrs.update(learning_rate=0.1, decay_steps=g.int(1, 4), decay_rate=0.5, staircase=g.flag())
+    else:
+        attrs.update(learning_rate=0.1, step_each_epoch=g.int(1, 4), epochs=g.int(1, 4))
+    return one_op(g, {"Step": _step(g)}, attrs, known=("Step",))
+
+
+def _warmup(g: Draw) -> Built:
+    lr = g.array(g(st.sampled_from([[], [1]])), g.dtype("LearningRate"), 0, 1)
+    return one_op(g, {"Step": _step(g), "LearningRate": lr},
+                  {"warmup_steps": g.int(1, 8), "start_lr": 0.0, "end_lr": 0.25}, known=("Step", "LearningRate"))
+
+
+# -- collective (a world of one process) -----------------------------------------------------------------------
+def _bucket(g: Draw, dtype: str) -> list[np.ndarray]:
+    return [g.array(g.shape(), dtype) for _ in range(g.int(1, 3))]
+
+
+def _allreduce_start(g: Draw) -> Built:
+    return one_op(g, {"X": _bucket(g, g.dtype("X"))}, known=("X",))
+
+
+def _allreduce_wait(g: Draw) -> Built:
+    """The wait needs the buffer its start op left in flight: both ops, the wait last."""
+    dtype = g.dtype("Buffer")
+    xs = _bucket(g, dtype)
+    main = Program()
+    block = main.global_block()
+    names = [f"x_{k}" for k in range(len(xs))]
+    for name, x in zip(names, xs):
+        block.create_var(name, list(x.shape), dtype)
+    block.append_op("allreduce_start", {"X": names}, {"Out": ["buffer"]})
+    op = block.append_op("allreduce_wait", {"Buffer": ["buffer"], "X": names}, {"Out": [f"out_{n}" for n in names]},
+                         {"average": dtype in FLOAT_DTYPES and g.flag()})
+    return Built(main, op, dict(zip(names, xs)))
+
+
+def _broadcast(g: Draw) -> Built:
+    xs = _bucket(g, g.dtype("X"))
+    return one_op(g, {"X": xs}, {"root": 0}, {"Out": len(xs)})
 
 
 # -- optimizers -------------------------------------------------------------------------------------------------
@@ -482,6 +605,18 @@ def _pool(g: Draw) -> Built:
     return one_op(g, ins, attrs, known=("X", "D"))
 
 
+def _conv2d_transpose(g: Draw) -> Built:
+    groups, dtype = g.int(1, 2), g.dtype("Input")
+    cin, cout = groups * g.int(1, 2), g.int(1, 2)
+    s, d, k = g.int(1, 2), g.int(1, 2), g.int(1, 2)
+    x = [g.int(0, 2), cin, g.int(1, 3), g.int(1, 3)]
+    p = int(g.flag() and (min(x[2:]) - 1) * s + d * (k - 1) > 1)  # a padding of 1 must leave some output
+    attrs = {"strides": [s, s], "paddings": [p, p], "dilations": [d, d], "groups": groups,
+             "output_padding": [g.int(0, s - 1)] * 2}
+    return one_op(g, {"Input": g.array(x, dtype), "Filter": g.array([cin, cout, k, k], dtype)}, attrs,
+                  known=("Filter",))
+
+
 # -- control flow -----------------------------------------------------------------------------------------------
 def _cond(g: Draw) -> Built:
     main = Program()
@@ -504,12 +639,34 @@ def _while(g: Draw) -> Built:
     return Built(main, main.global_block().ops[-1], {"x": x})
 
 
+def _custom_gradient(g: Draw) -> Built:
+    """A custom_gradient whose forward body reads its X and an outer var (Input), and whose gradient is none."""
+    main = Program()
+    x, outer = g.array(g.shape(), g.dtype("X")), g.array(g.shape(), g.dtype("Input"))
+    with program_guard(main, Program()):
+        xv = layers.data("x", list(x.shape), x.dtype.name)
+        ov = layers.data("outer", list(outer.shape), outer.dtype.name)
+        layers.custom_gradient(lambda v: [layers.assign(v), layers.assign(ov)], lambda ins, outs, douts: [None])(xv)
+    return Built(main, main.global_block().ops[-1], {"x": x, "outer": outer})
+
+
+def _call(g: Draw) -> Built:
+    """A call of a custom_gradient's forward body: the block as a function, run on its own."""
+    built = _custom_gradient(g)
+    body, block = built.op, built.program.global_block()
+    op = block.append_op("call", {"X": body.input("X"), "Input": body.input("Input")},
+                         {"Out": [f"out_{k}" for k in range(len(body.attr("forward_outs")))]},
+                         {"block": body.attr("forward_block"), "params": body.attr("forward_params"),
+                          "outs": body.attr("forward_outs")})
+    return Built(built.program, op, built.feed)
+
+
 CASES: dict[str, Callable[[Draw], Built]] = {
     **{t: _unary for t in UNARY_ATTRS},
     **{t: _from_output for t in ("relu_grad", "tanh_grad", "sigmoid_grad")},
-    **{t: _like_x for t in ("leaky_relu_grad", "clip_grad", "gelu_grad")},
+    **{t: _like_x for t in ("leaky_relu_grad", "clip_grad", "gelu_grad", "elu_grad")},
     **{t: _binary for t in ELEMENTWISE_TYPES + COMPARISONS},
-    **{t: _reduce for t in REDUCE_TYPES},
+    **{t: _reduce for t in REDUCE_TYPES + ("reduce_prod", "logsumexp")},
     **{t: _conv2d for t in ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")},
     **{t: _pool for t in ("pool2d", "pool2d_grad", "pool2d_select")},
     **{t: _update for t in ("sgd", "momentum", "adam")},
@@ -526,6 +683,13 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "softmax_with_cross_entropy": lambda g: _labels(g, "Logits", False),
     "sigmoid_cross_entropy_with_logits": _sigmoid_ce,
     "dropout": _dropout, "lookup_table": _lookup_table, "batch_norm": _batch_norm, "cond": _cond, "while": _while,
+    "prod_others": _prod_others, "argmin": _argmax, "pad": _pad, "cumsum": _cumsum,
+    "conv2d_transpose": _conv2d_transpose,
+    **{t: _scatter for t in ("scatter", "scatter_add")}, "take_along_axis": _take_along_axis,
+    "take_along_axis_grad": _take_along_axis_grad, "top_k": _top_k,
+    "increment": _increment, **{t: _schedule for t in ("piecewise_decay", "exponential_decay", "cosine_decay")},
+    "linear_lr_warmup": _warmup, "allreduce_start": _allreduce_start, "allreduce_wait": _allreduce_wait,
+    "broadcast": _broadcast, "custom_gradient": _custom_gradient, "call": _call,
 }
 """op type -> the builder of one valid case of it."""
 

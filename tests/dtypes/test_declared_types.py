@@ -169,3 +169,57 @@ def test_a_constant_initializer_gives_an_int64_parameter_its_exact_value():
     scope = Scope()
     Executor().run(startup, scope=scope)
     assert scope["p"].tolist() == [2 ** 53 + 1] * 2
+
+
+def _op_alone(op_type: str, inputs: dict[str, np.ndarray], attrs: dict, outputs: tuple[str, ...] = ("Out",)):
+    """``op_type`` alone in block 0 over vars typed like ``inputs`` (each slot one var); the program and its op."""
+    main = Program()
+    block = main.global_block()
+    for slot, value in inputs.items():
+        block.create_var(slot.lower(), list(value.shape), value.dtype.name)
+    op = block.append_op(op_type, {slot: [slot.lower()] for slot in inputs},
+                         {slot: [f"out_{slot.lower()}"] for slot in outputs}, attrs)
+    return main, op
+
+
+@pytest.mark.parametrize("dtype, start", [("int64", 2 ** 53 + 1), ("int64", 2 ** 63 - 2), ("int32", 2 ** 31 - 2)])
+def test_an_int_counter_advances_exactly(dtype, start):
+    counter = np.array(start, dtype=dtype)
+    main, _ = _op_alone("increment", {"X": counter}, {"step": 1.0})
+    (got,) = Executor(check_types=True).run(main, feed={"x": counter}, fetch_list=["out_out"], scope=Scope())
+    assert got.dtype == np.dtype(dtype) and int(got) == start + 1
+
+
+@pytest.mark.parametrize("op_type, inputs, attrs, message", [
+    ("increment", {"X": np.array(0)}, {"step": 0.5}, r"step 0\.5 is not a whole number.*int64 counter"),
+    ("increment", {"X": np.array(0, "float16")}, {"step": 1e5}, r"step 100000\.0 is beyond the largest finite float16"),
+    ("pad", {"X": np.zeros(2, "float16")}, {"paddings": [1, 0], "pad_value": 1e6}, r"pad_value .* float16"),
+    ("piecewise_decay", {"Step": np.array(0.0)}, {"boundaries": [], "values": [1.0]},
+     r"Step must be int32 or int64, got float64"),
+    ("piecewise_decay", {"Step": np.array(0)}, {"boundaries": [], "values": [1.0], "dtype": "int64"},
+     r"attr dtype must be a float tensor, got int64"),
+    ("linear_lr_warmup", {"Step": np.array(0), "LearningRate": np.array(1)},
+     {"warmup_steps": 2, "start_lr": 0.0, "end_lr": 1.0}, r"LearningRate must be a float tensor, got int64"),
+    ("scatter_add", {"X": np.zeros(2, bool), "Index": np.zeros(1, "int64"), "Updates": np.zeros(1, bool)}, {},
+     r"X must be float16, float32, float64, int32 or int64, got bool"),
+    ("take_along_axis", {"X": np.zeros(2), "Index": np.zeros(1)}, {}, r"Index must be int32 or int64, got float64"),
+    ("allreduce_start", {"X": np.zeros(2, bool)}, {}, r"X must be float16, float32, float64, int32 or int64, got bool"),
+])
+def test_the_ops_merged_since_issue_11_refuse_what_they_cannot_compute_exactly(op_type, inputs, attrs, message):
+    with pytest.raises(OpError, match=rf"op #0 \({op_type}\).*{message}"):
+        _op_alone(op_type, inputs, attrs)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_an_allreduce_of_ints_sums_and_does_not_average(dtype):
+    """The average of int gradients is not an int: a build error, while the sum keeps its dtype exactly."""
+    main = Program()
+    block = main.global_block()
+    block.create_var("g", [3], dtype)
+    block.append_op("allreduce_start", {"X": ["g"]}, {"Out": ["buffer"]})
+    with pytest.raises(OpError, match=rf"\(allreduce_wait\).*an average of {dtype} values is not an {dtype}"):
+        block.append_op("allreduce_wait", {"Buffer": ["buffer"], "X": ["g"]}, {"Out": ["g"]}, {"average": True})
+    block.append_op("allreduce_wait", {"Buffer": ["buffer"], "X": ["g"]}, {"Out": ["g"]}, {"average": False})
+    g = np.array([2 ** 30, -1, 7], dtype=dtype)
+    (got,) = Executor(check_types=True).run(main, feed={"g": g}, fetch_list=["g"], scope=Scope())
+    assert got.dtype == np.dtype(dtype) and got.tolist() == g.tolist()  # a world of one: the sum is g

@@ -11,6 +11,7 @@ import pytest
 
 from gradgen.framework import CPUPlace, Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError, FeedError
+from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
 from gradgen.program import Program, layers, program_guard
 
 N_PARAMS = 40
@@ -151,11 +152,14 @@ def test_a_string_where_a_program_is_expected():
         Executor().run("main.json", scope=Scope())
 
 
-def test_places_are_accepted_as_paddle_does():
+def test_places_are_accepted_as_paddle_does(monkeypatch):
+    monkeypatch.delenv(CHECK_TYPES_ENV, raising=False)  # the suite turns type checks on for every Executor; a user's are off
     for place in (None, CPUPlace(), "cpu", "CPU"):
         exe = Executor(place)
         assert exe.place == CPUPlace() and not exe.check_nan_inf and not exe.check_types
     assert Executor(check_nan_inf=True).check_nan_inf
+    monkeypatch.setenv(CHECK_TYPES_ENV, "1")
+    assert Executor().check_types and not Executor(check_types=False).check_types
 
 
 @pytest.mark.parametrize("place,message", [

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope
-from gradgen.program import OpError, Program, ProgramError, layers, program_guard
+from gradgen.program import Program, ProgramError, layers, program_guard
 
 from ..grad.checking import check_op_gradients
 
@@ -63,11 +63,18 @@ def test_huber_at_ties_and_zero_is_continuous():
     np.testing.assert_allclose(got, [0.125, 0.0, 0.0, 0.125, 0.875], rtol=1e-15, atol=1e-300)
 
 
-def test_integer_inputs_are_a_clear_error():
+@pytest.mark.parametrize("loss, name", [(lambda x, y: layers.square_error_cost(input=x, label=y), "square_error_cost"),
+                                        (layers.mse_loss, "mse_loss"), (layers.l1_loss, "l1_loss"),
+                                        (layers.huber_loss, "huber_loss"), (layers.smooth_l1, "smooth_l1")])
+@pytest.mark.parametrize("dtypes", [("int64", "int64"), ("float64", "int32"), ("bool", "float32")])
+def test_integer_inputs_are_a_clear_error(loss, name, dtypes):
+    """square and abs take ints since issue 11 A, so the loss itself refuses them, as Paddle's does."""
     with program_guard(Program(), Program()):
-        x, y = layers.data("x", [2], "int64"), layers.data("y", [2], "int64")
-        with pytest.raises(OpError, match=r"op #1 \(square\).*X must be a float tensor, got int64"):
-            layers.square_error_cost(input=x, label=y)
+        x, y = layers.data("x", [2], dtypes[0]), layers.data("y", [2], dtypes[1])
+        bad = next(v for v in (x, y) if not v.dtype.startswith("float"))
+        message = rf"{name}: \w+ '{bad.name}' is {bad.dtype}\[2\], but a loss needs float"
+        with pytest.raises(ProgramError, match=message):
+            loss(x, y)
 
 
 @pytest.mark.parametrize("shape", [(4, 3), (4, 1), (3, 2, 2), (0, 2), (3,)])

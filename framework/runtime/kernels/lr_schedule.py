@@ -8,7 +8,11 @@ import numpy as np
 
 def increment(op):
     step = op.attr("step")
-    return lambda x: (x + step).astype(x.dtype, copy=False)
+
+    def run(x):  # an int counter adds a whole int (not via float64, which drops counts above 2**53)
+        return np.add(x, np.asarray(step if x.dtype.kind == "f" else int(step), dtype=x.dtype))
+
+    return run
 
 
 def _step(s) -> int:

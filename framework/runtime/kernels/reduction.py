@@ -64,7 +64,7 @@ def prod_others(op):
             return np.zeros_like(x)
         flat = moved.reshape(moved.shape[:len(kept)] + (size,))
         others = exclusive(flat) * np.flip(exclusive(np.flip(flat, -1)), -1)
-        return np.ascontiguousarray(np.transpose(others.reshape(moved.shape), back))
+        return np.transpose(others.reshape(moved.shape), back).copy(order="C")  # not ascontiguousarray: 0-d stays 0-d
 
     return run
 
