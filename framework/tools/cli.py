@@ -15,7 +15,6 @@ from typing import Sequence
 
 import numpy as np
 
-from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 
 from . import cli_onnx, cli_parallel
