@@ -26,6 +26,7 @@ from ..errors import ExecutionError, FeedError
 from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
+from .fuse_elementwise import fuse_elementwise
 from .fusion import fuse_gemm_updates
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
@@ -138,6 +139,8 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
              for i in order]
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
+        if options.fuse_elementwise:
+            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,

@@ -30,7 +30,15 @@ class PlanOptions:
     buffers: bool = True
     """Give outputs of kernels that take ``out`` plan-owned buffers, and double-buffer in-place updates."""
     fuse: bool = True
-    """Fuse a weight-gradient product into the SGD update after it (``fusion``; needs numpy's BLAS)."""
+    """Fuse: a weight-gradient product into the SGD update after it (``fusion``), and elementwise chains when
+    ``fuse_elementwise`` is on too. False turns every fusion off."""
+    fuse_elementwise: bool = False
+    """With ``fuse``: run chains of elementwise ops (and an update, or a loss ending a chain) as one generated loop each
+    (``fuse_elementwise``; needs numba, from ``gradgen[fast]``). Off by default: on the seed MLP step it measured
+    4-6% slower than the unfused plan (design_docs/performance.md); long chains of small ops gain."""
+    warm_runs: int = 2
+    """How many runs execute a fused group op by op before its loop is compiled (or loaded from the disk
+    cache): a program run once or twice, like most tests and tools, never waits for numba."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
     kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)

@@ -15,12 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 
-from . import cli_parallel
+from . import cli_onnx, cli_parallel
 from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args
 from .cli_values import load_program as _load
+from .cli_values import program_var as _var
 
 
 SWEEP_WARNING = 10_000
@@ -32,14 +32,6 @@ def _version() -> str:
         return metadata.version("gradgen")
     except metadata.PackageNotFoundError:
         return "unknown (not installed)"
-
-
-def _var(program: Program, name: str, what: str):
-    var = program.global_block().find_var(name)
-    if var is None:
-        names = ", ".join(sorted(program.global_block().vars)[:12])
-        raise CliError(f"{what} '{name}' is not a var of the program's global block (vars: {names}, ...)")
-    return var
 
 
 def _progress(steps: int, enabled: bool, unit: str = "step"):
@@ -117,6 +109,8 @@ def cmd_example(args) -> int:
 
 def cmd_show(args) -> int:
     program = _load(args.program)
+    if args.plan:
+        return _show_plan(program, args)
     if args.block is None:
         print(program, end="")
         return 0
@@ -126,6 +120,17 @@ def cmd_show(args) -> int:
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
     print(f"block {block.idx} (parent {block.parent_idx}):")
     print("\n".join(block_to_lines(block, "  ", positions, set())))
+    return 0
+
+
+def _show_plan(program, args) -> int:
+    from ..runtime.plan_data import PlanOptions
+    from .plan_listing import plan_lines
+
+    block = program.block(args.block or 0)
+    feeds = parse_names(args.feed) if args.feed else None
+    options = PlanOptions(fuse_elementwise=args.fuse_elementwise)
+    print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else (), options)))
     return 0
 
 
@@ -383,52 +388,6 @@ def cmd_summary(args) -> int:
     return 0
 
 
-def cmd_export_onnx(args) -> int:
-    from .onnx import export_onnx
-    from .onnx.export import OPSET
-
-    program = _load(args.program)
-    params = None
-    if args.params:
-        from ..io import load_params
-        from ..runtime.scope import Scope
-
-        if not os.path.exists(args.params):
-            raise CliError(f"no such parameter file: {args.params}")
-        params = Scope()
-        load_params(args.params, program, params, strict=False)
-    fetch = parse_names(args.fetch) if args.fetch else None
-    for name in fetch or ():
-        _var(program, name, "fetched var")
-    model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates)
-    print(f"wrote {args.output} (ONNX opset {OPSET}, {len(model.graph.node)} nodes; "
-          f"inputs: {', '.join(i.name for i in model.graph.input) or '-'}; "
-          f"outputs: {', '.join(o.name for o in model.graph.output)})")
-    return 0
-
-
-def cmd_import_onnx(args) -> int:
-    from .onnx import import_onnx
-
-    if not os.path.exists(args.model):
-        raise CliError(f"no such model file: {args.model}")
-    program, params, outputs = import_onnx(args.model)
-    program.save(args.output)
-    written = ""
-    if params:
-        out = args.params_out or os.path.splitext(args.output)[0] + ".params.npz"
-        from ..io import save_params
-        from ..runtime.scope import Scope
-
-        scope = Scope()
-        for name, value in params.items():
-            scope.set(name, value)
-        save_params(out, program, scope)
-        written = f" and {out} ({len(params)} parameters)"
-    print(f"wrote {args.output}{written}; outputs: " + ", ".join(f"{k} -> {v}" for k, v in outputs.items()))
-    return 0
-
-
 def cmd_modes(args) -> int:
     from .modes import compare_modes, modes_text
 
@@ -471,6 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
+    p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused groups with their ops")
+    p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
+    p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
+    p.add_argument("--fuse-elementwise", action="store_true",
+                   help="with --plan: the plan with fused elementwise loops (PlanOptions(fuse_elementwise=True))")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("backward", help="append the backward part to a program file")
@@ -546,19 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_parallel.add_commands(sub)
 
-    p = sub.add_parser("export-onnx", help="write a program as an ONNX model (opset 17)")
-    p.add_argument("program")
-    p.add_argument("--params", help="a parameter file (.npz): its arrays become initializers")
-    p.add_argument("--fetch", help="comma-separated vars to output (default: vars written and never read)")
-    p.add_argument("--no-updates", action="store_true", help="do not output the new values of persistable vars")
-    p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
-    p.set_defaults(run=cmd_export_onnx)
+    cli_onnx.add_commands(sub)
 
-    p = sub.add_parser("import-onnx", help="read an ONNX model as a program (initializers become parameters)")
-    p.add_argument("model")
-    p.add_argument("-o", "--output", required=True, help="the program file (.json) to write")
-    p.add_argument("--params-out", help="where to write the parameters (default: OUTPUT with .params.npz)")
-    p.set_defaults(run=cmd_import_onnx)
     p = sub.add_parser("modes", help="build reverse and forward mode for a program and compare them in numbers")
     p.add_argument("program")
     p.add_argument("--outputs", required=True, help="comma-separated vars to differentiate")

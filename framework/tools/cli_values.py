@@ -9,7 +9,7 @@ import numpy as np
 from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 
-__all__ = ["CliError", "load_program", "ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args",
+__all__ = ["CliError", "load_program", "program_var", "ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args",
            "describe_array"]
 
 
@@ -22,6 +22,15 @@ def load_program(path: str) -> Program:
     if not os.path.exists(path):
         raise CliError(f"no such program file: {path}")
     return Program.load(path)
+
+
+def program_var(program: Program, name: str, what: str):
+    """The var ``name`` of the program's global block, or a CliError listing some of its vars."""
+    var = program.global_block().find_var(name)
+    if var is None:
+        names = ", ".join(sorted(program.global_block().vars)[:12])
+        raise CliError(f"{what} '{name}' is not a var of the program's global block (vars: {names}, ...)")
+    return var
 
 
 class ArgumentError(GradgenError):

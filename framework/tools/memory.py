@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..runtime.plan import build_plan
+from ..runtime.plan_data import PlanOptions
 from .summary import format_bytes
 from .var_kinds import KINDS, block_kinds
 
@@ -100,7 +101,8 @@ def _step_labels(block, plan) -> list[str]:
     return labels
 
 
-def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list: Sequence = ()) -> MemoryReport:
+def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list: Sequence = (),
+                   options: PlanOptions | None = None) -> MemoryReport:
     """The memory profile of running ``program``'s global block with feeds of ``feed_shapes``.
 
     One pass over the plan's steps keeps running totals (overall, by kind,
@@ -108,7 +110,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     """
     block = program.global_block()
     fetch = [f if isinstance(f, str) else f.name for f in fetch_list]
-    plan = build_plan(block, list(feed_shapes), fetch)
+    plan = build_plan(block, list(feed_shapes), fetch, options)  # options: the plan the Executor would run
     size = _sizer(block, feed_shapes)
     kinds = block_kinds(block)
     kind = {**kinds.resting, **{n: "feed" for n in plan.feeds}, **kinds.made}

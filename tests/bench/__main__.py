@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
@@ -16,15 +20,40 @@ from . import cases
 from .recompute_case import recompute_rows
 
 
+def _own_process(args: list[str], cache: str | None = None) -> list[dict]:
+    """Rows measured by ``tests.bench.own_process`` in a process of its own (an allocator change, a cold start)."""
+    env = dict(os.environ, **({"GRADGEN_CACHE_DIR": cache} if cache else {}))
+    out = subprocess.run([sys.executable, "-m", "tests.bench.own_process", *args], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip the large cases")
     parser.add_argument("--json", default="bench_results.json", help="where to write the results")
+    parser.add_argument("--compare", action="store_true",
+                        help="also time PyTorch, JAX and PyTensor (when importable), each in its own process")
+    parser.add_argument("--python", default=sys.executable,
+                        help="with --compare: the interpreter that has PyTorch, JAX, PyTensor (default: this one)")
     args = parser.parse_args()
+    if args.compare:
+        from .compare import compare_main
+
+        compare_main(args.python, quick=args.quick)
+        return
     repeats = 5 if args.quick else 51
-    print(f"heap kept warm for both sides (glibc mallopt): {cases.keep_heap_warm()}")
-    rows = [*cases.mlp_step("float64", repeats), *cases.mlp_step("float32", repeats), cases.tiny_op_chain(repeats),
-            cases.dispatch_overhead(repeats)]
+    print(f"BLAS: {cases.PROVIDER.name if cases.PROVIDER else 'numpy matmul'}; default malloc in this process; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+          f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}")
+    rows = []
+    for dtype in ("float64", "float32"):
+        rows += cases.mlp_step(dtype, repeats)
+        rows += _own_process(["malloc", dtype, str(repeats)])
+    rows += [*cases.tanh_chain(repeats), cases.tiny_op_chain(repeats), cases.dispatch_overhead(repeats)]
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("fresh cache", "cached"):
+            rows += [{**row, "case": f"{row['case']}, {label}"} for row in _own_process(["compile"], cache)]
     if not args.quick:
         rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000, 64000):  # 64k takes a few seconds since the pass is linear: quick runs keep it

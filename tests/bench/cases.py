@@ -11,6 +11,8 @@ from typing import Callable
 import numpy as np
 
 from gradgen.framework import Executor, Scope, append_backward, optimizer
+from gradgen.framework.runtime.blas import PROVIDER, gemm
+from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.tools.memory import analyze_memory
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
@@ -97,29 +99,69 @@ def _mlp_step(n, d_in, h, d_out, dtype, lr):
     grad_out = np.ones((n, d_out), dtype)
 
     def gemms_alone():
-        """The step's five matrix products into preallocated arrays: a floor no executor on numpy can beat."""
+        """The step's five matrix products into preallocated arrays through numpy: numpy's floor."""
         np.matmul(xs, W1, out=outs[0])
         np.matmul(outs[0], W2, out=outs[1])
         np.matmul(outs[0].T, grad_out, out=outs[2])
         np.matmul(grad_out, W2.T, out=outs[3])
         np.matmul(xs.T, outs[3], out=outs[4])
 
-    return gradgen_step, numpy_step, gemms_alone
+    def provider_gemms():
+        """The same five products through gradgen's chosen BLAS (``runtime.blas``): gradgen's floor."""
+        gemm(False, False, 1.0, xs, W1, 0.0, outs[0])
+        gemm(False, False, 1.0, outs[0], W2, 0.0, outs[1])
+        gemm(True, False, 1.0, outs[0], grad_out, 0.0, outs[2])
+        gemm(False, True, 1.0, grad_out, W2, 0.0, outs[3])
+        gemm(True, False, 1.0, xs, outs[3], 0.0, outs[4])
+
+    return gradgen_step, numpy_step, gemms_alone, provider_gemms if gemm is not None else gemms_alone
+
+
+def _step_rows(label: str, dtype: str, fns, repeats: int) -> list[dict]:
+    g_s, numpy_s, floor_s, provider_s = paired_medians(list(fns), repeats)
+    name = PROVIDER.name if PROVIDER is not None else "numpy matmul"
+    return [{"case": f"{label} ({dtype})", "gradgen_s": g_s, "numpy_s": numpy_s},
+            {"case": f"  its 5 GEMMs alone through numpy ({dtype})", "gradgen_s": floor_s, "numpy_s": numpy_s},
+            {"case": f"  its 5 GEMMs alone through {name}, gradgen's floor", "gradgen_s": provider_s,
+             "numpy_s": numpy_s}]
 
 
 def mlp_step(dtype: str, repeats: int) -> list[dict]:
-    """The seed MLP step, and its matrix products alone (the BLAS floor), both against numpy's whole step."""
-    g, n, floor = _mlp_step(64, 1000, 100, 10, dtype, 1e-6)
-    g_s, numpy_s, floor_s = paired_medians([g, n, floor], repeats)
-    return [{"case": f"seed MLP step ({dtype})", "gradgen_s": g_s, "numpy_s": numpy_s},
-            {"case": f"  its 5 GEMMs alone ({dtype}), the floor", "gradgen_s": floor_s, "numpy_s": numpy_s}]
+    """The seed MLP step, and its matrix products alone (numpy's and gradgen's BLAS floors), against numpy's
+    whole step as a user writes it (a function per step)."""
+    return _step_rows("seed MLP step", dtype, _mlp_step(64, 1000, 100, 10, dtype, 1e-6), repeats)
 
 
 def large_mlp_step(repeats: int) -> list[dict]:
-    g, n, floor = _mlp_step(512, 4096, 4096, 1000, "float32", 1e-6)
-    g_s, numpy_s, floor_s = paired_medians([g, n, floor], repeats)
-    return [{"case": "large MLP step (float32)", "gradgen_s": g_s, "numpy_s": numpy_s},
-            {"case": "  its 5 GEMMs alone (float32), the floor", "gradgen_s": floor_s, "numpy_s": numpy_s}]
+    return _step_rows("large MLP step", "float32", _mlp_step(512, 4096, 4096, 1000, "float32", 1e-6), repeats)
+
+
+def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
+    """A chain of ``length`` tanh ops on 4 numbers, fused (one generated loop) and unfused, against numpy's calls."""
+    main = Program()
+    with program_guard(main, Program()):
+        h = layers.data("x", [4], "float64")
+        for _ in range(length):
+            h = layers.tanh(h)
+    feed = {"x": np.linspace(-1.0, 1.0, 4)}
+    fused, plain = Executor(), Executor(options=PlanOptions(fuse_elementwise=False))
+    x = feed["x"]
+
+    def numpy_chain():
+        v = x
+        for _ in range(length):
+            v = np.tanh(v)
+        return v
+
+    f, p, n = paired_medians([lambda: fused.run(main, feed=feed, fetch_list=[h]),
+                              lambda: plain.run(main, feed=feed, fetch_list=[h]), numpy_chain], repeats)
+    per = 1e6 / length
+    return [{"case": f"chain of {length} tanh, fused, per op", "gradgen_s": f * per, "numpy_s": n * per,
+             "unit": "us per op; target 0.1"},
+            {"case": f"chain of {length} tanh, unfused, per op", "gradgen_s": p * per, "numpy_s": n * per,
+             "unit": "us per op"},
+            {"case": "  unfused overhead above the numpy calls", "gradgen_s": (p - n) * per, "numpy_s": None,
+             "unit": "us per op; target 0.5"}]
 
 
 def tiny_op_chain(repeats: int, length: int = 1000) -> dict:

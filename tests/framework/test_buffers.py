@@ -14,6 +14,8 @@ from gradgen.framework.runtime.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 
+GEMM_ONLY = PlanOptions(fuse_elementwise=False)  # these tests look at one op per step (elementwise groups: tests/perf)
+
 
 def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3):
     main, startup = Program(), Program()
@@ -74,7 +76,7 @@ def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt):
 @pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
 def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol):
     main, startup, loss, feed = _mlp(dtype, d_in=40, h=30)
-    plan = build_plan(main.global_block(), list(feed), [loss.name])
+    plan = build_plan(main.global_block(), list(feed), [loss.name], GEMM_ONLY)
     ops = main.global_block().ops
     fused = [s for s in plan.steps if ops[s.index].type == "sgd" and len(s.ins) == 4]
     assert len(plan.steps) == len(ops) - 2 and len(fused) == 2  # both weight gradients are never materialised
@@ -87,7 +89,7 @@ def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol):
         losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(4)]
         return losses, scope
 
-    fused_losses, fused_scope = train(Executor())
+    fused_losses, fused_scope = train(Executor(options=GEMM_ONLY))
     plain_losses, plain_scope = train(Executor(options=PlanOptions(fuse=False)))
     np.testing.assert_allclose(fused_losses, plain_losses, rtol=rtol)
     for name in ("w1", "w2"):
@@ -96,7 +98,7 @@ def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol):
 
 def test_no_fusion_when_the_gradient_is_fetched():
     main, _, loss, feed = _mlp()
-    plan = build_plan(main.global_block(), list(feed), [loss.name, "w1@GRAD"])
+    plan = build_plan(main.global_block(), list(feed), [loss.name, "w1@GRAD"], GEMM_ONLY)
     assert len(plan.steps) == len(main.global_block().ops) - 1  # only w2's product is fused
 
 
@@ -169,7 +171,7 @@ def test_buffers_are_shared_by_vars_whose_lifetimes_do_not_overlap():
         for _ in range(10):
             h = layers.relu(h)
         out = layers.reduce_sum(h)
-    plan = build_plan(main.global_block(), ["x"], [out.name])
+    plan = build_plan(main.global_block(), ["x"], [out.name], GEMM_ONLY)
     assert len(plan.buffers.slots) == 2 and len(plan.buffers.by_step) == 10
 
 

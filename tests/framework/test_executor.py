@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope
+from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, initializer, layers, program_guard
 
 
@@ -117,7 +118,7 @@ def test_intermediates_are_released_after_last_use():
 
 def test_plan_marks_dead_vars():
     main, (last,) = _chain_program(3)
-    plan = Executor().plan_for(main, ["x"], [last.name])
+    plan = Executor(options=PlanOptions(fuse_elementwise=False)).plan_for(main, ["x"], [last.name])  # op per step
     ops = main.global_block().ops
     assert plan.steps[0].dead == ("x",)
     assert plan.steps[1].dead == (ops[0].output("Out")[0],)

@@ -1,7 +1,35 @@
-"""Matrix product kernels (numpy's matmul calls BLAS)."""
+"""Matrix product kernels: 2-D float products through the chosen BLAS (``runtime.blas``) when it is not numpy's
+own (then ``np.matmul`` is the same library, called more cheaply); the rest by numpy. The provider is read
+when a plan builds the kernel: ``use_blas`` applies to plans built afterwards."""
 from __future__ import annotations
 
 import numpy as np
+
+from .. import blas
+
+_BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+_SMALL = 4096
+"""Products of fewer multiply-adds (m*n*k) stay with ``np.matmul``: a ctypes call costs about a microsecond."""
+
+
+def _gemm_product(tx: bool, ty: bool):
+    """``fn(x, y, *, out=None)`` for 2-D operands: the provider's GEMM when both are float32/float64 of one
+    dtype and the product is not tiny, so that every sizable product runs on one BLAS thread pool."""
+    def product(x, y, *, out=None):
+        a = x.T if tx else x
+        b = y.T if ty else y
+        m, k = a.shape
+        n = b.shape[1]
+        dtype = a.dtype
+        if dtype != b.dtype or dtype not in _BLAS_DTYPES or m * n * k < _SMALL or k != b.shape[0]:
+            if out is not None and not (out.shape == (m, n) and out.dtype == dtype == b.dtype):
+                out = None
+            return np.matmul(a, b, out=out)
+        if out is None or out.shape != (m, n) or out.dtype != dtype or not out.flags.c_contiguous:
+            out = np.empty((m, n), dtype)
+        return blas.gemm(tx, ty, 1.0, x, y, 0.0, out)
+
+    return product
 
 
 def matmul(op):
@@ -19,7 +47,9 @@ def matmul(op):
 
     x, y = (op.block.var(op.input(slot)[0]) for slot in ("X", "Y"))
     if len(x.shape) == 2 and len(y.shape) == 2:
-        return product
+        # numpy's matmul already calls numpy's own OpenBLAS, without ctypes' few microseconds per call
+        other_blas = blas.PROVIDER is not None and blas.PROVIDER.name != "numpy"
+        return _gemm_product(tx, ty) if other_blas else product
     return lambda x, y: product(x, y)
 
 

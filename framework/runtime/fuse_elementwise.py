@@ -1,0 +1,339 @@
+"""Plan-time fusion of elementwise chains into one generated loop per group (numba, ``gradgen[fast]``).
+
+Walking the units in run order, consecutive single-op units whose ops are in
+``elementwise_exprs.EXPRESSIONS`` and whose outputs all have the group's
+declared shape join one group; a reduction over every axis may end it (the
+loss). Inputs from outside the group may have the group's shape, broadcast
+to it (numpy's right-aligned rules, with declared size-1 dims), or be single
+numbers (a learning rate). Every var in a group has one float dtype.
+An optimizer update (``sgd``, ``momentum``) is a group of its own.
+
+A group becomes one ``Unit`` whose kernel is a generated numba function: one
+pass over the elements, each input read once, intermediates kept in
+registers. Its outputs are only the vars someone needs after the group
+(read later, fetched, or persistable); the others never exist. With one
+output the kernel takes ``out``, so the plan's buffers, in-place updates and
+atomic commit apply as to any other step. Before the loop, the kernel checks
+the run-time shapes (a -1 dim may broadcast at run time); when they are not
+those the loop was generated for, it runs the group's ops one by one with
+their ordinary kernels instead: never a wrong answer, only a slower one.
+
+``fused_groups(plan)`` lists the groups and their ops, for ``gradgen show --plan``.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from . import jit
+from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, UPDATES, full_reduction
+from .kernels import KernelFactory, takes_out, with_out
+from .plan_data import Unit
+
+__all__ = ["fuse_elementwise", "group_source"]
+
+_FLOATS = ("float32", "float64")
+_PRELUDE = """import math
+import numba
+import numpy as np
+
+lit = np.{dtype}
+
+
+"""
+
+
+def _shape(block, name: str) -> tuple:
+    return tuple(block.var(name).shape)
+
+
+def _input_kind(declared: tuple, group: tuple) -> str | None:
+    """How an outside input of declared shape ``declared`` is read in a loop over ``group``:
+    'full' (same shape), 'one' (a single number), 'bcast' (numpy broadcasting), or None (it cannot be)."""
+    if declared == group:
+        return "full"
+    if all(d == 1 for d in declared):
+        return "one"
+    if len(declared) > len(group):
+        return None
+    tail = group[len(group) - len(declared):]
+    return "bcast" if all(d == g or d == 1 for d, g in zip(declared, tail)) else None
+
+
+class _Group:
+    """A group being collected: its shape and dtype, units, and what each outside input is."""
+
+    def __init__(self, shape: tuple, dtype: str):
+        self.shape, self.dtype = shape, dtype
+        self.units: list[Unit] = []
+        self.made: set[str] = set()
+        self.inputs: dict[str, str] = {}  # outside input -> kind
+        self.reduced = False
+
+    def admit(self, block, op, unit: Unit) -> bool:
+        """Add ``unit`` when it fits the group; say whether it did."""
+        if self.reduced:
+            return False
+        reduction = op.type in REDUCTIONS
+        kinds = {}
+        for name in unit.ins:
+            var = block.var(name)
+            if var.dtype != self.dtype:
+                return False
+            if name not in self.made:
+                kind = _input_kind(tuple(var.shape), self.shape)
+                if kind is None or (reduction and kind != "full"):
+                    return False
+                kinds[name] = kind
+        if reduction:
+            if not full_reduction(op, len(self.shape)) or block.var(unit.outs[0]).dtype != self.dtype:
+                return False
+        elif any(_shape(block, n) != self.shape or block.var(n).dtype != self.dtype for n in unit.outs):
+            return False
+        self.inputs.update(kinds)
+        self.units.append(unit)
+        self.made.update(unit.outs)
+        self.reduced = reduction
+        return True
+
+
+def _starts_group(block, op, unit: Unit) -> _Group | None:
+    if len(unit.ops) != 1 or unit.kernel is not None or op.type not in EXPRESSIONS or len(unit.outs) == 0:
+        return None
+    shape, dtype = _shape(block, unit.outs[0]), block.var(unit.outs[0]).dtype
+    if dtype not in _FLOATS or len(shape) == 0:
+        return None
+    group = _Group(shape, dtype)
+    return group if group.admit(block, op, unit) else None
+
+
+def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory],
+                     warm_runs: int = 0) -> list[Unit]:
+    """``units`` with every fusable chain replaced by one unit running a generated kernel.
+
+    ``keep`` are the fetched vars; ``kernels`` the table the fallback (run-time shapes other than the loop's)
+    builds the group's ops' ordinary kernels from; ``warm_runs``, how many runs go op by op before a group's
+    loop is compiled. Without numba, ``units`` unchanged.
+    """
+    if not jit.AVAILABLE:
+        return list(units)
+    readers: dict[str, list[int]] = {}
+    for at, unit in enumerate(units):
+        for name in unit.ins:
+            readers.setdefault(name, []).append(at)
+    fused: list[Unit] = []
+    at = 0
+    while at < len(units):
+        unit = units[at]
+        op = block.ops[unit.index]
+        group = _starts_group(block, op, unit)
+        if group is None:
+            fused.append(unit)
+            at += 1
+            continue
+        end = at + 1
+        if op.type not in UPDATES:
+            while end < len(units):
+                nxt = units[end]
+                nop = block.ops[nxt.index]
+                if (len(nxt.ops) != 1 or nxt.kernel is not None or nop.type in UPDATES
+                        or (nop.type not in EXPRESSIONS and nop.type not in REDUCTIONS)
+                        or not group.admit(block, nop, nxt)):
+                    break
+                end += 1
+        outs = _outputs(block, group, end, readers, keep)
+        if (len(group.units) == 1 and op.type not in UPDATES) or not outs or "full" not in group.inputs.values():
+            fused.append(unit)
+            at += 1
+            continue
+        fused.append(_fused_unit(block, group, outs, kernels, warm_runs))
+        at = end
+    return fused
+
+
+def _outputs(block, group: _Group, end: int, readers: Mapping[str, list[int]], keep: set) -> list[str]:
+    """The vars the group makes that someone needs afterwards, in the order they are made."""
+    outs: list[str] = []
+    for unit in group.units:
+        for name in unit.outs:
+            later = any(r >= end for r in readers.get(name, ()))
+            if (later or name in keep or block.var(name).persistable) and name not in outs:
+                outs.append(name)
+    return outs
+
+
+def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) -> str:
+    """The numba module text of a group: ``kernel(*inputs, *full_outputs)`` returning the reduction (or 0)."""
+    rank, shape = len(group.shape), group.shape
+    args = {name: f"a{k}" for k, name in enumerate(ins)}
+    full_outs = [n for n in outs if _shape(block, n) == shape]
+    out_args = {name: f"o{k}" for k, name in enumerate(full_outs)}
+    ref = out_args[full_outs[0]] if full_outs else next(args[n] for n in ins if group.inputs[n] == "full")
+    lines = ["@numba.njit(cache=True)", f"def kernel({', '.join([*args.values(), *out_args.values()])}):"]
+    for name, kind in group.inputs.items():
+        if kind == "one":
+            lines.append(f"    {args[name]}_ = {args[name]}.ravel()[0]")
+    lines.append("    acc = 0.0")  # a loss is accumulated in float64 whatever the group's dtype
+    indent = "    "
+    for d in range(rank):
+        lines.append(f"{indent}for i{d} in range({ref}.shape[{d}]):")
+        indent += "    "
+    local: dict[str, str] = {}
+
+    def reader(op):
+        def read(slot: str) -> str:
+            name = op.input(slot)[0]
+            if name in local:
+                return local[name]
+            kind = group.inputs[name]
+            if kind == "one":
+                return f"{args[name]}_"
+            return args[name] + _element(kind, _shape(block, name), shape)
+        return read
+
+    count = 0
+    for unit in group.units:
+        op = block.ops[unit.index]
+        if op.type in REDUCTIONS:
+            lines.append(f"{indent}acc += {reader(op)('X')}")
+            continue
+        for slot, expr in EXPRESSIONS[op.type](op, reader(op)).items():
+            name = op.output(slot)[0]
+            lines.append(f"{indent}v{count} = {expr}")
+            local[name] = f"v{count}"
+            count += 1
+            if name in out_args:
+                lines.append(f"{indent}{out_args[name]}[{', '.join(f'i{d}' for d in range(rank))}] = v{count - 1}")
+    lines.append("    return acc")
+    return _PRELUDE.format(dtype=group.dtype) + "\n".join(lines) + "\n"
+
+
+def _element(kind: str, declared: tuple, group: tuple) -> str:
+    rank = len(group)
+    if kind == "full":
+        return "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
+    lead = rank - len(declared)
+    return "[" + ", ".join("0" if d == 1 and group[lead + j] != 1 else f"i{lead + j}"
+                           for j, d in enumerate(declared)) + "]"
+
+
+def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int) -> Unit:
+    ins = tuple(group.inputs)
+    source = group_source(block, group, ins, outs)
+    ops = tuple(u.index for u in group.units)
+    fallback = _one_by_one(block, group, ins, outs, kernels)
+    return Unit(index=group.units[-1].index, ops=ops, ins=ins, outs=tuple(outs),
+                kernel=_runner(block, group, ins, outs, source, fallback, warm_runs))
+
+
+def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
+    """The group run op by op with the ordinary kernels (warm runs, and run-time shapes the loop does not
+    cover), each value dropped after its last use in the group, as the plan would."""
+    last: dict[str, int] = {}
+    for at, u in enumerate(group.units):
+        for name in u.ins:
+            last[name] = at
+    steps = [(with_out(kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
+              tuple(n for n, a in last.items() if a == at and n not in outs)) for at, u in enumerate(group.units)]
+
+    if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][2]) == tuple(outs):
+        alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
+        return lambda *arrays, out=None: alone(*arrays, out=out)
+
+    def run(*arrays, out=None):
+        env = dict(zip(ins, arrays))
+        del arrays
+        for fn, names, made, dead in steps:
+            result = fn(*(env[n] for n in names))
+            env.update(zip(made, result if len(made) > 1 else (result,)))
+            for n in dead:
+                env.pop(n, None)
+        values = tuple(env[n] for n in outs)
+        return values[0] if len(values) == 1 else values
+
+    return run
+
+
+def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], source: str, fallback,
+            warm_runs: int) -> Callable[..., Any]:
+    """The step function: check the run-time shapes, take or allocate the output arrays, run the loop.
+
+    The first ``warm_runs`` calls run the ops one by one; the next one loads the loop (compiling it, or
+    reading it from the disk cache), so a program run once or twice never waits for a compiler."""
+    state = [warm_runs, None]  # calls left before compiling, the compiled loop
+    shape, dtype = group.shape, np.dtype(group.dtype)
+    rank = len(shape)
+    full = [k for k, n in enumerate(outs) if _shape(block, n) == shape]
+    reduced = [k for k, n in enumerate(outs) if k not in full]
+    reduced_shape = _shape(block, outs[reduced[0]]) if reduced else ()
+    ref = next(k for k, n in enumerate(ins) if group.inputs[n] == "full") if any(
+        kind == "full" for kind in group.inputs.values()) else None
+    checks = [(k, group.inputs[n], _shape(block, n)) for k, n in enumerate(ins)]
+
+    def shapes_fit(arrays) -> tuple | None:
+        run_shape = arrays[ref].shape if ref is not None else shape
+        if len(run_shape) != rank:
+            return None
+        for k, kind, declared in checks:
+            a = arrays[k]
+            if a.dtype != dtype:
+                return None
+            if kind == "full" and a.shape != run_shape:
+                return None
+            if kind == "one" and a.size != 1:
+                return None
+            if kind == "bcast":
+                lead = rank - len(declared)
+                if a.ndim != len(declared) or any(s != 1 and s != run_shape[lead + j] for j, s in enumerate(a.shape)):
+                    return None
+                if any(s == 1 and d != 1 for s, d in zip(a.shape, declared)):
+                    return None  # a -1 dim that is 1 at run time: the loop would index past it
+        return run_shape
+
+    many = len(outs) > 1
+
+    scalars = [k for k, n in enumerate(ins) if group.inputs[n] == "one"]
+
+    def run(*arrays, out=None):
+        kernel = state[1]
+        if kernel is None:
+            if state[0] > 0:
+                state[0] -= 1
+                return fallback(*arrays, out=out)
+            kernel = state[1] = jit.load_source(source).kernel
+            try:
+                return run(*arrays, out=out)  # compiles the loop for these argument types
+            except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
+                state[1] = fallback
+                types = ", ".join(f"#{i} {block.ops[i].type}" for i in run.fused_ops)
+                warnings.warn(f"block {block.idx}: fused group {types} runs op by op: numba cannot compile it "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning)
+                return fallback(*arrays, out=out)
+        if kernel is fallback:
+            return fallback(*arrays, out=out)
+        for k in scalars:  # a kernel may hand over a numpy scalar for a one-number var
+            if type(arrays[k]) is not np.ndarray:
+                arrays = (*arrays[:k], np.asarray(arrays[k]), *arrays[k + 1:])
+        run_shape = shapes_fit(arrays)
+        if run_shape is None or ref is None and any(d < 0 for d in shape):
+            return fallback(*arrays, out=out)
+        bufs = out if many else (out,)
+        results = []
+        for k in full:
+            buf = bufs[k] if bufs is not None and k < len(bufs) else None
+            if buf is None or buf.shape != run_shape or buf.dtype != dtype or not buf.flags.c_contiguous:
+                buf = np.empty(run_shape, dtype)
+            results.append(buf)
+        acc = kernel(*arrays, *results)
+        values = dict(zip(full, results))
+        for k in reduced:
+            op = block.ops[group.units[-1].index]
+            total = acc / max(int(np.prod(run_shape)), 1) if op.type == "reduce_mean" else acc
+            values[k] = np.full(reduced_shape, total, dtype)
+        ordered = tuple(values[k] for k in range(len(outs)))
+        return ordered if many else ordered[0]
+
+    run.fused_ops = tuple(u.index for u in group.units)  # what ``gradgen show --plan`` reports
+    return run

@@ -1,0 +1,73 @@
+"""The ``gradgen`` commands for ONNX: ``export-onnx`` and ``import-onnx``."""
+from __future__ import annotations
+
+import os
+
+from .cli_values import CliError, parse_names
+from .cli_values import load_program as _load
+from .cli_values import program_var as _var
+
+__all__ = ["add_commands", "cmd_export_onnx", "cmd_import_onnx"]
+
+
+def cmd_export_onnx(args) -> int:
+    from .onnx import export_onnx
+    from .onnx.export import OPSET
+
+    program = _load(args.program)
+    params = None
+    if args.params:
+        from ..io import load_params
+        from ..runtime.scope import Scope
+
+        if not os.path.exists(args.params):
+            raise CliError(f"no such parameter file: {args.params}")
+        params = Scope()
+        load_params(args.params, program, params, strict=False)
+    fetch = parse_names(args.fetch) if args.fetch else None
+    for name in fetch or ():
+        _var(program, name, "fetched var")
+    model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates)
+    print(f"wrote {args.output} (ONNX opset {OPSET}, {len(model.graph.node)} nodes; "
+          f"inputs: {', '.join(i.name for i in model.graph.input) or '-'}; "
+          f"outputs: {', '.join(o.name for o in model.graph.output)})")
+    return 0
+
+
+def cmd_import_onnx(args) -> int:
+    from .onnx import import_onnx
+
+    if not os.path.exists(args.model):
+        raise CliError(f"no such model file: {args.model}")
+    program, params, outputs = import_onnx(args.model)
+    program.save(args.output)
+    written = ""
+    if params:
+        out = args.params_out or os.path.splitext(args.output)[0] + ".params.npz"
+        from ..io import save_params
+        from ..runtime.scope import Scope
+
+        scope = Scope()
+        for name, value in params.items():
+            scope.set(name, value)
+        save_params(out, program, scope)
+        written = f" and {out} ({len(params)} parameters)"
+    print(f"wrote {args.output}{written}; outputs: " + ", ".join(f"{k} -> {v}" for k, v in outputs.items()))
+    return 0
+
+
+def add_commands(sub) -> None:
+    """Add ``export-onnx`` and ``import-onnx`` to the CLI's subcommand parsers ``sub``."""
+    p = sub.add_parser("export-onnx", help="write a program as an ONNX model (opset 17)")
+    p.add_argument("program")
+    p.add_argument("--params", help="a parameter file (.npz): its arrays become initializers")
+    p.add_argument("--fetch", help="comma-separated vars to output (default: vars written and never read)")
+    p.add_argument("--no-updates", action="store_true", help="do not output the new values of persistable vars")
+    p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    p.set_defaults(run=cmd_export_onnx)
+
+    p = sub.add_parser("import-onnx", help="read an ONNX model as a program (initializers become parameters)")
+    p.add_argument("model")
+    p.add_argument("-o", "--output", required=True, help="the program file (.json) to write")
+    p.add_argument("--params-out", help="where to write the parameters (default: OUTPUT with .params.npz)")
+    p.set_defaults(run=cmd_import_onnx)

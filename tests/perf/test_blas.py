@@ -1,0 +1,123 @@
+"""The chosen BLAS provider: products equal numpy's to rounding, threads follow the user's limits."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import numpy as np
+import pytest
+
+from gradgen.framework.runtime import blas
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.program import Program, layers, program_guard
+from tests.extras import require
+
+TOL = {np.float64: 1e-12, np.float32: 2e-5}
+
+
+def _matmul_op(shape_x, shape_y, dtype, tx, ty):
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", list(shape_x), dtype)
+        y = layers.data("y", list(shape_y), dtype)
+        layers.matmul(x, y, transpose_x=tx, transpose_y=ty)
+    return main.global_block().ops[-1]
+
+
+def test_numpy_openblas_is_the_default_and_mkl_is_chosen_on_request():
+    require(None if blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    assert blas.PROVIDER is not None and blas.PROVIDER.name == "numpy"  # one pool with numpy's own products
+    try:
+        assert blas.use_blas("mkl").name == "mkl"
+        a, b = np.random.default_rng(0).standard_normal((2, 64, 64))
+        np.testing.assert_allclose(blas.gemm(False, True, 1.0, a, b, 0.0, np.empty((64, 64))), a @ b.T, rtol=1e-12)
+    finally:
+        blas.use_blas("numpy")
+    with pytest.raises(ValueError, match="unknown BLAS 'blis'"):
+        blas.use_blas("blis")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("tx", [False, True])
+@pytest.mark.parametrize("ty", [False, True])
+@pytest.mark.parametrize("m,k,n", [(64, 100, 10), (3, 50, 40), (1, 4096, 1), (33, 1, 65)])
+def test_gemm_equals_numpy_to_rounding(dtype, tx, ty, m, k, n):
+    rng = np.random.default_rng(m * k + n)
+    a = rng.standard_normal((k, m) if tx else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if ty else (k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    want = -0.5 * ((a.T if tx else a) @ (b.T if ty else b)) + 2.0 * c
+    got = blas.gemm(tx, ty, -0.5, a, b, 2.0, c.copy())
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype] * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transposed_views_and_strided_operands_cost_no_wrong_answer(dtype):
+    rng = np.random.default_rng(1)
+    a = np.asfortranarray(rng.standard_normal((40, 30)).astype(dtype))   # an F-ordered operand: read as A^T
+    b = rng.standard_normal((60, 50)).astype(dtype)[::2, ::2]           # neither C nor F: copied
+    c = np.empty((40, 25), dtype)
+    np.testing.assert_allclose(blas.gemm(False, False, 1.0, a, b, 0.0, c), a @ b, rtol=TOL[dtype] * 10)
+
+
+@pytest.fixture(params=["numpy", "mkl"])
+def provider(request):
+    """Kernels built while each provider is chosen (mkl only where its wheel is installed)."""
+    require(None if request.param == "numpy" or blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    blas.use_blas(request.param)
+    yield request.param
+    blas.use_blas("numpy")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("tx,ty", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_kernel_through_the_provider_equals_numpy(dtype, tx, ty, provider):
+    shape_x, shape_y = ((100, 64) if tx else (64, 100)), ((30, 100) if ty else (100, 30))
+    fn = _matmul_op(shape_x, shape_y, dtype, tx, ty)
+    kernel = KERNELS["matmul"](fn)
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal(shape_x).astype(dtype), rng.standard_normal(shape_y).astype(dtype)
+    want = (x.T if tx else x) @ (y.T if ty else y)
+    for out in (None, np.empty((64, 30), dtype), np.empty((64, 31), dtype), np.empty((64, 30), "float16")):
+        keep = None if out is None else out.copy()
+        got = kernel(x, y, out=out)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=TOL[np.dtype(dtype).type] * 10)
+        if out is not None and out.shape != (64, 30) or out is not None and out.dtype != np.dtype(dtype):
+            np.testing.assert_array_equal(out, keep)  # a buffer that does not fit is left alone
+
+
+def test_mixed_and_integer_products_stay_with_numpy():
+    fn = KERNELS["matmul"](_matmul_op((20, 30), (30, 10), "int64", False, False))
+    x = np.arange(600, dtype=np.int64).reshape(20, 30)
+    y = np.arange(300, dtype=np.int64).reshape(30, 10)
+    np.testing.assert_array_equal(fn(x, y), x @ y)
+
+
+@pytest.mark.parametrize("shape_x,shape_y", [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0))])
+def test_empty_products(shape_x, shape_y):
+    x, y = np.ones(shape_x), np.ones(shape_y)
+    np.testing.assert_array_equal(blas.gemm(False, False, 1.0, x, y, 0.0, np.full((shape_x[0], shape_y[1]), 7.0)),
+                                  x @ y)
+
+
+@pytest.mark.parametrize("name", ["numpy", "mkl"])
+def test_threadpool_limits_reach_the_provider(name):
+    require(None if importlib.util.find_spec("threadpoolctl") else "threadpoolctl", "pip install gradgen[fast]")
+    require(None if name == "numpy" or blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    threadpoolctl = importlib.import_module("threadpoolctl")
+    try:
+        provider = blas.use_blas(name)
+        before = blas.provider_threads(provider)
+        with threadpoolctl.threadpool_limits(1):
+            assert blas.provider_threads(provider) == 1
+        assert blas.provider_threads(provider) == before
+    finally:
+        blas.use_blas("numpy")
+
+
+def test_a_bad_operand_is_refused_not_miscomputed():
+    with pytest.raises(ValueError, match="shapes do not agree"):
+        blas.gemm(False, False, 1.0, np.ones((3, 4)), np.ones((5, 2)), 0.0, np.empty((3, 2)))
+    with pytest.raises(ValueError, match="dtype"):
+        blas.gemm(False, False, 1.0, np.ones((3, 4), np.float32), np.ones((4, 2)), 0.0, np.empty((3, 2)))
