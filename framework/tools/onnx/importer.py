@@ -4,7 +4,7 @@ Graph inputs become data vars; initializers that ops use as data become persista
 (trainable when they are floats), so a user can ``append_backward`` to an imported model and
 fine-tune it. Inputs that gradgen keeps as attrs (shapes, axes, split sizes, pads) must be
 constants: initializers, ``Constant`` nodes, or graph inputs frozen with ``constants=``. Each node
-is translated by the function its op type has in ``import_ops.IMPORTERS``; ``If`` and ``Loop``
+is translated by the function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop``
 become ``cond`` and ``while`` with sub-blocks built from their subgraphs.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gradgen.program.dtypes import DTYPES
 from gradgen.program.errors import GradgenError
 from gradgen.program.ops import OP_SCHEMAS
 
-from . import import_ops
+from . import import_table
 from .errors import NotImportable, OnnxImportError
 
 __all__ = ["import_onnx", "unsupported_nodes", "NodeContext"]
@@ -196,7 +196,7 @@ def unsupported_nodes(model) -> list[str]:
 
     def walk(graph, where):
         for i, node in enumerate(graph.node):
-            if node.domain not in ("", "ai.onnx") or node.op_type not in import_ops.IMPORTERS:
+            if node.domain not in ("", "ai.onnx") or node.op_type not in import_table.IMPORTERS:
                 found.append(f"{where}node #{i} '{node.name}' ({node.domain + '.' if node.domain else ''}"
                              f"{node.op_type}): not supported by the importer")
             for a in node.attribute:
@@ -254,7 +254,7 @@ class Importer:
         for i, node in enumerate(graph_proto.node):
             ctx = NodeContext(self, graph, node, self.opset)
             try:
-                import_ops.IMPORTERS[node.op_type](ctx)
+                import_table.IMPORTERS[node.op_type](ctx)
             except NotImportable as e:
                 raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): {e}") from None
             except GradgenError as e:

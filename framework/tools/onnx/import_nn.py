@@ -1,0 +1,126 @@
+"""ONNX importers of convolution, pooling, batch norm, dropout, CumSum, TopK and GatherElements nodes (see ``import_table``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import NotImportable
+from .import_ops import padded
+
+
+def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
+    """[top, left, bottom, right] from ``pads`` or ``auto_pad`` (SAME_* needs the input's height and width)."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    if mode in ("NOTSET", "VALID"):
+        return [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])] if mode == "NOTSET" else [0, 0, 0, 0]
+    size = ctx.shape(0)[2:]
+    if -1 in size:
+        raise NotImportable(f"auto_pad={mode} on an input of unknown height or width")
+    strides = [int(v) for v in ctx.attr("strides", [1, 1])]
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small = total // 2
+        begins.append(total - small if mode == "SAME_LOWER" else small)
+        ends.append(small if mode == "SAME_LOWER" else total - small)
+    return begins + ends
+
+
+def _spatial(ctx, x: str, pads: list[int], value: float) -> tuple[str, list[int]]:
+    """Symmetric pads stay the op's ``paddings``; other pads are applied to ``x`` first."""
+    if pads[:2] == pads[2:]:
+        return x, pads[:2]
+    return padded(ctx, x, [2, 3], pads, value), [0, 0]
+
+
+def _two_d(ctx, what: str) -> None:
+    if ctx.rank(0) != 4:
+        raise NotImportable(f"{what} over {ctx.rank(0) - 2} spatial dims (gradgen has 2-D only)")
+
+
+def conv(ctx):
+    _two_d(ctx, "convolution")
+    dilations = [int(d) for d in ctx.attr("dilations", [1, 1])]
+    x, paddings = _spatial(ctx, ctx.x(0), _pads2d(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
+    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": paddings,
+             "dilations": dilations, "groups": int(ctx.attr("group", 1))}
+    if not ctx.has(2):
+        return ctx.out("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
+    y = ctx.tmp("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
+    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
+    ctx.out("elementwise_add", {"X": y, "Y": bias})
+
+
+def conv_transpose(ctx):
+    _two_d(ctx, "transposed convolution")
+    if ctx.attr("output_shape", None) is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise NotImportable("output_shape or auto_pad (give pads and output_padding)")
+    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
+    if pads[:2] != pads[2:]:
+        raise NotImportable(f"asymmetric pads {pads}")
+    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": pads[:2],
+             "dilations": [int(d) for d in ctx.attr("dilations", [1, 1])], "groups": int(ctx.attr("group", 1)),
+             "output_padding": [int(p) for p in ctx.attr("output_padding", [0, 0])]}
+    if not ctx.has(2):
+        return ctx.out("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
+    y = ctx.tmp("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
+    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
+    ctx.out("elementwise_add", {"X": y, "Y": bias})
+
+
+def cumsum(ctx):
+    axis = int(np.asarray(ctx.const(1)).reshape(()))
+    ctx.out("cumsum", {"X": ctx.x(0)}, {"axis": axis, "exclusive": bool(ctx.attr("exclusive", 0)),
+                                        "reverse": bool(ctx.attr("reverse", 0))})
+
+
+def top_k(ctx):
+    # ONNX and gradgen both put the lower index first among equal values; sorted=0 leaves the order free
+    k = int(np.asarray(ctx.const(1)).reshape(-1)[0])
+    names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": k, "axis": int(ctx.attr("axis", -1)),
+                                               "largest": bool(ctx.attr("largest", 1))},
+                   names={"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]})
+    ctx.bind(0, names["Out"][0])
+    ctx.bind(1, names["Indices"][0])
+
+
+def gather_elements(ctx):
+    ctx.out("take_along_axis", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
+
+
+def _pool(kind):
+    def translate(ctx):
+        _two_d(ctx, "pooling")
+        if any(int(d) != 1 for d in ctx.attr("dilations", [1, 1])):
+            raise NotImportable("dilated pooling")
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            raise NotImportable("the Indices output")
+        ksize = [int(k) for k in ctx.attr("kernel_shape")]
+        top, left, bottom, right = _pads2d(ctx, ksize, [1, 1])
+        attrs = {"pooling_type": kind, "ksize": ksize, "strides": [int(s) for s in ctx.attr("strides", [1, 1])],
+                 "paddings": [top, bottom, left, right], "exclusive": not ctx.attr("count_include_pad", 0),
+                 "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
+        ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+    return translate
+
+
+def global_average_pool(ctx):
+    _two_d(ctx, "pooling")
+    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": [2, 3], "keep_dim": True})
+
+
+def batch_norm(ctx):
+    if ctx.attr("training_mode", 0) or len([o for o in ctx.node.output if o]) > 1:
+        raise NotImportable("training mode (running-statistics outputs)")
+    names = ctx.op("batch_norm", {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2), "Mean": ctx.x(3),
+                                  "Variance": ctx.x(4)},
+                   {"epsilon": float(ctx.attr("epsilon", 1e-5)), "momentum": float(ctx.attr("momentum", 0.9)),
+                    "is_test": True}, names={"Y": [ctx.node.output[0]]})
+    ctx.bind(0, names["Y"][0])
+
+
+def dropout(ctx):
+    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.const(2)):
+        raise NotImportable("training_mode=True")
+    ctx.out("assign", {"X": ctx.x(0)})
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))

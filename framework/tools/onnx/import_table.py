@@ -1,0 +1,34 @@
+"""ONNX op type -> the function that imports a node of it, gathered from the importer modules."""
+from __future__ import annotations
+
+from .import_control import (
+    if_, loop,
+)
+from .import_nn import (
+    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, top_k,
+)
+from .import_ops import (
+    BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
+    concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
+    neg, not_, pad, reshape, shape, slice_, split, squeeze, transpose, unsqueeze, where,
+)
+
+__all__ = ["IMPORTERS"]
+
+IMPORTERS = {
+    **{t: _binary(o) for t, o in BINARY.items()},
+    **{t: _unary(o) for t, o in UNARY.items()},
+    **{t: _compare(o) for t, o in COMPARE.items()},
+    **{t: _reduce(o) for t, o in REDUCE.items()},
+    "Sum": _variadic("elementwise_add"), "Max": _variadic("elementwise_max"), "Min": _variadic("elementwise_min"),
+    "Neg": neg, "LeakyRelu": leaky_relu, "Gelu": gelu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
+    "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
+    "Transpose": transpose, "Concat": concat, "Split": split, "Slice": slice_, "Squeeze": squeeze,
+    "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where,
+    "ArgMax": _arg("argmax"), "ArgMin": _arg("argmin"), "Expand": expand, "Elu": elu, "Not": not_,
+    "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
+    "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
+    "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
+    "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,
+}
+"""ONNX op type (default domain) -> translation function."""
