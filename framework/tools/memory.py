@@ -21,7 +21,7 @@ import numpy as np
 
 from ..runtime.plan import build_plan
 from ..runtime.plan_data import PlanOptions
-from .summary import format_bytes
+from .summary import batch_size, format_bytes
 from .var_kinds import KINDS, block_kinds
 
 MADE_KINDS = ("activation", "gradient", "staged update", "temporary")
@@ -68,12 +68,7 @@ class MemoryReport:
 
 def _sizer(block, feed_shapes: Mapping[str, Sequence[int]]):
     """A function giving each var's bytes, with -1 dims taken from the fed shapes (the batch size)."""
-    batch = None
-    for name, shape in feed_shapes.items():
-        var = block.find_var(name)
-        if var is not None and -1 in var.shape:
-            batch = int(shape[var.shape.index(-1)])
-            break
+    batch = batch_size(block, feed_shapes)
     fed = {n: tuple(s) for n, s in feed_shapes.items()}
 
     def size(name: str) -> int:

@@ -25,7 +25,7 @@ from ..passes.forward import forward_gradients
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope
 from .memory import analyze_memory
-from .summary import format_bytes, resolve_shape
+from .summary import batch_size, format_bytes, resolve_shape
 
 
 @dataclass(frozen=True)
@@ -43,15 +43,6 @@ class ModeReport:
     @property
     def jacobian_seconds(self) -> float:
         return self.seconds_per_pass * self.passes
-
-
-def _batch(block, feed_shapes: Mapping[str, Sequence[int]]) -> int | None:
-    """The size the -1 dims stand for: taken from the first fed var declared with a -1 dim."""
-    for name, shape in feed_shapes.items():
-        var = block.find_var(name)
-        if var is not None and -1 in var.shape:
-            return int(shape[var.shape.index(-1)])
-    return None
 
 
 def _shape_of(block, feed_shapes, batch):
@@ -82,7 +73,7 @@ def _op_flops(op, shape) -> int:
 def estimate_flops(program, feed_shapes: Mapping[str, Sequence[int]]) -> int:
     """Floating-point operations of one run of the global block (each sub-block's ops counted once)."""
     block = program.global_block()
-    batch = _batch(block, feed_shapes)
+    batch = batch_size(block, feed_shapes)
     total = 0
     for sub in program.blocks:
         shape = _shape_of(sub, feed_shapes, batch)
@@ -110,7 +101,7 @@ def _inputs(block) -> list:
 def _random_inputs(block, feed_shapes, given: Mapping[str, np.ndarray], rng, scope: Scope) -> dict[str, np.ndarray]:
     """A value for every input (``given`` ones, else random; integers zero): persistable ones go into
     ``scope``, the rest are returned as the feed."""
-    shape = _shape_of(block, feed_shapes, _batch(block, feed_shapes))
+    shape = _shape_of(block, feed_shapes, batch_size(block, feed_shapes))
     feed = {}
     for var in _inputs(block):
         if var.name in given:
@@ -141,7 +132,7 @@ def _build(program: Program, mode: str, outputs: Sequence[str], wrt: Sequence[st
 
 def _elements(program, names, feed_shapes) -> int:
     block = program.global_block()
-    shape = _shape_of(block, feed_shapes, _batch(block, feed_shapes))
+    shape = _shape_of(block, feed_shapes, batch_size(block, feed_shapes))
     return sum(int(np.prod(shape(n))) for n in names)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .cli_values import ArgumentError
 
-__all__ = ["resolve_shape", "summarize", "format_bytes", "summary_text"]
+__all__ = ["batch_size", "resolve_shape", "summarize", "format_bytes", "summary_text"]
 
 
 def resolve_shape(shape: Sequence[int], batch: int | None) -> tuple[int, ...] | None:
@@ -17,6 +17,15 @@ def resolve_shape(shape: Sequence[int], batch: int | None) -> tuple[int, ...] | 
     if -1 not in shape:
         return tuple(shape)
     return None if batch is None else tuple(batch if d == -1 else d for d in shape)
+
+
+def batch_size(block, feed_shapes: Mapping[str, Sequence[int]]) -> int | None:
+    """The size -1 dims stand for: taken from the first fed var declared with a -1 dim (None if none is fed)."""
+    for name, shape in feed_shapes.items():
+        var = block.find_var(name)
+        if var is not None and -1 in var.shape:
+            return int(shape[var.shape.index(-1)])
+    return None
 
 
 def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -> dict:
@@ -32,14 +41,10 @@ def summarize(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) -
     # Python ints, not np.prod: a [2**32, 2**32] parameter overflowed int64 and showed 0 B.
     param_elems = sum(math.prod(v.shape) for v in params)
     param_bytes = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in params)
-    batch = None
     for name, shape in (feed_shapes or {}).items():
         if any(int(d) < 0 for d in shape):
             raise ArgumentError(f"feed shape of '{name}' has a negative dim: {list(shape)}")
-        var = block.find_var(name)
-        if var is not None and -1 in var.shape:
-            batch = int(shape[var.shape.index(-1)])
-            break
+    batch = batch_size(block, feed_shapes or {})
     var_bytes = {}
     for v in block.vars.values():
         shape = resolve_shape(v.shape, batch)

@@ -19,7 +19,7 @@ from gradgen.program.provenance import op_provenance, producers
 from gradgen.program.subblocks import owned_blocks
 
 from ..memory import MADE_KINDS, analyze_memory, peak_sentence
-from ..summary import format_bytes
+from ..summary import batch_size, format_bytes, resolve_shape
 from ..var_kinds import KIND_MEANING, KINDS, block_kinds, is_gradient_name
 from .what_if import recompute_what_if
 
@@ -44,18 +44,8 @@ def _loss_names(block) -> list[str]:
 
 
 def _var_bytes(var, batch: int | None) -> int | None:
-    shape = [batch if d == -1 else d for d in var.shape]
-    if any(d is None or d < 0 for d in shape):
-        return None
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(var.dtype).itemsize
-
-
-def _batch(block, feed_shapes: Mapping[str, Sequence[int]]) -> int | None:
-    for name, shape in feed_shapes.items():
-        var = block.find_var(name)
-        if var is not None and -1 in var.shape:
-            return int(shape[var.shape.index(-1)])
-    return None
+    shape = resolve_shape(var.shape, batch)
+    return None if shape is None else int(np.prod(shape, dtype=np.int64)) * np.dtype(var.dtype).itemsize
 
 
 def _row(program, block, refs, copies: dict, rows: dict) -> str | None:
@@ -140,9 +130,9 @@ def page_model(program, feed_shapes: Mapping[str, Sequence[int]] | None = None) 
     those given (default 1).
     """
     given = dict(feed_shapes or {})
-    shapes = {**default_feed_shapes(program, _batch(program.global_block(), given) or 1), **given}
+    shapes = {**default_feed_shapes(program, batch_size(program.global_block(), given) or 1), **given}
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
-    batch = _batch(program.global_block(), shapes)
+    batch = batch_size(program.global_block(), shapes)
     back_links: dict[str, list[str]] = {}
     blocks = [_block_model(program, b, positions, batch, back_links) for b in program.blocks]
     for b in blocks:
