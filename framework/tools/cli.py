@@ -346,13 +346,19 @@ def cmd_dot(args) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
-    from .explain import explain_page
-
+def _program_and_feed_shapes(args):
+    """The program file and its ``--feed-shape`` values, each naming a var of the program."""
     program = _load(args.program)
     shapes = parse_shape_args(args.feed_shape)
     for name in shapes:
         _var(program, name, "--feed-shape var")
+    return program, shapes
+
+
+def cmd_explain(args) -> int:
+    from .explain import explain_page
+
+    program, shapes = _program_and_feed_shapes(args)
     text = explain_page(program, shapes or None, title=os.path.basename(args.program))
     with open(args.output, "w", encoding="utf-8") as f:
         f.write(text)
@@ -380,10 +386,7 @@ def cmd_ops(args) -> int:
 def cmd_summary(args) -> int:
     from .summary import summary_text
 
-    program = _load(args.program)
-    shapes = parse_shape_args(args.feed_shape)
-    for name in shapes:
-        _var(program, name, "--feed-shape var")
+    program, shapes = _program_and_feed_shapes(args)
     print(summary_text(program, shapes), end="")
     return 0
 
