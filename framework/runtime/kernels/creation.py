@@ -9,25 +9,20 @@ def fill_constant(op):
     return lambda: np.full(shape, value, dtype=dtype)
 
 
-def uniform_random(op):
-    shape, dtype, lo, hi, seed = (tuple(op.attr("shape")), op.attr("dtype"), op.attr("min"), op.attr("max"),
-                                  op.attr("seed"))
+def _random(method: str, *params: str):
+    """A kernel factory calling the generator's ``method`` with the op's ``params`` attrs, seeded by its seed."""
+    def factory(op):
+        shape, dtype, seed = tuple(op.attr("shape")), op.attr("dtype"), op.attr("seed")
+        args = [op.attr(p) for p in params]
+        # PCG64 and its float streams are defined by numpy, not the platform: same values everywhere.
+        return lambda: getattr(np.random.Generator(np.random.PCG64(seed)), method)(*args, size=shape).astype(
+            dtype, copy=False)
 
-    def run():
-        # PCG64 and its float stream are defined by numpy, not the platform: same values everywhere.
-        return np.random.Generator(np.random.PCG64(seed)).uniform(lo, hi, size=shape).astype(dtype, copy=False)
-
-    return run
+    return factory
 
 
-def gaussian_random(op):
-    shape, dtype, mean, std, seed = (tuple(op.attr("shape")), op.attr("dtype"), op.attr("mean"), op.attr("std"),
-                                     op.attr("seed"))
-
-    def run():
-        return np.random.Generator(np.random.PCG64(seed)).normal(mean, std, size=shape).astype(dtype, copy=False)
-
-    return run
+uniform_random = _random("uniform", "min", "max")
+gaussian_random = _random("normal", "mean", "std")
 
 
 def _out_dtype(op):
