@@ -1,21 +1,30 @@
 """``gemm``: C = alpha op(A) op(B) + beta C in place, through one chosen BLAS, called by ctypes.
 
-Every sizable product gradgen runs goes through one provider (``PROVIDER``):
+Every sizable product gradgen runs goes through one provider (``PROVIDER``),
+chosen by measurement (``design_docs/performance.md``, *Choosing the GEMM*):
 
-- ``numpy`` (the default): the OpenBLAS bundled in numpy's wheel, already
-  loaded. It is the pool numpy's own products use, so a user's numpy code and
-  gradgen never keep two BLAS pools busy (on 2 cores, two pools busy-waiting
-  against each other turned a 0.12 ms product into 6.5 ms; MKL's OpenMP pool
-  next to numpy's OpenBLAS made the seed step 15-50x slower, measured);
-- ``mkl``: Intel MKL from the ``mkl`` wheel (``pip install gradgen[mkl]``),
-  chosen with ``GRADGEN_BLAS=mkl`` (read, never written) or ``use_blas("mkl")``.
-  Measured 1.2-1.3x faster than numpy's OpenBLAS on the seed step's float64
-  products with one thread, a tie in float32 (``design_docs/performance.md``);
-  it picks AVX-512 kernels whatever ``OPENBLAS_CORETYPE`` says. For processes
-  that do their products through gradgen only.
+- ``mkl`` when the ``mkl`` wheel is installed (``pip install gradgen[mkl]``,
+  part of the test command): on this project's 2-core AVX-512 machine, quiet,
+  two threads, the seed step's five products took 238 us (f64) and 150 us
+  (f32) against 364 / 175 us through numpy's bundled OpenBLAS and 322 / 192 us
+  through the OpenBLAS PyTensor links; it picks AVX-512 kernels whatever
+  ``OPENBLAS_CORETYPE`` says;
+- ``numpy`` otherwise: the OpenBLAS bundled in numpy's wheel, already loaded.
 
-Where no provider is found (a numpy built against another BLAS), ``gemm`` is
-None and callers use ``np.matmul``.
+``GRADGEN_BLAS=numpy`` (read, never written) or ``use_blas("numpy")`` keeps
+gradgen on numpy's pool. Choose that in a process that also runs large numpy
+products of its own, or their pools fight: MKL's OpenMP threads spin for a
+while after each product, and on 2 cores a numpy product made right after a
+gradgen one then waits (measured: alternating 300x300 numpy products with the
+seed step's two large MKL products took 1.67 ms against 0.68 ms apart).
+
+Products of at most ``SMALL_PRODUCT`` multiply-adds never reach a pool: they
+run on numpy's matmul, which OpenBLAS computes on the calling thread at that
+size, more cheaply than a ctypes call that wakes MKL's threads (the seed
+step's three small products: 4-6 us each against 8-10 us).
+
+Where no provider is found (a numpy built against another BLAS), ``gemm``
+falls back to numpy for every product.
 
 Threads follow the user. threadpoolctl sees a provider loaded here like any
 other BLAS, so ``threadpool_limits(n)`` limits it too; and at load, unless
@@ -29,13 +38,18 @@ import ctypes
 import glob
 import importlib.metadata
 import os
+from functools import partial
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["PROVIDER", "Provider", "gemm", "provider_threads", "use_blas"]
+__all__ = ["PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "prepare_gemm", "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+SMALL_PRODUCT = 65536 * 4
+"""m*n*k at or below which OpenBLAS runs a product on the calling thread (its interface/gemm.c:
+``SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD``): such products go to numpy's matmul."""
 
 
 class Provider(NamedTuple):
@@ -120,18 +134,20 @@ _LOADERS = {"numpy": _numpy_openblas, "mkl": _mkl}
 
 
 def _choose(name: str) -> Provider | None:
+    if name == "auto":
+        return _mkl() or _numpy_openblas()
     if name not in _LOADERS:
-        raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: {', '.join(_LOADERS)})")
+        raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: auto, {', '.join(_LOADERS)})")
     return _LOADERS[name]() or (_numpy_openblas() if name != "numpy" else None)
 
 
-PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "numpy")
-"""The BLAS every gradgen product runs on (None: numpy's matmul does them)."""
+PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "auto")
+"""The BLAS every sizable gradgen product runs on (None: numpy's matmul does them)."""
 
 
 def use_blas(name: str) -> Provider | None:
-    """Run gradgen's products on BLAS ``name`` ("numpy" or "mkl") from now on; numpy's when ``name`` is not
-    installed. Returns the provider now in use."""
+    """Run gradgen's products on BLAS ``name`` from now on: "mkl", "numpy", or "auto" (MKL when installed, the
+    default); numpy's when ``name`` is not installed. Returns the provider now in use."""
     global PROVIDER
     PROVIDER = _choose(name)
     return PROVIDER
@@ -146,26 +162,48 @@ def _operand(x: np.ndarray, trans: bool) -> tuple[np.ndarray, bool]:
     return np.ascontiguousarray(x), trans
 
 
-def _gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarray, beta: float,
-          c: np.ndarray) -> np.ndarray:
-    fn = PROVIDER.gemm[c.dtype]
+def prepare_gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarray, beta: float,
+                 c: np.ndarray) -> Callable[[], np.ndarray]:
+    """Everything ``gemm`` checks, converts or computes aside, done now; the returned function writes C and
+    returns it. Raises ValueError for operands that do not fit, before anything is written, so a caller can
+    prepare several writes and then make them all (``runtime.in_place``)."""
     if a.dtype != c.dtype or b.dtype != c.dtype or not c.flags.c_contiguous:
         raise ValueError(f"gemm wants operands of C's dtype {c.dtype} and a C-contiguous C")
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
     kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
     if k != kb or c.shape != (m, n):
         raise ValueError(f"gemm shapes do not agree: op(A) {m}x{k}, op(B) {kb}x{n}, C {c.shape}")
-    if 0 in (m, n, k):  # BLAS wants leading dimensions of at least 1: numpy handles the empty cases
-        c *= beta
-        if m and n:
-            c += alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
-        return c
+    if m * n * k <= SMALL_PRODUCT or PROVIDER is None:  # also the empty cases, where BLAS wants dimensions >= 1
+        product = np.matmul(a.T if trans_a else a, b.T if trans_b else b)
+        if alpha != 1.0:
+            product *= alpha
+        return partial(_accumulate, product, beta, c)
     a, trans_a = _operand(a, trans_a)
     b, trans_b = _operand(b, trans_b)
-    fn(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, alpha,
-       a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+    fn = PROVIDER.gemm[c.dtype]
+
+    def write() -> np.ndarray:  # holds a and b: _operand may have made them, and BLAS reads them by address
+        fn(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, alpha,
+           a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+        return c
+
+    return write
+
+
+def _accumulate(product: np.ndarray, beta: float, c: np.ndarray) -> np.ndarray:
+    if beta == 0.0:
+        c[...] = product
+    else:
+        if beta != 1.0:
+            c *= beta
+        c += product
     return c
 
 
-gemm: Callable[..., np.ndarray] | None = _gemm if PROVIDER is not None else None
-"""``gemm(trans_a, trans_b, alpha, a, b, beta, c)`` for 2-D float32/float64 arrays, writing C; None if unavailable."""
+def _gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarray, beta: float,
+          c: np.ndarray) -> np.ndarray:
+    return prepare_gemm(trans_a, trans_b, alpha, a, b, beta, c)()
+
+
+gemm: Callable[..., np.ndarray] = _gemm
+"""``gemm(trans_a, trans_b, alpha, a, b, beta, c)`` for 2-D float32/float64 arrays, writing C."""

@@ -16,7 +16,7 @@ import os
 import threading
 import weakref
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..errors import ExecutionError, FeedError
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .checks import declared_type, finite
 from .conformance import as_declared, conforms
+from .in_place import held_interrupts, prepare_in_place
 from .place import check_place
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
@@ -114,8 +115,8 @@ class Executor:
             with scope.run_lock:
                 plan = self.plan_for(program, list(feed), fetched_names)
                 env = self._initial_env(plan, feed, scope)
-                run_plan(plan, env)
-                replaced = self._commit(plan, env, feed, scope)
+                writes = self._run_steps(plan, env, feed, scope)
+                replaced = self._commit(plan, env, feed, scope, writes)
             fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
             env.clear()
             while replaced:  # popped one by one, so that each array's only reference is ``old``'s
@@ -146,11 +147,29 @@ class Executor:
         return env
 
     @staticmethod
-    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[tuple[str, Any]]:
+    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> Sequence[Callable[[], Any]]:
+        """Run the plan's steps; return the in-place writes of its tail, prepared, for the commit to make
+        (``in_place``), or none when the tail has run as ordinary steps."""
+        if not plan.in_place:
+            run_plan(plan, env)
+            return ()
+        run_plan(plan, env, plan.head)
+        tail = plan.steps[len(plan.head):]
+        writes = prepare_in_place(tail, plan.in_place, env, feed, scope)
+        if writes is None:
+            run_plan(plan, env, tail, len(plan.head))
+            return ()
+        return writes
+
+    @staticmethod
+    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope,
+                writes: Sequence[Callable[[], Any]] = ()) -> list[tuple[str, Any]]:
         """Write the persistable vars the run changed into the scope (the run has succeeded).
 
         All-or-nothing, KeyboardInterrupt included: the new values are
-        gathered first and stored with one ``Scope.update``. A fed
+        gathered first and stored with one ``Scope.update``; the tail's
+        in-place ``writes`` are made right before it, with interrupts held
+        back until both are done (``in_place.held_interrupts``). A fed
         persistable var is not committed, even when an op updates it: the
         feed overrides the scope's value for this run only. Returns the
         scope's previous arrays of vars updated in a plan buffer, for the plan
@@ -173,7 +192,13 @@ class Executor:
                 if old is not None and old is not value:
                     replaced.append((name, old))
             new[name] = np.asarray(value)
-        scope.update(new)
+        if writes:
+            with held_interrupts():
+                for write in writes:
+                    write()
+                scope.update(new)
+        else:
+            scope.update(new)
         return replaced
 
     def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):

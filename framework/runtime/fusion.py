@@ -7,7 +7,7 @@ the pair is one BLAS call: copy w into the update's buffer, then
 ``gemm(alpha=-lr, X, Y, beta=1)`` into it. The rounding differs from the
 two-step form only by where ``lr`` multiplies in (``-lr * sum`` accumulated
 onto w instead of ``w - lr * sum``), well inside float tolerance.
-Only with ``runtime.blas.gemm`` (numpy's own BLAS) available.
+The product runs on ``runtime.blas.gemm`` (the chosen BLAS; numpy's matmul for small products).
 
 A fusion is a rewrite of the plan's list of units (``plan_data.Unit``): a
 fused unit runs several ops with a kernel of its own, under the last op's
@@ -19,11 +19,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .blas import gemm
+from .blas import gemm, prepare_gemm
 from .kernels import fits
 from .plan_data import Unit
 
-__all__ = ["fuse_gemm_updates", "sgd_gemm"]
+__all__ = ["fuse_gemm_updates", "is_gemm_update", "sgd_gemm", "sgd_gemm_writer"]
 
 
 def _fusable(block, prod, upd, keep: set, readers: Mapping[str, int]) -> bool:
@@ -77,3 +77,16 @@ def sgd_gemm(prod, blas: Callable[..., np.ndarray]) -> Callable[..., Any]:
         return blas(tx, ty, -float(lr.reshape(())), x, y, 1.0, out)
 
     return run
+
+
+def sgd_gemm_writer(prod) -> Callable[..., Callable[[], np.ndarray]]:
+    """The fused update written onto the parameter itself: ``fn(X, Y, param, lr)`` checks and prepares, and
+    returns the function that makes the write (``runtime.in_place``)."""
+    tx, ty = prod.attr("transpose_x"), prod.attr("transpose_y")
+    return lambda x, y, param, lr: prepare_gemm(tx, ty, -float(lr.reshape(())), x, y, 1.0, param)
+
+
+def is_gemm_update(block, unit: Unit) -> bool:
+    """True for a unit ``fuse_gemm_updates`` made: a product and the SGD update it feeds."""
+    return (unit.kernel is not None and len(unit.ops) == 2
+            and (block.ops[unit.ops[0]].type, block.ops[unit.ops[1]].type) == ("matmul", "sgd"))

@@ -27,7 +27,8 @@ from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
 from .fuse_elementwise import fuse_elementwise
-from .fusion import fuse_gemm_updates
+from .fusion import fuse_gemm_updates, sgd_gemm_writer
+from .in_place import in_place_tail
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
@@ -154,10 +155,13 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     steps = tuple(_step(block, at, unit, fn, buffers, tuple(dying.get(at, ())), options)
                   for at, (unit, fn) in enumerate(zip(units, fns)))
     commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
+    # Only block 0 commits to a scope; a checking plan runs every step through its checks.
+    tail = in_place_tail(block, units) if block.idx == 0 and options.buffers and not options.checks else 0
     return Plan(block=block, steps=steps, feeds=tuple(feeds), from_scope=tuple(from_scope), commits=commits,
                 fetches=tuple(fetch_names), buffers=buffers,
                 declared={n: declared(block.var(n)) for n in (*feed_names, *from_scope)}, options=options,
-                subplans=subplans)
+                subplans=subplans, head=steps[:len(steps) - tail],
+                in_place=tuple(sgd_gemm_writer(ops[u.ops[0]]) for u in units[len(units) - tail:]))
 
 
 def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:

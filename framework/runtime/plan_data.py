@@ -98,3 +98,8 @@ class Plan(NamedTuple):
     options: PlanOptions
     subplans: dict[int, dict[str, "Plan"]]
     """op index -> the compiled sub-blocks its kernel runs, by key (control-flow ops)."""
+    head: tuple[Step, ...] = ()
+    """The steps before the tail that may update parameters in place (all of ``steps`` when there is none)."""
+    in_place: tuple[Callable[..., Any], ...] = ()
+    """One writer per tail step (``fusion.sgd_gemm_writer``): the last ``len(in_place)`` steps may write their
+    parameter onto the scope's own array inside the commit (``in_place``)."""

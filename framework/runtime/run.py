@@ -8,19 +8,21 @@ into the public error.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gradgen.program.describe import op_location
 
 from ..errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
-from .plan_data import Plan
+from .plan_data import Plan, Step
 
 __all__ = ["kernel_error", "run_block", "run_plan"]
 
 
-def run_plan(plan: Plan, env: dict) -> None:
+def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: int = 0) -> None:
     """Run ``plan``'s steps on ``env`` (name -> array), which holds the feeds and scope values it needs.
+
+    ``steps`` (default: all of them) may be the part of ``plan.steps`` that starts at position ``first``.
 
     Outputs are stored in ``env`` and intermediates are deleted after their
     last use. A failing kernel raises an ExecutionError that names the op,
@@ -30,7 +32,7 @@ def run_plan(plan: Plan, env: dict) -> None:
     """
     i = 0
     try:
-        for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(plan.steps):
+        for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(plan.steps if steps is None else steps, first):
             if nargs == 1:
                 result = fn(env[take])
             elif nargs:

@@ -8,20 +8,19 @@ import numpy as np
 from .. import blas
 
 _BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
-_SMALL = 4096
-"""Products of fewer multiply-adds (m*n*k) stay with ``np.matmul``: a ctypes call costs about a microsecond."""
 
 
 def _gemm_product(tx: bool, ty: bool):
     """``fn(x, y, *, out=None)`` for 2-D operands: the provider's GEMM when both are float32/float64 of one
-    dtype and the product is not tiny, so that every sizable product runs on one BLAS thread pool."""
+    dtype and the product is big enough for a thread pool (``blas.SMALL_PRODUCT``), so that every such product
+    runs on one pool."""
     def product(x, y, *, out=None):
         a = x.T if tx else x
         b = y.T if ty else y
         m, k = a.shape
         n = b.shape[1]
         dtype = a.dtype
-        if dtype != b.dtype or dtype not in _BLAS_DTYPES or m * n * k < _SMALL or k != b.shape[0]:
+        if dtype != b.dtype or dtype not in _BLAS_DTYPES or m * n * k <= blas.SMALL_PRODUCT or k != b.shape[0]:
             if out is not None and not (out.shape == (m, n) and out.dtype == dtype == b.dtype):
                 out = None
             return np.matmul(a, b, out=out)
