@@ -6,8 +6,6 @@ import pytest
 
 from gradgen.framework.runtime.blas import gemm
 
-pytestmark = pytest.mark.skipif(gemm is None, reason="numpy's bundled BLAS is not reachable here")
-
 
 @pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
 @pytest.mark.parametrize("ta", [False, True])

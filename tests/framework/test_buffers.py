@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, optimizer
-from gradgen.framework.runtime.blas import gemm
 from gradgen.framework.runtime.kernels import KERNELS
 from gradgen.framework.runtime.plan import build_plan
 from gradgen.framework.runtime.plan_data import PlanOptions
@@ -72,7 +71,6 @@ def test_runs_equal_the_plain_kernels_in_block_order_exactly(dtype, make_opt):
         np.testing.assert_array_equal(scope[name], env[name], err_msg=name)
 
 
-@pytest.mark.skipif(gemm is None, reason="numpy's bundled BLAS is not reachable here")
 @pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
 def test_weight_gradient_product_fuses_into_its_sgd_update(dtype, rtol):
     main, startup, loss, feed = _mlp(dtype, d_in=40, h=30)

@@ -1,0 +1,188 @@
+"""The run's trailing product-and-update steps write onto the scope's arrays: same numbers, nothing torn or shared."""
+from __future__ import annotations
+
+import _thread
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gradgen.framework import ExecutionError, Executor, Scope, optimizer
+from gradgen.framework.runtime.in_place import held_interrupts
+from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.initializer import Normal
+
+D_IN, H, D_OUT = 300, 100, 10  # w1's gradient product (300x64 by 64x100) is large enough for the BLAS provider
+
+
+def _mlp(dtype="float64", opt=None, lr=1e-3):
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, D_IN], dtype)
+        y = layers.data("y", [-1, D_OUT], dtype)
+        w1 = layers.create_parameter([D_IN, H], dtype, name="w1", initializer=Normal(0.0, 0.1, seed=1))
+        w2 = layers.create_parameter([H, D_OUT], dtype, name="w2", initializer=Normal(0.0, 0.1, seed=2))
+        loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
+        (opt or optimizer.SGD(lr)).minimize(loss)
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((64, D_IN)).astype(dtype), "y": rng.standard_normal((64, D_OUT)).astype(dtype)}
+    return main, startup, loss, feed
+
+
+def _trained(exe, steps=4, dtype="float64", hold=False):
+    main, startup, loss, feed = _mlp(dtype)
+    scope = Scope()
+    exe.run(startup, scope=scope)
+    first = scope.own("w1")
+    held = first if hold else None
+    del first
+    ids, losses = [], []
+    for _ in range(steps):
+        losses.append(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0])
+        ids.append(id(scope.own("w1")))
+    return losses, scope, ids, held
+
+
+def test_the_tail_is_the_last_product_and_update_and_only_for_unchecked_plans():
+    main, _, loss, feed = _mlp()
+    plan = Executor(check_types=False).plan_for(main, list(feed), [loss.name])
+    ops = main.global_block().ops
+    assert len(plan.in_place) == 1 and len(plan.head) == len(plan.steps) - 1
+    (last,) = plan.steps[len(plan.head):]
+    assert [ops[i].type for i in last.ops] == ["matmul", "sgd"] and last.out == "w1"
+    assert not Executor(check_types=True).plan_for(main, list(feed), [loss.name]).in_place
+    assert not Executor(check_types=False, options=PlanOptions(fuse=False)).plan_for(main, list(feed),
+                                                                                       [loss.name]).in_place
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_in_place_runs_equal_runs_that_fuse_nothing_and_write_the_scope_array_itself(dtype, rtol):
+    losses, scope, ids, _ = _trained(Executor(check_types=False), dtype=dtype)
+    plain_losses, plain_scope, _, _ = _trained(Executor(check_types=False, options=PlanOptions(fuse=False)),
+                                               dtype=dtype)
+    np.testing.assert_allclose(losses, plain_losses, rtol=rtol)
+    for name in ("w1", "w2"):
+        np.testing.assert_allclose(scope[name], plain_scope[name], rtol=rtol,
+                                   atol=rtol * np.abs(plain_scope[name]).max())
+    assert len(set(ids)) == 1  # w1 was updated where it lies: no copy, no second buffer
+
+
+def test_in_place_and_double_buffered_updates_agree():
+    in_place, scope, _, _ = _trained(Executor(check_types=False))
+    double, held_scope, ids, held = _trained(Executor(check_types=False), hold=True)
+    assert held is not None and len(set(ids)) > 1  # a held array sends the run down the double-buffered path
+    # The same GEMM either way; MKL may still round differently with the arrays' alignment (no CNR mode).
+    np.testing.assert_allclose(in_place, double, rtol=1e-12)
+    np.testing.assert_allclose(scope["w1"], held_scope["w1"], rtol=1e-12, atol=1e-14)
+
+
+def test_an_array_someone_holds_keeps_its_values():
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(check_types=False), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    held = scope["w1"]
+    kept = held.copy()
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    np.testing.assert_array_equal(held, kept)
+    assert scope["w1"] is not held and not np.array_equal(scope["w1"], kept)
+
+
+def test_a_fed_parameter_and_a_parent_scopes_parameter_are_never_written():
+    main, startup, loss, feed = _mlp()
+    exe, parent = Executor(check_types=False), Scope()
+    exe.run(startup, scope=parent)
+    w1 = parent["w1"].copy()
+    exe.run(main, feed=dict(feed, w1=w1), fetch_list=[loss], scope=parent)
+    np.testing.assert_array_equal(w1, parent["w1"])  # the fed array is the caller's: never written
+    child = parent.new_scope()
+    before = parent["w1"].copy()
+    exe.run(main, feed=feed, fetch_list=[loss], scope=child)
+    np.testing.assert_array_equal(parent["w1"], before)  # the child's update lands in the child
+    assert not np.array_equal(child.own("w1"), before)
+
+
+def test_a_failing_run_writes_nothing_in_place():
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(check_types=False), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    before = {n: scope[n].copy() for n in scope}
+    with pytest.raises(ExecutionError):
+        exe.run(main, feed=dict(feed, y=np.ones((63, D_OUT))), fetch_list=[loss], scope=scope)  # 64 rows vs 63
+    for n in scope:
+        np.testing.assert_array_equal(scope[n], before[n], err_msg=n)
+
+
+def test_runs_from_another_thread_also_go_in_place():
+    results = []
+    thread = threading.Thread(target=lambda: results.append(_trained(Executor(check_types=False))))
+    thread.start()
+    thread.join()
+    losses, scope, ids, _ = results[0]
+    assert len(set(ids)) == 1
+    np.testing.assert_array_equal(losses, _trained(Executor(check_types=False))[0])
+
+
+def test_held_interrupts_delivers_the_interrupt_after_the_block():
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with held_interrupts():
+            _thread.interrupt_main()
+            time.sleep(0.01)  # a pending interrupt would be raised here without the hold
+            done.append(True)
+    assert done == [True]
+
+
+def _counting_model():
+    """Every step subtracts exactly colsum(x) from each column of w1 (a product written in place) and exactly 1
+    from p (a plain update, double-buffered): integers, so any BLAS computes them exactly."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, D_IN], "float64")
+        p = layers.create_parameter([4], "float64", name="p")
+        w1 = layers.create_parameter([D_IN, H], "float64", name="w1")
+        loss = layers.reduce_sum(x @ w1) + layers.reduce_sum(p)
+        optimizer.SGD(1.0).minimize(loss)
+    x = np.random.default_rng(0).integers(0, 4, (64, D_IN)).astype("float64")
+    return main, startup, {"x": x}, x.sum(axis=0)
+
+
+def test_interrupts_at_random_moments_leave_every_parameter_at_one_step():
+    main, startup, feed, colsum = _counting_model()
+    exe, scope = Executor(check_types=False), Scope()
+    exe.run(startup, scope=scope)
+    scope.set("p", np.zeros(4))
+    scope.set("w1", np.zeros((D_IN, H)))
+    assert exe.plan_for(main, ["x"], []).in_place  # w1's update is the tail, p's is not
+    started = time.perf_counter()
+    for _ in range(20):
+        exe.run(main, feed=feed, scope=scope)
+    per_run = (time.perf_counter() - started) / 20
+
+    def step_of(scope) -> int:
+        steps = {float(v) for v in -scope["p"]} | {float(v) for v in (-scope["w1"] / colsum[:, None]).ravel()}
+        assert len(steps) == 1, f"parameters at steps {sorted(steps)}"
+        (step,) = steps
+        assert step.is_integer()
+        return int(step)
+
+    rng = random.Random(0)
+    last = step_of(scope)
+    for _ in range(60):
+        timer = threading.Timer(rng.uniform(0.0, 3 * per_run), _thread.interrupt_main)
+        try:
+            timer.start()  # inside the try: a tiny delay can interrupt start() itself
+            while True:  # only the interrupt ends this loop, so it lands inside some run
+                exe.run(main, feed=feed, scope=scope)
+        except KeyboardInterrupt:
+            pass
+        timer.join()
+        now = step_of(scope)
+        assert now >= last
+        last = now
+    assert last > 40  # training went on between the interrupts
