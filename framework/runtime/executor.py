@@ -147,23 +147,23 @@ class Executor:
         return env
 
     @staticmethod
-    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> Sequence[Callable[[], Any]]:
+    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[Callable[[], Any]]:
         """Run the plan's steps; return the in-place writes of its tail, prepared, for the commit to make
         (``in_place``), or none when the tail has run as ordinary steps."""
         if not plan.in_place:
             run_plan(plan, env)
-            return ()
+            return []
         run_plan(plan, env, plan.head)
         tail = plan.steps[len(plan.head):]
         writes = prepare_in_place(tail, plan.in_place, env, feed, scope)
         if writes is None:
             run_plan(plan, env, tail, len(plan.head))
-            return ()
+            return []
         return writes
 
     @staticmethod
     def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope,
-                writes: Sequence[Callable[[], Any]] = ()) -> list[tuple[str, Any]]:
+                writes: list[Callable[[], Any]] | None = None) -> list[tuple[str, Any]]:
         """Write the persistable vars the run changed into the scope (the run has succeeded).
 
         All-or-nothing, KeyboardInterrupt included: the new values are
@@ -197,6 +197,8 @@ class Executor:
                 for write in writes:
                     write()
                 scope.update(new)
+            del write
+            writes.clear()  # each write holds its parameter: none may outlive the run, or the next refuses in place
         else:
             scope.update(new)
         return replaced

@@ -31,8 +31,9 @@ from . import jit
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, UPDATES, full_reduction
 from .kernels import KernelFactory, takes_out, with_out
 from .plan_data import Unit
+from .run import InnerOpFailed
 
-__all__ = ["fuse_elementwise", "group_source"]
+__all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "op_by_op"]
 
 _FLOATS = ("float32", "float64")
 _PRELUDE = """import math
@@ -49,7 +50,7 @@ def _shape(block, name: str) -> tuple:
     return tuple(block.var(name).shape)
 
 
-def _input_kind(declared: tuple, group: tuple) -> str | None:
+def input_kind(declared: tuple, group: tuple) -> str | None:
     """How an outside input of declared shape ``declared`` is read in a loop over ``group``:
     'full' (same shape), 'one' (a single number), 'bcast' (numpy broadcasting), or None (it cannot be)."""
     if declared == group:
@@ -83,7 +84,7 @@ class _Group:
             if var.dtype != self.dtype:
                 return False
             if name not in self.made:
-                kind = _input_kind(tuple(var.shape), self.shape)
+                kind = input_kind(tuple(var.shape), self.shape)
                 if kind is None or (reduction and kind != "full"):
                     return False
                 kinds[name] = kind
@@ -190,7 +191,7 @@ def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) 
             kind = group.inputs[name]
             if kind == "one":
                 return f"{args[name]}_"
-            return args[name] + _element(kind, _shape(block, name), shape)
+            return args[name] + element_index(kind, _shape(block, name), shape)
         return read
 
     count = 0
@@ -210,7 +211,9 @@ def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) 
     return _PRELUDE.format(dtype=group.dtype) + "\n".join(lines) + "\n"
 
 
-def _element(kind: str, declared: tuple, group: tuple) -> str:
+def element_index(kind: str, declared: tuple, group: tuple) -> str:
+    """The index text reading one element of an input of ``kind`` and declared shape inside a loop over ``group``'s
+    shape (loop variables ``i0, i1, ...``): a declared size-1 dim that broadcasts reads index 0."""
     rank = len(group)
     if kind == "full":
         return "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
@@ -223,20 +226,20 @@ def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int) 
     ins = tuple(group.inputs)
     source = group_source(block, group, ins, outs)
     ops = tuple(u.index for u in group.units)
-    fallback = _one_by_one(block, group, ins, outs, kernels)
+    fallback = op_by_op(block, group.units, ins, outs, kernels)
     return Unit(index=group.units[-1].index, ops=ops, ins=ins, outs=tuple(outs),
                 kernel=_runner(block, group, ins, outs, source, fallback, warm_runs))
 
 
-def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
-    """The group run op by op with the ordinary kernels (warm runs, and run-time shapes the loop does not
-    cover), each value dropped after its last use in the group, as the plan would."""
+def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
+    """``units`` run one by one with their ordinary kernels (warm runs, and run-time shapes a generated loop does
+    not cover), each value dropped after its last use among them, as the plan would."""
     last: dict[str, int] = {}
-    for at, u in enumerate(group.units):
+    for at, u in enumerate(units):
         for name in u.ins:
             last[name] = at
-    steps = [(with_out(kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
-              tuple(n for n, a in last.items() if a == at and n not in outs)) for at, u in enumerate(group.units)]
+    steps = [(with_out(u.kernel or kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
+              tuple(n for n, a in last.items() if a == at and n not in outs), u.index) for at, u in enumerate(units)]
 
     if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][2]) == tuple(outs):
         alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
@@ -245,8 +248,11 @@ def _one_by_one(block, group: _Group, ins: Sequence[str], outs: Sequence[str], k
     def run(*arrays, out=None):
         env = dict(zip(ins, arrays))
         del arrays
-        for fn, names, made, dead in steps:
-            result = fn(*(env[n] for n in names))
+        for fn, names, made, dead, index in steps:
+            try:
+                result = fn(*(env[n] for n in names))
+            except Exception as e:  # name the op that failed, with its inputs, as an unfused run would
+                raise InnerOpFailed(index, {n: env.get(n) for n in names}, e) from e
             env.update(zip(made, result if len(made) > 1 else (result,)))
             for n in dead:
                 env.pop(n, None)

@@ -22,7 +22,7 @@ Otherwise the tail runs as ordinary steps. Checking plans never go in place.
 """
 from __future__ import annotations
 
-import signal
+import _signal  # signal's C module: ``signal.signal`` wraps every call in enum conversions (7 us a run)
 import sys
 import threading
 from contextlib import contextmanager
@@ -78,15 +78,15 @@ def held_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = _signal.getsignal(_signal.SIGINT)
     if not callable(previous):
         yield
         return
     arrived: list = []
-    signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(frame))
+    _signal.signal(_signal.SIGINT, lambda signum, frame: arrived.append(frame))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _signal.signal(_signal.SIGINT, previous)
         if arrived:
-            previous(signal.SIGINT, arrived[0])
+            previous(_signal.SIGINT, arrived[0])

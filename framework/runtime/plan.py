@@ -27,6 +27,7 @@ from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
 from .fuse_elementwise import fuse_elementwise
+from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, sgd_gemm_writer
 from .in_place import in_place_tail
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
@@ -140,6 +141,8 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
              for i in order]
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
+        if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
+            units = fuse_regions(block, units, keep, options.kernels, options.warm_runs)
         if options.fuse_elementwise:
             units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units

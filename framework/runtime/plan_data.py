@@ -36,6 +36,10 @@ class PlanOptions:
     """With ``fuse``: run chains of elementwise ops (and an update, or a loss ending a chain) as one generated loop each
     (``fuse_elementwise``; needs numba, from ``gradgen[fast]``). Off by default: on the seed MLP step it measured
     4-6% slower than the unfused plan (design_docs/performance.md); long chains of small ops gain."""
+    regions: bool = True
+    """With ``fuse``: run each stretch of small ops between the big products (elementwise ops, small products,
+    the loss and its gradient, small updates) as one generated numba function (``fuse_region``; needs numba).
+    Not in a checking plan (``checks``), which checks every op's outputs and so runs them one by one."""
     warm_runs: int = 2
     """How many runs execute a fused group op by op before its loop is compiled (or loaded from the disk
     cache): a program run once or twice, like most tests and tools, never waits for numba."""

@@ -16,7 +16,16 @@ from ..errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
 from .plan_data import Plan, Step
 
-__all__ = ["kernel_error", "run_block", "run_plan"]
+__all__ = ["InnerOpFailed", "kernel_error", "run_block", "run_plan"]
+
+
+class InnerOpFailed(Exception):
+    """Raised by a fused step's op-by-op path when one of its ops fails: which op, and the inputs it had
+    (values made inside the step are not in the run's env), so the error names that op as an unfused run would."""
+
+    def __init__(self, index: int, inputs: Mapping[str, Any], error: Exception):
+        super().__init__(str(error))
+        self.index, self.inputs, self.error = index, inputs, error
 
 
 def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: int = 0) -> None:
@@ -62,15 +71,19 @@ def run_block(plan: Plan, env: dict) -> list[Any]:
     return [env[n] for n in plan.fetches]
 
 
-def _where(plan: Plan, position: int) -> str:
+def _where(plan: Plan, position: int, index: int | None = None) -> str:
     block = plan.block
-    index = plan.steps[position].index
+    index = plan.steps[position].index if index is None else index
     op = block.ops[index]
     return op_location(block, index, op.type, op.callsite)
 
 
 def kernel_error(plan: Plan, position: int, env: Mapping[str, Any], e: Exception) -> ExecutionError:
-    """The error for a kernel that raised ``e`` at step ``position`` of ``plan``."""
-    op = plan.block.ops[plan.steps[position].index]
-    return ExecutionError(f"{_where(plan, position)} failed: {type(e).__name__}: {e}; "
+    """The error for a kernel that raised ``e`` at step ``position`` of ``plan`` (for a fused step whose op
+    failed, that op and its inputs)."""
+    index = plan.steps[position].index
+    if isinstance(e, InnerOpFailed):
+        index, env, e = e.index, e.inputs, e.error
+    op = plan.block.ops[index]
+    return ExecutionError(f"{_where(plan, position, index)} failed: {type(e).__name__}: {e}; "
                           f"inputs: {describe_inputs(op, env)}")

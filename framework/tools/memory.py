@@ -14,7 +14,7 @@ so the whole analysis is linear in the number of ops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -105,7 +105,9 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     """
     block = program.global_block()
     fetch = [f if isinstance(f, str) else f.name for f in fetch_list]
-    plan = build_plan(block, list(feed_shapes), fetch, options)  # options: the plan the Executor would run
+    # The plan the Executor would run, except that a region (``runtime.fuse_region``) is followed op by op: its
+    # arrays live inside one step, allocated as its ops would allocate them, where the analysis can see them.
+    plan = build_plan(block, list(feed_shapes), fetch, replace(options or PlanOptions(), regions=False))
     size = _sizer(block, feed_shapes)
     kinds = block_kinds(block)
     kind = {**kinds.resting, **{n: "feed" for n in plan.feeds}, **kinds.made}

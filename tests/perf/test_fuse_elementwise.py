@@ -80,7 +80,7 @@ def test_fused_and_unfused_agree_on_random_programs(ops, batch, loss_kind, opt, 
     rng = np.random.default_rng(seed)
     feed = {"x": rng.standard_normal((batch, 6)), "y": rng.standard_normal((batch, 6))}
     fused, fused_params = _train(main, startup, loss, grads, FUSED, feed)
-    plain, plain_params = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed)
+    plain, plain_params = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed)
     for got_step, want_step in zip(fused, plain):
         for got, want in zip(got_step, want_step):
             assert got.shape == want.shape and got.dtype == want.dtype
@@ -108,7 +108,7 @@ def test_groups_are_visible_in_the_plan_and_internal_vars_never_exist():
 
 def test_switching_fusion_off_keeps_one_op_per_step():
     main, startup, loss, grads = _seed_program()
-    plan = build_plan(main.global_block(), ["x", "y"], [loss.name], PlanOptions(fuse_elementwise=False))
+    plan = build_plan(main.global_block(), ["x", "y"], [loss.name], PlanOptions(fuse_elementwise=False, regions=False))
     assert all(len(s.ops) == 1 or main.global_block().ops[s.index].type == "sgd" for s in plan.steps)
 
 
@@ -116,7 +116,7 @@ def test_float32_groups_and_buffers_reused_across_runs():
     main, startup, loss, grads = _seed_program("float32", "momentum")
     feed = {"x": np.ones((4, 6), "float32"), "y": np.zeros((4, 6), "float32")}
     fused, fparams = _train(main, startup, loss, grads, FUSED, feed, steps=3)
-    plain, pparams = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed, steps=3)
+    plain, pparams = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed, steps=3)
     for a, b in zip(fused, plain):
         for got, want in zip(a, b):
             assert got.dtype == np.float32
@@ -153,7 +153,7 @@ def test_warm_runs_go_op_by_op_then_the_loop_takes_over():
     main, startup, loss, grads = _seed_program()
     feed = {"x": np.linspace(-1, 1, 24).reshape(4, 6), "y": np.linspace(0, 1, 24).reshape(4, 6)}
     tiered, _ = _train(main, startup, loss, grads, PlanOptions(warm_runs=2, fuse_elementwise=True), feed, steps=4)
-    plain, _ = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False), feed, steps=4)
+    plain, _ = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed, steps=4)
     for step in (0, 1):  # the warm runs are the unfused kernels exactly
         for got, want in zip(tiered[step], plain[step]):
             np.testing.assert_array_equal(got, want)

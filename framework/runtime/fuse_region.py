@@ -1,0 +1,314 @@
+"""Plan-time compilation of a straight stretch of small ops into one numba function (a *region*).
+
+Between the big products of a training step lie many small ops: on the seed
+MLP, relu, a 64x100 by 100x10 product, the loss, its gradient, two more
+small products, w2's update and relu_grad. Each costs a few microseconds of
+Python and numpy call overhead for well under a microsecond of arithmetic:
+together about 80 us of a 350 us step. A region runs such a stretch as one
+generated function: one loop nest per elementwise op (``elementwise_exprs``
+gives each element's expression, the same operations in the same order as the
+op's kernel), ``np.dot`` for small products (numba calls BLAS on the calling
+thread at that size), and the product-and-update pairs ``fusion`` made.
+
+Walking the units in run order, consecutive units whose ops are all in
+``_ADMITS`` and whose vars share one float dtype form a region; products whose
+static size says they are big (counting a -1 dim as ``_TYPICAL_BATCH``) stay
+outside, on the chosen BLAS. The generated code checks every run-time shape
+it relies on and raises if one does not fit (a -1 dim that broadcasts, a
+product that turns out big); the region then runs op by op with the ordinary
+kernels, as it does for its first ``warm_runs`` runs: never a wrong answer,
+only a slower one. A region's outputs are the vars someone needs after it;
+the rest never exist.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from . import jit
+from .blas import SMALL_PRODUCT
+from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, full_reduction
+from .fuse_elementwise import element_index, input_kind, op_by_op
+from .fusion import is_gemm_update
+from .kernels import KernelFactory
+from .plan_data import Unit
+
+__all__ = ["fuse_regions", "region_source"]
+
+_FLOATS = ("float32", "float64")
+_TYPICAL_BATCH = 64
+"""What a -1 dim is taken to be when deciding whether a product is small enough for a region."""
+_PRELUDE = """import math
+import numba
+import numpy as np
+
+lit = np.{dtype}
+
+
+"""
+
+
+def _shape(block, name: str) -> tuple:
+    return tuple(block.var(name).shape)
+
+
+def _static_size(shape: tuple) -> int:
+    size = 1
+    for d in shape:
+        size *= _TYPICAL_BATCH if d == -1 else d
+    return size
+
+
+def _small_product(block, prod) -> bool:
+    """True for a 2-D product whose multiply-adds, a -1 dim counted as ``_TYPICAL_BATCH``, are few enough for
+    the calling thread (``blas.SMALL_PRODUCT``)."""
+    sx, sy = _shape(block, prod.input("X")[0]), _shape(block, prod.input("Y")[0])
+    if len(sx) != 2 or len(sy) != 2:
+        return False
+    n = sy[0] if prod.attr("transpose_y") else sy[1]
+    return _static_size(sx) * _static_size((n,)) <= SMALL_PRODUCT
+
+
+def _admits(block, unit: Unit, dtype: str) -> bool:
+    """True when ``unit`` can run inside a region of float ``dtype``."""
+    if any(block.var(n).dtype != dtype for n in (*unit.ins, *unit.outs)):
+        return False
+    if is_gemm_update(block, unit):
+        return _small_product(block, block.ops[unit.ops[0]])
+    if len(unit.ops) != 1 or unit.kernel is not None:
+        return False
+    op = block.ops[unit.index]
+    if op.type == "matmul":
+        return _small_product(block, op)
+    if op.type in REDUCTIONS:
+        return full_reduction(op, len(_shape(block, op.input("X")[0])))
+    if op.type == "fill_any_like":
+        return True
+    if op.type == "reduce_as":
+        return _shape(block, op.input("X")[0]) == _shape(block, op.input("Target")[0])
+    if op.type == "broadcast_to":
+        return bool(op.input("ShapeLike")) and input_kind(_shape(block, op.input("X")[0]),
+                                                           _shape(block, op.input("ShapeLike")[0])) is not None
+    if op.type in EXPRESSIONS:
+        shape = _shape(block, unit.outs[0])
+        return bool(shape) and all(_shape(block, n) == shape for n in unit.outs) and _reference(block, op, shape) is not None
+    return False
+
+
+def _reference(block, op, shape: tuple) -> str | None:
+    """The input of ``op`` whose run-time shape is the output's (declared the same), or None."""
+    kinds = {n: input_kind(_shape(block, n), shape) for n in op.input_arg_names}
+    if any(k is None for k in kinds.values()):
+        return None
+    return next((n for n, k in kinds.items() if k == "full"), None)
+
+
+def fuse_regions(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory],
+                 warm_runs: int = 0) -> list[Unit]:
+    """``units`` with every stretch of at least two region-able units replaced by one unit running a generated
+    function. Without numba, ``units`` unchanged."""
+    if not jit.AVAILABLE:
+        return list(units)
+    readers: dict[str, list[int]] = {}
+    for at, unit in enumerate(units):
+        for name in unit.ins:
+            readers.setdefault(name, []).append(at)
+    fused: list[Unit] = []
+    at = 0
+    while at < len(units):
+        dtype = _dtype(block, units[at])
+        end = at
+        while dtype is not None and end < len(units) and _admits(block, units[end], dtype):
+            end += 1
+        region = _region_unit(block, units[at:end], end, readers, keep, kernels, warm_runs) if end - at > 1 else None
+        if region is None:
+            fused.append(units[at])
+            at += 1
+            continue
+        fused.append(region)
+        at = end
+    return fused
+
+
+def _dtype(block, unit: Unit) -> str | None:
+    dtypes = {block.var(n).dtype for n in unit.outs}
+    return dtypes.pop() if len(dtypes) == 1 and next(iter(dtypes), None) in _FLOATS else None
+
+
+def _region_unit(block, members: Sequence[Unit], end: int, readers, keep: set, kernels,
+                 warm_runs: int) -> Unit | None:
+    """The unit running ``members`` as one region; None when nothing it makes is needed afterwards."""
+    made: set[str] = set()
+    ins: dict[str, None] = {}
+    outs: dict[str, None] = {}
+    for unit in members:
+        ins.update((n, None) for n in unit.ins if n not in made)
+        made.update(unit.outs)
+    for unit in members:
+        for name in unit.outs:
+            if any(r >= end for r in readers.get(name, ())) or name in keep or block.var(name).persistable:
+                outs[name] = None
+    if not outs:
+        return None
+    source = region_source(block, members, tuple(ins), tuple(outs))
+    fallback = op_by_op(block, members, tuple(ins), tuple(outs), kernels)
+    ops = tuple(i for u in members for i in u.ops)
+    return Unit(index=members[-1].index, ops=ops, ins=tuple(ins), outs=tuple(outs),
+                kernel=_runner(block, ops, tuple(outs), source, fallback, warm_runs))
+
+
+class _Writer:
+    """The generated function's lines and the local name of every var."""
+
+    def __init__(self, block, ins: Sequence[str]):
+        self.block = block
+        self.names = {name: f"a{k}" for k, name in enumerate(ins)}
+        self.args = tuple(self.names.values())  # an update's output takes its input's name: keep the arguments
+        self.lines: list[str] = []
+        self.count = 0
+
+    def new(self, name: str) -> str:
+        local = self.names[name] = f"v{self.count}"
+        self.count += 1
+        return local
+
+    def emit(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _loop(w: _Writer, op, ref: str, shape: tuple, exprs: Mapping[str, str]) -> None:
+    """One loop nest over ``ref``'s run-time shape writing each output slot's expression; checks first."""
+    rank = len(shape)
+    for name in op.input_arg_names:
+        kind, declared, local = input_kind(_shape(w.block, name), shape), _shape(w.block, name), w.names[name]
+        if kind == "full" and name != ref:
+            w.emit(f"if {local}.shape != {w.names[ref]}.shape: raise ValueError('shape')")
+        elif kind == "bcast":
+            lead = rank - len(declared)
+            for j, d in enumerate(declared):
+                want = "1" if d == 1 else f"{w.names[ref]}.shape[{lead + j}]"
+                w.emit(f"if {local}.shape[{j}] != {want}: raise ValueError('shape')")
+        elif kind == "one":
+            w.emit(f"if {local}.size != 1: raise ValueError('shape')")
+            w.emit(f"{local}_s = {local}.ravel()[0]")
+    targets = {slot: w.new(op.output(slot)[0]) for slot in exprs}
+    for local in targets.values():
+        w.emit(f"{local} = np.empty({w.names[ref]}.shape, lit)")
+    for d in range(rank):
+        w.emit(f"for i{d} in range({w.names[ref]}.shape[{d}]):", 1 + d)
+    index = "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
+    for slot, expr in exprs.items():
+        w.emit(f"{targets[slot]}{index} = {expr}", 1 + rank)
+
+
+def _reader(w: _Writer, op, shape: tuple) -> Callable[[str], str]:
+    def read(slot: str) -> str:
+        name = op.input(slot)[0]
+        kind = input_kind(_shape(w.block, name), shape)
+        if kind == "one":
+            return f"{w.names[name]}_s"  # read once before the loop (``_loop``)
+        return w.names[name] + element_index(kind, _shape(w.block, name), shape)
+    return read
+
+
+def _product(w: _Writer, x: str, y: str, tx: bool, ty: bool) -> str:
+    """Checks that the run-time product is small, and returns its expression."""
+    a = f"{w.names[x]}.T" if tx else w.names[x]
+    b = f"{w.names[y]}.T" if ty else w.names[y]
+    w.emit(f"if {a}.shape[0] * {a}.shape[1] * {b}.shape[1] > {SMALL_PRODUCT}: raise ValueError('big product')")
+    return f"np.dot({a}, {b})"
+
+
+def _emit(w: _Writer, unit: Unit) -> None:
+    block = w.block
+    if is_gemm_update(block, unit):
+        prod, upd = block.ops[unit.ops[0]], block.ops[unit.ops[1]]
+        product = _product(w, prod.input("X")[0], prod.input("Y")[0], prod.attr("transpose_x"),
+                           prod.attr("transpose_y"))
+        w.emit(f"t = {product}")  # as ``blas.gemm`` computes a small fused update: alpha * (A B), then onto C
+        w.emit(f"t *= -{w.names[upd.input('LearningRate')[0]]}.ravel()[0]")
+        param = w.names[upd.input("Param")[0]]  # before the output takes the name over
+        w.emit(f"{w.new(upd.output('ParamOut')[0])} = {param} + t")
+        return
+    op = block.ops[unit.index]
+    if op.type == "matmul":
+        product = _product(w, op.input("X")[0], op.input("Y")[0], op.attr("transpose_x"), op.attr("transpose_y"))
+        w.emit(f"{w.new(op.output('Out')[0])} = {product}")
+    elif op.type in REDUCTIONS:
+        x = w.names[op.input("X")[0]]
+        rank = len(_shape(block, op.input("X")[0]))
+        w.emit("acc = 0.0")  # accumulated in float64 whatever the dtype, as the elementwise groups do
+        for d in range(rank):
+            w.emit(f"for i{d} in range({x}.shape[{d}]):", 1 + d)
+        w.emit(f"acc += {x}[{', '.join(f'i{d}' for d in range(rank))}]", 1 + rank)
+        if op.type == "reduce_mean":
+            w.emit(f"acc /= max({x}.size, 1)")
+        out = op.output("Out")[0]
+        local = w.new(out)
+        w.emit(f"{local} = np.empty({_shape(block, out)!r}, lit)")
+        w.emit(f"{local}.reshape(1)[0] = acc")
+    elif op.type == "fill_any_like":
+        w.emit(f"{w.new(op.output('Out')[0])} = np.full({w.names[op.input('X')[0]]}.shape, "
+               f"lit({float(op.attr('value'))!r}))")
+    elif op.type == "reduce_as":
+        x, target = w.names[op.input("X")[0]], w.names[op.input("Target")[0]]
+        w.emit(f"if {x}.shape != {target}.shape: raise ValueError('shape')")
+        w.names[op.output("Out")[0]] = x
+    elif op.type == "broadcast_to":
+        like = op.input("ShapeLike")[0]
+        shape = _shape(block, like)
+        _loop(w, op, like, shape, {"Out": _reader(w, op, shape)("X")})
+    else:
+        shape = _shape(block, unit.outs[0])
+        _loop(w, op, _reference(block, op, shape), shape, EXPRESSIONS[op.type](op, _reader(w, op, shape)))
+
+
+def region_source(block, members: Sequence[Unit], ins: Sequence[str], outs: Sequence[str]) -> str:
+    """The numba module text of a region: ``kernel(*inputs)`` returning its outputs as a tuple."""
+    dtype = _dtype(block, members[0])
+    w = _Writer(block, ins)
+    for unit in members:
+        ops = ", ".join(f"#{i} {block.ops[i].type}" for i in unit.ops)
+        w.emit(f"# {ops}")
+        _emit(w, unit)
+    w.emit(f"return ({''.join(w.names[n] + ', ' for n in outs)})")
+    head = ["@numba.njit(cache=True)", f"def kernel({', '.join(w.args)}):"]
+    return _PRELUDE.format(dtype=dtype) + "\n".join(head + w.lines) + "\n"
+
+
+def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: str, fallback, warm_runs: int):
+    """The step function: the ops one by one for the first ``warm_runs`` runs, then the compiled region;
+    op by op whenever the region refuses its run-time shapes."""
+    state: list[Any] = [warm_runs, None]  # runs left before compiling, the compiled function
+    many = len(outs) > 1
+
+    def run(*arrays):
+        kernel = state[1]
+        if kernel is None:
+            if state[0] > 0:
+                state[0] -= 1
+                return fallback(*arrays)
+            try:
+                kernel = state[1] = jit.load_source(source).kernel
+                kernel(*arrays)  # compiles for these argument types
+            except ValueError:  # a run-time shape the region does not cover: compiled, but not for this run
+                return fallback(*arrays)
+            except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
+                state[1] = fallback
+                types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
+                warnings.warn(f"block {block.idx}: region {types} runs op by op: numba cannot compile it "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning)
+                return fallback(*arrays)
+        if kernel is fallback:
+            return fallback(*arrays)
+        try:
+            results = kernel(*arrays)
+        except ValueError:
+            return fallback(*arrays)
+        return results if many else results[0]
+
+    run.fused_ops = ops  # what ``gradgen show --plan`` reports
+    run.region = True
+    return run
