@@ -181,23 +181,24 @@ class _Writer:
 def _loop(w: _Writer, op, ref: str, shape: tuple, exprs: Mapping[str, str]) -> None:
     """One loop nest over ``ref``'s run-time shape writing each output slot's expression; checks first."""
     rank = len(shape)
+    base = w.names[ref]  # before an output (an update's) takes the name over
     for name in op.input_arg_names:
         kind, declared, local = input_kind(_shape(w.block, name), shape), _shape(w.block, name), w.names[name]
         if kind == "full" and name != ref:
-            w.emit(f"if {local}.shape != {w.names[ref]}.shape: raise ValueError('shape')")
+            w.emit(f"if {local}.shape != {base}.shape: raise ValueError('shape')")
         elif kind == "bcast":
             lead = rank - len(declared)
             for j, d in enumerate(declared):
-                want = "1" if d == 1 else f"{w.names[ref]}.shape[{lead + j}]"
+                want = "1" if d == 1 else f"{base}.shape[{lead + j}]"
                 w.emit(f"if {local}.shape[{j}] != {want}: raise ValueError('shape')")
         elif kind == "one":
             w.emit(f"if {local}.size != 1: raise ValueError('shape')")
             w.emit(f"{local}_s = {local}.ravel()[0]")
     targets = {slot: w.new(op.output(slot)[0]) for slot in exprs}
     for local in targets.values():
-        w.emit(f"{local} = np.empty({w.names[ref]}.shape, lit)")
+        w.emit(f"{local} = np.empty({base}.shape, lit)")
     for d in range(rank):
-        w.emit(f"for i{d} in range({w.names[ref]}.shape[{d}]):", 1 + d)
+        w.emit(f"for i{d} in range({base}.shape[{d}]):", 1 + d)
     index = "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
     for slot, expr in exprs.items():
         w.emit(f"{targets[slot]}{index} = {expr}", 1 + rank)

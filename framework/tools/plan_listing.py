@@ -28,6 +28,8 @@ def default_feeds(block) -> list[str]:
 
 def _kind(plan: Plan, step) -> str:
     types = [plan.block.ops[i].type for i in step.ops]
+    if _wrapped_attr(step, "region"):
+        return "region (one generated function)"
     if len(types) == 2 and types[0] == "matmul" and types[1] == "sgd":
         return "gemm+sgd"
     return "elementwise loop"
@@ -49,7 +51,8 @@ def plan_lines(block, feeds: Sequence[str] | None = None, fetches: Sequence[str]
         if len(step.ops) > 1 or _is_group(step):
             fused += 1
             ops = ", ".join(f"#{i} {block.ops[i].type}" for i in step.ops)
-            lines.append(f"step {at}: fused {_kind(plan, step)}, ops {ops} -> {outs}")
+            tail = " (in place, in the commit)" if plan.in_place and at >= len(plan.head) else ""
+            lines.append(f"step {at}: fused {_kind(plan, step)}{tail}, ops {ops} -> {outs}")
         else:
             lines.append(f"step {at}: op #{step.index} {op.type} -> {outs}")
     lines.append(f"{len(plan.steps)} steps for {len(block.ops)} ops, {fused} fused")
@@ -57,12 +60,17 @@ def plan_lines(block, feeds: Sequence[str] | None = None, fetches: Sequence[str]
 
 
 def _is_group(step) -> bool:
-    """True when the step's function is, or wraps (buffers, checks), a generated elementwise loop."""
+    """True when the step's function is, or wraps (buffers, checks), a generated loop or region."""
+    return _wrapped_attr(step, "fused_ops")
+
+
+def _wrapped_attr(step, attr: str) -> bool:
+    """True when the step's function, or one it wraps (buffers, checks), has ``attr`` set."""
     todo, seen = [step.fn], 0
     while todo and seen < 16:
         fn = todo.pop()
         seen += 1
-        if getattr(fn, "fused_ops", None) is not None:
+        if getattr(fn, attr, None) is not None:
             return True
         todo.extend(c.cell_contents for c in getattr(fn, "__closure__", None) or () if callable(c.cell_contents))
     return False
