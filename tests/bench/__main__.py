@@ -2,7 +2,9 @@
 
 Prints one row per case: gradgen's median, the hand-written numpy baseline's
 median measured in the same run, and their ratio (below 1 means gradgen is
-faster). Writes the rows as JSON too.
+faster). The MLP steps and their GEMM floors run each side in a process of its
+own, in interleaved rounds (``mlp_rows``); the other cases run here, their two
+sides interleaved call by call. Writes the rows as JSON too.
 """
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ import tempfile
 
 import numpy as np
 
+from gradgen.framework.runtime.blas import PROVIDER, provider_threads
+
 from . import cases
+from .mlp_rows import mlp_rows
 from .recompute_case import recompute_rows
 
 
@@ -43,19 +48,22 @@ def main() -> None:
         compare_main(args.python, quick=args.quick)
         return
     repeats = 5 if args.quick else 51
-    print(f"BLAS: {cases.PROVIDER.name if cases.PROVIDER else 'numpy matmul'}; default malloc in this process; "
+    provider = PROVIDER.name if PROVIDER else "numpy matmul"
+    threads = f", {provider_threads(PROVIDER)} threads" if PROVIDER else ""
+    print(f"gradgen's BLAS: {provider}{threads}; default malloc; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}")
+    mlp_cases = ("seed-f64", "seed-f32") if args.quick else ("seed-f64", "seed-f32", "large-f32")
+    block = {"seed-f64": 21, "seed-f32": 21} if args.quick else {"seed-f64": 51, "seed-f32": 51, "large-f32": 5}
     rows = []
-    for dtype in ("float64", "float32"):
-        rows += cases.mlp_step(dtype, repeats)
-        rows += _own_process(["malloc", dtype, str(repeats)])
+    for case, case_rows in mlp_rows(mlp_cases, 3 if args.quick else 5, block, provider).items():
+        rows += case_rows
+        if case.startswith("seed"):
+            rows += _own_process(["malloc", case, str(block[case])])
     rows += [*cases.tanh_chain(repeats), cases.tiny_op_chain(repeats), cases.dispatch_overhead(repeats)]
     with tempfile.TemporaryDirectory() as cache:
         for label in ("fresh cache", "cached"):
             rows += [{**row, "case": f"{row['case']}, {label}"} for row in _own_process(["compile"], cache)]
-    if not args.quick:
-        rows += cases.large_mlp_step(5)
     for n in (1000, 4000, 16000, 64000):  # 64k takes a few seconds since the pass is linear: quick runs keep it
         rows.append(cases.backward_chain(n))
     if not args.quick:

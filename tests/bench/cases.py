@@ -1,7 +1,9 @@
-"""Benchmark cases: each returns gradgen's and a hand-written numpy baseline's timings, measured side by side."""
+"""Benchmark cases measured in the bench's own process: gradgen against a hand-written numpy baseline, side by side.
+
+The MLP steps are not here: each side of those runs in a process of its own (``mlp_rows``).
+"""
 from __future__ import annotations
 
-import ctypes
 import gc
 import statistics
 import time
@@ -11,28 +13,10 @@ from typing import Callable
 import numpy as np
 
 from gradgen.framework import Executor, Scope, append_backward, optimizer
-from gradgen.framework.runtime.blas import PROVIDER, gemm
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.tools.memory import analyze_memory
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
-
-
-def keep_heap_warm() -> bool:
-    """Stop glibc from trimming the heap after frees, so that neither side refaults fresh pages every step.
-
-    Left alone, the hand-written numpy step's megabyte-sized temporaries are
-    returned to the OS and faulted in again each call: the same numpy step
-    then takes 1.15 ms instead of 0.53 ms (seed MLP, float64, one BLAS
-    thread). The baseline should be numpy at its best. Returns False where
-    there is no glibc.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(libc.mallopt(m_trim_threshold, 2 ** 30)) and bool(libc.mallopt(m_mmap_threshold, 32 * 2 ** 20))
 
 
 def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
@@ -59,81 +43,6 @@ def paired_medians(fns: list[Callable[[], object]], repeats: int, warmup: int = 
             fn()
             ts.append(time.perf_counter() - start)
     return [statistics.median(ts) for ts in times]
-
-
-def _mlp_step(n, d_in, h, d_out, dtype, lr):
-    """gradgen's and numpy's SGD step on relu(x @ w1) @ w2 with squared error, from the same weights."""
-    main, startup = Program(), Program()
-    with program_guard(main, startup):
-        x = layers.data("x", [-1, d_in], dtype)
-        y = layers.data("y", [-1, d_out], dtype)
-        w1 = layers.create_parameter([d_in, h], dtype, name="w1", initializer=Normal(0.0, 0.01, seed=1))
-        w2 = layers.create_parameter([h, d_out], dtype, name="w2", initializer=Normal(0.0, 0.01, seed=2))
-        loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
-        optimizer.SGD(lr).minimize(loss)
-    exe, scope = Executor(), Scope()
-    exe.run(startup, scope=scope)
-    rng = np.random.default_rng(0)
-    feed = {"x": rng.standard_normal((n, d_in)).astype(dtype), "y": rng.standard_normal((n, d_out)).astype(dtype)}
-    W1, W2 = scope["w1"].copy(), scope["w2"].copy()
-    xs, ys = feed["x"], feed["y"]
-
-    def gradgen_step():
-        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-
-    def numpy_step():
-        hidden = xs @ W1
-        h_relu = np.maximum(hidden, 0)
-        y_pred = h_relu @ W2
-        np.square(y_pred - ys).sum()
-        grad_y_pred = 2.0 * (y_pred - ys)
-        grad_w2 = h_relu.T @ grad_y_pred
-        grad_h = grad_y_pred @ W2.T
-        grad_h[hidden < 0] = 0
-        grad_w1 = xs.T @ grad_h
-        W1[...] -= lr * grad_w1
-        W2[...] -= lr * grad_w2
-
-    outs = [np.empty((n, h), dtype), np.empty((n, d_out), dtype), np.empty((h, d_out), dtype), np.empty((n, h), dtype),
-            np.empty((d_in, h), dtype)]
-    grad_out = np.ones((n, d_out), dtype)
-
-    def gemms_alone():
-        """The step's five matrix products into preallocated arrays through numpy: numpy's floor."""
-        np.matmul(xs, W1, out=outs[0])
-        np.matmul(outs[0], W2, out=outs[1])
-        np.matmul(outs[0].T, grad_out, out=outs[2])
-        np.matmul(grad_out, W2.T, out=outs[3])
-        np.matmul(xs.T, outs[3], out=outs[4])
-
-    def provider_gemms():
-        """The same five products through gradgen's chosen BLAS (``runtime.blas``): gradgen's floor."""
-        gemm(False, False, 1.0, xs, W1, 0.0, outs[0])
-        gemm(False, False, 1.0, outs[0], W2, 0.0, outs[1])
-        gemm(True, False, 1.0, outs[0], grad_out, 0.0, outs[2])
-        gemm(False, True, 1.0, grad_out, W2, 0.0, outs[3])
-        gemm(True, False, 1.0, xs, outs[3], 0.0, outs[4])
-
-    return gradgen_step, numpy_step, gemms_alone, provider_gemms if gemm is not None else gemms_alone
-
-
-def _step_rows(label: str, dtype: str, fns, repeats: int) -> list[dict]:
-    g_s, numpy_s, floor_s, provider_s = paired_medians(list(fns), repeats)
-    name = PROVIDER.name if PROVIDER is not None else "numpy matmul"
-    return [{"case": f"{label} ({dtype})", "gradgen_s": g_s, "numpy_s": numpy_s},
-            {"case": f"  its 5 GEMMs alone through numpy ({dtype})", "gradgen_s": floor_s, "numpy_s": numpy_s},
-            {"case": f"  its 5 GEMMs alone through {name}, gradgen's floor", "gradgen_s": provider_s,
-             "numpy_s": numpy_s}]
-
-
-def mlp_step(dtype: str, repeats: int) -> list[dict]:
-    """The seed MLP step, and its matrix products alone (numpy's and gradgen's BLAS floors), against numpy's
-    whole step as a user writes it (a function per step)."""
-    return _step_rows("seed MLP step", dtype, _mlp_step(64, 1000, 100, 10, dtype, 1e-6), repeats)
-
-
-def large_mlp_step(repeats: int) -> list[dict]:
-    return _step_rows("large MLP step", "float32", _mlp_step(512, 4096, 4096, 1000, "float32", 1e-6), repeats)
 
 
 def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
