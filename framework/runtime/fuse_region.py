@@ -178,40 +178,65 @@ class _Writer:
         self.lines.append("    " * indent + line)
 
 
-def _loop(w: _Writer, op, ref: str, shape: tuple, exprs: Mapping[str, str]) -> None:
-    """One loop nest over ``ref``'s run-time shape writing each output slot's expression; checks first."""
-    rank = len(shape)
-    base = w.names[ref]  # before an output (an update's) takes the name over
-    for name in op.input_arg_names:
-        kind, declared, local = input_kind(_shape(w.block, name), shape), _shape(w.block, name), w.names[name]
-        if kind == "full" and name != ref:
-            w.emit(f"if {local}.shape != {base}.shape: raise ValueError('shape')")
-        elif kind == "bcast":
-            lead = rank - len(declared)
-            for j, d in enumerate(declared):
-                want = "1" if d == 1 else f"{base}.shape[{lead + j}]"
-                w.emit(f"if {local}.shape[{j}] != {want}: raise ValueError('shape')")
-        elif kind == "one":
-            w.emit(f"if {local}.size != 1: raise ValueError('shape')")
-            w.emit(f"{local}_s = {local}.ravel()[0]")
-    targets = {slot: w.new(op.output(slot)[0]) for slot in exprs}
-    for local in targets.values():
-        w.emit(f"{local} = np.empty({base}.shape, lit)")
+def _loop_shape(block, unit: Unit) -> tuple | None:
+    """The declared output shape of a unit that is one elementwise op (it can share a loop nest), else None."""
+    if len(unit.ops) != 1 or unit.kernel is not None or block.ops[unit.index].type not in EXPRESSIONS:
+        return None
+    return _shape(block, unit.outs[0])
+
+
+def _loop_nest(w: _Writer, units: Sequence[Unit], shape: tuple, needed: set) -> None:
+    """Consecutive elementwise ``units`` of one output shape as one loop nest over the first one's reference
+    input: each element's value of a var made here lives in a scalar, stored to an array only when ``needed``
+    after the nest. Every outside input's run-time shape is checked first."""
+    rank, block = len(shape), w.block
+    first = block.ops[units[0].index]
+    base = w.names[_reference(block, first, shape)]  # before an output (an update's) takes the name over
+    made: dict[str, str] = {}  # var made in the nest -> its scalar
+    checked: set[str] = set()
+    body: list[str] = []
+    stores: list[tuple[str, str]] = []
+
+    def read(name: str) -> str:
+        if name in made:
+            return made[name]
+        kind, declared, local = input_kind(_shape(block, name), shape), _shape(block, name), w.names[name]
+        if name not in checked:
+            checked.add(name)
+            if kind == "full" and local != base:
+                w.emit(f"if {local}.shape != {base}.shape: raise ValueError('shape')")
+            elif kind == "bcast":
+                lead = rank - len(declared)
+                for j, d in enumerate(declared):
+                    want = "1" if d == 1 else f"{base}.shape[{lead + j}]"
+                    w.emit(f"if {local}.shape[{j}] != {want}: raise ValueError('shape')")
+            elif kind == "one":
+                w.emit(f"if {local}.size != 1: raise ValueError('shape')")
+                w.emit(f"{local}_s = {local}.ravel()[0]")
+        return f"{local}_s" if kind == "one" else local + element_index(kind, declared, shape)
+
+    for unit in units:
+        op = block.ops[unit.index]
+        exprs = EXPRESSIONS[op.type](op, lambda slot, op=op: read(op.input(slot)[0]))
+        for slot, expr in exprs.items():
+            name = op.output(slot)[0]
+            scalar = f"e{w.count}"
+            w.count += 1
+            body.append(f"{scalar} = {expr}")
+            made[name] = scalar
+            if name in needed:
+                stores.append((name, scalar))
+    index = "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
+    arrays = {}
+    for name, scalar in stores:
+        arrays[name] = w.new(name)
+        w.emit(f"{arrays[name]} = np.empty({base}.shape, lit)")
     for d in range(rank):
         w.emit(f"for i{d} in range({base}.shape[{d}]):", 1 + d)
-    index = "[" + ", ".join(f"i{d}" for d in range(rank)) + "]"
-    for slot, expr in exprs.items():
-        w.emit(f"{targets[slot]}{index} = {expr}", 1 + rank)
-
-
-def _reader(w: _Writer, op, shape: tuple) -> Callable[[str], str]:
-    def read(slot: str) -> str:
-        name = op.input(slot)[0]
-        kind = input_kind(_shape(w.block, name), shape)
-        if kind == "one":
-            return f"{w.names[name]}_s"  # read once before the loop (``_loop``)
-        return w.names[name] + element_index(kind, _shape(w.block, name), shape)
-    return read
+    for line in body:
+        w.emit(line, 1 + rank)
+    for name, scalar in stores:
+        w.emit(f"{arrays[name]}{index} = {scalar}", 1 + rank)
 
 
 def _product(w: _Writer, x: str, y: str, tx: bool, ty: bool) -> str:
@@ -258,22 +283,28 @@ def _emit(w: _Writer, unit: Unit) -> None:
         w.emit(f"if {x}.shape != {target}.shape: raise ValueError('shape')")
         w.names[op.output("Out")[0]] = x
     elif op.type == "broadcast_to":
-        like = op.input("ShapeLike")[0]
-        shape = _shape(block, like)
-        _loop(w, op, like, shape, {"Out": _reader(w, op, shape)("X")})
-    else:
-        shape = _shape(block, unit.outs[0])
-        _loop(w, op, _reference(block, op, shape), shape, EXPRESSIONS[op.type](op, _reader(w, op, shape)))
+        x, like = w.names[op.input("X")[0]], w.names[op.input("ShapeLike")[0]]
+        w.emit(f"{w.new(op.output('Out')[0])} = np.ascontiguousarray(np.broadcast_to({x}, {like}.shape))")
 
 
 def region_source(block, members: Sequence[Unit], ins: Sequence[str], outs: Sequence[str]) -> str:
     """The numba module text of a region: ``kernel(*inputs)`` returning its outputs as a tuple."""
     dtype = _dtype(block, members[0])
     w = _Writer(block, ins)
+    segments: list[tuple[tuple | None, list[Unit]]] = []
     for unit in members:
-        ops = ", ".join(f"#{i} {block.ops[i].type}" for i in unit.ops)
-        w.emit(f"# {ops}")
-        _emit(w, unit)
+        shape = _loop_shape(block, unit)
+        if shape is not None and segments and segments[-1][0] == shape:
+            segments[-1][1].append(unit)
+        else:
+            segments.append((shape, [unit]))
+    for at, (shape, units) in enumerate(segments):
+        w.emit("# " + ", ".join(f"#{i} {block.ops[i].type}" for u in units for i in u.ops))
+        if shape is None:
+            _emit(w, units[0])
+            continue
+        needed = set(outs) | {n for _, later in segments[at + 1:] for u in later for n in u.ins}
+        _loop_nest(w, units, shape, needed)
     w.emit(f"return ({''.join(w.names[n] + ', ' for n in outs)})")
     head = ["@numba.njit(cache=True)", f"def kernel({', '.join(w.args)}):"]
     return _PRELUDE.format(dtype=dtype) + "\n".join(head + w.lines) + "\n"
