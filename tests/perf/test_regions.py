@@ -148,3 +148,22 @@ def test_a_failing_op_inside_a_region_is_named_with_its_inputs():
     np.testing.assert_allclose(got, np.tanh(np.full((2, 2), 3.0)))
     with pytest.raises(ExecutionError, match=r"op #1 \(matmul\).*inputs: X=exp_0: float64\[2, 4\], Y=z"):
         exe.run(main, feed={"x": np.zeros((2, 4)), "z": np.ones((3, 2))}, fetch_list=[y])
+
+
+@pytest.mark.parametrize("rows,compiled", [(8, True), (4000, False)])
+def test_a_region_is_compiled_only_where_per_op_overhead_dominates(rows, compiled):
+    """After the warm runs, a stretch of ops on small arrays is compiled; on big arrays each op's own work
+    dwarfs what a region saves (``fuse_region._WORTH_COMPILING``), so numba is never asked."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 256], "float64")
+        y = layers.data("y", [-1, 256], "float64")
+        loss = layers.reduce_sum(layers.square(layers.tanh(x) * 2.0 - y))
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((rows, 256)), "y": rng.standard_normal((rows, 256))}
+    exe = Executor(options=PlanOptions(warm_runs=2), check_types=False)
+    for _ in range(4):
+        (got,) = exe.run(main, feed=feed, fetch_list=[loss])
+    np.testing.assert_allclose(got, np.sum(np.square(np.tanh(feed["x"]) * 2.0 - feed["y"])), rtol=1e-12)
+    (step,) = [s for s in exe.plan_for(main, ["x", "y"], [loss.name]).steps if len(s.ops) > 1]
+    assert step.fn.compiled() is compiled
