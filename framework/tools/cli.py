@@ -129,7 +129,7 @@ def _show_plan(program, args) -> int:
 
     block = program.block(args.block or 0)
     feeds = parse_names(args.feed) if args.feed else None
-    options = PlanOptions(fuse_elementwise=args.fuse_elementwise)
+    options = PlanOptions(fuse_elementwise=args.fuse_elementwise, regions=not args.no_regions)
     print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else (), options)))
     return 0
 
@@ -438,6 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
     p.add_argument("--fuse-elementwise", action="store_true",
                    help="with --plan: the plan with fused elementwise loops (PlanOptions(fuse_elementwise=True))")
+    p.add_argument("--no-regions", action="store_true",
+                   help="with --plan: the plan without regions (PlanOptions(regions=False))")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("backward", help="append the backward part to a program file")
