@@ -33,7 +33,8 @@ from .kernels import KernelFactory, takes_out, with_out
 from .plan_data import Unit
 from .run import InnerOpFailed
 
-__all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "op_by_op"]
+__all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "needed_outputs", "op_by_op",
+           "readers_of"]
 
 _FLOATS = ("float32", "float64")
 _PRELUDE = """import math
@@ -120,10 +121,7 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
     """
     if not jit.AVAILABLE:
         return list(units)
-    readers: dict[str, list[int]] = {}
-    for at, unit in enumerate(units):
-        for name in unit.ins:
-            readers.setdefault(name, []).append(at)
+    readers = readers_of(units)
     fused: list[Unit] = []
     at = 0
     while at < len(units):
@@ -144,7 +142,7 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
                         or not group.admit(block, nop, nxt)):
                     break
                 end += 1
-        outs = _outputs(block, group, end, readers, keep)
+        outs = needed_outputs(block, group.units, end, readers, keep)
         if (len(group.units) == 1 and op.type not in UPDATES) or not outs or "full" not in group.inputs.values():
             fused.append(unit)
             at += 1
@@ -154,10 +152,21 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
     return fused
 
 
-def _outputs(block, group: _Group, end: int, readers: Mapping[str, list[int]], keep: set) -> list[str]:
-    """The vars the group makes that someone needs afterwards, in the order they are made."""
+def readers_of(units: Sequence[Unit]) -> dict[str, list[int]]:
+    """Var name -> the positions of the units that read it."""
+    readers: dict[str, list[int]] = {}
+    for at, unit in enumerate(units):
+        for name in unit.ins:
+            readers.setdefault(name, []).append(at)
+    return readers
+
+
+def needed_outputs(block, members: Sequence[Unit], end: int, readers: Mapping[str, list[int]],
+                   keep: set) -> list[str]:
+    """The vars ``members`` (the units before position ``end``) make that someone needs afterwards (read later,
+    fetched, or persistable), in the order they are made."""
     outs: list[str] = []
-    for unit in group.units:
+    for unit in members:
         for name in unit.outs:
             later = any(r >= end for r in readers.get(name, ()))
             if (later or name in keep or block.var(name).persistable) and name not in outs:

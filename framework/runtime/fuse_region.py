@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Mapping, Sequence
-
-import numpy as np
+from typing import Any, Mapping, Sequence
 
 from . import jit
 from .blas import SMALL_PRODUCT
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, full_reduction
-from .fuse_elementwise import element_index, input_kind, op_by_op
+from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, readers_of
 from .fusion import is_gemm_update
 from .kernels import KernelFactory
 from .plan_data import Unit
@@ -40,11 +38,16 @@ __all__ = ["fuse_regions", "region_source"]
 
 _FLOATS = ("float32", "float64")
 _TYPICAL_BATCH = 64
+_SMALL_ARRAY = 16384
+"""Elements (a -1 dim counted as ``_TYPICAL_BATCH``) above which a var keeps its ops out of regions: on big
+arrays the ops' own work dwarfs the per-op overhead a region saves, and op by op they write into plan
+buffers (the 50-layer MLP's 64x1024 activations stay out; the seed MLP's 64x100 ones go in)."""
 _WORTH_COMPILING = 40e-6
-"""Seconds per op, op by op in the fastest warm run, above which a region is not compiled. A region saves the
-per-op overhead (a few microseconds an op); where the ops themselves take longer (big arrays), that is little,
-while compiling costs a second and importing numba about 130 MiB of resident memory. Measured: the seed MLP's
-region 11-12 us per op (compiled), the 50-layer MLP's loss on 256x1024 125 us per op (left op by op)."""
+"""Seconds per op, op by op in the fastest warm run, above which a region is not compiled: a second guard, for
+arrays that are big at run time though small as declared. A region saves the per-op overhead (a few
+microseconds an op); where the ops themselves take longer, that is little, while compiling costs a second or
+two and importing numba about 130 MiB of resident memory. Measured: the seed MLP's region 11-12 us per op;
+the 50-layer MLP's loss stretch on 256x1024, were it a region, 125 us per op."""
 """What a -1 dim is taken to be when deciding whether a product is small enough for a region."""
 _PRELUDE = """import math
 import numba
@@ -78,8 +81,9 @@ def _small_product(block, prod) -> bool:
 
 
 def _admits(block, unit: Unit, dtype: str) -> bool:
-    """True when ``unit`` can run inside a region of float ``dtype``."""
-    if any(block.var(n).dtype != dtype for n in (*unit.ins, *unit.outs)):
+    """True when ``unit`` can run inside a region of float ``dtype``: its vars are of that dtype and small."""
+    names = (*unit.ins, *unit.outs)
+    if any(block.var(n).dtype != dtype or _static_size(_shape(block, n)) > _SMALL_ARRAY for n in names):
         return False
     if is_gemm_update(block, unit):
         return _small_product(block, block.ops[unit.ops[0]])
@@ -117,10 +121,7 @@ def fuse_regions(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, 
     function. Without numba, ``units`` unchanged."""
     if not jit.AVAILABLE:
         return list(units)
-    readers: dict[str, list[int]] = {}
-    for at, unit in enumerate(units):
-        for name in unit.ins:
-            readers.setdefault(name, []).append(at)
+    readers = readers_of(units)
     fused: list[Unit] = []
     at = 0
     while at < len(units):
@@ -148,14 +149,10 @@ def _region_unit(block, members: Sequence[Unit], end: int, readers, keep: set, k
     """The unit running ``members`` as one region; None when nothing it makes is needed afterwards."""
     made: set[str] = set()
     ins: dict[str, None] = {}
-    outs: dict[str, None] = {}
     for unit in members:
         ins.update((n, None) for n in unit.ins if n not in made)
         made.update(unit.outs)
-    for unit in members:
-        for name in unit.outs:
-            if any(r >= end for r in readers.get(name, ())) or name in keep or block.var(name).persistable:
-                outs[name] = None
+    outs = needed_outputs(block, members, end, readers, keep)
     if not outs:
         return None
     source = region_source(block, members, tuple(ins), tuple(outs))

@@ -16,7 +16,7 @@ from gradgen.program.initializer import Normal
 GEMM_ONLY = PlanOptions(fuse_elementwise=False, regions=False)  # one op per step (groups, regions: tests/perf)
 
 
-def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3):
+def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3, lr=0.01, batch=16):
     main, startup = Program(), Program()
     with program_guard(main, startup):
         x = layers.data("x", [-1, d_in], dtype)
@@ -24,9 +24,10 @@ def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3):
         w1 = layers.create_parameter([d_in, h], dtype, name="w1", initializer=Normal(0.0, 0.1, seed=1))
         w2 = layers.create_parameter([h, d_out], dtype, name="w2", initializer=Normal(0.0, 0.1, seed=2))
         loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
-        (opt or optimizer.SGD(0.01)).minimize(loss)
+        (opt or optimizer.SGD(lr)).minimize(loss)
     rng = np.random.default_rng(0)
-    feed = {"x": rng.standard_normal((16, d_in)).astype(dtype), "y": rng.standard_normal((16, d_out)).astype(dtype)}
+    feed = {"x": rng.standard_normal((batch, d_in)).astype(dtype),
+            "y": rng.standard_normal((batch, d_out)).astype(dtype)}
     return main, startup, loss, feed
 
 

@@ -13,23 +13,13 @@ from gradgen.framework import ExecutionError, Executor, Scope, optimizer
 from gradgen.framework.runtime.in_place import held_interrupts
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
-from gradgen.program.initializer import Normal
+from tests.framework.test_buffers import _mlp as _buffers_mlp
 
 D_IN, H, D_OUT = 300, 100, 10  # w1's gradient product (300x64 by 64x100) is large enough for the BLAS provider
 
 
 def _mlp(dtype="float64", opt=None, lr=1e-3):
-    main, startup = Program(), Program()
-    with program_guard(main, startup):
-        x = layers.data("x", [-1, D_IN], dtype)
-        y = layers.data("y", [-1, D_OUT], dtype)
-        w1 = layers.create_parameter([D_IN, H], dtype, name="w1", initializer=Normal(0.0, 0.1, seed=1))
-        w2 = layers.create_parameter([H, D_OUT], dtype, name="w2", initializer=Normal(0.0, 0.1, seed=2))
-        loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
-        (opt or optimizer.SGD(lr)).minimize(loss)
-    rng = np.random.default_rng(0)
-    feed = {"x": rng.standard_normal((64, D_IN)).astype(dtype), "y": rng.standard_normal((64, D_OUT)).astype(dtype)}
-    return main, startup, loss, feed
+    return _buffers_mlp(dtype, opt, d_in=D_IN, h=H, d_out=D_OUT, lr=lr, batch=64)
 
 
 def _trained(exe, steps=4, dtype="float64", hold=False):

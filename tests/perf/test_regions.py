@@ -120,16 +120,13 @@ def test_run_time_shapes_the_region_does_not_cover_run_op_by_op():
         v = layers.create_parameter([5, 40], "float64", name="v", initializer=Normal(0.0, 0.3, seed=3))
         loss = layers.reduce_sum(layers.square(layers.tanh(x @ w + b) @ v))
         optimizer.SGD(0.01).minimize(loss)
-    program = (main, startup, loss, [])
     rng = np.random.default_rng(0)
     for rows, b_rows in ((8, 1), (3000, 3000)):
         feed = {"x": rng.standard_normal((rows, 6)), "b": rng.standard_normal((b_rows, 5))}
         plan_steps = build_plan(main.global_block(), ["x", "b"], [loss.name], REGIONS).steps
         assert any(len(s.ops) > 2 for s in plan_steps)
-        got = [Executor(options=REGIONS, check_types=False) for _ in range(1)][0]
-        want = [Executor(options=PLAIN, check_types=False) for _ in range(1)][0]
         scopes = []
-        for exe in (got, want):
+        for exe in (Executor(options=REGIONS, check_types=False), Executor(options=PLAIN, check_types=False)):
             scope = Scope()
             exe.run(startup, scope=scope)
             scopes.append((scope, [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(2)]))
