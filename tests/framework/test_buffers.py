@@ -101,9 +101,10 @@ def test_no_fusion_when_the_gradient_is_fetched():
     assert len(plan.steps) == len(main.global_block().ops) - 1  # only w2's product is fused
 
 
-def test_an_array_read_from_the_scope_keeps_its_values_across_runs():
+@pytest.mark.parametrize("check_types", [True, False])  # unchecked, the last update may go in place (in_place.py)
+def test_an_array_read_from_the_scope_keeps_its_values_across_runs(check_types):
     main, startup, loss, feed = _mlp()
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(check_types=check_types), Scope()
     exe.run(startup, scope=scope)
     for _ in range(2):
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)

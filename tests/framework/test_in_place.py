@@ -69,19 +69,6 @@ def test_in_place_and_double_buffered_updates_agree():
     np.testing.assert_allclose(scope["w1"], held_scope["w1"], rtol=1e-12, atol=1e-14)
 
 
-def test_an_array_someone_holds_keeps_its_values():
-    main, startup, loss, feed = _mlp()
-    exe, scope = Executor(check_types=False), Scope()
-    exe.run(startup, scope=scope)
-    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    held = scope["w1"]
-    kept = held.copy()
-    for _ in range(3):
-        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    np.testing.assert_array_equal(held, kept)
-    assert scope["w1"] is not held and not np.array_equal(scope["w1"], kept)
-
-
 def test_a_fed_parameter_and_a_parent_scopes_parameter_are_never_written():
     main, startup, loss, feed = _mlp()
     exe, parent = Executor(check_types=False), Scope()
