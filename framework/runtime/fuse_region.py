@@ -329,7 +329,7 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: str, fallb
                 result = fallback(*arrays)
                 state[2] = min(state[2], time.perf_counter() - start)
                 return result
-            if state[2] > _WORTH_COMPILING * len(ops):  # the ops' own work dominates: nothing to win
+            if state[2] != float("inf") and state[2] > _WORTH_COMPILING * len(ops):  # the ops' own work dominates
                 state[1] = fallback
                 return fallback(*arrays)
             try:

@@ -12,6 +12,7 @@ from gradgen.framework import ExecutionError, Executor, Scope, append_backward, 
 from gradgen.framework.runtime import jit
 from gradgen.framework.runtime.plan import build_plan
 from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.tools.examples import EXAMPLES
 from gradgen.framework.tools.plan_listing import plan_lines
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
@@ -81,9 +82,10 @@ def test_regions_and_op_by_op_agree_on_random_programs(ops, batch, dtype, bias_s
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fused = _train(program, REGIONS, feed)
-    assert not [w for w in caught if "cannot compile" in str(w.message)]  # every region compiled
-    assert any(len(s.ops) > 2 for s in fused[2].plan_for(program[0], ["x", "y"],
-                                                         [program[2].name, *(g.name for g in program[3])]).steps)
+    assert not [w for w in caught if "cannot compile" in str(w.message)]
+    steps = fused[2].plan_for(program[0], ["x", "y"], [program[2].name, *(g.name for g in program[3])]).steps
+    regions = [s for s in steps if getattr(s.fn, "region", False)]
+    assert regions and all(s.fn.compiled() for s in regions)  # the comparison is with compiled code
     _assert_same(fused, _train(program, PLAIN, feed), dtype)
 
 
@@ -164,3 +166,25 @@ def test_a_region_is_compiled_only_where_per_op_overhead_dominates(rows, compile
     np.testing.assert_allclose(got, np.sum(np.square(np.tanh(feed["x"]) * 2.0 - feed["y"])), rtol=1e-12)
     (step,) = [s for s in exe.plan_for(main, ["x", "y"], [loss.name]).steps if len(s.ops) > 1]
     assert step.fn.compiled() is compiled
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_the_built_in_examples_train_the_same_with_regions(name):
+    """mlp, cnn and rnn (a while loop, whose body's plan has regions too), regions compiled at once."""
+    runs = []
+    for options in (REGIONS, PLAIN):
+        example = EXAMPLES[name]()
+        with program_guard(example.main, example.startup):
+            example.make_optimizer().minimize(example.loss)
+        exe, scope = Executor(options=options, check_types=False), Scope()
+        exe.run(example.startup, scope=scope)
+        losses = [exe.run(example.main, feed=example.feed, fetch_list=[example.loss], scope=scope)[0]
+                  for _ in range(4)]
+        runs.append((losses, {n: np.array(scope[n]) for n in scope}))
+        steps = exe.plan_for(example.main, list(example.feed), [example.loss.name]).steps
+        compiled = [s for s in steps if getattr(s.fn, "region", False) and s.fn.compiled()]
+        assert bool(compiled) is (options is REGIONS)
+    (got, got_scope), (want, want_scope) = runs
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for n, value in want_scope.items():
+        np.testing.assert_allclose(got_scope[n], value, rtol=1e-12, atol=1e-12, err_msg=n)
