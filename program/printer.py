@@ -42,7 +42,7 @@ def format_op(op, index: int, positions: dict | None = None, made_by: dict | Non
     schema = OP_SCHEMAS.get(op.type)
     for name in sorted(op.attrs):
         spec = schema.attrs.get(name) if schema else None
-        if spec is not None and spec.default == op.attrs[name] and type(spec.default) is type(op.attrs[name]):
+        if spec is not None and _is_default(op.attrs[name], spec.default):
             continue
         args.append(f"{name}={_format_value(op.attrs[name])}")
     line = f"#{index} {', '.join(outs) or '()'} = {op.type}({', '.join(args)})"
@@ -50,6 +50,12 @@ def format_op(op, index: int, positions: dict | None = None, made_by: dict | Non
     if origin.text and origin.kind != "seed":
         line += f"  <- {origin.text}"
     return line
+
+
+def _is_default(value, default) -> bool:
+    """Equal and of one kind (1 is not 1.0 nor True); an op's list attrs are tracked list subclasses, still lists."""
+    kind = [list if issubclass(type(v), list) else type(v) for v in (value, default)]
+    return value == default and kind[0] is kind[1]
 
 
 def _var_flags(var) -> str:

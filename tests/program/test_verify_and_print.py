@@ -54,3 +54,15 @@ def test_printer_shows_only_non_default_attrs_and_sub_blocks_nested():
         layers.leaky_relu(x)
     text = str(main)
     assert "scale(X=x, scale=2.0)" in text and "leaky_relu(X=x)" in text
+
+
+def test_printer_hides_list_attrs_equal_to_their_default_and_shows_the_others():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3], "float64")
+        layers.reduce_sum(x)            # dim=[] is the default: not shown
+        layers.reduce_sum(x, dim=[1])   # shown
+        layers.scale(x, 1)              # an int scale is not the float default 1.0: shown
+    lines = [line for line in str(main).splitlines() if "reduce_sum(" in line]
+    assert "dim=" not in lines[0] and "dim=[1]" in lines[1]
+    assert "scale=1)" in str(main)
