@@ -31,7 +31,7 @@ div_grad = binary("elementwise_div", emits=("elementwise_div", "elementwise_mul"
                   dy=lambda g, x, y, out, dout: g.neg(g.mul(g.div(dout, y), out)))
 
 
-def _pow_dx(g, x, y, out, dout):
+def pow_dx(g, x, y, out, dout):
     """dout * y * x ** (y - 1), and 0 where y is 0 (the power is the constant 1 there; at x = 0 the formula
     would give 0 * inf)."""
     zeros = g.fill_zeros_like(y)
@@ -39,19 +39,25 @@ def _pow_dx(g, x, y, out, dout):
     return g.mul(dout, slope)
 
 
-def _pow_dy(g, x, y, out, dout):
-    """dout * x ** y * log(x), and 0 where x is 0 and y > 0 (x ** y is 0 on that side; log(0) is -inf)."""
-    at_zero = g.compare("equal", x, g.fill_zeros_like(x))
-    return g.mul(dout, g.where(at_zero, g.fill_zeros_like(out), g.mul(out, g.log(x))))
+def pow_dy(g, x, y, out, dout):
+    """dout * x ** y * log(x), and 0 where x is 0 and y > 0 (x ** y is 0 on that side; log(0) is -inf).
+
+    The log reads 1 where x is 0 (a second ``where``): the masked branch is still differentiated, and
+    log(0)'s derivative 1/0 times the mask's 0 would make the second derivatives NaN there."""
+    zeros = g.fill_zeros_like(x)
+    at_zero = g.compare("equal", x, zeros)
+    safe_x = g.where(at_zero, g.scale(zeros, bias=1.0), x)
+    return g.mul(dout, g.where(at_zero, g.fill_zeros_like(out), g.mul(out, g.log(safe_x))))
 
 
 pow_grad = binary("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "reduce_as",
                                             "fill_zeros_like", "equal", "where"),
-                  dx=_pow_dx, dy=_pow_dy)
+                  dx=pow_dx, dy=pow_dy)
 _MASK = ("cast", "elementwise_add", "scale", "elementwise_mul", "reduce_as")
 maximum_grad = binary("elementwise_max", emits=("greater_than", "greater_equal", "less_than", "less_equal") + _MASK,
                       dx=_won("greater_than", "greater_equal"), dy=_won("less_than", "less_equal"))
 minimum_grad = binary("elementwise_min", emits=("less_than", "less_equal", "greater_than", "greater_equal") + _MASK,
                       dx=_won("less_than", "less_equal"), dy=_won("greater_than", "greater_equal"))
 
-__all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad"]
+__all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad", "pow_dx",
+           "pow_dy"]

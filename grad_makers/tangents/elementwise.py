@@ -40,12 +40,12 @@ def div_tangent(g, op):
     return {"Out": total(g, [tx and g.div(tx, y), ty and g.neg(g.div(g.mul(ty, out), y))])}
 
 
-@tangent_rule("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "elementwise_add"))
+@tangent_rule("elementwise_pow", emits=("scale", "elementwise_pow", "elementwise_mul", "log", "elementwise_add",
+                                        "fill_zeros_like", "equal", "where"))
 def pow_tangent(g, op):
-    """d(x ** y) = dx * y * x ** (y - 1) + dy * out * log(x)."""
+    """d(x ** y) = dx * y * x ** (y - 1) + dy * out * log(x), with the reverse rule's values where x or y is 0."""
     x, y, out, tx, ty = _sides(op)
-    return {"Out": total(g, [tx and g.mul(tx, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y)),
-                             ty and g.mul(ty, g.mul(out, g.log(x)))])}
+    return {"Out": total(g, [tx and reverse.pow_dx(g, x, y, out, tx), ty and reverse.pow_dy(g, x, y, out, ty)])}
 
 
 def _winner(maker):

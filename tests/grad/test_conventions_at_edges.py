@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import ExecutionError, Executor, Scope, gradients
+from gradgen.framework import ExecutionError, Executor, Scope, forward_gradients, gradients
 from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.program import Program, layers, program_guard
 
@@ -134,6 +134,41 @@ def test_elementwise_pow_with_a_broadcast_zero_exponent_at_zero():
     with np.errstate(divide="ignore", invalid="ignore"):
         (dx,), _ = _grads(lambda x, y: layers.pow(x, y), {"x": x, "y": np.array([0.0, 0.0])}, ["x"])
     np.testing.assert_array_equal(dx, np.zeros((2, 2)))
+
+
+def test_elementwise_pow_second_derivatives_at_zero_are_the_limits_not_nan():
+    """At x = 0 (y >= 1): d2/dxdy x**y = x**(y-1) (1 + y log x) -> 0 and d2/dy2 x**y = x**y log(x)**2 -> 0, equal
+    whichever order the derivatives are taken in; away from 0, the closed forms."""
+    x, y = np.array([0.0, 0.0, 2.0]), np.array([2.0, 3.0, 2.5])
+    main = Program()
+    with program_guard(main, Program()):
+        xv, yv = layers.data("x", [3], "float64"), layers.data("y", [3], "float64")
+        dx, dy = gradients(layers.reduce_sum(layers.pow(xv, yv)), [xv, yv])
+        dxdx, dxdy = gradients(layers.reduce_sum(dx), [xv, yv])
+        dydx, dydy = gradients(layers.reduce_sum(dy), [xv, yv])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = Executor(check_types=True).run(main, feed={"x": x, "y": y}, fetch_list=[dxdy, dydx, dydy],
+                                             scope=Scope())
+    log2 = np.log(2.0)
+    mixed = np.array([0.0, 0.0, 2.0 ** 1.5 * (1 + 2.5 * log2)])
+    np.testing.assert_allclose(got[0], mixed, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(got[1], mixed, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(got[2], np.array([0.0, 0.0, 2.0 ** 2.5 * log2 ** 2]), rtol=1e-14, atol=0)
+
+
+def test_elementwise_pow_tangents_at_zero_equal_the_reverse_gradients():
+    """Forward mode uses the reverse rule's values at x = 0 and y = 0: no 0 * log(0) NaN in a tangent."""
+    x, y = np.array([0.0, 0.0, 2.0, 0.0]), np.array([0.0, 2.0, 0.0, 1.5])
+    main = Program()
+    with program_guard(main, Program()):
+        xv, yv = layers.data("x", [4], "float64"), layers.data("y", [4], "float64")
+        out = layers.pow(xv, yv)
+        (tx,) = forward_gradients([out], [xv])
+        (ty,) = forward_gradients([out], [yv])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got_x, got_y = Executor(check_types=True).run(main, feed={"x": x, "y": y}, fetch_list=[tx, ty], scope=Scope())
+    np.testing.assert_array_equal(got_x, np.zeros(4))
+    np.testing.assert_allclose(got_y, np.array([0.0, 0.0, np.log(2.0), 0.0]), rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("y_shape", [(2, 3), (3,), (1,)], ids=str)
