@@ -27,7 +27,8 @@ def cmd_export_onnx(args) -> int:
     fetch = parse_names(args.fetch) if args.fetch else None
     for name in fetch or ():
         _var(program, name, "fetched var")
-    model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates)
+    model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates,
+                        single_process=args.single_process)
     print(f"wrote {args.output} (ONNX opset {OPSET}, {len(model.graph.node)} nodes; "
           f"inputs: {', '.join(i.name for i in model.graph.input) or '-'}; "
           f"outputs: {', '.join(o.name for o in model.graph.output)})")
@@ -63,6 +64,8 @@ def add_commands(sub) -> None:
     p.add_argument("--params", help="a parameter file (.npz): its arrays become initializers")
     p.add_argument("--fetch", help="comma-separated vars to output (default: vars written and never read)")
     p.add_argument("--no-updates", action="store_true", help="do not output the new values of persistable vars")
+    p.add_argument("--single-process", action="store_true",
+                   help="a data-parallel program as one process runs it (its collective ops move no data)")
     p.add_argument("-o", "--output", required=True, help="the .onnx file to write")
     p.set_defaults(run=cmd_export_onnx)
 

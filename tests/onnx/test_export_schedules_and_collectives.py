@@ -135,3 +135,22 @@ def test_single_process_exports_a_data_parallel_program_as_one_process_runs_it()
             assert_close(value, fresh[name[:-4]], name)
     finally:
         comm_module._current.clear()
+
+
+def test_the_cli_exports_a_data_parallel_program_only_with_single_process(tmp_path, capsys):
+    export_onnx = _export()
+    import onnx
+
+    from gradgen.framework.tools.cli import main as cli
+
+    main, startup, loss, lr = _scheduled_training("cosine")
+    data_parallel(main, startup, bucket_bytes=8)
+    main.save(tmp_path / "main.json")
+    out = tmp_path / "model.onnx"
+    args = ["export-onnx", str(tmp_path / "main.json"), "--fetch", loss.name, "-o", str(out)]
+    assert cli(args) != 0
+    assert "allreduce" in capsys.readouterr().err and not out.exists()
+    assert cli(args + ["--single-process"]) == 0
+    exported = onnx.load(str(out))
+    assert {n.op_type for n in exported.graph.node} == {n.op_type for n in export_onnx(
+        main, fetch_list=[loss], single_process=True).graph.node}
