@@ -202,8 +202,8 @@ class _Pass:
         forward part: if a later op writes the same name (``assign(.., output=x)``),
         the name holds the newer value by then. Such a read is redirected to an
         ``assign`` snapshot inserted right where the forward op saw the value.
-        (Control-flow grad ops, whose sub-blocks read outer names, are
-        redirected inside their sub-blocks as well.)
+        (Grad ops owning sub-blocks, which read outer names: cond, while, and the
+        ``call`` of a custom gradient, are redirected inside their sub-blocks as well.)
         """
         block = self.block
         writes: dict[str, int] = {}  # name -> index of its last write in the forward part
@@ -239,7 +239,7 @@ class _Pass:
                     if key not in snapshots:
                         snapshots[key] = self.names.fresh(f"{n}@SNAPSHOT")
                     names[k] = redirected[n] = snapshots[key]
-            if redirected and desc.type in ("cond", "while"):  # its sub-blocks read the outer names too
+            if redirected and owned_blocks(desc):  # cond, while, call: its sub-blocks read the outer names too
                 rename_outer_reads(block.program, owned_blocks(desc), redirected)
         for (n, point), copy in sorted(snapshots.items(), key=lambda item: -item[0][1]):
             block.insert_op(point, "assign", {"X": [n]}, {"Out": [copy]}, role="backward",

@@ -45,3 +45,23 @@ def test_a_snapshot_is_one_assign_where_the_value_was_current():
     assert len(snap) == 1 and ops[snap[0] + 1].type == "sin" and ops[snap[0]].role == "backward"
     readers = [op for op in ops if op.role == "backward" and ops[snap[0]].output_arg_names[0] in op.input_arg_names]
     assert [op.forward_op.type for op in readers] == ["sin"]
+
+
+def test_a_custom_gradient_rule_reading_an_outer_var_overwritten_later_sees_the_value_at_the_call():
+    """The rule's block reads ``s`` by name from the outer block; a later assign overwrites ``s``. The gradient
+    op (a ``call`` of the rule's block) must read the snapshot inside its block too (it failed to build before)."""
+    from gradgen.framework import Executor, gradients
+
+    main = Program()
+    with program_guard(main, Program()):
+        a = layers.data("a", [3], "float64")
+        a.stop_gradient = False
+        s = layers.scale(a, 2.0)
+        square = layers.custom_gradient(lambda x: layers.multiply(x, x),
+                                        grad_fn=lambda xs, outs, gs: layers.multiply(gs[0], s))
+        y = square(a)
+        layers.assign(layers.scale(s, 10.0), output=s)  # s is 20a from here on
+        (ga,) = gradients([layers.reduce_sum(layers.add(y, s))], [a])
+    a_value = np.array([1.0, 2.0, 3.0])
+    (got,) = Executor().run(main, feed={"a": a_value}, fetch_list=[ga])
+    np.testing.assert_allclose(got, 2.0 * a_value + 20.0, rtol=1e-15)  # the rule's s (2a), plus d(20a)/da
