@@ -103,7 +103,8 @@ def _admits(block, unit: Unit, dtype: str) -> bool:
                                                            _shape(block, op.input("ShapeLike")[0])) is not None
     if op.type in EXPRESSIONS:
         shape = _shape(block, unit.outs[0])
-        return bool(shape) and all(_shape(block, n) == shape for n in unit.outs) and _reference(block, op, shape) is not None
+        return (bool(shape) and all(_shape(block, n) == shape for n in unit.outs)
+                and _reference(block, op, shape) is not None)
     return False
 
 
@@ -317,7 +318,7 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: str, fallb
     """The step function: the ops one by one for the first ``warm_runs`` runs, then the compiled region if those
     runs showed it worth compiling (``_WORTH_COMPILING``); op by op whenever the region refuses its run-time
     shapes."""
-    state: list[Any] = [warm_runs, None, float("inf")]  # runs left before compiling, the function, fastest run
+    state: list[Any] = [warm_runs, None, None]  # runs left before compiling, the function, fastest timed run
     many = len(outs) > 1
 
     def run(*arrays):
@@ -327,22 +328,25 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: str, fallb
                 state[0] -= 1
                 start = time.perf_counter()
                 result = fallback(*arrays)
-                state[2] = min(state[2], time.perf_counter() - start)
+                took = time.perf_counter() - start
+                state[2] = took if state[2] is None else min(state[2], took)
                 return result
-            if state[2] != float("inf") and state[2] > _WORTH_COMPILING * len(ops):  # the ops' own work dominates
-                state[1] = fallback
-                return fallback(*arrays)
-            try:
-                kernel = state[1] = jit.load_source(source).kernel
-                kernel(*arrays)  # compiles for these argument types
-            except ValueError:  # a run-time shape the region does not cover: compiled, but not for this run
-                return fallback(*arrays)
-            except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
-                state[1] = fallback
-                types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
-                warnings.warn(f"block {block.idx}: region {types} runs op by op: numba cannot compile it "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning)
-                return fallback(*arrays)
+            if state[2] is not None and state[2] > _WORTH_COMPILING * len(ops):  # the ops' own work dominates
+                kernel = state[1] = fallback
+            else:
+                try:
+                    kernel = state[1] = jit.load_source(source).kernel
+                    results = kernel(*arrays)  # compiles for these argument types, and runs
+                except ValueError:  # a run-time shape the region does not cover: compiled, but not for this run
+                    return fallback(*arrays)
+                except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
+                    state[1] = fallback
+                    types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
+                    warnings.warn(f"block {block.idx}: region {types} runs op by op: numba cannot compile it "
+                                  f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+                                  RuntimeWarning)
+                    return fallback(*arrays)
+                return results if many else results[0]
         if kernel is fallback:
             return fallback(*arrays)
         try:

@@ -3,7 +3,9 @@
 The analysis follows the executor's own plan, in its run order: an op's
 outputs come alive when it runs, a var dies right after its last use unless
 it is fetched or persistable, and persistable outputs stay staged until the
-run commits. The peak of that is the lower bound for the schedule. Outputs
+run commits (counted for every update: the run's trailing updates, which an
+unchecked run usually writes onto the resting arrays, ``runtime.in_place``,
+are counted as staged too, so the figures are an upper bound there). The peak of that is the lower bound for the schedule. Outputs
 written into the plan's buffers (``framework.buffers``) cost nothing after
 the first run, so the report also gives what the first run and a later run
 allocate, and what the plan holds between runs.

@@ -18,6 +18,10 @@ FUSED = PlanOptions(warm_runs=0, fuse_elementwise=True)  # compile each group's 
 UNARY = ["relu", "tanh", "square", "scale", "sigmoid", "abs"]
 BINARY = ["add", "sub", "mul", "max"]
 
+SPLIT_AT_REDUCE_AS = ("issue 11 B: where two -1 batch dims meet, the gradient gets a run-time reduce_as, which no "
+                      "group fuses yet, so the gradient chain splits there (to do: fuse a reduce_as whose shapes "
+                      "agree at run time)")
+
 
 @pytest.fixture(autouse=True)
 def _numba(tmp_path_factory, monkeypatch):
@@ -93,7 +97,7 @@ def _seed_program(dtype="float64", opt="sgd"):
     return _build([("relu", 0.0)], dtype, "sum", opt, [6])
 
 
-@pytest.mark.xfail(reason="issue 11 B: where two -1 batch dims meet, the gradient gets a run-time reduce_as, which no group fuses yet, so the gradient chain splits there (to do: fuse a reduce_as whose shapes agree at run time)", strict=True)
+@pytest.mark.xfail(reason=SPLIT_AT_REDUCE_AS, strict=True)
 def test_groups_are_visible_in_the_plan_and_internal_vars_never_exist():
     main, startup, loss, grads = _seed_program()
     plan = build_plan(main.global_block(), ["x", "y"], [loss.name, *(g.name for g in grads)],
@@ -116,7 +120,8 @@ def test_float32_groups_and_buffers_reused_across_runs():
     main, startup, loss, grads = _seed_program("float32", "momentum")
     feed = {"x": np.ones((4, 6), "float32"), "y": np.zeros((4, 6), "float32")}
     fused, fparams = _train(main, startup, loss, grads, FUSED, feed, steps=3)
-    plain, pparams = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed, steps=3)
+    plain, pparams = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed,
+                            steps=3)
     for a, b in zip(fused, plain):
         for got, want in zip(a, b):
             assert got.dtype == np.float32

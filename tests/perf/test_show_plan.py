@@ -10,6 +10,7 @@ from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.plan_listing import default_feeds, plan_lines
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
+from tests.perf.test_fuse_elementwise import SPLIT_AT_REDUCE_AS
 
 
 def _program():
@@ -24,7 +25,7 @@ def _program():
     return main_p, loss
 
 
-@pytest.mark.xfail(reason="issue 11 B: where two -1 batch dims meet, the gradient gets a run-time reduce_as, which no group fuses yet, so the gradient chain splits there (to do: fuse a reduce_as whose shapes agree at run time)", strict=True)
+@pytest.mark.xfail(reason=SPLIT_AT_REDUCE_AS, strict=True)
 def test_listing_names_groups_and_their_ops():
     require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
     prog, loss = _program()
