@@ -34,7 +34,7 @@ from .plan_data import Unit
 from .run import InnerOpFailed
 
 __all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "needed_outputs", "op_by_op",
-           "readers_of"]
+           "readers_of", "replace_stretches"]
 
 _FLOATS = ("float32", "float64")
 _PRELUDE = """import math
@@ -121,17 +121,13 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
     """
     if not jit.AVAILABLE:
         return list(units)
-    readers = readers_of(units)
-    fused: list[Unit] = []
-    at = 0
-    while at < len(units):
+
+    def group_at(at: int, readers: Mapping[str, list[int]]) -> tuple[Unit | None, int]:
         unit = units[at]
         op = block.ops[unit.index]
         group = _starts_group(block, op, unit)
         if group is None:
-            fused.append(unit)
-            at += 1
-            continue
+            return None, at + 1
         end = at + 1
         if op.type not in UPDATES:
             while end < len(units):
@@ -144,11 +140,27 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
                 end += 1
         outs = needed_outputs(block, group.units, end, readers, keep)
         if (len(group.units) == 1 and op.type not in UPDATES) or not outs or "full" not in group.inputs.values():
-            fused.append(unit)
+            return None, at + 1
+        return _fused_unit(block, group, outs, kernels, warm_runs), end
+
+    return replace_stretches(units, group_at)
+
+
+def replace_stretches(units: Sequence[Unit],
+                      stretch_at: Callable[[int, Mapping[str, list[int]]], tuple[Unit | None, int]]) -> list[Unit]:
+    """``units`` with stretches replaced: ``stretch_at(at, readers)`` gives the unit replacing ``units[at:end]``
+    and ``end``, or (None, _) to keep ``units[at]``; ``readers`` is ``readers_of(units)``."""
+    readers = readers_of(units)
+    fused: list[Unit] = []
+    at = 0
+    while at < len(units):
+        unit, end = stretch_at(at, readers)
+        if unit is None:
+            fused.append(units[at])
             at += 1
-            continue
-        fused.append(_fused_unit(block, group, outs, kernels, warm_runs))
-        at = end
+        else:
+            fused.append(unit)
+            at = end
     return fused
 
 

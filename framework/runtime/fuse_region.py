@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from . import jit
 from .blas import SMALL_PRODUCT
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, full_reduction
-from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, readers_of
+from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, replace_stretches
 from .fusion import is_gemm_update
 from .kernels import KernelFactory
 from .plan_data import Unit
@@ -122,22 +122,16 @@ def fuse_regions(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, 
     function. Without numba, ``units`` unchanged."""
     if not jit.AVAILABLE:
         return list(units)
-    readers = readers_of(units)
-    fused: list[Unit] = []
-    at = 0
-    while at < len(units):
+
+    def region_at(at: int, readers: Mapping[str, list[int]]) -> tuple[Unit | None, int]:
         dtype = _dtype(block, units[at])
         end = at
         while dtype is not None and end < len(units) and _admits(block, units[end], dtype):
             end += 1
-        region = _region_unit(block, units[at:end], end, readers, keep, kernels, warm_runs) if end - at > 1 else None
-        if region is None:
-            fused.append(units[at])
-            at += 1
-            continue
-        fused.append(region)
-        at = end
-    return fused
+        return (_region_unit(block, units[at:end], end, readers, keep, kernels, warm_runs) if end - at > 1
+                else None), end
+
+    return replace_stretches(units, region_at)
 
 
 def _dtype(block, unit: Unit) -> str | None:
