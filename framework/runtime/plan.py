@@ -29,7 +29,7 @@ from .conformance import declared
 from .fuse_elementwise import fuse_elementwise
 from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, sgd_gemm_writer
-from .in_place import in_place_tail
+from .in_place import in_place_tail, sink_updates
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
@@ -141,6 +141,8 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
              for i in order]
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
+        if block.idx == 0 and options.buffers and not options.checks:  # the plans that have an in-place tail
+            units = sink_updates(block, units)
         if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
             units = fuse_regions(block, units, keep, options.kernels, options.warm_runs)
         if options.fuse_elementwise:

@@ -163,3 +163,48 @@ def test_interrupts_at_random_moments_leave_every_parameter_at_one_step():
         assert now >= last
         last = now
     assert last > 40  # training went on between the interrupts
+
+
+def _deep_mlp(layers_count=4, width=160, read_after_update=False):
+    """relu(h @ w_i) x layers_count, squared error, SGD: each weight outweighs its product's operands (batch 8)."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        h = x = layers.data("x", [-1, width], "float64")
+        y = layers.data("y", [-1, width], "float64")
+        weights = [layers.create_parameter([width, width], "float64", name=f"w{i}") for i in range(layers_count)]
+        for w in weights:
+            h = layers.relu(h @ w)
+        loss = layers.reduce_sum(layers.square(h - y))
+        optimizer.SGD(0.01).minimize(loss)
+        after = layers.reduce_sum(weights[0]) if read_after_update else None  # reads w0 as updated
+    rng = np.random.default_rng(3)
+    feed = {"x": rng.standard_normal((8, width)), "y": rng.standard_normal((8, width))}
+    return main, startup, [loss] + ([after] if after is not None else []), feed
+
+
+def _train(main, startup, fetches, feed, options=None, steps=3):
+    exe, scope = Executor(check_types=False, options=options), Scope()
+    exe.run(startup, scope=scope)
+    got = [exe.run(main, feed=feed, fetch_list=fetches, scope=scope) for _ in range(steps)]
+    plan = exe.plan_for(main, list(feed), [v.name for v in fetches])
+    return got, scope, plan
+
+
+def test_updates_whose_parameter_outweighs_its_operands_sink_to_the_tail_and_keep_no_spare_copy():
+    main, startup, fetches, feed = _deep_mlp()
+    got, scope, plan = _train(main, startup, fetches, feed)
+    want, plain_scope, _ = _train(main, startup, fetches, feed, PlanOptions(fuse=False))
+    assert [s.out for s in plan.steps[len(plan.head):]] == ["w3", "w2", "w1", "w0"]  # every update, in order
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for i in range(4):
+        np.testing.assert_allclose(scope[f"w{i}"], plain_scope[f"w{i}"], rtol=1e-12, atol=1e-14)
+    # Written where they lie: the plan holds no weight-sized spare buffer for a double-buffered update.
+    assert all(a.shape != (160, 160) for a in plan.buffers.slots if a is not None)
+
+
+def test_an_update_read_after_it_in_block_order_stays_where_the_reader_sees_the_new_value():
+    main, startup, fetches, feed = _deep_mlp(read_after_update=True)
+    got, _, plan = _train(main, startup, fetches, feed)
+    want, _, _ = _train(main, startup, fetches, feed, PlanOptions(fuse=False))
+    assert "w0" not in [s.out for s in plan.steps[len(plan.head):]]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
