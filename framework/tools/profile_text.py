@@ -64,13 +64,13 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
     for r in profile.rows:
         by_type[r.kind][0] += r.own_seconds
         by_type[r.kind][1] += r.calls
-    table = [[_ms(s, runs), _percent(s, whole), f"{c / runs:g}", kind]
+    table = [[_ms(s, runs), _percent(s, whole), f"{c / runs:.3g}", kind]
              for kind, (s, c) in sorted(by_type.items(), key=lambda kv: -kv[1][0])]
     lines += table_lines(["ms/run", "% of run", "calls/run", "op type"], table, right=[0, 1, 2], indent="  ")
 
     shown, left_out = _shown(profile.rows, top)
     lines += ["", "by step, in block order (a control-flow op's ms/run includes the steps nested under it)"]
-    table = [[_ms(r.seconds, runs), _ms(r.own_seconds, runs), _percent(r.own_seconds, whole), f"{r.calls / runs:g}",
+    table = [[_ms(r.seconds, runs), _ms(r.own_seconds, runs), _percent(r.own_seconds, whole), f"{r.calls / runs:.3g}",
               "  " * r.depth + step_label(program, r)] for r in shown]
     if left_out:
         rest = sum(r.seconds for r in left_out)
