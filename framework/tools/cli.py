@@ -18,7 +18,7 @@ import numpy as np
 from gradgen.program.errors import GradgenError
 
 from . import cli_onnx, cli_parallel
-from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args
+from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args, save_arrays
 from .cli_values import load_program as _load
 from .cli_values import program_var as _var
 
@@ -143,6 +143,9 @@ def cmd_backward(args) -> int:
 
     program = _load(args.program)
     loss = _var(program, args.loss, "loss")
+    if any(d != 1 for d in loss.shape):
+        raise CliError(f"--loss '{loss.name}' is {loss.type_str()}: a loss is one number (shape [] or [1]); reduce "
+                       "it first (layers.reduce_sum or reduce_mean), as check-grad also needs")
     no_grad = parse_names(args.no_grad)
     for n in no_grad:
         _var(program, n, "--no-grad var")
@@ -232,6 +235,9 @@ def _run(args, comm) -> int:
         values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
     for name, value in zip(fetch, values if speaks else ()):
         print(f"{name}: {describe_array(value)}")
+    if args.save and speaks:
+        paths = save_arrays(args.save, list(zip(fetch, values)))
+        print(f"wrote {', '.join(paths)}")
     if args.profile and speaks:
         _print_profile(exe, program)
     if args.save_params:
@@ -475,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
+    p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
+                   "name cannot hold, such as '/', %%-escaped)")
     p.add_argument("--memory", action="store_true",
                    help="first print the bytes live after each op and the peak (of the whole program: no pruning)")
     p.add_argument("--profile", action="store_true",
@@ -543,6 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
     p.set_defaults(run=cmd_modes)
+    for p in sub.choices.values():  # --debug after the subcommand too; SUPPRESS keeps one given before it
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
     return parser
 
 
