@@ -7,32 +7,20 @@ import re
 import numpy as np
 import pytest
 
-from gradgen.framework import ExecutionError, Executor, Scope, optimizer
+from gradgen.framework import ExecutionError, Executor, Scope
 from gradgen.framework.runtime import jit
 from gradgen.framework.runtime.kernels import KERNELS
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.runtime.profile import PHASES
 from gradgen.framework.tools.profile_text import profile_text
 from gradgen.program import Program, layers, program_guard
-from gradgen.program.initializer import Normal
 from tests.control_flow.rnn import build as build_rnn, feed_for
 from tests.extras import require
 
+from .test_plan_options import _mlp  # a training step whose last update is fused and may be written in place
+
 PLAIN = PlanOptions(regions=False)
 REGIONS = PlanOptions(warm_runs=0)  # regions compiled at the first run
-
-
-def _mlp():
-    """A training step whose last update is fused with its product and may be written in place."""
-    main, startup = Program(), Program()
-    with program_guard(main, startup):
-        x = layers.data("x", [-1, 30], "float64")
-        w1 = layers.create_parameter([30, 20], "float64", name="w1", initializer=Normal(0.0, 0.1, seed=1))
-        w2 = layers.create_parameter([20, 3], "float64", name="w2", initializer=Normal(0.0, 0.1, seed=2))
-        loss = layers.reduce_sum(layers.square(layers.tanh(x @ w1) @ w2))
-        optimizer.SGD(0.01).minimize(loss)
-    feed = {"x": np.random.default_rng(0).standard_normal((16, 30))}
-    return main, startup, loss, feed
 
 
 def _cond_in_loop():
