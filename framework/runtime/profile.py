@@ -257,8 +257,9 @@ class Profiler:
             for slot in sorted(by_block.get(block_idx, ()), key=lambda s: s.key[1][-1]):
                 index = slot.key[1][-1]
                 op = block.ops[index]
-                rows.append(ProfileRow(block_idx, slot.key[1], slot.kind, op_location(block, index, op.type, op.callsite),
-                                       parents.get(block_idx), depth, slot.calls, slot.seconds, slot.own))
+                where = op_location(block, index, op.type, op.callsite)
+                rows.append(ProfileRow(block_idx, slot.key[1], slot.kind, where, parents.get(block_idx), depth,
+                                       slot.calls, slot.seconds, slot.own))
                 for sub in sorted(b for b, p in parents.items() if p == (block_idx, index)):
                     add(sub, depth + 1)
 

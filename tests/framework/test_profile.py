@@ -1,4 +1,4 @@
-"""Executor(profile=True): every op in exactly one row, nested time adding up, failed runs left out, no cost when off."""
+"""Executor(profile=True): every op in one row, nested time adding up, failed runs left out, no timers when off."""
 from __future__ import annotations
 
 import math
