@@ -56,6 +56,7 @@ class _Pass:
         self.contributions: dict[tuple, list[str]] = {}
         self.rename: dict[str, str] = {}
         self.final: dict[tuple, str] = {}
+        self.reserved: dict[tuple, str] = {}  # node -> the name its gradient will take (``reserve``)
         self.given: set[str] = set()  # target gradients the caller supplied: existing vars, never renamed
         self.emitted: list[tuple[OpDesc, object]] = []
 
@@ -128,13 +129,20 @@ class _Pass:
         if len(parts) == 1 and parts[0] in self.given:  # a caller's target gradient, and nothing added to it
             self.final[node] = parts[0]
             return parts[0]
-        name = self.names.fresh(node[1] + GRAD_SUFFIX)
+        name = self.reserved.pop(node, None) or self.names.fresh(node[1] + GRAD_SUFFIX)
         if len(parts) == 1:
             self.rename[parts[0]] = name
         else:
             self.emitted.append((OpDesc("sum", {"X": list(parts)}, {"Out": [name]}), fwd))
         self.final[node] = name
         return name
+
+    def reserve(self, nodes: list[tuple]) -> None:
+        """Claim ``x@GRAD`` for the requested gradients before the walk: a gradient sub-block made on the way (a
+        loop's reverse body, reading ``x``) must not take the name, or ``x``'s gradient would be ``x@GRAD@1``."""
+        for node in nodes:
+            if node not in self.reserved:
+                self.reserved[node] = self.names.fresh(node[1] + GRAD_SUFFIX)
 
     def zeros_like(self, var_name: str, fwd) -> str:
         name = self.names.fresh(var_name + GRAD_SUFFIX + "@ZERO")
@@ -326,12 +334,11 @@ def _run_pass(targets: list[Variable], inputs: list[Variable], explicit: bool, t
         reaches_a_parameter = any(("var", v.name, 0) in on_path for v in inputs)
         if not reaches_any or (inputs and not reaches_a_parameter):
             raise BackwardError(p.why_unreached(inputs, reaches_any))
+    nodes = [latest_version(p.graph, v.name) if explicit else ("var", v.name, 0) for v in inputs]
+    p.reserve(nodes)
     p.seed(target_gradients)
     p.walk(on_path)
-    grads = []
-    for v in inputs:
-        node = latest_version(p.graph, v.name) if explicit else ("var", v.name, 0)
-        grads.append(p.finalize(node))
+    grads = [p.finalize(node) for node in nodes]
     p.materialize()
     return [block.var(g) if g is not None else None for g in grads]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from .in_place import held_interrupts, prepare_in_place
 from .place import check_place
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
+from .profile import Profile, Profiler
 from .run import run_plan
 from .scope import Scope, global_scope
 
@@ -60,7 +62,7 @@ class Executor:
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
-                 options: PlanOptions | None = None):
+                 options: PlanOptions | None = None, profile: bool = False):
         self.place = check_place(place)
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
@@ -69,6 +71,7 @@ class Executor:
         self.plans_built = 0
         self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
         self._with_checks: dict[tuple, PlanOptions] = {}
+        self._profiler = Profiler() if profile else None
 
     def plan_options(self) -> PlanOptions:
         """``options`` plus the checks ``check_types`` and ``check_nan_inf`` ask for (the same object every
@@ -78,7 +81,10 @@ class Executor:
         if found is None:
             wanted = [c for c, on in ((declared_type, self.check_types), (finite, self.check_nan_inf)) if on]
             checks = self.options.checks + tuple(c for c in wanted if c not in self.options.checks)
-            found = self._with_checks[key] = replace(self.options, checks=checks) if wanted else self.options
+            found = replace(self.options, checks=checks) if wanted else self.options
+            if self._profiler is not None:
+                found = replace(found, profile=self._profiler)
+            self._with_checks[key] = found
         return found
 
     # -- planning ---------------------------------------------------------------
@@ -109,6 +115,8 @@ class Executor:
         scope = check_scope(global_scope() if scope is None else scope)
         feed = feed_by_name(program, feed)
         fetched_names = fetch_names(program, fetch_list)
+        if self._profiler is not None:
+            return self._run_profiled(program, feed, fetched_names, scope, return_numpy)
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
         with self._run_lock:
@@ -124,6 +132,45 @@ class Executor:
                 plan.buffers.recycle(name, old)
                 del old
         return fetched
+
+    def _run_profiled(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
+                      return_numpy: bool) -> list:
+        """``run``'s phases, each timed (``profile.PHASES``); its steps time themselves (``PlanOptions.profile``)."""
+        profiler = self._profiler
+        with self._run_lock, profiler.run(program) as mark:
+            with scope.run_lock:
+                built, start = self.plans_built, time.perf_counter()
+                plan = self.plan_for(program, list(feed), fetched_names)
+                if self.plans_built > built:
+                    profiler.built(program, time.perf_counter() - start)
+                mark("plan")
+                env = self._initial_env(plan, feed, scope)
+                mark("feeds")
+                writes = self._run_steps(plan, env, feed, scope)
+                mark("loop")
+                replaced = self._commit(plan, env, feed, scope, writes)
+                mark("commit")
+            fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+            env.clear()
+            while replaced:
+                name, old = replaced.pop()
+                plan.buffers.recycle(name, old)
+                del old
+            mark("fetch")
+        return fetched
+
+    def profile(self, program=None) -> Profile:
+        """Where the runs of ``program`` (default: the default main program) spent their time, as plain data
+        (``profile.Profile``: totals over the completed runs since the executor was made or ``reset_profile``)."""
+        if self._profiler is None:
+            raise ExecutionError("this executor does not profile: make it with Executor(profile=True)")
+        return self._profiler.profile(check_program(default_main_program() if program is None else program))
+
+    def reset_profile(self) -> None:
+        """Forget what was measured (after warm-up runs, say)."""
+        if self._profiler is None:
+            raise ExecutionError("this executor does not profile: make it with Executor(profile=True)")
+        self._profiler.reset()
 
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
         block = plan.block

@@ -363,4 +363,5 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
         return ordered if many else ordered[0]
 
     run.fused_ops = tuple(u.index for u in group.units)  # what ``gradgen show --plan`` reports
+    run.compiled = lambda: state[1] is not None and state[1] is not fallback  # a profile counts compiles
     return run

@@ -28,7 +28,7 @@ from .checks import checked
 from .conformance import declared
 from .fuse_elementwise import fuse_elementwise
 from .fuse_region import fuse_regions
-from .fusion import fuse_gemm_updates, sgd_gemm_writer
+from .fusion import fuse_gemm_updates, is_gemm_update, sgd_gemm_writer
 from .in_place import in_place_tail, sink_updates
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
@@ -166,12 +166,27 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
                 fetches=tuple(fetch_names), buffers=buffers,
                 declared={n: declared(block.var(n)) for n in (*feed_names, *from_scope)}, options=options,
                 subplans=subplans, head=steps[:len(steps) - tail],
-                in_place=tuple(sgd_gemm_writer(ops[u.ops[0]]) for u in units[len(units) - tail:]))
+                in_place=tuple(_writer(block, u, options) for u in units[len(units) - tail:]))
+
+
+def _writer(block, unit: Unit, options: PlanOptions) -> Callable[..., Any]:
+    """The in-place writer of a tail unit (``in_place``), timed into its step's row in a profiling plan."""
+    writer = sgd_gemm_writer(block.ops[unit.ops[0]])
+    return writer if options.profile is None else options.profile.timed_writer(writer, block, unit.ops)
 
 
 def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:
     """What a control-flow factory gets: per key, a function running that sub-plan on an env, returning its fetches."""
     return {key: partial(run_block, plan) for key, plan in plans.items()}
+
+
+def _kind(block, unit: Unit) -> str:
+    """What a profile calls the step: its op's type, or what fused its ops."""
+    if unit.kernel is None:
+        return block.ops[unit.index].type
+    if getattr(unit.kernel, "region", False):
+        return "region"
+    return "matmul+sgd" if is_gemm_update(block, unit) else "elementwise loop"
 
 
 def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, dead: tuple[str, ...],
@@ -181,6 +196,8 @@ def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, 
         fn = slotted(with_out(fn), buffers.slots, k)
     if options.checks:
         fn = checked(fn, block, unit.index, unit.ins, unit.outs, options.checks)
+    if options.profile is not None:
+        fn = options.profile.timed(fn, block, unit.ops, _kind(block, unit), getattr(unit.kernel, "compiled", None))
     ins, outs = unit.ins, unit.outs
     return Step(fn=fn, take=ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None, nargs=len(ins),
                 out=outs[0] if len(outs) == 1 else None, outs=outs, dead=dead, ins=ins, index=unit.index, ops=unit.ops)

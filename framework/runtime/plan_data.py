@@ -47,6 +47,9 @@ class PlanOptions:
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
     kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)
     """op type -> kernel factory: a test can swap in a kernel that misbehaves, without patching the table."""
+    profile: Any = None
+    """A ``profile.Profiler`` to time every step into (``Executor(profile=True)`` sets it); None: steps untimed,
+    so an ordinary plan's run loop calls the kernels themselves."""
 
 
 class Unit(NamedTuple):

@@ -18,13 +18,15 @@ import numpy as np
 from gradgen.program.errors import GradgenError
 
 from . import cli_onnx, cli_parallel
-from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args
+from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args, save_arrays
 from .cli_values import load_program as _load
 from .cli_values import program_var as _var
 
 
 SWEEP_WARNING = 10_000
 """check-grad warns before sweeping more elements than this (each costs two runs of the program)."""
+PROFILE_STEPS = 40
+"""``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
 
 
 def _version() -> str:
@@ -82,7 +84,7 @@ def cmd_example(args) -> int:
         ex.make_optimizer().minimize(ex.loss)
     print("## after append_backward and the optimizer (generated ops name the forward op they came from)\n")
     print(ex.main)
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(profile=args.profile), Scope()
     exe.run(ex.startup, scope=scope)
     steps = ex.steps if args.steps is None else args.steps
     first = last = None
@@ -96,6 +98,8 @@ def cmd_example(args) -> int:
     bar.close()
     if steps:
         print(f"loss: {first:.6g} at step 1 -> {last:.6g} at step {steps}")
+    if args.profile:
+        _print_profile(exe, ex.main)
     out = args.out or f"gradgen-{ex.name}"
     os.makedirs(out, exist_ok=True)
     ex.main.save(os.path.join(out, "main.json"))
@@ -139,6 +143,9 @@ def cmd_backward(args) -> int:
 
     program = _load(args.program)
     loss = _var(program, args.loss, "loss")
+    if any(d != 1 for d in loss.shape):
+        raise CliError(f"--loss '{loss.name}' is {loss.type_str()}: a loss is one number (shape [] or [1]); reduce "
+                       "it first (layers.reduce_sum or reduce_mean), as check-grad also needs")
     no_grad = parse_names(args.no_grad)
     for n in no_grad:
         _var(program, n, "--no-grad var")
@@ -156,13 +163,19 @@ def cmd_backward(args) -> int:
     return 0
 
 
+def _print_profile(exe, program) -> None:
+    from .profile_text import profile_text
+
+    print(profile_text(program, exe.profile(program), top=PROFILE_STEPS), end="")
+
+
 def _prepare(args):
     """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
     from .. import Executor, Scope
     from ..io import load_params
 
     program = _load(args.program)
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(profile=getattr(args, "profile", False)), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
     if args.params:
@@ -222,6 +235,11 @@ def _run(args, comm) -> int:
         values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
     for name, value in zip(fetch, values if speaks else ()):
         print(f"{name}: {describe_array(value)}")
+    if args.save and speaks:
+        paths = save_arrays(args.save, list(zip(fetch, values)))
+        print(f"wrote {', '.join(paths)}")
+    if args.profile and speaks:
+        _print_profile(exe, program)
     if args.save_params:
         written = save_params_on_rank0(args.save_params, program, scope, comm)
         if speaks:
@@ -428,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=count, help="training steps (default: the model's own)")
     p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--profile", action="store_true", help="after training, print where a step's time went")
     p.set_defaults(run=cmd_example)
 
     p = sub.add_parser("show", help="print a program file")
@@ -462,8 +481,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
+    p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
+                   "name cannot hold, such as '/', %%-escaped)")
     p.add_argument("--memory", action="store_true",
                    help="first print the bytes live after each op and the peak (of the whole program: no pruning)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the runs, print where their time went: by op type, by op (with its source line), "
+                        "and outside the ops (means per run)")
     p.add_argument("--shard", action="store_true",
                    help="under mpiexec: each rank takes its equal part of every feed along axis 0 (0-d feeds whole)")
     p.add_argument("--shard-axis", action="append", default=[], metavar="NAME=AXIS",
@@ -527,6 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
     p.set_defaults(run=cmd_modes)
+    for p in sub.choices.values():  # --debug after the subcommand too; SUPPRESS keeps one given before it
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks of errors")
     return parser
 
 

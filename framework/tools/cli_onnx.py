@@ -12,7 +12,6 @@ __all__ = ["add_commands", "cmd_export_onnx", "cmd_import_onnx"]
 
 def cmd_export_onnx(args) -> int:
     from .onnx import export_onnx
-    from .onnx.export import OPSET
 
     program = _load(args.program)
     params = None
@@ -29,6 +28,7 @@ def cmd_export_onnx(args) -> int:
         _var(program, name, "fetched var")
     model = export_onnx(program, args.output, params=params, fetch_list=fetch, include_updates=not args.no_updates,
                         single_process=args.single_process)
+    from .onnx.export import OPSET  # only now: without the onnx extra, export_onnx has said what to install
     print(f"wrote {args.output} (ONNX opset {OPSET}, {len(model.graph.node)} nodes; "
           f"inputs: {', '.join(i.name for i in model.graph.input) or '-'}; "
           f"outputs: {', '.join(o.name for o in model.graph.output)})")

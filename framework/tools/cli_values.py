@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import io
 import os
+from typing import Sequence
+from urllib.parse import quote
 
 import numpy as np
 
 from gradgen.program import Program
 from gradgen.program.errors import GradgenError
+from gradgen.program.files import write_atomically
 
-__all__ = ["CliError", "load_program", "program_var", "ArgumentError", "parse_names", "load_feeds", "count", "parse_shape_args",
-           "describe_array"]
+__all__ = ["CliError", "load_program", "program_var", "ArgumentError", "parse_names", "load_feeds", "count",
+           "parse_shape_args", "describe_array", "npy_file_name", "save_arrays"]
 
 
 class CliError(GradgenError):
@@ -28,8 +33,10 @@ def program_var(program: Program, name: str, what: str):
     """The var ``name`` of the program's global block, or a CliError listing some of its vars."""
     var = program.global_block().find_var(name)
     if var is None:
-        names = ", ".join(sorted(program.global_block().vars)[:12])
-        raise CliError(f"{what} '{name}' is not a var of the program's global block (vars: {names}, ...)")
+        known = sorted(program.global_block().vars)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f" (vars: {', '.join(known[:12])}, ...)"
+        raise CliError(f"{what} '{name}' is not a var of the program's global block{hint}")
     return var
 
 
@@ -104,3 +111,22 @@ def describe_array(value) -> str:
         return (f"{head} min {a.min():.6g}, max {a.max():.6g}, mean {a.mean():.6g}, "
                 f"std {a.std():.6g}")
     return f"{head} ({a.size} elements)"
+
+
+def npy_file_name(name: str) -> str:
+    """The file a var's array is saved in: ``a@GRAD`` -> ``a@GRAD.npy``; a character no file name may hold
+    everywhere is %-escaped (``block/x`` -> ``block%2Fx.npy``), so different vars never share a file."""
+    return quote(name, safe="@-_.") + ".npy"
+
+
+def save_arrays(directory: str, arrays: Sequence[tuple[str, np.ndarray]]) -> list[str]:
+    """Write each ``(var name, array)`` to ``directory`` (made if missing) as ``npy_file_name``; the paths."""
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for name, value in arrays:
+        data = io.BytesIO()
+        np.save(data, np.asarray(value), allow_pickle=False)
+        path = os.path.join(directory, npy_file_name(name))
+        write_atomically(path, data.getvalue())
+        paths.append(path)
+    return paths

@@ -150,12 +150,15 @@ def measure_mode(program: Program, mode: str, outputs: Sequence[str], wrt: Seque
     exe, scope = Executor(), Scope()
     feed = _random_inputs(block, feed_shapes, values, np.random.default_rng(seed), scope)
     shapes = {n: a.shape for n, a in feed.items()}
-    exe.run(built, feed=feed, fetch_list=fetch, scope=scope)  # plans and buffers are made once, not timed
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        exe.run(built, feed=feed, fetch_list=fetch, scope=scope)
-        times.append(time.perf_counter() - start)
+    # Random values make NaNs by design (Adam's second moment below zero, say): only time and memory are
+    # measured here, so numpy's warnings about them are noise.
+    with np.errstate(all="ignore"):
+        exe.run(built, feed=feed, fetch_list=fetch, scope=scope)  # plans and buffers are made once, not timed
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            exe.run(built, feed=feed, fetch_list=fetch, scope=scope)
+            times.append(time.perf_counter() - start)
     passes = _elements(program, outputs if mode == "reverse" else wrt, feed_shapes)
     return ModeReport(mode, sum(len(b.ops) for b in built.blocks) - before, estimate_flops(built, shapes),
                       analyze_memory(built, shapes, fetch).peak_bytes, statistics.median(times), passes)

@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .cli_values import ArgumentError
+from .text_table import table_lines
 
 __all__ = ["batch_size", "resolve_shape", "summarize", "format_bytes", "summary_text"]
 
@@ -68,13 +69,12 @@ def summary_text(program, feed_shapes=None) -> str:
     s = summarize(program, feed_shapes)
     lines = ["ops by role: " + ", ".join(f"{r} {n}" for r, n in s["ops_by_role"].items()),
              "ops by type:"]
-    lines += [f"  {t:<36} {n}" for t, n in s["ops_by_type"].items()]
+    lines += table_lines(["type", "ops"], [[t, str(n)] for t, n in s["ops_by_type"].items()], right=[1],
+                         indent="  ")[1:]
     lines.append(f"parameters: {s['parameters']} ({s['parameter_elements']} elements, "
                  f"{format_bytes(s['parameter_bytes'])})")
     lines.append("var bytes" + ("" if feed_shapes else " (-1 dims unresolved: pass --feed-shape)") + ":")
-    total = 0
-    for name, b in s["var_bytes"].items():
-        lines.append(f"  {name:<40} {format_bytes(b)}")
-        total += b or 0
-    lines.append(f"  {'total':<40} {format_bytes(total)}")
+    total = sum(b or 0 for b in s["var_bytes"].values())
+    rows = [[name, format_bytes(b)] for name, b in s["var_bytes"].items()] + [["total", format_bytes(total)]]
+    lines += table_lines(["var", "bytes"], rows, right=[1], indent="  ")[1:]
     return "\n".join(lines) + "\n"

@@ -229,3 +229,41 @@ def test_check_nan_inf_reaches_inside_the_loop_body():
     assert np.isnan(out).any()  # unchecked, the NaN just flows out
     with pytest.raises(NanInfError, match=r"block 2, op #\d+ \(log\).*produced NaN.*inside block 0, op #\d+ \(while\)"):
         Executor(check_nan_inf=True).run(main, feed=feed, fetch_list=[h], scope=Scope())
+
+
+def test_the_requested_gradient_of_a_var_the_loop_reads_is_named_var_at_grad(tmp_path, capsys):
+    """The reverse body's per-iteration gradient of ``w`` must not take ``w@GRAD``: the caller's gradient has it."""
+    from gradgen.framework import append_backward
+    from gradgen.framework.tools.cli import main as cli
+
+    _, loss, (gw, gh0) = build()
+    assert (gw.name, gh0.name) == ("w@GRAD", "h0@GRAD")
+    program = Program()
+    with program_guard(program, Program()):
+        x = layers.data("x", [B, H], "float64")
+        w = layers.create_parameter([H, H], "float64", name="w")
+        (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [x])
+        total = layers.reduce_sum(h)
+        assert [(p.name, g.name) for p, g in append_backward(total)] == [("w", "w@GRAD")]
+    program.save(tmp_path / "p.json")
+    rng = np.random.default_rng(0)
+    xv, wv = rng.standard_normal((B, H)), 0.5 * rng.standard_normal((H, H))
+    np.save(tmp_path / "x.npy", xv)
+    np.savez(tmp_path / "w.npz", w=wv)
+    assert cli(["run", str(tmp_path / "p.json"), "--feed", f"x={tmp_path / 'x.npy'}", "--params",
+                str(tmp_path / "w.npz"), "--fetch", "w@GRAD", "--save", str(tmp_path / "got")]) == 0
+    assert "w@GRAD: float64[3, 3]" in capsys.readouterr().out
+
+    def unrolled(w):
+        h = xv
+        for _ in range(3):
+            h = np.tanh(h @ w)
+        return h.sum()
+
+    eps, want = 1e-6, np.zeros((H, H))
+    for i in range(H):
+        for j in range(H):
+            d = np.zeros((H, H))
+            d[i, j] = eps
+            want[i, j] = (unrolled(wv + d) - unrolled(wv - d)) / (2 * eps)
+    np.testing.assert_allclose(np.load(tmp_path / "got" / "w@GRAD.npy"), want, rtol=1e-6, atol=1e-8)

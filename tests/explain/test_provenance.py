@@ -57,7 +57,7 @@ def test_cond_gradient_ops_name_the_branch_op_they_differentiate():
 
 def test_while_gradient_plumbing_names_the_loop():
     text = str(trained_example("rnn"))
-    assert "while_0@GRAD@acc: float64[1, 16] = elementwise_add(X=while_0@GRAD@body2, Y=w_xh@GRAD)  <- grad of " \
+    assert "while_0@GRAD@acc: float64[1, 16] = elementwise_add(X=while_0@GRAD@body2, Y=w_xh@GRAD@1)  <- grad of " \
            "block 0 #6 while" in text
 
 

@@ -1,0 +1,281 @@
+"""Where a run's time goes, for ``Executor(profile=True)``: every step timed, the result as plain data.
+
+A profiling executor builds its plans with ``PlanOptions.profile`` set to its
+``Profiler``, and the planner wraps each step's function in a timer
+(``Profiler.timed``). An ordinary plan has no wrapper: the run loop is the same
+loop, and a plan that is not profiled pays nothing.
+
+What is measured, per program (rows of several plans of one program add up):
+
+- each step's seconds, nested steps included (``seconds``) and excluded
+  (``own_seconds``): a step of a control-flow op's sub-block runs inside the
+  op's own step, so the op's ``seconds`` include it and its ``own_seconds`` do
+  not. Summing ``own_seconds`` over all rows counts every second once.
+- the run's time outside the step functions, by phase (``PHASES``); the run
+  loop's own work between steps is the ``loop`` phase.
+- plans built (their time is part of the ``plan`` phase) and region compiles:
+  a step call that compiled its region (numba, or numba's disk cache) is not a
+  step's time but a compile's, so a recompile shows as one, and never inflates
+  a row.
+
+A run that fails counts in ``failed_runs`` and nothing else: its steps' times
+are dropped, so every row's ``calls`` and ``seconds`` are over the same
+completed runs. Plans built and regions compiled by a failed run are counted
+(they are not built or compiled again).
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, NamedTuple
+
+from gradgen.program.describe import op_location
+
+from .kernels import SUBBLOCKS
+
+__all__ = ["PHASES", "Profile", "ProfileRow", "Profiler"]
+
+PHASES = {
+    "plan": "plan lookup (and builds)",
+    "feeds": "feed and scope checks",
+    "loop": "run loop between steps, in-place preparation",
+    "commit": "commit to the scope",
+    "fetch": "fetch",
+}
+"""The phases of a run outside the step functions, in run order, and what each covers."""
+
+
+class ProfileRow(NamedTuple):
+    """One step of a plan: an op, or a fused group of ops that runs as one function."""
+
+    block: int
+    ops: tuple[int, ...]
+    """The ops the step runs (indexes in ``block``); more than one for a fused step."""
+    kind: str
+    """The op's type, or what fused the ops: ``region``, ``elementwise loop``, ``matmul+sgd``."""
+    where: str
+    """Where the step's last op is (``op_location``: block, index, type, source line)."""
+    parent: tuple[int, int] | None
+    """``(block, op index)`` of the control-flow op whose sub-block holds the step; None in block 0."""
+    depth: int
+    """How many control-flow ops the step is nested in."""
+    calls: int
+    seconds: float
+    """Over the counted runs, steps nested inside (sub-block steps) included."""
+    own_seconds: float
+    """Over the counted runs, steps nested inside excluded."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A program's profile: plain data, totals over ``runs`` completed runs (divide by ``runs`` for a mean)."""
+
+    runs: int
+    failed_runs: int
+    seconds: float
+    """The counted runs' wall time inside ``Executor.run``."""
+    rows: tuple[ProfileRow, ...]
+    """Every step of every plan the runs used, in block order, a sub-block's steps right after its op's row."""
+    outside: dict[str, float]
+    """Phase (``PHASES``) -> seconds outside the step functions."""
+    plans_built: int
+    plan_build_seconds: float
+    compiles: int
+    compile_seconds: float
+    """Step calls that compiled a fused group (not in ``rows``; with no failed run,
+    ``seconds == sum(own_seconds) + sum(outside) + compile_seconds``)."""
+
+
+class _Slot:
+    """A step's totals over counted runs, and what the run going on has added so far."""
+
+    __slots__ = ("key", "kind", "calls", "seconds", "own", "run_calls", "run_seconds", "run_own")
+
+    def __init__(self, key: tuple[int, tuple[int, ...]], kind: str):
+        self.key, self.kind = key, kind
+        self.calls = self.run_calls = 0
+        self.seconds = self.own = self.run_seconds = self.run_own = 0.0
+
+    def fold(self, keep: bool) -> None:
+        if keep:
+            self.calls += self.run_calls
+            self.seconds += self.run_seconds
+            self.own += self.run_own
+        self.run_calls, self.run_seconds, self.run_own = 0, 0.0, 0.0
+
+
+class _Record:
+    """One program version's slots and run totals."""
+
+    def __init__(self, version: int):
+        self.version = version
+        self.slots: dict[tuple[int, tuple[int, ...]], _Slot] = {}
+        self.clear()
+
+    def clear(self) -> None:
+        for slot in self.slots.values():
+            slot.fold(False)
+            slot.calls, slot.seconds, slot.own = 0, 0.0, 0.0
+        self.runs = self.failed_runs = self.plans_built = self.compiles = 0
+        self.seconds = self.plan_build_seconds = self.compile_seconds = 0.0
+        self.outside = dict.fromkeys(PHASES, 0.0)
+
+
+class Profiler:
+    """Collects step times for one executor. Runs through it take turns (the executor's run lock)."""
+
+    def __init__(self):
+        self._records: "weakref.WeakKeyDictionary[Any, _Record]" = weakref.WeakKeyDictionary()
+        self._frames: list[list[float]] = []  # per timed call running: [nested seconds, compile seconds nested]
+        self._top = 0.0  # seconds inside outermost step calls in the run going on
+
+    def _record(self, program) -> _Record:
+        record = self._records.get(program)
+        if record is None or record.version != program.version:  # an edited program: its old steps are gone
+            record = self._records[program] = _Record(program.version)
+        return record
+
+    def reset(self) -> None:
+        """Forget everything measured so far (plans keep their timers)."""
+        for record in self._records.values():
+            record.clear()
+
+    # -- planning: the timers --------------------------------------------------------------------------------
+    def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str,
+              compiled: Callable[[], bool] | None = None) -> Callable[..., Any]:
+        """``fn``, a step function running ``ops`` of ``block``, timed into that step's row. ``compiled`` (a fused
+        group's) tells whether its loop is compiled: the call that compiles it counts as a compile."""
+        record = self._record(block.program)
+        key = (block.idx, ops)
+        slot = record.slots.get(key)
+        if slot is None:
+            slot = record.slots[key] = _Slot(key, kind)
+        frames, clock = self._frames, time.perf_counter
+
+        def run(*args):
+            was = compiled is None or compiled()
+            frames.append([0.0, 0.0])
+            start = clock()
+            try:
+                return fn(*args)
+            finally:
+                took = clock() - start
+                nested, skipped = frames.pop()
+                if not was and compiled():  # this call compiled (and ran once): a compile, not the step's time
+                    record.compiles += 1
+                    record.compile_seconds += took
+                    skipped = took
+                else:
+                    slot.run_calls += 1
+                    slot.run_seconds += took - skipped
+                    slot.run_own += took - nested
+                if frames:
+                    frames[-1][0] += took
+                    frames[-1][1] += skipped
+                else:
+                    self._top += took
+
+        return run
+
+    def timed_writer(self, writer: Callable[..., Callable[[], Any]], block,
+                     ops: tuple[int, ...]) -> Callable[..., Callable[[], Any]]:
+        """An in-place tail step's ``writer`` (``in_place``) whose preparation (one call) and write (made in the
+        commit) are timed into that step's row: in place or not, the step's time is the same row's."""
+        prepare = self.timed(writer, block, ops, "matmul+sgd")
+        slot = self._record(block.program).slots[(block.idx, ops)]
+        clock = time.perf_counter
+
+        def prepared(*args):
+            write = prepare(*args)
+
+            def timed_write():
+                start = clock()
+                try:
+                    return write()
+                finally:
+                    took = clock() - start
+                    slot.run_seconds += took
+                    slot.run_own += took
+                    self._top += took
+
+            return timed_write
+
+        return prepared
+
+    # -- running -------------------------------------------------------------------------------------------------
+    def built(self, program, seconds: float) -> None:
+        """A run built a plan of ``program`` in ``seconds``."""
+        record = self._record(program)
+        record.plans_built += 1
+        record.plan_build_seconds += seconds
+
+    @contextmanager
+    def run(self, program) -> Iterator[Callable[[str], None]]:
+        """Around one run of ``program``: yields ``mark(phase)``, called at the end of each phase (``PHASES``);
+        the time since the last mark, less the step calls in it, is the phase's. Kept only if the run succeeds."""
+        record = self._record(program)
+        self._frames.clear()
+        self._top = 0.0
+        phases = dict.fromkeys(PHASES, 0.0)
+        clock = time.perf_counter
+        last = [clock(), 0.0]  # time and ``_top`` at the last mark
+        start = last[0]
+
+        def mark(phase: str) -> None:
+            now, top = clock(), self._top
+            phases[phase] += (now - last[0]) - (top - last[1])
+            last[0], last[1] = now, top
+
+        try:
+            yield mark
+        except BaseException:
+            record.failed_runs += 1
+            for slot in record.slots.values():
+                slot.fold(False)
+            raise
+        record.runs += 1
+        record.seconds += last[0] - start
+        for phase, seconds in phases.items():
+            record.outside[phase] += seconds
+        for slot in record.slots.values():
+            slot.fold(True)
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+    def profile(self, program) -> Profile:
+        """What was measured for ``program`` (its present version)."""
+        record = self._record(program)
+        parents = _control_flow_parents(program)
+        by_block: dict[int, list[_Slot]] = {}
+        for slot in record.slots.values():
+            by_block.setdefault(slot.key[0], []).append(slot)
+        rows: list[ProfileRow] = []
+
+        def add(block_idx: int, depth: int) -> None:
+            block = program.block(block_idx)
+            for slot in sorted(by_block.get(block_idx, ()), key=lambda s: s.key[1][-1]):
+                index = slot.key[1][-1]
+                op = block.ops[index]
+                where = op_location(block, index, op.type, op.callsite)
+                rows.append(ProfileRow(block_idx, slot.key[1], slot.kind, where, parents.get(block_idx), depth,
+                                       slot.calls, slot.seconds, slot.own))
+                for sub in sorted(b for b, p in parents.items() if p == (block_idx, index)):
+                    add(sub, depth + 1)
+
+        add(0, 0)
+        return Profile(runs=record.runs, failed_runs=record.failed_runs, seconds=record.seconds, rows=tuple(rows),
+                       outside=dict(record.outside), plans_built=record.plans_built,
+                       plan_build_seconds=record.plan_build_seconds, compiles=record.compiles,
+                       compile_seconds=record.compile_seconds)
+
+
+def _control_flow_parents(program) -> dict[int, tuple[int, int]]:
+    """Sub-block index -> ``(block, op index)`` of the control-flow op that runs it."""
+    parents = {}
+    for block in program.blocks:
+        for index, op in enumerate(block.ops):
+            if op.type in SUBBLOCKS:
+                for sub in SUBBLOCKS[op.type](op).values():
+                    parents[sub.block] = (block.idx, index)
+    return parents

@@ -1,0 +1,225 @@
+"""Executor(profile=True): every op in one row, nested time adding up, failed runs left out, no timers when off."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from gradgen.framework import ExecutionError, Executor, Scope
+from gradgen.framework.runtime import jit
+from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.runtime.profile import PHASES
+from gradgen.framework.tools.profile_text import profile_text
+from gradgen.program import Program, layers, program_guard
+from tests.control_flow.rnn import build as build_rnn, feed_for
+from tests.extras import require
+
+from .test_plan_options import _mlp  # a training step whose last update is fused and may be written in place
+
+PLAIN = PlanOptions(regions=False)
+REGIONS = PlanOptions(warm_runs=0)  # regions compiled at the first run
+
+
+def _cond_in_loop():
+    """A while loop whose body holds a cond: steps nested two deep, one branch never taken."""
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        n = layers.data("n", [], "int64")
+        one = layers.fill_constant([], "int64", 1)
+
+        def body(t, h):
+            big = layers.greater_than(t, layers.fill_constant([], "int64", 100))
+            return [layers.add(t, one), layers.cond(big, lambda: layers.exp(h), lambda: layers.tanh(h))]
+
+        _, h = layers.while_loop(lambda t, h: layers.less_than(t, n), body, [layers.fill_constant([], "int64", 0), x])
+        out = layers.scale(h, 2.0)
+    return main, out, {"x": np.linspace(-1.0, 1.0, 3), "n": np.int64(4)}
+
+
+def _covered(profile) -> list[tuple[int, int]]:
+    return sorted((r.block, i) for r in profile.rows for i in r.ops)
+
+
+def _every_op(program) -> list[tuple[int, int]]:
+    return sorted((b.idx, i) for b in program.blocks for i in range(len(b.ops)))
+
+
+def _adds_up(profile) -> None:
+    """Every second once: own times sum to the outermost rows' times, and with what is outside to the runs' time;
+    a control-flow row holds at least its nested rows."""
+    own = sum(r.own_seconds for r in profile.rows)
+    outer = sum(r.seconds for r in profile.rows if r.depth == 0)
+    assert math.isclose(own, outer, rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(own + sum(profile.outside.values()) + profile.compile_seconds, profile.seconds,
+                        rel_tol=1e-9, abs_tol=1e-12)
+    assert set(profile.outside) == set(PHASES) and all(s >= 0 for s in profile.outside.values())
+    for at, row in enumerate(profile.rows):
+        nested = []
+        for later in profile.rows[at + 1:]:
+            if later.depth <= row.depth:
+                break
+            if later.depth == row.depth + 1:
+                nested.append(later.seconds)
+        assert row.seconds >= row.own_seconds >= 0
+        assert math.isclose(row.seconds - row.own_seconds, sum(nested), rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("options", [PLAIN, PlanOptions()], ids=["plain", "default"])
+@pytest.mark.parametrize("check_types", [False, True])
+def test_rows_cover_every_op_once_and_times_add_up_in_a_training_step(options, check_types):
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(profile=True, check_types=check_types, options=options), Scope()
+    exe.run(startup, scope=scope)
+    losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(4)]
+    plain = Executor(check_types=check_types, options=options)
+    scope2 = Scope()
+    plain.run(startup, scope=scope2)
+    want = [plain.run(main, feed=feed, fetch_list=[loss], scope=scope2)[0] for _ in range(4)]
+    np.testing.assert_array_equal(losses, want)  # profiling changes no number
+    profile = exe.profile(main)
+    assert _covered(profile) == _every_op(main)
+    assert profile.runs == 4 and profile.failed_runs == 0 and profile.plans_built == 1
+    assert all(r.calls == 4 for r in profile.rows if r.kind != "region")
+    _adds_up(profile)
+    assert exe.profile(startup).runs == 1  # each program has its own profile
+
+
+def test_the_in_place_tail_is_its_fused_steps_row():
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(profile=True, check_types=False, options=PLAIN), Scope()
+    exe.run(startup, scope=scope)
+    plan = exe.plan_for(main, list(feed), [loss.name])
+    assert plan.in_place  # the tail may write in place: its time is prepared and written outside the steps
+    tail = plan.steps[-1].out
+    arrays = set()
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        arrays.add(id(scope.own(tail)))
+    assert len(arrays) == 1  # it did go in place: the scope kept its array
+    fused = [r for r in exe.profile(main).rows if r.kind == "matmul+sgd"]
+    assert len(fused) == 2 and all(r.calls == 3 and r.seconds > 0 for r in fused)
+    _adds_up(exe.profile(main))
+
+
+@pytest.mark.parametrize("check_types", [False, True])
+def test_steps_in_loop_bodies_nest_under_their_op_and_count_every_iteration(check_types):
+    main, out, feed = _cond_in_loop()
+    exe = Executor(profile=True, check_types=check_types, options=PLAIN)
+    for _ in range(2):
+        exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    profile = exe.profile(main)
+    assert _covered(profile) == _every_op(main)
+    by_op = {(r.block, r.ops): r for r in profile.rows}
+    (loop,) = [r for r in profile.rows if r.kind == "while"]
+    (branch,) = [r for r in profile.rows if r.kind == "cond"]
+    assert loop.depth == 0 and branch.depth == 1 and branch.parent == (0, loop.ops[0])
+    assert branch.calls == 2 * 4  # four iterations a run
+    tanh = next(r for r in profile.rows if r.kind == "tanh")
+    exp = next(r for r in profile.rows if r.kind == "exp")
+    assert tanh.depth == exp.depth == 2 and tanh.calls == 8
+    assert exp.calls == 0 and exp.seconds == 0.0  # the branch never taken: listed, never timed
+    assert by_op[(0, loop.ops)].seconds > sum(r.own_seconds for r in profile.rows if r.depth > 0) > 0
+    _adds_up(profile)
+
+
+def test_rnn_forward_and_gradient_loops():
+    main, loss, grads = build_rnn()
+    exe = Executor(profile=True, check_types=False, options=PLAIN)
+    for _ in range(2):
+        exe.run(main, feed=feed_for(5), fetch_list=[loss, *grads], scope=Scope())
+    profile = exe.profile(main)
+    assert _covered(profile) == _every_op(main)
+    assert [r.kind for r in profile.rows if r.depth == 0].count("while") == 2
+    _adds_up(profile)
+
+
+def test_a_failed_run_counts_as_failed_and_adds_no_time():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        out = layers.exp(layers.tanh(layers.scale(x, 2.0)))
+
+    def refuses_negatives(op):
+        def run(v):
+            if (v < 0).any():
+                raise ValueError("negative")
+            return np.tanh(v)
+        return run
+
+    options = PlanOptions(regions=False, kernels={**KERNELS, "tanh": refuses_negatives})
+    exe = Executor(profile=True, check_types=False, options=options)
+    exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out])
+    with pytest.raises(ExecutionError, match="negative"):
+        exe.run(main, feed={"x": -np.ones(3)}, fetch_list=[out])
+    profile = exe.profile(main)
+    assert profile.runs == 1 and profile.failed_runs == 1
+    assert [r.calls for r in profile.rows] == [1, 1, 1]  # the scale that ran before the failure is not counted
+    _adds_up(profile)
+    exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out])
+    assert [r.calls for r in exe.profile(main).rows] == [2, 2, 2]
+    assert "1 failed runs not counted" in profile_text(main, exe.profile(main))
+
+
+def test_reset_forgets_and_an_edited_program_starts_over():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        out = layers.tanh(x)
+    exe = Executor(profile=True)
+    exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out])
+    exe.reset_profile()
+    profile = exe.profile(main)
+    assert profile.runs == 0 and profile.seconds == 0 and [r.calls for r in profile.rows] == [0]
+    assert "no completed runs" in profile_text(main, profile)
+    exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out])
+    assert exe.profile(main).runs == 1 and exe.profile(main).plans_built == 0  # the plan was kept
+    with program_guard(main, Program()):
+        out2 = layers.exp(out)
+    exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out2])
+    profile = exe.profile(main)
+    assert profile.runs == 1 and profile.plans_built == 1 and [r.kind for r in profile.rows] == ["tanh", "exp"]
+
+
+def test_a_recompile_is_counted_and_kept_out_of_the_rows():
+    require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(profile=True, check_types=False, options=REGIONS), Scope()
+    exe.run(startup, scope=scope)
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    profile = exe.profile(main)
+    regions = [r for r in profile.rows if r.kind == "region"]
+    assert regions and profile.compiles == len(regions) and profile.compile_seconds > 0
+    assert all(r.calls == 2 for r in regions)  # the run that compiled is the compile's
+    _adds_up(profile)
+    assert f"fused-group compiles: {len(regions)}" in profile_text(main, profile)
+
+
+def test_an_executor_without_profile_has_no_timers():
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(check_types=False, options=PLAIN), Scope()
+    exe.run(startup, scope=scope)
+    plan = exe.plan_for(main, list(feed), [loss.name])
+    assert plan.options.profile is None
+    assert not any("timed" in step.fn.__qualname__ for step in plan.steps)
+    with pytest.raises(ExecutionError, match="profile=True"):
+        exe.profile(main)
+    profiled = Executor(profile=True, check_types=False, options=PLAIN).plan_for(main, list(feed), [loss.name])
+    assert all("timed" in step.fn.__qualname__ for step in profiled.steps)
+
+
+def test_the_printed_profile_names_ops_by_type_by_step_and_outside():
+    main, out, feed = _cond_in_loop()
+    exe = Executor(profile=True, options=PLAIN)
+    exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    text = profile_text(main, exe.profile(main))
+    assert "by op type" in text and "by step" in text and "outside the ops" in text
+    assert "test_profile.py:" in text  # the ops' source lines
+    indents = {m.group(2): len(m.group(1)) for m in re.finditer(r"\d  ( *)block \d+, op #\d+ \((\w+)\)", text)}
+    assert indents["while"] == 0 and indents["cond"] == 2 and indents["tanh"] == indents["exp"] == 4
+    for phase in PHASES.values():
+        assert phase in text
