@@ -1,0 +1,40 @@
+"""Scratch arrays kernels reuse between calls instead of allocating (and page-faulting) them every time.
+
+``scratch(purpose, shape, dtype)`` hands out a view of one flat array per
+(purpose, dtype) and thread, grown when a call needs more: the column
+matrices of a convolution, a padded copy of its input. Callers keep them
+bounded (conv kernels work on a few images at a time), so a thread holds a
+few megabytes, not a batch's worth.
+
+The values are garbage, and valid only until the calling thread asks for the
+same purpose again: a kernel never returns a scratch view and never keeps one
+across calls. Being per thread, two executors running in two threads never
+share a scratch array; within a thread, kernels run one at a time.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["scratch"]
+
+_LOCAL = threading.local()
+"""``arrays``: (purpose, dtype) -> this thread's flat array for it."""
+
+
+def scratch(purpose: str, shape: Sequence[int], dtype) -> np.ndarray:
+    """A C-contiguous array of ``shape`` and ``dtype`` with undefined values, this thread's for ``purpose``
+    until its next call with the same purpose (and dtype)."""
+    arrays = getattr(_LOCAL, "arrays", None)
+    if arrays is None:
+        arrays = _LOCAL.arrays = {}
+    dtype = np.dtype(dtype)
+    size = 1
+    for d in shape:
+        size *= d
+    flat = arrays.get((purpose, dtype))
+    if flat is None or flat.size < size:
+        flat = arrays[(purpose, dtype)] = np.empty(size, dtype)
+    return flat[:size].reshape(shape)
