@@ -184,3 +184,37 @@ def test_pool_kernels_write_into_a_fitting_buffer():
         buffer = np.full_like(want, np.nan)
         assert fn(*args, out=buffer) is buffer
         np.testing.assert_array_equal(buffer, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_conv_net_with_a_batch_known_at_run_time_trains_as_with_the_einsum_kernels(dtype):
+    """conv (grouped, padded), max and avg pooling, a transposed conv and their gradients through the executor,
+    batch -1 in the program: the new kernel table against the old one, and the declared dtype kept."""
+    from dataclasses import replace
+
+    from gradgen.framework import Executor, Scope, append_backward
+    from gradgen.framework.runtime.kernels import KERNELS
+    from gradgen.framework.runtime.plan_data import PlanOptions
+    from gradgen.program import Program, layers, program_guard
+
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 4, 9, 8], dtype)
+        h = layers.conv2d(x, 6, 3, padding=1, groups=2, act="tanh", name="c1")
+        h = layers.pool2d(h, 2, "max", stride=2, ceil_mode=True)
+        h = layers.conv2d(h, 6, 2, stride=1, groups=6, name="c2")
+        h = layers.conv2d_transpose(h, 3, 3, stride=2, output_padding=1, name="t")
+        h = layers.pool2d(h, 3, "avg", stride=2, padding=[1, 0, 0, 1], exclusive=True)
+        loss = layers.mean(layers.square(h))
+        grads = append_backward(loss)
+    fetch = [loss] + [g for _, g in grads]
+    feed = {"x": np.random.default_rng(9).standard_normal((5, 4, 9, 8)).astype(dtype)}
+    results = []
+    for table in ({**KERNELS, **old.KERNELS}, KERNELS):
+        exe, scope = Executor(options=replace(PlanOptions(), kernels=table)), Scope()
+        exe.run(startup, scope=scope)
+        for p, _ in grads:  # the same parameters for both tables
+            scope.set(p.name, np.random.default_rng(len(p.name)).standard_normal(p.shape).astype(dtype))
+        results.append(exe.run(main, feed=feed, fetch_list=fetch, scope=scope))
+    for got, want in zip(*results[::-1]):
+        _close(got, want.astype(np.float64), dtype)
