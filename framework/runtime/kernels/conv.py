@@ -21,7 +21,7 @@ from gradgen.program.ops.conv import transposed_size
 from .gemm_batch import gemm_batch
 from .im2col import Sweep, add_columns, columns, pad_into
 from .pooling import pool2d, pool2d_grad, pool2d_select
-from .scratch import scratch
+from .scratch import result_array, scratch
 
 COLUMN_BYTES = 4 << 20
 """The column matrix a conv kernel builds at once holds whole images and at most this many bytes (unless one
@@ -42,13 +42,6 @@ def _sweep(op, w_shape) -> Sweep:
     return Sweep(w_shape[2], w_shape[3], tuple(op.attr("strides")), tuple(op.attr("dilations")), (ph, ph, pw, pw))
 
 
-def _result(out, shape, dtype) -> np.ndarray:
-    """The plan's buffer ``out`` if it is a C-contiguous array of this shape and dtype, else a new array."""
-    if out is not None and out.shape == tuple(shape) and out.dtype == dtype and out.flags.c_contiguous:
-        return out
-    return np.empty(shape, dtype)
-
-
 def _image_columns(x: np.ndarray, sweep: Sweep, oh: int, ow: int) -> np.ndarray:
     """Scratch columns [N, C, kh, kw, OH, OW] of the images ``x``."""
     n, c, h, w = x.shape
@@ -64,7 +57,7 @@ def conv2d(op):
         sweep = _sweep(op, w.shape)
         (n, c, h, wd), o = x.shape, w.shape[0]
         oh, ow = sweep.out_hw(h, wd)
-        result = _result(out, (n, o, oh, ow), x.dtype)
+        result = result_array(out, (n, o, oh, ow), x.dtype)
         filters = w.reshape(groups, o // groups, -1)
         for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
             cols = _image_columns(x[lo:hi], sweep, oh, ow).reshape(hi - lo, groups, -1, oh * ow)
@@ -80,7 +73,7 @@ def conv2d_filter_grad(op):
     def run(x, gout, w, *, out=None):
         sweep = _sweep(op, w.shape)
         (n, c), (o, oh, ow) = x.shape[:2], gout.shape[1:]
-        result = _result(out, w.shape, w.dtype)
+        result = result_array(out, w.shape, w.dtype)
         per_group = result.reshape(groups, o // groups, -1)
         per_group[...] = 0
         for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
@@ -97,7 +90,7 @@ def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.nda
     o, cg, kh, kw = w.shape
     n, c, h, wd = shape
     oh, ow = gout.shape[2:]
-    result = _result(out, shape, dtype)
+    result = result_array(out, shape, dtype)
     filters_t = w.reshape(groups, o // groups, cg * kh * kw).swapaxes(1, 2)
     ph, pw = sweep.padded_hw(h, wd)
     for lo, hi in _chunks(n, c * kh * kw * oh * ow * np.dtype(dtype).itemsize):

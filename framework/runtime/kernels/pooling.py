@@ -14,6 +14,7 @@ import numpy as np
 from gradgen.program.ops.conv import pool_out_size, pool_paddings
 
 from .im2col import Sweep, pad_into, tap
+from .scratch import result_array
 
 __all__ = ["pool2d", "pool2d_grad", "pool2d_select"]
 
@@ -60,7 +61,7 @@ class _Pooling:
         """The sweep, output size, and per tap a 0/1 mask [N, C, OH, OW]: 1 where this tap holds its window's
         first maximum (a NaN being the maximum where there is one)."""
         sweep, hw, taps = self.taps(x, -np.inf)
-        top = _reduce(np.maximum, taps, None)
+        top = _reduce(np.maximum, taps, np.empty(taps[0].shape, x.dtype))
         nan = np.isnan(top).any()
         taken = np.zeros(top.shape, bool)
         masks = []
@@ -75,17 +76,11 @@ class _Pooling:
 
 
 def _reduce(ufunc, taps, out):
-    if out is None:
-        out = taps[0].copy()
-    else:
-        np.copyto(out, taps[0])
+    """``out`` holding ``ufunc`` folded over the taps."""
+    np.copyto(out, taps[0])
     for t in taps[1:]:
         ufunc(out, t, out=out)
     return out
-
-
-def _fits(out, shape, dtype):
-    return out if out is not None and out.shape == tuple(shape) and out.dtype == dtype else None
 
 
 def pool2d(op):
@@ -93,7 +88,7 @@ def pool2d(op):
 
     def run(x, *, out=None):
         _, (oh, ow), taps = pool.taps(x, -np.inf if pool.kind == "max" else 0.0)
-        result = _fits(out, x.shape[:2] + (oh, ow), x.dtype)
+        result = result_array(out, x.shape[:2] + (oh, ow), x.dtype)
         if pool.kind == "max":
             return _reduce(np.maximum, taps, result)
         result = _reduce(np.add, taps, result)
@@ -105,20 +100,14 @@ def pool2d(op):
 
 def _scatter(sweep: Sweep, shape, dtype, shares, out):
     """An NCHW array of ``shape``: each tap's [N, C, OH, OW] share added back where the tap reads."""
-    result = _fits(out, shape, dtype)
-    padded = sweep.padded()
-    gxp = np.zeros(shape[:2] + sweep.padded_hw(*shape[2:]), dtype) if padded or result is None else result
-    if not padded and result is not None:
-        gxp[...] = 0
+    result = result_array(out, shape, dtype)
+    gxp = np.empty(shape[:2] + sweep.padded_hw(*shape[2:]), dtype) if sweep.padded() else result
+    gxp[...] = 0
     for (i, j), share in zip(np.ndindex(sweep.kh, sweep.kw), shares):
         tap(gxp, sweep, i, j, *share.shape[2:])[...] += share
-    if not padded:
-        return gxp
-    pt, _, pl, _ = sweep.pads
-    crop = gxp[:, :, pt:pt + shape[2], pl:pl + shape[3]]
-    if result is None:
-        return np.ascontiguousarray(crop)
-    result[...] = crop
+    if gxp is not result:
+        pt, _, pl, _ = sweep.pads
+        result[...] = gxp[:, :, pt:pt + shape[2], pl:pl + shape[3]]
     return result
 
 
@@ -144,8 +133,7 @@ def pool2d_select(op):
     def run(x, d, *, out=None):
         _, _, masks = pool.first_maxima(x)
         _, _, taps = pool.taps(d, 0.0)
-        result = _fits(out, masks[0].shape, x.dtype)
-        result = np.multiply(masks[0], taps[0], out=result)
+        result = np.multiply(masks[0], taps[0], out=result_array(out, masks[0].shape, x.dtype))
         for m, t in zip(masks[1:], taps[1:]):
             result += m * t
         return result

@@ -1,4 +1,6 @@
-"""Scratch arrays kernels reuse between calls instead of allocating (and page-faulting) them every time.
+"""Where a kernel's arrays come from: the plan's buffer for its result when it fits (``result_array``), and
+scratch arrays reused between calls for what it computes on the way, instead of allocating (and
+page-faulting) them every time.
 
 ``scratch(purpose, shape, dtype)`` hands out a view of one flat array per
 (purpose, dtype) and thread, grown when a call needs more: the column
@@ -18,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["scratch"]
+__all__ = ["result_array", "scratch"]
 
 _LOCAL = threading.local()
 """``arrays``: (purpose, dtype) -> this thread's flat array for it."""
@@ -38,3 +40,11 @@ def scratch(purpose: str, shape: Sequence[int], dtype) -> np.ndarray:
     if flat is None or flat.size < size:
         flat = arrays[(purpose, dtype)] = np.empty(size, dtype)
     return flat[:size].reshape(shape)
+
+
+def result_array(out, shape: Sequence[int], dtype) -> np.ndarray:
+    """The plan's buffer ``out`` if it is a C-contiguous array of ``shape`` and ``dtype``, else a new (empty)
+    array: what a kernel taking ``out`` writes its result into."""
+    if out is not None and out.shape == tuple(shape) and out.dtype == dtype and out.flags.c_contiguous:
+        return out
+    return np.empty(shape, dtype)
