@@ -7,7 +7,9 @@ reduces over the taps; a convolution copies them into **columns**,
 product: W [O, C*kh*kw] @ columns [C*kh*kw, OH*OW] is the output [O, OH*OW],
 already in NCHW order. The adjoint (col2im) adds each tap's slice of column
 gradients back into the padded input: one whole-array add per tap (kh*kw of
-them), never a loop over pixels.
+them), never a loop over pixels. With stride 1 the column gradients can be
+made as wide as the padded input (zeros past OW), and each tap's add is then
+one contiguous run per image and channel instead of OH runs of OW.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["Sweep", "add_columns", "columns", "pad_into", "tap"]
+__all__ = ["Sweep", "add_columns", "add_wide_columns", "columns", "pad_into", "tap"]
 
 
 class Sweep(NamedTuple):
@@ -76,4 +78,22 @@ def add_columns(gcols: np.ndarray, sweep: Sweep, gxp: np.ndarray) -> np.ndarray:
     for i in range(sweep.kh):
         for j in range(sweep.kw):
             tap(gxp, sweep, i, j, oh, ow)[...] += gcols[:, :, i, j]
+    return gxp
+
+
+def add_wide_columns(gcols: np.ndarray, sweep: Sweep, gxp: np.ndarray) -> np.ndarray:
+    """``add_columns`` for stride 1 and column gradients [N, C, kh, kw, OH, Wp] whose rows are as wide as the
+    padded input, zero past OW: a tap's rows then lie end to end in ``gxp``'s (contiguous) planes, the zeros
+    falling between them, and each tap is one add of contiguous runs. (A non-finite filter puts a NaN in
+    those zeros, and so beside the tap's reach too: the gradient is NaN either way.)"""
+    n, c, kh, kw, oh, wp = gcols.shape
+    dh, dw = sweep.dilations
+    run = (oh - 1) * wp + wp - (kw - 1) * dw  # the last row ends at OW
+    planes = gxp.view()
+    planes.shape = (n, c, gxp.shape[2] * wp)  # raises rather than copy: the adds must land in gxp
+    rows = gcols.reshape(n, c, kh, kw, oh * wp)
+    for i in range(kh):
+        for j in range(kw):
+            at = i * dh * wp + j * dw
+            planes[:, :, at:at + run] += rows[:, :, i, j, :run]
     return gxp
