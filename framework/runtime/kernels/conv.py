@@ -1,12 +1,13 @@
 """Convolution kernels as matrix products: column matrices (``im2col``) times the filter, through gradgen's BLAS.
 
-Each op works on a few images at a time (``images_per_chunk``), so that
+Each op works on a few images at a time (``COLUMN_BYTES``), so that
 their column matrix stays a few megabytes in a reused scratch array and in
 cache, and for each image and group makes one product (``gemm_batch``):
 
 - conv2d:          out[n, g]   = W[g] @ cols[n, g]                  [Og, Cg*kh*kw] @ [Cg*kh*kw, OH*OW]
 - filter gradient: dW[g]      += dout[n, g] @ cols[n, g]^T          summed over the images
-- input gradient:  dcols[n, g] = W[g]^T @ dout[n, g], then col2im   (``im2col.add_columns``)
+- input gradient:  dcols[n, g] = W[g]^T @ dout[n, g], then col2im   (``im2col.add_columns``; at stride 1
+                   on rows widened to the padded input, ``add_wide_columns``)
 - conv2d_transpose is the input gradient at the size its attrs give.
 
 The outputs are NCHW as they come out of the products: nothing is transposed.
@@ -25,15 +26,13 @@ from .scratch import result_array, scratch
 
 COLUMN_BYTES = 4 << 20
 """The column matrix a conv kernel builds at once holds whole images and at most this many bytes (unless one
-image alone needs more): measured on LeNet and ResNet shapes (``design_docs/performance.md``)."""
-
-
-def images_per_chunk(n: int, bytes_per_image: int) -> int:
-    return max(1, min(n, COLUMN_BYTES // max(bytes_per_image, 1)))
+image alone needs more). On LeNet and ResNet shapes 1 MiB, 16 MiB and the whole batch timed alike, within
+noise (a LeNet batch fits in 4 MiB; a ResNet image takes 2.4 MiB): the bound is there for memory."""
 
 
 def _chunks(n: int, bytes_per_image: int):
-    step = images_per_chunk(n, bytes_per_image)
+    """(first, end) image ranges whose columns take at most ``COLUMN_BYTES`` (or one image)."""
+    step = max(1, min(n, COLUMN_BYTES // max(bytes_per_image, 1)))
     return ((lo, min(lo + step, n)) for lo in range(0, n, step))
 
 

@@ -58,8 +58,8 @@ class _Pooling:
         return np.multiply.outer(counts[0], counts[1]).astype(dtype)
 
     def first_maxima(self, x: np.ndarray):
-        """The sweep, output size, and per tap a 0/1 mask [N, C, OH, OW]: 1 where this tap holds its window's
-        first maximum (a NaN being the maximum where there is one)."""
+        """The sweep, output size, and per tap a boolean mask [N, C, OH, OW]: True where this tap holds its
+        window's first maximum (a NaN being the maximum where there is one)."""
         sweep, hw, taps = self.taps(x, -np.inf)
         top = _reduce(np.maximum, taps, np.empty(taps[0].shape, x.dtype))
         nan = np.isnan(top).any()
