@@ -6,7 +6,7 @@ page-faulting) them every time.
 (purpose, dtype) and thread, grown when a call needs more: the column
 matrices of a convolution, a padded copy of its input. Callers keep them
 bounded (conv kernels work on a few images at a time), so a thread holds a
-few megabytes, not a batch's worth.
+few megabytes, not a batch's worth; an array above 64 MiB is never kept.
 
 The values are garbage, and valid only until the calling thread asks for the
 same purpose again: a kernel never returns a scratch view and never keeps one
@@ -22,6 +22,10 @@ import numpy as np
 
 __all__ = ["result_array", "scratch"]
 
+_KEEP_BYTES = 64 << 20
+"""Scratch arrays larger than this are allocated for the call and not kept: one huge image's columns should
+not stay in a thread for good."""
+
 _LOCAL = threading.local()
 """``arrays``: (purpose, dtype) -> this thread's flat array for it."""
 
@@ -36,6 +40,8 @@ def scratch(purpose: str, shape: Sequence[int], dtype) -> np.ndarray:
     size = 1
     for d in shape:
         size *= d
+    if size * dtype.itemsize > _KEEP_BYTES:
+        return np.empty(shape, dtype)
     flat = arrays.get((purpose, dtype))
     if flat is None or flat.size < size:
         flat = arrays[(purpose, dtype)] = np.empty(size, dtype)
