@@ -136,7 +136,7 @@ def test_the_kernels_that_take_out_are_the_ones_expected():
         "relu", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "reciprocal", "sign", "scale", "erf",
         "relu_grad", "tanh_grad", "sigmoid_grad", "elementwise_add", "elementwise_sub", "elementwise_mul",
         "elementwise_div", "elementwise_pow", "elementwise_max", "elementwise_min", "matmul", "sum", "sgd",
-        "momentum", "adam"}
+        "momentum", "adam", "conv2d_transpose", "pool2d"}
     declined = {(c.op, c.label or str(len(c.inputs.get("X", [])))) for c in UNBUFFERED if c.op in ("scale", "sum")}
     # The identities return their input, and integer scale computes in its own dtype: no buffer.
     assert declined == {("scale", "1.0x+0.0"), ("scale", "int64"), ("sum", "1")}

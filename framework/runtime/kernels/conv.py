@@ -1,181 +1,140 @@
-"""Convolution and pooling kernels: windows as strided views, products as einsum, no loops over pixels.
+"""Convolution kernels as matrix products: column matrices (``im2col``) times the filter, through gradgen's BLAS.
 
-The only Python loops run over the kernel's kh x kw positions, to scatter
-window gradients back into the input.
+Each op works on a few images at a time (``COLUMN_BYTES``), so that
+their column matrix stays a few megabytes in a reused scratch array and in
+cache, and for each image and group makes one product (``gemm_batch``):
+
+- conv2d:          out[n, g]   = W[g] @ cols[n, g]                  [Og, Cg*kh*kw] @ [Cg*kh*kw, OH*OW]
+- filter gradient: dW[g]      += dout[n, g] @ cols[n, g]^T          summed over the images
+- input gradient:  dcols[n, g] = W[g]^T @ dout[n, g], then col2im   (``im2col.add_columns``; at stride 1
+                   on rows widened to the padded input, ``add_wide_columns``)
+- conv2d_transpose is the input gradient at the size its attrs give.
+
+The outputs are NCHW as they come out of the products: nothing is transposed.
+Pooling lives in ``pooling``; this module is the family's kernel table.
 """
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from gradgen.program.ops.conv import pool_out_size, pool_paddings, transposed_size
+from gradgen.program.ops.conv import transposed_size
 
+from .gemm_batch import gemm_batch
+from .im2col import Sweep, add_columns, add_wide_columns, columns, pad_into
+from .pooling import pool2d, pool2d_grad, pool2d_select
+from .scratch import result_array, scratch
 
-def _windows(xp, kh: int, kw: int, strides, dilations):
-    """[N, C, OH, OW, kh, kw] windows of padded NCHW ``xp`` (views, no copies)."""
-    (sh, sw), (dh, dw) = strides, dilations
-    view = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-    return view[:, :, ::sh, ::sw, ::dh, ::dw]
-
-
-def _pad(x, paddings, value=0.0, extra=(0, 0)):
-    """NCHW ``x`` padded by ``paddings`` ([h, w] or four sides), plus ``extra`` rows and columns at the far end."""
-    pt, pb, pl, pr = pool_paddings(paddings)
-    pb, pr = pb + extra[0], pr + extra[1]
-    if not (pt or pb or pl or pr):
-        return x
-    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+COLUMN_BYTES = 4 << 20
+"""The column matrix a conv kernel builds at once holds whole images and at most this many bytes (unless one
+image alone needs more). On LeNet and ResNet shapes 1 MiB, 16 MiB and the whole batch timed alike, within
+noise (a LeNet batch fits in 4 MiB; a ResNet image takes 2.4 MiB): the bound is there for memory."""
 
 
-def _scatter_windows(gwin, shape, paddings, strides, dilations, extra=(0, 0)):
-    """Sum window gradients [N, C, OH, OW, kh, kw] back into an NCHW array of ``shape`` (the adjoint of _windows
-    over ``_pad(x, paddings, extra=extra)``)."""
-    (pt, pb, pl, pr), (sh, sw), (dh, dw) = pool_paddings(paddings), strides, dilations
-    n, c, oh, ow, kh, kw = gwin.shape
-    gxp = np.zeros((n, c, shape[2] + pt + pb + extra[0], shape[3] + pl + pr + extra[1]), dtype=gwin.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            gxp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw] += gwin[..., i, j]
-    return gxp[:, :, pt: pt + shape[2], pl: pl + shape[3]]
+def _chunks(n: int, bytes_per_image: int):
+    """(first, end) image ranges whose columns take at most ``COLUMN_BYTES`` (or one image)."""
+    step = max(1, min(n, COLUMN_BYTES // max(bytes_per_image, 1)))
+    return ((lo, min(lo + step, n)) for lo in range(0, n, step))
 
 
-def _conv_attrs(op):
-    return op.attr("strides"), op.attr("paddings"), op.attr("dilations"), op.attr("groups")
+def _sweep(op, w_shape) -> Sweep:
+    (ph, pw) = op.attr("paddings")
+    return Sweep(w_shape[2], w_shape[3], tuple(op.attr("strides")), tuple(op.attr("dilations")), (ph, ph, pw, pw))
 
 
-def _grouped_windows(x, kh, kw, strides, paddings, dilations, groups):
-    win = _windows(_pad(x, paddings), kh, kw, strides, dilations)
-    n, c, oh, ow = win.shape[:4]
-    return win.reshape(n, groups, c // groups, oh, ow, kh, kw)
+def _image_columns(x: np.ndarray, sweep: Sweep, oh: int, ow: int) -> np.ndarray:
+    """Scratch columns [N, C, kh, kw, OH, OW] of the images ``x``."""
+    n, c, h, w = x.shape
+    if sweep.padded():
+        x = pad_into(x, sweep.pads, 0, scratch("conv padded", (n, c) + sweep.padded_hw(h, w), x.dtype))
+    return columns(x, sweep, oh, ow, scratch("conv columns", (n, c, sweep.kh, sweep.kw, oh, ow), x.dtype))
 
 
 def conv2d(op):
-    strides, paddings, dilations, groups = _conv_attrs(op)
+    groups = op.attr("groups")
 
-    def run(x, w):
-        o, cg, kh, kw = w.shape
-        win = _grouped_windows(x, kh, kw, strides, paddings, dilations, groups)
-        out = np.einsum("ngchwij,gocij->ngohw", win, w.reshape(groups, o // groups, cg, kh, kw), optimize=True)
-        return np.ascontiguousarray(out.reshape(x.shape[0], o, out.shape[3], out.shape[4]), dtype=x.dtype)
-
-    return run
-
-
-def _transposed(w, gout, shape, strides, paddings, dilations, groups, dtype):
-    """conv2d's adjoint in its input: ``gout`` [N, O, OH, OW] spread back over an NCHW array of ``shape``."""
-    o, cg, kh, kw = w.shape
-    n, _, oh, ow = gout.shape
-    g = gout.reshape(n, groups, o // groups, oh, ow)
-    gwin = np.einsum("ngohw,gocij->ngchwij", g, w.reshape(groups, o // groups, cg, kh, kw), optimize=True)
-    gwin = gwin.reshape(n, groups * cg, oh, ow, kh, kw)
-    return np.ascontiguousarray(_scatter_windows(gwin, shape, paddings, strides, dilations), dtype=dtype)
-
-
-def conv2d_input_grad(op):
-    strides, paddings, dilations, groups = _conv_attrs(op)
-    return lambda w, gout, x: _transposed(w, gout, x.shape, strides, paddings, dilations, groups, x.dtype)
-
-
-def conv2d_transpose(op):
-    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the size the
-    attrs give."""
-    strides, paddings, dilations, groups = _conv_attrs(op)
-    extra = op.attr("output_padding")
-
-    def run(x, w):
-        n, _, h, wd = x.shape
-        size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
-                zip((h, wd), w.shape[2:], strides, paddings, dilations, extra)]
-        return _transposed(w, x, (n, w.shape[1] * groups, *size), strides, paddings, dilations, groups, x.dtype)
+    def run(x, w, *, out=None):
+        sweep = _sweep(op, w.shape)
+        (n, c, h, wd), o = x.shape, w.shape[0]
+        oh, ow = sweep.out_hw(h, wd)
+        result = result_array(out, (n, o, oh, ow), x.dtype)
+        filters = w.reshape(groups, o // groups, -1)
+        for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
+            cols = _image_columns(x[lo:hi], sweep, oh, ow).reshape(hi - lo, groups, -1, oh * ow)
+            gemm_batch(filters, cols, result[lo:hi].reshape(hi - lo, groups, o // groups, oh * ow))
+        return result
 
     return run
 
 
 def conv2d_filter_grad(op):
-    strides, paddings, dilations, groups = _conv_attrs(op)
+    groups = op.attr("groups")
 
-    def run(x, gout, w):
-        o, cg, kh, kw = w.shape
-        win = _grouped_windows(x, kh, kw, strides, paddings, dilations, groups)
-        n, _, oh, ow = gout.shape
-        g = gout.reshape(n, groups, o // groups, oh, ow)
-        gw = np.einsum("ngchwij,ngohw->gocij", win, g, optimize=True)
-        return np.ascontiguousarray(gw.reshape(w.shape), dtype=w.dtype)
-
-    return run
-
-
-class _Pooling:
-    """One pool2d op's attrs and the window arithmetic they imply: padding (with ceil mode's extra far-end rows),
-    the windows, their scatter back, the average's divisor and the max's one-hot."""
-
-    def __init__(self, op):
-        self.kind, self.ksize, self.strides = op.attr("pooling_type"), op.attr("ksize"), op.attr("strides")
-        self.paddings, self.exclusive = op.attr("paddings"), op.attr("exclusive")
-        self.ceil_mode = op.attr("ceil_mode")
-
-    def extra(self, shape):
-        """Rows and columns past the far padding that the last (ceil mode) windows reach."""
-        sides = pool_paddings(self.paddings)
-        extra = []
-        for size, k, s, before, after in zip(shape[2:], self.ksize, self.strides, sides[::2], sides[1::2]):
-            out = pool_out_size(size, k, s, before, after, self.ceil_mode)
-            extra.append(max(0, (out - 1) * s + k - (size + before + after)))
-        return tuple(extra)
-
-    def windows(self, x, value):
-        return _windows(_pad(x, self.paddings, value, self.extra(x.shape)), self.ksize[0], self.ksize[1],
-                        self.strides, (1, 1))
-
-    def scatter(self, gwin, shape):
-        return _scatter_windows(gwin, shape, self.paddings, self.strides, (1, 1), self.extra(shape))
-
-    def divisor(self, shape, dtype):
-        """Per window: its in-bounds elements (exclusive) or its whole area."""
-        if not self.exclusive:
-            return dtype.type(self.ksize[0] * self.ksize[1])
-        ones = np.ones((1, 1) + tuple(shape[2:]), dtype=dtype)
-        return self.windows(ones, 0.0).sum(axis=(-1, -2))
-
-    def argmax_one_hot(self, x):
-        """[N, C, OH, OW, kh, kw] 0/1 masks marking the first maximum of each window of ``x``."""
-        kh, kw = self.ksize
-        win = self.windows(x, -np.inf)
-        flat = win.reshape(win.shape[:4] + (kh * kw,))
-        hot = np.arange(kh * kw) == np.argmax(flat, axis=-1)[..., None]
-        return hot.reshape(win.shape)
-
-
-def pool2d(op):
-    pool = _Pooling(op)
-
-    def run(x):
-        if pool.kind == "max":
-            return pool.windows(x, -np.inf).max(axis=(-1, -2)).astype(x.dtype, copy=False)
-        return (pool.windows(x, 0.0).sum(axis=(-1, -2)) / pool.divisor(x.shape, x.dtype)).astype(x.dtype)
+    def run(x, gout, w, *, out=None):
+        sweep = _sweep(op, w.shape)
+        (n, c), (o, oh, ow) = x.shape[:2], gout.shape[1:]
+        result = result_array(out, w.shape, w.dtype)
+        per_group = result.reshape(groups, o // groups, -1)
+        per_group[...] = 0
+        for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
+            cols = _image_columns(x[lo:hi], sweep, oh, ow).reshape(hi - lo, groups, -1, oh * ow)
+            g = gout[lo:hi].reshape(hi - lo, groups, o // groups, oh * ow)
+            gemm_batch(g, cols, per_group, trans_b=True, accumulate=True)
+        return result
 
     return run
 
 
-def pool2d_grad(op):
-    pool = _Pooling(op)
+def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.ndarray:
+    """conv2d's adjoint in its input: ``gout`` [N, O, OH, OW] spread back over an NCHW array of ``shape``.
 
-    def run(x, gout):
-        if pool.kind == "max":
-            gwin = pool.argmax_one_hot(x) * gout[..., None, None]
-        else:
-            share = gout / pool.divisor(x.shape, x.dtype)
-            gwin = np.broadcast_to(share[..., None, None], share.shape + tuple(pool.ksize))
-        return pool.scatter(gwin.astype(x.dtype, copy=False), x.shape)
+    With stride 1, ``gout``'s rows are first widened to the padded input's width (``im2col.add_wide_columns``):
+    a few percent more product, a much cheaper scatter."""
+    o, cg, kh, kw = w.shape
+    n, c, h, wd = shape
+    oh, ow = gout.shape[2:]
+    ph, pw = sweep.padded_hw(h, wd)
+    wide = sweep.strides == (1, 1)
+    row = pw if wide else ow
+    result = result_array(out, shape, dtype)
+    filters_t = w.reshape(groups, o // groups, cg * kh * kw).swapaxes(1, 2)
+    for lo, hi in _chunks(n, c * kh * kw * oh * row * np.dtype(dtype).itemsize):
+        g = gout[lo:hi]
+        if wide:
+            g = scratch("conv wide rows", (hi - lo, o, oh, pw), dtype)
+            g[..., ow:] = 0
+            g[..., :ow] = gout[lo:hi]
+        gcols = scratch("conv columns", (hi - lo, c, kh, kw, oh, row), dtype)
+        gemm_batch(filters_t, g.reshape(hi - lo, groups, o // groups, oh * row),
+                   gcols.reshape(hi - lo, groups, cg * kh * kw, oh * row))
+        gxp = result[lo:hi] if not sweep.padded() else scratch("conv padded", (hi - lo, c, ph, pw), dtype)
+        gxp[...] = 0
+        (add_wide_columns if wide else add_columns)(gcols, sweep, gxp)
+        if sweep.padded():
+            pt, _, pl, _ = sweep.pads
+            result[lo:hi] = gxp[:, :, pt:pt + h, pl:pl + wd]
+    return result
+
+
+def conv2d_input_grad(op):
+    groups = op.attr("groups")
+
+    def run(w, gout, x, *, out=None):
+        return _input_grad(w, gout, x.shape, _sweep(op, w.shape), groups, x.dtype, out)
 
     return run
 
 
-def pool2d_select(op):
-    pool = _Pooling(op)
+def conv2d_transpose(op):
+    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the size the
+    attrs give."""
+    groups, extra = op.attr("groups"), op.attr("output_padding")
+    strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
-    def run(x, d):
-        return (pool.windows(d, 0.0) * pool.argmax_one_hot(x)).sum(axis=(-1, -2)).astype(x.dtype)
+    def run(x, w, *, out=None):
+        n, _, h, wd = x.shape
+        size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
+                zip((h, wd), w.shape[2:], strides, paddings, dilations, extra)]
+        return _input_grad(w, x, (n, w.shape[1] * groups, *size), _sweep(op, w.shape), groups, x.dtype, out)
 
     return run
 
