@@ -305,7 +305,10 @@ class Importer:
                 value = graph.lookup_const(o.name)
                 if value is None:
                     raise OnnxImportError(f"graph output '{o.name}' is never computed")
-                var = self.constant_var(o.name, value)
+                try:
+                    var = self.constant_var(o.name, value)
+                except (NotImportable, GradgenError) as e:
+                    raise OnnxImportError(f"graph output '{o.name}': {str(e).splitlines()[0]}") from None
             outs.append(var)
         return outs
 
@@ -333,8 +336,11 @@ class Importer:
                     dtype = numpy_dtype(inp.type.tensor_type.elem_type)
                 except NotImportable as e:
                     raise OnnxImportError(f"graph input '{inp.name}': {e}") from None
-                top.vars[inp.name] = self.main.global_block().create_var(inp.name, shape, dtype,
-                                                                         stop_gradient=True).name
+                try:
+                    top.vars[inp.name] = self.main.global_block().create_var(inp.name, shape, dtype,
+                                                                             stop_gradient=True).name
+                except GradgenError as e:
+                    raise OnnxImportError(f"graph input {inp.name!r}: {e}") from None
             outs = self.import_graph(graph_proto, top, {})
         self.outputs = dict(zip((o.name for o in graph_proto.output), outs))
         return self.main, self.params
