@@ -138,19 +138,15 @@ def test_run_time_shapes_the_region_does_not_cover_run_op_by_op():
 
 def test_the_mean_of_no_elements_is_nan_in_a_region_as_op_by_op():
     """A region's reduce_mean over an empty batch gave 0 (its count was clamped to 1); op by op gives NaN."""
-    main, startup = Program(), Program()
-    with program_guard(main, startup):
-        x = layers.data("x", [-1, 6], "float64")
-        w = layers.create_parameter([6, 5], "float64", name="w", initializer=Normal(0.0, 0.3, seed=1))
-        v = layers.create_parameter([5, 3], "float64", name="v", initializer=Normal(0.0, 0.3, seed=3))
-        loss = layers.reduce_mean(layers.square(layers.tanh(x @ w) @ v))
-    steps = build_plan(main.global_block(), ["x"], [loss.name], REGIONS).steps
+    main, startup, loss, _ = _mlp("float64", [("tanh", 0.0)], opt="momentum")  # a reduce_mean loss
+    steps = build_plan(main.global_block(), ["x", "y"], [loss.name], REGIONS).steps
     assert any(getattr(s.fn, "region", False) and "reduce_mean" in [main.global_block().ops[i].type for i in s.ops]
                for s in steps)
+    empty = {"x": np.zeros((0, 6)), "y": np.zeros((0, 3))}
     for options in (REGIONS, PLAIN):
         exe, scope = Executor(options=options, check_types=False), Scope()
         exe.run(startup, scope=scope)
-        (got,) = exe.run(main, feed={"x": np.zeros((0, 6))}, fetch_list=[loss], scope=scope)
+        (got,) = exe.run(main, feed=empty, fetch_list=[loss], scope=scope)
         assert np.isnan(got), options
 
 
