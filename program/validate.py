@@ -42,17 +42,27 @@ class _Location(tuple):
 
 
 def _names(block: "Block", where, kind: str, slot: str, value) -> FrozenList:
-    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it."""
+    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it.
+
+    A Variable of this program is its name; the check is inline, as builders pass Variables on every op."""
+    program = block.program
     if isinstance(value, (list, tuple)):
         names = FrozenList(value)
         for v in names:  # usually all names already: one copy and a check, no comprehension
             if not isinstance(v, str):
-                return FrozenList([v if isinstance(v, str) else _var_name(block, where, kind, slot, v) for v in value])
+                return FrozenList([v if isinstance(v, str) else v.name if type(v) is Variable
+                                   and v.block.program is program else _var_name(block, where, kind, slot, v)
+                                   for v in value])
         return names
-    return FrozenList((value if isinstance(value, str) else _var_name(block, where, kind, slot, value),))
+    if isinstance(value, str):
+        return FrozenList((value,))
+    if type(value) is Variable and value.block.program is program:
+        return FrozenList((value.name,))
+    return FrozenList((_var_name(block, where, kind, slot, value),))
 
 
 def _var_name(block: "Block", where, kind: str, slot: str, value) -> str:
+    """The name a slot value other than a str or a Variable of this program stands for, or the error it is."""
     if isinstance(value, Variable):
         return own_name(block, value, f"{where}: {kind} slot '{slot}'")
     raise OpError(f"{where}: {kind} slot '{slot}' holds a {type(value).__name__} ({value!r:.80}); "
