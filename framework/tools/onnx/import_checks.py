@@ -7,6 +7,7 @@ importer turns into one naming the node), never an exception of protobuf, onnx o
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -73,19 +74,30 @@ def check_opset(model) -> int:
     return opset
 
 
+@functools.lru_cache(maxsize=None)
+def _schema(op_type: str, opset: int, domain: str):
+    """(min inputs, max inputs, min outputs, max outputs, attr name -> (kind, required)) of ONNX's schema, or
+    None where ONNX has no such op; cached, as reading a schema from onnx.defs costs more than the check."""
+    try:
+        schema = defs.get_schema(op_type, opset, domain)
+    except defs.SchemaError:
+        return None
+    attrs = {name: (int(spec.type), spec.required) for name, spec in schema.attributes.items()}
+    return schema.min_input, schema.max_input, schema.min_output, schema.max_output, attrs
+
+
 def check_node(node, opset: int) -> None:
     """NotImportable unless ``node`` matches its ONNX schema at ``opset``: input and output counts, each attr
     known and of its declared kind, every required attr present."""
-    try:
-        schema = defs.get_schema(node.op_type, opset, node.domain)
-    except defs.SchemaError:
-        raise NotImportable(f"ONNX has no {node.op_type} in opset {opset}") from None
+    schema = _schema(node.op_type, opset, node.domain)
+    if schema is None:
+        raise NotImportable(f"ONNX has no {node.op_type} in opset {opset}")
+    min_in, max_in, min_out, max_out, known = schema
     n_in, n_out = len(node.input), len(node.output)
-    if not schema.min_input <= n_in <= schema.max_input:
-        raise NotImportable(f"{n_in} inputs; {node.op_type} takes {_range(schema.min_input, schema.max_input)}")
-    if not schema.min_output <= n_out <= schema.max_output:
-        raise NotImportable(f"{n_out} outputs; {node.op_type} makes {_range(schema.min_output, schema.max_output)}")
-    known = schema.attributes
+    if not min_in <= n_in <= max_in:
+        raise NotImportable(f"{n_in} inputs; {node.op_type} takes {_range(min_in, max_in)}")
+    if not min_out <= n_out <= max_out:
+        raise NotImportable(f"{n_out} outputs; {node.op_type} makes {_range(min_out, max_out)}")
     seen = set()
     for attr in node.attribute:
         spec = known.get(attr.name)
@@ -94,10 +106,10 @@ def check_node(node, opset: int) -> None:
         if attr.name in seen:
             raise NotImportable(f"attr '{attr.name}' given twice")
         seen.add(attr.name)
-        if int(attr.type) != int(spec.type):
+        if attr.type != spec[0]:
             raise NotImportable(f"attr '{attr.name}' is of kind {_kind(attr.type)}, {node.op_type} takes "
-                                f"{_kind(spec.type)}")
-    missing = [name for name, spec in known.items() if spec.required and name not in seen]
+                                f"{_kind(spec[0])}")
+    missing = [name for name, (_, required) in known.items() if required and name not in seen]
     if missing:
         raise NotImportable(f"missing required attr(s) {', '.join(missing)}")
 
