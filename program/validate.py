@@ -93,7 +93,8 @@ def _suggest(word: str, choices) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def normalize_slots(block: "Block", where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
+def normalize_slots(block: "Block", where: str, given: Mapping[str, Any] | None, schema: OpSchema,
+                    kind: str) -> dict[str, list[str]]:
     """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
     known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
@@ -234,5 +235,5 @@ def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType
                       f"{t.dtype}{format_shape(t.shape)}")
 
 
-__all__ = ["own_name", "normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "dtype_problem", "infer_types",
-           "make_operator"]
+__all__ = ["own_name", "normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "dtype_problem",
+           "infer_types", "make_operator"]

@@ -5,6 +5,7 @@ them (their bytes, their nodes, attrs, types, shapes and initializers), as a fuz
 """
 from __future__ import annotations
 
+import functools
 import random
 import sys
 from collections import Counter
@@ -84,15 +85,10 @@ def _models():
     }
 
 
-SEEDS = None
-"""The seed models by name, made on first use (``seeds()``)."""
-
-
+@functools.lru_cache(maxsize=None)
 def seeds() -> dict:
-    global SEEDS
-    if SEEDS is None:
-        SEEDS = _models()
-    return SEEDS
+    """The seed models by name (made once: mutants are copies)."""
+    return _models()
 
 
 _BIG = [0, -1, 1, 2, 3, -7, 2 ** 31, 2 ** 62, -(2 ** 63), 12000]
@@ -154,7 +150,6 @@ def _mutate_proto(model, rng: random.Random) -> None:
         del node.attribute[:]
         node.attribute.extend(kept + [_random_attr(rng, name, declared.get(name))])
     elif kind == 7 and node is not None:
-        from tests.onnx.hostile import _op_types
         node.op_type = rng.choice(_op_types())
     elif kind == 8:
         target = rng.choice(list(graph.input) + list(graph.output))

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from gradgen.program import Program, program_guard
 from gradgen.program.dtypes import DTYPES
