@@ -70,9 +70,12 @@ def persistable_vars(program) -> list:
 def save_params(path: str | os.PathLike, program, scope: Scope) -> list[str]:
     """Write every persistable var of ``program`` held in ``scope`` to ``path``; return the names written."""
     arrays = {}
-    for var in persistable_vars(program):
-        if var.name in scope:
-            arrays[var.name] = np.asarray(scope[var.name])
+    with scope.run_lock:  # every array from the same step: a run on this scope commits before or after, not between
+        for var in persistable_vars(program):
+            if var.name in scope:
+                arrays[var.name] = np.asarray(scope[var.name])
+    # Outside the lock the arrays stay as they were: a commit swaps whole arrays, and a run updates one in place
+    # (or recycles it as a buffer) only while nobody else holds a reference, as ``arrays`` does.
     if not arrays:
         raise ParamFileError(f"nothing to save: the scope holds none of the program's persistable vars "
                              f"(run the startup program first)")
@@ -110,5 +113,6 @@ def load_params(path: str | os.PathLike, program, scope: Scope, strict: bool = T
                                  f"program declares {var.type_str()}")
     if strict and missing:
         raise ParamFileError(f"{where}: missing persistable var(s) {', '.join(repr(n) for n in missing)}")
-    scope.update(arrays)  # one operation: a KeyboardInterrupt cannot leave half a file loaded
+    with scope.run_lock:  # between runs: a run already under way would commit over the loaded values
+        scope.update(arrays)  # one operation: a KeyboardInterrupt cannot leave half a file loaded
     return list(arrays)

@@ -32,11 +32,15 @@ div_grad = binary("elementwise_div", emits=("elementwise_div", "elementwise_mul"
 
 
 def pow_dx(g, x, y, out, dout):
-    """dout * y * x ** (y - 1), and 0 where y is 0 (the power is the constant 1 there; at x = 0 the formula
-    would give 0 * inf)."""
-    zeros = g.fill_zeros_like(y)
-    slope = g.where(g.compare("equal", y, zeros), zeros, g.mul(g.elementwise_pow(x, g.scale(y, bias=-1.0)), y))
-    return g.mul(dout, slope)
+    """dout * y * x ** (y - 1), with x read as 1 where x and y are both 0 (the power is the constant 1 there, and
+    y * 0 ** -1 would be 0 * inf).
+
+    Only the base is replaced, never the whole slope: a mask on the slope would be constant in y, and the mixed
+    second derivative d2/dxdy x ** y = x ** (y - 1) (1 + y log x) would lose its 1/x at y = 0."""
+    ones = g.scale(g.fill_zeros_like(x), bias=1.0)
+    x_or_one = g.where(g.compare("equal", x, g.fill_zeros_like(x)), ones, x)
+    base = g.where(g.compare("equal", y, g.fill_zeros_like(y)), x_or_one, x)
+    return g.mul(dout, g.mul(g.elementwise_pow(base, g.scale(y, bias=-1.0)), y))
 
 
 def pow_dy(g, x, y, out, dout):

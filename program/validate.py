@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .describe import describe_slots, op_location
 from .dtypes import describe_dtypes
-from .errors import OpError, ShapeInferenceError
+from .errors import OpError, ProgramError, ShapeInferenceError
 from .operator import ROLES, Operator
 from .ops import OP_SCHEMAS
 from .schema import ATTR_KINDS, InferContext, OpSchema, TensorType
 from .shapes import format_shape, shapes_agree
 from .tracked import FrozenList
+from .variable import Variable
 
 if TYPE_CHECKING:
     from .block import Block
@@ -40,15 +41,51 @@ class _Location(tuple):
         return op_location(*self)
 
 
-def _names(value) -> FrozenList:
-    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it."""
+def _names(block: "Block", where, kind: str, slot: str, value) -> FrozenList:
+    """A slot value (a Variable, a name, or a list of them) as a new list of names, frozen as the op keeps it.
+
+    A Variable of this program is its name; the check is inline, as builders pass Variables on every op."""
+    program = block.program
     if isinstance(value, (list, tuple)):
         names = FrozenList(value)
         for v in names:  # usually all names already: one copy and a check, no comprehension
             if not isinstance(v, str):
-                return FrozenList([v if isinstance(v, str) else v.name for v in value])
+                return FrozenList([v if isinstance(v, str) else v.name if type(v) is Variable
+                                   and v.block.program is program else _var_name(block, where, kind, slot, v)
+                                   for v in value])
         return names
-    return FrozenList((value if isinstance(value, str) else value.name,))
+    if isinstance(value, str):
+        return FrozenList((value,))
+    if type(value) is Variable and value.block.program is program:
+        return FrozenList((value.name,))
+    return FrozenList((_var_name(block, where, kind, slot, value),))
+
+
+def _var_name(block: "Block", where, kind: str, slot: str, value) -> str:
+    """The name a slot value other than a str or a Variable of this program stands for, or the error it is."""
+    if isinstance(value, Variable):
+        return own_name(block, value, f"{where}: {kind} slot '{slot}'")
+    raise OpError(f"{where}: {kind} slot '{slot}' holds a {type(value).__name__} ({value!r:.80}); "
+                  "a slot holds var names (str) or Variables")
+
+
+def own_name(block: "Block", var: Variable, what: str) -> str:
+    """``var.name``, once ``var`` is known to be a var of ``block``'s program (or of a program it was cloned from,
+    whose var of that name here has the same type); otherwise a ProgramError naming both programs' vars.
+
+    A Variable stands for its name only inside its own program: looked up by name elsewhere it would silently
+    be another var, perhaps of another dtype and shape."""
+    program = block.program
+    home = var.block.program
+    if home is program:
+        return var.name
+    own = block.find_var(var.name)
+    if own is not None and program.descends_from(home) and own.type_str() == var.type_str():
+        return var.name
+    here = (f"this program's own '{var.name}' is {own.type_str()}" if own is not None
+            else f"this program has no var named '{var.name}'")
+    raise ProgramError(f"{what}: '{var.name}' ({var.type_str()}) is a var of another program, not of the program "
+                       f"being built; {here}. Use the vars of the program being built (or build in the other one)")
 
 
 def _suggest(word: str, choices) -> str:
@@ -56,7 +93,8 @@ def _suggest(word: str, choices) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchema, kind: str) -> dict[str, list[str]]:
+def normalize_slots(block: "Block", where: str, given: Mapping[str, Any] | None, schema: OpSchema,
+                    kind: str) -> dict[str, list[str]]:
     """``kind`` ("input" or "output") slots of ``given`` as ``slot -> [names]`` in schema order, checked."""
     known = schema.tables.inputs if kind == "input" else schema.tables.outputs
     given = given or {}
@@ -68,7 +106,7 @@ def normalize_slots(where: str, given: Mapping[str, Any] | None, schema: OpSchem
     out: dict[str, list[str]] = {}
     for name, slot in known.items():
         value = given.get(name)
-        names = [] if value is None else _names(value)
+        names = [] if value is None else _names(block, where, kind, name, value)
         if not names:
             if not slot.optional:
                 raise OpError(f"{where}: missing {kind} slot '{name}'")
@@ -171,8 +209,8 @@ def make_operator(block: "Block", index: int, op_type: str, inputs=None, outputs
     schema = OP_SCHEMAS.get(op_type) or lookup_schema(where, op_type)
     if role not in ROLES:
         raise OpError(f"{where}: unknown role '{role}' (valid: {', '.join(ROLES)})")
-    ins = normalize_slots(where, inputs, schema, "input")
-    outs = normalize_slots(where, outputs, schema, "output")
+    ins = normalize_slots(block, where, inputs, schema, "input")
+    outs = normalize_slots(block, where, outputs, schema, "output")
     norm_attrs = normalize_attrs(where, schema, attrs)
     inferred = infer_types(block, where, schema, ins, norm_attrs)
     for slot, names in outs.items():
@@ -197,5 +235,5 @@ def _bind_output(block: "Block", where: str, slot: str, name: str, t: TensorType
                       f"{t.dtype}{format_shape(t.shape)}")
 
 
-__all__ = ["normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "dtype_problem", "infer_types",
-           "make_operator"]
+__all__ = ["own_name", "normalize_slots", "normalize_attrs", "coerce_attr", "lookup_schema", "dtype_problem",
+           "infer_types", "make_operator"]

@@ -22,8 +22,8 @@ def _op_problems(block, index: int, op) -> list[str]:
     where = op_location(block, index, op.type, op.callsite)
     try:
         schema = lookup_schema(where, op.type)
-        ins = normalize_slots(where, op.inputs, schema, "input")
-        outs = normalize_slots(where, op.outputs, schema, "output")
+        ins = normalize_slots(block, where, op.inputs, schema, "input")
+        outs = normalize_slots(block, where, op.outputs, schema, "output")
         attrs = normalize_attrs(where, schema, op.attrs)
         inferred = infer_types(block, where, schema, ins, attrs)
     except OpError as e:

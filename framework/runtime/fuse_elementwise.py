@@ -357,7 +357,9 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
         values = dict(zip(full, results))
         for k in reduced:
             op = block.ops[group.units[-1].index]
-            total = acc / max(int(np.prod(run_shape)), 1) if op.type == "reduce_mean" else acc
+            count = int(np.prod(run_shape))
+            # the mean of no elements is NaN, as the op-by-op kernel (and numpy) give it
+            total = (acc / count if count else np.nan) if op.type == "reduce_mean" else acc
             values[k] = np.full(reduced_shape, total, dtype)
         ordered = tuple(values[k] for k in range(len(outs)))
         return ordered if many else ordered[0]

@@ -268,7 +268,7 @@ def _emit(w: _Writer, unit: Unit) -> None:
             w.emit(f"for i{d} in range({x}.shape[{d}]):", 1 + d)
         w.emit(f"acc += {x}[{', '.join(f'i{d}' for d in range(rank))}]", 1 + rank)
         if op.type == "reduce_mean":
-            w.emit(f"acc /= max({x}.size, 1)")
+            w.emit(f"acc = acc / {x}.size if {x}.size else np.nan")  # NaN over no elements, as op by op
         out = op.output("Out")[0]
         local = w.new(out)
         w.emit(f"{local} = np.empty({_shape(block, out)!r}, lit)")

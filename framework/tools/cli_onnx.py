@@ -40,7 +40,8 @@ def cmd_import_onnx(args) -> int:
 
     if not os.path.exists(args.model):
         raise CliError(f"no such model file: {args.model}")
-    program, params, outputs = import_onnx(args.model)
+    program, params, outputs = import_onnx(args.model, max_constant_bytes=args.max_constant_bytes,
+                                           max_loop_iterations=args.max_loop_iterations)
     program.save(args.output)
     written = ""
     if params:
@@ -59,6 +60,8 @@ def cmd_import_onnx(args) -> int:
 
 def add_commands(sub) -> None:
     """Add ``export-onnx`` and ``import-onnx`` to the CLI's subcommand parsers ``sub``."""
+    from .onnx.limits import ImportLimits
+
     p = sub.add_parser("export-onnx", help="write a program as an ONNX model (opset 17)")
     p.add_argument("program")
     p.add_argument("--params", help="a parameter file (.npz): its arrays become initializers")
@@ -73,4 +76,9 @@ def add_commands(sub) -> None:
     p.add_argument("model")
     p.add_argument("-o", "--output", required=True, help="the program file (.json) to write")
     p.add_argument("--params-out", help="where to write the parameters (default: OUTPUT with .params.npz)")
+    p.add_argument("--max-constant-bytes", type=int, default=ImportLimits.max_constant_bytes,
+                   help="the largest tensor the import may make from the model's declared sizes "
+                        "(default: %(default)s bytes)")
+    p.add_argument("--max-loop-iterations", type=int, default=ImportLimits.max_loop_iterations,
+                   help="the most steps a Loop may take at run time (default: %(default)s)")
     p.set_defaults(run=cmd_import_onnx)

@@ -1,7 +1,8 @@
 """Finite-difference checks of generated gradients: the proof that a grad maker is right.
 
 ``numeric_gradient`` perturbs one var (a feed or a scope var) element by
-element and differentiates a scalar target by central differences;
+element and differentiates a scalar target by central differences
+(``numeric_gradients``: several targets from the same runs);
 ``check_gradients`` compares that with the gradient vars the backward pass
 generated and reports the worst errors per var.
 
@@ -56,23 +57,25 @@ def _restore(scope: Scope, saved: dict[str, np.ndarray]) -> None:
         scope.set(name, value.copy())
 
 
-def _target_value(exe: Executor, program, feed, scope: Scope, target: str,
-                  saved: dict[str, np.ndarray] | None = None, wrt: str | None = None, value=None) -> float:
-    """The scalar ``target``, evaluated from the ``saved`` scope (with ``wrt`` set to ``value`` if given)."""
+def _target_values(exe: Executor, program, feed, scope: Scope, targets: Sequence[str],
+                   saved: dict[str, np.ndarray] | None = None, wrt: str | None = None, value=None) -> list[float]:
+    """The scalar ``targets``, evaluated in one run from the ``saved`` scope (with ``wrt`` set to ``value``)."""
     if saved is not None:
         _restore(scope, saved)
     if wrt is not None:
         scope.set(wrt, value)
-    (value,) = exe.run(program, feed=feed, fetch_list=[target], scope=scope)
-    if np.size(value) != 1:
-        raise ExecutionError(f"gradient check: target '{target}' must be a scalar, got shape {np.shape(value)}")
-    return float(np.sum(value))
+    fetched = exe.run(program, feed=feed, fetch_list=list(targets), scope=scope)
+    for target, got in zip(targets, fetched):
+        if np.size(got) != 1:
+            raise ExecutionError(f"gradient check: target '{target}' must be a scalar, got shape {np.shape(got)}")
+    return [float(np.sum(got)) for got in fetched]
 
 
-def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, target: str, wrt: str,
-                     delta: float = 1e-6, executor: Executor | None = None,
-                     on_element: Callable[[], None] | None = None) -> np.ndarray:
-    """d target / d wrt by central differences; ``wrt`` is a feed name or a var held in ``scope``.
+def numeric_gradients(program, feed: Mapping[str, np.ndarray], scope: Scope, targets: Sequence[str], wrt: str,
+                      delta: float = 1e-6, executor: Executor | None = None,
+                      on_element: Callable[[], None] | None = None) -> list[np.ndarray]:
+    """d target / d wrt for each of ``targets`` by central differences, all from the same runs (one pair of runs
+    per element of ``wrt``, a feed name or a var held in ``scope``).
 
     ``on_element`` is called after each element (a progress bar's update).
     """
@@ -81,7 +84,7 @@ def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, targ
     in_feed = wrt in feed
     saved = _snapshot(scope)
     base = feed[wrt] if in_feed else saved[wrt]
-    grad = np.zeros(base.shape, dtype=np.float64)
+    grads = [np.zeros(base.shape, dtype=np.float64) for _ in targets]
     flat = base.reshape(-1)
     for i in range(flat.size):
         values = []
@@ -90,14 +93,22 @@ def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, targ
             x.reshape(-1)[i] = flat[i] + sign * delta
             if in_feed:
                 feed[wrt] = x
-                values.append(_target_value(exe, program, feed, scope, target, saved))
+                values.append(_target_values(exe, program, feed, scope, targets, saved))
             else:
-                values.append(_target_value(exe, program, feed, scope, target, saved, wrt, x))
-        grad.reshape(-1)[i] = (values[0] - values[1]) / (2.0 * delta)
+                values.append(_target_values(exe, program, feed, scope, targets, saved, wrt, x))
+        for grad, plus, minus in zip(grads, *values):
+            grad.reshape(-1)[i] = (plus - minus) / (2.0 * delta)
         if on_element is not None:
             on_element()
     _restore(scope, saved)
-    return grad
+    return grads
+
+
+def numeric_gradient(program, feed: Mapping[str, np.ndarray], scope: Scope, target: str, wrt: str,
+                     delta: float = 1e-6, executor: Executor | None = None,
+                     on_element: Callable[[], None] | None = None) -> np.ndarray:
+    """d target / d wrt by central differences; ``wrt`` is a feed name or a var held in ``scope``."""
+    return numeric_gradients(program, feed, scope, [target], wrt, delta, executor, on_element)[0]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..errors import ProgramError
 from ..guard import default_main_program
 from ..subblocks import building_block, check_writes_local, external_reads
 from ..variable import Variable
-from .helper import check_var
+from .helper import check_var, own_var
 
 
 def _as_results(value, what: str) -> list[Variable]:
@@ -25,6 +25,7 @@ def _as_results(value, what: str) -> list[Variable]:
     for k, v in enumerate(values):
         if not isinstance(v, Variable):
             raise ProgramError(f"{what} must return Variables, but result {k} is {type(v).__name__}")
+        own_var(v, f"{what}'s result {k}")
     return values
 
 
@@ -43,7 +44,7 @@ def cond(pred: Variable, true_fn: Callable[[], object], false_fn: Callable[[], o
     Both functions are built into their own sub-block and must return the same
     number of vars with matching dtypes and shapes. Returns one var or a tuple.
     """
-    pred = check_var(pred, "cond's pred")
+    pred = own_var(pred, "cond's pred")
     program = default_main_program()
     parent = program.current_block()
     branches = []
@@ -80,7 +81,7 @@ def while_loop(cond_fn: Callable[..., Variable], body_fn: Callable[..., object],
     """
     if isinstance(loop_vars, Variable) or not isinstance(loop_vars, (list, tuple)) or not loop_vars:
         raise ProgramError("while_loop's loop_vars must be a non-empty list of Variables")
-    loop_vars = [check_var(v, f"while_loop's loop_vars[{k}]") for k, v in enumerate(loop_vars)]
+    loop_vars = [own_var(v, f"while_loop's loop_vars[{k}]") for k, v in enumerate(loop_vars)]
     program = default_main_program()
     parent = program.current_block()
     base = name or program.unique_name("while")

@@ -9,7 +9,7 @@ from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import XavierUniform
 from ..variable import Variable
-from .helper import append, check_var
+from .helper import append, check_var, own_var
 
 
 def data(name: str, shape: Sequence[int | None], dtype="float32") -> Variable:
@@ -104,7 +104,8 @@ def ones_like(x: Variable, dtype=None) -> Variable:
 
 def assign(x: Variable, output: Variable | None = None) -> Variable:
     """Out = x; writes into ``output`` when given."""
-    return append("assign", {"X": check_var(x, "x")}, name=output.name if output is not None else None)
+    name = own_var(output, "assign's output").name if output is not None else None
+    return append("assign", {"X": check_var(x, "x")}, name=name)
 
 
 def cast(x: Variable, dtype) -> Variable:

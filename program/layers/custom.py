@@ -22,7 +22,7 @@ from ..guard import default_main_program
 from ..subblocks import building_block, check_writes_local, external_reads
 from ..variable import Variable
 from .control_flow import _as_results, _fresh
-from .helper import check_var
+from .helper import own_var
 
 
 def _params(program, block, rule: str, like: list[Variable], suffix: str = "") -> list[Variable]:
@@ -67,7 +67,7 @@ def custom_gradient(forward_fn: Callable[..., object] | None = None,
         rule = "custom"
 
     def apply(*xs: Variable):
-        xs = tuple(check_var(x, f"custom gradient '{rule}' input {k}") for k, x in enumerate(xs))
+        xs = tuple(own_var(x, f"custom gradient '{rule}' input {k}") for k, x in enumerate(xs))
         program = default_main_program()
         parent = program.current_block()
         body = program.create_block(parent.idx)
@@ -83,7 +83,7 @@ def custom_gradient(forward_fn: Callable[..., object] | None = None,
         with building_block(program, grad):
             grads = grad_fn(tuple(g_ins), tuple(g_outs), tuple(g_douts))
             grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
-            checked = [None if v is None else check_var(v, f"custom gradient '{rule}' gradient {k}")
+            checked = [None if v is None else own_var(v, f"custom gradient '{rule}' gradient {k}")
                        for k, v in enumerate(grads)]
             grad_names = _local(program, grad, checked, rule)
         check_writes_local(grad, f"custom gradient '{rule}' grad_fn")

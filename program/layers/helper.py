@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from ..errors import ProgramError
 from ..guard import default_main_program
+from ..validate import own_name
 from ..variable import Variable
 
 
@@ -34,4 +35,12 @@ def check_var(value, what: str) -> Variable:
     return value
 
 
-__all__ = ["append", "check_var"]
+def own_var(value, what: str) -> Variable:
+    """``value``, a Variable of the program being built (``check_var`` plus ``own_name``'s program check): for
+    layers that pass a var on by name, out of ``append_op``'s sight."""
+    var = check_var(value, what)
+    own_name(default_main_program().current_block(), var, what)
+    return var
+
+
+__all__ = ["append", "check_var", "own_var"]

@@ -34,10 +34,14 @@ def test_forward_over_reverse_equals_reverse_over_reverse(case):
     feed = {**feed, **{r.name: rng.standard_normal(r.shape) for r in rs},
             **{v.name: rng.standard_normal(v.shape) for v in vs}}
     exe = Executor()
-    hv_forward = {x.name: (exe.run(main, feed=feed, fetch_list=[hv])[0] if hv is not None else np.zeros(x.shape))
-                  for (x, _), hv in zip(kept, forward)}
-    hv_reverse = {x.name: (exe.run(main, feed=feed, fetch_list=[h])[0] if h is not None else np.zeros(x.shape))
-                  for x, h in zip(ins, reverse)}
+    # Over an empty axis a reduction such as logsumexp is -inf, and the loss sum(out * r) is then inf - inf = NaN:
+    # expected there (the gradients compared are of the empty input), so only those cases silence the warning.
+    empty = any(np.size(v) == 0 for v in feed.values())
+    with np.errstate(invalid="ignore" if empty else "warn"):
+        hv_forward = {x.name: (exe.run(main, feed=feed, fetch_list=[hv])[0] if hv is not None
+                               else np.zeros(x.shape)) for (x, _), hv in zip(kept, forward)}
+        hv_reverse = {x.name: (exe.run(main, feed=feed, fetch_list=[h])[0] if h is not None else np.zeros(x.shape))
+                      for x, h in zip(ins, reverse)}
     for x, _ in kept:
         np.testing.assert_allclose(hv_forward[x.name], hv_reverse[x.name], rtol=1e-10, atol=1e-12,
                                    err_msg=f"H v for {x.name}")

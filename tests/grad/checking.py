@@ -6,7 +6,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from gradgen.framework import Executor, Scope, gradients
-from gradgen.framework.tools.gradcheck import numeric_gradient
+from gradgen.framework.tools.gradcheck import numeric_gradient, numeric_gradients
 from gradgen.grad_makers import GRAD_MAKERS
 from gradgen.program import Program, layers, program_guard
 
@@ -58,23 +58,30 @@ def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second
     if not second_order:
         assert_makers_emit_what_they_declare(main)
         return
-    # Second order: s = sum_i sum(grad_i * v_i); its gradient is a Hessian-vector product.
+    check_second_order_pairs(main, exe, feed, scope, xs, grads, rng, rtol * 10, atol * 10)
+    assert_makers_emit_what_they_declare(main)
+
+
+def check_second_order_pairs(main, exe, feed: dict, scope, xs, grads, rng, rtol: float, atol: float) -> None:
+    """Check every block of the Hessian against finite differences: for each input i, s_i = sum(grad_i * v_i)
+    with a random v_i, and d s_i / d x_j for every input j (the mixed partials of each pair, i != j, on their
+    own, so no block can hide behind another's sum). A missing generated gradient must be a numeric zero.
+
+    Adds the v vars and the second-order ops to ``main`` and their values to ``feed``."""
     with program_guard(main, Program()):
         vs = [layers.data(f"v@{x.name}", list(x.shape), x.dtype) for x in xs]
-        s = layers.sum([layers.reduce_sum(g * v) for g, v in zip(grads, vs)]) if len(xs) > 1 \
-            else layers.reduce_sum(grads[0] * vs[0])
-        hvps = gradients(s, xs)
-    for x in xs:
-        feed[f"v@{x.name}"] = rng.standard_normal(inputs[x.name].shape)
-    wanted = [(x, h) for x, h in zip(xs, hvps) if h is not None]
-    fetched = exe.run(main, feed=feed, fetch_list=[h for _, h in wanted], scope=scope)
-    for (x, _), analytic in zip(wanted, fetched):
-        numeric = numeric_gradient(main, feed, scope, s.name, x.name)
-        np.testing.assert_allclose(analytic, numeric, rtol=rtol * 10, atol=atol * 10,
-                                   err_msg=f"second order: d s / d {x.name}")
-    assert_makers_emit_what_they_declare(main)
-    for x, h in zip(xs, hvps):
-        if h is None:  # no second-order dependence: the numeric Hessian-vector product must vanish
-            numeric = numeric_gradient(main, feed, scope, s.name, x.name)
-            np.testing.assert_allclose(numeric, 0.0, atol=atol * 10, err_msg=f"second order of {x.name} is not zero")
-
+        ss = [layers.reduce_sum(g * v) for g, v in zip(grads, vs)]
+        hvps = [gradients(s, xs) for s in ss]  # hvps[i][j] = d s_i / d x_j
+    for x, v in zip(xs, vs):
+        feed[v.name] = rng.standard_normal(feed[x.name].shape)
+    wanted = [(i, j) for i in range(len(xs)) for j in range(len(xs)) if hvps[i][j] is not None]
+    fetched = dict(zip(wanted, exe.run(main, feed=feed, fetch_list=[hvps[i][j] for i, j in wanted], scope=scope)))
+    for j, x in enumerate(xs):
+        numeric = numeric_gradients(main, feed, scope, [s.name for s in ss], x.name)
+        for i, s in enumerate(ss):
+            pair = f"d2 loss / d {x.name} d {xs[i].name}"
+            if (i, j) in fetched:
+                np.testing.assert_allclose(fetched[i, j], numeric[i], rtol=rtol, atol=atol,
+                                           err_msg=f"second order: {pair}")
+            else:  # no generated dependence: the numeric block must vanish
+                np.testing.assert_allclose(numeric[i], 0.0, atol=atol, err_msg=f"second order: {pair} is not zero")

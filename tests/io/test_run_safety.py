@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import CPUPlace, Executor, Scope, optimizer
+from gradgen.framework.io import arrays_from_npz, load_params, save_params
 from gradgen.framework.errors import ExecutionError, FeedError
 from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
 from gradgen.program import Program, layers, program_guard
@@ -172,3 +173,87 @@ def test_anything_else_is_not_taken_for_a_flag(place, message):
         Executor(place)
     with pytest.raises(TypeError):
         Executor(None, True)
+
+
+class _SlowScope(Scope):
+    """A scope whose every read takes 0.2 ms, as a big scope's reads would: a reader of all the parameters then
+    spans several runs of a training thread, unless it takes turns with them."""
+
+    def __getitem__(self, name):
+        time.sleep(0.0002)
+        return super().__getitem__(name)
+
+
+def _training_in_a_thread(seconds: float, between):
+    """Train the counting model on a slow scope in a thread while ``between(main, scope)`` is called in a loop
+    for ``seconds``; returns the scope."""
+    main, _, counted = _counting_model()
+    scope = _SlowScope()
+    scope.update({name: counted[name] for name in counted})
+    stop, errors = threading.Event(), []
+
+    def train():
+        try:
+            exe = Executor()
+            while not stop.is_set():
+                exe.run(main, scope=scope)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    try:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            between(main, scope)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    return scope
+
+
+def test_save_params_while_another_thread_trains_writes_one_step(tmp_path):
+    """save_params reads the scope under its run lock, so a checkpoint never mixes two steps."""
+    path = tmp_path / "params.npz"
+    saved: list[set[float]] = []
+
+    def save(main, scope):
+        save_params(path, main, scope)
+        arrays = arrays_from_npz(str(path))
+        saved.append({float(-v) for i in range(N_PARAMS) for v in arrays[f"p{i}"]})
+
+    _training_in_a_thread(1.5, save)
+    torn = [sorted(steps) for steps in saved if len(steps) != 1]
+    assert not torn, f"{len(torn)} of {len(saved)} checkpoints mix steps, e.g. {torn[0]}"
+    assert len({min(steps) for steps in saved}) > 1, "training went on between the saves"
+
+
+def test_load_params_while_another_thread_trains_is_not_overwritten_by_a_run_under_way(tmp_path):
+    """load_params stores under the run lock: a run that read the old values cannot commit over the loaded ones."""
+    path = tmp_path / "params.npz"
+    loaded = []
+
+    def load(main, scope):
+        if loaded:
+            return
+        with scope.run_lock:
+            before = max(_steps_in_scope(scope))
+        if before < 1:
+            return  # load once training is under way
+        save_params(path, main, _file_scope(-1000.0))
+        load_params(path, main, scope)
+        loaded.append(before)
+
+    scope = _training_in_a_thread(1.5, load)
+    assert loaded, "training never got under way"
+    steps = _steps_in_scope(scope)
+    assert len(steps) == 1 and min(steps) < -900, f"the loaded values (step -1000 and on) were lost: {sorted(steps)}"
+
+
+def _file_scope(step: float) -> Scope:
+    """A scope holding the counting model's parameters at ``step`` (and its learning rate)."""
+    _, _, scope = _counting_model()
+    for i in range(N_PARAMS):
+        scope.set(f"p{i}", np.full(4, -step))
+    return scope

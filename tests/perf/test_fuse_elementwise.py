@@ -154,6 +154,23 @@ def test_nan_propagates_like_numpy():
     np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)])
 
 
+def test_the_mean_of_no_elements_is_nan_as_op_by_op():
+    """A group ending in reduce_mean over an empty batch gave 0 (its count was clamped to 1); op by op and numpy
+    give NaN."""
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 3], "float64")
+        out = layers.reduce_mean(layers.scale(layers.tanh(x), scale=2.0, bias=1.0))
+    empty = {"x": np.zeros((0, 3))}
+    steps = build_plan(main.global_block(), ["x"], [out.name], FUSED).steps
+    assert any(len(s.ops) == 3 for s in steps), "the three ops are one group"
+    for exe in (Executor(options=FUSED), Executor(check_types=True)):
+        (got,) = exe.run(main, feed=empty, fetch_list=[out], scope=Scope())
+        assert got.shape == () and np.isnan(got)
+    (got,) = Executor(options=FUSED).run(main, feed={"x": np.ones((2, 3))}, fetch_list=[out], scope=Scope())
+    np.testing.assert_allclose(got, 2.0 * np.tanh(1.0) + 1.0, rtol=1e-15)
+
+
 def test_warm_runs_go_op_by_op_then_the_loop_takes_over():
     main, startup, loss, grads = _seed_program()
     feed = {"x": np.linspace(-1, 1, 24).reshape(4, 6), "y": np.linspace(0, 1, 24).reshape(4, 6)}

@@ -136,6 +136,20 @@ def test_run_time_shapes_the_region_does_not_cover_run_op_by_op():
         np.testing.assert_allclose(scopes[0][0]["v"], scopes[1][0]["v"], rtol=1e-12, atol=1e-14)
 
 
+def test_the_mean_of_no_elements_is_nan_in_a_region_as_op_by_op():
+    """A region's reduce_mean over an empty batch gave 0 (its count was clamped to 1); op by op gives NaN."""
+    main, startup, loss, _ = _mlp("float64", [("tanh", 0.0)], opt="momentum")  # a reduce_mean loss
+    steps = build_plan(main.global_block(), ["x", "y"], [loss.name], REGIONS).steps
+    assert any(getattr(s.fn, "region", False) and "reduce_mean" in [main.global_block().ops[i].type for i in s.ops]
+               for s in steps)
+    empty = {"x": np.zeros((0, 6)), "y": np.zeros((0, 3))}
+    for options in (REGIONS, PLAIN):
+        exe, scope = Executor(options=options, check_types=False), Scope()
+        exe.run(startup, scope=scope)
+        (got,) = exe.run(main, feed=empty, fetch_list=[loss], scope=scope)
+        assert np.isnan(got), options
+
+
 def test_a_failing_op_inside_a_region_is_named_with_its_inputs():
     main = Program()
     with program_guard(main, Program()):

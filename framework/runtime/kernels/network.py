@@ -36,12 +36,14 @@ def batch_norm(op):
     def run(x, scale, bias, mean, var):
         axes = (0,) + tuple(range(2, x.ndim))
         shape = (1, -1) + (1,) * (x.ndim - 2)
-        if is_test:
+        if is_test or x.size == 0:
+            # An empty batch tells nothing about the statistics: it normalizes (nothing) with the running ones
+            # and leaves them as they were; its own (NaN) mean and variance would poison them for good.
             mu, v = mean, var
         else:
             mu, v = x.mean(axis=axes), x.var(axis=axes)
         y = (x - mu.reshape(shape)) / np.sqrt(v.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
-        if is_test:
+        if is_test or x.size == 0:
             return y.astype(x.dtype, copy=False), mean, var
         new_mean = (momentum * mean + (1.0 - momentum) * mu).astype(mean.dtype, copy=False)
         new_var = (momentum * var + (1.0 - momentum) * v).astype(var.dtype, copy=False)

@@ -18,6 +18,15 @@ def _promoted(op) -> np.dtype | None:
     return None if out == x else np.dtype(out)
 
 
+def mean_of(x: np.ndarray, axis=None, keepdims: bool = False, dtype=None) -> np.ndarray:
+    """``np.mean``, except over no elements: every mean there is of an empty slice, NaN (numpy's value), made
+    directly, since 0 / 0 is the answer for an empty input, not a mishap numpy should warn about."""
+    if x.size:
+        return np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
+    shape = np.sum(x, axis=axis, keepdims=keepdims).shape
+    return np.full(shape, np.nan, dtype or (x.dtype if x.dtype.kind == "f" else np.float64))
+
+
 def _reducer(fn, accumulates: bool = False):
     """A reduction kernel; one that ``accumulates`` (sum, mean) adds up in the declared dtype."""
     def factory(op):
@@ -71,7 +80,7 @@ def prod_others(op):
 
 def mean(op):
     dtype = _promoted(op)
-    return lambda x: np.asarray(np.mean(x, dtype=dtype))
+    return lambda x: np.asarray(mean_of(x, dtype=dtype))
 
 
 def reduce_mean_grad(op):
@@ -92,7 +101,7 @@ def reduce_mean_grad(op):
 
 KERNELS = {
     "reduce_sum": _reducer(np.sum, accumulates=True),
-    "reduce_mean": _reducer(np.mean, accumulates=True),
+    "reduce_mean": _reducer(mean_of, accumulates=True),
     "reduce_max": _reducer(np.max),
     "reduce_min": _reducer(np.min),
     "reduce_prod": _reducer(lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)),

@@ -53,11 +53,16 @@ def _vars(ctx, names):
 
 def loop(ctx):
     """Loop(M, cond, v...) as while over (i, cond, v...): the body's scan outputs must be its loop inputs as they
-    came in (gradgen's History); the trip count M bounds the loop through the condition."""
+    came in (gradgen's History); the trip count M bounds the loop through the condition, and the import's
+    ``max_loop_iterations`` bounds every run (more steps are a run-time error)."""
     body = ctx.subgraph("body")
     n = ctx.n_inputs - 2
     n_scan = len(body.output) - 1 - n
     body_inputs = [i.name for i in body.input]
+    if len(body_inputs) != 2 + n or n_scan < 0 or len(ctx.node.output) != n + n_scan:
+        raise NotImportable(f"{n} loop-carried values need a body of {2 + n} inputs and at least {1 + n} outputs, "
+                            f"and the node {n} outputs plus one per scan output; the body has {len(body_inputs)} "
+                            f"inputs and {len(body.output)} outputs, the node {len(ctx.node.output)} outputs")
     scan_of = []
     for out in body.output[1 + n:]:
         producer = next((nd for nd in body.node if out.name in nd.output), None)
@@ -88,7 +93,9 @@ def loop(ctx):
         again = outs[0] if outs[0].shape == () else layers.reshape(outs[0], [])
         return [i + layers.fill_constant([], "int64", 1), again] + outs[1: 1 + n]
 
-    finals = layers.while_loop(keep_going, step, [zero, go] + values)
+    # The trip count is often INT64_MAX, a bound on a loop its condition ends: the run is capped instead.
+    finals = layers.while_loop(keep_going, step, [zero, go] + values,
+                               max_iterations=ctx.importer.limits.max_loop_iterations)
     for k in range(n):
         ctx.bind(k, finals[2 + k].name)
     if n_scan:

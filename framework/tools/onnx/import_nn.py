@@ -11,11 +11,11 @@ def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
     """[top, left, bottom, right] from ``pads`` or ``auto_pad`` (SAME_* needs the input's height and width)."""
     mode = ctx.attr("auto_pad", "NOTSET")
     if mode in ("NOTSET", "VALID"):
-        return [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])] if mode == "NOTSET" else [0, 0, 0, 0]
+        return ctx.attr_ints("pads", [0, 0, 0, 0], 4) if mode == "NOTSET" else [0, 0, 0, 0]
     size = ctx.shape(0)[2:]
     if -1 in size:
         raise NotImportable(f"auto_pad={mode} on an input of unknown height or width")
-    strides = [int(v) for v in ctx.attr("strides", [1, 1])]
+    strides = ctx.attr_ints("strides", [1, 1], 2)
     begins, ends = [], []
     for n, k, s, d in zip(size, kernel, strides, dilations):
         total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
@@ -39,9 +39,9 @@ def _two_d(ctx, what: str) -> None:
 
 def conv(ctx):
     _two_d(ctx, "convolution")
-    dilations = [int(d) for d in ctx.attr("dilations", [1, 1])]
+    dilations = ctx.attr_ints("dilations", [1, 1], 2)
     x, paddings = _spatial(ctx, ctx.x(0), _pads2d(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
-    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": paddings,
+    attrs = {"strides": ctx.attr_ints("strides", [1, 1], 2), "paddings": paddings,
              "dilations": dilations, "groups": int(ctx.attr("group", 1))}
     if not ctx.has(2):
         return ctx.out("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
@@ -54,12 +54,12 @@ def conv_transpose(ctx):
     _two_d(ctx, "transposed convolution")
     if ctx.attr("output_shape", None) is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise NotImportable("output_shape or auto_pad (give pads and output_padding)")
-    pads = [int(p) for p in ctx.attr("pads", [0, 0, 0, 0])]
+    pads = ctx.attr_ints("pads", [0, 0, 0, 0], 4)
     if pads[:2] != pads[2:]:
         raise NotImportable(f"asymmetric pads {pads}")
-    attrs = {"strides": [int(s) for s in ctx.attr("strides", [1, 1])], "paddings": pads[:2],
-             "dilations": [int(d) for d in ctx.attr("dilations", [1, 1])], "groups": int(ctx.attr("group", 1)),
-             "output_padding": [int(p) for p in ctx.attr("output_padding", [0, 0])]}
+    attrs = {"strides": ctx.attr_ints("strides", [1, 1], 2), "paddings": pads[:2],
+             "dilations": ctx.attr_ints("dilations", [1, 1], 2), "groups": int(ctx.attr("group", 1)),
+             "output_padding": ctx.attr_ints("output_padding", [0, 0], 2)}
     if not ctx.has(2):
         return ctx.out("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
     y = ctx.tmp("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
@@ -68,14 +68,14 @@ def conv_transpose(ctx):
 
 
 def cumsum(ctx):
-    axis = int(np.asarray(ctx.const(1)).reshape(()))
+    axis = int(ctx.scalar(1))
     ctx.out("cumsum", {"X": ctx.x(0)}, {"axis": axis, "exclusive": bool(ctx.attr("exclusive", 0)),
                                         "reverse": bool(ctx.attr("reverse", 0))})
 
 
 def top_k(ctx):
     # ONNX and gradgen both put the lower index first among equal values; sorted=0 leaves the order free
-    k = int(np.asarray(ctx.const(1)).reshape(-1)[0])
+    k = int(ctx.scalar(1))
     names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": k, "axis": int(ctx.attr("axis", -1)),
                                                "largest": bool(ctx.attr("largest", 1))},
                    names={"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]})
@@ -90,13 +90,13 @@ def gather_elements(ctx):
 def _pool(kind):
     def translate(ctx):
         _two_d(ctx, "pooling")
-        if any(int(d) != 1 for d in ctx.attr("dilations", [1, 1])):
+        if any(d != 1 for d in ctx.attr_ints("dilations", [1, 1], 2)):
             raise NotImportable("dilated pooling")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
-        ksize = [int(k) for k in ctx.attr("kernel_shape")]
+        ksize = ctx.attr_ints("kernel_shape", length=2)
         top, left, bottom, right = _pads2d(ctx, ksize, [1, 1])
-        attrs = {"pooling_type": kind, "ksize": ksize, "strides": [int(s) for s in ctx.attr("strides", [1, 1])],
+        attrs = {"pooling_type": kind, "ksize": ksize, "strides": ctx.attr_ints("strides", [1, 1], 2),
                  "paddings": [top, bottom, left, right], "exclusive": not ctx.attr("count_include_pad", 0),
                  "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
         ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
@@ -119,7 +119,7 @@ def batch_norm(ctx):
 
 
 def dropout(ctx):
-    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.const(2)):
+    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.scalar(2)):
         raise NotImportable("training_mode=True")
     ctx.out("assign", {"X": ctx.x(0)})
     if len(ctx.node.output) > 1 and ctx.node.output[1]:

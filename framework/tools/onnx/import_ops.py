@@ -7,9 +7,9 @@ computes an output. A node gradgen cannot express raises ``NotImportable`` with 
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper, numpy_helper
 
 from .errors import NotImportable
+from .import_checks import check_size, numpy_dtype, tensor_value
 
 __all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
@@ -107,8 +107,8 @@ def clip(ctx):
     if ctx.opset < 11:
         lo, hi = ctx.attr("min", -np.inf), ctx.attr("max", np.inf)
     else:
-        lo = float(ctx.const(1)) if ctx.has(1) else -np.inf
-        hi = float(ctx.const(2)) if ctx.has(2) else np.inf
+        lo = float(ctx.scalar(1)) if ctx.has(1) else -np.inf
+        hi = float(ctx.scalar(2)) if ctx.has(2) else np.inf
     ctx.out("clip", {"X": ctx.x(0)}, {"min": float(lo), "max": float(hi)})
 
 
@@ -164,7 +164,7 @@ def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
     if "axes" in ctx.attrs:
         return [int(a) for a in ctx.attr("axes")]
     if ctx.has(1):
-        return [int(a) for a in np.asarray(ctx.const(1)).reshape(-1)]
+        return ctx.ints(1)
     return None
 
 
@@ -193,7 +193,7 @@ def reshape(ctx):
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
     if ctx.attr("allowzero", 0):
         raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
-    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": [int(d) for d in ctx.const(1).reshape(-1)]})
+    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.ints(1)})
 
 
 def flatten(ctx):
@@ -224,7 +224,7 @@ def split(ctx):
     if "split" in ctx.attrs:
         sizes = [int(s) for s in ctx.attr("split")]
     elif ctx.has(1):
-        sizes = [int(s) for s in ctx.const(1).reshape(-1)]
+        sizes = ctx.ints(1)
     else:
         size = ctx.shape(0)[axis]
         if size < 0:
@@ -243,9 +243,11 @@ def slice_(ctx):
         axes = ctx.attr("axes", list(range(len(starts))))
         steps = [1] * len(starts)
     else:
-        starts, ends = ctx.const(1).reshape(-1).tolist(), ctx.const(2).reshape(-1).tolist()
-        axes = ctx.const(3).reshape(-1).tolist() if ctx.has(3) else list(range(len(starts)))
-        steps = ctx.const(4).reshape(-1).tolist() if ctx.has(4) else [1] * len(starts)
+        starts, ends = ctx.ints(1), ctx.ints(2)
+        axes = ctx.ints(3) if ctx.has(3) else list(range(len(starts)))
+        steps = ctx.ints(4) if ctx.has(4) else [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise NotImportable(f"{len(starts)} starts, {len(ends)} ends, {len(axes)} axes and {len(steps)} steps")
     clamp = lambda v: int(max(min(v, 2 ** 62), -2 ** 62))  # noqa: E731
     if all(s == 1 for s in steps):
         return ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes],
@@ -254,13 +256,17 @@ def slice_(ctx):
     # other steps: gather the picked indices, one axis at a time (the axis sizes must be known)
     x, rank = ctx.x(0), ctx.rank(0)
     for a, start, end, step in zip(axes, starts, ends, steps):
-        a = int(a) % rank
+        a = ctx.axis(int(a), rank)
         size = ctx.shape(0)[a]
         if size < 0:
             raise NotImportable(f"a step of {step} along an axis of unknown size")
-        picked = np.arange(size, dtype=np.int64)[slice(clamp(start), clamp(end), int(step))]
-        if picked.size == 0:
+        if step == 0:
+            raise NotImportable("a slice step of 0")
+        picked = range(size)[slice(clamp(start), clamp(end), step)]  # a range: nothing made yet
+        if len(picked) == 0:
             raise NotImportable("a strided slice that picks nothing")
+        check_size([len(picked)], 8, "the index of a strided slice", ctx.importer.limits)
+        picked = np.arange(picked.start, picked.stop, picked.step, dtype=np.int64)
         index = ctx.importer.constant_var(f"{ctx.node.output[0]}_index", picked)
         x = ctx.tmp("gather", {"X": x, "Index": index}, {"axis": a})
     ctx.out("assign", {"X": x})
@@ -269,6 +275,8 @@ def slice_(ctx):
 def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
     """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop."""
     rank = len(ctx.importer.block().var(x).shape)
+    if len(pads) != 2 * len(axes):
+        raise NotImportable(f"{len(pads)} pads for {len(axes)} axes (one begin and one end each)")
     widths = [0] * (2 * rank)
     for k, a in enumerate(axes):
         begin, end = pads[k], pads[k + len(axes)]
@@ -285,10 +293,9 @@ def pad(ctx):
     if ctx.attr("mode", "constant") != "constant":
         raise NotImportable(f"mode={ctx.attr('mode')}")
     rank = ctx.rank(0)
-    pads = [int(p) for p in (ctx.attr("pads") if ctx.opset < 11 else ctx.const(1).reshape(-1))]
-    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else \
-        (float(ctx.const(2).reshape(-1)[0]) if ctx.has(2) else 0.0)
-    axes = [int(a) % rank for a in ctx.const(3).reshape(-1)] if ctx.has(3) else list(range(rank))
+    pads = [int(p) for p in ctx.attr("pads")] if ctx.opset < 11 else ctx.ints(1)
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else (float(ctx.scalar(2)) if ctx.has(2) else 0.0)
+    axes = [ctx.axis(a, rank) for a in ctx.ints(3)] if ctx.has(3) else list(range(rank))
     ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
 
 
@@ -357,9 +364,11 @@ def squeeze(ctx):
 
 def unsqueeze(ctx):
     axes = _axes(ctx)
+    if axes is None:
+        raise NotImportable("no axes")
     out_rank = ctx.rank(0) + len(axes)
     # ONNX axes index the output; inserting them in increasing order one at a time gives the same result
-    ctx.out("unsqueeze", {"X": ctx.x(0)}, {"axes": sorted(a % out_rank for a in axes)})
+    ctx.out("unsqueeze", {"X": ctx.x(0)}, {"axes": sorted(ctx.axis(a, out_rank) for a in axes)})
 
 
 def gather(ctx):
@@ -367,7 +376,7 @@ def gather(ctx):
 
 
 def cast(ctx):
-    to = np.dtype(helper.tensor_dtype_to_np_dtype(int(ctx.attr("to")))).name
+    to = numpy_dtype(ctx.attr("to"))
     ctx.out("cast", {"X": ctx.x(0)}, {"out_dtype": to})
 
 
@@ -384,10 +393,11 @@ def _arg_translate(ctx, op_type: str):
     if not ctx.attr("select_last_index", 0):
         return ctx.out(op_type, {"X": ctx.x(0)}, attrs)
     # the last maximum: the first one of the reversed axis, counted from the end (the axis size must be known)
-    axis = attrs["axis"] % ctx.rank(0)
+    axis = ctx.axis(attrs["axis"], ctx.rank(0))
     size = ctx.shape(0)[axis]
     if size < 0:
         raise NotImportable("select_last_index=1 along an axis of unknown size")
+    check_size([size], 8, "the reversed index of select_last_index=1", ctx.importer.limits)
     backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
     first = ctx.tmp(op_type, {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
     last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
@@ -398,11 +408,15 @@ def expand(ctx):
     like = ctx.shape_source(1)
     if like is not None:
         return ctx.out("broadcast_to", {"X": ctx.x(0), "ShapeLike": like})
-    shape = [int(d) for d in ctx.const(1).reshape(-1)]
+    shape = ctx.ints(1)
     xs = ctx.shape(0)
     if -1 in xs:
         raise NotImportable("expanding an input of unknown shape")
-    ctx.out("broadcast_to", {"X": ctx.x(0)}, {"shape": list(np.broadcast_shapes(tuple(xs), tuple(shape)))})
+    try:
+        shape = np.broadcast_shapes(tuple(xs), tuple(shape))
+    except ValueError:
+        raise NotImportable(f"shape {shape} does not broadcast with the input's {list(xs)}") from None
+    ctx.out("broadcast_to", {"X": ctx.x(0)}, {"shape": list(shape)})
 
 
 def constant(ctx):
@@ -413,7 +427,7 @@ def constant(ctx):
             if name in ctx.attrs:
                 return ctx.bind_const(0, np.asarray(ctx.attr(name), dtype))
         raise NotImportable(f"constant attrs {sorted(ctx.attrs)}")
-    ctx.bind_const(0, numpy_helper.to_array(ctx.attrs["value"]))
+    ctx.bind_const(0, tensor_value(ctx.attrs["value"], "value"))
 
 
 def shape(ctx):
@@ -431,9 +445,12 @@ def shape(ctx):
 
 
 def constant_of_shape(ctx):
-    value = numpy_helper.to_array(ctx.attrs["value"]) if "value" in ctx.attrs else np.zeros(1, np.float32)
+    value = tensor_value(ctx.attrs["value"], "value") if "value" in ctx.attrs else np.zeros(1, np.float32)
+    if value.size != 1:
+        raise NotImportable(f"value must have one element, got {value.size}")
     like = ctx.shape_source(0)
     if like is not None:
         return ctx.out("fill_any_like", {"X": like}, {"value": float(value.reshape(-1)[0]), "dtype": value.dtype.name})
-    dims = [int(d) for d in ctx.const(0).reshape(-1)]
+    dims = ctx.ints(0)
+    check_size(dims, value.itemsize, "the filled tensor", ctx.importer.limits)
     ctx.bind_const(0, np.full(dims, value.reshape(-1)[0], dtype=value.dtype))

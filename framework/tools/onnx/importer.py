@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from gradgen.program import Program, program_guard
 from gradgen.program.dtypes import DTYPES
@@ -23,15 +23,17 @@ from gradgen.program.ops import OP_SCHEMAS
 
 from . import import_table
 from .errors import NotImportable, OnnxImportError
+from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
+from .limits import ImportLimits
 
 __all__ = ["import_onnx", "unsupported_nodes", "NodeContext"]
 
 
-def _numpy_dtype(elem_type: int) -> str:
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
-    if dtype not in DTYPES:
-        raise NotImportable(f"element type {dtype} (gradgen has {', '.join(DTYPES)})")
-    return dtype
+def _dtype_of(value: np.ndarray) -> str:
+    """The gradgen dtype of a constant's array (numpy's dtype names are gradgen's)."""
+    if value.dtype.name not in DTYPES:
+        raise NotImportable(f"a constant of element type {value.dtype.name} (gradgen has {', '.join(DTYPES)})")
+    return value.dtype.name
 
 
 def _shape(value_info) -> tuple[int, ...] | None:
@@ -52,6 +54,7 @@ class Graph:
         self.shapes: dict[str, str] = {}  # ONNX value name -> the gradgen var whose run-time shape it holds
         self.unit_dims: dict[str, tuple[str, int]] = {}  # ONNX bool -> (var, axis): "that dim is 1 at run time"
         self.dims: dict[str, tuple[str, int]] = {}  # ONNX value name -> (var, axis) whose run-time size it holds
+        self.defined: set[str] = set(parent.defined) if parent is not None else set()  # names given a value
 
     def lookup_symbol(self, table: str, name: str) -> tuple[str, int] | None:
         """``name`` in ``dims`` or ``unit_dims`` of this graph or an enclosing one."""
@@ -103,6 +106,16 @@ class NodeContext:
         value = self.attrs.get(name, default)
         return value.decode() if isinstance(value, bytes) else value
 
+    def attr_ints(self, name: str, default: list[int] | None = None, length: int | None = None) -> list[int]:
+        """Attr ``name`` (an ``ints`` attr, or ``default``) as a list of ints of ``length`` elements if given."""
+        value = self.attr(name, default)
+        if value is None:
+            raise NotImportable(f"missing attr '{name}'")
+        value = [int(v) for v in value]
+        if length is not None and len(value) != length:
+            raise NotImportable(f"attr '{name}' has {len(value)} values, {length} wanted")
+        return value
+
     def has(self, k: int) -> bool:
         return len(self.node.input) > k and self.node.input[k] != ""
 
@@ -116,6 +129,27 @@ class NodeContext:
         if value is None:
             raise NotImportable(f"input {k} ('{self.node.input[k]}') must be a constant (gradgen keeps it as an attr)")
         return value
+
+    def ints(self, k: int) -> list[int]:
+        """Input k's value as a list of ints (a shape, axes, sizes): a constant of an integer type."""
+        value = self.const(k)
+        if value.dtype.kind not in "iu":
+            raise NotImportable(f"input {k} ('{self.node.input[k]}') must hold integers, got {value.dtype.name}")
+        return [int(v) for v in value.reshape(-1)]
+
+    def scalar(self, k: int) -> float:
+        """Input k's value as one number: a constant with exactly one element."""
+        value = self.const(k)
+        if value.size != 1 or value.dtype.kind not in "biuf":
+            raise NotImportable(f"input {k} ('{self.node.input[k]}') must be one number, got {value.dtype.name}"
+                                f"{list(value.shape)}")
+        return value.reshape(-1)[0].item()
+
+    def axis(self, axis: int, rank: int) -> int:
+        """``axis`` (negative counts from the end) as an index into ``rank`` dims, which it must be."""
+        if not -rank <= axis < rank:
+            raise NotImportable(f"axis {axis} is out of range for rank {rank}")
+        return axis % rank
 
     def is_const(self, k: int) -> bool:
         return self.has(k) and self.graph.lookup_const(self.node.input[k]) is not None
@@ -186,10 +220,6 @@ class NodeContext:
         return self.importer.import_graph(graph_proto, Graph(self.importer, self.graph), bindings)
 
 
-def _opset(model) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
 def unsupported_nodes(model) -> list[str]:
     """``node #i (OpType)`` for every node of the model (and its subgraphs) with no importer function."""
     found = []
@@ -209,8 +239,8 @@ def unsupported_nodes(model) -> list[str]:
 class Importer:
     """Builds one gradgen program from one ONNX model."""
 
-    def __init__(self, model, constants: Mapping[str, Any]):
-        self.model, self.opset = model, _opset(model)
+    def __init__(self, model, constants: Mapping[str, Any], limits: ImportLimits = ImportLimits()):
+        self.model, self.opset, self.limits = model, check_opset(model), limits
         self.main, self.startup = Program(), Program()
         self.params: dict[str, np.ndarray] = {}
         self.frozen = {k: np.asarray(v) for k, v in constants.items()}
@@ -226,7 +256,7 @@ class Importer:
     def parameter(self, name: str, value: np.ndarray) -> str:
         """An initializer used as data: a persistable parameter of the global block."""
         var = self.fresh(name)
-        dtype = _numpy_dtype(helper.np_dtype_to_tensor_dtype(value.dtype))
+        dtype = _dtype_of(value)
         self.main.global_block().create_var(var, value.shape, dtype, persistable=True, is_parameter=True,
                                             trainable=dtype.startswith("float"))
         self.params[var] = value.astype(dtype, copy=False)
@@ -234,7 +264,7 @@ class Importer:
 
     def constant_var(self, name: str, value: np.ndarray) -> str:
         """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter."""
-        dtype = _numpy_dtype(helper.np_dtype_to_tensor_dtype(value.dtype))
+        dtype = _dtype_of(value)
         flat = value.reshape(-1)
         if flat.size and (flat == flat[0]).all() and dtype != "bool":
             var = self.fresh(name)
@@ -248,13 +278,21 @@ class Importer:
         return var
 
     def import_graph(self, graph_proto, graph: Graph, bindings: dict[str, str]) -> list[str]:
+        """Translate every node of ``graph_proto`` into the current block (each checked against its ONNX schema
+        first); returns the vars of the graph's outputs."""
         graph.vars.update(bindings)
         for init in graph_proto.initializer:
-            graph.initializers[init.name] = numpy_helper.to_array(init)
-        for i, node in enumerate(graph_proto.node):
-            ctx = NodeContext(self, graph, node, self.opset)
             try:
-                import_table.IMPORTERS[node.op_type](ctx)
+                graph.initializers[init.name] = tensor_value(init, "initializer")
+            except NotImportable as e:
+                raise OnnxImportError(f"initializer '{init.name}': {e}") from None
+        defined = graph.defined
+        defined |= {i.name for i in graph_proto.input} | set(graph.initializers) | set(bindings)
+        for i, node in enumerate(graph_proto.node):
+            try:
+                check_node(node, self.opset)
+                check_defined_once(node, defined)
+                import_table.IMPORTERS[node.op_type](NodeContext(self, graph, node, self.opset))
             except NotImportable as e:
                 raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): {e}") from None
             except GradgenError as e:
@@ -267,7 +305,10 @@ class Importer:
                 value = graph.lookup_const(o.name)
                 if value is None:
                     raise OnnxImportError(f"graph output '{o.name}' is never computed")
-                var = self.constant_var(o.name, value)
+                try:
+                    var = self.constant_var(o.name, value)
+                except (NotImportable, GradgenError) as e:
+                    raise OnnxImportError(f"graph output '{o.name}': {str(e).splitlines()[0]}") from None
             outs.append(var)
         return outs
 
@@ -282,36 +323,49 @@ class Importer:
                 if inp.name in self.frozen:
                     top.consts[inp.name] = self.frozen[inp.name]
                     continue
+                if not inp.type.HasField("tensor_type"):
+                    raise OnnxImportError(f"graph input '{inp.name}' is not a tensor")
                 shape = _shape(inp)
                 if shape is None:
                     raise OnnxImportError(f"graph input '{inp.name}' has no shape (gradgen needs its rank)")
+                if any(d < -1 for d in shape):
+                    raise OnnxImportError(f"graph input '{inp.name}' has negative dims {list(shape)}")
+                if inp.name in top.vars:
+                    raise OnnxImportError(f"graph input '{inp.name}' is declared twice")
                 try:
-                    dtype = _numpy_dtype(inp.type.tensor_type.elem_type)
+                    dtype = numpy_dtype(inp.type.tensor_type.elem_type)
                 except NotImportable as e:
                     raise OnnxImportError(f"graph input '{inp.name}': {e}") from None
-                top.vars[inp.name] = self.main.global_block().create_var(inp.name, shape, dtype,
-                                                                         stop_gradient=True).name
+                try:
+                    top.vars[inp.name] = self.main.global_block().create_var(inp.name, shape, dtype,
+                                                                             stop_gradient=True).name
+                except GradgenError as e:
+                    raise OnnxImportError(f"graph input {inp.name!r}: {e}") from None
             outs = self.import_graph(graph_proto, top, {})
         self.outputs = dict(zip((o.name for o in graph_proto.output), outs))
         return self.main, self.params
 
 
-def import_onnx(model: "onnx.ModelProto | str | os.PathLike", *, constants: Mapping[str, Any] | None = None
+def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constants: Mapping[str, Any] | None = None,
+                max_constant_bytes: int = ImportLimits.max_constant_bytes,
+                max_loop_iterations: int = ImportLimits.max_loop_iterations
                 ) -> tuple[Program, dict[str, np.ndarray], dict[str, str]]:
-    """A gradgen program from an ONNX model (or a path to one).
+    """A gradgen program from an ONNX model (or a path to one, or its bytes).
 
     Returns ``(program, params, outputs)``: the program; the values of its persistable vars (load them
     into a scope, or ``save_params``); and ONNX graph output name -> gradgen var name. ``constants``
     freezes graph inputs to given values (for inputs that gradgen keeps as attrs, such as a shape).
-    Raises ``OnnxImportError`` listing every unsupported node at once.
+    ``max_constant_bytes`` bounds the tensors the import itself makes (``ConstantOfShape``, the index of a
+    strided ``Slice``) and ``max_loop_iterations`` the steps of each ``Loop`` at run time (``ImportLimits``).
+    Any malformed model raises ``OnnxImportError`` naming the node at fault; unsupported nodes are listed
+    all at once.
 
         >>> program, params, outputs = import_onnx("model.onnx")
     """
-    if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(os.fspath(model))
+    model = load_model(model)
     missing = unsupported_nodes(model)
     if missing:
         raise OnnxImportError(f"{len(missing)} node(s) cannot be imported:\n" + "\n".join(f"  - {m}" for m in missing))
-    importer = Importer(model, constants or {})
+    importer = Importer(model, constants or {}, ImportLimits(int(max_constant_bytes), int(max_loop_iterations)))
     program, params = importer.run()
     return program, params, importer.outputs
