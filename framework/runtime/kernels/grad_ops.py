@@ -34,6 +34,22 @@ def gelu_grad(op):
     return run
 
 
+def softmax_grad(op):
+    rank = len(op.block.var(op.input("Out")[0]).shape)
+    axis = op.attr("axis") % rank if rank else 0
+
+    def run(out, dout):  # out * (dout - sum(dout * out, axis)): the sum reads both without a product array
+        if rank == 0:
+            return np.zeros_like(dout)
+        moved = "".join(chr(97 + i) for i in range(rank))
+        dots = np.einsum(f"{moved},{moved}->{moved.replace(moved[axis], '')}", dout, out)
+        dx = np.subtract(dout, np.expand_dims(dots, axis))
+        dx *= out
+        return dx.astype(dout.dtype, copy=False)
+
+    return run
+
+
 def slice_index(shape, axes, starts, ends, strides=()) -> tuple:
     """The numpy index that ``slice`` takes (python slicing clamps out-of-range bounds the same way)."""
     index = [slice(None)] * len(shape)
@@ -75,5 +91,5 @@ def split_like(op):
 
 KERNELS = {
     "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "elu_grad": elu_grad,
-    "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
+    "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
 }
