@@ -28,8 +28,8 @@ from gradgen.program.shapes import normalize_axis
 from .base import grad_maker
 from .builder import Builder
 
-_ORDINARY = ("unsqueeze", "reduce_mean", "reduce_sum", "elementwise_sub", "elementwise_mul", "elementwise_add",
-             "square", "scale", "pow", "broadcast_to")
+_ORDINARY = ("unsqueeze", "squeeze", "reduce_mean", "reduce_sum", "elementwise_sub", "elementwise_mul",
+             "elementwise_div", "elementwise_add", "square", "scale", "pow", "broadcast_to")
 """The ordinary ops the normalization formulas record."""
 
 
@@ -91,15 +91,20 @@ def normalized(g: Builder, x: str, mean, var, epsilon: float, group: list[int], 
 
 
 # -- layer norm -------------------------------------------------------------------------------------------------
+def statistics(g: Builder, x: str, group: list[int]) -> tuple[Any, Any]:
+    """X's mean and biased variance over ``group``, kept as size-1 dims."""
+    mean = g.reduce_mean(x, group, keep_dim=True)
+    return mean, g.reduce_mean(g.square(g.sub(x, mean)), group, keep_dim=True)
+
+
 def layer_norm_view(g: Builder, op) -> Norm:
-    """layer_norm's (or layer_norm_grad's) structure, from its saved Mean and Variance."""
+    """layer_norm's (or layer_norm_grad's) structure, the statistics recomputed from X."""
     x = op.input("X")
     rank = len(op.shape(x))
     begin = normalize_axis(op.attr("begin_norm_axis"), rank)
     group, lead = list(range(begin, rank)), list(range(begin))
     narrow = (lambda v: g.reduce_sum(v, lead)) if lead else (lambda v: v)
-    return normalized(g, x, g.unsqueeze(op.input("Mean"), group), g.unsqueeze(op.input("Variance"), group),
-                      op.attr("epsilon"), group, False, lambda v: v, narrow)
+    return normalized(g, x, *statistics(g, x, group), op.attr("epsilon"), group, False, lambda v: v, narrow)
 
 
 def _affine(op, slot: str) -> str | None:
@@ -108,7 +113,7 @@ def _affine(op, slot: str) -> str | None:
 
 
 def _norm_grad_outputs(g: Builder, op_type: str, inputs: dict, attrs: dict, scale, bias) -> dict[str, Any]:
-    """Record the fused grad op; its outputs by slot (Scale@GRAD, Bias@GRAD only when asked for)."""
+    """Record the fused grad op; its outputs by input slot (Scale, Bias only when asked for)."""
     counts = {"X@GRAD": 1, **({"Scale@GRAD": 1} if scale else {}), **({"Bias@GRAD": 1} if bias else {})}
     outs = g.op(op_type, {k: v for k, v in inputs.items() if v is not None}, attrs, outputs=counts)
     return {slot.removesuffix("@GRAD"): refs[0] for slot, refs in outs.items()}
@@ -120,9 +125,8 @@ def layer_norm_grad(g, op):
     """The fused layer_norm_grad; gradients reaching the Mean and Variance outputs (rarely used) add
     ``dMean / n + dVariance * 2 (X - Mean) / n`` with ordinary ops."""
     x, scale, bias = op.input("X"), _affine(op, "Scale"), _affine(op, "Bias")
-    grads = _norm_grad_outputs(
-        g, "layer_norm_grad", {"X": x, "Scale": scale, "Mean": op.output("Mean"), "Variance": op.output("Variance"),
-                               "Y@GRAD": op.grad("Y")}, op.attrs, scale, bias)
+    grads = _norm_grad_outputs(g, "layer_norm_grad", {"X": x, "Scale": scale, "Y@GRAD": op.grad("Y")}, op.attrs,
+                               scale, bias)
     rank = len(op.shape(x))
     group = list(range(normalize_axis(op.attr("begin_norm_axis"), rank), rank))
     spread = lambda d: g.op("reduce_mean_grad", {"X": x, "Out@GRAD": d}, {"dim": group}, outputs="X@GRAD")  # noqa
@@ -141,11 +145,7 @@ def batch_norm_view(g: Builder, op) -> Norm:
     x, fixed = op.input("X"), op.attr("is_test")
     group = [0] + list(range(2, len(op.shape(x))))
     widen = lambda v: g.unsqueeze(v, group)  # noqa: E731
-    if fixed:
-        mean, var = widen(op.input("Mean")), widen(op.input("Variance"))
-    else:
-        mean = g.reduce_mean(x, group, keep_dim=True)
-        var = g.reduce_mean(g.square(g.sub(x, mean)), group, keep_dim=True)
+    mean, var = (widen(op.input("Mean")), widen(op.input("Variance"))) if fixed else statistics(g, x, group)
     return normalized(g, x, mean, var, op.attr("epsilon"), group, fixed, widen, lambda v: g.reduce_sum(v, group))
 
 
@@ -184,7 +184,7 @@ def _grad_of_grad(view: Callable[[Builder, Any], Norm], name: str):
     def maker(g, op):
         scale = _affine(op, "Scale")
         grads = second_order(view(g, op), scale, op.input("Y@GRAD"), op.output("X@GRAD"), _cotangent(op, "X@GRAD"),
-                             _cotangent(op, "Scale@GRAD") if scale else None, _cotangent(op, "Bias@GRAD"))
+                             _cotangent(op, "Scale@GRAD"), _cotangent(op, "Bias@GRAD"))
         return {**grads, **{slot: None for slot in ("Mean", "Variance") if op.inputs(slot)}}
 
     maker.__name__ = maker.__qualname__ = name
@@ -193,9 +193,8 @@ def _grad_of_grad(view: Callable[[Builder, Any], Norm], name: str):
 
 layer_norm_grad_grad = grad_maker("layer_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(layer_norm_view, "layer_norm_grad_grad"))
-"""Mean and Variance are layer_norm's statistics of X: their dependence on X is inside the X gradient."""
 batch_norm_grad_grad = grad_maker("batch_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(batch_norm_view, "batch_norm_grad_grad"))
 
-__all__ = ["Norm", "normalized", "layer_norm_view", "batch_norm_view", "second_order", "added", "layer_norm_grad",
+__all__ = ["Norm", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "added", "layer_norm_grad",
            "batch_norm_grad", "layer_norm_grad_grad", "batch_norm_grad_grad"]

@@ -84,10 +84,6 @@ def _layer_norm_grad(ctx):
     begin = norm_split(ctx)
     if not shapes_agree(dy.shape, x.shape):
         ctx.fail(f"Y@GRAD must be shaped like X {list(x.shape)}, got {list(dy.shape)}")
-    for slot in ("Mean", "Variance"):
-        if not shapes_agree(ctx.input(slot).shape, x.shape[:begin]):
-            ctx.fail(f"{slot} must be shaped like X's leading dims {list(x.shape[:begin])}, "
-                     f"got {list(ctx.input(slot).shape)}")
     affine = _check_affine(ctx, x, begin)
     return {"X@GRAD": x, "Scale@GRAD": affine, "Bias@GRAD": affine}
 
@@ -124,15 +120,14 @@ SCHEMAS = (
                "epsilon) * Scale + Bias, Scale and Bias (optional) shaped like those dims. Mean and Variance "
                "(the biased one) are per leading index, shaped like X's dims before begin_norm_axis.",
            dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}),
-    schema("layer_norm_grad", ["X", Slot("Scale", optional=True), "Mean", "Variance", "Y@GRAD"],
+    schema("layer_norm_grad", ["X", Slot("Scale", optional=True), "Y@GRAD"],
            ["X@GRAD", Slot("Scale@GRAD", optional=True), Slot("Bias@GRAD", optional=True)], _layer_norm_grad,
            _NORM_ATTRS,
-           doc="layer_norm's gradients in one pass: with xhat = (X - Mean) / sqrt(Variance + epsilon) and "
-               "c = Y@GRAD * Scale, X@GRAD = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(Variance + epsilon) "
-               "(means over the normalized dims), Scale@GRAD = sum(Y@GRAD * xhat), Bias@GRAD = sum(Y@GRAD) "
-               "(sums over the leading dims). Mean and Variance must be layer_norm's statistics of X: the op's "
-               "own gradients treat them as functions of X.",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Mean": "X", "Variance": "X", "Y@GRAD": "X"}),
+           doc="layer_norm's gradients in one pass: with X's statistics mu, var over the normalized dims "
+               "(recomputed, so the op is a function of its inputs alone), xhat = (X - mu) / sqrt(var + epsilon) "
+               "and c = Y@GRAD * Scale, X@GRAD = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), "
+               "Scale@GRAD = sum(Y@GRAD * xhat), Bias@GRAD = sum(Y@GRAD) (sums over the leading dims).",
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Y@GRAD": "X"}),
 )
 
 

@@ -37,19 +37,25 @@ def _rows(x: np.ndarray, begin: int, dtype: np.dtype) -> np.ndarray:
     return x.reshape(math.prod(x.shape[:begin]), math.prod(x.shape[begin:])).astype(dtype, copy=False)
 
 
+def _row_stats(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, biased variance (both ``[rows, 1]``) and the centred rows of a ``[rows, n]`` matrix."""
+    n = rows.dtype.type(rows.shape[1])
+    with np.errstate(invalid="ignore", divide="ignore"):  # no normalized elements: NaN statistics
+        mean = np.add.reduce(rows, axis=1, keepdims=True) / n
+        centred = np.subtract(rows, mean)
+        var = np.einsum("ij,ij->i", centred, centred)[:, None] / n
+    return mean, var, centred
+
+
 def layer_norm(op):
     begin, eps = _split(op), op.attr("epsilon")
     has_scale, has_bias = _given(op, "Scale"), _given(op, "Bias")
 
     def run(x, *affine):
-        work = _work_dtype(x.dtype)
-        rows = _rows(x, begin, work)
+        rows = _rows(x, begin, _work_dtype(x.dtype))
+        mean, var, y = _row_stats(rows)
+        y *= 1.0 / np.sqrt(var + eps)
         n = rows.shape[1]
-        with np.errstate(invalid="ignore", divide="ignore"):  # no normalized elements: NaN statistics
-            mean = np.add.reduce(rows, axis=1, keepdims=True) / work.type(n)
-            y = np.subtract(rows, mean)
-            var = np.einsum("ij,ij->i", y, y)[:, None] / work.type(n)
-            y *= 1.0 / np.sqrt(var + eps)
         if has_scale:
             y *= affine[0].reshape(1, n)
         if has_bias:
@@ -66,12 +72,12 @@ def layer_norm_grad(op):
     want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
 
     def run(x, *rest):
-        scale, (mean, var, dy) = (rest[0], rest[1:]) if has_scale else (None, rest)
+        scale, dy = rest if has_scale else (None, rest[0])
         work = _work_dtype(x.dtype)
         rows, dys = _rows(x, begin, work), _rows(dy, begin, work)
-        m, n = rows.shape
-        rstd = 1.0 / np.sqrt(var.reshape(m, 1).astype(work, copy=False) + eps)
-        xhat = np.subtract(rows, mean.reshape(m, 1))
+        n = rows.shape[1]
+        _, var, xhat = _row_stats(rows)
+        rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
         outs = []
         c = dys if scale is None else dys * scale.reshape(1, n).astype(work, copy=False)
@@ -95,32 +101,36 @@ def _channels(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.reshape(x.shape[0], x.shape[1], math.prod(x.shape[2:])).astype(dtype, copy=False)
 
 
-def _batch_stats(x3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and (biased) variance of ``[N, C, positions]``, as ``[1, C, 1]``."""
+def _batch_stats(x3: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel mean and (biased) variance of ``[N, C, positions]`` as ``[1, C, 1]``, and x3 centred."""
     count = x3.shape[0] * x3.shape[2]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.add.reduce(x3, axis=(0, 2), keepdims=True) / x3.dtype.type(count)
         centred = x3 - mean
         var = np.einsum("ncs,ncs->c", centred, centred)[None, :, None] / x3.dtype.type(count)
-    return mean, var
+    return mean, var, centred
 
 
 def batch_norm(op):
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
 
     def run(x, scale, bias, mean, var):
-        axes = (0,) + tuple(range(2, x.ndim))
-        shape = (1, -1) + (1,) * (x.ndim - 2)
+        work = _work_dtype(x.dtype)
+        x3 = _channels(x, work)
         if is_test:
-            mu, v = mean, var
+            mu, v = (s.reshape(1, -1, 1).astype(work, copy=False) for s in (mean, var))
+            y = np.subtract(x3, mu)
         else:
-            mu, v = x.mean(axis=axes), x.var(axis=axes)
-        y = (x - mu.reshape(shape)) / np.sqrt(v.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
+            mu, v, y = _batch_stats(x3)
+        gain = scale.reshape(1, -1, 1) / np.sqrt(v + eps)
+        y *= gain
+        y += bias.reshape(1, -1, 1)
+        y = y.reshape(x.shape).astype(x.dtype, copy=False)
         if is_test:
-            return y.astype(x.dtype, copy=False), mean, var
-        new_mean = (momentum * mean + (1.0 - momentum) * mu).astype(mean.dtype, copy=False)
-        new_var = (momentum * var + (1.0 - momentum) * v).astype(var.dtype, copy=False)
-        return y.astype(x.dtype, copy=False), new_mean, new_var
+            return y, mean, var
+        new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype, copy=False)
+        new_var = (momentum * var + (1.0 - momentum) * v.reshape(-1)).astype(var.dtype, copy=False)
+        return y, new_mean, new_var
 
     return run
 
@@ -134,10 +144,10 @@ def batch_norm_grad(op):
         x3, dy3 = _channels(x, work), _channels(dy, work)
         if is_test:
             mean, var = (v.reshape(1, -1, 1).astype(work, copy=False) for v in rest[:2])
+            xhat = np.subtract(x3, mean)
         else:
-            mean, var = _batch_stats(x3)
+            _, var, xhat = _batch_stats(x3)
         rstd = 1.0 / np.sqrt(var + eps)
-        xhat = np.subtract(x3, mean)
         xhat *= rstd
         dbias = np.add.reduce(dy3, axis=(0, 2))
         dscale = np.einsum("ncs,ncs->c", dy3, xhat)
