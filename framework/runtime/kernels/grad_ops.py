@@ -1,11 +1,9 @@
 """Kernels of the fused grad ops (see ``program/ops/grad_ops.py``)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.special import erf
 
+from . import fast_erf
 from .indexing import scatter_rows
 
 
@@ -23,15 +21,6 @@ def elu_grad(op):
     alpha = op.attr("alpha")
     return lambda x, dout: np.where(x > 0, dout, dout * (alpha * np.exp(np.minimum(x, 0)))).astype(dout.dtype,
                                                                                                     copy=False)
-
-
-def gelu_grad(op):
-    def run(x, dout):
-        cdf = 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
-        pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-        return (dout * (cdf + x * pdf)).astype(dout.dtype, copy=False)
-
-    return run
 
 
 def softmax_grad(op):
@@ -90,6 +79,6 @@ def split_like(op):
 
 
 KERNELS = {
-    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "elu_grad": elu_grad,
+    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": lambda op: fast_erf.gelu_grad, "elu_grad": elu_grad,
     "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
 }
