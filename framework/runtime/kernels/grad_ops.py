@@ -5,6 +5,7 @@ import numpy as np
 
 from . import fast_erf
 from .indexing import scatter_rows
+from .signature import fits
 
 
 def leaky_relu_grad(op):
@@ -26,15 +27,16 @@ def elu_grad(op):
 def softmax_grad(op):
     rank = len(op.block.var(op.input("Out")[0]).shape)
     axis = op.attr("axis") % rank if rank else 0
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    dots = f"{letters},{letters}->{letters.replace(letters[axis], '')}"
 
-    def run(out, dout):  # out * (dout - sum(dout * out, axis)): the sum reads both without a product array
+    def run(y, dout, *, out=None):  # y * (dout - sum(dout * y, axis)): the sum reads both without a product
         if rank == 0:
             return np.zeros_like(dout)
-        moved = "".join(chr(97 + i) for i in range(rank))
-        dots = np.einsum(f"{moved},{moved}->{moved.replace(moved[axis], '')}", dout, out)
-        dx = np.subtract(dout, np.expand_dims(dots, axis))
-        dx *= out
-        return dx.astype(dout.dtype, copy=False)
+        if out is not None and not fits(out, dout, y):
+            out = None
+        dx = np.subtract(dout, np.expand_dims(np.einsum(dots, dout, y), axis), out=out)
+        return np.multiply(dx, y, out=dx)
 
     return run
 

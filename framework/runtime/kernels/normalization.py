@@ -1,21 +1,42 @@
 """Kernels of batch and layer normalization and their fused gradients.
 
 Each works on X viewed as rows of a matrix (layer norm: one row per leading
-index, the normalized dims flattened; batch norm: ``[N, C, positions]``), so a
-pass over the data is a few whole-array numpy operations with no temporaries
-shaped like X beyond the one it returns and one more. Row dot products go
-through ``einsum``, which reads its operands without materializing their
-product. float16 is computed in float32 and rounded back.
+index, the normalized dims flattened; batch norm: ``[N, C, positions]``), in a
+few whole-array numpy operations that write into at most two arrays shaped
+like X: the result and one temporary. Row dot products go through
+``einsum``, which reads its operands without materializing their product.
+Those two arrays are kept for the next run (``Recycler``): these ops have
+several outputs, so the plan's buffers do not serve them, and a fresh large
+array costs its page faults on every run. float16 is computed in float32 and
+rounded back.
 """
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from gradgen.program.shapes import normalize_axis
 
-__all__ = ["KERNELS"]
+__all__ = ["KERNELS", "Recycler"]
+
+
+class Recycler:
+    """Arrays a kernel made in its last run, handed out again when nothing else still refers to them."""
+
+    __slots__ = ("_arrays",)
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def empty(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialized array: last run's ``key`` if it fits and no one holds it (or a view of it), else new."""
+        arr = self._arrays.get(key)
+        # References: the dict, arr, getrefcount's argument. Any more and a caller can still see it.
+        if arr is None or arr.shape != shape or arr.dtype != dtype or sys.getrefcount(arr) > 3:
+            arr = self._arrays[key] = np.empty(shape, dtype)
+        return arr
 
 
 def _work_dtype(dtype: np.dtype) -> np.dtype:
@@ -32,37 +53,60 @@ def _split(op) -> int:
     return normalize_axis(op.attr("begin_norm_axis"), len(op.block.var(op.input("X")[0]).shape))
 
 
-def _rows(x: np.ndarray, begin: int, dtype: np.dtype) -> np.ndarray:
-    """``x`` as a ``[leading, normalized]`` matrix in ``dtype``."""
-    return x.reshape(math.prod(x.shape[:begin]), math.prod(x.shape[begin:])).astype(dtype, copy=False)
+def _as(shape: tuple[int, ...], x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` reshaped to ``shape`` in ``dtype`` (a view when it can be)."""
+    return x.reshape(shape).astype(dtype, copy=False)
 
 
-def _row_stats(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, biased variance (both ``[rows, 1]``) and the centred rows of a ``[rows, n]`` matrix."""
-    n = rows.dtype.type(rows.shape[1])
-    with np.errstate(invalid="ignore", divide="ignore"):  # no normalized elements: NaN statistics
-        mean = np.add.reduce(rows, axis=1, keepdims=True) / n
-        centred = np.subtract(rows, mean)
-        var = np.einsum("ij,ij->i", centred, centred)[:, None] / n
-    return mean, var, centred
+def _stats(x: np.ndarray, axes: tuple[int, ...], centred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims); ``x`` centred written to ``centred``."""
+    count = x.dtype.type(math.prod(x.shape[a] for a in axes))
+    with np.errstate(invalid="ignore", divide="ignore"):  # nothing to average: NaN statistics
+        mean = np.add.reduce(x, axis=axes, keepdims=True) / count
+        np.subtract(x, mean, out=centred)
+        sub = "abc"[:x.ndim]
+        kept = "".join(c for i, c in enumerate(sub) if i not in axes)
+        var = np.einsum(f"{sub},{sub}->{kept}", centred, centred).reshape(mean.shape) / count
+    return mean, var
+
+
+def _normalized_grad(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, gain, axes: tuple[int, ...],
+                     dx: np.ndarray) -> None:
+    """dX = rstd * (c - mean(c) - xhat * mean(c * xhat)), c = dy * gain, into ``dx`` (xhat is overwritten)."""
+    count = dy.dtype.type(math.prod(dy.shape[a] for a in axes))
+    if gain is None:
+        np.copyto(dx, dy)
+    else:
+        np.multiply(dy, gain, out=dx)
+    c = dx
+    sub = "abc"[:dy.ndim]
+    kept = "".join(ch for i, ch in enumerate(sub) if i not in axes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        along = np.einsum(f"{sub},{sub}->{kept}", c, xhat).reshape(rstd.shape) / count
+        dx -= np.add.reduce(c, axis=axes, keepdims=True) / count
+    xhat *= along
+    dx -= xhat
+    dx *= rstd
 
 
 def layer_norm(op):
     begin, eps = _split(op), op.attr("epsilon")
     has_scale, has_bias = _given(op, "Scale"), _given(op, "Bias")
+    recycler = Recycler()
 
     def run(x, *affine):
-        rows = _rows(x, begin, _work_dtype(x.dtype))
-        mean, var, y = _row_stats(rows)
+        work = _work_dtype(x.dtype)
+        rows = _as((math.prod(x.shape[:begin]), math.prod(x.shape[begin:])), x, work)
+        y = recycler.empty("y", rows.shape, work)
+        mean, var = _stats(rows, (1,), y)
         y *= 1.0 / np.sqrt(var + eps)
-        n = rows.shape[1]
         if has_scale:
-            y *= affine[0].reshape(1, n)
+            y *= affine[0].reshape(1, -1)
         if has_bias:
-            y += affine[-1].reshape(1, n)
+            y += affine[-1].reshape(1, -1)
         lead = x.shape[:begin]
-        return (y.reshape(x.shape).astype(x.dtype, copy=False), mean.reshape(lead).astype(x.dtype, copy=False),
-                var.reshape(lead).astype(x.dtype, copy=False))
+        cast = lambda v, shape: v.reshape(shape).astype(x.dtype, copy=False)  # noqa: E731
+        return cast(y, x.shape), cast(mean, lead), cast(var, lead)
 
     return run
 
@@ -70,97 +114,91 @@ def layer_norm(op):
 def layer_norm_grad(op):
     begin, eps, has_scale = _split(op), op.attr("epsilon"), _given(op, "Scale")
     want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
+    recycler = Recycler()
 
     def run(x, *rest):
         scale, dy = rest if has_scale else (None, rest[0])
         work = _work_dtype(x.dtype)
-        rows, dys = _rows(x, begin, work), _rows(dy, begin, work)
-        n = rows.shape[1]
-        _, var, xhat = _row_stats(rows)
+        shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
+        rows, dys = _as(shape, x, work), _as(shape, dy, work)
+        xhat, dx = recycler.empty("xhat", shape, work), recycler.empty("dx", shape, work)
+        _, var = _stats(rows, (1,), xhat)
         rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
-        outs = []
-        c = dys if scale is None else dys * scale.reshape(1, n).astype(work, copy=False)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            dx = np.subtract(c, np.add.reduce(c, axis=1, keepdims=True) / work.type(n))
-            dx -= xhat * (np.einsum("ij,ij->i", c, xhat)[:, None] / work.type(n))
-        dx *= rstd
-        outs.append(dx.reshape(x.shape).astype(x.dtype, copy=False))
         affine = x.shape[begin:]
+        grads = []
         if want_scale:
-            outs.append(np.einsum("ij,ij->j", dys, xhat).reshape(affine).astype(x.dtype, copy=False))
+            grads.append(np.einsum("ij,ij->j", dys, xhat).reshape(affine).astype(x.dtype, copy=False))
         if want_bias:
-            outs.append(np.add.reduce(dys, axis=0).reshape(affine).astype(x.dtype, copy=False))
-        return outs[0] if len(outs) == 1 else tuple(outs)
+            grads.append(np.add.reduce(dys, axis=0).reshape(affine).astype(x.dtype, copy=False))
+        gain = scale.reshape(1, -1).astype(work, copy=False) if scale is not None else None
+        _normalized_grad(dys, xhat, rstd, gain, (1,), dx)
+        dx_out = dx.reshape(x.shape).astype(x.dtype, copy=False)
+        return (dx_out, *grads) if grads else dx_out
 
     return run
 
 
 def _channels(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``x`` as ``[N, C, positions]`` in ``dtype``."""
-    return x.reshape(x.shape[0], x.shape[1], math.prod(x.shape[2:])).astype(dtype, copy=False)
+    return _as((x.shape[0], x.shape[1], math.prod(x.shape[2:])), x, dtype)
 
 
-def _batch_stats(x3: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-channel mean and (biased) variance of ``[N, C, positions]`` as ``[1, C, 1]``, and x3 centred."""
-    count = x3.shape[0] * x3.shape[2]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.add.reduce(x3, axis=(0, 2), keepdims=True) / x3.dtype.type(count)
-        centred = x3 - mean
-        var = np.einsum("ncs,ncs->c", centred, centred)[None, :, None] / x3.dtype.type(count)
-    return mean, var, centred
+def _per_channel(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return v.reshape(1, -1, 1).astype(dtype, copy=False)
+
+
+_BATCH_AXES = (0, 2)
 
 
 def batch_norm(op):
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
+    recycler = Recycler()
 
     def run(x, scale, bias, mean, var):
         work = _work_dtype(x.dtype)
         x3 = _channels(x, work)
+        y = recycler.empty("y", x3.shape, work)
         if is_test:
-            mu, v = (s.reshape(1, -1, 1).astype(work, copy=False) for s in (mean, var))
-            y = np.subtract(x3, mu)
+            mu, v = _per_channel(mean, work), _per_channel(var, work)
+            np.subtract(x3, mu, out=y)
         else:
-            mu, v, y = _batch_stats(x3)
-        gain = scale.reshape(1, -1, 1) / np.sqrt(v + eps)
-        y *= gain
-        y += bias.reshape(1, -1, 1)
-        y = y.reshape(x.shape).astype(x.dtype, copy=False)
+            mu, v = _stats(x3, _BATCH_AXES, y)
+        y *= _per_channel(scale, work) / np.sqrt(v + eps)
+        y += _per_channel(bias, work)
+        y_out = y.reshape(x.shape).astype(x.dtype, copy=False)
         if is_test:
-            return y, mean, var
+            return y_out, mean, var
         new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype, copy=False)
         new_var = (momentum * var + (1.0 - momentum) * v.reshape(-1)).astype(var.dtype, copy=False)
-        return y, new_mean, new_var
+        return y_out, new_mean, new_var
 
     return run
 
 
 def batch_norm_grad(op):
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
+    recycler = Recycler()
 
     def run(x, scale, *rest):
         dy = rest[-1]
         work = _work_dtype(x.dtype)
         x3, dy3 = _channels(x, work), _channels(dy, work)
+        xhat, dx = recycler.empty("xhat", x3.shape, work), recycler.empty("dx", x3.shape, work)
         if is_test:
-            mean, var = (v.reshape(1, -1, 1).astype(work, copy=False) for v in rest[:2])
-            xhat = np.subtract(x3, mean)
+            var = _per_channel(rest[1], work)
+            np.subtract(x3, _per_channel(rest[0], work), out=xhat)
         else:
-            _, var, xhat = _batch_stats(x3)
+            _, var = _stats(x3, _BATCH_AXES, xhat)
         rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
-        dbias = np.add.reduce(dy3, axis=(0, 2))
+        dbias = np.add.reduce(dy3, axis=_BATCH_AXES)
         dscale = np.einsum("ncs,ncs->c", dy3, xhat)
-        gain = scale.reshape(1, -1, 1).astype(work, copy=False) * rstd
+        gain = _per_channel(scale, work)
         if is_test:
-            dx = dy3 * gain
+            np.multiply(dy3, gain * rstd, out=dx)
         else:
-            count = work.type(x3.shape[0] * x3.shape[2])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                dx = xhat * (dscale[None, :, None] / count)
-                dx += dbias[None, :, None] / count
-            np.subtract(dy3, dx, out=dx)
-            dx *= gain
+            _normalized_grad(dy3, xhat, rstd, gain, _BATCH_AXES, dx)
         cast = lambda v: v.astype(x.dtype, copy=False)  # noqa: E731
         return cast(dx.reshape(x.shape)), cast(dscale), cast(dbias)
 
