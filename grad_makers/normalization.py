@@ -21,27 +21,16 @@ is ``r * v`` and the curvature vanishes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from gradgen.program.shapes import normalize_axis
 
 from .base import grad_maker
-from .builder import Builder
+from .builder import Builder, total
 
 _ORDINARY = ("unsqueeze", "squeeze", "reduce_mean", "reduce_sum", "elementwise_sub", "elementwise_mul",
              "elementwise_div", "elementwise_add", "square", "scale", "pow", "broadcast_to")
 """The ordinary ops the normalization formulas record."""
-
-
-def added(g: Builder, terms: Sequence) -> Any:
-    """The sum of the terms that are not None, or None when none is there."""
-    present = [t for t in terms if t is not None]
-    if not present:
-        return None
-    result = present[0]
-    for term in present[1:]:
-        result = g.add(result, term)
-    return result
 
 
 @dataclass(frozen=True)
@@ -134,7 +123,7 @@ def layer_norm_grad(g, op):
     if op.has_grad("Variance"):
         centred = g.sub(x, g.unsqueeze(op.output("Mean"), group))
         through_stats.append(g.mul(spread(op.grad("Variance")), g.scale(centred, 2.0)))
-    grads["X"] = added(g, [grads["X"], *through_stats])
+    grads["X"] = total(g, [grads["X"], *through_stats])
     return grads
 
 
@@ -165,11 +154,11 @@ def second_order(norm: Norm, scale: str | None, dy: str, dx: str, a, s, b) -> di
     g = norm.g
     c = g.mul(dy, norm.widen(scale)) if scale else dy
     xa = a and norm.adj(a)
-    to_dy = added(g, [xa and (g.mul(xa, norm.widen(scale)) if scale else xa),
+    to_dy = total(g, [xa and (g.mul(xa, norm.widen(scale)) if scale else xa),
                       s and g.mul(norm.xhat, norm.widen(s)), b and norm.widen(b)])
     if to_dy is not None and a is None and s is None:
         to_dy = norm.like_x(to_dy)  # the bias alone: spread over every position
-    to_x = added(g, [a and norm.curvature(c, dx, a), s and norm.adj(g.mul(dy, norm.widen(s)))])
+    to_x = total(g, [a and norm.curvature(c, dx, a), s and norm.adj(g.mul(dy, norm.widen(s)))])
     grads = {"X": to_x, "Y@GRAD": to_dy}
     if scale:
         grads["Scale"] = xa and norm.narrow(g.mul(dy, xa))
@@ -196,5 +185,5 @@ layer_norm_grad_grad = grad_maker("layer_norm_grad", emits=_ORDINARY)(
 batch_norm_grad_grad = grad_maker("batch_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(batch_norm_view, "batch_norm_grad_grad"))
 
-__all__ = ["Norm", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "added", "layer_norm_grad",
+__all__ = ["Norm", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "layer_norm_grad",
            "batch_norm_grad", "layer_norm_grad_grad", "batch_norm_grad_grad"]

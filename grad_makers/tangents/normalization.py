@@ -7,8 +7,8 @@ op's own maker uses (``Norm.curvature``, ``Norm.adj``); in dY they are linear.
 from __future__ import annotations
 
 from .. import normalization as reverse
-from ..normalization import Norm, added
-from .base import tangent_rule
+from ..normalization import Norm
+from .base import tangent_rule, total
 
 _EMITS = reverse._ORDINARY
 
@@ -17,11 +17,11 @@ def _output_tangent(norm: Norm, scale: str | None, tx, ts, tb):
     """Y = widen(Scale) * xhat + widen(Bias): its tangent (None when no input moves)."""
     g = norm.g
     xt = tx and norm.adj(tx)
-    moved = added(g, [xt and (g.mul(xt, norm.widen(scale)) if scale else xt),
+    moved = total(g, [xt and (g.mul(xt, norm.widen(scale)) if scale else xt),
                       ts and g.mul(norm.xhat, norm.widen(ts))])
     if moved is None and tb is not None:
         return norm.like_x(norm.widen(tb))  # the bias alone: spread over every position
-    return added(g, [moved, tb and norm.widen(tb)])
+    return total(g, [moved, tb and norm.widen(tb)])
 
 
 def _slot_tangent(op, slot: str):
@@ -65,13 +65,13 @@ def _grad_op_tangent(view):
             return {}
         norm, dy = view(g, op), op.input("Y@GRAD")
         c = g.mul(dy, norm.widen(scale)) if scale else dy
-        moved_c = added(g, [t_dy and (g.mul(t_dy, norm.widen(scale)) if scale else t_dy),
+        moved_c = total(g, [t_dy and (g.mul(t_dy, norm.widen(scale)) if scale else t_dy),
                             ts and g.mul(dy, norm.widen(ts))])
         xt = tx and norm.adj(tx)
-        out = {"X@GRAD": added(g, [tx and norm.curvature(c, op.output("X@GRAD"), tx),
+        out = {"X@GRAD": total(g, [tx and norm.curvature(c, op.output("X@GRAD"), tx),
                                    moved_c and norm.adj(moved_c)])}
         if op.outputs("Scale@GRAD"):
-            out["Scale@GRAD"] = added(g, [t_dy and norm.narrow(g.mul(t_dy, norm.xhat)),
+            out["Scale@GRAD"] = total(g, [t_dy and norm.narrow(g.mul(t_dy, norm.xhat)),
                                           xt and norm.narrow(g.mul(dy, xt))])
         if op.outputs("Bias@GRAD"):
             out["Bias@GRAD"] = t_dy and norm.narrow(t_dy)
