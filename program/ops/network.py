@@ -106,13 +106,14 @@ SCHEMAS = (
                "the running Mean/Variance (written in place through MeanOut/VarianceOut) move toward them by "
                "1 - momentum. With is_test, the running statistics normalize instead.",
            dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X", "Mean": "X", "Variance": "X"}),
-    schema("batch_norm_grad", ["X", "Scale", Slot("Mean", optional=True), Slot("Variance", optional=True), "Y@GRAD"], ["X@GRAD", "Scale@GRAD", "Bias@GRAD"],
-           _batch_norm_grad, {"epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
+    schema("batch_norm_grad", ["X", "Scale", Slot("Mean", optional=True), Slot("Variance", optional=True), "Y@GRAD"],
+           ["X@GRAD", "Scale@GRAD", "Bias@GRAD"], _batch_norm_grad, {"epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
            doc="batch_norm's gradients in one pass over X: with xhat = (X - mu) / sqrt(var + epsilon), "
                "Bias@GRAD = sum(Y@GRAD), Scale@GRAD = sum(Y@GRAD * xhat) (sums over every axis but 1) and "
                "X@GRAD = Scale / sqrt(var + epsilon) * (Y@GRAD - mean(Y@GRAD) - xhat * mean(Y@GRAD * xhat)). "
                "In training mu, var are X's batch statistics (Mean, Variance are left out); with is_test they "
-               "are the running Mean, Variance (required), constants, and X@GRAD = Scale / sqrt(var + epsilon) * Y@GRAD.",
+               "are the running Mean, Variance (required), constants, and X@GRAD = Scale / sqrt(var + epsilon) "
+               "* Y@GRAD.",
            dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Mean": "X", "Variance": "X", "Y@GRAD": "X"}),
     schema("layer_norm", ["X", Slot("Scale", optional=True), Slot("Bias", optional=True)],
            ["Y", "Mean", "Variance"], _layer_norm, _NORM_ATTRS,

@@ -81,6 +81,7 @@ def split_like(op):
 
 
 KERNELS = {
-    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": lambda op: fast_erf.gelu_grad, "elu_grad": elu_grad,
-    "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
+    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": lambda op: fast_erf.gelu_grad,
+    "elu_grad": elu_grad, "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
+    "reshape_as": reshape_as, "split_like": split_like,
 }
