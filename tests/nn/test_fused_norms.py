@@ -184,3 +184,24 @@ def test_layer_norm_layer_builds_one_op_and_keeps_its_parameter_names():
     assert [op.type for op in ops] == ["layer_norm", "layer_norm"]
     assert ops[0].input("Scale") == ["layer_norm_0.w_0"] and ops[0].input("Bias") == ["layer_norm_0.b_0"]
     assert ops[1].input("Scale") == ["ln.scale"] and not ops[1].input("Bias")
+
+
+@pytest.mark.parametrize("kind", ["layer_norm", "batch_norm"])
+def test_arrays_a_caller_still_holds_are_never_reused_by_the_next_run(kind):
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [4, 3, 5], "float64")
+        y = layers.layer_norm(x, begin_norm_axis=1) if kind == "layer_norm" else layers.batch_norm(x)
+        (dx,) = gradients(layers.reduce_sum(y * layers.sin(y)), [x])
+    exe, scope = Executor(), Scope()
+    if kind == "batch_norm":
+        for name in ("batch_norm_0.scale", "batch_norm_0.bias", "batch_norm_0.mean", "batch_norm_0.variance"):
+            scope.set(name, np.ones(3) if name.endswith(("scale", "variance")) else np.zeros(3))
+    else:
+        scope.set("layer_norm_0.w_0", np.ones((3, 5)))
+        scope.set("layer_norm_0.b_0", np.zeros((3, 5)))
+    first = exe.run(main, feed={"x": _randn((4, 3, 5), 20)}, fetch_list=[y, dx], scope=scope)
+    kept = [a.copy() for a in first]
+    exe.run(main, feed={"x": _randn((4, 3, 5), 21)}, fetch_list=[y, dx], scope=scope)
+    for held, copy in zip(first, kept):
+        np.testing.assert_array_equal(held, copy)
