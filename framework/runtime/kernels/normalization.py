@@ -194,11 +194,16 @@ def batch_norm_grad(op):
         xhat *= rstd
         dbias = np.add.reduce(dy3, axis=_BATCH_AXES)
         dscale = np.einsum("ncs,ncs->c", dy3, xhat)
-        gain = _per_channel(scale, work)
+        gain = _per_channel(scale, work) * rstd
         if is_test:
-            np.multiply(dy3, gain * rstd, out=dx)
-        else:
-            _normalized_grad(dy3, xhat, rstd, gain, _BATCH_AXES, dx)
+            np.multiply(dy3, gain, out=dx)
+        else:  # Scale is constant over a channel: mean(c) and mean(c * xhat) are Scale times dBias and dScale / count
+            count = work.type(x3.shape[0] * x3.shape[2])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                np.multiply(xhat, (dscale / count).reshape(1, -1, 1), out=dx)
+                dx += (dbias / count).reshape(1, -1, 1)
+            np.subtract(dy3, dx, out=dx)
+            dx *= gain
         cast = lambda v: v.astype(x.dtype, copy=False)  # noqa: E731
         return cast(dx.reshape(x.shape)), cast(dscale), cast(dbias)
 
