@@ -93,3 +93,10 @@ def test_non_contiguous_and_empty_inputs(path):
     np.testing.assert_array_equal(fast_erf.erf(x), fast_erf.erf(np.ascontiguousarray(x)))
     assert fast_erf.gelu(np.zeros((0, 3), np.float32)).shape == (0, 3)
     assert fast_erf.gelu_grad(np.zeros((2, 0), np.float32), np.zeros((2, 0), np.float32)).shape == (2, 0)
+
+
+def test_rank_0_inputs_give_rank_0_results_of_their_dtype(path):
+    for dtype in (np.float16, np.float32, np.float64):
+        x = np.asarray(0.5, dtype)
+        for got in (fast_erf.erf(x), fast_erf.gelu(x), fast_erf.gelu_grad(x, np.asarray(2.0, dtype))):
+            assert np.shape(got) == () and got.dtype == dtype

@@ -134,7 +134,7 @@ def _float32_path(name: str, formula, dtype: np.dtype, *arrays: np.ndarray) -> n
     with np.errstate(invalid="ignore"):  # NaN inputs give NaN quietly, as scipy's erf does
         if compiled is None:
             return _blockwise(formula, dtype, *arrays)
-        return compiled(*(a.astype(np.float32, copy=False) for a in arrays)).astype(dtype, copy=False)
+        return np.asarray(compiled(*(a.astype(np.float32, copy=False) for a in arrays)), dtype=dtype)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -155,8 +155,10 @@ def gelu_grad(x: np.ndarray, dout: np.ndarray) -> np.ndarray:
     """dout * (Phi(x) + x phi(x)), gelu's derivative times the incoming gradient, in dout's dtype."""
     if _fast(x.dtype) and x.shape == dout.shape:
         x32 = x.astype(np.float32, copy=False)
-        gauss = np.square(x32)
-        np.exp(np.multiply(gauss, np.float32(-0.5), out=gauss), out=gauss)
+        gauss = np.empty_like(x32)  # an array even for rank 0, where ufuncs return scalars
+        np.square(x32, out=gauss)
+        gauss *= np.float32(-0.5)
+        np.exp(gauss, out=gauss)
         return _float32_path("gelu_grad", _gelu_grad64, dout.dtype, x32, dout, gauss)
     cdf = 0.5 * (1.0 + scipy_erf(x / math.sqrt(2.0)))
     pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
