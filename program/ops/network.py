@@ -56,7 +56,7 @@ def _batch_norm_grad(ctx):
     return {"X@GRAD": x, "Scale@GRAD": channel, "Bias@GRAD": channel}
 
 
-def norm_split(ctx) -> int:
+def _norm_split(ctx) -> int:
     """layer_norm's ``begin_norm_axis`` as an index in [0, rank): the first of the normalized dims."""
     return normalize_axis(ctx.attr("begin_norm_axis"), len(ctx.input("X").shape))
 
@@ -73,7 +73,7 @@ def _check_affine(ctx, x: TensorType, begin: int) -> TensorType:
 
 def _layer_norm(ctx):
     x = ctx.input("X")
-    begin = norm_split(ctx)
+    begin = _norm_split(ctx)
     _check_affine(ctx, x, begin)
     stats = TensorType(tuple(x.shape[:begin]), x.dtype)
     return {"Y": x, "Mean": stats, "Variance": stats}
@@ -81,7 +81,7 @@ def _layer_norm(ctx):
 
 def _layer_norm_grad(ctx):
     x, dy = ctx.input("X"), ctx.input("Y@GRAD")
-    begin = norm_split(ctx)
+    begin = _norm_split(ctx)
     if not shapes_agree(dy.shape, x.shape):
         ctx.fail(f"Y@GRAD must be shaped like X {list(x.shape)}, got {list(dy.shape)}")
     affine = _check_affine(ctx, x, begin)

@@ -42,14 +42,8 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-if jit.AVAILABLE:  # the formulas below compile inside numba ufuncs and stay plain functions for numpy
-    from numba.extending import register_jitable as _formula
-else:
-    def _formula(fn):
-        return fn
-
-
-@_formula
+# The formulas, on float64 scalars (numba) or float64 arrays (numpy) alike. ``_compiled`` registers them with
+# numba (importing it only then) so that the float32 ufuncs can call them.
 def _horner(coeffs, t):
     acc = t * coeffs[-1] + coeffs[-2]
     for c in coeffs[-3::-1]:
@@ -57,8 +51,6 @@ def _horner(coeffs, t):
     return acc
 
 
-# The formulas, on float64 scalars (numba) or float64 arrays (numpy) alike.
-@_formula
 def erf_rational(z):
     """erf of float64 ``z`` by the rational above, exactly +-1 beyond |z| = 4 (so gelu(-huge) is -0, not -huge
     * 1e-8). NaN stays NaN."""
@@ -68,12 +60,10 @@ def erf_rational(z):
     return clipped * (0.25 + (_horner(P_COEFFS, t) / _horner(Q_COEFFS, t) - 0.25) * inside)
 
 
-@_formula
 def _gelu64(x):
     return x * (0.5 + 0.5 * erf_rational(x * _INV_SQRT2))
 
 
-@_formula
 def _gelu_grad64(x, dout, gauss):
     # dout * (Phi(x) + x * phi(x)), phi(x) = gauss / sqrt(2 pi): the caller's exp(-x^2 / 2) in float32 (numpy's
     # exp is vectorized there; numba's is a call per element), whose rounding stays below the result's
@@ -112,6 +102,10 @@ def _compiled() -> dict:
     if not jit.AVAILABLE:
         return {}
     import numba
+    from numba.extending import register_jitable
+
+    for formula in (_horner, erf_rational, _gelu64, _gelu_grad64):
+        register_jitable(formula)  # callable from jitted code; the function itself stays as it is
 
     return {"erf": numba.vectorize(["float32(float32)"], cache=True)(_erf32),
             "gelu": numba.vectorize(["float32(float32)"], cache=True)(_gelu32),
