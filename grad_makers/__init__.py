@@ -13,12 +13,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (activation, control_flow, conv, custom, elementwise, grad_ops, indexing, linalg, manipulation,
-               network, nn, reduction, scan, special)
+               network, nn, normalization, reduction, scan, special)
 from .base import GradContext, Grads, Maker, grad_maker
 from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
 FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
-                                    network, control_flow, special, scan, indexing, custom)
+                                    network, normalization, control_flow, special, scan, indexing, custom)
 
 
 def _collect(families) -> dict[str, Maker]:

@@ -297,4 +297,16 @@ class SubBlock(Builder):
         return self.results
 
 
-__all__ = ["Builder", "SubBlock", "Ref", "OpDesc", "RuleError", "CopyVars", "CopyOps", "Differentiate", "ReadsOf"]
+def total(g: Builder, terms: Sequence) -> Any:
+    """The sum of the terms that are not None (symbolic zeros), or None when every term is one."""
+    present = [t for t in terms if t is not None]
+    if not present:
+        return None
+    result = present[0]
+    for term in present[1:]:
+        result = g.add(result, term)
+    return result
+
+
+__all__ = ["Builder", "SubBlock", "Ref", "OpDesc", "RuleError", "CopyVars", "CopyOps", "Differentiate", "ReadsOf",
+           "total"]

@@ -34,6 +34,16 @@ def split_like_grad(g, op):
     return {"X": g.concat(op.grads("Out"), op.attr("axis"))}
 
 
+@grad_maker("softmax_grad", emits=("softmax_grad", "reduce_sum", "elementwise_mul", "elementwise_sub"))
+def softmax_grad_grad(g, op):
+    """dX = y * (dy - sum(dy * y)) with y = Out. It is self-adjoint in dy (softmax's Jacobian is symmetric):
+    the same op on the incoming ddX; in y: ddX * (dy - sum(dy * y)) - dy * sum(ddX * y)."""
+    y, dy, dd, axis = op.input("Out"), op.input("Out@GRAD"), op.grad("X@GRAD"), [op.attr("axis")]
+    return {"Out@GRAD": g.op("softmax_grad", {"Out": y, "Out@GRAD": dd}, op.attrs, outputs="X@GRAD"),
+            "Out": g.sub(g.mul(dd, g.sub(dy, g.reduce_sum(g.mul(dy, y), axis, keep_dim=True))),
+                         g.mul(dy, g.reduce_sum(g.mul(dd, y), axis, keep_dim=True)))}
+
+
 @grad_maker("tanh_grad", "sigmoid_grad", emits=("tanh_grad", "sigmoid_grad", "elementwise_mul", "scale"))
 def output_slope_grad_grad(g, op):
     """dX = dOut * f'(Out) with f' = 1 - Out^2 (tanh) or Out (1 - Out) (sigmoid).
@@ -58,4 +68,4 @@ def gelu_grad_grad(g, op):
 
 
 __all__ = ["masked_grad_grad", "reduce_mean_grad_grad", "slice_grad_grad", "gather_grad_grad", "split_like_grad",
-           "output_slope_grad_grad", "gelu_grad_grad"]
+           "output_slope_grad_grad", "gelu_grad_grad", "softmax_grad_grad"]

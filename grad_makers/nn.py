@@ -12,8 +12,8 @@ def _axis(op, name: str) -> int:
 
 
 def _softmax_backward(g, out, dout, axis: int):
-    """dx = out * (dout - sum(dout * out, axis))."""
-    return g.mul(out, g.sub(dout, g.reduce_sum(g.mul(dout, out), [axis], keep_dim=True)))
+    """dx = out * (dout - sum(dout * out, axis)), one fused ``softmax_grad`` op."""
+    return g.op("softmax_grad", {"Out": out, "Out@GRAD": dout}, {"axis": axis}, outputs="X@GRAD")
 
 
 def _keeps_class_axis(op, label: str, like: str) -> bool:
@@ -49,7 +49,7 @@ def _hard_label_grad(g, op, label: str, like: str, axis: int, dout):
     return _one_hot(g, op, label, like, axis), g.mul(dout, _kept(g, op, label, like, axis))
 
 
-softmax_grad = unary("softmax", emits=("elementwise_mul", "reduce_sum", "elementwise_sub"),
+softmax_grad = unary("softmax", emits=("softmax_grad",),
                      rule=lambda g, x, out, dout, op: _softmax_backward(g, out, dout, _axis(op, out)))
 log_softmax_grad = unary("log_softmax", emits=("reduce_sum", "exp", "elementwise_mul", "elementwise_sub"),
                          rule=lambda g, x, out, dout, op: g.sub(dout, g.mul(
@@ -73,7 +73,7 @@ def cross_entropy_grad(g, op):
 
 
 @grad_maker("softmax_with_cross_entropy", emits=_HARD_LABELS + (
-    "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale"))
+    "elementwise_sub", "elementwise_mul", "reduce_sum", "elementwise_add", "log_softmax", "scale", "softmax_grad"))
 def softmax_with_cross_entropy_grad(g, op):
     """Loss = -sum(q * log_softmax(z)): dz = (softmax * sum(q) - q) * dLoss, which is softmax - q when the labels
     sum to 1 (hard labels: q one-hot, and dz = 0 on rows of ``ignore_index``); dq = -log_softmax(z) * dLoss.

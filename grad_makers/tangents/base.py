@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Callable, Protocol, Sequence
 
 from ..base import OpView
-from ..builder import Builder
+from ..builder import Builder, total
 
 
 class TangentContext(OpView, Protocol):
@@ -53,17 +53,6 @@ def by_name(rule: Callable, fixed: int, op: TangentContext) -> dict[str, Any]:
     """The keyword arguments of ``rule`` after its first ``fixed`` parameters: ``op`` itself or its attrs by name."""
     names = tuple(inspect.signature(rule).parameters)[fixed:]
     return {n: op if n == "op" else op.attr(n) for n in names}
-
-
-def total(g: Builder, terms: Sequence) -> Any:
-    """The sum of the terms that are not None (symbolic zeros), or None when every term is one."""
-    present = [t for t in terms if t is not None]
-    if not present:
-        return None
-    result = present[0]
-    for term in present[1:]:
-        result = g.add(result, term)
-    return result
 
 
 def at_shape(g: Builder, op: TangentContext, value, name: str, out: str) -> Any:

@@ -40,4 +40,18 @@ def gelu_grad_tangent(g, op):
                                 through_x])}
 
 
-__all__ = ["masked_tangent", "pool2d_select_tangent", "output_slope_tangent", "gelu_grad_tangent"]
+@tangent_rule("softmax_grad", emits=("softmax_grad", "reduce_sum", "elementwise_mul", "elementwise_sub",
+                                     "elementwise_add"))
+def softmax_grad_tangent(g, op):
+    """X@GRAD = y * (dy - sum(dy * y)): the same op on dy's tangent, plus y's tangent t moving it by
+    t * (dy - sum(dy * y)) - y * sum(dy * t)."""
+    y, dy, ty, t_dy, axis = op.input("Out"), op.input("Out@GRAD"), op.tangent("Out"), op.tangent("Out@GRAD"), \
+        [op.attr("axis")]
+    through_y = ty and g.sub(g.mul(ty, g.sub(dy, g.reduce_sum(g.mul(dy, y), axis, keep_dim=True))),
+                             g.mul(y, g.reduce_sum(g.mul(dy, ty), axis, keep_dim=True)))
+    return {"X@GRAD": total(g, [t_dy and g.op("softmax_grad", {"Out": y, "Out@GRAD": t_dy}, op.attrs,
+                                              outputs="X@GRAD"), through_y])}
+
+
+__all__ = ["softmax_grad_tangent", "masked_tangent", "pool2d_select_tangent", "output_slope_tangent",
+           "gelu_grad_tangent"]

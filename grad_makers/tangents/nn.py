@@ -1,4 +1,4 @@
-"""Tangents of softmax, log-softmax, the losses, dropout, lookup_table and batch_norm."""
+"""Tangents of softmax, log-softmax, the losses, dropout and lookup_table (batch_norm's: ``normalization``)."""
 from __future__ import annotations
 
 from gradgen.program.shapes import normalize_axis
@@ -13,7 +13,7 @@ def _axis(op, name: str) -> int:
 
 @tangent_rule("softmax", emits=reverse.softmax_grad.emits)
 def softmax_tangent(g, op):
-    """softmax's Jacobian diag(s) - s s^T is symmetric: the reverse formula on the tangent."""
+    """softmax's Jacobian diag(s) - s s^T is symmetric: the reverse rule (softmax_grad) on the tangent."""
     t, out = op.tangent("X"), op.output("Out")
     return {"Out": reverse.softmax_grad.rule(g, op.input("X"), out, t, op)} if t is not None else {}
 
@@ -86,32 +86,5 @@ def dropout_tangent(g, op):
 lookup_table_tangent = linear_in("lookup_table", slot="W")
 
 
-@tangent_rule("batch_norm", emits=("unsqueeze", "reduce_mean", "elementwise_sub", "elementwise_mul", "square",
-                                   "scale", "pow", "elementwise_add", "broadcast_to"))
-def batch_norm_tangent(g, op):
-    """Y = scale * xhat + bias. Training: dxhat = rstd * (dX - mean(dX) - xhat * mean(xhat * dX)), the
-    statistics moving with X; inference: dxhat = rstd * dX. The running statistics get no tangent."""
-    x, tx, test = op.input("X"), op.tangent("X"), op.attr("is_test")
-    ts, tb = op.tangent("Scale"), op.tangent("Bias")
-    if tx is None and ts is None and tb is None:
-        return {}
-    axes = [0] + list(range(2, len(op.shape(x))))
-    mean = g.unsqueeze(op.input("Mean"), axes) if test else g.reduce_mean(x, axes, keep_dim=True)
-    var = g.unsqueeze(op.input("Variance"), axes) if test else \
-        g.reduce_mean(g.square(g.sub(x, mean)), axes, keep_dim=True)
-    rstd = g.pow(g.scale(var, bias=op.attr("epsilon")), -0.5)
-    xhat = g.mul(g.sub(x, mean), rstd)
-    through_x = None
-    if tx is not None:
-        centred = tx if test else g.sub(g.sub(tx, g.reduce_mean(tx, axes, keep_dim=True)),
-                                        g.mul(xhat, g.reduce_mean(g.mul(xhat, tx), axes, keep_dim=True)))
-        through_x = g.mul(centred, g.mul(g.unsqueeze(op.input("Scale"), axes), rstd))
-    through_scale = ts and g.mul(xhat, g.unsqueeze(ts, axes))
-    through_bias = tb and g.unsqueeze(tb, axes)
-    if through_x is None and through_scale is None:  # the bias alone: spread over every position
-        through_bias = g.broadcast_to(through_bias, op.output("Y"))
-    return {"Y": total(g, [through_x, through_scale, through_bias])}
-
-
 __all__ = ["softmax_tangent", "log_softmax_tangent", "cross_entropy_tangent", "softmax_with_cross_entropy_tangent",
-           "sigmoid_cross_entropy_tangent", "dropout_tangent", "lookup_table_tangent", "batch_norm_tangent"]
+           "sigmoid_cross_entropy_tangent", "dropout_tangent", "lookup_table_tangent"]

@@ -1,8 +1,8 @@
 """Network layers: fully connected, dropout, embedding, layer and batch normalization.
 
-``fc`` and ``layer_norm`` are compositions of ordinary ops, so their
-gradients (of every order) are those ops' gradients; dropout, embedding and
-batch norm are single ops of their own.
+``fc`` is a composition of ordinary ops, so its gradients (of every order)
+are those ops' gradients; dropout, embedding, layer norm and batch norm are
+single ops of their own.
 """
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from ..param_attr import ParamAttr, to_param_attr
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
-from .math import pow as power
-from .reduction import reduce_mean
 
 
 def _fc_inputs(x, input) -> tuple[list[Variable], bool]:
@@ -123,24 +121,27 @@ def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str
 
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
                shift: bool = True, name: str | None = None) -> Variable:
-    """Normalize over the dims from ``begin_norm_axis`` on, then scale and shift per element of those dims."""
+    """Normalize over the dims from ``begin_norm_axis`` on, then scale and shift per element of those dims.
+
+    One ``layer_norm`` op; its Mean and Variance outputs are temporaries the gradient reads.
+    """
     check_var(x, "x")
     begin = begin_norm_axis % len(x.shape)
-    dims = list(range(begin, len(x.shape)))
     normalized = list(x.shape[begin:])
     if any(d < 0 for d in normalized):
         raise ProgramError(f"layer_norm needs the normalized dims of '{x.name}' known, got {x.type_str()}")
-    centred = x - reduce_mean(x, dim=dims, keep_dim=True)
-    variance = reduce_mean(centred * centred, dim=dims, keep_dim=True)
-    out = centred * power(variance + epsilon, -0.5)
-    base = name or default_main_program().unique_name("layer_norm")
+    program = default_main_program()
+    base = name or program.unique_name("layer_norm")
+    inputs = {"X": x}
     if scale:
-        out = out * create_parameter(normalized, x.dtype, name=f"{base}.scale" if name else f"{base}.w_0",
-                                     initializer=Constant(1.0))
+        inputs["Scale"] = create_parameter(normalized, x.dtype, name=f"{base}.scale" if name else f"{base}.w_0",
+                                           initializer=Constant(1.0))
     if shift:
-        out = out + create_parameter(normalized, x.dtype, name=f"{base}.bias" if name else f"{base}.b_0",
-                                     initializer=Constant(0.0))
-    return out
+        inputs["Bias"] = create_parameter(normalized, x.dtype, name=f"{base}.bias" if name else f"{base}.b_0",
+                                          initializer=Constant(0.0))
+    y, _, _ = append("layer_norm", inputs, {"begin_norm_axis": begin, "epsilon": epsilon},
+                     out_slots=("Y", "Mean", "Variance"), name=program.unique_name(f"{base}.y"))
+    return y
 
 
 def _running_stat(like: Variable, name: str, value: float) -> Variable:

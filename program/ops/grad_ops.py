@@ -7,12 +7,21 @@ from __future__ import annotations
 
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
+from ..shapes import normalize_axis, shapes_agree
 
 
 def _like_x(ctx):
     """X@GRAD has X's type; Out@GRAD must share X's dtype."""
     x = ctx.input("X")
     return {"X@GRAD": TensorType(x.shape, x.dtype)}
+
+
+def _softmax_grad(ctx):
+    out, dout = ctx.input("Out"), ctx.input("Out@GRAD")
+    normalize_axis(ctx.attr("axis"), len(out.shape))
+    if not shapes_agree(out.shape, dout.shape):
+        ctx.fail(f"Out@GRAD must be shaped like Out {list(out.shape)}, got {list(dout.shape)}")
+    return {"X@GRAD": out}
 
 
 def _like_target(ctx):
@@ -40,6 +49,9 @@ SCHEMAS = (
            dtypes=_LIKE_X),
     schema("gelu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x,
            doc="X@GRAD = Out@GRAD * (Phi(X) + X * phi(X)), the exact gelu's derivative.", dtypes=_LIKE_X),
+    schema("softmax_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _softmax_grad, {"axis": Attr("int", -1)},
+           doc="X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output Out.",
+           dtypes={"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}),
     schema("slice_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, SLICE_ATTRS,
            doc="Zeros shaped like X with Out@GRAD written into the slice: the adjoint of slice.", dtypes=_LIKE_X),
     schema("gather_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _like_x, {"axis": Attr("int", 0)},

@@ -1,4 +1,7 @@
-"""Ops behind the network layers that are more than a composition: dropout, lookup_table, batch_norm.
+"""Ops behind the network layers that are more than a composition: dropout, lookup_table, batch_norm, layer_norm.
+
+Batch and layer norm have fused gradient ops too (``batch_norm_grad``, ``layer_norm_grad``): one pass over
+the data instead of a dozen ordinary ops, each with a grad maker of its own so second order works.
 
 ``is_test`` switches dropout and batch norm to inference; ``Program.clone(for_test=True)``
 sets it on every op whose schema has it.
@@ -6,8 +9,8 @@ sets it on every op whose schema has it.
 from __future__ import annotations
 
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
-from ..schema import Attr, TensorType, schema
-from ..shapes import dims_agree
+from ..schema import Attr, Slot, TensorType, schema
+from ..shapes import dims_agree, normalize_axis, shapes_agree
 
 
 def _dropout(ctx):
@@ -28,13 +31,64 @@ def _batch_norm(ctx):
     x = ctx.input("X")
     if len(x.shape) < 2:
         ctx.fail(f"X needs a channel axis 1 (rank >= 2), got shape {list(x.shape)}")
+    _check_per_channel(ctx, x, ("Scale", "Bias", "Mean", "Variance"))
+    return {"Y": x, "MeanOut": ctx.input("Mean"), "VarianceOut": ctx.input("Variance")}
+
+
+def _check_per_channel(ctx, x: TensorType, slots) -> None:
     c = x.shape[1]
-    for slot in ("Scale", "Bias", "Mean", "Variance"):
+    for slot in slots:
         t = ctx.input(slot)
         if len(t.shape) != 1 or not dims_agree(t.shape[0], c):
             ctx.fail(f"{slot} must be {x.dtype}[{c}] (one per channel), got {t.dtype}{list(t.shape)}")
-    return {"Y": x, "MeanOut": ctx.input("Mean"), "VarianceOut": ctx.input("Variance")}
 
+
+def _batch_norm_grad(ctx):
+    x, dy = ctx.input("X"), ctx.input("Y@GRAD")
+    if len(x.shape) < 2:
+        ctx.fail(f"X needs a channel axis 1 (rank >= 2), got shape {list(x.shape)}")
+    if not shapes_agree(dy.shape, x.shape):
+        ctx.fail(f"Y@GRAD must be shaped like X {list(x.shape)}, got {list(dy.shape)}")
+    if ctx.attr("is_test") and not (ctx.has_input("Mean") and ctx.has_input("Variance")):
+        ctx.fail("with is_test the running Mean and Variance normalize, so both must be given")
+    _check_per_channel(ctx, x, [s for s in ("Scale", "Mean", "Variance") if ctx.has_input(s)])
+    channel = TensorType((x.shape[1],), x.dtype)
+    return {"X@GRAD": x, "Scale@GRAD": channel, "Bias@GRAD": channel}
+
+
+def _norm_split(ctx) -> int:
+    """layer_norm's ``begin_norm_axis`` as an index in [0, rank): the first of the normalized dims."""
+    return normalize_axis(ctx.attr("begin_norm_axis"), len(ctx.input("X").shape))
+
+
+def _check_affine(ctx, x: TensorType, begin: int) -> TensorType:
+    """Scale and Bias (when given) are shaped like X's normalized dims; their type."""
+    affine = TensorType(tuple(x.shape[begin:]), x.dtype)
+    for slot in ("Scale", "Bias"):
+        for t in ctx.inputs(slot):
+            if not shapes_agree(t.shape, affine.shape):
+                ctx.fail(f"{slot} must be shaped like X's normalized dims {list(affine.shape)}, got {list(t.shape)}")
+    return affine
+
+
+def _layer_norm(ctx):
+    x = ctx.input("X")
+    begin = _norm_split(ctx)
+    _check_affine(ctx, x, begin)
+    stats = TensorType(tuple(x.shape[:begin]), x.dtype)
+    return {"Y": x, "Mean": stats, "Variance": stats}
+
+
+def _layer_norm_grad(ctx):
+    x, dy = ctx.input("X"), ctx.input("Y@GRAD")
+    begin = _norm_split(ctx)
+    if not shapes_agree(dy.shape, x.shape):
+        ctx.fail(f"Y@GRAD must be shaped like X {list(x.shape)}, got {list(dy.shape)}")
+    affine = _check_affine(ctx, x, begin)
+    return {"X@GRAD": x, "Scale@GRAD": affine, "Bias@GRAD": affine}
+
+
+_NORM_ATTRS = {"begin_norm_axis": Attr("int", 1), "epsilon": Attr("float", 1e-5)}
 
 SCHEMAS = (
     schema("dropout", ["X"], ["Out", "Mask"], _dropout,
@@ -52,6 +106,29 @@ SCHEMAS = (
                "the running Mean/Variance (written in place through MeanOut/VarianceOut) move toward them by "
                "1 - momentum. With is_test, the running statistics normalize instead.",
            dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X", "Mean": "X", "Variance": "X"}),
+    schema("batch_norm_grad", ["X", "Scale", Slot("Mean", optional=True), Slot("Variance", optional=True), "Y@GRAD"],
+           ["X@GRAD", "Scale@GRAD", "Bias@GRAD"], _batch_norm_grad, {"epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
+           doc="batch_norm's gradients in one pass over X: with xhat = (X - mu) / sqrt(var + epsilon), "
+               "Bias@GRAD = sum(Y@GRAD), Scale@GRAD = sum(Y@GRAD * xhat) (sums over every axis but 1) and "
+               "X@GRAD = Scale / sqrt(var + epsilon) * (Y@GRAD - mean(Y@GRAD) - xhat * mean(Y@GRAD * xhat)). "
+               "In training mu, var are X's batch statistics (Mean, Variance are left out); with is_test they "
+               "are the running Mean, Variance (required), constants, and X@GRAD = Scale / sqrt(var + epsilon) "
+               "* Y@GRAD.",
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Mean": "X", "Variance": "X", "Y@GRAD": "X"}),
+    schema("layer_norm", ["X", Slot("Scale", optional=True), Slot("Bias", optional=True)],
+           ["Y", "Mean", "Variance"], _layer_norm, _NORM_ATTRS,
+           doc="Normalize X over its dims from begin_norm_axis on, in one pass: Y = (X - Mean) / sqrt(Variance + "
+               "epsilon) * Scale + Bias, Scale and Bias (optional) shaped like those dims. Mean and Variance "
+               "(the biased one) are per leading index, shaped like X's dims before begin_norm_axis.",
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}),
+    schema("layer_norm_grad", ["X", Slot("Scale", optional=True), "Y@GRAD"],
+           ["X@GRAD", Slot("Scale@GRAD", optional=True), Slot("Bias@GRAD", optional=True)], _layer_norm_grad,
+           _NORM_ATTRS,
+           doc="layer_norm's gradients in one pass: with X's statistics mu, var over the normalized dims "
+               "(recomputed, so the op is a function of its inputs alone), xhat = (X - mu) / sqrt(var + epsilon) "
+               "and c = Y@GRAD * Scale, X@GRAD = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), "
+               "Scale@GRAD = sum(Y@GRAD * xhat), Bias@GRAD = sum(Y@GRAD) (sums over the leading dims).",
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Y@GRAD": "X"}),
 )
 
 

@@ -88,6 +88,32 @@ def _batch_norm(g: Draw) -> Built:
                   {"is_test": g.flag(), "momentum": 0.9})
 
 
+def _batch_norm_grad(g: Draw) -> Built:
+    shape, dtype, is_test = g.shape(min_rank=2), g.dtype("X"), g.flag()
+    c = [shape[1]]
+    stats = {"Mean": g.array(c, dtype), "Variance": g.array(c, dtype, 0.5, 2)} if is_test else {}
+    return one_op(g, {"X": g.array(shape, dtype), "Scale": g.array(c, dtype), **stats,
+                      "Y@GRAD": g.array(shape, dtype)}, {"is_test": is_test})
+
+
+def _layer_norm(g: Draw) -> Built:
+    """layer_norm (X, Scale?, Bias?) or layer_norm_grad (X, Scale?, Y@GRAD), normalized dims known."""
+    shape, dtype = g.shape(min_rank=1), g.dtype("X")
+    begin = g.int(0, len(shape) - 1)
+    affine = {s: g.array(shape[begin:], dtype) for s in ("Scale", "Bias") if g.flag()}
+    if g.schema.type == "layer_norm_grad":
+        affine.pop("Bias", None)
+        affine["Y@GRAD"] = g.array(shape, dtype)
+    attrs = {"begin_norm_axis": begin - len(shape) if g.flag() else begin}
+    return one_op(g, {"X": g.array(shape, dtype), **affine}, attrs, known=tuple(affine))
+
+
+def _softmax_grad(g: Draw) -> Built:
+    shape, dtype = g.shape(min_rank=1), g.dtype("Out")
+    return one_op(g, {"Out": g.array(shape, dtype, 0, 1), "Out@GRAD": g.array(shape, dtype)},
+                  {"axis": g.int(-len(shape), len(shape) - 1)})
+
+
 # -- learning-rate schedules ----------------------------------------------------------------------------------
 def _increment(g: Draw) -> Built:
     dtype = g.dtype("X")
@@ -287,7 +313,9 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "one_hot": _one_hot, "cross_entropy": lambda g: _labels(g, "X", True),
     "softmax_with_cross_entropy": lambda g: _labels(g, "Logits", False),
     "sigmoid_cross_entropy_with_logits": _sigmoid_ce,
-    "dropout": _dropout, "lookup_table": _lookup_table, "batch_norm": _batch_norm, "cond": _cond, "while": _while,
+    "dropout": _dropout, "lookup_table": _lookup_table, "batch_norm": _batch_norm,
+    "batch_norm_grad": _batch_norm_grad, "layer_norm": _layer_norm, "layer_norm_grad": _layer_norm,
+    "softmax_grad": _softmax_grad, "cond": _cond, "while": _while,
     "prod_others": _prod_others, "argmin": _argmax, "pad": _pad, "cumsum": _cumsum,
     "conv2d_transpose": _conv2d_transpose,
     **{t: _scatter for t in ("scatter", "scatter_add")}, "take_along_axis": _take_along_axis,

@@ -1,5 +1,5 @@
 """Every differentiable op on float64 inputs, for the forward-mode tests: the kernel test cases plus the ops
-those do not cover (convolution, pooling, batch norm, dropout, lookups, the fused grad ops)."""
+those do not cover (convolution, pooling, batch and layer norm, dropout, lookups, the fused grad ops)."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,6 +38,16 @@ def extra_cases():
     for test in (False, True):
         yield Case("batch_norm", {"X": _r(4, 3, 2, 2), "Scale": _r(3), "Bias": _r(3), "Mean": _r(3),
                                   "Variance": rng.uniform(0.5, 2.0, 3)}, None, {"is_test": test}, label=f"test={test}")
+        yield Case("batch_norm_grad", {"X": _r(4, 3, 2), "Scale": _r(3), "Y@GRAD": _r(4, 3, 2),
+                                       **({"Mean": _r(3), "Variance": rng.uniform(0.5, 2.0, 3)} if test else {})},
+                   None, {"is_test": test}, label=f"test={test}")
+    for affine in ({}, {"Scale": _r(3, 4)}, {"Scale": _r(3, 4), "Bias": _r(3, 4)}):
+        yield Case("layer_norm", {"X": _r(2, 3, 4), **affine}, None, {"begin_norm_axis": 1},
+                   label=f"affine={sorted(affine)}")
+        if "Bias" not in affine:
+            yield Case("layer_norm_grad", {"X": _r(2, 3, 4), **affine, "Y@GRAD": _r(2, 3, 4)}, None,
+                       {"begin_norm_axis": 1}, label=f"affine={sorted(affine)}")
+    yield Case("softmax_grad", {"Out": _r(3, 4), "Out@GRAD": _r(3, 4)}, None, {"axis": 0})
     yield Case("softmax_with_cross_entropy", {"Logits": _r(3, 4), "Label": rng.uniform(0.1, 1.0, (3, 4))}, None,
                {"soft_label": True}, label="rows not summing to 1")
     yield Case("dropout", {"X": _r(3, 4)}, None, {"p": 0.4, "seed": 3})

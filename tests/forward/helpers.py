@@ -46,7 +46,8 @@ def one_op(case):
     return main, outs, list(dict.fromkeys(ins)), feed
 
 
-FROZEN = {"batch_norm": ("Mean", "Variance", "MeanOut", "VarianceOut"), "relu_grad": ("Out",)}
+FROZEN = {"batch_norm": ("Mean", "Variance", "MeanOut", "VarianceOut"), "batch_norm_grad": ("Mean", "Variance"),
+          "relu_grad": ("Out",)}
 """Slots both modes treat as constant: running statistics (state, as in Paddle) and relu's mask, which the
 kernel test cases put exactly at the kink."""
 

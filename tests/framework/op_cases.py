@@ -247,6 +247,10 @@ def nn_cases():
             x = randn(shape, dtype) * 3
             yield Case("softmax", {"X": x}, lambda i, a=axis: np.exp(_log_softmax_ref(i["X"], a)), {"axis": axis})
             yield Case("log_softmax", {"X": x}, lambda i, a=axis: _log_softmax_ref(i["X"], a), {"axis": axis})
+            y = np.exp(_log_softmax_ref(x, axis)).astype(dtype)
+            yield Case("softmax_grad", {"Out": y, "Out@GRAD": randn(shape, dtype)},
+                       lambda i, a=axis: {"X@GRAD": [i["Out"] * (i["Out@GRAD"] - np.sum(
+                           i["Out@GRAD"].astype(np.float64) * i["Out"], axis=a, keepdims=True))]}, {"axis": axis})
         for batch in [(4,), (2, 3)]:
             probs = np.exp(_log_softmax_ref(randn(batch + (5,)), -1)).astype(dtype)
             hard = rng.integers(0, 5, batch + (1,)).astype(np.int64)

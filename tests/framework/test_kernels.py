@@ -134,7 +134,7 @@ def test_the_kernels_that_take_out_are_the_ones_expected():
     """The big-array kernels take a buffer; a factory declines it only for attrs or ranks where it cannot help."""
     assert {c.op for c in BUFFERED + MULTI_CASES} == {
         "relu", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "reciprocal", "sign", "scale", "erf",
-        "relu_grad", "tanh_grad", "sigmoid_grad", "elementwise_add", "elementwise_sub", "elementwise_mul",
+        "relu_grad", "tanh_grad", "sigmoid_grad", "softmax_grad", "elementwise_add", "elementwise_sub", "elementwise_mul",
         "elementwise_div", "elementwise_pow", "elementwise_max", "elementwise_min", "matmul", "sum", "sgd",
         "momentum", "adam", "conv2d_transpose", "pool2d"}
     declined = {(c.op, c.label or str(len(c.inputs.get("X", [])))) for c in UNBUFFERED if c.op in ("scale", "sum")}

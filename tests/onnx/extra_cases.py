@@ -84,6 +84,21 @@ def network_cases():
         for is_test in (False, True):
             yield Case("batch_norm", {"X": x, **stats}, None, {"momentum": 0.9, "epsilon": 1e-5, "is_test": is_test},
                        label=f"test={is_test}")
+            grad_stats = {"Mean": stats["Mean"], "Variance": stats["Variance"]} if is_test else {}
+            yield Case("batch_norm_grad", {"X": x, "Scale": stats["Scale"], **grad_stats,
+                                           "Y@GRAD": randn(x.shape, dtype)}, None,
+                       {"epsilon": 1e-5, "is_test": is_test}, label=f"test={is_test}")
+        x3 = randn((2, 3, 4), dtype) * 2 + 1
+        for begin, affine in [(1, ("Scale", "Bias")), (2, ("Scale",)), (-1, ()), (0, ("Bias",))]:
+            params = {s: randn(x3.shape[begin % 3:], dtype) for s in affine}
+            attrs = {"begin_norm_axis": begin, "epsilon": 1e-5}
+            yield Case("layer_norm", {"X": x3, **params}, None, attrs, label=f"begin={begin},{'+'.join(affine)}")
+            params.pop("Bias", None)
+            yield Case("layer_norm_grad", {"X": x3, **params, "Y@GRAD": randn(x3.shape, dtype)}, None, attrs,
+                       label=f"begin={begin},{'+'.join(params)}")
+        for axis in (-1, 1):
+            yield Case("softmax_grad", {"Out": rng.uniform(0, 1, x3.shape).astype(dtype),
+                                        "Out@GRAD": randn(x3.shape, dtype)}, None, {"axis": axis}, label=f"axis={axis}")
         yield Case("dropout", {"X": x}, None, {"p": 0.5, "is_test": True}, label="is_test")
         yield Case("dropout", {"X": x}, None, {"p": 0.0}, label="p=0")
         yield Case("lookup_table", {"W": randn((5, 3), dtype), "Ids": np.array([[0, 4], [2, 2]], np.int64)}, None)

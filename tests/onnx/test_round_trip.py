@@ -98,3 +98,48 @@ def test_cli_imports_a_model(tmp_path, capsys):
     (got,) = Executor().run(program, feed=ex.feed, fetch_list=["loss"], scope=loaded)
     (want,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
     assert_close(got, want, "loss")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_exports_as_layer_normalization_and_imports_back_as_one_op(dtype):
+    export_onnx, import_onnx = _tools()
+    from gradgen.program import Program, layers
+
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3, 4], dtype)
+        y = layers.layer_norm(x, begin_norm_axis=1, name="ln")
+        z = layers.layer_norm(y, shift=False)
+    rng = np.random.default_rng(0)
+    params = {"ln.scale": rng.standard_normal((3, 4)).astype(dtype), "ln.bias": rng.standard_normal((3, 4))
+              .astype(dtype), "layer_norm_0.w_0": rng.standard_normal(4).astype(dtype)}
+    model = export_onnx(main, params=params, fetch_list=[z])
+    assert [n.op_type for n in model.graph.node].count("LayerNormalization") == 2
+    program, imported, outputs = import_onnx(model)
+    assert [op.type for op in program.global_block().ops].count("layer_norm") == 2
+    feed = {"x": rng.standard_normal((5, 3, 4)).astype(dtype) * 3}
+    (got,) = Executor().run(program, feed=feed, fetch_list=[outputs[z.name]], scope=_scope(imported))
+    (want,) = Executor().run(main, feed=feed, fetch_list=[z], scope=_scope(params))
+    assert_close(got, want, "layer_norm")
+
+
+def test_layer_normalization_with_a_broadcast_scale_and_its_statistics_imports():
+    require("onnx")
+    from onnx import TensorProto, helper
+
+    from gradgen.framework import import_onnx
+
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3, 4])
+    scale = helper.make_tensor_value_info("s", TensorProto.DOUBLE, [1])
+    outs = [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in ("y", "mean", "inv")]
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean", "inv"], axis=1, epsilon=1e-3)
+    model = helper.make_model(helper.make_graph([node], "g", [x, scale], outs),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    program, params, names = import_onnx(model)
+    xs, s = np.random.default_rng(1).standard_normal((2, 3, 4)), np.array([1.5])
+    got = Executor().run(program, feed={"x": xs, "s": s}, fetch_list=[names[n] for n in ("y", "mean", "inv")],
+                         scope=_scope(params))
+    mean, var = xs.mean(axis=(1, 2), keepdims=True), xs.var(axis=(1, 2), keepdims=True)
+    inv = 1 / np.sqrt(var + float(np.float32(1e-3)))  # ONNX float attrs are float32
+    for g, w in zip(got, [(xs - mean) * inv * s, mean, inv]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

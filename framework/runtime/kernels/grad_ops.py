@@ -1,12 +1,11 @@
 """Kernels of the fused grad ops (see ``program/ops/grad_ops.py``)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.special import erf
 
+from . import fast_erf
 from .indexing import scatter_rows
+from .signature import fits
 
 
 def leaky_relu_grad(op):
@@ -25,11 +24,19 @@ def elu_grad(op):
                                                                                                     copy=False)
 
 
-def gelu_grad(op):
-    def run(x, dout):
-        cdf = 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
-        pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-        return (dout * (cdf + x * pdf)).astype(dout.dtype, copy=False)
+def softmax_grad(op):
+    rank = len(op.block.var(op.input("Out")[0]).shape)
+    axis = op.attr("axis") % rank if rank else 0
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    dots = f"{letters},{letters}->{letters.replace(letters[axis], '')}"
+
+    def run(y, dout, *, out=None):  # y * (dout - sum(dout * y, axis)): the sum reads both without a product
+        if rank == 0:
+            return np.zeros_like(dout)
+        if out is not None and not fits(out, dout, y):
+            out = None
+        dx = np.subtract(dout, np.expand_dims(np.einsum(dots, dout, y), axis), out=out)
+        return np.multiply(dx, y, out=dx)
 
     return run
 
@@ -74,6 +81,7 @@ def split_like(op):
 
 
 KERNELS = {
-    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": gelu_grad, "elu_grad": elu_grad,
-    "slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
+    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": lambda op: fast_erf.gelu_grad,
+    "elu_grad": elu_grad, "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
+    "reshape_as": reshape_as, "split_like": split_like,
 }

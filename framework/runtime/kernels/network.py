@@ -1,4 +1,4 @@
-"""Kernels of dropout, lookup_table and batch_norm."""
+"""Kernels of dropout and lookup_table (batch_norm's is in ``normalization``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,26 +30,4 @@ def lookup_table(op):
     return run
 
 
-def batch_norm(op):
-    momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
-
-    def run(x, scale, bias, mean, var):
-        axes = (0,) + tuple(range(2, x.ndim))
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        if is_test or x.size == 0:
-            # An empty batch tells nothing about the statistics: it normalizes (nothing) with the running ones
-            # and leaves them as they were; its own (NaN) mean and variance would poison them for good.
-            mu, v = mean, var
-        else:
-            mu, v = x.mean(axis=axes), x.var(axis=axes)
-        y = (x - mu.reshape(shape)) / np.sqrt(v.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
-        if is_test or x.size == 0:
-            return y.astype(x.dtype, copy=False), mean, var
-        new_mean = (momentum * mean + (1.0 - momentum) * mu).astype(mean.dtype, copy=False)
-        new_var = (momentum * var + (1.0 - momentum) * v).astype(var.dtype, copy=False)
-        return y.astype(x.dtype, copy=False), new_mean, new_var
-
-    return run
-
-
-KERNELS = {"dropout": dropout, "lookup_table": lookup_table, "batch_norm": batch_norm}
+KERNELS = {"dropout": dropout, "lookup_table": lookup_table}

@@ -18,8 +18,8 @@ from onnx import helper, numpy_helper
 
 from gradgen.program.subblocks import owned_blocks
 
-from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_schedule,
-               lower_tensor)
+from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_norm,
+               lower_schedule, lower_tensor)
 from .context import Lowering
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
@@ -35,8 +35,8 @@ IR_VERSION = 8
 UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
-LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_conv.LOWERINGS,
-             **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS}
+LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_norm.LOWERINGS,
+             **lower_conv.LOWERINGS, **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS}
 """gradgen op type -> lowering function."""
 
 _MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "

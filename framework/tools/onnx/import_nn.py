@@ -1,4 +1,5 @@
-"""ONNX importers of convolution, pooling, batch norm, dropout, CumSum, TopK and GatherElements nodes (see ``import_table``)."""
+"""ONNX importers of convolution, pooling, batch and layer norm, dropout, CumSum, TopK and GatherElements nodes
+(see ``import_table``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -116,6 +117,36 @@ def batch_norm(ctx):
                    {"epsilon": float(ctx.attr("epsilon", 1e-5)), "momentum": float(ctx.attr("momentum", 0.9)),
                     "is_test": True}, names={"Y": [ctx.node.output[0]]})
     ctx.bind(0, names["Y"][0])
+
+
+def layer_norm(ctx):
+    """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
+    only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
+    computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
+    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5))
+    begin = axis % max(rank, 1)
+    normalized = tuple(ctx.shape(0)[begin:])
+    inputs, after = {"X": ctx.x(0)}, []
+    for k, slot, op_type in ((1, "Scale", "elementwise_mul"), (2, "Bias", "elementwise_add")):
+        if not ctx.has(k):
+            continue
+        if ctx.shape(k) == normalized and -1 not in normalized:
+            inputs[slot] = ctx.x(k)
+        else:
+            after.append((op_type, ctx.x(k)))
+    outs = ctx.op("layer_norm", inputs, {"begin_norm_axis": begin, "epsilon": eps},
+                  names={"Y": [ctx.node.output[0]]} if not after else None)
+    y = outs["Y"][0]
+    for i, (op_type, v) in enumerate(after):
+        last = i == len(after) - 1
+        y = ctx.out(op_type, {"X": y, "Y": v}) if last else ctx.tmp(op_type, {"X": y, "Y": v})
+    ctx.bind(0, y)
+    kept = {"axes": list(range(begin, rank))}
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        ctx.bind(1, ctx.tmp("unsqueeze", {"X": outs["Mean"][0]}, kept))
+    if len(ctx.node.output) > 2 and ctx.node.output[2]:
+        shifted = ctx.tmp("scale", {"X": outs["Variance"][0]}, {"bias": eps})
+        ctx.bind(2, ctx.tmp("unsqueeze", {"X": ctx.tmp("pow", {"X": shifted}, {"factor": -0.5})}, kept))
 
 
 def dropout(ctx):

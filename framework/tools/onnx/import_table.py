@@ -5,7 +5,8 @@ from .import_control import (
     if_, loop,
 )
 from .import_nn import (
-    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, top_k,
+    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, layer_norm,
+    top_k,
 )
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
@@ -29,6 +30,6 @@ IMPORTERS = {
     "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
-    "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,
+    "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
 }
 """ONNX op type (default domain) -> translation function."""

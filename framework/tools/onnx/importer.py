@@ -186,13 +186,21 @@ class NodeContext:
            names: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
         """Append a gradgen op; output vars are named after ``names`` or fresh; returns slot -> var names."""
         schema = OP_SCHEMAS[type]
-        outputs = {}
+        outputs, taken = {}, set()
+
+        def fresh(hint: str) -> str:  # the vars are made by append_op: names picked before it must differ
+            name = self.importer.fresh(hint)
+            while name in taken:
+                name = self.importer.main.unique_name(hint)
+            taken.add(name)
+            return name
+
         for slot in schema.outputs:
             if names and slot.name in names:
-                outputs[slot.name] = [self.importer.fresh(n) for n in names[slot.name]]
+                outputs[slot.name] = [fresh(n) for n in names[slot.name]]
             elif outs is None or slot.name in outs:
                 n = (outs or {}).get(slot.name, 1)
-                outputs[slot.name] = [self.importer.fresh(f"{type}") for _ in range(n)]
+                outputs[slot.name] = [fresh(f"{type}") for _ in range(n)]
         inputs = {k: (v if isinstance(v, list) else [v]) for k, v in inputs.items()}
         self.importer.block().append_op(type, inputs, outputs, attrs or {}, callsite=f"onnx node {self.node.name!r}")
         return outputs

@@ -119,6 +119,15 @@ def gelu_grad(ctx):
     ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Add", [cdf, g.node("Mul", [x, pdf])])], slot="X@GRAD")
 
 
+def softmax_grad(ctx):
+    # Out * (Out@GRAD - sum(Out@GRAD * Out, axis))
+    g, out, dout = ctx.g, ctx.x("Out"), ctx.x("Out@GRAD")
+    if ctx.rank("Out") == 0:
+        return ctx.emit("Sub", [dout, dout], slot="X@GRAD")
+    dots = reduce_node(ctx, "ReduceSum", g.node("Mul", [dout, out]), [_axis(ctx, "Out")], True)
+    ctx.emit("Mul", [out, g.node("Sub", [dout, dots])], slot="X@GRAD")
+
+
 def dropout(ctx):
     # only the identity form is exportable (see LIMITS): Out = X, Mask = ones
     ctx.finish(ctx.x())
@@ -209,7 +218,8 @@ LOWERINGS = {
     "softmax_with_cross_entropy": softmax_with_cross_entropy,
     "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
     "relu_grad": relu_grad, "tanh_grad": tanh_grad, "sigmoid_grad": sigmoid_grad, "leaky_relu_grad": leaky_relu_grad,
-    "clip_grad": clip_grad, "gelu_grad": gelu_grad, "dropout": dropout, "batch_norm": batch_norm,
+    "clip_grad": clip_grad, "gelu_grad": gelu_grad, "softmax_grad": softmax_grad, "dropout": dropout,
+    "batch_norm": batch_norm,
     "sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
     "clip_by_global_norm": clip_by_global_norm,
 }

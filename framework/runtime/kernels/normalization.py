@@ -1,0 +1,217 @@
+"""Kernels of batch and layer normalization and their fused gradients.
+
+Each works on X viewed as rows of a matrix (layer norm: one row per leading
+index, the normalized dims flattened; batch norm: ``[N, C, positions]``), in a
+few whole-array numpy operations that write into at most two arrays shaped
+like X: the result and one temporary. Row dot products go through
+``einsum``, which reads its operands without materializing their product.
+Those two arrays are kept for the next run (``Recycler``): these ops have
+several outputs, so the plan's buffers do not serve them, and a fresh large
+array costs its page faults on every run. float16 is computed in float32 and
+rounded back.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from gradgen.program.shapes import normalize_axis
+
+__all__ = ["KERNELS", "Recycler"]
+
+
+class Recycler:
+    """Arrays a kernel made in its last run, handed out again when nothing else still refers to them."""
+
+    __slots__ = ("_arrays",)
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def empty(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialized array: last run's ``key`` if it fits and no one holds it (or a view of it), else new."""
+        arr = self._arrays.get(key)
+        # References: the dict, arr, getrefcount's argument. Any more and a caller can still see it.
+        if arr is None or arr.shape != shape or arr.dtype != dtype or sys.getrefcount(arr) > 3:
+            arr = self._arrays[key] = np.empty(shape, dtype)
+        return arr
+
+
+def _work_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype the statistics are computed in: float16 accumulates in float32."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def _given(op, slot: str) -> bool:
+    return bool(op.input(slot))
+
+
+def _split(op) -> int:
+    """The first normalized dim of layer_norm's X."""
+    return normalize_axis(op.attr("begin_norm_axis"), len(op.block.var(op.input("X")[0]).shape))
+
+
+def _as(shape: tuple[int, ...], x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` reshaped to ``shape`` in ``dtype`` (a view when it can be)."""
+    return x.reshape(shape).astype(dtype, copy=False)
+
+
+def _stats(x: np.ndarray, axes: tuple[int, ...], centred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims); ``x`` centred written to ``centred``."""
+    count = x.dtype.type(math.prod(x.shape[a] for a in axes))
+    with np.errstate(invalid="ignore", divide="ignore"):  # nothing to average: NaN statistics
+        mean = np.add.reduce(x, axis=axes, keepdims=True) / count
+        np.subtract(x, mean, out=centred)
+        sub = "abc"[:x.ndim]
+        kept = "".join(c for i, c in enumerate(sub) if i not in axes)
+        var = np.einsum(f"{sub},{sub}->{kept}", centred, centred).reshape(mean.shape) / count
+    return mean, var
+
+
+def _normalized_grad(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, gain, axes: tuple[int, ...],
+                     dx: np.ndarray) -> None:
+    """dX = rstd * (c - mean(c) - xhat * mean(c * xhat)), c = dy * gain, into ``dx`` (xhat is overwritten)."""
+    count = dy.dtype.type(math.prod(dy.shape[a] for a in axes))
+    if gain is None:
+        np.copyto(dx, dy)
+    else:
+        np.multiply(dy, gain, out=dx)
+    c = dx
+    sub = "abc"[:dy.ndim]
+    kept = "".join(ch for i, ch in enumerate(sub) if i not in axes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        along = np.einsum(f"{sub},{sub}->{kept}", c, xhat).reshape(rstd.shape) / count
+        dx -= np.add.reduce(c, axis=axes, keepdims=True) / count
+    xhat *= along
+    dx -= xhat
+    dx *= rstd
+
+
+def layer_norm(op):
+    begin, eps = _split(op), op.attr("epsilon")
+    has_scale, has_bias = _given(op, "Scale"), _given(op, "Bias")
+    recycler = Recycler()
+
+    def run(x, *affine):
+        work = _work_dtype(x.dtype)
+        rows = _as((math.prod(x.shape[:begin]), math.prod(x.shape[begin:])), x, work)
+        y = recycler.empty("y", rows.shape, work)
+        mean, var = _stats(rows, (1,), y)
+        y *= 1.0 / np.sqrt(var + eps)
+        if has_scale:
+            y *= affine[0].reshape(1, -1)
+        if has_bias:
+            y += affine[-1].reshape(1, -1)
+        lead = x.shape[:begin]
+        cast = lambda v, shape: v.reshape(shape).astype(x.dtype, copy=False)  # noqa: E731
+        return cast(y, x.shape), cast(mean, lead), cast(var, lead)
+
+    return run
+
+
+def layer_norm_grad(op):
+    begin, eps, has_scale = _split(op), op.attr("epsilon"), _given(op, "Scale")
+    want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
+    recycler = Recycler()
+
+    def run(x, *rest):
+        scale, dy = rest if has_scale else (None, rest[0])
+        work = _work_dtype(x.dtype)
+        shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
+        rows, dys = _as(shape, x, work), _as(shape, dy, work)
+        xhat, dx = recycler.empty("xhat", shape, work), recycler.empty("dx", shape, work)
+        _, var = _stats(rows, (1,), xhat)
+        rstd = 1.0 / np.sqrt(var + eps)
+        xhat *= rstd
+        affine = x.shape[begin:]
+        grads = []
+        if want_scale:
+            grads.append(np.einsum("ij,ij->j", dys, xhat).reshape(affine).astype(x.dtype, copy=False))
+        if want_bias:
+            grads.append(np.add.reduce(dys, axis=0).reshape(affine).astype(x.dtype, copy=False))
+        gain = scale.reshape(1, -1).astype(work, copy=False) if scale is not None else None
+        _normalized_grad(dys, xhat, rstd, gain, (1,), dx)
+        dx_out = dx.reshape(x.shape).astype(x.dtype, copy=False)
+        return (dx_out, *grads) if grads else dx_out
+
+    return run
+
+
+def _channels(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` as ``[N, C, positions]`` in ``dtype``."""
+    return _as((x.shape[0], x.shape[1], math.prod(x.shape[2:])), x, dtype)
+
+
+def _per_channel(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return v.reshape(1, -1, 1).astype(dtype, copy=False)
+
+
+_BATCH_AXES = (0, 2)
+
+
+def batch_norm(op):
+    momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
+    recycler = Recycler()
+
+    def run(x, scale, bias, mean, var):
+        work = _work_dtype(x.dtype)
+        x3 = _channels(x, work)
+        y = recycler.empty("y", x3.shape, work)
+        # An empty batch tells nothing about the statistics: it normalizes (nothing) with the running ones and
+        # leaves them as they were; its own (NaN) mean and variance would poison them for good.
+        running = is_test or x.size == 0
+        if running:
+            mu, v = _per_channel(mean, work), _per_channel(var, work)
+            np.subtract(x3, mu, out=y)
+        else:
+            mu, v = _stats(x3, _BATCH_AXES, y)
+        y *= _per_channel(scale, work) / np.sqrt(v + eps)
+        y += _per_channel(bias, work)
+        y_out = y.reshape(x.shape).astype(x.dtype, copy=False)
+        if running:
+            return y_out, mean, var
+        new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype, copy=False)
+        new_var = (momentum * var + (1.0 - momentum) * v.reshape(-1)).astype(var.dtype, copy=False)
+        return y_out, new_mean, new_var
+
+    return run
+
+
+def batch_norm_grad(op):
+    eps, is_test = op.attr("epsilon"), op.attr("is_test")
+    recycler = Recycler()
+
+    def run(x, scale, *rest):
+        dy = rest[-1]
+        work = _work_dtype(x.dtype)
+        x3, dy3 = _channels(x, work), _channels(dy, work)
+        xhat, dx = recycler.empty("xhat", x3.shape, work), recycler.empty("dx", x3.shape, work)
+        if is_test:
+            var = _per_channel(rest[1], work)
+            np.subtract(x3, _per_channel(rest[0], work), out=xhat)
+        else:
+            _, var = _stats(x3, _BATCH_AXES, xhat)
+        rstd = 1.0 / np.sqrt(var + eps)
+        xhat *= rstd
+        dbias = np.add.reduce(dy3, axis=_BATCH_AXES)
+        dscale = np.einsum("ncs,ncs->c", dy3, xhat)
+        gain = _per_channel(scale, work) * rstd
+        if is_test:
+            np.multiply(dy3, gain, out=dx)
+        else:  # Scale is constant over a channel: mean(c) and mean(c * xhat) are Scale times dBias and dScale / count
+            count = work.type(x3.shape[0] * x3.shape[2])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                np.multiply(xhat, (dscale / count).reshape(1, -1, 1), out=dx)
+                dx += (dbias / count).reshape(1, -1, 1)
+            np.subtract(dy3, dx, out=dx)
+            dx *= gain
+        cast = lambda v: v.astype(x.dtype, copy=False)  # noqa: E731
+        return cast(dx.reshape(x.shape)), cast(dscale), cast(dbias)
+
+    return run
+
+
+KERNELS = {"batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad, "layer_norm": layer_norm,
+           "layer_norm_grad": layer_norm_grad}

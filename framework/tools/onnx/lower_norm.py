@@ -1,0 +1,89 @@
+"""Lowerings of layer_norm (to ONNX's LayerNormalization) and of the fused normalization gradients.
+
+The gradients become the few standard ops their formulas need (see ``grad_makers/normalization.py``):
+with xhat = (X - mean) / sqrt(var + epsilon) and c = dY * Scale,
+dX = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), dScale = sum(dY * xhat), dBias = sum(dY).
+"""
+from __future__ import annotations
+
+from .context import Lowering
+from .graph import fill_value
+from .lower_math import reduce_node
+
+__all__ = ["LOWERINGS"]
+
+
+def _begin(ctx: Lowering) -> int:
+    return ctx.attr("begin_norm_axis") % max(ctx.rank("X"), 1)
+
+
+def _statistics(ctx: Lowering, x: str, axes: list[int]) -> tuple[str, str, str]:
+    """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims), and ``x`` centred."""
+    mean = reduce_node(ctx, "ReduceMean", x, axes, True)
+    centred = ctx.g.node("Sub", [x, mean])
+    return mean, reduce_node(ctx, "ReduceMean", ctx.g.node("Mul", [centred, centred]), axes, True), centred
+
+
+def _summed(ctx: Lowering, v: str, axes: list[int], slot: str) -> None:
+    """Bind output ``slot`` to ``v`` summed over ``axes`` (dropped); ``v`` itself when there are none."""
+    if axes:
+        ctx.set(reduce_node(ctx, "ReduceSum", v, axes, False, out=ctx.name(slot)), slot)
+    else:
+        ctx.finish(v, slot)
+
+
+def _norm_grads(ctx: Lowering, centred: str, var: str, group: list[int], rest: list[int], scale: str | None,
+                fixed: bool) -> None:
+    """Bind X@GRAD, and Scale@GRAD and Bias@GRAD where the op has them, from X's centred values and variance."""
+    g, dy, dt = ctx.g, ctx.x("Y@GRAD"), ctx.dtype("X")
+    r = g.node("Reciprocal", [g.node("Sqrt", [g.node("Add", [var, ctx.scalar(ctx.attr("epsilon"), dt)])])])
+    xhat = g.node("Mul", [centred, r])
+    c = g.node("Mul", [dy, scale]) if scale else dy
+    if fixed:
+        ctx.emit("Mul", [c, r], slot="X@GRAD")
+    else:
+        mean = lambda v: reduce_node(ctx, "ReduceMean", v, group, True)  # noqa: E731
+        inner = g.node("Sub", [g.node("Sub", [c, mean(c)]), g.node("Mul", [xhat, mean(g.node("Mul", [c, xhat]))])])
+        ctx.emit("Mul", [inner, r], slot="X@GRAD")
+    if ctx.op.output("Scale@GRAD"):
+        _summed(ctx, g.node("Mul", [dy, xhat]), rest, "Scale@GRAD")
+    if ctx.op.output("Bias@GRAD"):
+        _summed(ctx, dy, rest, "Bias@GRAD")
+
+
+def layer_norm(ctx):
+    g, x, dt, rank = ctx.g, ctx.x("X"), ctx.dtype("X"), ctx.rank("X")
+    begin = _begin(ctx)
+    group = list(range(begin, rank))
+    if ctx.has("Scale"):
+        scale = ctx.x("Scale")
+    else:  # LayerNormalization needs a Scale: ones shaped like the normalized dims
+        dims = g.node("Slice", [g.node("Shape", [x]), g.ints([begin]), g.ints([rank])])
+        scale = g.node("ConstantOfShape", [dims], value=fill_value(1.0, dt))
+    inputs = [x, scale] + ([ctx.x("Bias")] if ctx.has("Bias") else [])
+    ctx.emit("LayerNormalization", inputs, slot="Y", axis=begin, epsilon=ctx.attr("epsilon"))
+    mean, var, _ = _statistics(ctx, x, group)
+    for slot, value in (("Mean", mean), ("Variance", var)):
+        ctx.set(g.node("Squeeze", [value, g.ints(group)], out=ctx.name(slot)) if group else value, slot)
+
+
+def layer_norm_grad(ctx):
+    rank, begin = ctx.rank("X"), _begin(ctx)
+    group = list(range(begin, rank))
+    _, var, centred = _statistics(ctx, ctx.x("X"), group)
+    _norm_grads(ctx, centred, var, group, list(range(begin)), ctx.x("Scale") if ctx.has("Scale") else None, False)
+
+
+def batch_norm_grad(ctx):
+    g, x, rank = ctx.g, ctx.x("X"), ctx.rank("X")
+    group = [0] + list(range(2, rank))
+    channel = g.ints([1, -1] + [1] * (rank - 2))
+    per_channel = lambda slot: g.node("Reshape", [ctx.x(slot), channel])  # noqa: E731
+    if ctx.attr("is_test"):
+        var, centred = per_channel("Variance"), g.node("Sub", [x, per_channel("Mean")])
+    else:
+        _, var, centred = _statistics(ctx, x, group)
+    _norm_grads(ctx, centred, var, group, group, per_channel("Scale"), ctx.attr("is_test"))
+
+
+LOWERINGS = {"layer_norm": layer_norm, "layer_norm_grad": layer_norm_grad, "batch_norm_grad": batch_norm_grad}
