@@ -142,9 +142,10 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     if options.fuse:
         units = fuse_gemm_updates(block, units, keep)
         if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
-            units = fuse_regions(block, units, keep, options.kernels, options.warm_runs)
+            units = fuse_regions(block, units, keep, options.kernels, options.warm_runs, options.background_compile)
         if options.fuse_elementwise:
-            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs)
+            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs,
+                                     options.background_compile)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
