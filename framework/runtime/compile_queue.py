@@ -1,21 +1,31 @@
-"""Compiling generated kernels on one worker thread, so that no run waits for numba (``gradgen[fast]``).
+"""Compiling generated kernels away from the run, so that no run waits for numba (``gradgen[fast]``).
 
-A region or fused loop (``fuse_region``, ``fuse_elementwise``) asks for its kernel after its warm runs; the
-worker thread imports numba, loads the module (``jit.load_source``) and compiles it for the argument types
-of that run, or reads the machine code from numba's disk cache. Until it is ready the step runs its ops one
-by one, so the run that asked, and every run while the compiler works, takes the time it took before
-(slowed only by sharing the interpreter lock with the worker). A compiled kernel takes no new argument
-types at call time (``disable_compile``): a call with other types raises TypeError, and the step runs op by
-op instead of compiling on the run's thread.
+A region or fused loop (``fuse_region``, ``fuse_elementwise``) asks for its kernel after its warm runs, and
+runs its ops one by one until the kernel is ready. A worker thread takes the requests in turn and hands
+each to a compile process (one per process, started at the first request, at a lower priority): it compiles
+the module (``jit.load_source``) for the argument types of the run that asked, and numba writes the machine
+code to its disk cache. The worker thread then loads that code here (milliseconds, after numba's import
+once). Compiling in a thread of this process instead would hold the interpreter lock for seconds: measured
+on the seed MLP, each step took 6 times as long while a thread ran Python beside it, 2.6 times while another
+process did (on this loaded 2-core machine). Should the compile process be unavailable, the worker thread
+compiles itself.
 
-On the worker, a KeyboardInterrupt never lands inside numba's compiler (Python delivers signals to the main
-thread only), so a Ctrl-C during a compile cannot leave numba half-initialised for the rest of the process.
+A compiled kernel takes no new argument types at call time (``disable_compile``): a call with other types
+raises TypeError, and the step runs op by op instead of compiling on the run's thread. A KeyboardInterrupt
+never lands inside numba's compiler: Python delivers it to the main thread, and the compile process ignores
+SIGINT, so a Ctrl-C during a compile leaves numba whole for the rest of the process.
 
 Tests and tools that need the compiled code now call ``wait_for_compiles()``, or build plans with
-``PlanOptions(background_compile=False)``: the run that asks then waits for the worker.
+``PlanOptions(background_compile=False)``: the run that asks then waits for its kernel.
 """
 from __future__ import annotations
 
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import warnings
 from collections import deque
@@ -26,10 +36,10 @@ import numpy as np
 
 from . import jit
 
-__all__ = ["Budget", "LazyKernel", "arg_types", "wait_for_compiles"]
+__all__ = ["Budget", "LazyKernel", "arg_types", "serve", "wait_for_compiles"]
 
-ArgType = Any
-"""Plain data naming a numba argument type: (dtype str, ndim, layout, readonly) for an array, else the value."""
+ArgType = tuple
+"""Plain data naming a numba argument type: ("array", dtype str, ndim, layout, readonly), or ("scalar", dtype str)."""
 
 _jobs: deque = deque()
 _idle = threading.Condition()
@@ -44,21 +54,21 @@ def arg_types(args: Sequence[Any]) -> tuple[ArgType, ...]:
         if type(a) is np.ndarray:
             flags = a.flags
             layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
-            specs.append((a.dtype.str, a.ndim, layout, not flags.writeable))
+            specs.append(("array", a.dtype.str, a.ndim, layout, not flags.writeable))
         else:
-            specs.append(a)
+            specs.append(("scalar", np.asarray(a).dtype.str))
     return tuple(specs)
 
 
 def _numba_type(spec: ArgType):
     import numba
-    if isinstance(spec, tuple):
-        dtype, ndim, layout, readonly = spec
+    if spec[0] == "array":
+        _, dtype, ndim, layout, readonly = spec
         return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, layout, readonly=readonly)
-    return numba.typeof(spec)
+    return numba.from_dtype(np.dtype(spec[1]))
 
 
-def _compile(source: str, types: tuple[ArgType, ...]) -> Callable[..., Any]:
+def _compile(source: str, types: Sequence[ArgType]) -> Callable[..., Any]:
     """The module's ``kernel``, compiled (or loaded from the disk cache) for ``types`` only."""
     kernel = jit.load_source(source).kernel
     kernel.disable_compile(False)  # two regions with one source share a dispatcher: allow a second signature
@@ -70,6 +80,78 @@ def _compile(source: str, types: tuple[ArgType, ...]) -> Callable[..., Any]:
     return kernel
 
 
+class CompileError(Exception):
+    """numba could not compile a generated kernel (the compile process's message)."""
+
+
+def serve() -> None:
+    """The compile process: for each job read from stdin (one JSON line: source and argument types), compile
+    it into the disk cache and answer one JSON line, until stdin closes (its parent has exited)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent's run
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            _compile(job["source"], [tuple(t) for t in job["types"]])
+            answer = {"error": None}
+        except Exception as e:  # numba's errors share no base worth naming
+            answer = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+class _Process:
+    """The compile process, started at the first job; None once it cannot be used (then jobs compile here)."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.broken = False
+        self.closing = False  # the interpreter is exiting: compile nothing more
+
+    def compile(self, source: str, types: Sequence[ArgType]) -> None:
+        """Have the compile process put the kernel in the disk cache; CompileError if numba cannot compile it,
+        OSError if the process cannot be used."""
+        if self.broken:
+            raise OSError("the compile process is not available")
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", "from gradgen.framework.runtime.compile_queue import serve; serve()"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                    preexec_fn=_lower_priority if os.name == "posix" else None)
+            self.proc.stdin.write(json.dumps({"source": source, "types": types}) + "\n")
+            self.proc.stdin.flush()
+            answer = self.proc.stdout.readline()
+            if not answer:
+                raise OSError("the compile process exited")
+        except (OSError, ValueError):
+            self.broken = True
+            raise OSError("the compile process is not available") from None
+        error = json.loads(answer)["error"]
+        if error is not None:
+            raise CompileError(error)
+
+
+def _stop_process() -> None:
+    """At exit: stop the compile process now (a compile in flight is lost; numba replaces cache files whole)."""
+    _process.closing = True
+    proc = _process.proc
+    if proc is not None:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+
+
+def _lower_priority() -> None:
+    """In the compile process: let the runs it serves have the CPU first."""
+    os.nice(5)
+
+
+_process = _Process()
+atexit.register(_stop_process)
+
+
 def _work() -> None:
     global _queued
     while True:
@@ -78,7 +160,13 @@ def _work() -> None:
                 _idle.wait()
             future, source, types = _jobs.popleft()
         try:
-            future.set_result(_compile(source, types))
+            try:
+                _process.compile(source, types)
+            except OSError:
+                if _process.closing:
+                    raise
+                # no compile process: this thread compiles
+            future.set_result(_compile(source, types))  # read from the disk cache the process wrote
         except BaseException as e:  # numba's errors share no base worth naming; the step reports it
             future.set_exception(e)
         with _idle:
@@ -115,8 +203,8 @@ class Budget:
 
     OPS = 2048
 
-    def __init__(self, ops: int = OPS):
-        self.left = ops
+    def __init__(self, ops: int | None = None):
+        self.left = self.OPS if ops is None else ops
 
     def take(self, ops: int) -> bool:
         """Spend ``ops`` if that many are left; say whether they were."""

@@ -348,5 +348,5 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: Callable[[
 
     run.fused_ops = ops  # what ``gradgen show --plan`` reports
     run.region = True
-    run.compiled = lambda: lazy.kernel is not None  # for tests and tools
+    run.compiled = lambda: lazy.poll() is not None  # for tests and tools
     return run
