@@ -88,6 +88,8 @@ def serve() -> None:
     """The compile process: for each job read from stdin (one JSON line: source and argument types), compile
     it into the disk cache and answer one JSON line, until stdin closes (its parent has exited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent's run
+    if hasattr(os, "nice"):
+        os.nice(5)  # the runs it serves have the CPU first
     for line in sys.stdin:
         job = json.loads(line)
         try:
@@ -117,8 +119,8 @@ class _Process:
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
                 self.proc = subprocess.Popen(
                     [sys.executable, "-c", "from gradgen.framework.runtime.compile_queue import serve; serve()"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                    preexec_fn=_lower_priority if os.name == "posix" else None)
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                # no preexec_fn: the child is spawned without running fork handlers (OpenMP warns at a fork)
             self.proc.stdin.write(json.dumps({"source": source, "types": types}) + "\n")
             self.proc.stdin.flush()
             answer = self.proc.stdout.readline()
@@ -141,11 +143,6 @@ def _stop_process() -> None:
         proc.wait()
         proc.stdin.close()
         proc.stdout.close()
-
-
-def _lower_priority() -> None:
-    """In the compile process: let the runs it serves have the CPU first."""
-    os.nice(5)
 
 
 _process = _Process()

@@ -52,6 +52,8 @@ two and importing numba about 130 MiB of resident memory. Measured: the seed MLP
 the 50-layer MLP's loss stretch on 256x1024, were it a region, 125 us per op."""
 
 
+_TRIALS = 3
+"""Calls of a compiled region that are timed, to compare with the ops one by one."""
 _MOST_UNITS = 128
 """Units in one region at most: numba's compile time grows faster than a function's length, and a region
 saves a few microseconds an op whatever its length (a long chain of small ops becomes several regions)."""
@@ -312,12 +314,21 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: Callable[[
             background: bool, budget: Budget):
     """The step function: the ops one by one for the first ``warm_runs`` runs, then, if those runs showed it
     worth compiling (``_WORTH_COMPILING``) and the plan's ``budget`` (ops left to compile) allows, the region is
-    asked of the compile worker, and the ops run one by one until it is ready; op by op whenever the compiled
-    region refuses its run-time shapes or argument types."""
+    asked of the compile worker, and the ops run one by one until it is ready. Its first ``_TRIALS`` calls are
+    timed: a region no faster than the fastest timed run op by op is dropped (numba's scalar ``tanh`` loses to
+    numpy's vectorised one on a 32x128 array). Op by op whenever the compiled region refuses its run-time
+    shapes or argument types."""
     types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
     lazy = LazyKernel(source, f"block {block.idx}: region {types}", background)
-    state: list[Any] = [warm_runs, None]  # runs left before deciding, fastest timed run
-    many = len(outs) > 1
+    state: list[Any] = [warm_runs, None, _TRIALS, None]  # runs left before deciding, fastest op by op,
+    many = len(outs) > 1                                 # compiled calls left to time, fastest compiled
+
+    def timed(fn, arrays, slot: int):
+        start = time.perf_counter()
+        result = fn(*arrays)
+        took = time.perf_counter() - start
+        state[slot] = took if state[slot] is None else min(state[slot], took)
+        return result
 
     def run(*arrays):
         kernel = lazy.kernel
@@ -325,19 +336,21 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: Callable[[
             kernel = lazy.poll()
         if kernel is not None:
             try:
-                results = kernel(*arrays)
+                if state[2] <= 0:
+                    results = kernel(*arrays)
+                else:
+                    results = timed(kernel, arrays, 3)
+                    state[2] -= 1
+                    if state[2] == 0 and state[1] is not None and state[3] >= state[1]:
+                        lazy.kernel = None  # measured no faster than op by op: dropped
             except (ValueError, TypeError):  # a shape the region does not cover; types it was not compiled for
                 return fallback(*arrays)
             return results if many else results[0]
-        if state[0] < 0:  # decided: not compiled, or compiling
-            return fallback(*arrays)
+        if state[0] < 0:  # decided: compiling (timed, to compare with the region), or not compiled
+            return timed(fallback, arrays, 1) if lazy.pending is not None else fallback(*arrays)
         if state[0] > 0:
             state[0] -= 1
-            start = time.perf_counter()
-            result = fallback(*arrays)
-            took = time.perf_counter() - start
-            state[1] = took if state[1] is None else min(state[1], took)
-            return result
+            return timed(fallback, arrays, 1)
         state[0] = -1
         worth = state[1] is None or state[1] <= _WORTH_COMPILING * len(ops)  # else the ops' own work dominates
         if worth and budget.take(len(ops)):

@@ -96,3 +96,30 @@ def test_a_plan_compiles_no_more_ops_than_its_budget(monkeypatch):
     want = Executor(options=PLAIN, check_types=False).run(main, feed=feed, fetch_list=fetch)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_a_compiled_region_no_faster_than_its_ops_one_by_one_is_dropped(monkeypatch):
+    """Every timed call takes one tick of a fake clock: the compiled region measures no faster than its ops one
+    by one, so after its trial calls the step goes back to the ops (and their exact results)."""
+    from gradgen.framework.runtime import fuse_region
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self):
+            Clock.now += 1e-6
+            return Clock.now
+
+    monkeypatch.setattr(fuse_region, "time", Clock())
+    main, fetch, feed = _chains(1, 3)
+    exe = Executor(options=PlanOptions(fuse_elementwise=False), check_types=False)
+    want = Executor(options=PLAIN, check_types=False).run(main, feed=feed, fetch_list=fetch)
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=fetch)
+    assert wait_for_compiles(timeout=300)
+    (region,) = _regions(exe, main, feed, fetch)
+    for trial in range(fuse_region._TRIALS):
+        assert region.compiled()
+        exe.run(main, feed=feed, fetch_list=fetch)
+    assert not region.compiled()
+    np.testing.assert_array_equal(exe.run(main, feed=feed, fetch_list=fetch)[0], want[0])
