@@ -2,13 +2,14 @@
 
 A region or fused loop (``fuse_region``, ``fuse_elementwise``) asks for its kernel after its warm runs, and
 runs its ops one by one until the kernel is ready. A worker thread takes the requests in turn and hands
-each to a compile process (one per process, started at the first request, at a lower priority): it compiles
-the module (``jit.load_source``) for the argument types of the run that asked, and numba writes the machine
-code to its disk cache. The worker thread then loads that code here (milliseconds, after numba's import
-once). Compiling in a thread of this process instead would hold the interpreter lock for seconds: measured
-on the seed MLP, each step took 6 times as long while a thread ran Python beside it, 2.6 times while another
-process did (on this loaded 2-core machine). Should the compile process be unavailable, the worker thread
-compiles itself.
+each to a compile process (one per process, started at the first request, scheduled only on idle CPU): it
+compiles the module (``jit.load_source``) for the argument types of the run that asked, and numba writes
+the machine code to its disk cache. The worker thread then loads that code here (milliseconds, after
+numba's import once). A thread compiling in this process would hold the interpreter lock for seconds:
+measured on the seed MLP (regions off, interleaved, on a loaded 2-core machine), a step took 15.7 times
+as long while a thread compiled beside it, 1.13 times while the idle-priority process did. Should the
+compile process be unavailable, or a run wait for the kernel (``background_compile=False``), the worker
+thread compiles itself.
 
 A compiled kernel takes no new argument types at call time (``disable_compile``): a call with other types
 raises TypeError, and the step runs op by op instead of compiling on the run's thread. A KeyboardInterrupt
@@ -84,12 +85,22 @@ class CompileError(Exception):
     """numba could not compile a generated kernel (the compile process's message)."""
 
 
+def _lowest_priority() -> None:
+    """In the compile process: run only on CPU time the runs it serves leave idle (Linux's SCHED_IDLE, else
+    nice 19). At nice 5 the seed MLP's steps still took up to 30 times as long while it compiled: its BLAS
+    threads wait for each other at every product, and one of them had lost its core to the compiler."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        if hasattr(os, "nice"):
+            os.nice(19)
+
+
 def serve() -> None:
     """The compile process: for each job read from stdin (one JSON line: source and argument types), compile
     it into the disk cache and answer one JSON line, until stdin closes (its parent has exited)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent's run
-    if hasattr(os, "nice"):
-        os.nice(5)  # the runs it serves have the CPU first
+    _lowest_priority()
     for line in sys.stdin:
         job = json.loads(line)
         try:
@@ -155,10 +166,11 @@ def _work() -> None:
         with _idle:
             while not _jobs:
                 _idle.wait()
-            future, source, types = _jobs.popleft()
+            future, source, types, waited_for = _jobs.popleft()
         try:
             try:
-                _process.compile(source, types)
+                if not waited_for:  # a run waits for this one: no need to leave it the CPU
+                    _process.compile(source, types)
             except OSError:
                 if _process.closing:
                     raise
@@ -171,14 +183,14 @@ def _work() -> None:
             _idle.notify_all()
 
 
-def _submit(source: str, types: tuple[ArgType, ...]) -> Future:
+def _submit(source: str, types: tuple[ArgType, ...], waited_for: bool = False) -> Future:
     global _queued, _worker
     future: Future = Future()
     with _idle:
         if _worker is None:
             _worker = threading.Thread(target=_work, name="gradgen-compile", daemon=True)
             _worker.start()
-        _jobs.append((future, source, types))
+        _jobs.append((future, source, types, waited_for))
         _queued += 1
         _idle.notify_all()
     return future
@@ -222,7 +234,9 @@ class LazyKernel:
 
     def start(self, args: Sequence[Any]) -> None:
         """Ask for the kernel compiled for ``args``' types; without ``background``, wait for it."""
-        self.pending = _submit(self.source(), arg_types(args))  # the source is written here: plans own no lock
+        # the source is written here (the worker never reads a block); without ``background`` the worker
+        # thread compiles it at once, at the run's priority, while the run waits
+        self.pending = _submit(self.source(), arg_types(args), waited_for=not self.background)
         if not self.background:
             self.pending.exception()  # waits (a Ctrl-C interrupts the wait, not the compiler)
         self.poll()
