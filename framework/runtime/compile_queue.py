@@ -120,6 +120,16 @@ class _Process:
         self.broken = False
         self.closing = False  # the interpreter is exiting: compile nothing more
 
+    def prioritise(self, waited_for: bool) -> None:
+        """Schedule the compile process as an ordinary process while someone waits for it, else on idle CPU."""
+        proc = self.proc
+        if proc is None or not hasattr(os, "SCHED_IDLE"):
+            return
+        try:
+            os.sched_setscheduler(proc.pid, os.SCHED_OTHER if waited_for else os.SCHED_IDLE, os.sched_param(0))
+        except OSError:
+            pass  # it has exited, or this user may not raise its priority: it finishes at idle priority
+
     def compile(self, source: str, types: Sequence[ArgType]) -> None:
         """Have the compile process put the kernel in the disk cache; CompileError if numba cannot compile it,
         OSError if the process cannot be used."""
@@ -158,6 +168,19 @@ def _stop_process() -> None:
 
 _process = _Process()
 atexit.register(_stop_process)
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the worker thread and the compile process stayed with the parent; start afresh."""
+    global _worker, _queued, _process, _idle
+    _worker, _queued, _process, _idle = None, 0, _Process(), threading.Condition()
+    for future, *_ in _jobs:
+        future.set_exception(OSError("the process forked before this kernel was compiled"))
+    _jobs.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _work() -> None:
@@ -202,8 +225,12 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
     >>> wait_for_compiles()  # doctest: +SKIP
     True
     """
-    with _idle:
-        return _idle.wait_for(lambda: _queued == 0, timeout)
+    _process.prioritise(True)  # someone waits for it: the compile process may have the CPU at once
+    try:
+        with _idle:
+            return _idle.wait_for(lambda: _queued == 0, timeout)
+    finally:
+        _process.prioritise(False)
 
 
 class Budget:
