@@ -251,8 +251,9 @@ class Budget:
 
 
 class LazyKernel:
-    """One generated kernel (``source()`` writes its module text), compiled on the worker when ``start`` is called. ``kernel`` is None until it is
-    ready (and stays None after a failure, which warns once, naming ``what``)."""
+    """One generated kernel (``source()`` writes its module text), compiled on the worker when ``start`` is
+    called. ``kernel`` is None until it is ready (and stays None after a failure, which warns once, naming
+    ``what``)."""
 
     def __init__(self, source: Callable[[], str], what: str, background: bool):
         self.source, self.what, self.background = source, what, background
