@@ -22,12 +22,13 @@ their ordinary kernels instead: never a wrong answer, only a slower one.
 """
 from __future__ import annotations
 
-import warnings
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import jit
+from .compile_queue import Budget, LazyKernel
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, UPDATES, full_reduction
 from .kernels import KernelFactory, takes_out, with_out
 from .plan_data import Unit
@@ -37,14 +38,6 @@ __all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "n
            "readers_of", "replace_stretches"]
 
 _FLOATS = ("float32", "float64")
-_PRELUDE = """import math
-import numba
-import numpy as np
-
-lit = np.{dtype}
-
-
-"""
 
 
 def _shape(block, name: str) -> tuple:
@@ -112,15 +105,17 @@ def _starts_group(block, op, unit: Unit) -> _Group | None:
 
 
 def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory],
-                     warm_runs: int = 0) -> list[Unit]:
+                     warm_runs: int = 0, background: bool = True) -> list[Unit]:
     """``units`` with every fusable chain replaced by one unit running a generated kernel.
 
     ``keep`` are the fetched vars; ``kernels`` the table the fallback (run-time shapes other than the loop's)
     builds the group's ops' ordinary kernels from; ``warm_runs``, how many runs go op by op before a group's
-    loop is compiled. Without numba, ``units`` unchanged.
+    loop is compiled (on the compile worker, ``compile_queue``; with ``background`` False the run that asks
+    waits for it). Without numba, ``units`` unchanged.
     """
     if not jit.AVAILABLE:
         return list(units)
+    budget = Budget()
 
     def group_at(at: int, readers: Mapping[str, list[int]]) -> tuple[Unit | None, int]:
         unit = units[at]
@@ -141,7 +136,7 @@ def fuse_elementwise(block, units: Sequence[Unit], keep: set, kernels: Mapping[s
         outs = needed_outputs(block, group.units, end, readers, keep)
         if (len(group.units) == 1 and op.type not in UPDATES) or not outs or "full" not in group.inputs.values():
             return None, at + 1
-        return _fused_unit(block, group, outs, kernels, warm_runs), end
+        return _fused_unit(block, group, outs, kernels, warm_runs, background, budget), end
 
     return replace_stretches(units, group_at)
 
@@ -180,7 +175,7 @@ def needed_outputs(block, members: Sequence[Unit], end: int, readers: Mapping[st
     outs: list[str] = []
     for unit in members:
         for name in unit.outs:
-            later = any(r >= end for r in readers.get(name, ()))
+            later = readers.get(name, (-1,))[-1] >= end  # positions ascend: the last reader decides
             if (later or name in keep or block.var(name).persistable) and name not in outs:
                 outs.append(name)
     return outs
@@ -193,7 +188,7 @@ def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) 
     full_outs = [n for n in outs if _shape(block, n) == shape]
     out_args = {name: f"o{k}" for k, name in enumerate(full_outs)}
     ref = out_args[full_outs[0]] if full_outs else next(args[n] for n in ins if group.inputs[n] == "full")
-    lines = ["@numba.njit(cache=True)", f"def kernel({', '.join([*args.values(), *out_args.values()])}):"]
+    lines = [f"def kernel({', '.join([*args.values(), *out_args.values()])}):"]
     for name, kind in group.inputs.items():
         if kind == "one":
             lines.append(f"    {args[name]}_ = {args[name]}.ravel()[0]")
@@ -229,7 +224,7 @@ def group_source(block, group: _Group, ins: Sequence[str], outs: Sequence[str]) 
             if name in out_args:
                 lines.append(f"{indent}{out_args[name]}[{', '.join(f'i{d}' for d in range(rank))}] = v{count - 1}")
     lines.append("    return acc")
-    return _PRELUDE.format(dtype=group.dtype) + "\n".join(lines) + "\n"
+    return jit.module_head(group.dtype) + "\n".join(lines) + "\n"
 
 
 def element_index(kind: str, declared: tuple, group: tuple) -> str:
@@ -243,13 +238,14 @@ def element_index(kind: str, declared: tuple, group: tuple) -> str:
                            for j, d in enumerate(declared)) + "]"
 
 
-def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int) -> Unit:
+def _fused_unit(block, group: _Group, outs: list[str], kernels, warm_runs: int, background: bool,
+                budget: Budget) -> Unit:
     ins = tuple(group.inputs)
-    source = group_source(block, group, ins, outs)
+    source = partial(group_source, block, group, ins, outs)  # written only if compiled
     ops = tuple(u.index for u in group.units)
     fallback = op_by_op(block, group.units, ins, outs, kernels)
     return Unit(index=group.units[-1].index, ops=ops, ins=ins, outs=tuple(outs),
-                kernel=_runner(block, group, ins, outs, source, fallback, warm_runs))
+                kernel=_runner(block, group, ins, outs, source, fallback, warm_runs, background, budget))
 
 
 def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[str], kernels) -> Callable[..., Any]:
@@ -259,8 +255,13 @@ def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[st
     for at, u in enumerate(units):
         for name in u.ins:
             last[name] = at
+    dying: list[list[str]] = [[] for _ in units]
+    kept = set(outs)
+    for name, at in last.items():
+        if name not in kept:
+            dying[at].append(name)
     steps = [(with_out(u.kernel or kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
-              tuple(n for n, a in last.items() if a == at and n not in outs), u.index) for at, u in enumerate(units)]
+              tuple(dying[at]), u.index) for at, u in enumerate(units)]
 
     if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][2]) == tuple(outs):
         alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
@@ -283,13 +284,16 @@ def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[st
     return run
 
 
-def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], source: str, fallback,
-            warm_runs: int) -> Callable[..., Any]:
+def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], source: Callable[[], str], fallback,
+            warm_runs: int, background: bool, budget: Budget) -> Callable[..., Any]:
     """The step function: check the run-time shapes, take or allocate the output arrays, run the loop.
 
-    The first ``warm_runs`` calls run the ops one by one; the next one loads the loop (compiling it, or
-    reading it from the disk cache), so a program run once or twice never waits for a compiler."""
-    state = [warm_runs, None]  # calls left before compiling, the compiled loop
+    The first ``warm_runs`` calls run the ops one by one; the next one asks the compile worker for the loop
+    (compiled, or read from the disk cache) and the ops run one by one until it is ready, so no run waits for
+    a compiler."""
+    state = [warm_runs]  # calls left before asking for the loop; -1 once asked (or refused by the budget)
+    types = ", ".join(f"#{u.index} {block.ops[u.index].type}" for u in group.units)
+    lazy = LazyKernel(source, f"block {block.idx}: fused group {types}", background)
     shape, dtype = group.shape, np.dtype(group.dtype)
     rank = len(shape)
     full = [k for k, n in enumerate(outs) if _shape(block, n) == shape]
@@ -324,22 +328,13 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
     scalars = [k for k, n in enumerate(ins) if group.inputs[n] == "one"]
 
     def run(*arrays, out=None):
-        kernel = state[1]
+        kernel = lazy.kernel
         if kernel is None:
-            if state[0] > 0:
-                state[0] -= 1
+            if lazy.pending is not None:
+                kernel = lazy.poll()
+            if kernel is None and state[0] != 0:  # warm runs, or decided (compiling, or not compiled)
+                state[0] -= state[0] > 0
                 return fallback(*arrays, out=out)
-            kernel = state[1] = jit.load_source(source).kernel
-            try:
-                return run(*arrays, out=out)  # compiles the loop for these argument types
-            except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
-                state[1] = fallback
-                types = ", ".join(f"#{i} {block.ops[i].type}" for i in run.fused_ops)
-                warnings.warn(f"block {block.idx}: fused group {types} runs op by op: numba cannot compile it "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", RuntimeWarning)
-                return fallback(*arrays, out=out)
-        if kernel is fallback:
-            return fallback(*arrays, out=out)
         for k in scalars:  # a kernel may hand over a numpy scalar for a one-number var
             if type(arrays[k]) is not np.ndarray:
                 arrays = (*arrays[:k], np.asarray(arrays[k]), *arrays[k + 1:])
@@ -353,17 +348,26 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
             if buf is None or buf.shape != run_shape or buf.dtype != dtype or not buf.flags.c_contiguous:
                 buf = np.empty(run_shape, dtype)
             results.append(buf)
-        acc = kernel(*arrays, *results)
+        if kernel is None:  # the first run after the warm ones asks the compile worker for the loop
+            state[0] = -1
+            if budget.take(len(group.units)):
+                lazy.start((*arrays, *results))
+            kernel = lazy.kernel
+            if kernel is None:
+                return fallback(*arrays, out=out)
+        try:
+            acc = kernel(*arrays, *results)
+        except TypeError:  # argument types the loop was not compiled for
+            return fallback(*arrays, out=out)
         values = dict(zip(full, results))
         for k in reduced:
             op = block.ops[group.units[-1].index]
-            count = int(np.prod(run_shape))
-            # the mean of no elements is NaN, as the op-by-op kernel (and numpy) give it
-            total = (acc / count if count else np.nan) if op.type == "reduce_mean" else acc
+            size = int(np.prod(run_shape))
+            total = (acc / size if size else np.nan) if op.type == "reduce_mean" else acc  # numpy: mean of nothing
             values[k] = np.full(reduced_shape, total, dtype)
         ordered = tuple(values[k] for k in range(len(outs)))
         return ordered if many else ordered[0]
 
     run.fused_ops = tuple(u.index for u in group.units)  # what ``gradgen show --plan`` reports
-    run.compiled = lambda: state[1] is not None and state[1] is not fallback  # a profile counts compiles
+    run.compiled = lambda: lazy.poll() is not None  # for tests and tools
     return run

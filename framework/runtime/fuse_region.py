@@ -23,12 +23,13 @@ the rest never exist.
 from __future__ import annotations
 
 import time
-import warnings
-from typing import Any, Mapping, Sequence
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
 
 from . import jit
 from .blas import SMALL_PRODUCT
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, full_reduction
+from .compile_queue import Budget, LazyKernel
 from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, replace_stretches
 from .fusion import is_gemm_update
 from .kernels import KernelFactory
@@ -38,6 +39,7 @@ __all__ = ["fuse_regions", "region_source"]
 
 _FLOATS = ("float32", "float64")
 _TYPICAL_BATCH = 64
+"""What a -1 dim is taken to be when deciding whether a product is small enough for a region."""
 _SMALL_ARRAY = 16384
 """Elements (a -1 dim counted as ``_TYPICAL_BATCH``) above which a var keeps its ops out of regions: on big
 arrays the ops' own work dwarfs the per-op overhead a region saves, and op by op they write into plan
@@ -48,15 +50,13 @@ arrays that are big at run time though small as declared. A region saves the per
 microseconds an op); where the ops themselves take longer, that is little, while compiling costs a second or
 two and importing numba about 130 MiB of resident memory. Measured: the seed MLP's region 11-12 us per op;
 the 50-layer MLP's loss stretch on 256x1024, were it a region, 125 us per op."""
-"""What a -1 dim is taken to be when deciding whether a product is small enough for a region."""
-_PRELUDE = """import math
-import numba
-import numpy as np
-
-lit = np.{dtype}
 
 
-"""
+_TRIALS = 3
+"""Calls of a compiled region that are timed, to compare with the ops one by one."""
+_MOST_UNITS = 128
+"""Units in one region at most: numba's compile time grows faster than a function's length, and a region
+saves a few microseconds an op whatever its length (a long chain of small ops becomes several regions)."""
 
 
 def _shape(block, name: str) -> tuple:
@@ -117,19 +117,21 @@ def _reference(block, op, shape: tuple) -> str | None:
 
 
 def fuse_regions(block, units: Sequence[Unit], keep: set, kernels: Mapping[str, KernelFactory],
-                 warm_runs: int = 0) -> list[Unit]:
+                 warm_runs: int = 0, background: bool = True) -> list[Unit]:
     """``units`` with every stretch of at least two region-able units replaced by one unit running a generated
-    function. Without numba, ``units`` unchanged."""
+    function, compiled on the compile worker (``compile_queue``) after ``warm_runs`` runs op by op; with
+    ``background`` False, the run that asks waits for it. Without numba, ``units`` unchanged."""
     if not jit.AVAILABLE:
         return list(units)
+    budget = Budget()
 
     def region_at(at: int, readers: Mapping[str, list[int]]) -> tuple[Unit | None, int]:
         dtype = _dtype(block, units[at])
         end = at
-        while dtype is not None and end < len(units) and _admits(block, units[end], dtype):
+        while dtype is not None and end < len(units) and end - at < _MOST_UNITS and _admits(block, units[end], dtype):
             end += 1
-        return (_region_unit(block, units[at:end], end, readers, keep, kernels, warm_runs) if end - at > 1
-                else None), end
+        return (_region_unit(block, units[at:end], end, readers, keep, kernels, warm_runs, background, budget)
+                if end - at > 1 else None), end
 
     return replace_stretches(units, region_at)
 
@@ -140,7 +142,7 @@ def _dtype(block, unit: Unit) -> str | None:
 
 
 def _region_unit(block, members: Sequence[Unit], end: int, readers, keep: set, kernels,
-                 warm_runs: int) -> Unit | None:
+                 warm_runs: int, background: bool, budget: Budget) -> Unit | None:
     """The unit running ``members`` as one region; None when nothing it makes is needed afterwards."""
     made: set[str] = set()
     ins: dict[str, None] = {}
@@ -150,11 +152,11 @@ def _region_unit(block, members: Sequence[Unit], end: int, readers, keep: set, k
     outs = needed_outputs(block, members, end, readers, keep)
     if not outs:
         return None
-    source = region_source(block, members, tuple(ins), tuple(outs))
+    source = partial(region_source, block, members, tuple(ins), tuple(outs))  # written only if compiled
     fallback = op_by_op(block, members, tuple(ins), tuple(outs), kernels)
     ops = tuple(i for u in members for i in u.ops)
     return Unit(index=members[-1].index, ops=ops, ins=tuple(ins), outs=tuple(outs),
-                kernel=_runner(block, ops, tuple(outs), source, fallback, warm_runs))
+                kernel=_runner(block, ops, tuple(outs), source, fallback, warm_runs, background, budget))
 
 
 class _Writer:
@@ -268,7 +270,7 @@ def _emit(w: _Writer, unit: Unit) -> None:
             w.emit(f"for i{d} in range({x}.shape[{d}]):", 1 + d)
         w.emit(f"acc += {x}[{', '.join(f'i{d}' for d in range(rank))}]", 1 + rank)
         if op.type == "reduce_mean":
-            w.emit(f"acc = acc / {x}.size if {x}.size else np.nan")  # NaN over no elements, as op by op
+            w.emit(f"acc /= {x}.size")  # IEEE division (``jit.module_head``): the mean of nothing is nan, as numpy's
         out = op.output("Out")[0]
         local = w.new(out)
         w.emit(f"{local} = np.empty({_shape(block, out)!r}, lit)")
@@ -296,60 +298,68 @@ def region_source(block, members: Sequence[Unit], ins: Sequence[str], outs: Sequ
             segments[-1][1].append(unit)
         else:
             segments.append((shape, [unit]))
+    last_read = {n: at for at, (_, units) in enumerate(segments) for u in units for n in u.ins}
     for at, (shape, units) in enumerate(segments):
         w.emit("# " + ", ".join(f"#{i} {block.ops[i].type}" for u in units for i in u.ops))
         if shape is None:
             _emit(w, units[0])
             continue
-        needed = set(outs) | {n for _, later in segments[at + 1:] for u in later for n in u.ins}
+        needed = set(outs) | {n for u in units for n in u.outs if last_read.get(n, -1) > at}
         _loop_nest(w, units, shape, needed)
     w.emit(f"return ({''.join(w.names[n] + ', ' for n in outs)})")
-    head = ["@numba.njit(cache=True)", f"def kernel({', '.join(w.args)}):"]
-    return _PRELUDE.format(dtype=dtype) + "\n".join(head + w.lines) + "\n"
+    return jit.module_head(dtype) + "\n".join([f"def kernel({', '.join(w.args)}):"] + w.lines) + "\n"
 
 
-def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: str, fallback, warm_runs: int):
-    """The step function: the ops one by one for the first ``warm_runs`` runs, then the compiled region if those
-    runs showed it worth compiling (``_WORTH_COMPILING``); op by op whenever the region refuses its run-time
-    shapes."""
-    state: list[Any] = [warm_runs, None, None]  # runs left before compiling, the function, fastest timed run
-    many = len(outs) > 1
+def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: Callable[[], str], fallback, warm_runs: int,
+            background: bool, budget: Budget):
+    """The step function: the ops one by one for the first ``warm_runs`` runs, then, if those runs showed it
+    worth compiling (``_WORTH_COMPILING``) and the plan's ``budget`` (ops left to compile) allows, the region is
+    asked of the compile worker, and the ops run one by one until it is ready. Its first ``_TRIALS`` calls are
+    timed: a region no faster than the fastest timed run op by op is dropped (numba's scalar ``tanh`` loses to
+    numpy's vectorised one on a 32x128 array). Op by op whenever the compiled region refuses its run-time
+    shapes or argument types."""
+    types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
+    lazy = LazyKernel(source, f"block {block.idx}: region {types}", background)
+    state: list[Any] = [warm_runs, None, _TRIALS, None]  # runs left before deciding, fastest op by op,
+    many = len(outs) > 1                                 # compiled calls left to time, fastest compiled
+
+    def timed(fn, arrays, slot: int):
+        start = time.perf_counter()
+        result = fn(*arrays)
+        took = time.perf_counter() - start
+        state[slot] = took if state[slot] is None else min(state[slot], took)
+        return result
 
     def run(*arrays):
-        kernel = state[1]
-        if kernel is None:
-            if state[0] > 0:
-                state[0] -= 1
-                start = time.perf_counter()
-                result = fallback(*arrays)
-                took = time.perf_counter() - start
-                state[2] = took if state[2] is None else min(state[2], took)
-                return result
-            if state[2] is not None and state[2] > _WORTH_COMPILING * len(ops):  # the ops' own work dominates
-                kernel = state[1] = fallback
-            else:
-                try:
-                    kernel = state[1] = jit.load_source(source).kernel
-                    results = kernel(*arrays)  # compiles for these argument types, and runs
-                except ValueError:  # a run-time shape the region does not cover: compiled, but not for this run
-                    return fallback(*arrays)
-                except Exception as e:  # numba's errors share no base worth naming: a missed speed-up must not fail
-                    state[1] = fallback
-                    types = ", ".join(f"#{i} {block.ops[i].type}" for i in ops)
-                    warnings.warn(f"block {block.idx}: region {types} runs op by op: numba cannot compile it "
-                                  f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
-                                  RuntimeWarning)
-                    return fallback(*arrays)
-                return results if many else results[0]
-        if kernel is fallback:
-            return fallback(*arrays)
-        try:
-            results = kernel(*arrays)
-        except ValueError:
-            return fallback(*arrays)
-        return results if many else results[0]
+        kernel = lazy.kernel
+        if kernel is None and lazy.pending is not None:
+            kernel = lazy.poll()
+        if kernel is not None:
+            try:
+                if state[2] <= 0:
+                    results = kernel(*arrays)
+                else:
+                    results = timed(kernel, arrays, 3)
+                    state[2] -= 1
+                    if state[2] == 0 and state[1] is not None and state[3] >= state[1]:
+                        lazy.kernel = None  # measured no faster than op by op: dropped
+            except (ValueError, TypeError):  # a shape the region does not cover; types it was not compiled for
+                return fallback(*arrays)
+            return results if many else results[0]
+        if state[0] < 0:  # decided: compiling (timed, to compare with the region), or not compiled
+            return timed(fallback, arrays, 1) if lazy.pending is not None else fallback(*arrays)
+        if state[0] > 0:
+            state[0] -= 1
+            return timed(fallback, arrays, 1)
+        state[0] = -1
+        worth = state[1] is None or state[1] <= _WORTH_COMPILING * len(ops)  # else the ops' own work dominates
+        if worth and budget.take(len(ops)):
+            lazy.start(arrays)
+            if lazy.kernel is not None:
+                return run(*arrays)
+        return fallback(*arrays)
 
     run.fused_ops = ops  # what ``gradgen show --plan`` reports
     run.region = True
-    run.compiled = lambda: state[1] is not None and state[1] is not fallback  # for tests and tools
+    run.compiled = lambda: lazy.poll() is not None  # for tests and tools
     return run

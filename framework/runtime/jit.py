@@ -15,12 +15,29 @@ import os
 import sys
 from types import ModuleType
 
-__all__ = ["AVAILABLE", "cache_dir", "load_source"]
+__all__ = ["AVAILABLE", "cache_dir", "load_source", "module_head"]
 
 AVAILABLE = importlib.util.find_spec("numba") is not None
 """Whether fused elementwise kernels can be compiled here."""
 
 _loaded: dict[str, ModuleType] = {}
+
+_HEAD = """import math
+import numba
+import numpy as np
+
+lit = np.{dtype}
+
+
+@numba.njit(cache=True, error_model="numpy", fastmath=False)
+"""
+
+
+def module_head(dtype: str) -> str:
+    """The start of a generated module whose ``kernel`` follows: imports, ``lit`` (a constant of ``dtype``) and
+    the jit decorator. ``error_model="numpy"`` makes division IEEE's, as numpy's kernels do (x / 0 is inf or
+    nan, never ZeroDivisionError); ``fastmath`` stays off, so NaN and inf propagate and nothing is reordered."""
+    return _HEAD.format(dtype=dtype)
 
 
 def cache_dir() -> str:

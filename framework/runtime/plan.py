@@ -144,9 +144,10 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
         if block.idx == 0 and options.buffers and not options.checks:  # the plans that have an in-place tail
             units = sink_updates(block, units)
         if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
-            units = fuse_regions(block, units, keep, options.kernels, options.warm_runs)
+            units = fuse_regions(block, units, keep, options.kernels, options.warm_runs, options.background_compile)
         if options.fuse_elementwise:
-            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs)
+            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs,
+                                     options.background_compile)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,

@@ -41,8 +41,12 @@ class PlanOptions:
     the loss and its gradient, small updates) as one generated numba function (``fuse_region``; needs numba).
     Not in a checking plan (``checks``), which checks every op's outputs and so runs them one by one."""
     warm_runs: int = 2
-    """How many runs execute a fused group op by op before its loop is compiled (or loaded from the disk
-    cache): a program run once or twice, like most tests and tools, never waits for numba."""
+    """How many runs execute a fused group or region op by op (timed) before its kernel is asked of the compile
+    worker (``compile_queue``): a program run once or twice, like most tests and tools, never starts numba."""
+    background_compile: bool = True
+    """Compile regions and fused loops on the compile worker thread while their ops run one by one
+    (``compile_queue``), so no run waits for numba. False: the run that asks waits for the compile (tests that
+    assert on compiled code; ``compile_queue.wait_for_compiles()`` is the other way)."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
     kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)

@@ -14,7 +14,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 from tests.extras import require
 
-FUSED = PlanOptions(warm_runs=0, fuse_elementwise=True)  # compile each group's loop at its first run
+FUSED = PlanOptions(warm_runs=0, fuse_elementwise=True, background_compile=False)  # compiled at the first run
 UNARY = ["relu", "tanh", "square", "scale", "sigmoid", "abs"]
 BINARY = ["add", "sub", "mul", "max"]
 
@@ -174,7 +174,8 @@ def test_the_mean_of_no_elements_is_nan_as_op_by_op():
 def test_warm_runs_go_op_by_op_then_the_loop_takes_over():
     main, startup, loss, grads = _seed_program()
     feed = {"x": np.linspace(-1, 1, 24).reshape(4, 6), "y": np.linspace(0, 1, 24).reshape(4, 6)}
-    tiered, _ = _train(main, startup, loss, grads, PlanOptions(warm_runs=2, fuse_elementwise=True), feed, steps=4)
+    tiered, _ = _train(main, startup, loss, grads, PlanOptions(warm_runs=2, fuse_elementwise=True,
+                                                                 background_compile=False), feed, steps=4)
     plain, _ = _train(main, startup, loss, grads, PlanOptions(fuse_elementwise=False, regions=False), feed, steps=4)
     for step in (0, 1):  # the warm runs are the unfused kernels exactly
         for got, want in zip(tiered[step], plain[step]):

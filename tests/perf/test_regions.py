@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gradgen.framework import ExecutionError, Executor, Scope, append_backward, optimizer
 from gradgen.framework.runtime import jit
+from gradgen.framework.runtime.compile_queue import wait_for_compiles
 from gradgen.framework.runtime.plan import build_plan
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.tools.examples import EXAMPLES
@@ -18,7 +19,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 from tests.extras import require
 
-REGIONS = PlanOptions(warm_runs=0, fuse_elementwise=False)  # regions on, compiled at the first run
+REGIONS = PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False)  # compiled at the first run
 PLAIN = PlanOptions(fuse_elementwise=False, regions=False)
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -175,8 +176,10 @@ def test_a_region_is_compiled_only_where_per_op_overhead_dominates(rows, compile
     rng = np.random.default_rng(0)
     feed = {"x": rng.standard_normal((rows, 256)), "y": rng.standard_normal((rows, 256))}
     exe = Executor(options=PlanOptions(warm_runs=2), check_types=False)
-    for _ in range(4):
+    for run in range(4):
         (got,) = exe.run(main, feed=feed, fetch_list=[loss])
+        if run == 2:  # the run after the warm ones asked the compile worker, and went op by op
+            wait_for_compiles()
     np.testing.assert_allclose(got, np.sum(np.square(np.tanh(feed["x"]) * 2.0 - feed["y"])), rtol=1e-12)
     (step,) = [s for s in exe.plan_for(main, ["x", "y"], [loss.name]).steps if len(s.ops) > 1]
     assert step.fn.compiled() is compiled

@@ -17,9 +17,15 @@ from .signature import SubBlock
 
 
 def _truth(value, what: str) -> bool:
+    if type(value) is np.ndarray and value.size == 1:  # the usual case, in every iteration of a loop: 0.1 us
+        return bool(value.item())
     if np.size(value) != 1:
         raise ValueError(f"{what} must hold exactly one bool, got shape {list(np.shape(value))}")
     return bool(np.asarray(value).reshape(-1)[0])
+
+
+def _shape(value) -> tuple:
+    return value.shape if type(value) is np.ndarray else np.shape(value)
 
 
 def cond_blocks(op) -> dict[str, SubBlock]:
@@ -55,10 +61,11 @@ def while_(op, blocks):
 
     def run(*values):
         xs, outer = list(values[:n]), dict(zip(inputs, values[n:]))
+        shapes = [_shape(x) for x in xs]  # every iteration's loop values have these
         history: list[list] = [[] for _ in range(n)]
         steps = 0
         while True:
-            env = dict(outer)
+            env = outer.copy()
             env.update(zip(cond_params, xs))
             if not _truth(run_cond(env)[0], "the loop condition"):
                 break
@@ -66,13 +73,13 @@ def while_(op, blocks):
                 raise ValueError(f"the loop is still running after max_iterations={limit} iterations")
             for record, x in zip(history, xs):
                 record.append(x)
-            env = dict(outer)
+            env = outer.copy()
             env.update(zip(body_params, xs))
             new = run_body(env)
-            for k, (old, value) in enumerate(zip(xs, new)):
-                if np.shape(old) != np.shape(value):
-                    raise ValueError(f"loop var {k} changed shape from {list(np.shape(old))} to "
-                                     f"{list(np.shape(value))} in iteration {steps} (loop vars keep their shape)")
+            for k, value in enumerate(new):
+                if _shape(value) != shapes[k]:
+                    raise ValueError(f"loop var {k} changed shape from {list(shapes[k])} to "
+                                     f"{list(_shape(value))} in iteration {steps} (loop vars keep their shape)")
             xs = new
             steps += 1
         stacked = [np.stack(record) if record else np.empty((0,) + np.shape(x), np.asarray(x).dtype)
