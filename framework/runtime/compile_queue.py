@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections import deque
 from concurrent.futures import Future
@@ -190,6 +191,7 @@ def _work() -> None:
             while not _jobs:
                 _idle.wait()
             future, source, types, waited_for = _jobs.popleft()
+        started = time.perf_counter()
         try:
             try:
                 if not waited_for:  # a run waits for this one: no need to leave it the CPU
@@ -198,7 +200,9 @@ def _work() -> None:
                 if _process.closing:
                     raise
                 # no compile process: this thread compiles
-            future.set_result(_compile(source, types))  # read from the disk cache the process wrote
+            kernel = _compile(source, types)  # read from the disk cache the process wrote
+            future.seconds = time.perf_counter() - started
+            future.set_result(kernel)
         except BaseException as e:  # numba's errors share no base worth naming; the step reports it
             future.set_exception(e)
         with _idle:
@@ -259,6 +263,8 @@ class LazyKernel:
         self.source, self.what, self.background = source, what, background
         self.kernel: Callable[..., Any] | None = None
         self.pending: Future | None = None
+        self.seconds = 0.0
+        """How long the worker took to compile (or load) the kernel."""
 
     def start(self, args: Sequence[Any]) -> None:
         """Ask for the kernel compiled for ``args``' types; without ``background``, wait for it."""
@@ -277,6 +283,7 @@ class LazyKernel:
             error = future.exception()
             if error is None:
                 self.kernel = future.result()
+                self.seconds = getattr(future, "seconds", 0.0)
             else:
                 first = str(error).splitlines()[0] if str(error) else ""
                 warnings.warn(f"{self.what} runs op by op: numba cannot compile it ({type(error).__name__}: {first})",

@@ -198,7 +198,7 @@ def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, 
     if options.checks:
         fn = checked(fn, block, unit.index, unit.ins, unit.outs, options.checks)
     if options.profile is not None:
-        fn = options.profile.timed(fn, block, unit.ops, _kind(block, unit), getattr(unit.kernel, "compiled", None))
+        fn = options.profile.timed(fn, block, unit.ops, _kind(block, unit), unit.kernel)
     ins, outs = unit.ins, unit.outs
     return Step(fn=fn, take=ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None, nargs=len(ins),
                 out=outs[0] if len(outs) == 1 else None, outs=outs, dead=dead, ins=ins, index=unit.index, ops=unit.ops)

@@ -16,7 +16,10 @@ What is measured, per program (rows of several plans of one program add up):
 - plans built (their time is part of the ``plan`` phase) and region compiles:
   a step call that compiled its region (numba, or numba's disk cache) is not a
   step's time but a compile's, so a recompile shows as one, and never inflates
-  a row.
+  a row. A region compiled in the background (``compile_queue``) costs the run
+  nothing: it counts as a compile, its worker's time in
+  ``background_compile_seconds``, and the call that first found it ready as an
+  ordinary call of its step.
 
 A run that fails counts in ``failed_runs`` and nothing else: its steps' times
 are dropped, so every row's ``calls`` and ``seconds`` are over the same
@@ -86,6 +89,8 @@ class Profile:
     compile_seconds: float
     """Step calls that compiled a fused group (not in ``rows``; with no failed run,
     ``seconds == sum(own_seconds) + sum(outside) + compile_seconds``)."""
+    background_compile_seconds: float = 0.0
+    """The compile worker's time for the fused groups it compiled while runs went on (not in ``seconds``)."""
 
 
 class _Slot:
@@ -119,7 +124,7 @@ class _Record:
             slot.fold(False)
             slot.calls, slot.seconds, slot.own = 0, 0.0, 0.0
         self.runs = self.failed_runs = self.plans_built = self.compiles = 0
-        self.seconds = self.plan_build_seconds = self.compile_seconds = 0.0
+        self.seconds = self.plan_build_seconds = self.compile_seconds = self.background_compile_seconds = 0.0
         self.outside = dict.fromkeys(PHASES, 0.0)
 
 
@@ -144,15 +149,21 @@ class Profiler:
 
     # -- planning: the timers --------------------------------------------------------------------------------
     def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str,
-              compiled: Callable[[], bool] | None = None) -> Callable[..., Any]:
-        """``fn``, a step function running ``ops`` of ``block``, timed into that step's row. ``compiled`` (a fused
-        group's) tells whether its loop is compiled: the call that compiles it counts as a compile."""
+              fused: Any = None) -> Callable[..., Any]:
+        """``fn``, a step function running ``ops`` of ``block``, timed into that step's row. ``fused`` (a fused
+        group's own kernel) tells whether its loop is compiled (``compiled()``), how long the compile took
+        (``compile_seconds()``) and whether it compiled in the background: the call that compiled it in the
+        foreground counts as a compile, not as a step call."""
+        compiled = getattr(fused, "compiled", None)
+        background = getattr(fused, "background", False)
         record = self._record(block.program)
         key = (block.idx, ops)
         slot = record.slots.get(key)
         if slot is None:
             slot = record.slots[key] = _Slot(key, kind)
         frames, clock = self._frames, time.perf_counter
+
+        seen = [compiled is None]  # whether this step's compile has been counted
 
         def run(*args):
             was = compiled is None or compiled()
@@ -163,8 +174,12 @@ class Profiler:
             finally:
                 took = clock() - start
                 nested, skipped = frames.pop()
-                if not was and compiled():  # this call compiled (and ran once): a compile, not the step's time
+                if not seen[0] and compiled():  # compiled: by this call, or by the worker while runs went on
+                    seen[0] = True
                     record.compiles += 1
+                    if background:
+                        record.background_compile_seconds += fused.compile_seconds()
+                if not was and not background and compiled():  # this call compiled (and ran once): not a step's
                     record.compile_seconds += took
                     skipped = took
                 else:
@@ -267,7 +282,8 @@ class Profiler:
         return Profile(runs=record.runs, failed_runs=record.failed_runs, seconds=record.seconds, rows=tuple(rows),
                        outside=dict(record.outside), plans_built=record.plans_built,
                        plan_build_seconds=record.plan_build_seconds, compiles=record.compiles,
-                       compile_seconds=record.compile_seconds)
+                       compile_seconds=record.compile_seconds,
+                       background_compile_seconds=record.background_compile_seconds)
 
 
 def _control_flow_parents(program) -> dict[int, tuple[int, int]]:

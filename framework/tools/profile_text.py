@@ -58,7 +58,8 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
     lines = [f"profile: {runs} runs, {_ms(whole, runs)} ms a run without compiles (times are means per run: "
              f"totals / runs){failed}",
              f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup'); "
-             f"fused-group compiles: {profile.compiles} ({profile.compile_seconds * 1e3:.1f} ms, not in the tables)",
+             f"fused-group compiles: {profile.compiles} ({profile.compile_seconds * 1e3:.1f} ms waited for, not in the "
+             f"tables; {profile.background_compile_seconds * 1e3:.1f} ms in the background)",
              "", "by op type (own time: what nested steps take is theirs)"]
     by_type: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for r in profile.rows:

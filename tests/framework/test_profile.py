@@ -9,6 +9,7 @@ import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope
 from gradgen.framework.runtime import jit
+from gradgen.framework.runtime.compile_queue import wait_for_compiles
 from gradgen.framework.runtime.kernels import KERNELS
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.runtime.profile import PHASES
@@ -20,7 +21,8 @@ from tests.extras import require
 from .test_plan_options import _mlp  # a training step whose last update is fused and may be written in place
 
 PLAIN = PlanOptions(regions=False)
-REGIONS = PlanOptions(warm_runs=0)  # regions compiled at the first run
+REGIONS = PlanOptions(warm_runs=0, background_compile=False)  # regions compiled by the first run, which waits
+IN_BACKGROUND = PlanOptions(warm_runs=0)  # regions asked of the compile worker at the first run
 
 
 def _cond_in_loop():
@@ -197,6 +199,22 @@ def test_a_recompile_is_counted_and_kept_out_of_the_rows():
     assert all(r.calls == 2 for r in regions)  # the run that compiled is the compile's
     _adds_up(profile)
     assert f"fused-group compiles: {len(regions)}" in profile_text(main, profile)
+
+
+def test_a_background_compile_is_counted_and_costs_no_run_its_time():
+    require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
+    main, startup, loss, feed = _mlp()
+    exe, scope = Executor(profile=True, check_types=False, options=IN_BACKGROUND), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    assert wait_for_compiles(timeout=120)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    profile = exe.profile(main)
+    regions = [r for r in profile.rows if r.kind == "region"]
+    assert regions and profile.compiles == len(regions) and profile.background_compile_seconds > 0
+    assert profile.compile_seconds == 0 and all(r.calls == 2 for r in regions)  # both runs' calls are steps
+    _adds_up(profile)
+    assert "in the background" in profile_text(main, profile)
 
 
 def test_an_executor_without_profile_has_no_timers():
