@@ -78,3 +78,31 @@ def check_op_gradients(build: Callable, inputs: Mapping[str, np.ndarray], second
             numeric = numeric_gradient(main, feed, scope, s.name, x.name)
             np.testing.assert_allclose(numeric, 0.0, atol=atol * 10, err_msg=f"second order of {x.name} is not zero")
 
+
+def check_run_time_gradients(build, declared, fed, out_shape, rtol=1e-6):
+    """Declare vars with ``declared`` shapes (-1 dims met at run time), feed ``fed`` arrays; each gradient has its
+    input's run-time shape and matches finite differences, first and second order."""
+    main = Program()
+    with program_guard(main, Program()):
+        vs = [layers.data(n, shape, "float64") for n, shape in declared.items()]
+        out = build(*vs)
+        r = layers.data("r", list(out.shape), "float64")
+        loss = layers.reduce_sum(out * r)
+        grads = gradients(loss, vs)
+        ws = [layers.data(f"w@{v.name}", list(v.shape), "float64") for v in vs]
+        second = layers.sum([layers.reduce_sum(g * w) for g, w in zip(grads, ws)])
+        hvps = gradients(second, vs)
+    rng = np.random.default_rng(8)
+    feed = dict(fed)
+    feed["r"] = rng.standard_normal(out_shape)
+    feed.update({f"w@{n}": rng.standard_normal(a.shape) for n, a in fed.items()})
+    scope, exe = Scope(), Executor(check_types=True)
+    got = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
+    for (n, a), g in zip(fed.items(), got):
+        assert g.shape == a.shape, f"d loss / d {n} has shape {g.shape}, its input {a.shape}"
+        np.testing.assert_allclose(g, numeric_gradient(main, feed, scope, loss.name, n), rtol=rtol, atol=1e-7)
+    wanted = [(n, h) for n, h in zip(fed, hvps) if h is not None]
+    got = exe.run(main, feed=feed, fetch_list=[h for _, h in wanted], scope=scope)
+    for (n, _), h in zip(wanted, got):
+        assert h.shape == fed[n].shape
+        np.testing.assert_allclose(h, numeric_gradient(main, feed, scope, second.name, n), rtol=1e-5, atol=1e-6)
