@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.runtime import blas
 from gradgen.framework.runtime.kernels import KERNELS, takes_out
+from gradgen.framework.runtime.plan import build_plan
+from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.program import Program, layers, program_guard
 from tests.framework.op_harness import Case, one_op_program
 
 _rng = np.random.default_rng(11)
@@ -93,3 +97,28 @@ def test_gemm_batch_rejects_what_does_not_fit():
         blas.gemm_batch(False, False, a, b, np.empty((2, 64, 81)))
     with pytest.raises(ValueError, match="dtype"):
         blas.gemm_batch(False, False, a, b, np.empty((2, 64, 80), np.float32))
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_the_folded_weight_gradient_of_an_fc_on_a_sequence_fuses_into_its_sgd_update(dtype, rtol):
+    """The fold makes the weight gradient a 2-D product, so it meets ``sgd`` as one GEMM into the weights."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 5, 40], dtype)
+        loss = layers.reduce_mean(layers.square(layers.fc(x, 30, name="fc", bias=False)))
+        optimizer.SGD(learning_rate=0.1).minimize(loss)
+    feed = {"x": np.random.default_rng(3).standard_normal((6, 5, 40)).astype(dtype)}
+    options = PlanOptions(fuse_elementwise=False, regions=False)
+    plan = build_plan(main.global_block(), list(feed), [loss.name], options)
+    ops = main.global_block().ops
+    assert any(ops[s.index].type == "sgd" and len(s.ops) == 2 and ops[s.ops[0]].type == "matmul" for s in plan.steps)
+
+    def train(exe):
+        scope = Scope()
+        exe.run(startup, scope=scope)
+        return [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(3)], scope["fc.w"]
+
+    fused, fused_w = train(Executor(options=options))
+    plain, plain_w = train(Executor(options=PlanOptions(fuse=False)))
+    np.testing.assert_allclose(fused, plain, rtol=rtol)
+    np.testing.assert_allclose(fused_w, plain_w, rtol=rtol, atol=rtol * 1e-2)
