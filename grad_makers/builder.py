@@ -126,6 +126,7 @@ class Builder:
     def unsqueeze(self, x, axes: Sequence[int]): return self.op("unsqueeze", {"X": x}, {"axes": list(axes)})
     def squeeze(self, x, axes: Sequence[int]): return self.op("squeeze", {"X": x}, {"axes": list(axes)})
     def transpose(self, x, perm: Sequence[int]): return self.op("transpose", {"X": x}, {"perm": list(perm)})
+    def reshape(self, x, shape: Sequence[int]): return self.op("reshape", {"X": x}, {"shape": list(shape)})
     def concat(self, xs: Sequence, axis: int): return self.op("concat", {"X": list(xs)}, {"axis": axis})
     # ``like`` is a var whose run-time shape the result takes (reduce_as: the adjoint of broadcasting)
     def broadcast_to(self, x, like): return self.op("broadcast_to", {"X": x, "ShapeLike": like})

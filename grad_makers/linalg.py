@@ -1,4 +1,9 @@
-"""matmul's gradient is two matmuls (one per input), with batch-broadcast dims summed back."""
+"""matmul's gradient is two matmuls (one per input), with batch-broadcast dims summed back.
+
+Where the batch dims of X only ever meet a matrix or vector Y (``x[..., k] @ y``, X not transposed), Y's
+gradient folds them instead: ``reshape(x, [-1, k])^T @ reshape(dout, [-1, n])`` is one 2-D product, where
+per-sample products summed by ``reduce_as`` would be a batch of them and a sum.
+"""
 from __future__ import annotations
 
 from .base import grad_maker
@@ -14,12 +19,31 @@ _RULES = {
 }
 
 
-@grad_maker("matmul", emits=("matmul", "reduce_as", "unsqueeze", "squeeze"))
+def folded_shapes(op) -> tuple[list[int], list[int]] | None:
+    """The 2-D shapes of X and dout whose product gives Y's gradient at once, or None where it cannot fold.
+
+    It folds when X has batch dims (rank >= 3) and is not transposed, Y is a matrix or a vector (so nothing
+    broadcasts), and the sizes the folded shapes name are known and not 0 (a -1 fold of a 0-size array is
+    ambiguous): X becomes [-1, k] and dout [-1, n] ([-1] when Y is a vector).
+    """
+    sx, sy = op.shape(op.input("X")), op.shape(op.input("Y"))
+    if len(sx) < 3 or len(sy) > 2 or op.attr("transpose_x"):
+        return None
+    k_at = 0 if len(sy) == 1 or not op.attr("transpose_y") else 1
+    k = sx[-1] if sx[-1] != -1 else sy[k_at]
+    if len(sy) == 1:
+        return ([-1, k], [-1]) if k > 0 else None
+    n = sy[1 - k_at]
+    return ([-1, k], [-1, n]) if k > 0 and n > 0 else None
+
+
+@grad_maker("matmul", emits=("matmul", "reduce_as", "unsqueeze", "squeeze", "reshape"))
 def matmul_grad(g, op):
     """Each product has the broadcast batch dims of out and the matrix dims of its input.
 
     A 1-D operand (numpy's rule) is made a row [1, k] (X) or a column [k, 1] (Y), dout gets the dim it lacks
-    back, and the operand's gradient drops it again, summed over the batch dims.
+    back, and the operand's gradient drops it again, summed over the batch dims. Y's gradient is one 2-D
+    product over X's folded batch dims where ``folded_shapes`` allows.
     """
     x, y, out = op.input("X"), op.input("Y"), op.output("Out")
     x1, y1 = len(op.shape(x)) == 1, len(op.shape(y)) == 1
@@ -30,9 +54,15 @@ def matmul_grad(g, op):
         v["dout"] = g.unsqueeze(v["dout"], [-2])
     rules = _RULES[(op.attr("transpose_x") and not x1, op.attr("transpose_y") and not y1)]
     batch = op.shape(out)[:len(op.shape(out)) - (not x1) - (not y1)]
+    fold = folded_shapes(op)
     grads = {}
     for slot, like, vector, other, other_vector in (("X", x, x1, y, y1), ("Y", y, y1, x, x1)):
         a, b, ta, tb = rules[slot]
+        if slot == "Y" and fold is not None:  # rows of x and dout: [-1, k]^T @ [-1, n] is y's shape already
+            rows = {"x": g.named("x_rows", g.reshape(x, fold[0])),
+                    "dout": g.named("dout_rows", g.reshape(op.grad("Out"), fold[1]))}
+            grads[slot] = g.matmul(rows[a], rows[b], ta, tb)
+            continue
         full = g.matmul(v[a], v[b], ta, tb)
         if not vector:
             # Only the batch dims broadcast: the other input's matrix dims count as 1 here (a 1-D one has none).
@@ -46,4 +76,4 @@ def matmul_grad(g, op):
     return grads
 
 
-__all__ = ["matmul_grad"]
+__all__ = ["folded_shapes", "matmul_grad"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import importlib.metadata
 import os
 import threading
@@ -44,7 +45,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "prepare_gemm", "provider_threads", "use_blas"]
+__all__ = ["PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_batch", "prepare_gemm", "provider_threads",
+           "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _THREAD = threading.local()
@@ -64,6 +66,9 @@ class Provider(NamedTuple):
     path: str
     per_thread: Callable[[], None] | None = None
     """Run once in each thread before its first product through this provider (``_brief_spin``)."""
+    gemm_batch: dict | None = None
+    """``cblas_?gemm_batch`` by dtype (MKL's grouped interface: arrays of parameters and of matrix addresses),
+    or None where the provider has none gradgen uses."""
 
 
 def _declare(fns: dict, index_type) -> dict:
@@ -72,6 +77,15 @@ def _declare(fns: dict, index_type) -> dict:
         vp = ctypes.c_void_p
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index_type, index_type, index_type, real, vp,
                        index_type, vp, index_type, real, vp, index_type]
+        fn.restype = None
+    return fns
+
+
+def _declare_batch(fns: dict) -> dict:
+    """(layout, transa[], transb[], m[], n[], k[], alpha[], a*[], lda[], b*[], ldb[], beta[], c*[], ldc[],
+    group_count, group_size[]): every argument but the layout and the group count is an address."""
+    for fn in fns.values():
+        fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 13 + [ctypes.c_int, ctypes.c_void_p]
         fn.restype = None
     return fns
 
@@ -108,12 +122,14 @@ def _mkl() -> Provider | None:
     try:
         lib = ctypes.CDLL(path)
         fns = {np.dtype("float64"): lib.cblas_dgemm, np.dtype("float32"): lib.cblas_sgemm}
+        batch = {np.dtype("float64"): lib.cblas_dgemm_batch, np.dtype("float32"): lib.cblas_sgemm_batch}
     except (OSError, AttributeError):
         return None
     lib.MKL_Get_Max_Threads.restype = ctypes.c_int
     if not (os.environ.get("MKL_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
         lib.MKL_Set_Num_Threads(ctypes.c_int(_numpy_blas_threads()))
-    return Provider("mkl", _declare(fns, ctypes.c_int), lib, path, _brief_spin(os.path.dirname(path)))
+    return Provider("mkl", _declare(fns, ctypes.c_int), lib, path, _brief_spin(os.path.dirname(path)),
+                    _declare_batch(batch))
 
 
 def _brief_spin(lib_dir: str) -> Callable[[], None] | None:
@@ -203,11 +219,7 @@ def prepare_gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: n
         return partial(_accumulate, product, beta, c)
     a, trans_a = _operand(a, trans_a)
     b, trans_b = _operand(b, trans_b)
-    provider = PROVIDER
-    if provider.per_thread is not None and getattr(_THREAD, "provider", None) is not provider:
-        provider.per_thread()
-        _THREAD.provider = provider
-    fn = provider.gemm[c.dtype]
+    fn = _set_up(PROVIDER).gemm[c.dtype]
 
     def write() -> np.ndarray:  # holds a and b: _operand may have made them, and BLAS reads them by address
         fn(_ROW_MAJOR, _TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, alpha,
@@ -215,6 +227,14 @@ def prepare_gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: n
         return c
 
     return write
+
+
+def _set_up(provider: Provider) -> Provider:
+    """``provider``, once its per-thread set-up has run in this thread."""
+    if provider.per_thread is not None and getattr(_THREAD, "provider", None) is not provider:
+        provider.per_thread()
+        _THREAD.provider = provider
+    return provider
 
 
 def _accumulate(product: np.ndarray, beta: float, c: np.ndarray) -> np.ndarray:
@@ -234,3 +254,55 @@ def _gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarr
 
 gemm: Callable[..., np.ndarray] = _gemm
 """``gemm(trans_a, trans_b, alpha, a, b, beta, c)`` for 2-D float32/float64 arrays, writing C."""
+
+
+def _matrices(x: np.ndarray, trans: bool, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, bool, int]:
+    """``x`` as BLAS reads it (a copy only when neither matrix axis has unit stride), the addresses of its
+    matrices broadcast over ``batch`` (row-major order), whether BLAS must transpose them, and their leading
+    dimension: transposed or sliced views of a batch cost no copy."""
+    x = np.broadcast_to(x, batch + x.shape[-2:])
+    rows, cols = x.strides[-2:]
+    item = x.itemsize
+    if cols == item and rows % item == 0 and rows // item >= max(1, x.shape[-1]):
+        ld = rows // item
+    elif rows == item and cols % item == 0 and cols // item >= max(1, x.shape[-2]):
+        ld, trans = cols // item, not trans
+    else:
+        x = np.ascontiguousarray(x)
+        ld = max(1, x.shape[-1])
+    offsets = np.zeros(1, np.intp)
+    for size, stride in zip(batch, x.strides[:-2]):
+        offsets = (offsets[:, None] + np.arange(size, dtype=np.intp) * stride).ravel()
+    return x, offsets + x.ctypes.data, trans, ld
+
+
+def gemm_batch(trans_a: bool, trans_b: bool, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``c[i] = op(a[i]) @ op(b[i])`` for every index i of c's batch dims, a and b broadcast to them; returns c.
+
+    One call of the provider's grouped ``?gemm_batch``: a loop of ``gemm`` calls wakes the provider's threads
+    once per matrix, and numpy's matmul runs on another pool (``design_docs/performance.md``). Products of at
+    most ``SMALL_PRODUCT`` multiply-adds in all, empty ones, and providers without a batched GEMM use numpy.
+    C must be C-contiguous, of a's and b's dtype; raises ValueError for operands that do not fit.
+    """
+    batch, (m, n) = c.shape[:-2], c.shape[-2:]
+    k = a.shape[-2] if trans_a else a.shape[-1]
+    if a.dtype != c.dtype or b.dtype != c.dtype or not c.flags.c_contiguous or a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"gemm_batch wants matrices of C's dtype {c.dtype} and a C-contiguous C")
+    if (a.shape[-1] if trans_a else a.shape[-2]) != m or (b.shape[-2] if trans_b else b.shape[-1]) != n or \
+            (b.shape[-1] if trans_b else b.shape[-2]) != k:
+        raise ValueError(f"gemm_batch shapes do not agree: {a.shape}, {b.shape} into {c.shape}")
+    count = math.prod(batch)
+    provider = PROVIDER
+    if provider is None or provider.gemm_batch is None or count * m * n * k <= SMALL_PRODUCT:
+        return np.matmul(np.swapaxes(a, -1, -2) if trans_a else a, np.swapaxes(b, -1, -2) if trans_b else b, out=c)
+    a, a_at, trans_a, lda = _matrices(a, trans_a, batch)  # a and b stay referenced: BLAS reads them by address
+    b, b_at, trans_b, ldb = _matrices(b, trans_b, batch)
+    c_at = np.arange(count, dtype=np.intp) * (m * n * c.itemsize) + c.ctypes.data
+    ints = np.array([_TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, lda, ldb, n,
+                     count], np.int32)
+    scalars = np.array([1.0, 0.0], c.dtype)
+    at = [ints.ctypes.data + 4 * i for i in range(9)]
+    _set_up(provider).gemm_batch[c.dtype](
+        _ROW_MAJOR, at[0], at[1], at[2], at[3], at[4], scalars.ctypes.data, a_at.ctypes.data, at[5],
+        b_at.ctypes.data, at[6], scalars.ctypes.data + c.itemsize, c_at.ctypes.data, at[7], 1, at[8])
+    return c

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gradgen.framework.runtime import blas
 from gradgen.framework.runtime.kernels import KERNELS, takes_out, with_out
 from tests.framework.op_cases import ALL_CASES
 from tests.framework.op_harness import Case, check_type_promise, one_op_program, run_case
@@ -92,6 +93,10 @@ _INTS = np.arange(12, dtype=np.int64).reshape(3, 4)
 EDGE_CASES = [  # zero-size and size-1 dims, and int arrays (whose results a float buffer never fits)
     Case("matmul", {"X": _randn("float64", (3, 0)), "Y": _randn("float64", (0, 4))}, None, label="k=0"),
     Case("matmul", {"X": _randn("float64", (0, 3)), "Y": _randn("float64", (3, 1))}, None, label="m=0"),
+    Case("matmul", {"X": _randn("float64", (0, 2, 3)), "Y": _randn("float64", (3, 4))}, None, label="folded, batch 0"),
+    Case("matmul", {"X": _randn("float64", (2, 0, 3, 4)), "Y": _randn("float64", (1, 4, 2))}, None,
+         label="batched, batch 0"),
+    Case("matmul", {"X": _randn("float64", (2, 3, 4)), "Y": _randn("float64", (4,))}, None, label="1-D y"),
     Case("sum", {"X": [_randn("float64", (0, 2)) for _ in range(3)]}, None),
     Case("sgd", {"Param": _randn("float64", (0, 3)), "Grad": _randn("float64", (0, 3)),
                  "LearningRate": np.asarray([0.1])}, None),
@@ -140,8 +145,15 @@ def test_the_kernels_that_take_out_are_the_ones_expected():
     declined = {(c.op, c.label or str(len(c.inputs.get("X", [])))) for c in UNBUFFERED if c.op in ("scale", "sum")}
     # The identities return their input, and integer scale computes in its own dtype: no buffer.
     assert declined == {("scale", "1.0x+0.0"), ("scale", "int64"), ("sum", "1")}
-    assert all(np.ndim(c.inputs["X"]) == 2 and np.ndim(c.inputs["Y"]) == 2 for c in BUFFERED if c.op == "matmul")
-    assert any(c.op == "matmul" for c in UNBUFFERED)  # batched products always allocate
+    # A product writes into a buffer when its operands are matrices: 2-D, folded into 2-D (x[..., k] @ y[k, n]),
+    # or batches of them on a provider with a batched GEMM; a 1-D operand's product allocates.
+    batched_gemm = blas.PROVIDER is not None and blas.PROVIDER.name != "numpy" and blas.PROVIDER.gemm_batch
+    for c in CASES:
+        if c.op == "matmul":
+            rx, ry = np.ndim(c.inputs["X"]), np.ndim(c.inputs["Y"])
+            matrices = rx == ry == 2 or (rx > 2 and ry == 2 and not c.attrs.get("transpose_x"))
+            assert any(c is b for b in BUFFERED) == (rx >= 2 and ry >= 2 and (matrices or bool(batched_gemm))), c.id
+    assert any(c.op == "matmul" for c in UNBUFFERED)
 
 
 @pytest.mark.parametrize("case", BUFFERED, ids=lambda c: c.id)

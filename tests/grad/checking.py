@@ -85,3 +85,24 @@ def check_second_order_pairs(main, exe, feed: dict, scope, xs, grads, rng, rtol:
                                            err_msg=f"second order: {pair}")
             else:  # no generated dependence: the numeric block must vanish
                 np.testing.assert_allclose(numeric[i], 0.0, atol=atol, err_msg=f"second order: {pair} is not zero")
+
+
+def check_run_time_gradients(build, declared, fed, out_shape, rtol=1e-6):
+    """Declare vars with ``declared`` shapes (-1 dims met at run time), feed ``fed`` arrays; each gradient has its
+    input's run-time shape and matches finite differences, first and second order (every pair of inputs)."""
+    main = Program()
+    with program_guard(main, Program()):
+        vs = [layers.data(n, shape, "float64") for n, shape in declared.items()]
+        out = build(*vs)
+        r = layers.data("r", list(out.shape), "float64")
+        loss = layers.reduce_sum(out * r)
+        grads = gradients(loss, vs)
+    rng = np.random.default_rng(8)
+    feed = dict(fed)
+    feed["r"] = rng.standard_normal(out_shape)
+    scope, exe = Scope(), Executor(check_types=True)
+    got = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
+    for (n, a), g in zip(fed.items(), got):
+        assert g.shape == a.shape, f"d loss / d {n} has shape {g.shape}, its input {a.shape}"
+        np.testing.assert_allclose(g, numeric_gradient(main, feed, scope, loss.name, n), rtol=rtol, atol=1e-7)
+    check_second_order_pairs(main, exe, feed, scope, vs, grads, rng, rtol=1e-5, atol=1e-6)

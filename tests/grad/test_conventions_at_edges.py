@@ -9,7 +9,7 @@ from gradgen.framework import ExecutionError, Executor, Scope, forward_gradients
 from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.program import Program, layers, program_guard
 
-from .checking import check_op_gradients, check_second_order_pairs
+from .checking import check_op_gradients, check_run_time_gradients
 
 
 def _grads(build, feed, wrt):
@@ -205,27 +205,6 @@ def test_elementwise_pow_away_from_zero_matches_finite_differences(y_shape):
 
 # -- -1 dims that differ at run time -----------------------------------------------------------------------------------
 
-def _check_run_time_broadcast(build, declared, fed, out_shape, rtol=1e-6):
-    """Declare vars with ``declared`` shapes, feed ``fed`` arrays; each gradient has its input's run-time shape
-    and matches finite differences, first and second order (every pair of inputs)."""
-    main = Program()
-    with program_guard(main, Program()):
-        vs = [layers.data(n, shape, "float64") for n, shape in declared.items()]
-        out = build(*vs)
-        r = layers.data("r", list(out.shape), "float64")
-        loss = layers.reduce_sum(out * r)
-        grads = gradients(loss, vs)
-    rng = np.random.default_rng(8)
-    feed = dict(fed)
-    feed["r"] = rng.standard_normal(out_shape)
-    scope, exe = Scope(), Executor(check_types=True)
-    got = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
-    for (n, a), g in zip(fed.items(), got):
-        assert g.shape == a.shape, f"d loss / d {n} has shape {g.shape}, its input {a.shape}"
-        np.testing.assert_allclose(g, numeric_gradient(main, feed, scope, loss.name, n), rtol=rtol, atol=1e-7)
-    check_second_order_pairs(main, exe, feed, scope, vs, grads, rng, rtol=1e-5, atol=1e-6)
-
-
 BINARY = {
     "add": layers.add, "subtract": layers.subtract, "multiply": layers.multiply, "divide": layers.divide,
     "pow": layers.pow, "maximum": layers.maximum, "minimum": layers.minimum,
@@ -237,7 +216,7 @@ BINARY = {
 def test_two_minus_one_dims_meeting_at_run_time_sum_back_to_each_input(op, rows):
     rng = np.random.default_rng(1)
     fed = {"x": rng.uniform(0.5, 2.0, (rows[0], 3)), "y": rng.uniform(0.5, 2.0, (rows[1], 3))}
-    _check_run_time_broadcast(BINARY[op], {"x": [-1, 3], "y": [-1, 3]}, fed, (max(rows), 3))
+    check_run_time_gradients(BINARY[op], {"x": [-1, 3], "y": [-1, 3]}, fed, (max(rows), 3))
 
 
 def test_the_issue_example_gives_y_its_own_shape():
@@ -268,7 +247,7 @@ def test_sum_of_addends_whose_minus_one_dims_differ_at_run_time_is_an_error(rows
 def test_matmul_batch_dims_meeting_at_run_time(batches):
     rng = np.random.default_rng(2)
     fed = {"x": rng.standard_normal((batches[0], 2, 3)), "y": rng.standard_normal((batches[1], 3, 4))}
-    _check_run_time_broadcast(layers.matmul, {"x": [-1, 2, 3], "y": [-1, 3, 4]}, fed, (2, 2, 4))
+    check_run_time_gradients(layers.matmul, {"x": [-1, 2, 3], "y": [-1, 3, 4]}, fed, (2, 2, 4))
 
 
 def test_where_branches_meeting_at_run_time():

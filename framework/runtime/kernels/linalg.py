@@ -1,13 +1,27 @@
-"""Matrix product kernels: 2-D float products through the chosen BLAS (``runtime.blas``) when it is not numpy's
-own (then ``np.matmul`` is the same library, called more cheaply); the rest by numpy. The provider is read
-when a plan builds the kernel: ``use_blas`` applies to plans built afterwards."""
+"""Matrix product kernels, all on the chosen BLAS (``runtime.blas``) where it is not numpy's own (then
+``np.matmul`` is the same library, called more cheaply):
+
+- 2-D products, and ``x[..., k] @ y[k, n]`` with x not transposed, whose batch dims fold into the rows of one
+  matrix (a reshape: a view when x is contiguous): ONE 2-D GEMM;
+- true batched products (attention's ``[b, h, s, d] @ [b, h, d, s]``, batch dims broadcast): one batched
+  GEMM call (``blas.gemm_batch``);
+- products with a 1-D operand: numpy.
+
+The provider is read when a plan builds the kernel: ``use_blas`` applies to plans built afterwards.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import blas
 
 _BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+
+
+def _fits(out, shape: tuple, dtype) -> bool:
+    return out is not None and out.shape == shape and out.dtype == dtype and out.flags.c_contiguous
 
 
 def _gemm_product(tx: bool, ty: bool):
@@ -24,18 +38,15 @@ def _gemm_product(tx: bool, ty: bool):
             if out is not None and not (out.shape == (m, n) and out.dtype == dtype == b.dtype):
                 out = None
             return np.matmul(a, b, out=out)
-        if out is None or out.shape != (m, n) or out.dtype != dtype or not out.flags.c_contiguous:
+        if not _fits(out, (m, n), dtype):
             out = np.empty((m, n), dtype)
         return blas.gemm(tx, ty, 1.0, x, y, 0.0, out)
 
     return product
 
 
-def matmul(op):
-    """Two-dimensional products may write into a plan buffer: they are the big ones, and their result shape
-    is cheap to check. Batched products always allocate."""
-    tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
-
+def _numpy_product(tx: bool, ty: bool):
+    """``fn(x, y, *, out=None)`` on numpy's matmul, writing ``out`` when it is the 2-D result's array."""
     def product(x, y, *, out=None):
         a = np.swapaxes(x, -1, -2) if tx and x.ndim > 1 else x  # numpy: a 1-D operand is never transposed
         b = np.swapaxes(y, -1, -2) if ty and y.ndim > 1 else y
@@ -44,12 +55,59 @@ def matmul(op):
             out = None
         return np.matmul(a, b, out=out)
 
+    return product
+
+
+def _folded(matrix_product):
+    """``x[..., k] @ y`` as ``matrix_product`` of x's rows ``[prod(...), k]`` and y, written into ``out`` through
+    a 2-D view of it when ``out`` fits (then ``out`` is returned), reshaped back to ``[..., n]`` otherwise."""
+    def product(x, y, *, out=None):
+        rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])  # not -1: x may have no elements
+        flat = None
+        if out is not None and out.ndim == x.ndim and out.shape[:-1] == x.shape[:-1] and out.flags.c_contiguous:
+            flat = out.reshape(rows.shape[0], out.shape[-1])
+        result = matrix_product(rows, y, out=flat)
+        if flat is not None and result is flat:
+            return out
+        return result.reshape(x.shape[:-1] + result.shape[-1:])
+
+    return product
+
+
+def _batched_product(tx: bool, ty: bool, fallback):
+    """``fn(x, y, *, out=None)`` for operands of rank >= 2 with batch dims: one ``blas.gemm_batch`` call when
+    both are float32/float64 of one dtype and their shapes agree, ``fallback`` (numpy, which says what is
+    wrong) otherwise."""
+    def product(x, y, *, out=None):
+        dtype = x.dtype
+        k = x.shape[-2] if tx else x.shape[-1]
+        if dtype != y.dtype or dtype not in _BLAS_DTYPES or k != (y.shape[-1] if ty else y.shape[-2]):
+            return fallback(x, y)
+        try:
+            batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        except ValueError:
+            return fallback(x, y)
+        shape = batch + (x.shape[-1] if tx else x.shape[-2], y.shape[-2] if ty else y.shape[-1])
+        if not _fits(out, shape, dtype):
+            out = np.empty(shape, dtype)
+        return blas.gemm_batch(tx, ty, x, y, out)
+
+    return product
+
+
+def matmul(op):
+    """Every product but one with a 1-D operand may write into a plan buffer: products are the big arrays."""
+    tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
     x, y = (op.block.var(op.input(slot)[0]) for slot in ("X", "Y"))
-    if len(x.shape) == 2 and len(y.shape) == 2:
-        # numpy's matmul already calls numpy's own OpenBLAS, without ctypes' few microseconds per call
-        other_blas = blas.PROVIDER is not None and blas.PROVIDER.name != "numpy"
-        return _gemm_product(tx, ty) if other_blas else product
-    return lambda x, y: product(x, y)
+    # numpy's matmul already calls numpy's own OpenBLAS, without ctypes' few microseconds per call
+    other_blas = blas.PROVIDER is not None and blas.PROVIDER.name != "numpy"
+    numpy_product = _numpy_product(tx, ty)
+    if len(y.shape) == 2 and len(x.shape) >= 2 and (len(x.shape) == 2 or not tx):
+        matrix_product = _gemm_product(tx, ty) if other_blas else numpy_product
+        return matrix_product if len(x.shape) == 2 else _folded(matrix_product)
+    if len(x.shape) >= 2 and len(y.shape) >= 2 and other_blas and blas.PROVIDER.gemm_batch is not None:
+        return _batched_product(tx, ty, numpy_product)
+    return lambda x, y: numpy_product(x, y)
 
 
 KERNELS = {"matmul": matmul}
