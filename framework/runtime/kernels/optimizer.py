@@ -67,6 +67,60 @@ def adam(op):
     return run
 
 
+def adamw(op):
+    """Decoupled weight decay, as torch.optim.AdamW orders it: shrink the parameter, then take adam's step."""
+    coeff, step = op.attr("coeff"), adam(op)
+
+    def run(param, grad, lr, m1, m2, b1p, b2p):
+        decayed = param * (1.0 - lr.reshape(()) * coeff)
+        return step(decayed, grad, lr, m1, m2, b1p, b2p)
+
+    return run
+
+
+def lamb(op):
+    """Adam's bias-corrected direction plus weight decay, scaled by the trust ratio ||param|| / ||direction||
+    (1 when either norm is 0, as Paddle's lamb kernel does)."""
+    b1, b2, eps, decay = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon"), op.attr("weight_decay")
+
+    def run(param, grad, lr, m1, m2, b1p, b2p):
+        m1 = b1 * m1 + (1.0 - b1) * grad
+        m2 = b2 * m2 + (1.0 - b2) * grad * grad
+        r = (m1 / (1.0 - b1p)) / (np.sqrt(m2 / (1.0 - b2p)) + eps) + decay * param
+        p_norm, r_norm = np.linalg.norm(param.ravel()), np.linalg.norm(r.ravel())
+        ratio = p_norm / r_norm if p_norm > 0 and r_norm > 0 else np.ones((), param.dtype)
+        return param - (lr.reshape(()) * ratio) * r, m1, m2, b1p * b1, b2p * b2
+
+    return run
+
+
+def rmsprop(op):
+    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment."""
+    rho, eps, mu, centered = op.attr("rho"), op.attr("epsilon"), op.attr("momentum"), op.attr("centered")
+
+    def run(param, grad, lr, mean_square, mean_grad, moment):
+        mean_square = rho * mean_square + (1.0 - rho) * grad * grad
+        if centered:
+            mean_grad = rho * mean_grad + (1.0 - rho) * grad
+            avg = np.sqrt(mean_square - mean_grad * mean_grad) + eps
+        else:
+            avg = np.sqrt(mean_square) + eps
+        moment = mu * moment + grad / avg
+        return param - lr.reshape(()) * moment, mean_square, mean_grad, moment
+
+    return run
+
+
+def adagrad(op):
+    eps = op.attr("epsilon")
+
+    def run(param, grad, lr, moment):  # the sum of squared gradients scales each coordinate's step
+        moment = moment + grad * grad
+        return param - lr.reshape(()) * grad / (np.sqrt(moment) + eps), moment
+
+    return run
+
+
 def _norm(xs):
     return np.sqrt(sum(float(np.sum(np.square(x, dtype=np.float64))) for x in xs))
 
@@ -90,5 +144,6 @@ def clip_by_global_norm(op):
     return run
 
 
-KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
+KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adamw, "lamb": lamb, "rmsprop": rmsprop,
+           "adagrad": adagrad, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
