@@ -31,6 +31,8 @@ class Optimizer:
     """
 
     op_type = ""
+    clip_before_decay = False
+    """gradgen adds the L2 term, then clips; Paddle's optimizers (the ``fluid`` facade) clip, then add it."""
 
     def __init__(self, learning_rate: float | Variable, weight_decay: float | None = None,
                  grad_clip: float | None = None):
@@ -122,7 +124,10 @@ class Optimizer:
         if not params_grads:
             return []
         block = params_grads[0][0].block.program.global_block()
-        params_grads = self._clipped(block, self._regularized(block, params_grads))
+        if self.clip_before_decay:
+            params_grads = self._regularized(block, self._clipped(block, params_grads))
+        else:
+            params_grads = self._clipped(block, self._regularized(block, params_grads))
         return [self._append_update(block, p, g) for p, g in params_grads]
 
     def minimize(self, loss: Variable, parameter_list: Sequence | None = None,
