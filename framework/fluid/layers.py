@@ -1,5 +1,7 @@
 """``fluid.layers``: gradgen's layers, plus Paddle 1.x's ``data``, its ``[1]``-shaped ``mean``, the
-``elementwise_*`` family with Paddle's ``axis`` and ``act``, and ``mul`` with its ``num_col_dims``.
+``elementwise_*`` family with Paddle's ``axis`` and ``act``, ``mul`` with its ``num_col_dims``, and the
+in-place writers Paddle's ``While`` bodies use (``assign(input, output)``, ``increment(in_place=True)``,
+``less_than(cond=)``), with ``While`` itself (``control_flow``).
 
 ``mean`` is the one reduction Paddle 1.x code indexes as ``avg_cost[0]``; every
 other layer (``accuracy`` included) keeps gradgen's shapes, so a scalar
@@ -13,6 +15,8 @@ from gradgen.program import layers as _layers
 from gradgen.program.errors import ProgramError
 from gradgen.program.layers import *  # noqa: F401,F403  (the facade re-exports every layer under its own name)
 from gradgen.program.variable import Variable
+
+from .control_flow import While
 
 
 def data(name: str, shape: Sequence[int | None], dtype="float32", append_batch_size: bool = True) -> Variable:
@@ -78,5 +82,22 @@ def mul(x: Variable, y: Variable, x_num_col_dims: int = 1, y_num_col_dims: int =
     return _layers.reshape(product, lead + list(y_cols), name=name)
 
 
+def assign(input: Variable, output: Variable | None = None) -> Variable:
+    """``output = input`` (a new var when ``output`` is None), under Paddle's argument names."""
+    return _layers.assign(input, output)
+
+
+def increment(x: Variable, value: float = 1.0, in_place: bool = True) -> Variable:
+    """``x + value`` for a one-element ``x``, written into ``x`` itself when ``in_place`` (Paddle's default)."""
+    if any(d != 1 for d in x.shape):
+        raise ProgramError(f"increment needs a one-element x, got '{x.name}' {x.type_str()}")
+    return _layers.helper.append("increment", {"X": x}, {"step": float(value)}, name=x.name if in_place else None)
+
+
+def less_than(x: Variable, y: Variable, force_cpu=None, cond: Variable | None = None, name=None) -> Variable:
+    """``x < y`` as bool, written into ``cond`` when given (how a Paddle ``While`` body updates its condition)."""
+    return _layers.less_than(x, y, name=cond.name if cond is not None else name)
+
+
 __all__ = list(_layers.__all__) + ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
-                                  "mul"]
+                                  "mul", "increment", "While"]
