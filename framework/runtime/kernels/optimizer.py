@@ -1,6 +1,6 @@
 """Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``.
 
-``sgd``, ``momentum`` and ``adam`` write their new values into the plan's
+``sgd``, ``momentum``, ``adam`` and ``adamw`` write their new values into the plan's
 buffers when given ones that fit (the plan double-buffers parameters and
 optimizer state), with the same operations in the same order as without.
 """
@@ -48,8 +48,10 @@ def _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p) -> bool:
 
 def adam(op):
     """With buffers, every array operation but one (``lr_t * m1``) writes into them, the parameter's buffer
-    serving as the temporary."""
+    serving as the temporary. ``adamw`` is this kernel with its ``coeff``: the parameter the step is taken
+    from is ``param * (1 - lr coeff)`` (torch.optim.AdamW's order: shrink, then step), one more temporary."""
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
+    coeff = op.attrs.get("coeff", 0.0)
 
     def run(param, grad, lr, m1, m2, b1p, b2p, *, out=None):
         if out is None or not _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p):
@@ -61,19 +63,9 @@ def adam(op):
         lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
         denominator = np.add(np.sqrt(m2, out=pb), eps * np.sqrt(1.0 - b2p), out=pb)
         step = np.divide(lr_t * m1, denominator, out=pb).astype(param.dtype, copy=False)
-        return (np.subtract(param, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
+        start = param * (1.0 - lr.reshape(()) * coeff) if coeff else param
+        return (np.subtract(start, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
                 np.multiply(b2p, b2, out=b2b))
-
-    return run
-
-
-def adamw(op):
-    """Decoupled weight decay, as torch.optim.AdamW orders it: shrink the parameter, then take adam's step."""
-    coeff, step = op.attr("coeff"), adam(op)
-
-    def run(param, grad, lr, m1, m2, b1p, b2p):
-        decayed = param * (1.0 - lr.reshape(()) * coeff)
-        return step(decayed, grad, lr, m1, m2, b1p, b2p)
 
     return run
 
@@ -144,6 +136,6 @@ def clip_by_global_norm(op):
     return run
 
 
-KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adamw, "lamb": lamb, "rmsprop": rmsprop,
+KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop,
            "adagrad": adagrad, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
