@@ -31,6 +31,8 @@ class Optimizer:
     """
 
     op_type = ""
+    clip_before_decay = False
+    """gradgen adds the L2 term, then clips; Paddle's optimizers (the ``fluid`` facade) clip, then add it."""
 
     def __init__(self, learning_rate: float | Variable, weight_decay: float | None = None,
                  grad_clip: float | None = None):
@@ -122,7 +124,10 @@ class Optimizer:
         if not params_grads:
             return []
         block = params_grads[0][0].block.program.global_block()
-        params_grads = self._clipped(block, self._regularized(block, params_grads))
+        if self.clip_before_decay:
+            params_grads = self._regularized(block, self._clipped(block, params_grads))
+        else:
+            params_grads = self._clipped(block, self._regularized(block, params_grads))
         return [self._append_update(block, p, g) for p, g in params_grads]
 
     def minimize(self, loss: Variable, parameter_list: Sequence | None = None,
@@ -159,21 +164,97 @@ class Momentum(Optimizer):
 class Adam(Optimizer):
     """Adam with bias correction (Kingma & Ba, 2015), in Paddle's form with running beta powers."""
 
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+    op_type = "adam"
+
+    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, **kw):
         super().__init__(learning_rate, **kw)
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def _attrs(self) -> dict:
+        return {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
 
     def _append_update(self, block, param, grad):
         m1, m2 = self._state(param, "moment1", 0.0), self._state(param, "moment2", 0.0)
         b1p = self._state(param, "beta1_pow", self.beta1, shape=())
         b2p = self._state(param, "beta2_pow", self.beta2, shape=())
         return block.append_op(
-            "adam", {"Param": param, "Grad": grad, "LearningRate": self._learning_rate(param), "Moment1": m1,
-                     "Moment2": m2, "Beta1Pow": b1p, "Beta2Pow": b2p},
+            self.op_type, {"Param": param, "Grad": grad, "LearningRate": self._learning_rate(param), "Moment1": m1,
+                           "Moment2": m2, "Beta1Pow": b1p, "Beta2Pow": b2p},
             {"ParamOut": [param.name], "Moment1Out": [m1.name], "Moment2Out": [m2.name],
-             "Beta1PowOut": [b1p.name], "Beta2PowOut": [b2p.name]},
-            {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}, role="optimize")
+             "Beta1PowOut": [b1p.name], "Beta2PowOut": [b2p.name]}, self._attrs(), role="optimize")
 
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adam"]
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019), as torch.optim.AdamW:
+    each step first shrinks the parameter by ``learning_rate * weight_decay``, then takes Adam's step.
+
+    ``weight_decay`` here is that decoupled factor, not the L2 term other optimizers add to the gradient
+    (``l2_decay`` is that one, should both be wanted).
+    """
+
+    op_type = "adamw"
+
+    def __init__(self, learning_rate: float | Variable = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, weight_decay: float = 0.01, l2_decay: float | None = None, **kw):
+        super().__init__(learning_rate, beta1, beta2, epsilon, weight_decay=l2_decay, **kw)
+        self.coeff = float(weight_decay)
+
+    def _attrs(self) -> dict:
+        return {**super()._attrs(), "coeff": self.coeff}
+
+
+class Lamb(Adam):
+    """LAMB (You et al., 2020): Adam's direction plus ``lamb_weight_decay * param``, its step scaled per
+    parameter by the trust ratio ||param|| / ||direction|| (1 when either norm is 0), as Paddle's lamb op."""
+
+    op_type = "lamb"
+
+    def __init__(self, learning_rate: float | Variable = 0.001, lamb_weight_decay: float = 0.01, beta1: float = 0.9,
+                 beta2: float = 0.999, epsilon: float = 1e-6, **kw):
+        super().__init__(learning_rate, beta1, beta2, epsilon, **kw)
+        self.lamb_weight_decay = float(lamb_weight_decay)
+
+    def _attrs(self) -> dict:
+        return {**super()._attrs(), "weight_decay": self.lamb_weight_decay}
+
+
+class RMSProp(Optimizer):
+    """RMSProp (Hinton's lecture 6e) as torch.optim.RMSprop computes it: a running mean of squared gradients
+    (``rho`` is torch's ``alpha``), optionally centered by the running mean gradient, with heavy-ball momentum."""
+
+    def __init__(self, learning_rate: float | Variable, rho: float = 0.95, epsilon: float = 1e-6,
+                 momentum: float = 0.0, centered: bool = False, **kw):
+        super().__init__(learning_rate, **kw)
+        self.rho, self.epsilon = float(rho), float(epsilon)
+        self.momentum, self.centered = float(momentum), bool(centered)
+
+    def _append_update(self, block, param, grad):
+        ms, mg, mom = (self._state(param, name, 0.0) for name in ("mean_square", "mean_grad", "moment"))
+        return block.append_op(
+            "rmsprop", {"Param": param, "Grad": grad, "LearningRate": self._learning_rate(param), "MeanSquare": ms,
+                        "MeanGrad": mg, "Moment": mom},
+            {"ParamOut": [param.name], "MeanSquareOut": [ms.name], "MeanGradOut": [mg.name],
+             "MomentOut": [mom.name]},
+            {"rho": self.rho, "epsilon": self.epsilon, "momentum": self.momentum, "centered": self.centered},
+            role="optimize")
+
+
+class Adagrad(Optimizer):
+    """Adagrad (Duchi et al., 2011): each coordinate's step divided by the root of its summed squared gradients,
+    the sum starting at ``initial_accumulator_value``."""
+
+    def __init__(self, learning_rate: float | Variable, epsilon: float = 1e-6, initial_accumulator_value: float = 0.0,
+                 **kw):
+        super().__init__(learning_rate, **kw)
+        self.epsilon, self.initial_accumulator_value = float(epsilon), float(initial_accumulator_value)
+
+    def _append_update(self, block, param, grad):
+        moment = self._state(param, "moment", self.initial_accumulator_value)
+        return block.append_op("adagrad", {"Param": param, "Grad": grad, "LearningRate": self._learning_rate(param),
+                                           "Moment": moment},
+                               {"ParamOut": [param.name], "MomentOut": [moment.name]}, {"epsilon": self.epsilon},
+                               role="optimize")
+
+
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW", "Lamb", "RMSProp", "Adagrad"]

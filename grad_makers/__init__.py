@@ -42,7 +42,7 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     # tensors made from attrs or only from an input's shape
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",
     # optimizer updates
-    "sgd", "momentum", "adam", "global_norm", "clip_by_global_norm",
+    "sgd", "momentum", "adam", "adamw", "lamb", "rmsprop", "adagrad", "global_norm", "clip_by_global_norm",
     # communication between data-parallel ranks
     "allreduce_start", "allreduce_wait", "broadcast",
     # the step counter and learning-rate schedules

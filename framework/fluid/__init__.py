@@ -17,16 +17,15 @@ from gradgen.program.guard import default_main_program, default_startup_program,
 from gradgen.program.layers import data
 from gradgen.program.param_attr import ParamAttr
 
-from .. import optimizer
 from ..data import DataFeeder
 from ..passes.backward import append_backward, gradients
 from ..runtime.executor import Executor
 from ..runtime.place import CPUPlace
 from ..runtime.scope import Scope, global_scope, scope_guard
-from . import core, io, layers
+from . import clip, core, io, layers, nets, optimizer, regularizer
 
 __all__ = [
     "Program", "program_guard", "default_main_program", "default_startup_program", "data", "layers", "optimizer",
     "initializer", "ParamAttr", "Executor", "CPUPlace", "Scope", "global_scope", "scope_guard", "DataFeeder", "io", "core",
-    "append_backward", "gradients",
+    "append_backward", "gradients", "nets", "regularizer", "clip",
 ]

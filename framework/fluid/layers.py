@@ -1,4 +1,7 @@
-"""``fluid.layers``: gradgen's layers, plus Paddle 1.x's ``data`` and its ``[1]``-shaped ``mean``.
+"""``fluid.layers``: gradgen's layers, plus Paddle 1.x's ``data``, its ``[1]``-shaped ``mean``, the
+``elementwise_*`` family with Paddle's ``axis`` and ``act``, ``mul`` with its ``num_col_dims``, and the
+in-place writers Paddle's ``While`` bodies use (``assign(input, output)``, ``increment(in_place=True)``,
+``less_than(cond=)``), with ``While`` itself (``control_flow``).
 
 ``mean`` is the one reduction Paddle 1.x code indexes as ``avg_cost[0]``; every
 other layer (``accuracy`` included) keeps gradgen's shapes, so a scalar
@@ -9,8 +12,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from gradgen.program import layers as _layers
+from gradgen.program.errors import ProgramError
 from gradgen.program.layers import *  # noqa: F401,F403  (the facade re-exports every layer under its own name)
 from gradgen.program.variable import Variable
+
+from .control_flow import While
 
 
 def data(name: str, shape: Sequence[int | None], dtype="float32", append_batch_size: bool = True) -> Variable:
@@ -26,4 +32,72 @@ def mean(x: Variable, name=None) -> Variable:
     return _layers.reshape(_layers.mean(x), [1], name=name)
 
 
-__all__ = list(_layers.__all__)
+def _elementwise(combine, x: Variable, y: Variable, axis: int, act: str | None, name) -> Variable:
+    """Paddle's broadcast: ``y``'s dims line up with ``x``'s from dim ``axis`` on (-1: the trailing dims)."""
+    if axis != -1 and len(y.shape) < len(x.shape):
+        if not 0 <= axis <= len(x.shape) - len(y.shape):
+            raise ProgramError(f"elementwise axis {axis} does not place y{list(y.shape)} inside x{list(x.shape)}")
+        y = _layers.reshape(y, list(y.shape) + [1] * (len(x.shape) - axis - len(y.shape)))
+    if not act:
+        return combine(x, y, name=name)
+    return getattr(_layers, act)(combine(x, y), name=name)
+
+
+def elementwise_add(x: Variable, y: Variable, axis: int = -1, act: str | None = None, name=None) -> Variable:
+    """x + y, ``y`` broadcast from dim ``axis`` of ``x``, then the activation ``act`` if given."""
+    return _elementwise(_layers.add, x, y, axis, act, name)
+
+
+def elementwise_sub(x: Variable, y: Variable, axis: int = -1, act: str | None = None, name=None) -> Variable:
+    return _elementwise(_layers.subtract, x, y, axis, act, name)
+
+
+def elementwise_mul(x: Variable, y: Variable, axis: int = -1, act: str | None = None, name=None) -> Variable:
+    return _elementwise(_layers.multiply, x, y, axis, act, name)
+
+
+def elementwise_div(x: Variable, y: Variable, axis: int = -1, act: str | None = None, name=None) -> Variable:
+    return _elementwise(_layers.divide, x, y, axis, act, name)
+
+
+def _size(dims) -> int:
+    size = 1
+    for d in dims:
+        size *= d
+    return size
+
+
+def mul(x: Variable, y: Variable, x_num_col_dims: int = 1, y_num_col_dims: int = 1, name=None) -> Variable:
+    """Paddle's ``mul``: ``x`` flattened to a matrix at ``x_num_col_dims``, ``y`` at ``y_num_col_dims``,
+    multiplied; the result has ``x``'s first ``x_num_col_dims`` dims and ``y``'s dims after ``y_num_col_dims``."""
+    x_cols, y_rows, y_cols = x.shape[x_num_col_dims:], y.shape[:y_num_col_dims], y.shape[y_num_col_dims:]
+    lead = list(x.shape[:x_num_col_dims])
+    if -1 in x_cols or -1 in y.shape or lead.count(-1) > 1:
+        raise ProgramError(f"mul: x{list(x.shape)} may have one unknown dim, among its first {x_num_col_dims}, "
+                           f"and y{list(y.shape)} none")
+    if _size(x_cols) != _size(y_rows):
+        raise ProgramError(f"mul: x{list(x.shape)} flattened at {x_num_col_dims} has {_size(x_cols)} columns but "
+                           f"y{list(y.shape)} flattened at {y_num_col_dims} has {_size(y_rows)} rows")
+    product = _layers.matmul(_layers.reshape(x, [-1, _size(x_cols)]), _layers.reshape(y, [_size(y_rows), -1]))
+    return _layers.reshape(product, lead + list(y_cols), name=name)
+
+
+def assign(input: Variable, output: Variable | None = None) -> Variable:
+    """``output = input`` (a new var when ``output`` is None), under Paddle's argument names."""
+    return _layers.assign(input, output)
+
+
+def increment(x: Variable, value: float = 1.0, in_place: bool = True) -> Variable:
+    """``x + value`` for a one-element ``x``, written into ``x`` itself when ``in_place`` (Paddle's default)."""
+    if any(d != 1 for d in x.shape):
+        raise ProgramError(f"increment needs a one-element x, got '{x.name}' {x.type_str()}")
+    return _layers.helper.append("increment", {"X": x}, {"step": float(value)}, name=x.name if in_place else None)
+
+
+def less_than(x: Variable, y: Variable, force_cpu=None, cond: Variable | None = None, name=None) -> Variable:
+    """``x < y`` as bool, written into ``cond`` when given (how a Paddle ``While`` body updates its condition)."""
+    return _layers.less_than(x, y, name=cond.name if cond is not None else name)
+
+
+__all__ = list(_layers.__all__) + ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+                                  "mul", "increment", "While"]

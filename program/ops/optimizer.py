@@ -45,6 +45,14 @@ def _dtypes(*like_param: str) -> dict:
     return {"Param": FLOAT_DTYPES, **{slot: "Param" for slot in like_param}}
 
 
+_ADAM_INPUTS = ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"]
+_ADAM_OUTPUTS = ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"]
+_ADAM_PAIRS = (("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
+               ("Beta1Pow", "Beta1PowOut"), ("Beta2Pow", "Beta2PowOut"))
+_ADAM_ATTRS = {"beta1": Attr("float", 0.9), "beta2": Attr("float", 0.999), "epsilon": Attr("float", 1e-8)}
+_ADAM_DTYPES = _dtypes("Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow")
+"""adam, adamw and lamb share their slots and moments: one family of updates."""
+
 SCHEMAS = (
     schema("sgd", ["Param", "Grad", "LearningRate"], ["ParamOut"], _same_as_param(("Param", "ParamOut")),
            doc="ParamOut = Param - LearningRate * Grad.", dtypes=_dtypes("Grad", "LearningRate")),
@@ -54,13 +62,32 @@ SCHEMAS = (
            doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut "
                "(Nesterov: Param - lr * (Grad + mu * VelocityOut)).",
            dtypes=_dtypes("Grad", "Velocity", "LearningRate")),
-    schema("adam", ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"],
-           ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],
-           _same_as_param(("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
-                          ("Beta1Pow", "Beta1PowOut"), ("Beta2Pow", "Beta2PowOut")),
-           {"beta1": Attr("float", 0.9), "beta2": Attr("float", 0.999), "epsilon": Attr("float", 1e-8)},
-           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.",
-           dtypes=_dtypes("Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow")),
+    schema("adam", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS), _ADAM_ATTRS,
+           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.", dtypes=_ADAM_DTYPES),
+    schema("rmsprop", ["Param", "Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment"],
+           ["ParamOut", "MeanSquareOut", "MeanGradOut", "MomentOut"],
+           _same_as_param(("Param", "ParamOut"), ("MeanSquare", "MeanSquareOut"), ("MeanGrad", "MeanGradOut"),
+                          ("Moment", "MomentOut")),
+           {"rho": Attr("float", 0.95), "epsilon": Attr("float", 1e-6), "momentum": Attr("float", 0.0),
+            "centered": Attr("bool", False)},
+           doc="MeanSquareOut = rho MeanSquare + (1 - rho) Grad^2; centered: MeanGradOut = rho MeanGrad + "
+               "(1 - rho) Grad and the variance MeanSquareOut - MeanGradOut^2 replaces MeanSquareOut; "
+               "MomentOut = momentum Moment + Grad / (sqrt(that) + epsilon); ParamOut = Param - lr MomentOut "
+               "(torch.optim.RMSprop's order: epsilon outside the root, lr outside the moment).",
+           dtypes=_dtypes("Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment")),
+    schema("adagrad", ["Param", "Grad", "LearningRate", "Moment"], ["ParamOut", "MomentOut"],
+           _same_as_param(("Param", "ParamOut"), ("Moment", "MomentOut")), {"epsilon": Attr("float", 1e-6)},
+           doc="MomentOut = Moment + Grad^2; ParamOut = Param - lr Grad / (sqrt(MomentOut) + epsilon).",
+           dtypes=_dtypes("Grad", "LearningRate", "Moment")),
+    schema("adamw", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS),
+           {**_ADAM_ATTRS, "coeff": Attr("float", 0.01)},
+           doc="Decoupled weight decay (Loshchilov & Hutter, 2019): Param * (1 - lr coeff), then adam's step.",
+           dtypes=_ADAM_DTYPES),
+    schema("lamb", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS),
+           {**_ADAM_ATTRS, "epsilon": Attr("float", 1e-6), "weight_decay": Attr("float", 0.01)},
+           doc="LAMB (You et al., 2020, Algorithm 2): r = adam's bias-corrected direction + weight_decay Param; "
+               "ParamOut = Param - lr (||Param|| / ||r||) r, the ratio taken as 1 when either norm is 0.",
+           dtypes=_ADAM_DTYPES),
     schema("global_norm", [Slot("X", duplicable=True)], ["Out"], _global_norm,
            doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses.",
            dtypes={"X": FLOAT_DTYPES}),

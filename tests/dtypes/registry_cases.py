@@ -179,10 +179,16 @@ def _update(g: Draw) -> Built:
     ins = {"Param": g.array(shape, dtype), "Grad": g.array(shape, dtype), "LearningRate": lr}
     if op == "momentum":
         ins["Velocity"] = g.array(shape, dtype)
-    if op == "adam":
+    if op in ("adam", "adamw", "lamb"):
         ins.update(Moment1=g.array(shape, dtype), Moment2=g.array(shape, dtype, 0, 2),
                    Beta1Pow=g.array([], dtype, 0.5, 0.5), Beta2Pow=g.array([], dtype, 0.5, 0.5))
-    return one_op(g, ins, {"use_nesterov": g.flag()} if op == "momentum" else {}, known=tuple(ins))
+    if op == "rmsprop":  # the mean square stays above the mean gradient's square, as running means keep it
+        ins.update(MeanSquare=g.array(shape, dtype, 2, 3), MeanGrad=g.array(shape, dtype, -1, 1),
+                   Moment=g.array(shape, dtype))
+    if op == "adagrad":
+        ins["Moment"] = g.array(shape, dtype, 0, 2)
+    attrs = {"momentum": {"use_nesterov": g.flag()}, "rmsprop": {"centered": g.flag(), "momentum": 0.5}}
+    return one_op(g, ins, attrs.get(op, {}), known=tuple(ins))
 
 
 def _norms(g: Draw) -> Built:
@@ -300,7 +306,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     **{t: _reduce for t in REDUCE_TYPES + ("reduce_prod", "logsumexp")},
     **{t: _conv2d for t in ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")},
     **{t: _pool for t in ("pool2d", "pool2d_grad", "pool2d_select")},
-    **{t: _update for t in ("sgd", "momentum", "adam")},
+    **{t: _update for t in ("sgd", "momentum", "adam", "adamw", "lamb", "rmsprop", "adagrad")},
     **{t: _norms for t in ("global_norm", "clip_by_global_norm")},
     **{t: _random for t in ("uniform_random", "gaussian_random")},
     **{t: _filled_like for t in ("fill_any_like", "fill_zeros_like")},

@@ -82,10 +82,11 @@ MOMENTUM_CASES = [Case("momentum", {"Param": _randn(d, s), "Grad": _randn(d, s),
                                      "LearningRate": np.asarray([0.1], d)}, None, attrs={"mu": 0.9, "use_nesterov": n},
                        label=f"nesterov={n}")
                   for d in ("float32", "float64") for n in (False, True) for s in UPDATE_SHAPES]
-ADAM_CASES = [Case("adam", {"Param": _randn(d, s), "Grad": _randn(d, s), "LearningRate": np.asarray([0.1], d),
+ADAM_CASES = [Case(op, {"Param": _randn(d, s), "Grad": _randn(d, s), "LearningRate": np.asarray([0.1], d),
                             "Moment1": _randn(d, s), "Moment2": _rng.random(s).astype(d),
                             "Beta1Pow": np.asarray([0.9], d), "Beta2Pow": np.asarray([0.999], d)}, None,
-                   attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}) for d in ("float32", "float64")
+                   attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, **extra}, label=op)
+              for op, extra in (("adam", {}), ("adamw", {"coeff": 0.3})) for d in ("float32", "float64")
               for s in UPDATE_SHAPES]
 MORE_CASES = [Case("scale", {"X": _randn(d)}, None, {"scale": s, "bias": b}, label=f"{s}x+{b}")
               for d in ("float32", "float64") for s, b in ((1.0, 0.0), (3.0, 0.0), (1.0, 2.0))]
@@ -141,7 +142,7 @@ def test_the_kernels_that_take_out_are_the_ones_expected():
         "relu", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "reciprocal", "sign", "scale", "erf",
         "relu_grad", "tanh_grad", "sigmoid_grad", "softmax_grad", "elementwise_add", "elementwise_sub", "elementwise_mul",
         "elementwise_div", "elementwise_pow", "elementwise_max", "elementwise_min", "matmul", "sum", "sgd",
-        "momentum", "adam", "conv2d_transpose", "pool2d"}
+        "momentum", "adam", "adamw", "conv2d_transpose", "pool2d"}
     declined = {(c.op, c.label or str(len(c.inputs.get("X", [])))) for c in UNBUFFERED if c.op in ("scale", "sum")}
     # The identities return their input, and integer scale computes in its own dtype: no buffer.
     assert declined == {("scale", "1.0x+0.0"), ("scale", "int64"), ("sum", "1")}

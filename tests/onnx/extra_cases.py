@@ -115,6 +115,19 @@ def optimizer_cases():
         yield Case("adam", {"Param": p, "Grad": g, "LearningRate": lr, "Moment1": v, "Moment2": np.abs(v),
                             "Beta1Pow": np.asarray(0.9 ** 3, dtype), "Beta2Pow": np.asarray(0.999 ** 3, dtype)},
                    None, {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8})
+        adam_ins = {"Param": p, "Grad": g, "LearningRate": lr, "Moment1": v, "Moment2": np.abs(v),
+                    "Beta1Pow": np.asarray(0.8 ** 3, dtype), "Beta2Pow": np.asarray(0.9 ** 3, dtype)}
+        yield Case("adamw", adam_ins, None, {"beta1": 0.8, "beta2": 0.9, "epsilon": 1e-6, "coeff": 0.3})
+        for label, param in (("", p), ("zero_param", np.zeros_like(p))):
+            yield Case("lamb", {**adam_ins, "Param": param}, None, {"beta1": 0.8, "beta2": 0.9, "weight_decay": 0.1},
+                       label=label)
+        for centered, mu in ((False, 0.0), (True, 0.9)):
+            yield Case("rmsprop", {"Param": p, "Grad": g, "LearningRate": lr, "MeanSquare": 2.0 + np.abs(v),
+                                   "MeanGrad": v / 2, "Moment": v}, None,
+                       {"rho": 0.9, "epsilon": 1e-6, "momentum": mu, "centered": centered},
+                       label=f"centered={centered}")
+        yield Case("adagrad", {"Param": p, "Grad": g, "LearningRate": lr, "Moment": np.abs(v)}, None,
+                   {"epsilon": 1e-6})
         yield Case("global_norm", {"X": [p, g]}, None)
         for max_norm in (0.5, 100.0):
             yield Case("clip_by_global_norm", {"X": [p, g]}, None, {"max_norm": max_norm}, {"Out": 2},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework import Executor, Scope, gradients, optimizer
 from gradgen.framework.tools.examples import EXAMPLES
 from gradgen.program import Program, layers, program_guard
 from tests.onnx.runtime import assert_close, require, run_ort
@@ -46,6 +46,40 @@ def test_examples_run_in_onnx_runtime_as_in_the_executor(name, train):
         assert updated == []
     for n in updated:
         assert_close(got[n], scope[n[:-4]], n)
+
+
+OPTIMIZERS = {
+    "adam": lambda: optimizer.Adam(0.05), "adamw": lambda: optimizer.AdamW(0.05, weight_decay=0.2),
+    "lamb": lambda: optimizer.Lamb(0.05, lamb_weight_decay=0.1),
+    "rmsprop": lambda: optimizer.RMSProp(0.05, momentum=0.9, centered=True),
+    "rmsprop_plain": lambda: optimizer.RMSProp(0.05), "adagrad": lambda: optimizer.Adagrad(0.05)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_a_training_step_with_each_optimizer_runs_in_onnx_runtime_as_in_the_executor(name, dtype):
+    """A two-layer MLP's step after two executor steps (so the states are not their initial values):
+    every parameter and optimizer state ONNX Runtime computes equals the executor's third step."""
+    export_onnx = _export()
+    rng = np.random.default_rng(1)
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x, y = layers.data("x", [-1, 3], dtype), layers.data("y", [-1, 2], dtype)
+        h = layers.fc(x, 4, act="tanh")
+        loss = layers.mean(layers.square(layers.fc(h, 2) - y))
+        OPTIMIZERS[name]().minimize(loss)
+    feed = {"x": rng.standard_normal((5, 3)).astype(dtype), "y": rng.standard_normal((5, 2)).astype(dtype)}
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    for _ in range(2):
+        exe.run(main, feed=feed, scope=scope)
+    got = run_ort(export_onnx(main, params={k: np.array(scope[k]) for k in scope}, fetch_list=[loss]), feed)
+    exe.run(main, feed=feed, scope=scope)
+    updated = {n[:-4] for n in got if n.endswith("@NEW")}
+    assert updated >= {p.name for p in main.global_block().all_parameters()} and len(updated) > 4
+    for n in updated:
+        assert got[n + "@NEW"].dtype == np.dtype(dtype)
+        assert_close(got[n + "@NEW"], scope[n], n)
 
 
 def _loop_program():

@@ -1,6 +1,6 @@
 """Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``.
 
-``sgd``, ``momentum`` and ``adam`` write their new values into the plan's
+``sgd``, ``momentum``, ``adam`` and ``adamw`` write their new values into the plan's
 buffers when given ones that fit (the plan double-buffers parameters and
 optimizer state), with the same operations in the same order as without.
 """
@@ -48,8 +48,10 @@ def _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p) -> bool:
 
 def adam(op):
     """With buffers, every array operation but one (``lr_t * m1``) writes into them, the parameter's buffer
-    serving as the temporary."""
+    serving as the temporary. ``adamw`` is this kernel with its ``coeff``: the parameter the step is taken
+    from is ``param * (1 - lr coeff)`` (torch.optim.AdamW's order: shrink, then step), one more temporary."""
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
+    coeff = op.attrs.get("coeff", 0.0)
 
     def run(param, grad, lr, m1, m2, b1p, b2p, *, out=None):
         if out is None or not _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p):
@@ -61,8 +63,52 @@ def adam(op):
         lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
         denominator = np.add(np.sqrt(m2, out=pb), eps * np.sqrt(1.0 - b2p), out=pb)
         step = np.divide(lr_t * m1, denominator, out=pb).astype(param.dtype, copy=False)
-        return (np.subtract(param, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
+        start = param * (1.0 - lr.reshape(()) * coeff) if coeff else param
+        return (np.subtract(start, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
                 np.multiply(b2p, b2, out=b2b))
+
+    return run
+
+
+def lamb(op):
+    """Adam's bias-corrected direction plus weight decay, scaled by the trust ratio ||param|| / ||direction||
+    (1 when either norm is 0, as Paddle's lamb kernel does)."""
+    b1, b2, eps, decay = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon"), op.attr("weight_decay")
+
+    def run(param, grad, lr, m1, m2, b1p, b2p):
+        m1 = b1 * m1 + (1.0 - b1) * grad
+        m2 = b2 * m2 + (1.0 - b2) * grad * grad
+        r = (m1 / (1.0 - b1p)) / (np.sqrt(m2 / (1.0 - b2p)) + eps) + decay * param
+        p_norm, r_norm = np.linalg.norm(param.ravel()), np.linalg.norm(r.ravel())
+        ratio = p_norm / r_norm if p_norm > 0 and r_norm > 0 else np.ones((), param.dtype)
+        return param - (lr.reshape(()) * ratio) * r, m1, m2, b1p * b1, b2p * b2
+
+    return run
+
+
+def rmsprop(op):
+    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment."""
+    rho, eps, mu, centered = op.attr("rho"), op.attr("epsilon"), op.attr("momentum"), op.attr("centered")
+
+    def run(param, grad, lr, mean_square, mean_grad, moment):
+        mean_square = rho * mean_square + (1.0 - rho) * grad * grad
+        if centered:
+            mean_grad = rho * mean_grad + (1.0 - rho) * grad
+            avg = np.sqrt(mean_square - mean_grad * mean_grad) + eps
+        else:
+            avg = np.sqrt(mean_square) + eps
+        moment = mu * moment + grad / avg
+        return param - lr.reshape(()) * moment, mean_square, mean_grad, moment
+
+    return run
+
+
+def adagrad(op):
+    eps = op.attr("epsilon")
+
+    def run(param, grad, lr, moment):  # the sum of squared gradients scales each coordinate's step
+        moment = moment + grad * grad
+        return param - lr.reshape(()) * grad / (np.sqrt(moment) + eps), moment
 
     return run
 
@@ -90,5 +136,6 @@ def clip_by_global_norm(op):
     return run
 
 
-KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
+KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop,
+           "adagrad": adagrad, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}

@@ -174,21 +174,81 @@ def momentum(ctx):
     ctx.emit("Sub", [ctx.x("Param"), g.node("Mul", [lr, step])], slot="ParamOut")
 
 
-def adam(ctx):
+def _adam_moments(ctx) -> tuple[str, str, str, str]:
+    """Moment1Out, Moment2Out and the beta powers' outputs, as adam, adamw and lamb all update them; returns the
+    new moments and the step's beta powers (the inputs: binding an output rebinds the var's name)."""
     g, dt = ctx.g, ctx.dtype("Param")
-    b1, b2, eps = ctx.attr("beta1"), ctx.attr("beta2"), ctx.attr("epsilon")
-    grad, b1p, b2p = ctx.x("Grad"), ctx.x("Beta1Pow"), ctx.x("Beta2Pow")
+    b1, b2, grad, b1p, b2p = ctx.attr("beta1"), ctx.attr("beta2"), ctx.x("Grad"), ctx.x("Beta1Pow"), ctx.x("Beta2Pow")
     c = lambda v: ctx.scalar(v, dt)  # noqa: E731
     m1 = ctx.emit("Add", [g.node("Mul", [c(b1), ctx.x("Moment1")]), g.node("Mul", [c(1.0 - b1), grad])],
                   slot="Moment1Out")
     m2 = ctx.emit("Add", [g.node("Mul", [c(b2), ctx.x("Moment2")]),
                           g.node("Mul", [g.node("Mul", [c(1.0 - b2), grad]), grad])], slot="Moment2Out")
-    root = g.node("Sqrt", [g.node("Sub", [c(1.0), b2p])])
-    lr_t = g.node("Div", [g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), root]), g.node("Sub", [c(1.0), b1p])])
-    denom = g.node("Add", [g.node("Sqrt", [m2]), g.node("Mul", [c(eps), root])])
-    ctx.emit("Sub", [ctx.x("Param"), g.node("Div", [g.node("Mul", [lr_t, m1]), denom])], slot="ParamOut")
     ctx.emit("Mul", [b1p, c(b1)], slot="Beta1PowOut")
     ctx.emit("Mul", [b2p, c(b2)], slot="Beta2PowOut")
+    return m1, m2, b1p, b2p
+
+
+def _adam_step(ctx, param: str) -> None:
+    """ParamOut = param - lr_t m1 / (sqrt(m2) + eps sqrt(1 - b2^t)), lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)."""
+    g, dt = ctx.g, ctx.dtype("Param")
+    m1, m2, b1p, b2p = _adam_moments(ctx)
+    c = lambda v: ctx.scalar(v, dt)  # noqa: E731
+    root = g.node("Sqrt", [g.node("Sub", [c(1.0), b2p])])
+    lr_t = g.node("Div", [g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), root]), g.node("Sub", [c(1.0), b1p])])
+    denom = g.node("Add", [g.node("Sqrt", [m2]), g.node("Mul", [c(ctx.attr("epsilon")), root])])
+    ctx.emit("Sub", [param, g.node("Div", [g.node("Mul", [lr_t, m1]), denom])], slot="ParamOut")
+
+
+def adam(ctx):
+    _adam_step(ctx, ctx.x("Param"))
+
+
+def adamw(ctx):
+    g, lr = ctx.g, ctx.to_scalar(ctx.x("LearningRate"))
+    shrink = g.node("Sub", [ctx.scalar(1.0, ctx.dtype("Param")),
+                            g.node("Mul", [lr, ctx.scalar(ctx.attr("coeff"), ctx.dtype("Param"))])])
+    _adam_step(ctx, g.node("Mul", [ctx.x("Param"), shrink]))
+
+
+def lamb(ctx):
+    g, dt, p = ctx.g, ctx.dtype("Param"), ctx.x("Param")
+    c = lambda v: ctx.scalar(v, dt)  # noqa: E731
+    m1, m2, b1p, b2p = _adam_moments(ctx)
+    m1_hat = g.node("Div", [m1, g.node("Sub", [c(1.0), b1p])])
+    m2_hat = g.node("Div", [m2, g.node("Sub", [c(1.0), b2p])])
+    r = g.node("Add", [g.node("Div", [m1_hat, g.node("Add", [g.node("Sqrt", [m2_hat]), c(ctx.attr("epsilon"))])]),
+                       g.node("Mul", [c(ctx.attr("weight_decay")), p])])
+    p_norm, r_norm = (g.node("Sqrt", [reduce_node(ctx, "ReduceSumSquare", v, None, False)]) for v in (p, r))
+    both = g.node("And", [g.node("Greater", [p_norm, c(0.0)]), g.node("Greater", [r_norm, c(0.0)])])
+    ratio = g.node("Where", [both, g.node("Div", [p_norm, r_norm]), c(1.0)])
+    step = g.node("Mul", [g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), ratio]), r])
+    ctx.emit("Sub", [p, step], slot="ParamOut")
+
+
+def rmsprop(ctx):
+    g, dt, grad = ctx.g, ctx.dtype("Param"), ctx.x("Grad")
+    rho, mu = ctx.attr("rho"), ctx.attr("momentum")
+    c = lambda v: ctx.scalar(v, dt)  # noqa: E731
+    ms = ctx.emit("Add", [g.node("Mul", [c(rho), ctx.x("MeanSquare")]),
+                          g.node("Mul", [g.node("Mul", [c(1.0 - rho), grad]), grad])], slot="MeanSquareOut")
+    if ctx.attr("centered"):
+        mg = ctx.emit("Add", [g.node("Mul", [c(rho), ctx.x("MeanGrad")]), g.node("Mul", [c(1.0 - rho), grad])],
+                      slot="MeanGradOut")
+        ms = g.node("Sub", [ms, g.node("Mul", [mg, mg])])
+    else:
+        ctx.finish(ctx.x("MeanGrad"), "MeanGradOut")
+    avg = g.node("Add", [g.node("Sqrt", [ms]), c(ctx.attr("epsilon"))])
+    moment = ctx.emit("Add", [g.node("Mul", [c(mu), ctx.x("Moment")]), g.node("Div", [grad, avg])], slot="MomentOut")
+    ctx.emit("Sub", [ctx.x("Param"), g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), moment])], slot="ParamOut")
+
+
+def adagrad(ctx):
+    g, grad = ctx.g, ctx.x("Grad")
+    moment = ctx.emit("Add", [ctx.x("Moment"), g.node("Mul", [grad, grad])], slot="MomentOut")
+    root = g.node("Add", [g.node("Sqrt", [moment]), ctx.scalar(ctx.attr("epsilon"), ctx.dtype("Param"))])
+    step = g.node("Div", [g.node("Mul", [ctx.to_scalar(ctx.x("LearningRate")), grad]), root])
+    ctx.emit("Sub", [ctx.x("Param"), step], slot="ParamOut")
 
 
 def global_norm_of(ctx: Lowering) -> str:
@@ -220,7 +280,8 @@ LOWERINGS = {
     "relu_grad": relu_grad, "tanh_grad": tanh_grad, "sigmoid_grad": sigmoid_grad, "leaky_relu_grad": leaky_relu_grad,
     "clip_grad": clip_grad, "gelu_grad": gelu_grad, "softmax_grad": softmax_grad, "dropout": dropout,
     "batch_norm": batch_norm,
-    "sgd": sgd, "momentum": momentum, "adam": adam, "global_norm": global_norm,
+    "sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adamw, "lamb": lamb, "rmsprop": rmsprop,
+    "adagrad": adagrad, "global_norm": global_norm,
     "clip_by_global_norm": clip_by_global_norm,
 }
 """gradgen op type -> lowering."""
