@@ -53,7 +53,8 @@ def test_float32_erf_is_within_one_ulp_of_scipy_over_the_whole_line(path):
     got, want = fast_erf.erf(x), scipy_erf(x)
     assert got.dtype == np.float32
     assert _ulps(got, want).max() <= 1.0
-    special = fast_erf.erf(SPECIAL.astype(np.float32))
+    with np.errstate(over="ignore"):  # the huge specials become +-inf in float32, as meant
+        special = fast_erf.erf(SPECIAL.astype(np.float32))
     np.testing.assert_array_equal(special[:4], [0.0, -0.0, 1.0, -1.0])
     assert np.signbit(special[1]) and not np.signbit(special[0]) and np.isnan(special[4])
 
