@@ -4,12 +4,16 @@ Every sizable product gradgen runs goes through one provider (``PROVIDER``),
 chosen by measurement (``design_docs/performance.md``, *Choosing the GEMM*):
 
 - ``mkl`` when the ``mkl`` wheel is installed (``pip install gradgen[mkl]``,
-  part of the test command): on this project's 2-core AVX-512 machine, quiet,
-  two threads, the seed step's five products took 238 us (f64) and 150 us
-  (f32) against 364 / 175 us through numpy's bundled OpenBLAS and 322 / 192 us
-  through the OpenBLAS PyTensor links; it picks AVX-512 kernels whatever
-  ``OPENBLAS_CORETYPE`` says;
+  part of the test command) and the CPU is Intel's: on a 2-core Intel AVX-512
+  machine, quiet, two threads, the seed step's five products took 238 us
+  (f64) and 150 us (f32) against 364 / 175 us through numpy's bundled OpenBLAS
+  and 322 / 192 us through the OpenBLAS PyTensor links; it picks AVX-512
+  kernels whatever ``OPENBLAS_CORETYPE`` says;
 - ``numpy`` otherwise: the OpenBLAS bundled in numpy's wheel, already loaded.
+  On a 2-core AMD EPYC with AVX-512, MKL runs slower kernels (it dispatches its
+  best code on Intel's CPUs only): a ResNet convolution's [64, 576] x [576, 32768]
+  float32 product took 57 ms through MKL and 20 ms through numpy's OpenBLAS,
+  and the seed step's products were no faster (391 / 203 us against 370 / 190).
 
 ``GRADGEN_BLAS=numpy`` (read, never written) or ``use_blas("numpy")`` keeps
 gradgen on numpy's pool. Choose that in a process that also runs large numpy
@@ -39,6 +43,7 @@ import glob
 import math
 import importlib.metadata
 import os
+import platform
 import threading
 from functools import partial
 from typing import Callable, NamedTuple
@@ -172,9 +177,22 @@ def provider_threads(provider: Provider) -> int:
 _LOADERS = {"numpy": _numpy_openblas, "mkl": _mkl}
 
 
+def _intel_cpu() -> bool:
+    """True on an Intel CPU, the only kind MKL gives its fastest kernels (Linux's /proc/cpuinfo, else the
+    platform's processor string)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return "GenuineIntel" in line
+    except OSError:
+        pass
+    return "intel" in platform.processor().lower()
+
+
 def _choose(name: str) -> Provider | None:
     if name == "auto":
-        return _mkl() or _numpy_openblas()
+        return (_mkl() if _intel_cpu() else None) or _numpy_openblas()
     if name not in _LOADERS:
         raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: auto, {', '.join(_LOADERS)})")
     return _LOADERS[name]() or (_numpy_openblas() if name != "numpy" else None)
@@ -185,8 +203,8 @@ PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "auto")
 
 
 def use_blas(name: str) -> Provider | None:
-    """Run gradgen's products on BLAS ``name`` from now on: "mkl", "numpy", or "auto" (MKL when installed, the
-    default); numpy's when ``name`` is not installed. Returns the provider now in use."""
+    """Run gradgen's products on BLAS ``name`` from now on: "mkl", "numpy", or "auto" (MKL when installed on an
+    Intel CPU, the default); numpy's when ``name`` is not installed. Returns the provider now in use."""
     global PROVIDER
     PROVIDER = _choose(name)
     return PROVIDER

@@ -11,9 +11,21 @@ from gradgen.framework.runtime.kernels import KERNELS, takes_out
 from gradgen.framework.runtime.plan import build_plan
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
+from tests.extras import require
 from tests.framework.op_harness import Case, one_op_program
 
 _rng = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True, params=["auto", "mkl"])
+def provider(request):
+    """Every test on this CPU's default BLAS and on MKL (the default on Intel's CPUs only), so both paths run
+    whatever machine the suite is on."""
+    if request.param == "mkl":
+        require(None if blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+    blas.use_blas(request.param)
+    yield request.param
+    blas.use_blas("auto")
 
 
 def _kernel(x, y, tx=False, ty=False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.extras import require
 from gradgen.framework.runtime import blas
 from gradgen.framework.runtime.kernels import conv, pooling
 from tests.nn import einsum_conv as old
@@ -43,15 +44,16 @@ PATHS = ["numpy", "blas", "blas-one-image-chunks"]
 
 @pytest.fixture(params=PATHS)
 def path(request, monkeypatch):
-    """numpy: small products on np.matmul, as here by default; blas: every product through the chosen BLAS
+    """numpy: small products on np.matmul, as here by default; blas: every product through MKL
     (``SMALL_PRODUCT`` 0); one-image chunks: the batch split into one column matrix per image."""
     if request.param != "numpy":
-        if blas.PROVIDER is None or blas.PROVIDER.name == "numpy":
-            pytest.skip("no BLAS other than numpy's is loaded: gemm_batch always takes np.matmul")
+        require(None if blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
+        blas.use_blas("mkl")  # whatever this CPU's default: the provider path is what is tested
         monkeypatch.setattr(blas, "SMALL_PRODUCT", 0)
     if request.param.endswith("chunks"):
         monkeypatch.setattr(conv, "COLUMN_BYTES", 1)
-    return request.param
+    yield request.param
+    blas.use_blas("auto")
 
 
 def _attrs(strides, paddings, dilations, groups, **more):
