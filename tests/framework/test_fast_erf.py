@@ -9,7 +9,9 @@ import pytest
 from scipy.special import erf as scipy_erf
 
 from gradgen.framework.runtime import jit
+from gradgen.framework.runtime.compile_queue import wait_for_compiles
 from gradgen.framework.runtime.kernels import fast_erf
+from tests.extras import require
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-300, -1e-45, 1e-38, 3.9, -3.92, 4.0,
                     4.5, 30.0, -1e30, 1e300, -1e308])
@@ -33,13 +35,28 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(params=["numba", "numpy"])
 def path(request, monkeypatch):
-    """Each float32 path: the numba ufuncs (when numba is here) and the numpy blocks."""
+    """Each float32 path: the compiled kernels (when numba is here; compiled first, off the run) and the numpy
+    blocks."""
     if request.param == "numba":
-        if not jit.AVAILABLE:
-            pytest.skip("numba is not installed (the fast extra)")
+        require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
+        x = np.zeros(3, np.float32)
+        fast_erf.erf(x), fast_erf.gelu(x), fast_erf.gelu_grad(x, x)  # ask for the kernels
+        assert wait_for_compiles(timeout=300)
+        x = np.ones(3, np.float32)  # the next calls find them ready
+        fast_erf.erf(x), fast_erf.gelu(x), fast_erf.gelu_grad(x, x)
+        assert all(fast_erf._LAZY[name].kernel is not None for name in ("erf", "gelu", "gelu_grad"))
     else:
-        monkeypatch.setattr(fast_erf, "_UFUNCS", {"none": None})  # non-empty: nothing compiled, no ufunc found
+        monkeypatch.setattr(fast_erf, "_compiled_kernel", lambda name, flats: None)
     return request.param
+
+
+def test_the_first_call_never_waits_for_numba():
+    require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
+    fast_erf._LAZY.pop("erf", None)
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    got = fast_erf.erf(x)  # asks the worker for the kernel and returns the numpy blocks' result at once
+    assert wait_for_compiles(timeout=300)
+    np.testing.assert_array_equal(fast_erf.erf(x), got)  # the compiled kernel: the same float32 bits
 
 
 def test_the_rational_is_within_its_stated_error_in_float64():

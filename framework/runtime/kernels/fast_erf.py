@@ -16,17 +16,24 @@ blocks of ``BLOCK`` elements, so the float64 temporaries stay in cache and no
 temporary the size of the input is ever allocated (fresh large arrays cost
 page faults). float64 inputs keep scipy's erf: a rational this short is not
 exact to float64's ulp.
+
+With numba (``gradgen[fast]``) the same formulas, written out as generated
+kernels over flat float32 arrays, are compiled off the run by the compile
+worker (``compile_queue``), which a first call asks; until they are ready the
+numpy blocks run, so no run waits the second numba takes to compile them.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 from scipy.special import erf as scipy_erf
 
 from .. import jit
+from ..compile_queue import LazyKernel
 
-__all__ = ["P_COEFFS", "Q_COEFFS", "BLOCK", "erf", "gelu", "gelu_grad", "erf_rational"]
+__all__ = ["P_COEFFS", "Q_COEFFS", "BLOCK", "erf", "gelu", "gelu_grad", "erf_rational", "kernel_source"]
 
 P_COEFFS = (1.1283791693781597, 0.18520331229796635, 0.054316901469123234, 0.00384961241973291,
             0.0003796079070336751, 4.684749351745334e-06, -1.3202089396357313e-08)
@@ -42,8 +49,7 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-# The formulas, on float64 scalars (numba) or float64 arrays (numpy) alike. ``_compiled`` registers them with
-# numba (importing it only then) so that the float32 ufuncs can call them.
+# The formulas, on float64 arrays (numpy); ``kernel_source`` writes the same ones out for numba.
 def _horner(coeffs, t):
     acc = t * coeffs[-1] + coeffs[-2]
     for c in coeffs[-3::-1]:
@@ -85,50 +91,72 @@ def _blockwise(fn, out_dtype: np.dtype, *arrays: np.ndarray) -> np.ndarray:
     return result.reshape(shape)
 
 
-def _erf32(x):
-    return erf_rational(np.float64(x))
+def _expression(coeffs, t: str) -> str:
+    """``_horner(coeffs, t)`` written out as one expression, the same operations in the same order."""
+    acc = f"({t} * {coeffs[-1]!r} + {coeffs[-2]!r})"
+    for c in coeffs[-3::-1]:
+        acc = f"({acc} * {t} + {c!r})"
+    return acc
 
 
-def _gelu32(x):
-    return _gelu64(np.float64(x))
+_ERF64 = f"""
+
+@numba.njit(cache=True, error_model="numpy", fastmath=False)
+def erf64(z):
+    c = z  # erf_rational's clip, NaN kept
+    if c > 4.0:
+        c = 4.0
+    elif c < -4.0:
+        c = -4.0
+    t = c * c
+    inside = 1.0 if abs(z) < 4.0 else 0.0
+    return c * (0.25 + ({_expression(P_COEFFS, "t")} / {_expression(Q_COEFFS, "t")} - 0.25) * inside)
+"""
+
+_BODIES = {
+    "erf": ("x", "erf64(np.float64(x[i]))"),
+    "gelu": ("x", f"np.float64(x[i]) * (0.5 + 0.5 * erf64(np.float64(x[i]) * {_INV_SQRT2!r}))"),
+    "gelu_grad": ("x, dout, gauss", f"np.float64(dout[i]) * (0.5 + 0.5 * erf64(np.float64(x[i]) * {_INV_SQRT2!r})"
+                                    f" + np.float64(x[i]) * {_INV_SQRT_2PI!r} * np.float64(gauss[i]))"),
+}
+"""name -> (the kernel's array parameters, element i of the result in float64): the formulas above."""
 
 
-def _gelu_grad32(x, dout, gauss):
-    return _gelu_grad64(np.float64(x), np.float64(dout), np.float64(gauss))
+def kernel_source(name: str) -> str:
+    """The generated module whose ``kernel(*arrays, out)`` writes formula ``name`` over flat float32 arrays."""
+    params, element = _BODIES[name]
+    return (jit.module_head("float32") + f"def kernel({params}, out):\n    for i in range(out.size):\n"
+            f"        out[i] = np.float32({element})\n" + _ERF64)
 
 
-def _compiled() -> dict:
-    """The formulas as numba ufuncs from float32 to float32 (computing in float64); empty without numba."""
-    if not jit.AVAILABLE:
-        return {}
-    import numba
-    from numba.extending import register_jitable
-
-    for formula in (_horner, erf_rational, _gelu64, _gelu_grad64):
-        register_jitable(formula)  # callable from jitted code; the function itself stays as it is
-
-    return {"erf": numba.vectorize(["float32(float32)"], cache=True)(_erf32),
-            "gelu": numba.vectorize(["float32(float32)"], cache=True)(_gelu32),
-            "gelu_grad": numba.vectorize(["float32(float32, float32, float32)"], cache=True)(_gelu_grad32)}
+_LAZY: dict[str, LazyKernel] = {}
 
 
-_UFUNCS: dict = {}
-
-
-def _ufunc(name: str):
-    """The compiled ufunc ``name`` (compiled on first use), or None without numba."""
-    if not _UFUNCS and jit.AVAILABLE:
-        _UFUNCS.update(_compiled())
-    return _UFUNCS.get(name)
+def _compiled_kernel(name: str, flats) -> object | None:
+    """The compiled kernel ``name`` when the compile worker has it ready, else None (the first call asks for it;
+    without numba there is none)."""
+    lazy = _LAZY.get(name)
+    if lazy is None:
+        if not jit.AVAILABLE:
+            return None
+        lazy = _LAZY[name] = LazyKernel(partial(kernel_source, name), f"the fast float32 {name}", background=True)
+        lazy.start(flats)
+    return lazy.kernel if lazy.kernel is not None or lazy.pending is None else lazy.poll()
 
 
 def _float32_path(name: str, formula, dtype: np.dtype, *arrays: np.ndarray) -> np.ndarray:
-    """``formula`` on float32/float16 arrays: the numba ufunc on float32 when there is one, else numpy blocks."""
-    compiled = _ufunc(name)
+    """``formula`` on float32/float16 arrays: the compiled kernel on float32 when it is ready, else numpy blocks."""
+    flats = [np.ravel(a.astype(np.float32, copy=False)) for a in arrays]
+    out = np.empty(flats[0].size, np.float32)
+    kernel = _compiled_kernel(name, (*flats, out))
+    if kernel is not None:
+        try:
+            kernel(*flats, out)
+            return out.reshape(arrays[0].shape).astype(dtype, copy=False)
+        except TypeError:  # argument types it was not compiled for (a read-only view): numpy's blocks
+            pass
     with np.errstate(invalid="ignore"):  # NaN inputs give NaN quietly, as scipy's erf does
-        if compiled is None:
-            return _blockwise(formula, dtype, *arrays)
-        return np.asarray(compiled(*(a.astype(np.float32, copy=False) for a in arrays)), dtype=dtype)
+        return _blockwise(formula, dtype, *arrays)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
