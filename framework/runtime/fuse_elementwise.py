@@ -23,6 +23,7 @@ their ordinary kernels instead: never a wrong answer, only a slower one.
 from __future__ import annotations
 
 from functools import partial
+from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -260,24 +261,37 @@ def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[st
     for name, at in last.items():
         if name not in kept:
             dying[at].append(name)
-    steps = [(with_out(u.kernel or kernels[block.ops[u.index].type](block.ops[u.index])), u.ins, u.outs,
-              tuple(dying[at]), u.index) for at, u in enumerate(units)]
+    steps = []
+    for at, u in enumerate(units):
+        fn = with_out(u.kernel or kernels[block.ops[u.index].type](block.ops[u.index]))
+        take = u.ins[0] if len(u.ins) == 1 else itemgetter(*u.ins) if u.ins else None
+        steps.append((fn, take, len(u.ins), u.outs[0] if len(u.outs) == 1 else None, u.outs, tuple(dying[at]), u))
 
-    if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][2]) == tuple(outs):
+    if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][4]) == tuple(outs):
         alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
         return lambda *arrays, out=None: alone(*arrays, out=out)
 
     def run(*arrays, out=None):
+        # the run loop's own way (``run.run_plan``): until a group's loop is compiled, this is its every call
         env = dict(zip(ins, arrays))
         del arrays
-        for fn, names, made, dead, index in steps:
-            try:
-                result = fn(*(env[n] for n in names))
-            except Exception as e:  # name the op that failed, with its inputs, as an unfused run would
-                raise InnerOpFailed(index, {n: env.get(n) for n in names}, e) from e
-            env.update(zip(made, result if len(made) > 1 else (result,)))
-            for n in dead:
-                env.pop(n, None)
+        unit = None
+        try:
+            for fn, take, nargs, one, made, dead, unit in steps:
+                if nargs == 1:
+                    result = fn(env[take])
+                elif nargs:
+                    result = fn(*take(env))
+                else:
+                    result = fn()
+                if one is not None:
+                    env[one] = result
+                else:
+                    env.update(zip(made, result))
+                for n in dead:
+                    env.pop(n, None)
+        except Exception as e:  # name the op that failed, with its inputs, as an unfused run would
+            raise InnerOpFailed(unit.index, {n: env.get(n) for n in unit.ins}, e) from e
         values = tuple(env[n] for n in outs)
         return values[0] if len(values) == 1 else values
 
