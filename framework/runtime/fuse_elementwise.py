@@ -32,8 +32,8 @@ from . import jit
 from .compile_queue import Budget, LazyKernel
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, UPDATES, full_reduction
 from .kernels import KernelFactory, takes_out, with_out
-from .plan_data import Unit
-from .run import InnerOpFailed
+from .plan_data import Step, Unit
+from .run import InnerOpFailed, StepFailed, run_steps
 
 __all__ = ["element_index", "fuse_elementwise", "group_source", "input_kind", "needed_outputs", "op_by_op",
            "readers_of", "replace_stretches"]
@@ -265,33 +265,21 @@ def op_by_op(block, units: Sequence[Unit], ins: Sequence[str], outs: Sequence[st
     for at, u in enumerate(units):
         fn = with_out(u.kernel or kernels[block.ops[u.index].type](block.ops[u.index]))
         take = u.ins[0] if len(u.ins) == 1 else itemgetter(*u.ins) if u.ins else None
-        steps.append((fn, take, len(u.ins), u.outs[0] if len(u.outs) == 1 else None, u.outs, tuple(dying[at]), u))
+        steps.append(Step(fn=fn, take=take, nargs=len(u.ins), out=u.outs[0] if len(u.outs) == 1 else None,
+                          outs=u.outs, dead=tuple(dying[at]), ins=u.ins, index=u.index, ops=u.ops))
 
-    if len(steps) == 1 and takes_out(steps[0][0]) and tuple(steps[0][4]) == tuple(outs):
-        alone = steps[0][0]  # an update fused alone: its own kernel, writing into the plan's buffers
+    if len(steps) == 1 and takes_out(steps[0].fn) and tuple(steps[0].outs) == tuple(outs):
+        alone = steps[0].fn  # an update fused alone: its own kernel, writing into the plan's buffers
         return lambda *arrays, out=None: alone(*arrays, out=out)
 
     def run(*arrays, out=None):
-        # the run loop's own way (``run.run_plan``): until a group's loop is compiled, this is its every call
         env = dict(zip(ins, arrays))
         del arrays
-        unit = None
         try:
-            for fn, take, nargs, one, made, dead, unit in steps:
-                if nargs == 1:
-                    result = fn(env[take])
-                elif nargs:
-                    result = fn(*take(env))
-                else:
-                    result = fn()
-                if one is not None:
-                    env[one] = result
-                else:
-                    env.update(zip(made, result))
-                for n in dead:
-                    env.pop(n, None)
-        except Exception as e:  # name the op that failed, with its inputs, as an unfused run would
-            raise InnerOpFailed(unit.index, {n: env.get(n) for n in unit.ins}, e) from e
+            run_steps(steps, env)  # the plan's own loop: until a group's loop is compiled, this is its every call
+        except StepFailed as failed:  # name the op that failed, with its inputs, as an unfused run would
+            step = steps[failed.position]
+            raise InnerOpFailed(step.index, {n: env.get(n) for n in step.ins}, failed.error) from failed.error
         values = tuple(env[n] for n in outs)
         return values[0] if len(values) == 1 else values
 

@@ -16,7 +16,7 @@ from ..errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
 from .plan_data import Plan, Step
 
-__all__ = ["InnerOpFailed", "kernel_error", "run_block", "run_plan"]
+__all__ = ["InnerOpFailed", "StepFailed", "kernel_error", "run_block", "run_plan", "run_steps"]
 
 
 class InnerOpFailed(Exception):
@@ -28,20 +28,21 @@ class InnerOpFailed(Exception):
         self.index, self.inputs, self.error = index, inputs, error
 
 
-def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: int = 0) -> None:
-    """Run ``plan``'s steps on ``env`` (name -> array), which holds the feeds and scope values it needs.
+class StepFailed(Exception):
+    """Raised by ``run_steps`` when a step's function raised ``error``: at which position."""
 
-    ``steps`` (default: all of them) may be the part of ``plan.steps`` that starts at position ``first``.
+    def __init__(self, position: int, error: Exception):
+        super().__init__(str(error))
+        self.position, self.error = position, error
 
-    Outputs are stored in ``env`` and intermediates are deleted after their
-    last use. A failing kernel raises an ExecutionError that names the op,
-    its callsite and its inputs' run-time types; a failed check raises the
-    check's error; a NaN found inside a sub-block keeps its type and says
-    which op of this block ran the sub-block.
-    """
-    i = 0
+
+def run_steps(steps: Sequence[Step], env: dict, first: int = 0) -> None:
+    """The loop itself: call each step's function on its inputs from ``env``, store its result(s), drop the
+    vars that die there. A failing step raises StepFailed (its position, counted from ``first``, and the error).
+    A fused group's ops one by one run through here too (``fuse_elementwise.op_by_op``)."""
+    i = first
     try:
-        for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(plan.steps if steps is None else steps, first):
+        for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(steps, first):
             if nargs == 1:
                 result = fn(env[take])
             elif nargs:
@@ -57,11 +58,29 @@ def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: 
                     env[n] = v
             for n in dead:
                 del env[n]
-    except CheckFailed as e:
-        raise e.error from None
-    except NanInfError as e:
-        raise NanInfError(f"{e} (inside {_where(plan, i)})") from e
     except Exception as e:
+        raise StepFailed(i, e) from e
+
+
+def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: int = 0) -> None:
+    """Run ``plan``'s steps on ``env`` (name -> array), which holds the feeds and scope values it needs.
+
+    ``steps`` (default: all of them) may be the part of ``plan.steps`` that starts at position ``first``.
+
+    Outputs are stored in ``env`` and intermediates are deleted after their
+    last use. A failing kernel raises an ExecutionError that names the op,
+    its callsite and its inputs' run-time types; a failed check raises the
+    check's error; a NaN found inside a sub-block keeps its type and says
+    which op of this block ran the sub-block.
+    """
+    try:
+        run_steps(plan.steps if steps is None else steps, env, first)
+    except StepFailed as failed:
+        i, e = failed.position, failed.error
+        if isinstance(e, CheckFailed):
+            raise e.error from None
+        if isinstance(e, NanInfError):
+            raise NanInfError(f"{e} (inside {_where(plan, i)})") from e
         raise kernel_error(plan, i, env, e) from e
 
 
