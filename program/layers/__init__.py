@@ -9,7 +9,8 @@ from .linalg import matmul
 from .indexing import scatter, scatter_add, take_along_axis, top_k
 from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
-from .logic import argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, not_equal, one_hot, where
+from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
+                    logical_not, logical_or, logical_xor, not_equal, one_hot, where)
 from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
                            transpose, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
@@ -74,6 +75,10 @@ __all__ = [
     "multiply",
     "negative",
     "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
     "one_hot",
     "ones_like",
     "pad",

@@ -19,7 +19,7 @@ def _compare(op_type: str):
         return append(op_type, {"X": x, "Y": y}, name=name, stop_gradient=True)
 
     layer.__name__ = op_type
-    layer.__doc__ = f"Elementwise {op_type}(x, y) as bool, with broadcasting."
+    layer.__doc__ = f"Elementwise {op_type}(x, y) as bool, with broadcasting (logical ones take bools)."
     return layer
 
 
@@ -29,6 +29,14 @@ greater_than = _compare("greater_than")
 greater_equal = _compare("greater_equal")
 equal = _compare("equal")
 not_equal = _compare("not_equal")
+logical_and = _compare("logical_and")
+logical_or = _compare("logical_or")
+logical_xor = _compare("logical_xor")
+
+
+def logical_not(x: Variable, name=None) -> Variable:
+    """Elementwise not of bool ``x``."""
+    return append("logical_not", {"X": check_var(x, "x")}, name=name, stop_gradient=True)
 
 
 def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variable:
@@ -49,5 +57,5 @@ def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
 
 __all__ = [
     "where", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin",
-    "one_hot"
+    "one_hot", "logical_and", "logical_or", "logical_xor", "logical_not"
 ]

@@ -11,6 +11,10 @@ def _compare(ctx):
     return {"Out": TensorType(broadcast_shapes(x.shape, y.shape), "bool")}
 
 
+def _same_shape_bool(ctx):
+    return {"Out": TensorType(ctx.input("X").shape, "bool")}
+
+
 def _where(ctx):
     cond, x, y = ctx.input("Condition"), ctx.input("X"), ctx.input("Y")
     return {"Out": TensorType(broadcast_shapes(cond.shape, x.shape, y.shape), x.dtype)}
@@ -34,12 +38,19 @@ def _one_hot(ctx):
 
 
 COMPARISONS = ("less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal")
+LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
 SCHEMAS = tuple(
     schema(t, ["X", "Y"], ["Out"], _compare, doc=f"Out = {t}(X, Y) elementwise, bool, with broadcasting.",
            dtypes={"X": DTYPES, "Y": "X"})
     for t in COMPARISONS
+) + tuple(
+    schema(t, ["X", "Y"], ["Out"], _compare, doc=f"Out = {t[len('logical_'):]}(X, Y) of bools elementwise, with "
+                                                  "broadcasting.", dtypes={"X": ("bool",), "Y": "X"})
+    for t in LOGICAL
 ) + (
+    schema("logical_not", ["X"], ["Out"], _same_shape_bool, doc="Out = not X, elementwise, of bools.",
+           dtypes={"X": ("bool",)}),
     schema("where", ["Condition", "X", "Y"], ["Out"], _where,
            doc="X where Condition holds, else Y; all three broadcast.",
            dtypes={"Condition": ("bool",), "X": DTYPES, "Y": "X"}),
@@ -55,4 +66,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["COMPARISONS", "SCHEMAS"]
+__all__ = ["COMPARISONS", "LOGICAL", "SCHEMAS"]

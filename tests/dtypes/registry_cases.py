@@ -19,7 +19,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from gradgen.program.ops.activation import UNARY_ATTRS
 from gradgen.program.ops.elementwise import ELEMENTWISE_TYPES
-from gradgen.program.ops.logic import COMPARISONS
+from gradgen.program.ops.logic import COMPARISONS, LOGICAL
 from gradgen.program.ops.reduction import REDUCE_TYPES
 
 from .registry_builders import (
@@ -302,7 +302,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     **{t: _unary for t in UNARY_ATTRS},
     **{t: _from_output for t in ("relu_grad", "tanh_grad", "sigmoid_grad")},
     **{t: _like_x for t in ("leaky_relu_grad", "clip_grad", "gelu_grad", "elu_grad")},
-    **{t: _binary for t in ELEMENTWISE_TYPES + COMPARISONS},
+    **{t: _binary for t in ELEMENTWISE_TYPES + COMPARISONS + LOGICAL}, "logical_not": _unary,
     **{t: _reduce for t in REDUCE_TYPES + ("reduce_prod", "logsumexp")},
     **{t: _conv2d for t in ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")},
     **{t: _pool for t in ("pool2d", "pool2d_grad", "pool2d_select")},

@@ -214,7 +214,17 @@ COMPARISONS = {"less_than": lambda x, y: x < y, "less_equal": lambda x, y: x <= 
                "greater_equal": lambda x, y: x >= y, "equal": lambda x, y: x == y, "not_equal": lambda x, y: x != y}
 
 
+LOGICAL = {"logical_and": lambda x, y: x.astype(int) * y.astype(int) == 1,  # truth tables by integer arithmetic
+           "logical_or": lambda x, y: x.astype(int) + y.astype(int) >= 1,
+           "logical_xor": lambda x, y: x.astype(int) + y.astype(int) == 1}
+
+
 def logic_cases():
+    for sx, sy in BROADCAST_SHAPES[:4]:
+        x, y = rng.random(sx) > 0.5, rng.random(sy) > 0.5
+        for op, ref in LOGICAL.items():
+            yield Case(op, {"X": x, "Y": y}, lambda i, ref=ref: ref(i["X"], i["Y"]))
+        yield Case("logical_not", {"X": x}, lambda i: i["X"].astype(int) == 0)
     for dtype in FLOATS + ("int64",):
         for sx, sy in BROADCAST_SHAPES[:4]:
             x = rng.integers(-2, 3, sx).astype(dtype)

@@ -19,7 +19,8 @@ UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Lo
          "Abs": "abs", "Sin": "sin", "Cos": "cos", "Reciprocal": "reciprocal", "Sign": "sign", "Softplus": "softplus",
          "Identity": "assign", "Erf": "erf"}
 COMPARE = {"Less": "less_than", "LessOrEqual": "less_equal", "Greater": "greater_than",
-           "GreaterOrEqual": "greater_equal", "Equal": "equal"}
+           "GreaterOrEqual": "greater_equal", "Equal": "equal", "And": "logical_and", "Or": "logical_or",
+           "Xor": "logical_xor"}
 REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
           "ReduceProd": "reduce_prod", "ReduceLogSumExp": "logsumexp"}
 FLOATS = ("float16", "float32", "float64")
@@ -83,7 +84,7 @@ def elu(ctx):
 
 
 def not_(ctx):
-    ctx.out("equal", {"X": ctx.x(0), "Y": ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 0.0, "dtype": "bool"})})
+    ctx.out("logical_not", {"X": ctx.x(0)})
 
 
 def leaky_relu(ctx):
@@ -215,7 +216,8 @@ def transpose(ctx):
 
 
 def concat(ctx):
-    ctx.out("concat", {"X": [ctx.x(k) for k in range(ctx.n_inputs) if ctx.has(k)]}, {"axis": int(ctx.attr("axis"))})
+    axis = int(ctx.attr("axis", 1))  # required since opset 4; Concat-1 made it optional with default 1
+    ctx.out("concat", {"X": [ctx.x(k) for k in range(ctx.n_inputs) if ctx.has(k)]}, {"axis": axis})
 
 
 def split(ctx):

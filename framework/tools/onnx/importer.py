@@ -125,6 +125,8 @@ class NodeContext:
 
     def const(self, k: int) -> np.ndarray:
         """Input k's value, which must be known now."""
+        if not self.has(k):
+            raise NotImportable(f"input {k} is missing (gradgen needs it as a constant)")
         value = self.graph.lookup_const(self.node.input[k])
         if value is None:
             raise NotImportable(f"input {k} ('{self.node.input[k]}') must be a constant (gradgen keeps it as an attr)")

@@ -19,7 +19,8 @@ ELEMENTWISE = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_
 UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
          "abs": "Abs", "sin": "Sin", "cos": "Cos", "reciprocal": "Reciprocal", "sign": "Sign"}
 COMPARE = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater",
-           "greater_equal": "GreaterOrEqual", "equal": "Equal"}
+           "greater_equal": "GreaterOrEqual", "equal": "Equal",
+           "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
 REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
           "reduce_prod": "ReduceProd"}
 
@@ -317,7 +318,7 @@ LOWERINGS = {
     **{t: _reduce(o) for t, o in REDUCE.items()},
     "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
     "pow": pow_, "matmul": matmul, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
-    "not_equal": not_equal, "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
+    "not_equal": not_equal, "logical_not": lambda ctx: ctx.emit("Not", [ctx.x("X")]), "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
                                                            tuple(ctx.attr("shape")))),
