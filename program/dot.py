@@ -11,6 +11,8 @@ them by a dashed edge. A legend explains the colours.
 """
 from __future__ import annotations
 
+import re
+
 from .errors import ProgramError
 from .provenance import op_provenance, producers
 from .subblocks import owned_blocks
@@ -61,9 +63,20 @@ def _block_results(op) -> list[str]:
     return names
 
 
-def _persistable(block, name: str) -> bool:
+_FINAL_GRADIENT = re.compile(r".+@GRAD(@\d+)?")
+"""How the backward pass names a finished gradient: ``x@GRAD`` (``x@GRAD@1`` when taken again); partial
+sums (``@RENAME@k``), zero fills and loop histories have longer names."""
+
+
+def _kept(block, name: str) -> bool:
+    """Drawn even when no op reads it: persistable vars and the gradients the program was built to compute
+    (``gradients(loss, [x])`` returns ``x@GRAD``, which only a fetch reads)."""
     var = block.find_var(name)
-    return var is not None and var.persistable
+    return (var is not None and var.persistable) or _FINAL_GRADIENT.fullmatch(name) is not None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
@@ -89,13 +102,13 @@ def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
     for i, op in enumerate(block.ops):
         node = f"b{b}_op{i}"
         ins, outs, state = _drawn_slots(op)
-        hidden = [n for n in outs if n not in read and not _persistable(block, n)]
+        hidden = [n for n in outs if n not in read and not _kept(block, n)]
         outs = [n for n in outs if n not in hidden]
         label = f"#{i} {op.type}"
         if state:
-            label += f"\n(+ {len(state)} state vars)"
+            label += f"\n(+ {_count(len(state), 'state var')})"
         if hidden:
-            label += f"\n(+ {len(hidden)} outputs nothing reads)"
+            label += f"\n(+ {_count(len(hidden), 'output')} nothing reads)"
         graph.node(node, label, shape="box", style="filled", fillcolor=ROLE_COLOURS.get(op.role, "#fff"))
         origin = op_provenance(op, i, positions, made_by)
         if origin.kind == "grad" and origin.refs and origin.refs[0][0] == b:
