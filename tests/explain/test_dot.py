@@ -5,6 +5,7 @@ import subprocess
 import pytest
 
 from gradgen.program.dot import program_to_dot
+from gradgen.program.errors import ProgramError
 
 from tests.extras import require
 
@@ -65,3 +66,21 @@ def test_labels_count_in_the_singular_and_plural():
     text = program_to_dot(second_order_program())
     assert "(+ 1 output nothing reads)" in text and "1 outputs" not in text
     assert "(+ 8 outputs nothing reads)" in program_to_dot(trained_example("rnn"))
+
+
+def test_a_long_chain_of_grad_ops_is_not_pinned_into_one_row():
+    # softmax_with_cross_entropy's gradient is eight grad ops; pinned beside their forward op, they made
+    # the CNN example's picture a row 4866 px wide. Only the last grad op of each forward op mirrors it.
+    text = program_to_dot(trained_example("cnn"))
+    rows = [chunk.split("}")[0] for chunk in text.split("rank=same")[1:]]
+    assert rows and all(row.count("_op") == 2 for row in rows), rows
+
+
+@pytest.mark.parametrize("rankdir", ["TB", "LR"])
+def test_rank_direction_is_a_choice(rankdir):
+    assert f"rankdir={rankdir}" in program_to_dot(trained_example("mlp"), rankdir=rankdir)
+
+
+def test_an_unknown_rank_direction_is_refused():
+    with pytest.raises(ProgramError, match="rankdir must be one of TB, LR, got 'BT'"):
+        program_to_dot(trained_example("mlp"), rankdir="BT")
