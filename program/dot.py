@@ -1,8 +1,9 @@
 """The dataflow of a whole program as a Graphviz picture, built with the ``graphviz`` package (extra ``[dot]``).
 
-Ops are boxes filled by role, vars are ellipses (parameters bold). Each grad
-op sits on the same rank as the forward op it was made for, so the backward
-part mirrors the forward part beside it instead of continuing below it. An
+Ops are boxes filled by role, vars are ellipses (parameters bold). The last
+grad op made for a forward op sits on that op's rank, so the backward part
+mirrors the forward part beside it instead of continuing below it (pinning
+every grad op there laid a loss's long chain of grad ops out in one row). An
 optimizer's new value of a persistable var is its own node next to the
 update (``w (updated)``), so write-backs draw no edge back up the picture;
 its state (moments, learning rate) is counted in its label, not drawn.
@@ -10,6 +11,8 @@ Sub-blocks are clusters inside the one picture, joined to the op that owns
 them by a dashed edge. A legend explains the colours.
 """
 from __future__ import annotations
+
+import re
 
 from .errors import ProgramError
 from .provenance import op_provenance, producers
@@ -61,15 +64,27 @@ def _block_results(op) -> list[str]:
     return names
 
 
-def _persistable(block, name: str) -> bool:
+_FINAL_GRADIENT = re.compile(r".+@GRAD(@\d+)?")
+"""How the backward pass names a finished gradient: ``x@GRAD`` (``x@GRAD@1`` when taken again); partial
+sums (``@RENAME@k``), zero fills and loop histories have longer names."""
+
+
+def _kept(block, name: str) -> bool:
+    """Drawn even when no op reads it: persistable vars and the gradients the program was built to compute
+    (``gradients(loss, [x])`` returns ``x@GRAD``, which only a fetch reads)."""
     var = block.find_var(name)
-    return var is not None and var.persistable
+    return (var is not None and var.persistable) or _FINAL_GRADIENT.fullmatch(name) is not None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
     """Nodes and edges of ``block`` into ``graph``; returns the id of its first op node (None if it has no ops).
 
-    Outputs no op of the program reads (a loop's unused history, say) are counted in the op's label.
+    Outputs no op of the program reads (a loop's unused history, say) are counted in the op's label,
+    unless they are gradients the program computes (see ``_kept``).
     """
     b = block.idx
     made_by = producers(block)
@@ -85,21 +100,21 @@ def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
             graph.node(node, label + ("\n(updated)" if updated else ""), shape="ellipse", style=style, fontsize="9")
         return node
 
-    ranks: dict[str, list[str]] = {}
+    mirrors: dict[str, str] = {}  # forward op node -> the last grad op node made for it
     for i, op in enumerate(block.ops):
         node = f"b{b}_op{i}"
         ins, outs, state = _drawn_slots(op)
-        hidden = [n for n in outs if n not in read and not _persistable(block, n)]
+        hidden = [n for n in outs if n not in read and not _kept(block, n)]
         outs = [n for n in outs if n not in hidden]
         label = f"#{i} {op.type}"
         if state:
-            label += f"\n(+ {len(state)} state vars)"
+            label += f"\n(+ {_count(len(state), 'state var')})"
         if hidden:
-            label += f"\n(+ {len(hidden)} outputs nothing reads)"
+            label += f"\n(+ {_count(len(hidden), 'output')} nothing reads)"
         graph.node(node, label, shape="box", style="filled", fillcolor=ROLE_COLOURS.get(op.role, "#fff"))
         origin = op_provenance(op, i, positions, made_by)
         if origin.kind == "grad" and origin.refs and origin.refs[0][0] == b:
-            ranks.setdefault(f"b{b}_op{origin.refs[0][1]}", []).append(node)
+            mirrors[f"b{b}_op{origin.refs[0][1]}"] = node
         for name in ins:
             graph.edge(var_node(name), node)
         for name in outs:
@@ -115,20 +130,28 @@ def _draw_block(program, block, graph, positions, read: set[str]) -> str | None:
                 if first is not None:
                     graph.edge(node, first, style="dashed", color="#888888", lhead=f"cluster_b{sub}",
                                constraint="false")
-    for fwd, grads in ranks.items():
+    for fwd, grad in mirrors.items():
         with graph.subgraph() as same:
             same.attr(rank="same")
             same.node(fwd)
-            for g in grads:
-                same.node(g)
+            same.node(grad)
     return f"b{b}_op0" if block.ops else None
 
 
-def program_to_dot(program, block_idx: int = 0) -> str:
-    """The DOT source of block ``block_idx`` with its sub-blocks as clusters; render it with ``dot -Tsvg``."""
+RANK_DIRECTIONS = ("TB", "LR")
+"""Top to bottom (the default) or left to right: a long, narrow program reads better across."""
+
+
+def program_to_dot(program, block_idx: int = 0, rankdir: str = "TB") -> str:
+    """The DOT source of block ``block_idx`` with its sub-blocks as clusters; render it with ``dot -Tsvg``.
+
+    ``rankdir`` is one of ``RANK_DIRECTIONS``; a big program's sub-blocks can be drawn on their own by
+    passing their index as ``block_idx``."""
+    if rankdir not in RANK_DIRECTIONS:
+        raise ProgramError(f"dot: rankdir must be one of {', '.join(RANK_DIRECTIONS)}, got {rankdir!r}")
     block = program.block(block_idx)
     graph = _digraph_class()(f"block_{block.idx}")
-    graph.attr(rankdir="TB", compound="true", newrank="true", fontname="Helvetica")
+    graph.attr(rankdir=rankdir, compound="true", newrank="true", fontname="Helvetica")
     graph.attr("node", fontname="Helvetica", fontsize="10")
     positions = {id(op): (b.idx, i) for b in program.blocks for i, op in enumerate(b.ops)}
     _legend(graph)
@@ -138,4 +161,4 @@ def program_to_dot(program, block_idx: int = 0) -> str:
     return graph.source
 
 
-__all__ = ["ROLE_COLOURS", "program_to_dot"]
+__all__ = ["RANK_DIRECTIONS", "ROLE_COLOURS", "program_to_dot"]

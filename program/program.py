@@ -180,8 +180,8 @@ class Program:
             raise SerializationError(f"{os.fspath(path)!r} is not a gradgen program file (not UTF-8 text)") from None
         return program_from_json(text, source=os.fspath(path), into=cls())
 
-    def to_dot(self, block: int = 0) -> str:
-        return program_to_dot(self, block)
+    def to_dot(self, block: int = 0, rankdir: str = "TB") -> str:
+        return program_to_dot(self, block, rankdir)
 
     def explain(self, feed_shapes: dict | None = None) -> str:
         """A self-contained HTML page linking every grad op to its forward op and to memory (see explain.md)."""

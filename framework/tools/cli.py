@@ -341,7 +341,7 @@ def _check_output_dir(path: str) -> None:
 
 def cmd_dot(args) -> int:
     program = _load(args.program)
-    text = program.to_dot(args.block)
+    text = program.to_dot(args.block, args.rankdir)
     _check_output_dir(args.output)
     fmt = os.path.splitext(args.output)[1].lstrip(".").lower()
     if fmt in ("svg", "png", "pdf"):
@@ -518,7 +518,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dot", help="write the dataflow graph of a block as Graphviz DOT (or SVG/PNG)")
     p.add_argument("program")
     p.add_argument("-o", "--output", required=True, help="FILE.dot, or FILE.svg / FILE.png to render")
-    p.add_argument("--block", type=int, default=0)
+    p.add_argument("--block", type=int, default=0, help="draw only this block (and its sub-blocks)")
+    p.add_argument("--rankdir", choices=["TB", "LR"], default="TB",
+                   help="lay ops out top to bottom (default) or left to right")
     p.set_defaults(run=cmd_dot)
 
     p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import ProgramError
+from ..guard import default_main_program
 from ..initializer import Constant
 from ..variable import Variable
 from .creation import create_parameter
@@ -15,12 +16,23 @@ def _pair(v, what: str) -> list[int]:
     return pair
 
 
-def _bias_and_act(out: Variable, channels: int, bias: bool, act: str | None, name: str | None) -> Variable:
-    """``out`` plus a per-channel bias parameter (zeros) if ``bias``, through activation ``act`` if given."""
+def _param_names(layer: str, name: str | None) -> tuple[str | None, str, str]:
+    """(output name, filter name, bias name) of a conv layer, as Paddle and ``fc`` spell them:
+    ``conv2d_0`` with ``conv2d_0.w_0`` and ``conv2d_0.b_0``; with ``name``: an automatic output name
+    and ``name.w``, ``name.b``."""
+    if name:
+        return None, f"{name}.w", f"{name}.b"
+    base = default_main_program().unique_name(layer)
+    return base, f"{base}.w_0", f"{base}.b_0"
+
+
+def _bias_and_act(out: Variable, channels: int, bias: bool, act: str | None, bias_name: str) -> Variable:
+    """``out`` plus a per-channel bias parameter ``[channels]`` (zeros) if ``bias``, through activation ``act``
+    if given. The bias is reshaped to ``[channels, 1, 1]`` in the program so it broadcasts along axis 1."""
     if bias:
-        b = create_parameter([channels, 1, 1], out.dtype, name=f"{name}.b" if name else None,
-                             initializer=Constant(0.0))
-        out = append("elementwise_add", {"X": out, "Y": b})
+        b = create_parameter([channels], out.dtype, name=bias_name, initializer=Constant(0.0))
+        per_channel = append("reshape", {"X": b}, {"shape": [channels, 1, 1]})
+        out = append("elementwise_add", {"X": out, "Y": per_channel})
     if act is not None:
         out = append(act, {"X": out})
     return out
@@ -28,26 +40,29 @@ def _bias_and_act(out: Variable, channels: int, bias: bool, act: str | None, nam
 
 def conv2d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
            bias: bool = True, act: str | None = None, name: str | None = None) -> Variable:
-    """A 2-D convolution layer: creates its OIHW filter (Xavier) and bias (zeros) parameters."""
+    """A 2-D convolution layer: creates its OIHW filter (Xavier) and ``[num_filters]`` bias (zeros) parameters,
+    named ``conv2d_0.w_0``, ``conv2d_0.b_0``, ... (with ``name``: ``name.w``, ``name.b``)."""
     check_var(x, "x")
     if len(x.shape) != 4 or x.shape[1] < 0:
         raise ProgramError(f"conv2d needs NCHW input with a known channel count, got '{x.name}' {x.type_str()}")
     kh, kw = _pair(filter_size, "filter_size")
     if x.shape[1] % groups:
         raise ProgramError(f"conv2d: {x.shape[1]} input channels do not divide into {groups} groups")
-    w = create_parameter([num_filters, x.shape[1] // groups, kh, kw], x.dtype,
-                         name=f"{name}.w" if name else None)
+    out_name, w_name, b_name = _param_names("conv2d", name)
+    w = create_parameter([num_filters, x.shape[1] // groups, kh, kw], x.dtype, name=w_name)
     out = append("conv2d", {"Input": x, "Filter": w},
                  {"strides": _pair(stride, "stride"), "paddings": _pair(padding, "padding"),
-                  "dilations": _pair(dilation, "dilation"), "groups": groups}, out_slots=("Output",))
-    return _bias_and_act(out, num_filters, bias, act, name)
+                  "dilations": _pair(dilation, "dilation"), "groups": groups}, out_slots=("Output",),
+                 name=out_name)
+    return _bias_and_act(out, num_filters, bias, act, b_name)
 
 
 def conv2d_transpose(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
                      output_padding=0, bias: bool = True, act: str | None = None,
                      name: str | None = None) -> Variable:
     """A transposed 2-D convolution layer ("deconvolution", conv2d's adjoint in its input): creates its
-    [C_in, num_filters / groups, kh, kw] filter (Xavier) and bias (zeros); the output is
+    [C_in, num_filters / groups, kh, kw] filter (Xavier) and [num_filters] bias (zeros), named
+    ``conv2d_transpose_0.w_0``, ``.b_0`` (with ``name``: ``name.w``, ``name.b``); the output is
     (H - 1) * stride - 2 * padding + dilation * (k - 1) + 1 + output_padding high (and likewise wide)."""
     check_var(x, "x")
     if len(x.shape) != 4 or x.shape[1] < 0:
@@ -57,12 +72,14 @@ def conv2d_transpose(x: Variable, num_filters: int, filter_size, stride=1, paddi
     if x.shape[1] % groups or num_filters % groups:
         raise ProgramError(f"conv2d_transpose: {x.shape[1]} input channels and {num_filters} filters must both "
                            f"divide into {groups} groups")
-    w = create_parameter([x.shape[1], num_filters // groups, kh, kw], x.dtype, name=f"{name}.w" if name else None)
+    out_name, w_name, b_name = _param_names("conv2d_transpose", name)
+    w = create_parameter([x.shape[1], num_filters // groups, kh, kw], x.dtype, name=w_name)
     out = append("conv2d_transpose", {"Input": x, "Filter": w},
                  {"strides": _pair(stride, "stride"), "paddings": _pair(padding, "padding"),
                   "dilations": _pair(dilation, "dilation"), "groups": groups,
-                  "output_padding": _pair(output_padding, "output_padding")}, out_slots=("Output",))
-    return _bias_and_act(out, num_filters, bias, act, name)
+                  "output_padding": _pair(output_padding, "output_padding")}, out_slots=("Output",),
+                 name=out_name)
+    return _bias_and_act(out, num_filters, bias, act, b_name)
 
 
 def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, exclusive: bool = True,

@@ -109,6 +109,8 @@ def test_dot_and_summary_and_ops(trained, tmp_path):
     assert result.returncode == 0
     text = (tmp_path / "g.dot").read_text()
     assert text.startswith("digraph") and "style=dashed" in text
+    assert gradgen("dot", out / "main.json", "-o", tmp_path / "lr.dot", "--rankdir", "LR").returncode == 0
+    assert "rankdir=LR" in (tmp_path / "lr.dot").read_text()
     result = gradgen("summary", out / "main.json", "--feed-shape", "x=64,1000")
     assert "parameters: 2 (101000 elements" in result.stdout
     assert any(line.split() == ["h_relu", "50.0", "KiB"] for line in result.stdout.splitlines())  # 64 x 100 x 8 B

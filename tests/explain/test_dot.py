@@ -5,10 +5,11 @@ import subprocess
 import pytest
 
 from gradgen.program.dot import program_to_dot
+from gradgen.program.errors import ProgramError
 
 from tests.extras import require
 
-from .programs import trained_example
+from .programs import second_order_program, shared_use_program, trained_example
 
 try:
     import graphviz  # noqa: F401  (the dot extra)
@@ -51,3 +52,35 @@ def test_optimizer_state_and_unread_outputs_fold_into_labels():
     assert "(+ 5 state vars)" in text  # adam: two moments, two powers, the learning rate
     assert "outputs nothing reads" in text and "while_0@GRAD@history@4" not in text
     assert "tanh_0" in text  # a body result is read by its loop, through the op's attrs
+
+
+def test_the_gradients_a_program_computes_are_drawn_not_folded_as_unread():
+    first = program_to_dot(shared_use_program())  # append_backward without an optimizer: w@GRAD is only fetched
+    assert 'label="w@GRAD\n' in first and "nothing reads" not in first
+    second = program_to_dot(second_order_program())  # the second gradient of x is x@GRAD@1
+    assert 'label="x@GRAD@1\n' in second and 'label="x@GRAD\n' in second
+    assert 'label="reduce_sum_0@GRAD@GRAD@RENAME@0' not in second  # a partial nothing adds up stays folded
+
+
+def test_labels_count_in_the_singular_and_plural():
+    text = program_to_dot(second_order_program())
+    assert "(+ 1 output nothing reads)" in text and "1 outputs" not in text
+    assert "(+ 8 outputs nothing reads)" in program_to_dot(trained_example("rnn"))
+
+
+def test_a_long_chain_of_grad_ops_is_not_pinned_into_one_row():
+    # softmax_with_cross_entropy's gradient is eight grad ops; pinned beside their forward op, they made
+    # the CNN example's picture a row 4866 px wide. Only the last grad op of each forward op mirrors it.
+    text = program_to_dot(trained_example("cnn"))
+    rows = [chunk.split("}")[0] for chunk in text.split("rank=same")[1:]]
+    assert rows and all(row.count("_op") == 2 for row in rows), rows
+
+
+@pytest.mark.parametrize("rankdir", ["TB", "LR"])
+def test_rank_direction_is_a_choice(rankdir):
+    assert f"rankdir={rankdir}" in program_to_dot(trained_example("mlp"), rankdir=rankdir)
+
+
+def test_an_unknown_rank_direction_is_refused():
+    with pytest.raises(ProgramError, match="rankdir must be one of TB, LR, got 'BT'"):
+        program_to_dot(trained_example("mlp"), rankdir="BT")

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope
+from gradgen.framework import Executor, Scope, gradients
+from gradgen.framework.tools.gradcheck import numeric_gradient
 from gradgen.program import Program, layers, program_guard
-from tests.grad.checking import check_op_gradients
+from tests.grad.checking import check_op_gradients, check_second_order_pairs
 
 
 def naive_conv2d(x, w, stride, pad, dilation, groups):
@@ -114,4 +115,41 @@ def test_conv_layer_with_bias_and_activation_trains_its_parameters():
         from gradgen.framework import append_backward
 
         params_grads = append_backward(loss)
-    assert [(p.name, g.shape) for p, g in params_grads] == [("c.w", (2, 1, 3, 3)), ("c.b", (2, 1, 1))]
+    assert [(p.name, g.shape) for p, g in params_grads] == [("c.w", (2, 1, 3, 3)), ("c.b", (2,))]
+
+
+@pytest.mark.parametrize("layer,prefix", [(layers.conv2d, "conv2d"), (layers.conv2d_transpose, "conv2d_transpose")])
+def test_conv_layers_name_their_parameters_as_paddle_with_a_bias_per_channel(layer, prefix):
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 2, 5, 5], "float32")
+        layer(layer(x, 3, 3), 4, 1)
+        layer(x, 3, 3, name="mine")
+    params = {v.name: v.shape for v in main.global_block().all_parameters()}
+    assert params == {f"{prefix}_0.w_0": (3, 2, 3, 3) if prefix == "conv2d" else (2, 3, 3, 3),
+                      f"{prefix}_0.b_0": (3,),
+                      f"{prefix}_1.w_0": (4, 3, 1, 1) if prefix == "conv2d" else (3, 4, 1, 1),
+                      f"{prefix}_1.b_0": (4,),
+                      "mine.w": (3, 2, 3, 3) if prefix == "conv2d" else (2, 3, 3, 3), "mine.b": (3,)}
+    assert all(main.global_block().var(n).dtype == "float32" for n in params)
+
+
+@pytest.mark.parametrize("layer", [layers.conv2d, layers.conv2d_transpose])
+@pytest.mark.parametrize("xs", [(2, 2, 4, 3), (1, 1, 3, 3), (0, 2, 3, 3)], ids=str)
+def test_conv_layer_gradients_in_input_filter_and_bias_first_and_second_order(layer, xs):
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", list(xs), "float64")
+        y = layer(x, 2, 2, padding=1, act="tanh")
+        w, b = main.global_block().all_parameters()
+        r = layers.data("r", list(y.shape), "float64")
+        loss = layers.reduce_sum(y * r)
+        grads = gradients(loss, [x, w, b])
+    assert b.shape == (2,)
+    rng = np.random.default_rng(3)
+    feed = {v.name: rng.standard_normal(v.shape) for v in (x, w, b, r)}
+    exe, scope = Executor(check_types=True), Scope()
+    for v, analytic in zip((x, w, b), exe.run(main, feed=feed, fetch_list=grads, scope=scope)):
+        np.testing.assert_allclose(analytic, numeric_gradient(main, feed, scope, loss.name, v.name),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"d loss / d {v.name}")
+    check_second_order_pairs(main, exe, feed, scope, [x, w, b], grads, rng, 1e-4, 1e-5)

@@ -87,13 +87,12 @@ def test_simple_img_conv_pool_is_conv_act_then_pool(global_pooling):
                                               act="relu", global_pooling=global_pooling)
     exe, scope = Executor(), Scope()
     exe.run(startup, scope=scope)
-    (w_name,) = [n for n in scope if scope[n].shape == (2, 1, 3, 3)]
-    (b_name,) = [n for n in scope if scope[n].shape == (2, 1, 1)]
-    w, b = scope[w_name], np.array([0.3, -0.2]).reshape(2, 1, 1)
-    scope.set(b_name, b)  # the bias starts at zeros: give it values that show it is added before the relu
+    assert scope["conv2d_0.w_0"].shape == (2, 1, 3, 3) and scope["conv2d_0.b_0"].shape == (2,)  # Paddle's names
+    w, b = scope["conv2d_0.w_0"], np.array([0.3, -0.2])
+    scope.set("conv2d_0.b_0", b)  # the bias starts at zeros: give it values that show it is added before the relu
     (out,) = exe.run(main, feed={"img": img}, fetch_list=[out], scope=scope)
     windows = np.lib.stride_tricks.sliding_window_view(img, (3, 3), axis=(2, 3))  # N, C, 4, 4, 3, 3
-    conv = np.maximum(np.einsum("nchwij,ocij->nohw", windows, w) + b[None], 0)
+    conv = np.maximum(np.einsum("nchwij,ocij->nohw", windows, w) + b[:, None, None], 0)
     pooled = conv.max(axis=(2, 3), keepdims=True) if global_pooling else conv.reshape(2, 2, 2, 2, 2, 2).max(axis=(3, 5))
     np.testing.assert_allclose(out, pooled, rtol=1e-13)
 
