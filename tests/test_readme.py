@@ -3,9 +3,10 @@ must match what the commands print now (issue 24: the README showed a grad var n
 
 A session is a fenced block without a language whose first line starts with ``$ ``. Expected lines match
 the printed ones exactly after trailing spaces are dropped and measured times (``797 us``, ``1.25 ms``,
-``9.36 s``) become ``<time>``; a line ``...`` (indented or not) stands for any number of printed lines. The two programs the
-README's ``gradgen modes`` sessions read are made by ``design_docs/forward_mode.md``'s own script, which
-this test runs too.
+``9.36 s``, with the padding that aligns them) become ``<time>``; a line ``...`` (indented or not) stands
+for any number of printed lines. The programs the README's ``gradgen modes`` sessions read are made by
+``design_docs/forward_mode.md``'s own script, which this test runs too. ``sh`` blocks (install, tests,
+MPI) show commands only and are not run.
 """
 from __future__ import annotations
 

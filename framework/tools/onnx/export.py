@@ -165,8 +165,9 @@ def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mappi
 
     ``params`` (a dict or a ``Scope``) gives values of persistable vars, which become initializers;
     persistable vars without a value become graph inputs. ``fetch_list`` names the vars the model
-    outputs (default: the loss a backward pass was seeded from, then vars written and never read); with ``include_updates`` the new value of every
-    persistable var the program writes is an output too, named ``<var>@NEW``. Only the ops these
+    outputs (default: the loss a backward pass was seeded from, then vars written and never read); with
+    ``include_updates`` the new value of every persistable var the program writes is an output too, named
+    ``<var>@NEW``. Only the ops these
     outputs need are exported. Raises ``OnnxExportError`` listing every op that cannot be exported;
     the collective ops of a data-parallel program are among them unless ``single_process`` asks for
     the graph of one process alone (a world of one, where they move no data between processes).
