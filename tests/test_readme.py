@@ -20,7 +20,7 @@ from gradgen.framework.tools.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
-TIME = re.compile(r" *\b\d[\d.,]*\s*(?:ns|us|ms|s)\b")  # with the padding that right-aligns it
+TIME = re.compile(r" *\b\d[\d.,]*(?:e[+-]?\d+)?\s*(?:ns|us|ms|s)\b")  # with the padding that right-aligns it
 SKIP = "..."
 
 
@@ -78,6 +78,7 @@ def test_matching_skips_runs_of_lines_and_ignores_times_but_nothing_else():
     assert matches(["a", SKIP, "b"], ["a", "b"])
     assert matches(["took 797 us"], ["took 1.25 ms"])
     assert matches(["|    797 us |"], ["|   77.4 s |"])
+    assert matches(["|    797 us |"], ["| 1.26e+04 s |"])  # a loaded machine's forward-mode Jacobian
     assert not matches(["a", SKIP, "d"], ["a", "b", "c", "e"])
     assert not matches(["square_0@GRAD@two_x"], ["square_0@GRAD@scale"])
     assert not matches(["a"], ["a", "b"])
