@@ -392,4 +392,14 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set: Iterable | No
     return grads
 
 
-__all__ = ["append_backward", "gradients"]
+def seeded_targets(block) -> list[str]:
+    """The vars a backward pass of ``block`` was seeded from (a loss), in program order.
+
+    The pass marks them by the op it appends first: a backward-role ``fill_any_like`` of the target that
+    was made for no forward op. A target whose gradient the caller gave (``target_gradients``) has none.
+    """
+    return [op.inputs["X"][0] for op in block.ops
+            if op.type == "fill_any_like" and op.role == "backward" and op.forward_op is None]
+
+
+__all__ = ["append_backward", "gradients", "seeded_targets"]

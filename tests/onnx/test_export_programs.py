@@ -219,3 +219,55 @@ def test_a_gradient_over_unknown_broadcast_dims_sums_them_when_they_turn_out_to_
     back = Executor().run(program, feed=feed, fetch_list=[outputs[dx.name], outputs[dy.name]], scope=Scope())
     assert_close(back[0], want[0], "dx after the round trip")
     assert_close(back[1], want[1], "dy after the round trip")
+
+
+def test_a_training_program_outputs_its_loss_by_default():
+    """The loss is read by its gradient's seed, so "written and never read" alone would leave it out."""
+    export_onnx = _export()
+    ex, scope = trained_example("mlp", True)
+    model = export_onnx(ex.main, params={k: scope[k] for k in scope})
+    names = [o.name for o in model.graph.output]
+    assert names[0] == "loss"
+    got = run_ort(model, ex.feed)
+    (loss,) = Executor().run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+    assert_close(got["loss"], loss, "loss")
+
+
+def _batch_norm_cnn():
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        image = layers.data("image", [-1, 1, 4, 4], "float64")
+        label = layers.data("label", [-1, 1], "int64")
+        h = layers.batch_norm(layers.conv2d(image, 2, 3, padding=1), name="bn")
+        logits = layers.fc(layers.reshape(layers.relu(h), [-1, 32]), 2, name="out")
+        loss = layers.mean(layers.softmax_with_cross_entropy(logits, label), name="loss")
+        optimizer.SGD(0.1).minimize(loss)
+    return main, startup, logits
+
+
+def test_a_pruned_inference_program_exports_no_running_statistics_update():
+    """In inference mode batch norm writes its running mean and variance back unchanged: not an update."""
+    export_onnx = _export()
+    from gradgen.framework.passes.prune import prune
+
+    main, startup, logits = _batch_norm_cnn()
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    infer = prune(main, [logits.name], ["image"], for_test=True)
+    model = export_onnx(infer, params={k: np.array(scope[k]) for k in scope})
+    assert [o.name for o in model.graph.output] == [logits.name]
+    image = np.random.default_rng(0).standard_normal((3, 1, 4, 4))
+    got = run_ort(model, {"image": image})
+    (want,) = Executor().run(infer, feed={"image": image}, fetch_list=[logits.name], scope=scope)
+    assert_close(got[logits.name], want, logits.name)
+
+
+def test_a_training_batch_norm_still_exports_its_running_statistics():
+    export_onnx = _export()
+    main, startup, _ = _batch_norm_cnn()
+    scope = Scope()
+    Executor().run(startup, scope=scope)
+    model = export_onnx(main, params={k: np.array(scope[k]) for k in scope})
+    names = [o.name for o in model.graph.output]
+    assert names[0] == "loss"
+    assert {"bn.mean@NEW", "bn.variance@NEW"} <= set(names)

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from gradgen.framework.passes.backward import seeded_targets
 from gradgen.program.subblocks import owned_blocks
 
 from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_norm,
@@ -62,12 +63,23 @@ def _sinks(block) -> list[str]:
     return out
 
 
+def _default_fetch(block) -> list[str]:
+    """The losses a backward pass was seeded from, then the vars written and never read."""
+    losses = seeded_targets(block)
+    return losses + [n for n in _sinks(block) if n not in losses]
+
+
 def _updated(block) -> list[str]:
-    """Persistable vars of block 0 that some op writes, in first-write order."""
+    """Persistable vars of block 0 that some op writes, in first-write order.
+
+    An op in inference mode (``is_test``: batch norm of a pruned program) writes the running statistics it
+    reads back unchanged, so that write is no update.
+    """
     out = []
     for op in block.ops:
+        unchanged = set(op.input_arg_names) if op.attrs.get("is_test") else set()
         for names in op.outputs.values():
-            out += [n for n in names if block.var(n).persistable and n not in out]
+            out += [n for n in names if block.var(n).persistable and n not in out and n not in unchanged]
     return out
 
 
@@ -153,8 +165,9 @@ def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mappi
 
     ``params`` (a dict or a ``Scope``) gives values of persistable vars, which become initializers;
     persistable vars without a value become graph inputs. ``fetch_list`` names the vars the model
-    outputs (default: vars written and never read); with ``include_updates`` the new value of every
-    persistable var the program writes is an output too, named ``<var>@NEW``. Only the ops these
+    outputs (default: the loss a backward pass was seeded from, then vars written and never read); with
+    ``include_updates`` the new value of every persistable var the program writes is an output too, named
+    ``<var>@NEW``. Only the ops these
     outputs need are exported. Raises ``OnnxExportError`` listing every op that cannot be exported;
     the collective ops of a data-parallel program are among them unless ``single_process`` asks for
     the graph of one process alone (a world of one, where they move no data between processes).
@@ -162,7 +175,7 @@ def export_onnx(program, path: str | os.PathLike | None = None, *, params: Mappi
         >>> model = export_onnx(main, "model.onnx", params=scope, fetch_list=[loss])
     """
     block = program.global_block()
-    fetch = [_var_name(v) for v in fetch_list] if fetch_list is not None else _sinks(block)
+    fetch = [_var_name(v) for v in fetch_list] if fetch_list is not None else _default_fetch(block)
     for name in fetch:
         if block.find_var(name) is None:
             raise OnnxExportError(f"fetched var '{name}' is not a var of the program's global block")
