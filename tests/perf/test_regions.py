@@ -87,7 +87,9 @@ def test_regions_and_op_by_op_agree_on_random_programs(ops, batch, dtype, bias_s
     steps = fused[2].plan_for(program[0], ["x", "y"], [program[2].name, *(g.name for g in program[3])]).steps
     regions = [s for s in steps if getattr(s.fn, "region", False)]
     assert regions and all(s.fn.compiled() for s in regions)  # the comparison is with compiled code
-    _assert_same(fused, _train(program, PLAIN, feed), dtype)
+    with np.errstate(all="ignore"):  # a random program may overflow (then both paths give the same inf/NaN)
+        plain = _train(program, PLAIN, feed)
+    _assert_same(fused, plain, dtype)
 
 
 def test_the_seed_step_is_a_product_a_region_and_the_in_place_update():
