@@ -23,11 +23,17 @@ def _doubling_loop():
     return main, out.name
 
 
-def test_run_memory_sizes_the_loop_history_from_the_run(tmp_path):
+def _saved_loop(tmp_path) -> str:
+    """The loop saved as ctrl.json with feeds a.npy (ones) and n.npy (5) beside it; the fetched var's name."""
     program, out = _doubling_loop()
     program.save(tmp_path / "ctrl.json")
     np.save(tmp_path / "a.npy", np.ones(3))
     np.save(tmp_path / "n.npy", np.int64(5))
+    return out
+
+
+def test_run_memory_sizes_the_loop_history_from_the_run(tmp_path):
+    out = _saved_loop(tmp_path)
     result = gradgen("run", tmp_path / "ctrl.json", "--feed", f"a={tmp_path / 'a.npy'}",
                      "--feed", f"n={tmp_path / 'n.npy'}", "--fetch", out, "--memory")
     assert result.returncode == 0, result.stderr
@@ -64,10 +70,7 @@ def test_a_known_batch_does_not_size_a_loop_history():
 
 
 def test_modes_on_the_loop_reports_a_peak(tmp_path):
-    program, out = _doubling_loop()
-    program.save(tmp_path / "ctrl.json")
-    np.save(tmp_path / "a.npy", np.ones(3))
-    np.save(tmp_path / "n.npy", np.int64(5))
+    out = _saved_loop(tmp_path)
     result = gradgen("modes", tmp_path / "ctrl.json", "--outputs", out, "--wrt", "a", "--feed", f"a={tmp_path / 'a.npy'}",
                      "--feed", f"n={tmp_path / 'n.npy'}", "--repeats", "1")
     assert result.returncode == 0, result.stderr
