@@ -137,14 +137,16 @@ class Block:
         """Make ``op`` (an op of this block) read ``mapping[n]`` wherever it reads ``n``; whether anything changed.
 
         The new names need not be declared yet (a pass may declare them
-        next); ``verify`` checks the finished program.
+        next); ``verify`` checks the finished program. Only the names ``op``
+        reads are looked up, so renaming every op of a block with one large
+        mapping is linear in the block's size.
         """
         where = self._place(op)
-        bad = [n for n in mapping.values() if not isinstance(n, str) or not n]
-        if bad:
-            raise OpError(f"{where}: cannot rename an input to {bad[0]!r} (a var name is a non-empty string)")
         changed = {slot: [mapping.get(n, n) for n in names] for slot, names in op.inputs.items()
                    if any(n in mapping for n in names)}
+        bad = [n for names in changed.values() for n in names if not isinstance(n, str) or not n]
+        if bad:
+            raise OpError(f"{where}: cannot rename an input to {bad[0]!r} (a var name is a non-empty string)")
         if changed:
             op.inputs.update(changed)
         return bool(changed)

@@ -8,16 +8,17 @@ the values it replaces or makes the values it reads, so this pass moves each
 (that op writes a var the update reads, or reads or writes a var the update
 writes). Every op still sees exactly the values it saw in block order, so
 results are identical; gradients die as soon as their update has run.
+
+The last op with a hazard is found from two indexes kept along the way, the
+latest writer and the latest reader of each var in run order, so the pass is
+linear in the block's size (run-order comparisons are O(1), see
+``ordered_list``).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-
-def _hazard(reads: set, writes: set, op) -> bool:
-    """True when ``op`` and an op reading ``reads`` and writing ``writes`` must keep their order."""
-    return (any(n in reads or n in writes for n in op.output_arg_names)
-            or any(n in writes for n in op.input_arg_names))
+from .ordered_list import HEAD, OrderedList
 
 
 def schedule(ops: Sequence) -> list[int]:
@@ -26,14 +27,20 @@ def schedule(ops: Sequence) -> list[int]:
     >>> schedule(block.ops)  # doctest: +SKIP
     [0, 1, ..., 12, 15, 13, 14, 16]
     """
-    order: list[int] = []
+    order = OrderedList()
+    last_writer: dict[str, int] = {}
+    last_reader: dict[str, int] = {}
     for i, op in enumerate(ops):
+        reads, writes = op.input_arg_names, op.output_arg_names
         if op.role != "optimize":
             order.append(i)
-            continue
-        reads, writes = set(op.input_arg_names), set(op.output_arg_names)
-        at = len(order)
-        while at > 0 and not _hazard(reads, writes, ops[order[at - 1]]):
-            at -= 1
-        order.insert(at, i)
-    return order
+        else:
+            hazards = [last_writer[n] for n in (*reads, *writes) if n in last_writer]
+            hazards += [last_reader[n] for n in writes if n in last_reader]
+            order.insert_after(max(hazards, key=order.label.__getitem__, default=HEAD), i)
+        for n in reads:
+            if order.label[last_reader.get(n, HEAD)] < order.label[i]:
+                last_reader[n] = i
+        for n in writes:  # a writer runs after every earlier reader and writer of the var: the latest one
+            last_writer[n] = i
+    return list(order)

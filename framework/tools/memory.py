@@ -66,16 +66,36 @@ class MemoryReport:
     labels: list[str] = field(default_factory=list)
     """What each step runs, fused steps shown as their parts (``matmul #14 + sgd #15``)."""
     fetched: tuple[str, ...] = ()
+    unsized: tuple[str, ...] = ()
+    """Vars whose size only a run knows and that no measured shape gave: counted as 0 bytes."""
 
 
-def _sizer(block, feed_shapes: Mapping[str, Sequence[int]]):
-    """A function giving each var's bytes, with -1 dims taken from the fed shapes (the batch size)."""
+def run_time_sized(block) -> set[str]:
+    """Vars of ``block`` whose leading dim is only known once a run has made them: a while loop's history
+    (one row per iteration) and its trip count's peers. Feed shapes cannot size these; a measured run can."""
+    return {n for op in block.ops if op.type == "while" for n in op.output("History")}
+
+
+def _sizer(block, feed_shapes: Mapping[str, Sequence[int]], measured: Mapping[str, Sequence[int]],
+           unsized: list[str]):
+    """A function giving each var's bytes, with -1 dims taken from the fed shapes (the batch size).
+
+    A var only a run can size (``run_time_sized``) takes its ``measured`` shape; without one it counts
+    0 bytes and its name goes to ``unsized``, so the rest of the timeline is still drawn.
+    """
     batch = batch_size(block, feed_shapes)
     fed = {n: tuple(s) for n, s in feed_shapes.items()}
+    by_run = run_time_sized(block)
 
     def size(name: str) -> int:
         var = block.var(name)
-        shape = fed.get(name) or tuple(batch if d == -1 and batch is not None else d for d in var.shape)
+        shape = fed.get(name) or measured.get(name)
+        if shape is None and name in by_run:
+            if name not in unsized:
+                unsized.append(name)
+            return 0
+        if shape is None:
+            shape = tuple(batch if d == -1 and batch is not None else d for d in var.shape)
         if any(d < 0 for d in shape):
             raise ValueError(f"the size of '{name}' {var.type_str()} is unknown: give the feed shapes")
         return int(np.prod(shape, dtype=np.int64)) * np.dtype(var.dtype).itemsize
@@ -99,8 +119,12 @@ def _step_labels(block, plan) -> list[str]:
 
 
 def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list: Sequence = (),
-                   options: PlanOptions | None = None) -> MemoryReport:
+                   options: PlanOptions | None = None,
+                   measured: Mapping[str, Sequence[int]] | None = None) -> MemoryReport:
     """The memory profile of running ``program``'s global block with feeds of ``feed_shapes``.
+
+    ``measured`` gives the shapes a run made for vars only a run can size (a while loop's history, whose
+    length is the trip count); those without one count nothing and are listed in ``MemoryReport.unsized``.
 
     One pass over the plan's steps keeps running totals (overall, by kind,
     buffered or fresh); a second pass up to the peak lists what is alive there.
@@ -110,7 +134,8 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     # The plan the Executor would run, except that a region (``runtime.fuse_region``) is followed op by op: its
     # arrays live inside one step, allocated as its ops would allocate them, where the analysis can see them.
     plan = build_plan(block, list(feed_shapes), fetch, replace(options or PlanOptions(), regions=False))
-    size = _sizer(block, feed_shapes)
+    unsized: list[str] = []
+    size = _sizer(block, feed_shapes, measured or {}, unsized)
     kinds = block_kinds(block)
     kind = {**kinds.resting, **{n: "feed" for n in plan.feeds}, **kinds.made}
     slot_of = {k: n for n, k in enumerate(MADE_KINDS)}
@@ -164,7 +189,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak,
                         sum(resting_by_kind.values()), first, steady, slot_total, [s.index for s in plan.steps],
                         kinds_after, resting_by_kind, {k: b for k, b in zip(MADE_KINDS, peak_kinds) if b},
-                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch))
+                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch), tuple(unsized))
 
 
 def _live_during(plan, at: int, size) -> dict[str, int]:
@@ -190,6 +215,12 @@ def peak_sentence(report: MemoryReport) -> str:
             f"while step #{report.peak_op} ({label}) runs; by kind: {share}")
 
 
+def unsized_sentence(report: MemoryReport) -> str:
+    """What the figures leave out: vars only a run can size, which no measured shape gave."""
+    return (f"not counted (sized by the run's trip count; `gradgen run --memory` measures them): "
+            f"{', '.join(report.unsized)}" if report.unsized else "")
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     """Rows aligned under ``header``; columns in ``right`` are right-aligned."""
     widths = [max(len(str(r[c])) for r in (header, *rows)) for c in range(len(header))]
@@ -205,6 +236,8 @@ def memory_text(report: MemoryReport, top: int = 10) -> str:
              f"plan buffers held between runs: {format_bytes(report.held_bytes)}; allocated at most: "
              f"{format_bytes(report.first_run_peak)} in a first run, {format_bytes(report.steady_peak)} in later runs",
              ""]
+    if report.unsized:
+        lines[-1:-1] = [unsized_sentence(report)]
     index = report.op_index or list(range(len(report.ops)))
     labels = report.labels or report.ops
     kinds_after = report.kinds_after or [()] * len(report.ops)
@@ -239,4 +272,5 @@ def _keeper_text(report: MemoryReport, name: str) -> str:
     return _step_ref(report, last)
 
 
-__all__ = ["KINDS", "MADE_KINDS", "MemoryReport", "analyze_memory", "memory_text", "peak_sentence"]
+__all__ = ["KINDS", "MADE_KINDS", "MemoryReport", "analyze_memory", "memory_text", "peak_sentence",
+           "run_time_sized", "unsized_sentence"]

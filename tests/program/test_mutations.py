@@ -265,3 +265,27 @@ def test_every_list_an_op_holds_is_frozen_after_build_backward_and_load():
                         assert type(value) is not list, (op.type, value)
                         lists += isinstance(value, FrozenList)
     assert lists > 100
+
+
+def test_rename_inputs_looks_only_at_the_names_the_op_reads():
+    """Renaming every op of a block with one mapping was quadratic: each call checked every new name."""
+    class Counting(dict):
+        looked = 0
+
+        def values(self):
+            Counting.looked += len(self)
+            return super().values()
+
+        def get(self, key, default=None):
+            Counting.looked += 1
+            return super().get(key, default)
+
+    main = Program()
+    block = main.global_block()
+    block.create_var("a", [2], "float64")
+    block.append_op("relu", {"X": "a"}, {"Out": ["c"]})
+    mapping = Counting({f"n{k}": f"m{k}" for k in range(10_000)}, a="b", z="")
+    assert block.rename_inputs(block.ops[0], mapping) is True
+    assert block.ops[0].inputs == {"X": ["b"]} and Counting.looked <= 2
+    with pytest.raises(OpError, match="cannot rename an input to ''"):
+        block.rename_inputs(block.ops[0], {"b": ""})

@@ -18,7 +18,7 @@ from gradgen.program.printer import format_op
 from gradgen.program.provenance import op_provenance, producers
 from gradgen.program.subblocks import owned_blocks
 
-from ..memory import MADE_KINDS, analyze_memory, peak_sentence
+from ..memory import MADE_KINDS, analyze_memory, peak_sentence, unsized_sentence
 from ..summary import batch_size, format_bytes, resolve_shape
 from ..var_kinds import KIND_MEANING, KINDS, block_kinds, is_gradient_name
 from .what_if import recompute_what_if
@@ -119,7 +119,8 @@ def _memory_model(program, feed_shapes, fetch) -> dict[str, Any]:
             "peak_step": report.peak_op, "peak_bytes": report.peak_bytes,
             "peak_op": op_id(0, report.op_index[report.peak_op]) if report.peak_op >= 0 else None,
             "resting_bytes": report.resting_bytes, "at_peak": at_peak,
-            "sentence": "Peak: " + peak_sentence(report) + ". " + answer,
+            "sentence": "Peak: " + peak_sentence(report) + ". " + answer
+                        + (f" {unsized_sentence(report).capitalize()}." if report.unsized else ""),
             "feed_shapes": {k: list(v) for k, v in feed_shapes.items()}, "fetched": list(fetch)}
 
 
