@@ -45,6 +45,10 @@ sets it in ``tests/conftest.py``, so every kernel that breaks its schema's promi
 
 
 
+def _unmarked(phase: str) -> None:
+    """An unprofiled run's phase marks: nothing to time."""
+
+
 class Executor:
     """Runs programs on numpy. Plans are cached per program, version, feed names, fetch names and options.
 
@@ -98,9 +102,12 @@ class Executor:
         key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
         plan = per_program.get(key)
         if plan is None:
+            start = time.perf_counter()
             plan = build_plan(program.global_block(), key[0], key[1], options)
             per_program[key] = plan
             self.plans_built += 1
+            if self._profiler is not None:
+                self._profiler.built(program, time.perf_counter() - start)
         return plan
 
     # -- running ----------------------------------------------------------------
@@ -115,48 +122,34 @@ class Executor:
         scope = check_scope(global_scope() if scope is None else scope)
         feed = feed_by_name(program, feed)
         fetched_names = fetch_names(program, fetch_list)
-        if self._profiler is not None:
-            return self._run_profiled(program, feed, fetched_names, scope, return_numpy)
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
-        with self._run_lock:
-            with scope.run_lock:
-                plan = self.plan_for(program, list(feed), fetched_names)
-                env = self._initial_env(plan, feed, scope)
-                writes = self._run_steps(plan, env, feed, scope)
-                replaced = self._commit(plan, env, feed, scope, writes)
-            fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
-            env.clear()
-            while replaced:  # popped one by one, so that each array's only reference is ``old``'s
-                name, old = replaced.pop()
-                plan.buffers.recycle(name, old)
-                del old
-        return fetched
+        if self._profiler is None:
+            with self._run_lock:
+                return self._run(program, feed, fetched_names, scope, return_numpy, _unmarked)
+        with self._run_lock, self._profiler.run(program) as mark:
+            return self._run(program, feed, fetched_names, scope, return_numpy, mark)
 
-    def _run_profiled(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
-                      return_numpy: bool) -> list:
-        """``run``'s phases, each timed (``profile.PHASES``); its steps time themselves (``PlanOptions.profile``)."""
-        profiler = self._profiler
-        with self._run_lock, profiler.run(program) as mark:
-            with scope.run_lock:
-                built, start = self.plans_built, time.perf_counter()
-                plan = self.plan_for(program, list(feed), fetched_names)
-                if self.plans_built > built:
-                    profiler.built(program, time.perf_counter() - start)
-                mark("plan")
-                env = self._initial_env(plan, feed, scope)
-                mark("feeds")
-                writes = self._run_steps(plan, env, feed, scope)
-                mark("loop")
-                replaced = self._commit(plan, env, feed, scope, writes)
-                mark("commit")
-            fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
-            env.clear()
-            while replaced:
-                name, old = replaced.pop()
-                plan.buffers.recycle(name, old)
-                del old
-            mark("fetch")
+    def _run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope, return_numpy: bool,
+             mark: Callable[[str], None]) -> list:
+        """A run's phases, in order; ``mark(phase)`` ends each (``profile.PHASES``: a profiling executor times
+        them; its steps time themselves, ``PlanOptions.profile``)."""
+        with scope.run_lock:
+            plan = self.plan_for(program, list(feed), fetched_names)
+            mark("plan")
+            env = self._initial_env(plan, feed, scope)
+            mark("feeds")
+            writes = self._run_steps(plan, env, feed, scope)
+            mark("loop")
+            replaced = self._commit(plan, env, feed, scope, writes)
+            mark("commit")
+        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+        env.clear()
+        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
+            name, old = replaced.pop()
+            plan.buffers.recycle(name, old)
+            del old
+        mark("fetch")
         return fetched
 
     def profile(self, program=None) -> Profile:

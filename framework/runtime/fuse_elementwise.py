@@ -371,7 +371,6 @@ def _runner(block, group: _Group, ins: Sequence[str], outs: Sequence[str], sourc
         return ordered if many else ordered[0]
 
     run.fused_ops = tuple(u.index for u in group.units)  # what ``gradgen show --plan`` reports
-    run.compiled = lambda: lazy.poll() is not None  # for tests and tools
-    run.compile_seconds = lambda: lazy.seconds  # what a profile reports
-    run.background = background
+    run.lazy = lazy  # its compile, for tests, tools and profiles
+    run.compiled = lambda: lazy.poll() is not None
     return run

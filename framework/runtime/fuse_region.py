@@ -361,7 +361,6 @@ def _runner(block, ops: tuple[int, ...], outs: Sequence[str], source: Callable[[
 
     run.fused_ops = ops  # what ``gradgen show --plan`` reports
     run.region = True
-    run.compiled = lambda: lazy.poll() is not None  # for tests and tools
-    run.compile_seconds = lambda: lazy.seconds  # what a profile reports
-    run.background = background
+    run.lazy = lazy  # its compile, for tests, tools and profiles
+    run.compiled = lambda: lazy.poll() is not None
     return run

@@ -151,11 +151,12 @@ class Profiler:
     def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str,
               fused: Any = None) -> Callable[..., Any]:
         """``fn``, a step function running ``ops`` of ``block``, timed into that step's row. ``fused`` (a fused
-        group's own kernel) tells whether its loop is compiled (``compiled()``), how long the compile took
-        (``compile_seconds()``) and whether it compiled in the background: the call that compiled it in the
-        foreground counts as a compile, not as a step call."""
-        compiled = getattr(fused, "compiled", None)
-        background = getattr(fused, "background", False)
+        group's own kernel) carries its compile (``lazy``): whether it is ready, how long it took and whether it
+        ran in the background. The call that compiled it in the foreground counts as a compile, not as a step
+        call."""
+        lazy = getattr(fused, "lazy", None)  # a fused group's compile (``compile_queue.LazyKernel``)
+        compiled = None if lazy is None else (lambda: lazy.poll() is not None)
+        background = lazy is not None and lazy.background
         record = self._record(block.program)
         key = (block.idx, ops)
         slot = record.slots.get(key)
@@ -178,7 +179,7 @@ class Profiler:
                     seen[0] = True
                     record.compiles += 1
                     if background:
-                        record.background_compile_seconds += fused.compile_seconds()
+                        record.background_compile_seconds += lazy.seconds
                 if not was and not background and compiled():  # this call compiled (and ran once): not a step's
                     record.compile_seconds += took
                     skipped = took
