@@ -12,7 +12,7 @@ thread at that size), and the product-and-update pairs ``fusion`` made.
 
 Walking the units in run order, consecutive units whose ops are all in
 ``_ADMITS`` and whose vars share one float dtype form a region; products whose
-static size says they are big (counting a -1 dim as ``_TYPICAL_BATCH``) stay
+static size says they are big (counting a -1 dim as ``TYPICAL_BATCH``) stay
 outside, on the chosen BLAS. The generated code checks every run-time shape
 it relies on and raises if one does not fit (a -1 dim that broadcasts, a
 product that turns out big); the region then runs op by op with the ordinary
@@ -33,15 +33,13 @@ from .compile_queue import Budget, LazyKernel
 from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, replace_stretches
 from .fusion import is_gemm_update
 from .kernels import KernelFactory
-from .plan_data import Unit
+from .plan_data import Unit, static_size
 
 __all__ = ["fuse_regions", "region_source"]
 
 _FLOATS = ("float32", "float64")
-_TYPICAL_BATCH = 64
-"""What a -1 dim is taken to be when deciding whether a product is small enough for a region."""
 _SMALL_ARRAY = 16384
-"""Elements (a -1 dim counted as ``_TYPICAL_BATCH``) above which a var keeps its ops out of regions: on big
+"""Elements (a -1 dim counted as ``TYPICAL_BATCH``) above which a var keeps its ops out of regions: on big
 arrays the ops' own work dwarfs the per-op overhead a region saves, and op by op they write into plan
 buffers (the 50-layer MLP's 64x1024 activations stay out; the seed MLP's 64x100 ones go in)."""
 _WORTH_COMPILING = 40e-6
@@ -63,27 +61,20 @@ def _shape(block, name: str) -> tuple:
     return tuple(block.var(name).shape)
 
 
-def _static_size(shape: tuple) -> int:
-    size = 1
-    for d in shape:
-        size *= _TYPICAL_BATCH if d == -1 else d
-    return size
-
-
 def _small_product(block, prod) -> bool:
-    """True for a 2-D product whose multiply-adds, a -1 dim counted as ``_TYPICAL_BATCH``, are few enough for
+    """True for a 2-D product whose multiply-adds, a -1 dim counted as ``TYPICAL_BATCH``, are few enough for
     the calling thread (``blas.SMALL_PRODUCT``)."""
     sx, sy = _shape(block, prod.input("X")[0]), _shape(block, prod.input("Y")[0])
     if len(sx) != 2 or len(sy) != 2:
         return False
     n = sy[0] if prod.attr("transpose_y") else sy[1]
-    return _static_size(sx) * _static_size((n,)) <= SMALL_PRODUCT
+    return static_size(sx) * static_size((n,)) <= SMALL_PRODUCT
 
 
 def _admits(block, unit: Unit, dtype: str) -> bool:
     """True when ``unit`` can run inside a region of float ``dtype``: its vars are of that dtype and small."""
     names = (*unit.ins, *unit.outs)
-    if any(block.var(n).dtype != dtype or _static_size(_shape(block, n)) > _SMALL_ARRAY for n in names):
+    if any(block.var(n).dtype != dtype or static_size(_shape(block, n)) > _SMALL_ARRAY for n in names):
         return False
     if is_gemm_update(block, unit):
         return _small_product(block, block.ops[unit.ops[0]])

@@ -40,22 +40,15 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .fusion import is_gemm_update
+from .plan_data import static_size
 
 __all__ = ["held_interrupts", "in_place_tail", "prepare_in_place", "sink_updates"]
 
-_TYPICAL_BATCH = 64
-"""What a -1 dim counts as when weighing a parameter against its product's operands."""
-
-
-def _elements(block, name: str) -> int:
-    size = 1
-    for d in block.var(name).shape:
-        size *= _TYPICAL_BATCH if d == -1 else d
-    return size
-
-
-def _outweighs(block, x: str, y: str, param: str) -> bool:
-    return _elements(block, param) > _elements(block, x) + _elements(block, y)
+def _outweighs(block, unit) -> bool:
+    """True when the fused update's parameter has more elements than its product's two operands."""
+    prod, upd = (block.ops[i] for i in unit.ops)
+    weigh = lambda name: static_size(tuple(block.var(name).shape))  # noqa: E731
+    return weigh(upd.input("Param")[0]) > weigh(prod.input("X")[0]) + weigh(prod.input("Y")[0])
 
 
 def sink_updates(block, units: Sequence) -> list:
@@ -74,7 +67,7 @@ def sink_updates(block, units: Sequence) -> list:
         movable = (is_gemm_update(block, unit)
                    and all(last_write.get(n, -1) < at for n in unit.ins if n not in unit.outs)
                    and all(last_read.get(n, -1) <= at and last_write[n] == at for n in unit.outs))
-        if movable and _outweighs(block, *unit.ins[:3]):
+        if movable and _outweighs(block, unit):
             sinking.append(unit)
         else:
             staying.append(unit)

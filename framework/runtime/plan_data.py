@@ -13,7 +13,7 @@ from .checks import OutputCheck
 from .conformance import Declared
 from .kernels import KERNELS, KernelFactory
 
-__all__ = ["PlanOptions", "Unit", "Step", "Plan"]
+__all__ = ["PlanOptions", "Unit", "Step", "Plan", "TYPICAL_BATCH", "static_size"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,3 +114,15 @@ class Plan(NamedTuple):
     in_place: tuple[Callable[..., Any], ...] = ()
     """One writer per tail step (``fusion.sgd_gemm_writer``): the last ``len(in_place)`` steps may write their
     parameter onto the scope's own array inside the commit (``in_place``)."""
+
+
+TYPICAL_BATCH = 64
+"""What a -1 dim is taken to be when a plan weighs vars by their declared sizes (regions, the in-place tail)."""
+
+
+def static_size(shape: tuple) -> int:
+    """Elements of a var of declared ``shape``, a -1 dim counted as ``TYPICAL_BATCH``."""
+    size = 1
+    for d in shape:
+        size *= TYPICAL_BATCH if d == -1 else d
+    return size

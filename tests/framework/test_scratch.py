@@ -6,7 +6,8 @@ import threading
 import numpy as np
 
 from gradgen.framework.runtime.kernels import scratch as scratch_module
-from gradgen.framework.runtime.kernels.scratch import result_array, scratch
+from gradgen.framework.runtime.kernels.scratch import scratch
+from gradgen.framework.runtime.kernels.signature import result_array
 
 
 def test_a_purpose_reuses_its_memory_and_grows_when_asked_for_more():

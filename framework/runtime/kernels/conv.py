@@ -22,7 +22,8 @@ from gradgen.program.ops.conv import transposed_size
 from .gemm_batch import gemm_batch
 from .im2col import Sweep, add_columns, add_wide_columns, columns, pad_into
 from .pooling import pool2d, pool2d_grad, pool2d_select
-from .scratch import result_array, scratch
+from .scratch import scratch
+from .signature import result_array
 
 COLUMN_BYTES = 4 << 20
 """The column matrix a conv kernel builds at once holds whole images and at most this many bytes (unless one
@@ -36,9 +37,11 @@ def _chunks(n: int, bytes_per_image: int):
     return ((lo, min(lo + step, n)) for lo in range(0, n, step))
 
 
-def _sweep(op, w_shape) -> Sweep:
+def _sweeper(op):
+    """``sweep(w_shape) -> Sweep``: the op's attrs read once, in the factory; the filter's size at each call."""
     (ph, pw) = op.attr("paddings")
-    return Sweep(w_shape[2], w_shape[3], tuple(op.attr("strides")), tuple(op.attr("dilations")), (ph, ph, pw, pw))
+    strides, dilations = tuple(op.attr("strides")), tuple(op.attr("dilations"))
+    return lambda w_shape: Sweep(w_shape[2], w_shape[3], strides, dilations, (ph, ph, pw, pw))
 
 
 def _image_columns(x: np.ndarray, sweep: Sweep, oh: int, ow: int) -> np.ndarray:
@@ -50,10 +53,10 @@ def _image_columns(x: np.ndarray, sweep: Sweep, oh: int, ow: int) -> np.ndarray:
 
 
 def conv2d(op):
-    groups = op.attr("groups")
+    groups, sweeper = op.attr("groups"), _sweeper(op)
 
     def run(x, w, *, out=None):
-        sweep = _sweep(op, w.shape)
+        sweep = sweeper(w.shape)
         (n, c, h, wd), o = x.shape, w.shape[0]
         oh, ow = sweep.out_hw(h, wd)
         result = result_array(out, (n, o, oh, ow), x.dtype)
@@ -67,10 +70,10 @@ def conv2d(op):
 
 
 def conv2d_filter_grad(op):
-    groups = op.attr("groups")
+    groups, sweeper = op.attr("groups"), _sweeper(op)
 
     def run(x, gout, w, *, out=None):
-        sweep = _sweep(op, w.shape)
+        sweep = sweeper(w.shape)
         (n, c), (o, oh, ow) = x.shape[:2], gout.shape[1:]
         result = result_array(out, w.shape, w.dtype)
         per_group = result.reshape(groups, o // groups, -1)
@@ -116,10 +119,10 @@ def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.nda
 
 
 def conv2d_input_grad(op):
-    groups = op.attr("groups")
+    groups, sweeper = op.attr("groups"), _sweeper(op)
 
     def run(w, gout, x, *, out=None):
-        return _input_grad(w, gout, x.shape, _sweep(op, w.shape), groups, x.dtype, out)
+        return _input_grad(w, gout, x.shape, sweeper(w.shape), groups, x.dtype, out)
 
     return run
 
@@ -127,14 +130,14 @@ def conv2d_input_grad(op):
 def conv2d_transpose(op):
     """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the size the
     attrs give."""
-    groups, extra = op.attr("groups"), op.attr("output_padding")
+    groups, extra, sweeper = op.attr("groups"), op.attr("output_padding"), _sweeper(op)
     strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
     def run(x, w, *, out=None):
         n, _, h, wd = x.shape
         size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
                 zip((h, wd), w.shape[2:], strides, paddings, dilations, extra)]
-        return _input_grad(w, x, (n, w.shape[1] * groups, *size), _sweep(op, w.shape), groups, x.dtype, out)
+        return _input_grad(w, x, (n, w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype, out)
 
     return run
 

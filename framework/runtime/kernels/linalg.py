@@ -16,12 +16,9 @@ import math
 import numpy as np
 
 from .. import blas
+from .signature import result_array
 
 _BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
-
-
-def _fits(out, shape: tuple, dtype) -> bool:
-    return out is not None and out.shape == shape and out.dtype == dtype and out.flags.c_contiguous
 
 
 def _gemm_product(tx: bool, ty: bool):
@@ -38,8 +35,7 @@ def _gemm_product(tx: bool, ty: bool):
             if out is not None and not (out.shape == (m, n) and out.dtype == dtype == b.dtype):
                 out = None
             return np.matmul(a, b, out=out)
-        if not _fits(out, (m, n), dtype):
-            out = np.empty((m, n), dtype)
+        out = result_array(out, (m, n), dtype)
         return blas.gemm(tx, ty, 1.0, x, y, 0.0, out)
 
     return product
@@ -88,9 +84,7 @@ def _batched_product(tx: bool, ty: bool, fallback):
         except ValueError:
             return fallback(x, y)
         shape = batch + (x.shape[-1] if tx else x.shape[-2], y.shape[-2] if ty else y.shape[-1])
-        if not _fits(out, shape, dtype):
-            out = np.empty(shape, dtype)
-        return blas.gemm_batch(tx, ty, x, y, out)
+        return blas.gemm_batch(tx, ty, x, y, result_array(out, shape, dtype))
 
     return product
 

@@ -5,9 +5,10 @@ index, the normalized dims flattened; batch norm: ``[N, C, positions]``), in a
 few whole-array numpy operations that write into at most two arrays shaped
 like X: the result and one temporary. Row dot products go through
 ``einsum``, which reads its operands without materializing their product.
-Those two arrays are kept for the next run (``Recycler``): these ops have
-several outputs, so the plan's buffers do not serve them, and a fresh large
-array costs its page faults on every run. float16 is computed in float32 and
+The result is kept for the next run (``Recycler``): these ops have several
+outputs, so the plan's buffers do not serve them, and a fresh large array
+costs its page faults on every run; the temporary, which never leaves the
+kernel, is a per-thread scratch array (``scratch``). float16 is computed in float32 and
 rounded back.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import numpy as np
 
 from gradgen.program.shapes import normalize_axis
+
+from .scratch import scratch
 
 __all__ = ["KERNELS", "Recycler"]
 
@@ -121,7 +124,7 @@ def layer_norm_grad(op):
         work = _work_dtype(x.dtype)
         shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
         rows, dys = _as(shape, x, work), _as(shape, dy, work)
-        xhat, dx = recycler.empty("xhat", shape, work), recycler.empty("dx", shape, work)
+        xhat, dx = scratch("layer_norm_grad xhat", shape, work), recycler.empty("dx", shape, work)
         _, var = _stats(rows, (1,), xhat)
         rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
@@ -187,7 +190,7 @@ def batch_norm_grad(op):
         dy = rest[-1]
         work = _work_dtype(x.dtype)
         x3, dy3 = _channels(x, work), _channels(dy, work)
-        xhat, dx = recycler.empty("xhat", x3.shape, work), recycler.empty("dx", x3.shape, work)
+        xhat, dx = scratch("batch_norm_grad xhat", x3.shape, work), recycler.empty("dx", x3.shape, work)
         if is_test:
             var = _per_channel(rest[1], work)
             np.subtract(x3, _per_channel(rest[0], work), out=xhat)

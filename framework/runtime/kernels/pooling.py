@@ -14,7 +14,7 @@ import numpy as np
 from gradgen.program.ops.conv import pool_out_size, pool_paddings
 
 from .im2col import Sweep, pad_into, tap
-from .scratch import result_array
+from .signature import result_array
 
 __all__ = ["pool2d", "pool2d_grad", "pool2d_select"]
 

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["result_array", "scratch"]
+__all__ = ["scratch"]
 
 _KEEP_BYTES = 64 << 20
 """Scratch arrays larger than this are allocated for the call and not kept: one huge image's columns should
@@ -46,11 +46,3 @@ def scratch(purpose: str, shape: Sequence[int], dtype) -> np.ndarray:
     if flat is None or flat.size < size:
         flat = arrays[(purpose, dtype)] = np.empty(size, dtype)
     return flat[:size].reshape(shape)
-
-
-def result_array(out, shape: Sequence[int], dtype) -> np.ndarray:
-    """The plan's buffer ``out`` if it is a C-contiguous array of ``shape`` and ``dtype``, else a new (empty)
-    array: what a kernel taking ``out`` writes its result into."""
-    if out is not None and out.shape == tuple(shape) and out.dtype == dtype and out.flags.c_contiguous:
-        return out
-    return np.empty(shape, dtype)

@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["KernelFactory", "SubBlock", "fits", "takes_out", "with_out"]
+__all__ = ["KernelFactory", "SubBlock", "fits", "result_array", "takes_out", "with_out"]
 
 KernelFactory = Callable[..., Callable[..., Any]]
 """``factory(op) -> fn``, or ``factory(op, blocks) -> fn`` for an op that owns sub-blocks."""
@@ -57,6 +57,14 @@ def fits(out: Any, *likes: Any) -> bool:
         if out.shape != like.shape or out.dtype != like.dtype:
             return False
     return True
+
+
+def result_array(out: Any, shape: Sequence[int], dtype) -> np.ndarray:
+    """The plan's buffer ``out`` if it is a C-contiguous array of ``shape`` and ``dtype``, else a new (empty)
+    array: what a kernel taking ``out`` writes its result into."""
+    if out is not None and out.shape == tuple(shape) and out.dtype == dtype and out.flags.c_contiguous:
+        return out
+    return np.empty(shape, dtype)
 
 
 def takes_out(fn: Callable[..., Any]) -> bool:
