@@ -71,6 +71,19 @@ class Norm:
         """``v`` (which broadcasts against X) spread to X's shape."""
         return self.g.broadcast_to(v, self.x)
 
+    def scaled(self, v, scale: str | None):
+        """``v * widen(Scale)``, or ``v`` when there is no Scale."""
+        return self.g.mul(v, self.widen(scale)) if scale else v
+
+    def output_tangent(self, scale: str | None, tx, ts, tb):
+        """Y = widen(Scale) * xhat + widen(Bias): its change when X, Scale and Bias move by ``tx``, ``ts``, ``tb``
+        (each may be None; None when none moves). The bias alone is spread over every position."""
+        g = self.g
+        moved = total(g, [tx and self.scaled(self.adj(tx), scale), ts and g.mul(self.xhat, self.widen(ts))])
+        if moved is None and tb is not None:
+            return self.like_x(self.widen(tb))
+        return total(g, [moved, tb and self.widen(tb)])
+
 
 def normalized(g: Builder, x: str, mean, var, epsilon: float, group: list[int], fixed: bool,
                widen: Callable, narrow: Callable) -> Norm:
@@ -96,7 +109,7 @@ def layer_norm_view(g: Builder, op) -> Norm:
     return normalized(g, x, *statistics(g, x, group), op.attr("epsilon"), group, False, lambda v: v, narrow)
 
 
-def _affine(op, slot: str) -> str | None:
+def affine(op, slot: str) -> str | None:
     names = op.inputs(slot)
     return names[0] if names else None
 
@@ -113,7 +126,7 @@ def _norm_grad_outputs(g: Builder, op_type: str, inputs: dict, attrs: dict, scal
 def layer_norm_grad(g, op):
     """The fused layer_norm_grad; gradients reaching the Mean and Variance outputs (rarely used) add
     ``dMean / n + dVariance * 2 (X - Mean) / n`` with ordinary ops."""
-    x, scale, bias = op.input("X"), _affine(op, "Scale"), _affine(op, "Bias")
+    x, scale, bias = op.input("X"), affine(op, "Scale"), affine(op, "Bias")
     grads = _norm_grad_outputs(g, "layer_norm_grad", {"X": x, "Scale": scale, "Y@GRAD": op.grad("Y")}, op.attrs,
                                scale, bias)
     rank = len(op.shape(x))
@@ -152,12 +165,9 @@ def batch_norm_grad(g, op):
 def second_order(norm: Norm, scale: str | None, dy: str, dx: str, a, s, b) -> dict[str, Any]:
     """Gradients of ``<a, dX> + <s, dScale> + <b, dBias>`` (each cotangent may be None) in X, Scale and dY."""
     g = norm.g
-    c = g.mul(dy, norm.widen(scale)) if scale else dy
+    c = norm.scaled(dy, scale)
     xa = a and norm.adj(a)
-    to_dy = total(g, [xa and (g.mul(xa, norm.widen(scale)) if scale else xa),
-                      s and g.mul(norm.xhat, norm.widen(s)), b and norm.widen(b)])
-    if to_dy is not None and a is None and s is None:
-        to_dy = norm.like_x(to_dy)  # the bias alone: spread over every position
+    to_dy = norm.output_tangent(scale, a, s, b)  # Y is linear in Scale, Bias and (through xhat) in adj
     to_x = total(g, [a and norm.curvature(c, dx, a), s and norm.adj(g.mul(dy, norm.widen(s)))])
     grads = {"X": to_x, "Y@GRAD": to_dy}
     if scale:
@@ -171,7 +181,7 @@ def _cotangent(op, slot: str):
 
 def _grad_of_grad(view: Callable[[Builder, Any], Norm], name: str):
     def maker(g, op):
-        scale = _affine(op, "Scale")
+        scale = affine(op, "Scale")
         grads = second_order(view(g, op), scale, op.input("Y@GRAD"), op.output("X@GRAD"), _cotangent(op, "X@GRAD"),
                              _cotangent(op, "Scale@GRAD"), _cotangent(op, "Bias@GRAD"))
         return {**grads, **{slot: None for slot in ("Mean", "Variance") if op.inputs(slot)}}
@@ -185,5 +195,5 @@ layer_norm_grad_grad = grad_maker("layer_norm_grad", emits=_ORDINARY)(
 batch_norm_grad_grad = grad_maker("batch_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(batch_norm_view, "batch_norm_grad_grad"))
 
-__all__ = ["Norm", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "layer_norm_grad",
+__all__ = ["Norm", "affine", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "layer_norm_grad",
            "batch_norm_grad", "layer_norm_grad_grad", "batch_norm_grad_grad"]

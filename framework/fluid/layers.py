@@ -9,6 +9,7 @@ metric is 0-d and ``float(acc)`` works on every numpy.
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Sequence
 
 from gradgen.program import layers as _layers
@@ -60,13 +61,6 @@ def elementwise_div(x: Variable, y: Variable, axis: int = -1, act: str | None = 
     return _elementwise(_layers.divide, x, y, axis, act, name)
 
 
-def _size(dims) -> int:
-    size = 1
-    for d in dims:
-        size *= d
-    return size
-
-
 def mul(x: Variable, y: Variable, x_num_col_dims: int = 1, y_num_col_dims: int = 1, name=None) -> Variable:
     """Paddle's ``mul``: ``x`` flattened to a matrix at ``x_num_col_dims``, ``y`` at ``y_num_col_dims``,
     multiplied; the result has ``x``'s first ``x_num_col_dims`` dims and ``y``'s dims after ``y_num_col_dims``."""
@@ -75,10 +69,10 @@ def mul(x: Variable, y: Variable, x_num_col_dims: int = 1, y_num_col_dims: int =
     if -1 in x_cols or -1 in y.shape or lead.count(-1) > 1:
         raise ProgramError(f"mul: x{list(x.shape)} may have one unknown dim, among its first {x_num_col_dims}, "
                            f"and y{list(y.shape)} none")
-    if _size(x_cols) != _size(y_rows):
-        raise ProgramError(f"mul: x{list(x.shape)} flattened at {x_num_col_dims} has {_size(x_cols)} columns but "
-                           f"y{list(y.shape)} flattened at {y_num_col_dims} has {_size(y_rows)} rows")
-    product = _layers.matmul(_layers.reshape(x, [-1, _size(x_cols)]), _layers.reshape(y, [_size(y_rows), -1]))
+    if prod(x_cols) != prod(y_rows):
+        raise ProgramError(f"mul: x{list(x.shape)} flattened at {x_num_col_dims} has {prod(x_cols)} columns but "
+                           f"y{list(y.shape)} flattened at {y_num_col_dims} has {prod(y_rows)} rows")
+    product = _layers.matmul(_layers.reshape(x, [-1, prod(x_cols)]), _layers.reshape(y, [prod(y_rows), -1]))
     return _layers.reshape(product, lead + list(y_cols), name=name)
 
 

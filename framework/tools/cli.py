@@ -208,7 +208,7 @@ def _shard_axes(items: list[str]) -> dict[str, int]:
 def _run(args, comm) -> int:
     from ..distributed import save_params_on_rank0, shard_feed
     from ..passes.prune import prune
-    from .memory import analyze_memory, memory_text, run_time_sized
+    from .memory import analyze_memory, measured_run, memory_text
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1 (got {args.steps})")
@@ -227,14 +227,12 @@ def _run(args, comm) -> int:
         # The memory report is about the whole program as written, so it turns this off.
         program = prune(program, fetch, feeds=list(feed))
     speaks = comm.rank == 0  # only rank 0 prints and writes files
-    # A loop's history is as long as the run's trip count: the first run also fetches those vars to size them.
-    sized_by_run = sorted(run_time_sized(program.global_block()) - set(fetch)) if args.memory and speaks else []
     values, measured = [], {}
     for step in _progress(args.steps, args.steps > 1 and speaks):
-        values = exe.run(program, feed=feed, fetch_list=fetch + (sized_by_run if step == 0 else []), scope=scope)
-        if step == 0:
-            measured = {n: np.shape(v) for n, v in zip(sized_by_run, values[len(fetch):])}
-            values = values[:len(fetch)]
+        if step == 0 and args.memory and speaks:  # a loop's history is as long as this run's trip count
+            values, measured = measured_run(exe, program, feed, fetch, scope)
+        else:
+            values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
     if args.memory and speaks:
         report = analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch, measured=measured)
         print(memory_text(report), end="")

@@ -24,6 +24,7 @@ import numpy as np
 from ..runtime.plan import build_plan
 from ..runtime.plan_data import PlanOptions
 from .summary import batch_size, format_bytes
+from .text_table import table_lines
 from .var_kinds import KINDS, block_kinds
 
 MADE_KINDS = ("activation", "gradient", "staged update", "temporary")
@@ -72,8 +73,18 @@ class MemoryReport:
 
 def run_time_sized(block) -> set[str]:
     """Vars of ``block`` whose leading dim is only known once a run has made them: a while loop's history
-    (one row per iteration) and its trip count's peers. Feed shapes cannot size these; a measured run can."""
+    (one row per iteration). Feed shapes cannot size these; a measured run can (``measured_run``)."""
     return {n for op in block.ops if op.type == "while" for n in op.output("History")}
+
+
+def measured_run(exe, program, feed: Mapping[str, np.ndarray], fetch_list: Sequence[str],
+                 scope) -> tuple[list, dict[str, tuple]]:
+    """One run of ``program`` that also fetches the vars only a run can size (``run_time_sized``): the fetched
+    values, and those vars' shapes for ``analyze_memory(measured=...)``."""
+    extra = sorted(run_time_sized(program.global_block()) - set(fetch_list))
+    values = exe.run(program, feed=feed, fetch_list=list(fetch_list) + extra, scope=scope)
+    n = len(fetch_list)
+    return values[:n], {name: np.shape(v) for name, v in zip(extra, values[n:])}
 
 
 def _sizer(block, feed_shapes: Mapping[str, Sequence[int]], measured: Mapping[str, Sequence[int]],
@@ -221,13 +232,6 @@ def unsized_sentence(report: MemoryReport) -> str:
             f"{', '.join(report.unsized)}" if report.unsized else "")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
-    """Rows aligned under ``header``; columns in ``right`` are right-aligned."""
-    widths = [max(len(str(r[c])) for r in (header, *rows)) for c in range(len(header))]
-    return ["  ".join(str(cell).rjust(w) if c in right else str(cell).ljust(w)
-                      for c, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in (header, *rows)]
-
-
 def memory_text(report: MemoryReport, top: int = 10) -> str:
     """The report as ``gradgen run --memory`` prints it: resting state, per-step table, the peak by kind and var."""
     resting = ", ".join(f"{k} {format_bytes(b)}" for k, b in report.resting_by_kind.items())
@@ -244,12 +248,12 @@ def memory_text(report: MemoryReport, top: int = 10) -> str:
     rows = [(f"#{i}", f"op #{k}", t, format_bytes(b), *(format_bytes(x) if x else "-" for x in ka))
             for i, (t, k, b, ka) in enumerate(zip(labels, index, report.live_after, kinds_after))]
     header = ("step", "op", "runs", "live after", *(MADE_KINDS if report.kinds_after else ()))
-    lines += _table(header, rows, {0, 1} | set(range(3, len(header))))
+    lines += table_lines(header, rows, right={0, 1} | set(range(3, len(header))))
     if report.peak_op >= 0:
         lines += ["", "peak: " + peak_sentence(report), f"largest vars alive then (of {len(report.at_peak)}):"]
         rows = [(name, report.kind.get(name, "?"), format_bytes(b), _step_ref(report, report.made_at.get(name)),
                  _keeper_text(report, name)) for name, b in report.at_peak[:top]]
-        lines += ["  " + line for line in _table(("var", "kind", "bytes", "made by", "kept alive by"), rows, {2})]
+        lines += table_lines(("var", "kind", "bytes", "made by", "kept alive by"), rows, right={2}, indent="  ")
     return "\n".join(lines) + "\n"
 
 
@@ -273,4 +277,4 @@ def _keeper_text(report: MemoryReport, name: str) -> str:
 
 
 __all__ = ["KINDS", "MADE_KINDS", "MemoryReport", "analyze_memory", "memory_text", "peak_sentence",
-           "run_time_sized", "unsized_sentence"]
+           "measured_run", "run_time_sized", "unsized_sentence"]

@@ -24,7 +24,7 @@ from ..passes.backward import gradients
 from ..passes.forward import forward_gradients
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope
-from .memory import analyze_memory, run_time_sized
+from .memory import analyze_memory, measured_run
 from .summary import batch_size, format_bytes, resolve_shape
 
 
@@ -154,8 +154,7 @@ def measure_mode(program: Program, mode: str, outputs: Sequence[str], wrt: Seque
     # measured here, so numpy's warnings about them are noise.
     with np.errstate(all="ignore"):
         # Plans and buffers are made once, not timed; this run also sizes the loop histories for the memory figure.
-        sized_by_run = sorted(run_time_sized(block) - set(fetch))
-        made = exe.run(built, feed=feed, fetch_list=list(fetch) + sized_by_run, scope=scope)[len(fetch):]
+        _, measured = measured_run(exe, built, feed, fetch, scope)
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
@@ -163,8 +162,7 @@ def measure_mode(program: Program, mode: str, outputs: Sequence[str], wrt: Seque
             times.append(time.perf_counter() - start)
     passes = _elements(program, outputs if mode == "reverse" else wrt, feed_shapes)
     return ModeReport(mode, sum(len(b.ops) for b in built.blocks) - before, estimate_flops(built, shapes),
-                      analyze_memory(built, shapes, fetch, measured={n: np.shape(v) for n, v in zip(sized_by_run, made)}
-                                     ).peak_bytes, statistics.median(times), passes)
+                      analyze_memory(built, shapes, fetch, measured=measured).peak_bytes, statistics.median(times), passes)
 
 
 def compare_modes(program: Program, outputs: Sequence[str], wrt: Sequence[str],

@@ -13,17 +13,6 @@ from .base import tangent_rule, total
 _EMITS = reverse._ORDINARY
 
 
-def _output_tangent(norm: Norm, scale: str | None, tx, ts, tb):
-    """Y = widen(Scale) * xhat + widen(Bias): its tangent (None when no input moves)."""
-    g = norm.g
-    xt = tx and norm.adj(tx)
-    moved = total(g, [xt and (g.mul(xt, norm.widen(scale)) if scale else xt),
-                      ts and g.mul(norm.xhat, norm.widen(ts))])
-    if moved is None and tb is not None:
-        return norm.like_x(norm.widen(tb))  # the bias alone: spread over every position
-    return total(g, [moved, tb and norm.widen(tb)])
-
-
 def _slot_tangent(op, slot: str):
     return op.tangent(slot) if op.inputs(slot) else None
 
@@ -35,7 +24,7 @@ def batch_norm_tangent(g, op):
     tx, ts, tb = op.tangent("X"), op.tangent("Scale"), op.tangent("Bias")
     if tx is None and ts is None and tb is None:
         return {}
-    return {"Y": _output_tangent(reverse.batch_norm_view(g, op), op.input("Scale"), tx, ts, tb)}
+    return {"Y": reverse.batch_norm_view(g, op).output_tangent(op.input("Scale"), tx, ts, tb)}
 
 
 @tangent_rule("layer_norm", emits=_EMITS)
@@ -44,9 +33,8 @@ def layer_norm_tangent(g, op):
     tx, ts, tb = op.tangent("X"), _slot_tangent(op, "Scale"), _slot_tangent(op, "Bias")
     if tx is None and ts is None and tb is None:
         return {}
-    scale = op.inputs("Scale")[0] if op.inputs("Scale") else None
     norm = reverse.layer_norm_view(g, op)
-    out = {"Y": _output_tangent(norm, scale, tx, ts, tb)}
+    out = {"Y": norm.output_tangent(reverse.affine(op, "Scale"), tx, ts, tb)}
     if tx is not None:
         out["Mean"] = g.reduce_mean(tx, norm.group)
         out["Variance"] = g.div(g.scale(g.reduce_mean(g.mul(norm.xhat, tx), norm.group), 2.0),
@@ -59,13 +47,12 @@ def _grad_op_tangent(view):
     dY adj(tX)); Bias@GRAD by narrow(tdY)."""
     def rule(g, op):
         tx, t_dy = op.tangent("X"), op.tangent("Y@GRAD")
-        scale = op.inputs("Scale")[0] if op.inputs("Scale") else None
-        ts = _slot_tangent(op, "Scale")
+        scale, ts = reverse.affine(op, "Scale"), _slot_tangent(op, "Scale")
         if tx is None and t_dy is None and ts is None:
             return {}
         norm, dy = view(g, op), op.input("Y@GRAD")
-        c = g.mul(dy, norm.widen(scale)) if scale else dy
-        moved_c = total(g, [t_dy and (g.mul(t_dy, norm.widen(scale)) if scale else t_dy),
+        c = norm.scaled(dy, scale)
+        moved_c = total(g, [t_dy and norm.scaled(t_dy, scale),
                             ts and g.mul(dy, norm.widen(ts))])
         xt = tx and norm.adj(tx)
         out = {"X@GRAD": total(g, [tx and norm.curvature(c, op.output("X@GRAD"), tx),

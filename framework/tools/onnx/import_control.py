@@ -1,11 +1,10 @@
 """ONNX importers of If and Loop nodes, and of the If that gradgen's reduce_as exports as (see ``import_table``)."""
 from __future__ import annotations
 
-from onnx import numpy_helper
-
 from gradgen.program import layers
 
 from .errors import NotImportable
+from .import_checks import tensor_value
 
 
 def _only_node(graph, op_type: str):
@@ -21,7 +20,7 @@ def reduce_as_if(ctx, target: str, axis: int) -> None:
                                                                                     "Identity")
     if summed is None or kept is None or summed.input[0] != kept.input[0] or len(summed.input) < 2:
         raise NotImportable("an If on a run-time dim other than the one a reduce_as exports as")
-    consts = {c.output[0]: numpy_helper.to_array(c.attribute[0].t)
+    consts = {c.output[0]: tensor_value(c.attribute[0].t, f"Constant '{c.output[0]}'")
               for c in ctx.subgraph("then_branch").node if c.op_type == "Constant"}
     axes = consts.get(summed.input[1], ctx.graph.lookup_const(summed.input[1]))
     keep = next((a.i for a in summed.attribute if a.name == "keepdims"), 1)

@@ -124,7 +124,7 @@ def layer_norm(ctx):
     only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
     computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
     rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5))
-    begin = axis % max(rank, 1)
+    begin = ctx.axis(axis, rank)
     normalized = tuple(ctx.shape(0)[begin:])
     inputs, after = {"X": ctx.x(0)}, []
     for k, slot, op_type in ((1, "Scale", "elementwise_mul"), (2, "Bias", "elementwise_add")):
