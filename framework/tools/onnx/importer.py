@@ -188,15 +188,7 @@ class NodeContext:
            names: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
         """Append a gradgen op; output vars are named after ``names`` or fresh; returns slot -> var names."""
         schema = OP_SCHEMAS[type]
-        outputs, taken = {}, set()
-
-        def fresh(hint: str) -> str:  # the vars are made by append_op: names picked before it must differ
-            name = self.importer.fresh(hint)
-            while name in taken:
-                name = self.importer.main.unique_name(hint)
-            taken.add(name)
-            return name
-
+        outputs, fresh = {}, self.importer.fresh
         for slot in schema.outputs:
             if names and slot.name in names:
                 outputs[slot.name] = [fresh(n) for n in names[slot.name]]
@@ -255,13 +247,19 @@ class Importer:
         self.params: dict[str, np.ndarray] = {}
         self.frozen = {k: np.asarray(v) for k, v in constants.items()}
         self.problems: list[str] = []
+        self.named: set[str] = set()
+        """Names ``fresh`` has handed out: an op's outputs are named before ``append_op`` makes their vars."""
 
     def block(self):
         return self.main.current_block()
 
     def fresh(self, hint: str) -> str:
-        hint = hint or "var"
-        return hint if not self.main.has_var_anywhere(hint) else self.main.unique_name(hint)
+        """A var name like ``hint`` that no var has and no earlier call handed out."""
+        name = hint = hint or "var"
+        while name in self.named or self.main.has_var_anywhere(name):
+            name = self.main.unique_name(hint)
+        self.named.add(name)
+        return name
 
     def parameter(self, name: str, value: np.ndarray) -> str:
         """An initializer used as data: a persistable parameter of the global block."""
