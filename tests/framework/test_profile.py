@@ -70,7 +70,9 @@ def _adds_up(profile) -> None:
         assert math.isclose(row.seconds - row.own_seconds, sum(nested), rel_tol=1e-9, abs_tol=1e-12)
 
 
-@pytest.mark.parametrize("options", [PLAIN, PlanOptions()], ids=["plain", "default"])
+# "default" with compiles waited for: in the background, which runs use a region (and so the last bit of a fused
+# sum) would depend on timing, in either executor
+@pytest.mark.parametrize("options", [PLAIN, PlanOptions(background_compile=False)], ids=["plain", "default"])
 @pytest.mark.parametrize("check_types", [False, True])
 def test_rows_cover_every_op_once_and_times_add_up_in_a_training_step(options, check_types):
     main, startup, loss, feed = _mlp()
