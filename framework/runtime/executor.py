@@ -1,4 +1,4 @@
-"""``Executor``: runs block 0 of a program on numpy, through a cached plan.
+"""``Executor``: runs block 0 of a program on a backend: numpy, through a cached plan, or a compiled one.
 
     exe = Executor()
     exe.run(startup)                                   # fills the parameters in the global scope
@@ -17,6 +17,7 @@ import threading
 import time
 import weakref
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -24,9 +25,11 @@ import numpy as np
 from gradgen.program.describe import describe_var
 from gradgen.program.guard import default_main_program
 
+from ..backends import DEFAULT_BACKEND
 from ..errors import ExecutionError, FeedError
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .checks import declared_type, finite
+from .compiled_run import CompiledRunner
 from .conformance import as_declared, conforms
 from .in_place import held_interrupts, prepare_in_place
 from .place import check_place
@@ -59,6 +62,9 @@ class Executor:
     Left as None, it is on when the environment variable ``GRADGEN_CHECK_TYPES``
     is ``1`` (``CHECK_TYPES_ENV``), as it is under the test suite.
     Both are checks a plan runs (``PlanOptions.checks``), inside sub-blocks too.
+    ``backend`` names the engine (``gradgen.framework.backends()`` lists the installed ones): ``"numpy"``, the
+    plan of numpy kernels, or a compiled one such as ``"xla"`` (``runtime/compiled_run.py``), which compiles
+    block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too).
     ``options`` says how plans are compiled (``PlanOptions``: the schedule,
     buffers, fusion, the kernel table). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is accepted for Paddle's
@@ -66,8 +72,13 @@ class Executor:
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
-                 options: PlanOptions | None = None, profile: bool = False):
+                 options: PlanOptions | None = None, profile: bool = False, backend: str = DEFAULT_BACKEND):
         self.place = check_place(place)
+        self.backend = backend
+        self._compiled = None if backend == DEFAULT_BACKEND else CompiledRunner(backend)
+        if self._compiled is not None and (check_nan_inf or check_types or options is not None):
+            raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
+                                 f"'{backend}' checks types while it compiles and has no per-op checks")
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
@@ -135,6 +146,8 @@ class Executor:
         """A run's phases, in order; ``mark(phase)`` ends each (``profile.PHASES``: a profiling executor times
         them; its steps time themselves, ``PlanOptions.profile``)."""
         with scope.run_lock:
+            if self._compiled is not None:
+                return self._compiled.run(program, feed, fetched_names, scope, mark, partial(self._built, program))
             plan = self.plan_for(program, list(feed), fetched_names)
             mark("plan")
             env = self._initial_env(plan, feed, scope)
@@ -151,6 +164,12 @@ class Executor:
             del old
         mark("fetch")
         return fetched
+
+    def _built(self, program, seconds: float) -> None:
+        """A compiled backend compiled ``program`` (a new run signature or new run-time shapes)."""
+        self.plans_built += 1
+        if self._profiler is not None:
+            self._profiler.built(program, seconds)
 
     def profile(self, program=None) -> Profile:
         """Where the runs of ``program`` (default: the default main program) spent their time, as plain data

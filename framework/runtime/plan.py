@@ -20,9 +20,9 @@ from functools import partial
 from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
-from gradgen.program.describe import describe_var, op_location
+from gradgen.program.describe import op_location
 
-from ..errors import ExecutionError, FeedError
+from ..errors import ExecutionError
 from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
@@ -34,54 +34,9 @@ from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
 from .schedule import schedule
+from .signature import commits, is_persistable as _is_persistable, sources
 
 __all__ = ["PlanOptions", "build_kernel", "build_plan"]
-
-
-def _is_persistable(block, name: str) -> bool:
-    var = block.find_var(name)
-    return var is not None and var.persistable
-
-
-def _missing_input(block, index: int, op, name: str, feeds: Sequence[str]) -> FeedError:
-    where = op_location(block, index, op.type, op.callsite)
-    fed = ", ".join(sorted(feeds)) or "nothing"
-    return FeedError(f"{where} needs input {describe_var(block, name)}, which is neither fed nor persistable "
-                     f"nor made by an earlier op (fed: {fed})")
-
-
-def _sources(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the feeds a run keeps, the persistable vars it reads from the scope), or the error saying what is missing."""
-    for name in feed_names:
-        if block.find_var(name) is None:
-            raise FeedError(f"block {block.idx}: feed '{name}' names no var of the program")
-    fed = set(feed_names)
-    produced: set[str] = set()
-    from_scope: dict[str, None] = {}
-    feeds: dict[str, None] = {}
-    for i, op in enumerate(block.ops):
-        for name in op.input_arg_names:
-            if name not in produced:
-                if name in fed:
-                    feeds[name] = None
-                elif _is_persistable(block, name):
-                    from_scope[name] = None
-                else:
-                    raise _missing_input(block, i, op, name, feed_names)
-        produced.update(op.output_arg_names)
-    for name in fetch_names:
-        if block.find_var(name) is None:
-            raise ExecutionError(f"block {block.idx}: fetch '{name}' names no var of the program")
-        if name in produced:
-            continue
-        if name in fed:
-            feeds[name] = None
-        elif _is_persistable(block, name):
-            from_scope[name] = None
-        else:
-            raise ExecutionError(f"block {block.idx}: cannot fetch {describe_var(block, name)}: no op makes it, "
-                                 "it is not fed, and it is not persistable")
-    return list(feeds), list(from_scope)
 
 
 def build_kernel(block, index: int, op, kernels: Mapping[str, KernelFactory],
@@ -133,7 +88,7 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
     op type has no kernel, or a sub-block cannot be compiled.
     """
     options = PlanOptions() if options is None else options
-    feeds, from_scope = _sources(block, feed_names, fetch_names)
+    feeds, from_scope = sources(block, feed_names, fetch_names)
     keep = set(fetch_names)
     ops = block.ops
     order = schedule(ops) if options.schedule else range(len(ops))
@@ -160,10 +115,9 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
         buffers = Buffers([None] * count, swaps, by_step)
     steps = tuple(_step(block, at, unit, fn, buffers, tuple(dying.get(at, ())), options)
                   for at, (unit, fn) in enumerate(zip(units, fns)))
-    commits = tuple(dict.fromkeys(n for op in ops for n in op.output_arg_names if _is_persistable(block, n)))
     # Only block 0 commits to a scope; a checking plan runs every step through its checks.
     tail = in_place_tail(block, units) if block.idx == 0 and options.buffers and not options.checks else 0
-    return Plan(block=block, steps=steps, feeds=tuple(feeds), from_scope=tuple(from_scope), commits=commits,
+    return Plan(block=block, steps=steps, feeds=tuple(feeds), from_scope=tuple(from_scope), commits=commits(block),
                 fetches=tuple(fetch_names), buffers=buffers,
                 declared={n: declared(block.var(n)) for n in (*feed_names, *from_scope)}, options=options,
                 subplans=subplans, head=steps[:len(steps) - tail],

@@ -1,0 +1,14 @@
+"""The xla backend: a whole block lowered to one XLA computation through jax, compiled once per run-time shapes.
+
+``Executor(backend="xla")`` runs programs here; ``problems(block)`` lists the ops it cannot run, and
+``CompiledBlock`` is one block compiled for one run signature. Needs the ``gradgen[xla]`` extra (jax).
+"""
+from __future__ import annotations
+
+from .compile import CompiledBlock, cache_dir
+from .show import lowered_text
+from .table import LOWERINGS, REFUSED, problems
+
+__all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "lowered_text", "problems"]
+
+NAME = "xla"

@@ -1,0 +1,155 @@
+"""One block compiled to XLA for one signature (feeds, scope values, fetches, commits): a pure step function
+``(feed values, scope values) -> (fetched values, committed values)``, traced once per distinct set of
+run-time shapes and dtypes and compiled ahead of time, so a -1 dim costs one compile per shape it takes, never
+one per run (``compiles`` counts them, the profile shows them).
+
+The step also returns the flags of the run-time checks its lowerings stated (``context.TraceContext.check``)
+and whether a loop outgrew its History rows; the caller raises a failed check before committing anything, and
+re-runs with more rows after an overflow (the step is pure, so a re-run is exact).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...errors import ExecutionError
+from .context import TraceContext
+from .trace import trace_block
+
+__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "x64"]
+
+INITIAL_HISTORY_ROWS = 64
+"""History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
+times as many (up to ``max_iterations`` when it has one)."""
+
+MAX_EXECUTABLES = 32
+"""Executables kept per compiled block (one per distinct run-time shapes), least recently used dropped."""
+
+_cache_lock = threading.Lock()
+_cache_ready = False
+
+
+def x64():
+    """The context every trace and call runs in: float64 and int64 stay what they are (jax's default would
+    silently make them float32 and int32)."""
+    return jax.enable_x64(True)
+
+
+def cache_dir() -> str:
+    """Where compiled executables persist between processes: ``$GRADGEN_CACHE_DIR/xla`` (default
+    ``~/.cache/gradgen/xla``), owner-only, since whoever can write it can run code in this process."""
+    root = os.environ.get("GRADGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "gradgen")
+    return os.path.join(root, "xla")
+
+
+def _use_persistent_cache() -> None:
+    """Point jax's persistent compilation cache at ``cache_dir()`` once, unless the user set one already."""
+    global _cache_ready
+    with _cache_lock:
+        if _cache_ready:
+            return
+        _cache_ready = True
+        if jax.config.jax_compilation_cache_dir:
+            return
+        path = cache_dir()
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            return  # no cache: every process compiles
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+class _Executable:
+    """One compiled shape signature: the XLA executable and what its trace found out."""
+
+    def __init__(self, compiled, ctx: TraceContext, history_of: dict[str, int], seconds: float, text: str | None):
+        self.compiled, self.ctx, self.history_of, self.seconds, self.text = compiled, ctx, history_of, seconds, text
+
+
+class CompiledBlock:
+    """``block`` compiled for one run signature; call it with the run's arrays."""
+
+    def __init__(self, block, feeds: Sequence[str], from_scope: Sequence[str], fetches: Sequence[str],
+                 commits: Sequence[str]):
+        _use_persistent_cache()
+        self.block = block
+        self.feeds, self.from_scope = tuple(feeds), tuple(from_scope)
+        self.fetches, self.commits = tuple(fetches), tuple(commits)
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        self._executables: "OrderedDict[tuple, _Executable]" = OrderedDict()
+        self._rows = INITIAL_HISTORY_ROWS
+
+    # -- tracing ---------------------------------------------------------------------------------------------
+    def _step(self, rows: int, found: list):
+        block, feeds, from_scope = self.block, self.feeds, self.from_scope
+        outs = list(self.fetches) + list(self.commits)
+
+        def step(feed_values, scope_values):
+            ctx = TraceContext(history_capacity=rows)
+            ctx.trace_block = lambda b, env, fetches: trace_block(b, env, fetches, ctx)
+            env = dict(zip(feeds, feed_values))
+            env.update(zip(from_scope, scope_values))
+            values = trace_block(block, env, outs, ctx)
+            found.append(ctx)
+            flags = jnp.stack([jnp.all(f) for f in ctx.flags]) if ctx.flags else jnp.ones((0,), bool)
+            overflow = jnp.any(jnp.stack([jnp.any(o) for o in ctx.overflow])) if ctx.overflow else jnp.zeros((), bool)
+            steps = [ctx.steps_of[n] for n in self.fetches if n in ctx.steps_of]
+            return values, flags, overflow, steps
+
+        return step
+
+    def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False
+                   ) -> _Executable:
+        """The executable for these arrays' shapes and dtypes (and the current History rows), compiled if new."""
+        key = (self._rows,) + tuple((tuple(v.shape), v.dtype.str) for v in (*feed_values, *scope_values))
+        found = self._executables.get(key)
+        if found is not None and (found.text is not None or not keep_text):
+            self._executables.move_to_end(key)
+            return found
+        start = time.perf_counter()
+        ctxs: list[TraceContext] = []
+        with x64():
+            lowered = jax.jit(self._step(self._rows, ctxs)).lower(tuple(feed_values), tuple(scope_values))
+            text = lowered.as_text(debug_info=True) if keep_text else None
+            compiled = lowered.compile()
+        ctx = ctxs[-1]
+        history_of = {n: k for k, n in enumerate(n for n in self.fetches if n in ctx.steps_of)}
+        found = _Executable(compiled, ctx, history_of, time.perf_counter() - start, text)
+        self.compiles += 1
+        self.compile_seconds += found.seconds
+        self._executables[key] = found
+        while len(self._executables) > MAX_EXECUTABLES:
+            self._executables.popitem(last=False)
+        return found
+
+    # -- running ---------------------------------------------------------------------------------------------
+    def __call__(self, feed_values: Sequence[Any], scope_values: Sequence[Any]) -> tuple[list, list]:
+        """(fetched values, committed values) of one run, or the ExecutionError of its first failed check."""
+        while True:
+            exe = self.executable(feed_values, scope_values)
+            with x64():
+                values, flags, overflow, steps = exe.compiled(tuple(feed_values), tuple(scope_values))
+            if bool(overflow):  # a loop ran past its History rows (and below any max_iterations): more rows
+                self._rows *= 4
+                continue
+            break
+        failed = np.flatnonzero(~np.asarray(flags))
+        if failed.size:
+            check = exe.ctx.checks[int(failed[0])]
+            raise ExecutionError(f"{check.where}: {check.message}")
+        n = len(self.fetches)
+        fetched = list(values[:n])
+        for name, k in exe.history_of.items():  # a fetched History holds its loop's rows only
+            at = self.fetches.index(name)
+            fetched[at] = fetched[at][:int(steps[k])]
+        return fetched, list(values[n:])

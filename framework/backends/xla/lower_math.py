@@ -1,0 +1,335 @@
+"""Lowerings of the elementwise, activation, comparison, logical, reduction and creation ops: ``jax.numpy``
+one-liners that compute what the numpy kernels compute (``runtime/kernels/``), in the same dtypes.
+
+Random ops have no inputs and a fixed seed: every run draws the same numbers, so they are constants, made
+with the numpy kernel (PCG64) while tracing: the same values as the numpy backend, bit for bit.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import erf as jax_erf
+
+from ...runtime.kernels import KERNELS as NUMPY_KERNELS
+
+__all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype", "sum_to_shape"]
+
+
+def in_dtype(op, slot: str = "X", k: int = 0) -> np.dtype:
+    return np.dtype(op.block.var(op.input(slot)[k]).dtype)
+
+
+def out_dtype(op, slot: str = "Out", k: int = 0) -> np.dtype:
+    return np.dtype(op.block.var(op.output(slot)[k]).dtype)
+
+
+def axes_of(op, rank: int):
+    """The reduction's axes (None: all), as the numpy kernels read ``dim`` and ``reduce_all``."""
+    dim = op.attr("dim")
+    if op.attr("reduce_all") or not dim:
+        return None
+    return tuple(d % rank for d in dim)
+
+
+def _fixed(fn):
+    return lambda op, ctx: fn
+
+
+def _typed(fn):
+    """``fn(x)`` cast back to X's dtype (what the numpy kernels' ``astype(x.dtype)`` do)."""
+    def factory(op, ctx):
+        dtype = out_dtype(op)
+        return lambda *xs: fn(*xs).astype(dtype)
+
+    return factory
+
+
+def _erf(x):
+    return jax_erf(x)
+
+
+def _gelu(x):
+    return (x * 0.5 * (1.0 + jax_erf(x * (1.0 / math.sqrt(2.0))))).astype(x.dtype)
+
+
+def _gelu_grad(x, dout):
+    """dout * (Phi(x) + x * phi(x)): the exact gelu's derivative."""
+    cdf = 0.5 * (1.0 + jax_erf(x * (1.0 / math.sqrt(2.0))))
+    pdf = jnp.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+    return (dout * (cdf + x * pdf)).astype(dout.dtype)
+
+
+def _leaky_relu(op, ctx):
+    alpha = op.attr("alpha")
+    return lambda x: jnp.where(x > 0, x, x * alpha).astype(x.dtype)
+
+
+def _elu(op, ctx):
+    alpha = op.attr("alpha")
+    return lambda x: jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0))).astype(x.dtype)
+
+
+def _scale(op, ctx):
+    s, b = op.attr("scale"), op.attr("bias")
+    dtype = in_dtype(op)
+    if dtype.kind != "f":  # whole numbers in X's integer dtype, wrapping on overflow as numpy does
+        si, bi = dtype.type(int(s)), dtype.type(int(b))
+        return lambda x: (x * si + bi).astype(dtype)
+    return lambda x: (x * s + b).astype(dtype) if b != 0.0 else (x * s).astype(dtype)
+
+
+def _clip(op, ctx):
+    lo, hi = op.attr("min"), op.attr("max")
+    return lambda x: jnp.clip(x, lo, hi).astype(x.dtype)
+
+
+def _pow(op, ctx):
+    factor = op.attr("factor")
+    dtype = out_dtype(op)
+    return lambda x: jnp.power(x, factor).astype(dtype)
+
+
+def _relu_grad(y, dout):
+    return (dout * (y > 0)).astype(dout.dtype)
+
+
+def _tanh_grad(y, dout):
+    return ((1.0 - y * y) * dout).astype(dout.dtype)
+
+
+def _sigmoid_grad(y, dout):
+    return ((1.0 - y) * y * dout).astype(dout.dtype)
+
+
+def _leaky_relu_grad(op, ctx):
+    alpha = op.attr("alpha")
+    return lambda x, dout: jnp.where(x > 0, dout, dout * alpha).astype(dout.dtype)
+
+
+def _clip_grad(op, ctx):
+    lo, hi = op.attr("min"), op.attr("max")
+    return lambda x, dout: jnp.where((x > lo) & (x < hi), dout, 0).astype(dout.dtype)
+
+
+def _elu_grad(op, ctx):
+    alpha = op.attr("alpha")
+    return lambda x, dout: jnp.where(x > 0, dout, dout * (alpha * jnp.exp(jnp.minimum(x, 0)))).astype(dout.dtype)
+
+
+def _binary(fn):
+    """An elementwise op of two inputs, in the dtype the schema declared (numpy's promotion)."""
+    def factory(op, ctx):
+        dtype = out_dtype(op)
+        return lambda x, y: fn(x, y).astype(dtype)
+
+    return factory
+
+
+def _reducer(fn, accumulates: bool = False):
+    def factory(op, ctx):
+        rank = len(op.block.var(op.input("X")[0]).shape)
+        axis, keep, dtype = axes_of(op, rank), op.attr("keep_dim"), out_dtype(op)
+        if accumulates:
+            return lambda x: fn(x, axis=axis, keepdims=keep, dtype=dtype)
+        return lambda x: fn(x, axis=axis, keepdims=keep).astype(dtype)
+
+    return factory
+
+
+def _reduce_extreme(fn):
+    """max/min: numpy raises on an empty reduction; so does the trace (a zero-size axis is static here)."""
+    def factory(op, ctx):
+        rank = len(op.block.var(op.input("X")[0]).shape)
+        axis, keep = axes_of(op, rank), op.attr("keep_dim")
+
+        def run(x):
+            reduced = range(x.ndim) if axis is None else axis
+            if any(x.shape[a] == 0 for a in reduced):
+                raise ValueError(f"zero-size array to reduction operation {fn.__name__} which has no identity")
+            return fn(x, axis=axis, keepdims=keep)
+
+        return run
+
+    return factory
+
+
+def _mean_all(x, axis=None, keepdims=False, dtype=None):
+    return jnp.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
+def _logsumexp(op, ctx):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis, keep = axes_of(op, rank), op.attr("keep_dim")
+
+    def run(x):
+        top = jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)
+        top = jnp.where(jnp.isfinite(top), top, 0.0).astype(x.dtype)
+        out = jnp.log(jnp.sum(jnp.exp(x - top), axis=axis, keepdims=True)) + top
+        return (out if keep else jnp.squeeze(out, axis=axis)).astype(x.dtype)
+
+    return run
+
+
+def _prod_others(op, ctx):
+    """The product of every other element of each reduced slice, by exclusive running products from both ends
+    (no division: zeros are exact), as the numpy kernel."""
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axes = axes_of(op, rank)
+    axes = list(range(rank)) if axes is None else sorted(axes)
+    kept = [a for a in range(rank) if a not in axes]
+    back = tuple(int(i) for i in np.argsort(kept + axes))
+
+    def exclusive(flat):
+        ones = jnp.ones(flat.shape[:-1] + (1,), flat.dtype)
+        return jnp.cumprod(jnp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=flat.dtype)
+
+    def run(x):
+        moved = jnp.transpose(x, kept + axes)
+        size = math.prod(x.shape[a] for a in axes)
+        if size == 0:
+            return jnp.zeros_like(x)
+        flat = moved.reshape(moved.shape[:len(kept)] + (size,))
+        others = exclusive(flat) * jnp.flip(exclusive(jnp.flip(flat, -1)), -1)
+        return jnp.transpose(others.reshape(moved.shape), back)
+
+    return run
+
+
+def _mean(op, ctx):
+    dtype = out_dtype(op)
+    return lambda x: jnp.mean(x, dtype=dtype)
+
+
+def _reduce_mean_grad(op, ctx):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis, keep = axes_of(op, rank), op.attr("keep_dim")
+    axes = tuple(range(rank)) if axis is None else axis
+
+    def run(x, dout):
+        count = max(math.prod(x.shape[a] for a in axes), 1)
+        g = dout if keep else jnp.expand_dims(dout, axes)
+        return jnp.broadcast_to(g / count, x.shape).astype(dout.dtype)
+
+    return run
+
+
+def _fill_constant(op, ctx):
+    shape, dtype, value = tuple(op.attr("shape")), op.attr("dtype"), op.attr("value")
+    return lambda: jnp.full(shape, value, dtype=dtype)
+
+
+def _like_dtype(op):
+    return op.attr("dtype") or op.block.var(op.input("X")[0]).dtype
+
+
+def _fill_any_like(op, ctx):
+    value, dtype = op.attr("value"), _like_dtype(op)
+    return lambda x: jnp.full(x.shape, value, dtype=dtype)
+
+
+def _fill_zeros_like(op, ctx):
+    dtype = _like_dtype(op)
+    return lambda x: jnp.zeros(x.shape, dtype=dtype)
+
+
+def _constant_of_numpy_kernel(op, ctx):
+    """An op without inputs whose every run gives the same array (seeded random draws): that array, made by the
+    numpy kernel while tracing."""
+    value = np.asarray(NUMPY_KERNELS[op.type](op)())
+    return lambda: jnp.asarray(value)
+
+
+def _cast(op, ctx):
+    dtype = np.dtype(op.attr("out_dtype"))
+    return lambda x: x.astype(dtype)
+
+
+def _increment(op, ctx):
+    step, dtype = op.attr("step"), out_dtype(op)
+    return lambda x: (x + step).astype(dtype)
+
+
+def _sum(op, ctx):
+    dtype = out_dtype(op)
+
+    def run(*xs):
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return jnp.asarray(total).astype(dtype)
+
+    return run
+
+
+def _matmul(op, ctx):
+    """numpy's matmul with the op's transposes (a 1-D operand is never transposed), in full precision."""
+    tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
+    dtype = out_dtype(op)
+
+    def run(x, y):
+        a = jnp.swapaxes(x, -1, -2) if tx and x.ndim > 1 else x
+        b = jnp.swapaxes(y, -1, -2) if ty and y.ndim > 1 else y
+        return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST).astype(dtype)
+
+    return run
+
+
+def sum_to_shape(x, shape: tuple):
+    """``x`` summed over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's
+    dtype, as ``runtime/kernels/manipulation.sum_to_shape``."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    if lead:
+        x = x.sum(axis=tuple(range(lead)), dtype=x.dtype)
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
+    if axes:
+        x = x.sum(axis=axes, keepdims=True, dtype=x.dtype)
+    return x
+
+
+def _reduce_as(op, ctx):
+    return lambda x, target: sum_to_shape(x, target.shape)
+
+
+def _logical_not(op, ctx):
+    return lambda x: jnp.logical_not(x)
+
+
+def _sign(x):
+    return jnp.sign(x).astype(x.dtype)
+
+
+LOWERINGS = {
+    "elementwise_add": _binary(jnp.add), "elementwise_sub": _binary(jnp.subtract),
+    "elementwise_mul": _binary(jnp.multiply), "elementwise_div": _binary(jnp.true_divide),
+    "elementwise_pow": _binary(jnp.power), "elementwise_max": _binary(jnp.maximum),
+    "elementwise_min": _binary(jnp.minimum),
+    "equal": _binary(jnp.equal), "not_equal": _binary(jnp.not_equal), "less_than": _binary(jnp.less),
+    "less_equal": _binary(jnp.less_equal), "greater_than": _binary(jnp.greater),
+    "greater_equal": _binary(jnp.greater_equal),
+    "logical_and": _binary(jnp.logical_and), "logical_or": _binary(jnp.logical_or),
+    "logical_xor": _binary(jnp.logical_xor), "logical_not": _logical_not,
+    "relu": _fixed(lambda x: jnp.maximum(x, 0).astype(x.dtype)), "sigmoid": _fixed(jax.nn.sigmoid),
+    "tanh": _fixed(jnp.tanh), "exp": _fixed(jnp.exp), "log": _fixed(jnp.log), "sqrt": _fixed(jnp.sqrt),
+    "square": _fixed(jnp.square), "abs": _fixed(jnp.abs), "sin": _fixed(jnp.sin), "cos": _fixed(jnp.cos),
+    "gelu": _fixed(_gelu), "softplus": _typed(lambda x: jnp.logaddexp(x, jnp.zeros((), x.dtype))),
+    "reciprocal": _typed(jnp.reciprocal), "sign": _fixed(_sign), "erf": _fixed(_erf),
+    "silu": _typed(lambda x: x * jax.nn.sigmoid(x)),
+    "leaky_relu": _leaky_relu, "elu": _elu, "scale": _scale, "clip": _clip, "pow": _pow,
+    "relu_grad": _fixed(_relu_grad), "tanh_grad": _fixed(_tanh_grad), "sigmoid_grad": _fixed(_sigmoid_grad),
+    "gelu_grad": _fixed(_gelu_grad), "leaky_relu_grad": _leaky_relu_grad, "clip_grad": _clip_grad,
+    "elu_grad": _elu_grad,
+    "reduce_sum": _reducer(jnp.sum, accumulates=True), "reduce_mean": _reducer(_mean_all, accumulates=True),
+    "reduce_max": _reduce_extreme(jnp.max), "reduce_min": _reduce_extreme(jnp.min),
+    "reduce_prod": _reducer(jnp.prod), "logsumexp": _logsumexp, "prod_others": _prod_others, "mean": _mean,
+    "reduce_mean_grad": _reduce_mean_grad, "sum": _sum,
+    "fill_constant": _fill_constant, "fill_any_like": _fill_any_like, "fill_zeros_like": _fill_zeros_like,
+    "uniform_random": _constant_of_numpy_kernel, "gaussian_random": _constant_of_numpy_kernel,
+    "assign": _fixed(lambda x: x), "cast": _cast, "increment": _increment,
+    "matmul": _matmul, "reduce_as": _reduce_as,
+}

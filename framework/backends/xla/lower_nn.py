@@ -1,0 +1,4 @@
+"""(being written)"""
+from __future__ import annotations
+
+LOWERINGS: dict = {}

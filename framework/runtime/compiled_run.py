@@ -1,0 +1,117 @@
+"""Runs on a compiled backend (``Executor(backend="xla")``): what the executor does around a compiled step.
+
+The executor's part is the same as for the numpy plan: feeds and scope values checked against their declared
+types (``conformance``), the run's names (``signature``), an all-or-nothing commit after a successful run
+(``in_place.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
+one pure function per block and run signature (``backends/<name>/compile.py``).
+
+Values the step committed stay on the backend between runs: the scope holds a numpy view of each, and the next
+run passes the backend's own array instead of copying the view back (``_Resident``), unless someone stored
+another array under that name in the meantime.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from gradgen.program.describe import describe_var
+
+from ..backends import load_backend
+from ..errors import ExecutionError, FeedError
+from .conformance import as_declared, conforms, declared
+from .in_place import held_interrupts
+from .scope import Scope
+from .signature import run_signature
+
+__all__ = ["CompiledRunner"]
+
+
+class _Entry:
+    """One block compiled for one run signature, with its names' declared types."""
+
+    def __init__(self, compiled, block, names: Sequence[str]):
+        self.compiled = compiled
+        self.declared = {n: declared(block.var(n)) for n in names}
+
+
+class CompiledRunner:
+    """One executor's runs on backend ``name``: compiled blocks cached per program version, feed and fetch names;
+    committed values kept resident per scope."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.backend = load_backend(name)
+        self._compiled: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._resident: "weakref.WeakKeyDictionary[Scope, dict]" = weakref.WeakKeyDictionary()
+
+    def compiled_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> _Entry:
+        """The cached compiled block of ``program``'s block 0 for these names; refused whole, naming every op the
+        backend cannot run, before anything runs."""
+        per_program = self._compiled.get(program)
+        if per_program is None or per_program.get("version") != program.version:
+            per_program = {"version": program.version}
+            self._compiled[program] = per_program
+        key = (tuple(sorted(feed_names)), tuple(fetch_names))
+        entry = per_program.get(key)
+        if entry is None:
+            block = program.global_block()
+            sig = run_signature(block, key[0], key[1])
+            found = self.backend.problems(block)
+            if found:
+                raise ExecutionError(f"the {self.name} backend cannot run this program ({len(found)} op"
+                                     f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
+            compiled = self.backend.CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits)
+            entry = _Entry(compiled, block, (*feed_names, *sig.from_scope))
+            per_program[key] = entry
+        return entry
+
+    def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope,
+            mark: Callable[[str], None], built: Callable[[float], None]) -> list:
+        """One run: the fetched arrays; the scope gets the committed values only if the whole run succeeds.
+        ``built(seconds)`` is told of every compile (``mark``: the profile's phases)."""
+        entry = self.compiled_for(program, list(feed), fetch_names)
+        compiled, block = entry.compiled, program.global_block()
+        mark("plan")
+        feed_values = []
+        for name in feed:  # every feed is checked, even one no op reads
+            value = feed[name]
+            if not conforms(value, entry.declared[name]):
+                value = as_declared(block, name, value, "feed", FeedError)
+            if name in compiled.feeds:
+                feed_values.append((name, value))
+        feed_values = [v for _, v in sorted(feed_values, key=lambda nv: compiled.feeds.index(nv[0]))]
+        resident = self._resident.setdefault(scope, {})
+        scope_values = [self._scope_value(block, scope, resident, name, entry.declared[name])
+                        for name in compiled.from_scope]
+        mark("feeds")
+        before, seconds = compiled.compiles, compiled.compile_seconds
+        fetched, committed = compiled(feed_values, scope_values)
+        if compiled.compiles != before:
+            built(compiled.compile_seconds - seconds)
+        mark("loop")
+        new, kept = {}, {}
+        for name, value in zip(compiled.commits, committed):
+            if name in feed:  # a feed overrides the scope for this run only
+                continue
+            view = np.asarray(value)
+            new[name], kept[name] = view, (view, value)
+        with held_interrupts():
+            scope.update(new)
+            resident.update(kept)
+        mark("commit")
+        out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
+        mark("fetch")
+        return out
+
+    @staticmethod
+    def _scope_value(block, scope: Scope, resident: dict, name: str, want) -> Any:
+        if name not in scope:
+            raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
+                                 "scope (run the startup program first, or scope.set it)")
+        value = scope[name]
+        kept = resident.get(name)
+        if kept is not None and kept[0] is value:  # still the view of what the backend committed: pass its array
+            return kept[1]
+        return value if conforms(value, want) else as_declared(block, name, value, "scope value", ExecutionError)

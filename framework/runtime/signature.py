@@ -1,0 +1,82 @@
+"""What a run of a block reads and writes, worked out before anything runs (every backend's plan starts here):
+the feeds it keeps, the persistable vars it reads from the scope, what it fetches and what it commits.
+
+A run reads a var from outside when an op reads it before any op makes it: a feed if it is fed, else the
+scope's value if it is persistable, else the run cannot happen and ``sources`` says which op needs what.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from gradgen.program.describe import describe_var, op_location
+
+from ..errors import ExecutionError, FeedError
+
+__all__ = ["RunSignature", "is_persistable", "run_signature", "sources"]
+
+
+class RunSignature(NamedTuple):
+    """A run's names: kept feeds, persistable vars read from the scope, fetches, persistable vars written."""
+
+    feeds: tuple[str, ...]
+    from_scope: tuple[str, ...]
+    fetches: tuple[str, ...]
+    commits: tuple[str, ...]
+
+
+def is_persistable(block, name: str) -> bool:
+    var = block.find_var(name)
+    return var is not None and var.persistable
+
+
+def missing_input(block, index: int, op, name: str, feeds: Sequence[str]) -> FeedError:
+    where = op_location(block, index, op.type, op.callsite)
+    fed = ", ".join(sorted(feeds)) or "nothing"
+    return FeedError(f"{where} needs input {describe_var(block, name)}, which is neither fed nor persistable "
+                     f"nor made by an earlier op (fed: {fed})")
+
+
+def sources(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the feeds a run keeps, the persistable vars it reads from the scope), or the error saying what is missing."""
+    for name in feed_names:
+        if block.find_var(name) is None:
+            raise FeedError(f"block {block.idx}: feed '{name}' names no var of the program")
+    fed = set(feed_names)
+    produced: set[str] = set()
+    from_scope: dict[str, None] = {}
+    feeds: dict[str, None] = {}
+    for i, op in enumerate(block.ops):
+        for name in op.input_arg_names:
+            if name not in produced:
+                if name in fed:
+                    feeds[name] = None
+                elif is_persistable(block, name):
+                    from_scope[name] = None
+                else:
+                    raise missing_input(block, i, op, name, feed_names)
+        produced.update(op.output_arg_names)
+    for name in fetch_names:
+        if block.find_var(name) is None:
+            raise ExecutionError(f"block {block.idx}: fetch '{name}' names no var of the program")
+        if name in produced:
+            continue
+        if name in fed:
+            feeds[name] = None
+        elif is_persistable(block, name):
+            from_scope[name] = None
+        else:
+            raise ExecutionError(f"block {block.idx}: cannot fetch {describe_var(block, name)}: no op makes it, "
+                                 "it is not fed, and it is not persistable")
+    return list(feeds), list(from_scope)
+
+
+def commits(block) -> tuple[str, ...]:
+    """The persistable vars block's ops write: what a successful run commits to the scope."""
+    return tuple(dict.fromkeys(n for op in block.ops for n in op.output_arg_names if is_persistable(block, n)))
+
+
+def run_signature(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> RunSignature:
+    """The names of a run of ``block`` fed ``feed_names`` and fetching ``fetch_names``, or the FeedError or
+    ExecutionError saying what cannot come from anywhere."""
+    feeds, from_scope = sources(block, feed_names, fetch_names)
+    return RunSignature(tuple(feeds), tuple(from_scope), tuple(fetch_names), commits(block))

@@ -1,0 +1,40 @@
+"""Every kernel test case (``tests/framework/op_cases.py``, ``tests/onnx/extra_cases.py``) run on the xla backend
+and on numpy: same dtypes, same shapes, values to float64 1e-12 / float32 1e-5, the same refusals."""
+from __future__ import annotations
+
+import pytest
+
+from gradgen.program import OP_SCHEMAS
+from tests.backends.xla_harness import assert_same, need_jax, run_both
+from tests.framework.op_cases import ALL_CASES
+from tests.framework.op_harness import Case, one_op_program
+from tests.onnx.extra_cases import EXTRA_CASES
+
+CASES = ALL_CASES + EXTRA_CASES
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_xla_matches_numpy(case: Case):
+    need_jax()
+    main, op, feed = one_op_program(case)
+    fetch = [n for names in op.outputs.values() for n in names]
+    want, got = run_both(main, feed, fetch)
+    assert_same(want, got, fetch, case.id)
+
+
+PROGRAM_TESTED = {"cond", "while", "call", "custom_gradient"}
+"""Op types tested as whole programs (``test_xla_programs.py``) instead of one-op cases."""
+
+
+def test_every_op_type_has_a_lowering_or_a_reason():
+    need_jax()
+    from gradgen.framework.backends.xla import LOWERINGS, REFUSED
+
+    assert sorted(set(OP_SCHEMAS) - set(LOWERINGS) - set(REFUSED)) == []
+    assert not set(LOWERINGS) & set(REFUSED)
+    assert all(len(reason) > 20 for reason in REFUSED.values())
+
+
+def test_every_lowered_op_type_has_a_case_or_a_program_test():
+    covered = {c.op for c in CASES} | PROGRAM_TESTED
+    assert sorted(set(OP_SCHEMAS) - covered) == []
