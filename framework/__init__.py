@@ -26,6 +26,7 @@ _PUBLIC = {
     "register_op": ".user_ops",
     "unregister_op": ".user_ops",
     "Executor": ".runtime.executor",
+    "backends": ".backend",
     "CPUPlace": ".runtime.place",
     "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",

@@ -18,7 +18,7 @@ import numpy as np
 
 from gradgen.program.describe import describe_var
 
-from ..backends import load_backend
+from ..backend import load_backend
 from ..errors import ExecutionError, FeedError
 from .conformance import as_declared, conforms, declared
 from .in_place import held_interrupts

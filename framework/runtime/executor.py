@@ -25,7 +25,7 @@ import numpy as np
 from gradgen.program.describe import describe_var
 from gradgen.program.guard import default_main_program
 
-from ..backends import DEFAULT_BACKEND
+from ..backend import DEFAULT_BACKEND
 from ..errors import ExecutionError, FeedError
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .checks import declared_type, finite

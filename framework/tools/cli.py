@@ -84,7 +84,7 @@ def cmd_example(args) -> int:
         ex.make_optimizer().minimize(ex.loss)
     print("## after append_backward and the optimizer (generated ops name the forward op they came from)\n")
     print(ex.main)
-    exe, scope = Executor(profile=args.profile), Scope()
+    exe, scope = Executor(profile=args.profile, backend=args.backend), Scope()
     exe.run(ex.startup, scope=scope)
     steps = ex.steps if args.steps is None else args.steps
     first = last = None
@@ -113,6 +113,8 @@ def cmd_example(args) -> int:
 
 def cmd_show(args) -> int:
     program = _load(args.program)
+    if args.backend != "numpy":
+        return _show_lowered(program, args)
     if args.plan:
         return _show_plan(program, args)
     if args.block is None:
@@ -175,7 +177,7 @@ def _prepare(args):
     from ..io import load_params
 
     program = _load(args.program)
-    exe, scope = Executor(profile=getattr(args, "profile", False)), Scope()
+    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
     if args.params:
@@ -183,6 +185,21 @@ def _prepare(args):
             raise CliError(f"no such parameter file: {args.params}")
         load_params(args.params, program, scope, strict=False)
     return program, exe, scope
+
+
+def _show_lowered(program, args) -> int:
+    """The program as the compiled backend lowers it: every instruction located at the gradgen op it came from."""
+    from ..backend import load_backend
+    from .plan_listing import default_feeds
+
+    backend = load_backend(args.backend)
+    block = program.global_block()
+    found = backend.problems(block)
+    if found:
+        raise CliError(f"the {args.backend} backend cannot run this program:\n  " + "\n  ".join(found))
+    feeds = parse_names(args.feed) if args.feed else list(default_feeds(block))
+    print(backend.lowered_text(program, feeds, parse_names(args.fetch) if args.fetch else ()), end="")
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -434,6 +451,13 @@ def cmd_modes(args) -> int:
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
+def _backend_option(p, help: str | None = None) -> None:
+    from ..backend import BACKENDS, DEFAULT_BACKEND
+
+    p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT_BACKEND,
+                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla])")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gradgen", description="A static graph compiler with separate "
                                      "gradient-op generation: build, differentiate, inspect and run programs.")
@@ -450,12 +474,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--profile", action="store_true", help="after training, print where a step's time went")
+    _backend_option(p)
     p.set_defaults(run=cmd_example)
 
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
     p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused groups with their ops")
+    _backend_option(p, "with a compiled backend: print the lowered program (StableHLO), each instruction located "
+                       "at the gradgen op it came from (-1 dims as 1)")
     p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
     p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
     p.add_argument("--fuse-elementwise", action="store_true",
@@ -483,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_options(p)
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
+    _backend_option(p)
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
                    "name cannot hold, such as '/', %%-escaped)")

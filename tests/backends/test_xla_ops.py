@@ -28,7 +28,7 @@ PROGRAM_TESTED = {"cond", "while", "call", "custom_gradient"}
 
 def test_every_op_type_has_a_lowering_or_a_reason():
     need_jax()
-    from gradgen.framework.backends.xla import LOWERINGS, REFUSED
+    from gradgen.framework.backend.xla import LOWERINGS, REFUSED
 
     assert sorted(set(OP_SCHEMAS) - set(LOWERINGS) - set(REFUSED)) == []
     assert not set(LOWERINGS) & set(REFUSED)

@@ -1,4 +1,4 @@
-"""The engines that can run a program, by name: ``Executor(backend=NAME)``.
+"""The engines that can run a program, by name: ``Executor(backend=NAME)``; one folder per compiled backend.
 
 ``numpy`` is the interpreter of numpy kernels in ``runtime/`` (always there). ``xla`` lowers a whole block to
 one XLA computation through jax (the ``gradgen[xla]`` extra). A backend's module is imported on first use, so
