@@ -52,5 +52,3 @@ def assert_same(want, got, names, what: str = "") -> None:
         scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0.0)))
         np.testing.assert_allclose(g[finite], w[finite], rtol=tol, atol=tol * scale, err_msg=f"{what} {name}")
 
-
-pytest.register_assert_rewrite(__name__)

@@ -1,0 +1,153 @@
+"""What the executor promises on the xla backend as on numpy: refusals up front, one compile per run-time shape,
+all-or-nothing commits, declared dtypes, the caller's own arrays, the scope as the source of truth."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import ExecutionError, Executor, FeedError, Scope, backends, optimizer
+from gradgen.program import Program, layers, program_guard
+from tests.backends.xla_harness import need_jax
+
+
+def _regression(dtype: str = "float64"):
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3], dtype)
+        y = layers.data("y", [-1, 1], dtype)
+        w = layers.create_parameter([3, 1], dtype, name="w")
+        loss = layers.reduce_mean(layers.square(layers.matmul(x, w) - y))
+        optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+def _feed(n: int, dtype: str = "float64", seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((n, 3)).astype(dtype), "y": rng.standard_normal((n, 1)).astype(dtype)}
+
+
+def test_backends_lists_what_is_installed():
+    names = backends()
+    assert names[0] == "numpy"
+    try:
+        import jax  # noqa: F401
+        assert "xla" in names
+    except ModuleNotFoundError:
+        assert "xla" not in names
+
+
+def test_an_unknown_backend_is_an_error_naming_the_known_ones():
+    with pytest.raises(ExecutionError, match="unknown backend 'tpu'.*numpy, xla"):
+        Executor(backend="tpu")
+
+
+def test_numpy_only_settings_are_refused_on_a_compiled_backend():
+    need_jax()
+    with pytest.raises(ExecutionError, match="check_nan_inf"):
+        Executor(backend="xla", check_nan_inf=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_training_matches_numpy_and_keeps_the_declared_dtype(dtype):
+    need_jax()
+    main, startup, loss = _regression(dtype)
+    losses, params = {}, {}
+    for backend in ("numpy", "xla"):
+        exe, scope = Executor(backend=backend), Scope()
+        exe.run(startup, scope=scope)
+        losses[backend] = [exe.run(main, feed=_feed(8, dtype, s), fetch_list=[loss], scope=scope)[0] for s in range(5)]
+        params[backend] = scope["w"]
+        assert scope["w"].dtype == np.dtype(dtype) and losses[backend][0].dtype == np.dtype(dtype)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(losses["xla"], losses["numpy"], rtol=tol)
+    np.testing.assert_allclose(params["xla"], params["numpy"], rtol=tol)
+
+
+def test_a_minus_one_dim_compiles_once_per_shape():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    built = exe.plans_built
+    for n in (4, 4, 6, 4, 6, 6):
+        exe.run(main, feed=_feed(n), fetch_list=[loss], scope=scope)
+    assert exe.plans_built - built == 2
+
+
+def test_fetched_arrays_are_the_callers_own():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    (got, w) = exe.run(main, feed=_feed(4), fetch_list=[loss, "w"], scope=scope)
+    w[...] = 7.0  # writeable, and not the scope's
+    assert not np.any(scope["w"] == 7.0)
+
+
+def test_a_value_stored_in_the_scope_is_what_the_next_run_reads():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    scope.set("w", np.zeros((3, 1)))
+    feed = _feed(4)
+    (got,) = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    np.testing.assert_allclose(got, np.mean(feed["y"] ** 2), rtol=1e-12)
+
+
+def test_a_fed_persistable_is_not_committed():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    before = scope["w"].copy()
+    exe.run(main, feed={**_feed(4), "w": np.ones((3, 1))}, fetch_list=[loss], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
+
+
+def test_a_failed_run_commits_nothing():
+    """An id out of range (which XLA would clamp) fails the run, after the update was computed: nothing lands."""
+    need_jax()
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3], "float64")
+        ids = layers.data("ids", [-1], "int64")
+        w = layers.create_parameter([3, 1], "float64", name="w")
+        loss = layers.reduce_mean(layers.gather(layers.matmul(x, w), ids))
+        optimizer.SGD(0.1).minimize(loss)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    x = np.ones((4, 3))
+    exe.run(main, feed={"x": x, "ids": np.array([0, 3])}, fetch_list=[loss], scope=scope)
+    before = scope["w"].copy()
+    with pytest.raises(ExecutionError, match="gather"):
+        exe.run(main, feed={"x": x, "ids": np.array([0, 9])}, fetch_list=[loss], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
+
+
+def test_a_bad_feed_is_a_feed_error():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    with pytest.raises(FeedError):
+        exe.run(main, feed={"x": np.zeros((4, 2)), "y": np.zeros((4, 1))}, fetch_list=[loss], scope=scope)
+
+
+def test_ops_without_a_lowering_are_refused_before_anything_runs_all_named():
+    need_jax()
+    from gradgen.framework.backend.xla import table
+
+    main, startup, loss = _regression()
+    missing = {"matmul": table.LOWERINGS["matmul"], "square": table.LOWERINGS["square"]}
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    try:
+        for op_type in missing:
+            del table.LOWERINGS[op_type]
+        with pytest.raises(ExecutionError) as e:
+            exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    finally:
+        table.LOWERINGS.update(missing)
+    assert "(matmul)" in str(e.value) and "(square)" in str(e.value) and "no xla lowering" in str(e.value)
