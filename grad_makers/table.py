@@ -8,8 +8,9 @@ checks that the doc holds exactly what ``markdown_table()`` makes.
 """
 from __future__ import annotations
 
-import argparse
 import sys
+
+from gradgen.program.doc_table import with_table_between, write_table_main
 
 from . import FAMILIES, NON_DIFFERENTIABLE
 
@@ -35,27 +36,12 @@ def markdown_table() -> str:
 
 def with_table(doc: str) -> str:
     """``doc`` with the text between the marker lines replaced by the current table."""
-    start, end = doc.find(BEGIN), doc.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the document has no op table between the lines {BEGIN!r} and {END!r}")
-    return doc[:start + len(BEGIN)] + "\n" + markdown_table() + "\n" + doc[end:]
+    return with_table_between(doc, BEGIN, END, markdown_table())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gradgen.grad_makers.table", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", metavar="DOC", help="replace the table between the marker lines of DOC")
-    args = parser.parse_args(argv)
-    if args.write is None:
-        print(markdown_table())
-        return 0
-    with open(args.write, encoding="utf-8") as f:
-        doc = f.read()
-    updated = with_table(doc)
-    if updated != doc:
-        with open(args.write, "w", encoding="utf-8") as f:
-            f.write(updated)
-    print(f"{args.write}: op table {'updated' if updated != doc else 'already current'}")
-    return 0
+    return write_table_main("python -m gradgen.grad_makers.table", __doc__.splitlines()[0], with_table,
+                            markdown_table, argv)
 
 
 __all__ = ["markdown_table", "with_table", "main", "BEGIN", "END"]
