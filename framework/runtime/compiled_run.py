@@ -73,7 +73,6 @@ class CompiledRunner:
         ``built(seconds)`` is told of every compile (``mark``: the profile's phases)."""
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
-        mark("plan")
         feed_values = []
         for name in feed:  # every feed is checked, even one no op reads
             value = feed[name]
@@ -87,9 +86,11 @@ class CompiledRunner:
                         for name in compiled.from_scope]
         mark("feeds")
         before, seconds = compiled.compiles, compiled.compile_seconds
-        fetched, committed = compiled(feed_values, scope_values)
+        compiled.executable(feed_values, scope_values)  # compiled here if these shapes are new: the plan phase
         if compiled.compiles != before:
             built(compiled.compile_seconds - seconds)
+        mark("plan")
+        fetched, committed = compiled(feed_values, scope_values)
         mark("loop")
         new, kept = {}, {}
         for name, value in zip(compiled.commits, committed):

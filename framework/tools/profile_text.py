@@ -59,8 +59,22 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
              f"totals / runs){failed}",
              f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup'); "
              f"fused-group compiles: {profile.compiles} ({profile.compile_seconds * 1e3:.1f} ms waited for, not in the "
-             f"tables; {profile.background_compile_seconds * 1e3:.1f} ms in the background)",
-             "", "by op type (own time: what nested steps take is theirs)"]
+             f"tables; {profile.background_compile_seconds * 1e3:.1f} ms in the background)"]
+    if profile.rows:
+        lines += _op_tables(program, profile, top, whole)
+    else:
+        lines += ["", "no op rows: a compiled backend runs the block as one program (its 'run loop' row below); "
+                      "`gradgen show PROGRAM --backend NAME` prints what it was compiled to"]
+    lines += ["", "outside the ops"]
+    table = [[_ms(profile.outside[p], runs), _percent(profile.outside[p], whole), what] for p, what in PHASES.items()]
+    lines += table_lines(["ms/run", "% of run", "phase"], table, right=[0, 1], indent="  ")
+    return "\n".join(lines) + "\n"
+
+
+def _op_tables(program: Program, profile: Profile, top: int | None, whole: float) -> list[str]:
+    """The by-op-type and by-step tables of a profile with step rows."""
+    runs = profile.runs
+    lines = ["", "by op type (own time: what nested steps take is theirs)"]
     by_type: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for r in profile.rows:
         by_type[r.kind][0] += r.own_seconds
@@ -78,8 +92,4 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
         table.append([_ms(rest, runs), "", _percent(rest, whole), "", f"({len(left_out)} faster steps not shown)"])
     lines += table_lines(["ms/run", "own ms/run", "% of run", "calls/run", "step"], table, right=[0, 1, 2, 3],
                          indent="  ")
-
-    lines += ["", "outside the ops"]
-    table = [[_ms(profile.outside[p], runs), _percent(profile.outside[p], whole), what] for p, what in PHASES.items()]
-    lines += table_lines(["ms/run", "% of run", "phase"], table, right=[0, 1], indent="  ")
-    return "\n".join(lines) + "\n"
+    return lines
