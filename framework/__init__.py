@@ -28,6 +28,7 @@ _PUBLIC = {
     "Executor": ".runtime.executor",
     "backends": ".backend",
     "CPUPlace": ".runtime.place",
+    "CUDAPlace": ".runtime.place",
     "PlanOptions": ".runtime.plan_data",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",

@@ -40,9 +40,10 @@ class CompiledRunner:
     """One executor's runs on backend ``name``: compiled blocks cached per program version, feed and fetch names;
     committed values kept resident per scope."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, place):
         self.name = name
         self.backend = load_backend(name)
+        self.device = self.backend.device_for(place)
         self._compiled: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
         self._resident: "weakref.WeakKeyDictionary[Scope, dict]" = weakref.WeakKeyDictionary()
 
@@ -62,7 +63,8 @@ class CompiledRunner:
             if found:
                 raise ExecutionError(f"the {self.name} backend cannot run this program ({len(found)} op"
                                      f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
-            compiled = self.backend.CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits)
+            compiled = self.backend.CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
+                                                  self.device)
             entry = _Entry(compiled, block, (*feed_names, *sig.from_scope))
             per_program[key] = entry
         return entry

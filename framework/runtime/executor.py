@@ -32,7 +32,7 @@ from .checks import declared_type, finite
 from .compiled_run import CompiledRunner
 from .conformance import as_declared, conforms
 from .in_place import held_interrupts, prepare_in_place
-from .place import check_place
+from .place import CPUPlace, check_place
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .profile import Profile, Profiler
@@ -67,15 +67,18 @@ class Executor:
     block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too).
     ``options`` says how plans are compiled (``PlanOptions``: the schedule,
     buffers, fusion, the kernel table). ``plans_built`` counts compilations
-    (a test uses it to see plans reused). ``place`` is accepted for Paddle's
-    ``Executor(CPUPlace())``: only the CPU exists.
+    (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
+    ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
                  options: PlanOptions | None = None, profile: bool = False, backend: str = DEFAULT_BACKEND):
         self.place = check_place(place)
         self.backend = backend
-        self._compiled = None if backend == DEFAULT_BACKEND else CompiledRunner(backend)
+        if backend == DEFAULT_BACKEND and not isinstance(self.place, CPUPlace):
+            raise ExecutionError(f"the numpy backend runs on the CPU; {self.place!r} needs a compiled backend: "
+                                 f"Executor({self.place!r}, backend='xla')")
+        self._compiled = None if backend == DEFAULT_BACKEND else CompiledRunner(backend, self.place)
         if self._compiled is not None and (check_nan_inf or check_types or options is not None):
             raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                                  f"'{backend}' checks types while it compiles and has no per-op checks")

@@ -151,3 +151,41 @@ def test_ops_without_a_lowering_are_refused_before_anything_runs_all_named():
     finally:
         table.LOWERINGS.update(missing)
     assert "(matmul)" in str(e.value) and "(square)" in str(e.value) and "no xla lowering" in str(e.value)
+
+
+def _gpus() -> int:
+    try:
+        import jax
+        return len(jax.devices("gpu"))
+    except (ModuleNotFoundError, RuntimeError):
+        return 0
+
+
+def test_a_gpu_place_needs_a_compiled_backend():
+    from gradgen.framework import CUDAPlace
+
+    with pytest.raises(ExecutionError, match="numpy backend runs on the CPU"):
+        Executor(CUDAPlace(0))
+
+
+@pytest.mark.skipif(_gpus() > 0, reason="this machine has a GPU: test_training_on_the_gpu runs instead")
+def test_a_gpu_place_without_a_gpu_says_what_jax_sees():
+    need_jax()
+    from gradgen.framework import CUDAPlace
+
+    with pytest.raises(ExecutionError, match=r"jax sees 0 GPU.*jax\[cuda12\]"):
+        Executor("gpu:0", backend="xla")
+
+
+@pytest.mark.skipif(_gpus() == 0, reason="no GPU here (design_docs/backends.md says how to run this on one)")
+def test_training_on_the_gpu_matches_the_cpu():
+    from gradgen.framework import CUDAPlace
+
+    main, startup, loss = _regression("float32")
+    losses = {}
+    for place in (None, CUDAPlace(0)):
+        exe, scope = Executor(place, backend="xla"), Scope()
+        exe.run(startup, scope=scope)
+        losses[place] = [exe.run(main, feed=_feed(8, "float32", s), fetch_list=[loss], scope=scope)[0]
+                         for s in range(5)]
+    np.testing.assert_allclose(losses[None], list(losses.values())[1], rtol=1e-5)

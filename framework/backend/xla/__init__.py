@@ -5,10 +5,10 @@
 """
 from __future__ import annotations
 
-from .compile import CompiledBlock, cache_dir
+from .compile import CompiledBlock, cache_dir, device_for
 from .show import lowered_text
 from .table import LOWERINGS, REFUSED, problems
 
-__all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "lowered_text", "problems"]
+__all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "device_for", "lowered_text", "problems"]
 
 NAME = "xla"

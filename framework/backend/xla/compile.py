@@ -23,7 +23,7 @@ from ...errors import ExecutionError
 from .context import TraceContext
 from .trace import trace_block
 
-__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "x64"]
+__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "device_for", "x64"]
 
 INITIAL_HISTORY_ROWS = 64
 """History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
@@ -68,6 +68,24 @@ def _use_persistent_cache() -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+def device_for(place) -> Any:
+    """The jax device of an executor's place: None for the CPU (jax's default device), GPU N for CUDAPlace(N),
+    or an ExecutionError saying what jax sees and what to install."""
+    from ...runtime.place import CUDAPlace
+
+    if not isinstance(place, CUDAPlace):
+        return None
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if place.device_id >= len(gpus):
+        seen = ", ".join(str(d) for d in jax.devices())
+        raise ExecutionError(f"{place!r}: jax sees {len(gpus)} GPU(s) (its devices: {seen}); a GPU needs jax's GPU "
+                             "build, e.g. pip install 'jax[cuda12]' (design_docs/backends.md, 'GPU')")
+    return gpus[place.device_id]
+
+
 class _Executable:
     """One compiled shape signature: the XLA executable and what its trace found out."""
 
@@ -79,9 +97,9 @@ class CompiledBlock:
     """``block`` compiled for one run signature; call it with the run's arrays."""
 
     def __init__(self, block, feeds: Sequence[str], from_scope: Sequence[str], fetches: Sequence[str],
-                 commits: Sequence[str]):
+                 commits: Sequence[str], device=None):
         _use_persistent_cache()
-        self.block = block
+        self.block, self.device = block, device
         self.feeds, self.from_scope = tuple(feeds), tuple(from_scope)
         self.fetches, self.commits = tuple(fetches), tuple(commits)
         self.compiles = 0
@@ -119,7 +137,8 @@ class CompiledBlock:
         start = time.perf_counter()
         ctxs: list[TraceContext] = []
         with x64():
-            lowered = jax.jit(self._step(self._rows, ctxs)).lower(tuple(feed_values), tuple(scope_values))
+            lowered = jax.jit(self._step(self._rows, ctxs)).lower(tuple(self.on_device(feed_values)),
+                                                                  tuple(self.on_device(scope_values)))
             text = lowered.as_text(debug_info=True) if keep_text else None
             compiled = lowered.compile()
         ctx = ctxs[-1]
@@ -133,8 +152,16 @@ class CompiledBlock:
         return found
 
     # -- running ---------------------------------------------------------------------------------------------
+    def on_device(self, values: Sequence[Any]) -> list:
+        """``values`` placed on this block's device (a GPU), or as they are on the CPU (numpy arrays go in
+        without a copy of their own)."""
+        if self.device is None:
+            return list(values)
+        return [jax.device_put(v, self.device) for v in values]
+
     def __call__(self, feed_values: Sequence[Any], scope_values: Sequence[Any]) -> tuple[list, list]:
         """(fetched values, committed values) of one run, or the ExecutionError of its first failed check."""
+        feed_values, scope_values = self.on_device(feed_values), self.on_device(scope_values)
         while True:
             exe = self.executable(feed_values, scope_values)
             with x64():
