@@ -189,3 +189,13 @@ def test_training_on_the_gpu_matches_the_cpu():
         losses[place] = [exe.run(main, feed=_feed(8, "float32", s), fetch_list=[loss], scope=scope)[0]
                          for s in range(5)]
     np.testing.assert_allclose(losses[None], list(losses.values())[1], rtol=1e-5)
+
+
+def test_backends_md_holds_the_generated_lowering_table():
+    need_jax()
+    from pathlib import Path
+
+    from gradgen.framework.backend.xla.doc_table import with_table
+
+    doc = (Path(__file__).resolve().parents[2] / "design_docs" / "backends.md").read_text(encoding="utf-8")
+    assert with_table(doc) == doc, "stale: python -m gradgen.framework.backend.xla.doc_table --write design_docs/backends.md"
