@@ -18,8 +18,8 @@ from typing import Callable
 
 from .steps import CASES, make_step
 
-SYSTEMS = ("gradgen", "numpy", "torch", "jax", "pytensor")
-LOCAL = ("gradgen", "numpy", "numpy_gemms", "provider_gemms")
+SYSTEMS = ("gradgen", "gradgen@xla", "numpy", "torch", "jax", "pytensor")
+LOCAL = ("gradgen", "gradgen@xla", "numpy", "numpy_gemms", "provider_gemms")
 """Systems that run in this interpreter; the others run in ``--python``'s."""
 
 

@@ -26,7 +26,7 @@ def _data(n, d_in, h, d_out, dtype):
             (rng.standard_normal((h, d_out)) * 0.01).astype(dtype))
 
 
-def _gradgen(x, y, w1, w2):
+def _gradgen(x, y, w1, w2, backend: str = "numpy"):
     from gradgen.framework import Executor, Scope, optimizer
     from gradgen.program import Program, layers, program_guard
 
@@ -39,7 +39,7 @@ def _gradgen(x, y, w1, w2):
         p2 = layers.create_parameter(list(w2.shape), dtype, name="w2")
         loss = layers.reduce_sum(layers.square(layers.relu(xs @ p1) @ p2 - ys))
         optimizer.SGD(LR).minimize(loss)
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(backend=backend), Scope()
     exe.run(startup, scope=scope)
     scope.update({"w1": w1, "w2": w2})
     feed = {"x": x, "y": y}
@@ -144,7 +144,14 @@ def _pytensor(x, y, w1, w2):
     return lambda: float(fn(x, y))
 
 
-MAKERS = {"gradgen": _gradgen, "numpy": _numpy, "numpy_gemms": _numpy_gemms, "provider_gemms": _provider_gemms,
+def _gradgen_xla(x, y, w1, w2):
+    """gradgen on the xla backend (``gradgen[xla]``): ImportError without jax, as the other optional systems."""
+    import jax  # noqa: F401
+
+    return _gradgen(x, y, w1, w2, backend="xla")
+
+
+MAKERS = {"gradgen": _gradgen, "gradgen@xla": _gradgen_xla, "numpy": _numpy, "numpy_gemms": _numpy_gemms, "provider_gemms": _provider_gemms,
           "torch": _torch, "jax": _jax, "pytensor": _pytensor}
 
 
