@@ -1,6 +1,6 @@
 """Compiling generated kernels away from the run, so that no run waits for numba (``gradgen[fast]``).
 
-A region or fused loop (``fuse_region``, ``fuse_elementwise``) asks for its kernel after its warm runs, and
+A region (``fuse_region``) asks for its kernel after its warm runs, and
 runs its ops one by one until the kernel is ready. A worker thread takes the requests in turn and hands
 each to a compile process (one per process, started at the first request, scheduled only on idle CPU): it
 compiles the module (``jit.load_source``) for the argument types of the run that asked, and numba writes

@@ -30,7 +30,7 @@ from . import jit
 from .blas import SMALL_PRODUCT
 from .elementwise_exprs import EXPRESSIONS, REDUCTIONS, full_reduction
 from .compile_queue import Budget, LazyKernel
-from .fuse_elementwise import element_index, input_kind, needed_outputs, op_by_op, replace_stretches
+from .stretches import element_index, input_kind, needed_outputs, op_by_op, replace_stretches
 from .fusion import is_gemm_update
 from .kernels import KernelFactory
 from .plan_data import Unit, static_size

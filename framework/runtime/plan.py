@@ -1,7 +1,7 @@
 """Compiling one block into a ``Plan``: kernels built, names resolved, lifetimes decided.
 
 A plan is plain data the run loop walks without thinking (``plan_data``):
-one ``Step`` per unit of work (an op, or a fused group of ops), holding the
+one ``Step`` per unit of work (an op, or a fused region of ops), holding the
 kernel function (already built by its factory from the op's attrs, wrapped
 to write into its plan buffer and to run the checks when there are any),
 the input names, the output name(s) and the names of the vars that die
@@ -26,7 +26,6 @@ from ..errors import ExecutionError
 from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
 from .conformance import declared
-from .fuse_elementwise import fuse_elementwise
 from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, is_gemm_update, sgd_gemm_writer
 from .in_place import in_place_tail, sink_updates
@@ -100,9 +99,6 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
             units = sink_updates(block, units)
         if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
             units = fuse_regions(block, units, keep, options.kernels, options.warm_runs, options.background_compile)
-        if options.fuse_elementwise:
-            units = fuse_elementwise(block, units, keep, options.kernels, options.warm_runs,
-                                     options.background_compile)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
@@ -141,7 +137,7 @@ def _kind(block, unit: Unit) -> str:
         return block.ops[unit.index].type
     if getattr(unit.kernel, "region", False):
         return "region"
-    return "matmul+sgd" if is_gemm_update(block, unit) else "elementwise loop"
+    return "matmul+sgd"
 
 
 def _step(block, at: int, unit: Unit, fn: Callable[..., Any], buffers: Buffers, dead: tuple[str, ...],

@@ -30,18 +30,14 @@ class PlanOptions:
     buffers: bool = True
     """Give outputs of kernels that take ``out`` plan-owned buffers, and double-buffer in-place updates."""
     fuse: bool = True
-    """Fuse: a weight-gradient product into the SGD update after it (``fusion``), and elementwise chains when
-    ``fuse_elementwise`` is on too. False turns every fusion off."""
-    fuse_elementwise: bool = False
-    """With ``fuse``: run chains of elementwise ops (and an update, or a loss ending a chain) as one generated loop each
-    (``fuse_elementwise``; needs numba, from ``gradgen[fast]``). Off by default: on the seed MLP step it measured
-    4-6% slower than the unfused plan (design_docs/performance.md); long chains of small ops gain."""
+    """Fuse: a weight-gradient product into the SGD update after it (``fusion``), and regions (below). False turns
+    every fusion off."""
     regions: bool = True
     """With ``fuse``: run each stretch of small ops between the big products (elementwise ops, small products,
     the loss and its gradient, small updates) as one generated numba function (``fuse_region``; needs numba).
     Not in a checking plan (``checks``), which checks every op's outputs and so runs them one by one."""
     warm_runs: int = 2
-    """How many runs execute a fused group or region op by op (timed) before its kernel is asked of the compile
+    """How many runs execute a region op by op (timed) before its kernel is asked of the compile
     worker (``compile_queue``): a program run once or twice, like most tests and tools, never starts numba."""
     background_compile: bool = True
     """Compile regions and fused loops on the compile worker thread while their ops run one by one

@@ -57,7 +57,7 @@ class ProfileRow(NamedTuple):
     ops: tuple[int, ...]
     """The ops the step runs (indexes in ``block``); more than one for a fused step."""
     kind: str
-    """The op's type, or what fused the ops: ``region``, ``elementwise loop``, ``matmul+sgd``."""
+    """The op's type, or what fused the ops: ``region``, ``matmul+sgd``."""
     where: str
     """Where the step's last op is (``op_location``: block, index, type, source line)."""
     parent: tuple[int, int] | None

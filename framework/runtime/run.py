@@ -39,7 +39,7 @@ class StepFailed(Exception):
 def run_steps(steps: Sequence[Step], env: dict, first: int = 0) -> None:
     """The loop itself: call each step's function on its inputs from ``env``, store its result(s), drop the
     vars that die there. A failing step raises StepFailed (its position, counted from ``first``, and the error).
-    A fused group's ops one by one run through here too (``fuse_elementwise.op_by_op``)."""
+    A region's ops one by one run through here too (``stretches.op_by_op``)."""
     i = first
     try:
         for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(steps, first):

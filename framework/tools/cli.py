@@ -135,7 +135,7 @@ def _show_plan(program, args) -> int:
 
     block = program.block(args.block or 0)
     feeds = parse_names(args.feed) if args.feed else None
-    options = PlanOptions(fuse_elementwise=args.fuse_elementwise, regions=not args.no_regions)
+    options = PlanOptions(regions=not args.no_regions)
     print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else (), options)))
     return 0
 
@@ -480,13 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
-    p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused groups with their ops")
+    p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused steps with their ops")
     _backend_option(p, "with a compiled backend: print the lowered program (StableHLO), each instruction located "
                        "at the gradgen op it came from (-1 dims as 1)")
     p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
     p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
-    p.add_argument("--fuse-elementwise", action="store_true",
-                   help="with --plan: the plan with fused elementwise loops (PlanOptions(fuse_elementwise=True))")
     p.add_argument("--no-regions", action="store_true",
                    help="with --plan: the plan without regions (PlanOptions(regions=False))")
     p.set_defaults(run=cmd_show)

@@ -1,6 +1,6 @@
-"""``gradgen show --plan``: the steps a compiled plan runs, fused groups with the ops in each.
+"""``gradgen show --plan``: the steps a compiled plan runs, fused steps with the ops in each.
 
-A fused step is one kernel running several ops (an elementwise loop, or a
+A fused step is one kernel running several ops (a region, or a
 product fused into its SGD update); listing them is how a user sees what
 fusion did, and which vars never exist because of it.
 """
@@ -30,9 +30,7 @@ def _kind(plan: Plan, step) -> str:
     types = [plan.block.ops[i].type for i in step.ops]
     if _wrapped_attr(step, "region"):
         return "region (one generated function)"
-    if len(types) == 2 and types[0] == "matmul" and types[1] == "sgd":
-        return "gemm+sgd"
-    return "elementwise loop"
+    return "gemm+sgd"
 
 
 def plan_lines(block, feeds: Sequence[str] | None = None, fetches: Sequence[str] = (),
@@ -40,7 +38,7 @@ def plan_lines(block, feeds: Sequence[str] | None = None, fetches: Sequence[str]
     """One line per step of ``block``'s plan; a fused step lists its ops and the vars it writes.
 
     >>> print("\\n".join(plan_lines(main.global_block(), fetches=["loss"])))  # doctest: +SKIP
-    step 1: fused elementwise loop, ops #1 elementwise_add, #2 relu -> relu_0
+    step 1: fused region (one generated function), ops #1 elementwise_add, #2 relu -> relu_0
     """
     plan = build_plan(block, list(default_feeds(block) if feeds is None else feeds), list(fetches), options)
     lines = []

@@ -53,7 +53,7 @@ def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
         for _ in range(length):
             h = layers.tanh(h)
     feed = {"x": np.linspace(-1.0, 1.0, 4)}
-    fused, plain = Executor(), Executor(options=PlanOptions(fuse_elementwise=False, regions=False))
+    fused, plain = Executor(), Executor(options=PlanOptions(regions=False))
     x = feed["x"]
 
     def numpy_chain():

@@ -13,7 +13,7 @@ from gradgen.framework.runtime.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 
-GEMM_ONLY = PlanOptions(fuse_elementwise=False, regions=False)  # one op per step (groups, regions: tests/perf)
+GEMM_ONLY = PlanOptions(regions=False)  # one op per step (groups, regions: tests/perf)
 
 
 def _mlp(dtype="float64", opt=None, d_in=30, h=20, d_out=3, lr=0.01, batch=16):

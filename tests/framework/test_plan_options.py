@@ -83,7 +83,7 @@ def test_checks_run_on_every_output_in_the_order_given_fused_steps_included():
     def second(where, var, value, inputs):
         seen.append(("second", where.split(",")[1].strip(), var.name))
 
-    options = PlanOptions(checks=(first, second), fuse_elementwise=False, regions=False)
+    options = PlanOptions(checks=(first, second), regions=False)
     exe, scope = Executor(check_types=False, options=options), Scope()  # exactly the checks given
     exe.run(startup, scope=scope)
     seen.clear()

@@ -120,7 +120,7 @@ def test_the_folded_weight_gradient_of_an_fc_on_a_sequence_fuses_into_its_sgd_up
         loss = layers.reduce_mean(layers.square(layers.fc(x, 30, name="fc", bias=False)))
         optimizer.SGD(learning_rate=0.1).minimize(loss)
     feed = {"x": np.random.default_rng(3).standard_normal((6, 5, 40)).astype(dtype)}
-    options = PlanOptions(fuse_elementwise=False, regions=False)
+    options = PlanOptions(regions=False)
     plan = build_plan(main.global_block(), list(feed), [loss.name], options)
     ops = main.global_block().ops
     assert any(ops[s.index].type == "sgd" and len(s.ops) == 2 and ops[s.ops[0]].type == "matmul" for s in plan.steps)

@@ -36,7 +36,7 @@ def test_chain_peak_matches_tracemalloc():
             h = layers.relu(h)
         out = layers.reduce_sum(h)
     feed = {"x": np.random.default_rng(0).standard_normal((128, 1024))}  # 1 MiB per array
-    unfused = PlanOptions(fuse_elementwise=False, regions=False)  # op by op: fused, the chain is one loop with no arrays at all
+    unfused = PlanOptions(regions=False)  # op by op: fused, the chain is one loop with no arrays at all
     report = analyze_memory(main, {"x": (128, 1024)}, [out], unfused)
     assert report.peak_bytes == 2 * 2 ** 20  # one array being read, one being written
     assert report.held_bytes == 2 * 2 ** 20  # two buffers, used in turn

@@ -17,7 +17,7 @@ from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 
-PLAIN = PlanOptions(regions=False, fuse_elementwise=False)
+PLAIN = PlanOptions(regions=False)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +50,7 @@ def _regions(exe, main, feed, fetch):
 
 def test_runs_go_on_op_by_op_until_the_worker_has_compiled_the_region():
     main, fetch, feed = _chains(1, 3)
-    exe = Executor(options=PlanOptions(fuse_elementwise=False), check_types=False)  # warm_runs=2, in background
+    exe = Executor(options=PlanOptions(), check_types=False)  # warm_runs=2, in background
     want = Executor(options=PLAIN, check_types=False).run(main, feed=feed, fetch_list=fetch)
     for _ in range(3):
         got = exe.run(main, feed=feed, fetch_list=fetch)
@@ -65,7 +65,7 @@ def test_runs_go_on_op_by_op_until_the_worker_has_compiled_the_region():
 def test_a_ctrl_c_while_a_run_waits_for_a_compile_leaves_numba_working():
     """The run is interrupted while it waits; the compile goes on elsewhere and numba compiles what comes next."""
     main, fetch, feed = _chains(1, 6)
-    exe = Executor(options=PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False),
+    exe = Executor(options=PlanOptions(warm_runs=0, background_compile=False),
                    check_types=False)
     timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
@@ -77,7 +77,7 @@ def test_a_ctrl_c_while_a_run_waits_for_a_compile_leaves_numba_working():
     (region,) = _regions(exe, main, feed, fetch)
     assert region.compiled()
     other, other_fetch, _ = _chains(1, 4)
-    exe2 = Executor(options=PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False),
+    exe2 = Executor(options=PlanOptions(warm_runs=0, background_compile=False),
                     check_types=False)
     got = exe2.run(other, feed=feed, fetch_list=other_fetch)
     assert all(fn.compiled() for fn in _regions(exe2, other, feed, other_fetch))
@@ -88,7 +88,7 @@ def test_a_ctrl_c_while_a_run_waits_for_a_compile_leaves_numba_working():
 def test_a_plan_compiles_no_more_ops_than_its_budget(monkeypatch):
     monkeypatch.setattr(Budget, "OPS", 9)  # room for one region of 6 ops, not two
     main, fetch, feed = _chains(3, 3)
-    exe = Executor(options=PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False),
+    exe = Executor(options=PlanOptions(warm_runs=0, background_compile=False),
                    check_types=False)
     got = exe.run(main, feed=feed, fetch_list=fetch)
     regions = _regions(exe, main, feed, fetch)
@@ -112,7 +112,7 @@ def test_a_compiled_region_no_faster_than_its_ops_one_by_one_is_dropped(monkeypa
 
     monkeypatch.setattr(fuse_region, "time", Clock())
     main, fetch, feed = _chains(1, 3)
-    exe = Executor(options=PlanOptions(fuse_elementwise=False), check_types=False)
+    exe = Executor(options=PlanOptions(), check_types=False)
     want = Executor(options=PLAIN, check_types=False).run(main, feed=feed, fetch_list=fetch)
     for _ in range(3):
         exe.run(main, feed=feed, fetch_list=fetch)

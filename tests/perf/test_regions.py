@@ -19,8 +19,8 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 from tests.extras import require
 
-REGIONS = PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False)  # compiled at the first run
-PLAIN = PlanOptions(fuse_elementwise=False, regions=False)
+REGIONS = PlanOptions(warm_runs=0, background_compile=False)  # compiled at the first run
+PLAIN = PlanOptions(regions=False)
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
 

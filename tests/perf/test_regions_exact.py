@@ -17,9 +17,8 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Constant
 from tests.extras import require
 
-REGIONS = PlanOptions(warm_runs=0, fuse_elementwise=False, background_compile=False)
-GROUPS = PlanOptions(warm_runs=0, fuse_elementwise=True, regions=False, background_compile=False)
-PLAIN = PlanOptions(fuse_elementwise=False, regions=False)
+REGIONS = PlanOptions(warm_runs=0, background_compile=False)
+PLAIN = PlanOptions(regions=False)
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, np.nan, np.inf, -np.inf, 1e300, 1e-300])
 UNARY = {"relu": layers.relu, "tanh": layers.tanh, "exp": layers.exp, "square": layers.square, "abs": layers.abs,
          "scale": lambda t: layers.scale(t, scale=-2.0, bias=0.5), "sigmoid": layers.sigmoid}
@@ -72,15 +71,14 @@ def _tanh_of_ratio():
     return main, [out, mean]
 
 
-@pytest.mark.parametrize("options", [REGIONS, GROUPS], ids=["regions", "groups"])
-def test_division_by_zero_and_the_mean_of_an_empty_batch_are_numpys(options):
+def test_division_by_zero_and_the_mean_of_an_empty_batch_are_numpys():
     """Three warm runs on ones; then a 0x4 batch (the mean of nothing is nan) and y = 0 (x / 0 is inf)."""
     main, fetch = _tanh_of_ratio()
     ones = {"x": np.ones((3, 4)), "y": np.ones((3, 4))}
     feeds = [ones, ones, ones, {"x": np.ones((0, 4)), "y": np.ones((0, 4))},
              {"x": np.ones((2, 4)), "y": np.zeros((2, 4))}]
     with np.errstate(all="ignore"):
-        got, compiled = _run(main, options, feeds, fetch)
+        got, compiled = _run(main, REGIONS, feeds, fetch)
         want, _ = _run(main, PLAIN, feeds, fetch)
     assert compiled and all(fn.compiled() for fn in compiled)
     assert np.isnan(got[3][1]) and np.array_equal(got[4][0], np.full((2, 4), 2.0))
@@ -107,17 +105,15 @@ def _random_program(choices, dtype):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(choices=st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)), st.integers(0, 20),
                                   st.integers(0, 20)), min_size=2, max_size=6),
-       dtype=st.sampled_from(["float64", "float32"]), kind=st.sampled_from(["regions", "groups"]),
-       batches=st.lists(st.sampled_from([0, 1, 3]), min_size=2, max_size=3), seed=st.integers(0, 2 ** 16))
-def test_generated_code_and_kernels_agree_on_zeros_nans_infs_and_empty_batches(choices, dtype, kind, batches,
-                                                                                seed):
+       dtype=st.sampled_from(["float64", "float32"]), batches=st.lists(st.sampled_from([0, 1, 3]), min_size=2, max_size=3), seed=st.integers(0, 2 ** 16))
+def test_generated_code_and_kernels_agree_on_zeros_nans_infs_and_empty_batches(choices, dtype, batches, seed):
     main, startup, fetch = _random_program(choices, dtype)
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):  # 1e300 becomes inf in float32: one more special value
         feeds = [{n: rng.choice(SPECIAL, (rows, 4)).astype(dtype) for n in ("x", "y")} for rows in batches]
     runs = []
     with np.errstate(all="ignore"):
-        for opts in ({"regions": REGIONS, "groups": GROUPS}[kind], PLAIN):
+        for opts in (REGIONS, PLAIN):
             scope = Scope()
             Executor().run(startup, scope=scope)
             exe = Executor(options=opts, check_types=False)
