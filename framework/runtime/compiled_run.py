@@ -12,7 +12,8 @@ another array under that name in the meantime.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -26,6 +27,15 @@ from .scope import Scope
 from .signature import run_signature
 
 __all__ = ["CompiledRunner"]
+
+
+@contextmanager
+def _compiles_told(compiled, built: Callable[[float], None]) -> Iterator[None]:
+    """Tell ``built`` of the time the compiles inside the ``with`` took, if there were any."""
+    before, seconds = compiled.compiles, compiled.compile_seconds
+    yield
+    if compiled.compiles != before:
+        built(compiled.compile_seconds - seconds)
 
 
 class _Entry:
@@ -87,12 +97,11 @@ class CompiledRunner:
         scope_values = [self._scope_value(block, scope, resident, name, entry.declared[name])
                         for name in compiled.from_scope]
         mark("feeds")
-        before, seconds = compiled.compiles, compiled.compile_seconds
-        compiled.executable(feed_values, scope_values)  # compiled here if these shapes are new: the plan phase
-        if compiled.compiles != before:
-            built(compiled.compile_seconds - seconds)
+        with _compiles_told(compiled, built):
+            compiled.executable(feed_values, scope_values)  # compiled here if these shapes are new: the plan phase
         mark("plan")
-        fetched, committed = compiled(feed_values, scope_values)
+        with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
+            fetched, committed = compiled(feed_values, scope_values)
         mark("loop")
         new, kept = {}, {}
         for name, value in zip(compiled.commits, committed):

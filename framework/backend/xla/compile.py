@@ -119,8 +119,9 @@ class CompiledBlock:
             env.update(zip(from_scope, scope_values))
             values = trace_block(block, env, outs, ctx)
             found.append(ctx)
-            flags = jnp.stack([jnp.all(f) for f in ctx.flags]) if ctx.flags else jnp.ones((0,), bool)
-            overflow = jnp.any(jnp.stack([jnp.any(o) for o in ctx.overflow])) if ctx.overflow else jnp.zeros((), bool)
+            # None when there is nothing to report: no flag to copy back and look at after every run
+            flags = jnp.stack([jnp.all(f) for f in ctx.flags]) if ctx.flags else None
+            overflow = jnp.any(jnp.stack([jnp.any(o) for o in ctx.overflow])) if ctx.overflow else None
             steps = [ctx.steps_of[n] for n in self.fetches if n in ctx.steps_of]
             return values, flags, overflow, steps
 
@@ -166,14 +167,15 @@ class CompiledBlock:
             exe = self.executable(feed_values, scope_values)
             with x64():
                 values, flags, overflow, steps = exe.compiled(tuple(feed_values), tuple(scope_values))
-            if bool(overflow):  # a loop ran past its History rows (and below any max_iterations): more rows
+            if overflow is not None and bool(overflow):  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
                 continue
             break
-        failed = np.flatnonzero(~np.asarray(flags))
-        if failed.size:
-            check = exe.ctx.checks[int(failed[0])]
-            raise ExecutionError(f"{check.where}: {check.message}")
+        if flags is not None:
+            failed = np.flatnonzero(~np.asarray(flags))
+            if failed.size:
+                check = exe.ctx.checks[int(failed[0])]
+                raise ExecutionError(f"{check.where}: {check.message}")
         n = len(self.fetches)
         fetched = list(values[:n])
         for name, k in exe.history_of.items():  # a fetched History holds its loop's rows only
