@@ -3,7 +3,9 @@
     from gradgen.framework import Executor, append_backward, gradients, optimizer
 
 The folders are the architecture: ``passes/`` (programs -> programs: the backward pass,
-recompute, data parallel), ``runtime/`` (kernels, plans, buffers, the executor and scope) and ``tools/``
+recompute, data parallel), ``runtime/`` (the executor, the scope, what every backend shares: the run's
+names, conformance, the commit), ``backend/`` (one folder per engine: ``numpy/`` with its kernels, plans
+and buffers; ``xla/`` with its lowerings and compile cache) and ``tools/``
 (the ``gradgen`` command, summaries, memory reports, gradient checks, examples).
 Training on many MPI processes: ``init_parallel``, ``data_parallel``, ``shard_feed``,
 ``save_params_on_rank0`` (design_docs/distributed.md).
@@ -29,7 +31,7 @@ _PUBLIC = {
     "backends": ".backend",
     "CPUPlace": ".runtime.place",
     "CUDAPlace": ".runtime.place",
-    "PlanOptions": ".runtime.plan_data",
+    "PlanOptions": ".backend.numpy.plan_data",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",
     "scope_guard": ".runtime.scope",

@@ -31,7 +31,7 @@ from gradgen.program.guard import default_main_program
 from gradgen.program.layers.helper import check_var
 from gradgen.program.schema import Attr, schema
 
-from .runtime.kernels import KERNELS
+from .backend.numpy.kernels import KERNELS
 
 USER_OPS: set[str] = set()
 """Op types added by ``register_op`` in this process."""

@@ -2,7 +2,7 @@
 
 The executor's part is the same as for the numpy plan: feeds and scope values checked against their declared
 types (``conformance``), the run's names (``signature``), an all-or-nothing commit after a successful run
-(``in_place.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
+(``commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
 one pure function per block and run signature (``backends/<name>/compile.py``).
 
 Values the step committed stay on the backend between runs: the scope holds a numpy view of each, and the next
@@ -22,7 +22,7 @@ from gradgen.program.describe import describe_var
 from ..backend import load_backend
 from ..errors import ExecutionError, FeedError
 from .conformance import as_declared, conforms, declared
-from .in_place import held_interrupts
+from .commit import held_interrupts
 from .scope import Scope
 from .signature import run_signature
 
@@ -79,10 +79,19 @@ class CompiledRunner:
             per_program[key] = entry
         return entry
 
-    def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope,
+    def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None]) -> list:
-        """One run: the fetched arrays; the scope gets the committed values only if the whole run succeeds.
-        ``built(seconds)`` is told of every compile (``mark``: the profile's phases)."""
+        """One run: the fetched arrays (numpy's, whatever ``return_numpy`` says: the caller's own copies); the
+        scope gets the committed values only if the whole run succeeds. ``built(seconds)`` is told of every
+        compile (``mark``: the profile's phases)."""
+        with scope.run_lock:
+            fetched = self._run_locked(program, feed, fetch_names, scope, mark, built)
+        out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
+        mark("fetch")
+        return out
+
+    def _run_locked(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope,
+                    mark: Callable[[str], None], built: Callable[[float], None]) -> list:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         feed_values = []
@@ -113,9 +122,7 @@ class CompiledRunner:
             scope.update(new)
             resident.update(kept)
         mark("commit")
-        out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
-        mark("fetch")
-        return out
+        return fetched
 
     @staticmethod
     def _scope_value(block, scope: Scope, resident: dict, name: str, want) -> Any:

@@ -4,39 +4,31 @@
     exe.run(startup)                                   # fills the parameters in the global scope
     (loss,) = exe.run(main, feed={"x": xs}, fetch_list=[loss_var])
 
-A run: look up (or build) the plan for this program version and these feed
-and fetch names; check the feeds and the scope's persistable values against
-their declared types; walk the plan's steps, dropping each intermediate
-array after its last use; then, only if every op succeeded, write the
-persistable vars the run changed into the scope.
+The executor checks the arguments (``arguments``), takes the run lock, and hands the run to its backend's
+runner: ``backend/numpy/runner.py`` (plan, steps, in-place tail) or ``compiled_run.py`` (one compiled step).
+Both check feeds and scope values against their declared types (``conformance``), run, and commit the
+changed persistables only if the whole run succeeded (``commit``), so a failed or interrupted run leaves the
+scope as it was.
 """
 from __future__ import annotations
 
 import os
 import threading
-import time
-import weakref
 from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
-from gradgen.program.describe import describe_var
 from gradgen.program.guard import default_main_program
 
 from ..backend import DEFAULT_BACKEND
-from ..errors import ExecutionError, FeedError
+from ..backend.numpy.checks import declared_type, finite
+from ..backend.numpy.plan_data import Plan, PlanOptions
+from ..backend.numpy.runner import NumpyRunner
+from ..errors import ExecutionError
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
-from .checks import declared_type, finite
 from .compiled_run import CompiledRunner
-from .conformance import as_declared, conforms
-from .in_place import held_interrupts, prepare_in_place
 from .place import CPUPlace, check_place
-from .plan import build_plan
-from .plan_data import Plan, PlanOptions
 from .profile import Profile, Profiler
-from .run import run_plan
 from .scope import Scope, global_scope
 
 __all__ = ["CHECK_TYPES_ENV", "Executor"]
@@ -78,8 +70,9 @@ class Executor:
         if backend == DEFAULT_BACKEND and not isinstance(self.place, CPUPlace):
             raise ExecutionError(f"the numpy backend runs on the CPU; {self.place!r} needs a compiled backend: "
                                  f"Executor({self.place!r}, backend='xla')")
-        self._compiled = None if backend == DEFAULT_BACKEND else CompiledRunner(backend, self.place)
-        if self._compiled is not None and (check_nan_inf or check_types or options is not None):
+        self._runner = (NumpyRunner(self.plan_options) if backend == DEFAULT_BACKEND
+                        else CompiledRunner(backend, self.place))
+        if backend != DEFAULT_BACKEND and (check_nan_inf or check_types or options is not None):
             raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                                  f"'{backend}' checks types while it compiles and has no per-op checks")
         self._run_lock = threading.RLock()
@@ -87,7 +80,6 @@ class Executor:
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
         self.options = PlanOptions() if options is None else options
         self.plans_built = 0
-        self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
         self._with_checks: dict[tuple, PlanOptions] = {}
         self._profiler = Profiler() if profile else None
 
@@ -107,22 +99,10 @@ class Executor:
 
     # -- planning ---------------------------------------------------------------
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
-        """The cached plan of ``program``'s block 0 for these names, built if missing or stale."""
-        per_program = self._plans.get(program)
-        if per_program is None or per_program.get("version") != program.version:
-            per_program = {"version": program.version}
-            self._plans[program] = per_program
-        options = self.plan_options()
-        key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
-        plan = per_program.get(key)
-        if plan is None:
-            start = time.perf_counter()
-            plan = build_plan(program.global_block(), key[0], key[1], options)
-            per_program[key] = plan
-            self.plans_built += 1
-            if self._profiler is not None:
-                self._profiler.built(program, time.perf_counter() - start)
-        return plan
+        """The numpy backend's cached plan of ``program``'s block 0 for these names, built if missing or stale."""
+        if not isinstance(self._runner, NumpyRunner):
+            raise ExecutionError(f"plans are the numpy backend's; this executor runs on '{self.backend}'")
+        return self._runner.plan_for(program, feed_names, fetch_names, partial(self._built, program))
 
     # -- running ----------------------------------------------------------------
     def run(self, program=None, feed: Mapping[str, Any] | None = None, fetch_list: Sequence | None = None,
@@ -148,28 +128,10 @@ class Executor:
              mark: Callable[[str], None]) -> list:
         """A run's phases, in order; ``mark(phase)`` ends each (``profile.PHASES``: a profiling executor times
         them; its steps time themselves, ``PlanOptions.profile``)."""
-        with scope.run_lock:
-            if self._compiled is not None:
-                return self._compiled.run(program, feed, fetched_names, scope, mark, partial(self._built, program))
-            plan = self.plan_for(program, list(feed), fetched_names)
-            mark("plan")
-            env = self._initial_env(plan, feed, scope)
-            mark("feeds")
-            writes = self._run_steps(plan, env, feed, scope)
-            mark("loop")
-            replaced = self._commit(plan, env, feed, scope, writes)
-            mark("commit")
-        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
-        env.clear()
-        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
-            name, old = replaced.pop()
-            plan.buffers.recycle(name, old)
-            del old
-        mark("fetch")
-        return fetched
+        return self._runner.run(program, feed, fetched_names, scope, return_numpy, mark, partial(self._built, program))
 
     def _built(self, program, seconds: float) -> None:
-        """A compiled backend compiled ``program`` (a new run signature or new run-time shapes)."""
+        """The backend built a plan of ``program``, or compiled it (a new run signature or new run-time shapes)."""
         self.plans_built += 1
         if self._profiler is not None:
             self._profiler.built(program, seconds)
@@ -186,90 +148,3 @@ class Executor:
         if self._profiler is None:
             raise ExecutionError("this executor does not profile: make it with Executor(profile=True)")
         self._profiler.reset()
-
-    def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
-        block = plan.block
-        env: dict[str, Any] = {}
-        declared = plan.declared
-        for name in feed:  # every feed is checked, even one no op reads
-            value = feed[name]
-            if not conforms(value, declared[name]):  # the slow path converts or explains
-                value = as_declared(block, name, value, "feed", FeedError)
-            if name in plan.feeds:
-                env[name] = value
-        for name in plan.from_scope:
-            if name in env:
-                continue
-            if name not in scope:
-                raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
-                                     "scope (run the startup program first, or scope.set it)")
-            value = scope[name]
-            env[name] = value if conforms(value, declared[name]) else as_declared(
-                block, name, value, "scope value", ExecutionError)
-        return env
-
-    @staticmethod
-    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[Callable[[], Any]]:
-        """Run the plan's steps; return the in-place writes of its tail, prepared, for the commit to make
-        (``in_place``), or none when the tail has run as ordinary steps."""
-        if not plan.in_place:
-            run_plan(plan, env)
-            return []
-        run_plan(plan, env, plan.head)
-        tail = plan.steps[len(plan.head):]
-        writes = prepare_in_place(tail, plan.in_place, env, feed, scope)
-        if writes is None:
-            run_plan(plan, env, tail, len(plan.head))
-            return []
-        return writes
-
-    @staticmethod
-    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope,
-                writes: list[Callable[[], Any]] | None = None) -> list[tuple[str, Any]]:
-        """Write the persistable vars the run changed into the scope (the run has succeeded).
-
-        All-or-nothing, KeyboardInterrupt included: the new values are
-        gathered first and stored with one ``Scope.update``; the tail's
-        in-place ``writes`` are made right before it, with interrupts held
-        back until both are done (``in_place.held_interrupts``). A fed
-        persistable var is not committed, even when an op updates it: the
-        feed overrides the scope's value for this run only. Returns the
-        scope's previous arrays of vars updated in a plan buffer, for the plan
-        to reuse once nothing else holds them.
-        """
-        if not plan.commits:
-            return []
-        fed = {id(v) for v in feed.values()}
-        new: dict[str, np.ndarray] = {}
-        replaced = []
-        for name in plan.commits:
-            if name in feed:  # a feed overrides the scope for this run only: the scope keeps its own value
-                continue
-            value = env[name]
-            # A view (or the caller's own feed array) could change under the scope later: own a copy.
-            if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
-                value = np.array(value)
-            if name in plan.buffers.swaps:
-                old = scope.own(name)
-                if old is not None and old is not value:
-                    replaced.append((name, old))
-            new[name] = np.asarray(value)
-        if writes:
-            with held_interrupts():
-                for write in writes:
-                    write()
-                scope.update(new)
-            del write
-            writes.clear()  # each write holds its parameter: none may outlive the run, or the next refuses in place
-        else:
-            scope.update(new)
-        return replaced
-
-    def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):
-        value = env[name]
-        if not return_numpy:
-            return value
-        # A fetched persistable value is the scope's own array: hand out a copy the caller may change.
-        if plan.block.find_var(name).persistable:
-            return np.array(value)
-        return np.asarray(value)

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from gradgen.program.describe import op_location
 
-from .kernels import SUBBLOCKS
+from ..backend.numpy.kernels import SUBBLOCKS
 
 __all__ = ["PHASES", "Profile", "ProfileRow", "Profiler"]
 

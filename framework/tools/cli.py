@@ -130,7 +130,7 @@ def cmd_show(args) -> int:
 
 
 def _show_plan(program, args) -> int:
-    from ..runtime.plan_data import PlanOptions
+    from ..backend.numpy.plan_data import PlanOptions
     from .plan_listing import plan_lines
 
     block = program.block(args.block or 0)

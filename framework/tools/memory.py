@@ -4,7 +4,7 @@ The analysis follows the executor's own plan, in its run order: an op's
 outputs come alive when it runs, a var dies right after its last use unless
 it is fetched or persistable, and persistable outputs stay staged until the
 run commits (counted for every update: the run's trailing updates, which an
-unchecked run usually writes onto the resting arrays, ``runtime.in_place``,
+unchecked run usually writes onto the resting arrays, ``backend.numpy.in_place``,
 are counted as staged too, so the figures are an upper bound there). The peak of that is the lower bound for the schedule. Outputs
 written into the plan's buffers (``framework.buffers``) cost nothing after
 the first run, so the report also gives what the first run and a later run
@@ -21,8 +21,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..runtime.plan import build_plan
-from ..runtime.plan_data import PlanOptions
+from ..backend.numpy.plan import build_plan
+from ..backend.numpy.plan_data import PlanOptions
 from .summary import batch_size, format_bytes
 from .text_table import table_lines
 from .var_kinds import KINDS, block_kinds
@@ -142,7 +142,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     """
     block = program.global_block()
     fetch = [f if isinstance(f, str) else f.name for f in fetch_list]
-    # The plan the Executor would run, except that a region (``runtime.fuse_region``) is followed op by op: its
+    # The plan the Executor would run, except that a region (``backend.numpy.fuse_region``) is followed op by op: its
     # arrays live inside one step, allocated as its ops would allocate them, where the analysis can see them.
     plan = build_plan(block, list(feed_shapes), fetch, replace(options or PlanOptions(), regions=False))
     unsized: list[str] = []

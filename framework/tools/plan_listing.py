@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..runtime.plan import build_plan
-from ..runtime.plan_data import Plan, PlanOptions
+from ..backend.numpy.plan import build_plan
+from ..backend.numpy.plan_data import Plan, PlanOptions
 
 __all__ = ["default_feeds", "plan_lines"]
 

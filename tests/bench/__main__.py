@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from gradgen.framework.runtime.blas import PROVIDER, provider_threads
+from gradgen.framework.backend.numpy.blas import PROVIDER, provider_threads
 
 from . import cases
 from .mlp_rows import mlp_rows

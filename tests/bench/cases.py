@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from gradgen.framework import Executor, Scope, append_backward, optimizer
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.memory import analyze_memory
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal

@@ -1,6 +1,6 @@
 """Time the bench's GEMM shapes through one BLAS provider: ``python -m tests.bench.gemm_survey PROVIDER [REPS] [SIZE]``.
 
-How ``runtime.blas`` was chosen (``design_docs/performance.md``, *Choosing the GEMM*): run it once per provider,
+How ``backend.numpy.blas`` was chosen (``design_docs/performance.md``, *Choosing the GEMM*): run it once per provider,
 each in a fresh process, in rounds, on a quiet machine, and compare the medians it prints as JSON (µs per
 product and for the five together). Providers: ``numpy`` (``np.matmul``), ``mkl`` (the ``mkl`` wheel, by
 ctypes), ``cmeel`` (the ``cmeel-openblas`` wheel PyTensor's C backend links; it needs ``libgfortran.so.5`` on

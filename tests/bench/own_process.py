@@ -42,8 +42,8 @@ def _malloc_row(case: str, repeats: int) -> dict:
 def _compile_rows() -> list[dict]:
     """The plan's build (first run minus a steady one), the run that asks for the regions (minus a steady
     one: it does not wait for them), and how long they then take to compile or load, away from the runs."""
-    from gradgen.framework.runtime.compile_queue import wait_for_compiles
-    from gradgen.framework.runtime.plan_data import PlanOptions
+    from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
+    from gradgen.framework.backend.numpy.plan_data import PlanOptions
 
     from .steps import make_step  # imports gradgen; numba is imported only when a loop is loaded
 

@@ -4,7 +4,7 @@
 plain SGD, fetching the loss, from the same data and weights in every system. The systems: gradgen (an
 ``Executor.run`` per step), the numpy loop as a user writes it (a function per step, default malloc), PyTorch
 eager, JAX jit, PyTensor; and two floors that run the step's five matrix products alone into preallocated arrays,
-through numpy (``numpy_gemms``) and through gradgen's chosen BLAS (``provider_gemms``, ``runtime.blas.gemm``).
+through numpy (``numpy_gemms``) and through gradgen's chosen BLAS (``provider_gemms``, ``backend.numpy.blas.gemm``).
 Each maker imports its system only when called, so a process that times one system loads no other.
 """
 from __future__ import annotations
@@ -85,8 +85,8 @@ def _numpy_gemms(x, y, w1, w2):
 
 
 def _provider_gemms(x, y, w1, w2):
-    """gradgen's floor: the five products through the BLAS gradgen chose (``runtime.blas``)."""
-    from gradgen.framework.runtime.blas import gemm
+    """gradgen's floor: the five products through the BLAS gradgen chose (``backend.numpy.blas``)."""
+    from gradgen.framework.backend.numpy.blas import gemm
 
     return _products(x, y, w1, w2, lambda a, ta, b, tb, out: gemm(ta, tb, 1.0, a, b, 0.0, out))
 

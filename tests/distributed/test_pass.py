@@ -13,7 +13,7 @@ from gradgen.framework import DistributedError, Executor, Scope, data_parallel, 
 from gradgen.framework.distributed import shard
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
-from gradgen.framework.runtime.schedule import schedule
+from gradgen.framework.backend.numpy.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.errors import OpError
 

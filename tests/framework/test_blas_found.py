@@ -6,11 +6,11 @@ import os
 
 import numpy as np
 
-from gradgen.framework.runtime import blas
-from gradgen.framework.runtime.blas import gemm
-from gradgen.framework.runtime.fusion import fuse_gemm_updates
-from gradgen.framework.runtime.plan_data import Unit
-from gradgen.framework.runtime.schedule import schedule
+from gradgen.framework.backend.numpy import blas
+from gradgen.framework.backend.numpy.blas import gemm
+from gradgen.framework.backend.numpy.fusion import fuse_gemm_updates
+from gradgen.framework.backend.numpy.plan_data import Unit
+from gradgen.framework.backend.numpy.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.framework import optimizer
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, optimizer
-from gradgen.framework.runtime.kernels import KERNELS
-from gradgen.framework.runtime.plan import build_plan
-from gradgen.framework.runtime.plan_data import PlanOptions
-from gradgen.framework.runtime.run import run_plan
-from gradgen.framework.runtime.schedule import schedule
+from gradgen.framework.backend.numpy.kernels import KERNELS
+from gradgen.framework.backend.numpy.plan import build_plan
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.run import run_plan
+from gradgen.framework.backend.numpy.schedule import schedule
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 

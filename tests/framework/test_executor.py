@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, initializer, layers, program_guard
 
 

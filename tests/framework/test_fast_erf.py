@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.special import erf as scipy_erf
 
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.compile_queue import wait_for_compiles
-from gradgen.framework.runtime.kernels import fast_erf
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
+from gradgen.framework.backend.numpy.kernels import fast_erf
 from tests.extras import require
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-300, -1e-45, 1e-38, 3.9, -3.92, 4.0,

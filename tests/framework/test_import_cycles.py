@@ -52,15 +52,19 @@ def import_graph(root: Path, package: str) -> nx.DiGraph:
     return graph
 
 
+NUMPY = FRAMEWORK / "backend" / "numpy"
+
+
 def test_the_graph_reader_sees_relative_and_package_imports():
-    graph = import_graph(FRAMEWORK / "runtime", "runtime")
-    assert graph.has_edge("runtime.plan", "runtime.run")
-    assert graph.has_edge("runtime.kernels", "runtime.kernels.control_flow")  # ``from . import control_flow``
-    assert graph.has_edge("runtime.kernels.activation", "runtime.kernels.signature")
-    assert graph.has_edge("runtime.fusion", "runtime.kernels")
+    graph = import_graph(NUMPY, "numpy")
+    assert graph.has_edge("numpy.plan", "numpy.run")
+    assert graph.has_edge("numpy.kernels", "numpy.kernels.control_flow")  # ``from . import control_flow``
+    assert graph.has_edge("numpy.kernels.activation", "numpy.kernels.signature")
+    assert graph.has_edge("numpy.fusion", "numpy.kernels")
 
 
-@pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (FRAMEWORK, "framework")])
+@pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (NUMPY, "numpy"),
+                                          (FRAMEWORK, "framework")])
 def test_no_module_imports_in_a_cycle(root, package):
     cycles = list(nx.simple_cycles(import_graph(root, package)))
     assert not cycles, f"import cycles: {cycles}"
@@ -68,7 +72,16 @@ def test_no_module_imports_in_a_cycle(root, package):
 
 def test_kernels_never_import_the_plan_the_run_loop_or_the_executor():
     """Control-flow kernels get their sub-plans from the plan builder, so no kernel reaches what runs kernels."""
-    graph = import_graph(FRAMEWORK / "runtime", "runtime")
-    kernels = [m for m in graph if m.startswith("runtime.kernels")]
+    graph = import_graph(FRAMEWORK, "framework")
+    kernels = [m for m in graph if m.startswith("framework.backend.numpy.kernels")]
     reached = set().union(*(nx.descendants(graph, m) for m in kernels))
-    assert not reached & {"runtime.plan", "runtime.plan_data", "runtime.run", "runtime.executor"}, sorted(reached)
+    assert not reached & {"framework.backend.numpy.plan", "framework.backend.numpy.plan_data",
+                          "framework.backend.numpy.run", "framework.backend.numpy.runner",
+                          "framework.runtime.executor"}, sorted(reached)
+
+
+def test_the_shared_runtime_imports_no_compiled_backend():
+    """jax is an extra: the executor and the scope load a compiled backend only through ``backend.load_backend``."""
+    graph = import_graph(FRAMEWORK, "framework")
+    reached = set().union(*(nx.descendants(graph, m) for m in graph if m.startswith("framework.runtime")))
+    assert not {m for m in reached if m.startswith("framework.backend.xla")}, sorted(reached)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, optimizer
-from gradgen.framework.runtime.in_place import held_interrupts
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.runtime.commit import held_interrupts
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from tests.framework.test_buffers import _mlp as _buffers_mlp
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework.runtime import blas
-from gradgen.framework.runtime.kernels import KERNELS, takes_out, with_out
+from gradgen.framework.backend.numpy import blas
+from gradgen.framework.backend.numpy.kernels import KERNELS, takes_out, with_out
 from tests.framework.op_cases import ALL_CASES
 from tests.framework.op_harness import Case, check_type_promise, one_op_program, run_case
 from gradgen.program import OP_SCHEMAS

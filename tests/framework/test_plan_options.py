@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, NanInfError, Scope, optimizer
-from gradgen.framework.runtime.checks import declared_type, finite
-from gradgen.framework.runtime.kernels import KERNELS
-from gradgen.framework.runtime.plan import build_plan
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.checks import declared_type, finite
+from gradgen.framework.backend.numpy.kernels import KERNELS
+from gradgen.framework.backend.numpy.plan import build_plan
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
 

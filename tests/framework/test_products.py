@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
-from gradgen.framework.runtime import blas
-from gradgen.framework.runtime.kernels import KERNELS, takes_out
-from gradgen.framework.runtime.plan import build_plan
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import blas
+from gradgen.framework.backend.numpy.kernels import KERNELS, takes_out
+from gradgen.framework.backend.numpy.plan import build_plan
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 from tests.framework.op_harness import Case, one_op_program

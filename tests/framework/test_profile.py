@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.compile_queue import wait_for_compiles
-from gradgen.framework.runtime.kernels import KERNELS
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
+from gradgen.framework.backend.numpy.kernels import KERNELS
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.runtime.profile import PHASES
 from gradgen.framework.tools.profile_text import profile_text
 from gradgen.program import Program, layers, program_guard

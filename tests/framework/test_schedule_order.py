@@ -4,8 +4,8 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
-from gradgen.framework.runtime.ordered_list import HEAD, OrderedList
-from gradgen.framework.runtime.schedule import schedule
+from gradgen.framework.backend.numpy.ordered_list import HEAD, OrderedList
+from gradgen.framework.backend.numpy.schedule import schedule
 
 
 class FakeOp(NamedTuple):

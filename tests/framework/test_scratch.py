@@ -5,9 +5,9 @@ import threading
 
 import numpy as np
 
-from gradgen.framework.runtime.kernels import scratch as scratch_module
-from gradgen.framework.runtime.kernels.scratch import scratch
-from gradgen.framework.runtime.kernels.signature import result_array
+from gradgen.framework.backend.numpy.kernels import scratch as scratch_module
+from gradgen.framework.backend.numpy.kernels.scratch import scratch
+from gradgen.framework.backend.numpy.kernels.signature import result_array
 
 
 def test_a_purpose_reuses_its_memory_and_grows_when_asked_for_more():

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope
-from gradgen.framework.runtime.kernels import KERNELS
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.kernels import KERNELS
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 
 

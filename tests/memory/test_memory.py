@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 
 from gradgen.framework import Executor, Scope, append_backward, optimizer
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.memory import analyze_memory, memory_text
 from gradgen.program import Program, layers, program_guard
 
@@ -133,7 +133,7 @@ def test_memory_text_has_kind_columns_keepers_and_fused_steps():
     for column in ("live after", "activation", "gradient", "staged update", "temporary"):
         assert column in header
     assert "kept alive by" in text and "the commit at the end of the run" in text
-    from gradgen.framework.runtime.blas import gemm
+    from gradgen.framework.backend.numpy.blas import gemm
     if gemm is not None:
         assert "w2@GRAD not stored" in text  # the fused product is shown, not hidden in an sgd row
     rows = [line for line in text.splitlines() if line.lstrip().startswith("#")]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.extras import require
-from gradgen.framework.runtime import blas
-from gradgen.framework.runtime.kernels import conv, pooling
+from gradgen.framework.backend.numpy import blas
+from gradgen.framework.backend.numpy.kernels import conv, pooling
 from tests.nn import einsum_conv as old
 
 
@@ -197,8 +197,8 @@ def test_a_conv_net_with_a_batch_known_at_run_time_trains_as_with_the_einsum_ker
     from dataclasses import replace
 
     from gradgen.framework import Executor, Scope, append_backward
-    from gradgen.framework.runtime.kernels import KERNELS
-    from gradgen.framework.runtime.plan_data import PlanOptions
+    from gradgen.framework.backend.numpy.kernels import KERNELS
+    from gradgen.framework.backend.numpy.plan_data import PlanOptions
     from gradgen.program import Program, layers, program_guard
 
     main, startup = Program(), Program()

@@ -7,8 +7,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from gradgen.framework.runtime import blas
-from gradgen.framework.runtime.kernels import KERNELS
+from gradgen.framework.backend.numpy import blas
+from gradgen.framework.backend.numpy.kernels import KERNELS
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.compile_queue import Budget, wait_for_compiles
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.compile_queue import Budget, wait_for_compiles
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 
@@ -101,7 +101,7 @@ def test_a_plan_compiles_no_more_ops_than_its_budget(monkeypatch):
 def test_a_compiled_region_no_faster_than_its_ops_one_by_one_is_dropped(monkeypatch):
     """Every timed call takes one tick of a fake clock: the compiled region measures no faster than its ops one
     by one, so after its trial calls the step goes back to the ops (and their exact results)."""
-    from gradgen.framework.runtime import fuse_region
+    from gradgen.framework.backend.numpy import fuse_region
 
     class Clock:
         now = 0.0

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradgen.framework import ExecutionError, Executor, Scope, append_backward, optimizer
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.compile_queue import wait_for_compiles
-from gradgen.framework.runtime.plan import build_plan
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
+from gradgen.framework.backend.numpy.plan import build_plan
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.examples import EXAMPLES
 from gradgen.framework.tools.plan_listing import plan_lines
 from gradgen.program import Program, layers, program_guard

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradgen.framework import Executor, Scope, append_backward
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Constant
 from tests.extras import require

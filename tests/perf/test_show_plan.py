@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from gradgen.framework import append_backward, optimizer
-from gradgen.framework.runtime import jit
-from gradgen.framework.runtime.plan_data import PlanOptions
+from gradgen.framework.backend.numpy import jit
+from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.plan_listing import default_feeds, plan_lines
 from gradgen.program import Program, layers, program_guard

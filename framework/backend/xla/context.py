@@ -1,6 +1,6 @@
 """What a lowering sees while a block is traced: the checks it can ask for and the sub-blocks it can trace.
 
-A lowering is ``LOWERINGS[op.type](op, ctx) -> fn``, the numpy kernels' convention (``runtime/kernels/
+A lowering is ``LOWERINGS[op.type](op, ctx) -> fn``, the numpy kernels' convention (``backend/numpy/kernels/
 signature.py``) with a context: ``fn`` takes the op's input values, flat in schema slot order, as jax arrays,
 and returns its output (or a tuple of them, flat in slot order). The factory runs once per trace, so work that
 depends only on attrs and static shapes happens there.

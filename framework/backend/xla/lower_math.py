@@ -1,5 +1,5 @@
 """Lowerings of the elementwise, activation, comparison, logical, reduction and creation ops: ``jax.numpy``
-one-liners that compute what the numpy kernels compute (``runtime/kernels/``), in the same dtypes.
+one-liners that compute what the numpy kernels compute (``backend/numpy/kernels/``), in the same dtypes.
 
 Random ops have no inputs and a fixed seed: every run draws the same numbers, so they are constants, made
 with the numpy kernel (PCG64) while tracing: the same values as the numpy backend, bit for bit.
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf as jax_erf
 
-from ...runtime.kernels import KERNELS as NUMPY_KERNELS
+from ..numpy.kernels import KERNELS as NUMPY_KERNELS
 
 __all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype", "sum_to_shape"]
 
@@ -279,7 +279,7 @@ def _matmul(op, ctx):
 
 def sum_to_shape(x, shape: tuple):
     """``x`` summed over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's
-    dtype, as ``runtime/kernels/manipulation.sum_to_shape``."""
+    dtype, as ``backend/numpy/kernels/manipulation.sum_to_shape``."""
     shape = tuple(shape)
     if x.shape == shape:
         return x

@@ -1,5 +1,5 @@
 """Lowerings of the optimizer updates and learning-rate schedules: the numpy kernels' formulas
-(``runtime/kernels/optimizer.py``, ``lr_schedule.py``) in ``jax.numpy``, in the parameter's dtype."""
+(``backend/numpy/kernels/optimizer.py``, ``lr_schedule.py``) in ``jax.numpy``, in the parameter's dtype."""
 from __future__ import annotations
 
 import jax.numpy as jnp

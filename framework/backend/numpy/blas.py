@@ -223,7 +223,7 @@ def prepare_gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: n
                  c: np.ndarray) -> Callable[[], np.ndarray]:
     """Everything ``gemm`` checks, converts or computes aside, done now; the returned function writes C and
     returns it. Raises ValueError for operands that do not fit, before anything is written, so a caller can
-    prepare several writes and then make them all (``runtime.in_place``)."""
+    prepare several writes and then make them all (``backend.numpy.in_place``)."""
     if a.dtype != c.dtype or b.dtype != c.dtype or not c.flags.c_contiguous:
         raise ValueError(f"gemm wants operands of C's dtype {c.dtype} and a C-contiguous C")
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape

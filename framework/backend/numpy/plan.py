@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.describe import op_location
 
-from ..errors import ExecutionError
+from ...errors import ExecutionError
 from .buffers import Buffers, assign_slots, slotted
 from .checks import checked
-from .conformance import declared
+from ...runtime.conformance import declared
 from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, is_gemm_update, sgd_gemm_writer
 from .in_place import in_place_tail, sink_updates
@@ -33,7 +33,7 @@ from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import run_block
 from .schedule import schedule
-from .signature import commits, is_persistable as _is_persistable, sources
+from ...runtime.signature import commits, is_persistable as _is_persistable, sources
 
 __all__ = ["PlanOptions", "build_kernel", "build_plan"]
 

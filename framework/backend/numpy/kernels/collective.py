@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import DistributedError
-from ..communicator import Done, communicator
+from ....errors import DistributedError
+from ....runtime.communicator import Done, communicator
 
 _in_flight: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
 """id(receive buffer) -> (request, send buffer, receive buffer): both buffers stay alive until the wait."""

@@ -140,7 +140,7 @@ class _Process:
             if self.proc is None or self.proc.poll() is not None:
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", "from gradgen.framework.runtime.compile_queue import serve; serve()"],
+                    [sys.executable, "-c", "from gradgen.framework.backend.numpy.compile_queue import serve; serve()"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
                 # no preexec_fn: the child is spawned without running fork handlers (OpenMP warns at a fork)
             self.proc.stdin.write(json.dumps({"source": source, "types": types}) + "\n")

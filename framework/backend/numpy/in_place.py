@@ -14,7 +14,7 @@ all fused updates, which run after every other op has succeeded. Each is
 *prepared* first (shapes checked, small products computed aside;
 ``blas.prepare_gemm``), and the writes are made inside the commit, together
 with the scope update, while a KeyboardInterrupt is held back until all of
-them are done (``held_interrupts``). A run goes in place only when every
+them are done (``runtime/commit.held_interrupts``). A run goes in place only when every
 tail step can: the parameter is not fed, it is this scope's own array
 (not a parent's), writeable and C-contiguous, and nobody else holds it (an
 array a user took from the scope keeps its values, as with double buffering).
@@ -31,18 +31,15 @@ the operands stay alive until the commit instead (two 1 MiB activations per
 """
 from __future__ import annotations
 
-import _signal  # signal's C module: ``signal.signal`` wraps every call in enum conversions (7 us a run)
 import sys
-import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .fusion import is_gemm_update
 from .plan_data import static_size
 
-__all__ = ["held_interrupts", "in_place_tail", "prepare_in_place", "sink_updates"]
+__all__ = ["in_place_tail", "prepare_in_place", "sink_updates"]
 
 def _outweighs(block, unit) -> bool:
     """True when the fused update's parameter has more elements than its product's two operands."""
@@ -105,27 +102,3 @@ def prepare_in_place(steps: Sequence, writers: Sequence[Callable[..., Any]], env
         except ValueError:  # operands that do not fit: the ordinary step reports it with the op's name
             return None
     return writes
-
-
-@contextmanager
-def held_interrupts() -> Iterator[None]:
-    """Inside the ``with``, a SIGINT (or ``_thread.interrupt_main``) waits; it is delivered right after.
-
-    Only the main thread receives KeyboardInterrupt, and only there can the handler be swapped; elsewhere
-    there is nothing to hold back. A handler that is not a Python callable (default or ignored) is left alone.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = _signal.getsignal(_signal.SIGINT)
-    if not callable(previous):
-        yield
-        return
-    arrived: list = []
-    _signal.signal(_signal.SIGINT, lambda signum, frame: arrived.append(frame))
-    try:
-        yield
-    finally:
-        _signal.signal(_signal.SIGINT, previous)
-        if arrived:
-            previous(_signal.SIGINT, arrived[0])

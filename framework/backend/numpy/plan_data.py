@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .buffers import Buffers
 from .checks import OutputCheck
-from .conformance import Declared
+from ...runtime.conformance import Declared
 from .kernels import KERNELS, KernelFactory
 
 __all__ = ["PlanOptions", "Unit", "Step", "Plan", "TYPICAL_BATCH", "static_size"]

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from gradgen.program.describe import op_location
 
-from ..errors import ExecutionError, NanInfError
+from ...errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
 from .plan_data import Plan, Step
 

@@ -7,7 +7,7 @@ the pair is one BLAS call: copy w into the update's buffer, then
 ``gemm(alpha=-lr, X, Y, beta=1)`` into it. The rounding differs from the
 two-step form only by where ``lr`` multiplies in (``-lr * sum`` accumulated
 onto w instead of ``w - lr * sum``), well inside float tolerance.
-The product runs on ``runtime.blas.gemm`` (the chosen BLAS; numpy's matmul for small products).
+The product runs on ``backend.numpy.blas.gemm`` (the chosen BLAS; numpy's matmul for small products).
 
 A fusion is a rewrite of the plan's list of units (``plan_data.Unit``): a
 fused unit runs several ops with a kernel of its own, under the last op's
@@ -81,7 +81,7 @@ def sgd_gemm(prod, blas: Callable[..., np.ndarray]) -> Callable[..., Any]:
 
 def sgd_gemm_writer(prod) -> Callable[..., Callable[[], np.ndarray]]:
     """The fused update written onto the parameter itself: ``fn(X, Y, param, lr)`` checks and prepares, and
-    returns the function that makes the write (``runtime.in_place``)."""
+    returns the function that makes the write (``backend.numpy.in_place``)."""
     tx, ty = prod.attr("transpose_x"), prod.attr("transpose_y")
     return lambda x, y, param, lr: prepare_gemm(tx, ty, -float(lr.reshape(())), x, y, 1.0, param)
 

@@ -19,8 +19,8 @@ from gradgen.program.describe import op_location
 from gradgen.program.errors import GradgenError
 from gradgen.program.shapes import format_shape
 
-from ..errors import ExecutionError, NanInfError
-from .conformance import shape_matches
+from ...errors import ExecutionError, NanInfError
+from ...runtime.conformance import shape_matches
 
 __all__ = ["CheckFailed", "OutputCheck", "checked", "declared_type", "describe_inputs", "finite"]
 

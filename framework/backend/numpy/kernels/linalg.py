@@ -1,4 +1,4 @@
-"""Matrix product kernels, all on the chosen BLAS (``runtime.blas``) where it is not numpy's own (then
+"""Matrix product kernels, all on the chosen BLAS (``backend.numpy.blas``) where it is not numpy's own (then
 ``np.matmul`` is the same library, called more cheaply):
 
 - 2-D products, and ``x[..., k] @ y[k, n]`` with x not transposed, whose batch dims fold into the rows of one

@@ -1,7 +1,7 @@
 """``gemm_batch``: a batch of matrix products, some of them summed, written into one output array.
 
 Convolutions lower to many products of one shape (per image, per group).
-The large ones go one by one to the BLAS gradgen chose (``runtime.blas``), as
+The large ones go one by one to the BLAS gradgen chose (``backend.numpy.blas``), as
 every sizable product does; small ones, or all of them when that BLAS is
 numpy's own, go to one ``np.matmul`` call over the whole batch, which loops in C.
 """

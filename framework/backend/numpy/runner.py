@@ -1,0 +1,164 @@
+"""Runs on the numpy backend: plans cached per program version, names and options; a run walks its plan's steps
+and commits what changed.
+
+A run: look up (or build) the plan for this program version and these feed and fetch names (``plan``); check
+the feeds and the scope's persistable values against their declared types (``runtime/conformance``); walk the
+plan's steps, dropping each intermediate array after its last use (``run``); then, only if every op succeeded,
+write the persistable vars the run changed into the scope, the plan's in-place tail included (``in_place``).
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from gradgen.program.describe import describe_var
+
+from ...errors import ExecutionError, FeedError
+from ...runtime.commit import held_interrupts
+from ...runtime.conformance import as_declared, conforms
+from ...runtime.scope import Scope
+from .in_place import prepare_in_place
+from .plan import build_plan
+from .plan_data import Plan, PlanOptions
+from .run import run_plan
+
+__all__ = ["NumpyRunner"]
+
+
+class NumpyRunner:
+    """One executor's runs on numpy. ``options()`` gives the plan options of the executor's settings (the same
+    object for the same settings: it keys the plan cache)."""
+
+    def __init__(self, options: Callable[[], PlanOptions]):
+        self.options = options
+        self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+    def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str],
+                 built: Callable[[float], None]) -> Plan:
+        """The cached plan of ``program``'s block 0 for these names, built if missing or stale (``built(seconds)``
+        is told of every build)."""
+        per_program = self._plans.get(program)
+        if per_program is None or per_program.get("version") != program.version:
+            per_program = {"version": program.version}
+            self._plans[program] = per_program
+        options = self.options()
+        key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
+        plan = per_program.get(key)
+        if plan is None:
+            start = time.perf_counter()
+            plan = build_plan(program.global_block(), key[0], key[1], options)
+            per_program[key] = plan
+            built(time.perf_counter() - start)
+        return plan
+
+    def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
+            mark: Callable[[str], None], built: Callable[[float], None]) -> list:
+        """One run: the fetched arrays; the scope gets the changed persistables only if the whole run succeeds.
+        ``mark(phase)`` ends each phase (``runtime/profile.PHASES``)."""
+        with scope.run_lock:
+            plan = self.plan_for(program, list(feed), fetch_names, built)
+            mark("plan")
+            env = self._initial_env(plan, feed, scope)
+            mark("feeds")
+            writes = self._run_steps(plan, env, feed, scope)
+            mark("loop")
+            replaced = self._commit(plan, env, feed, scope, writes)
+            mark("commit")
+        fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
+        env.clear()
+        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
+            name, old = replaced.pop()
+            plan.buffers.recycle(name, old)
+            del old
+        mark("fetch")
+        return fetched
+
+    def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
+        block = plan.block
+        env: dict[str, Any] = {}
+        declared = plan.declared
+        for name in feed:  # every feed is checked, even one no op reads
+            value = feed[name]
+            if not conforms(value, declared[name]):  # the slow path converts or explains
+                value = as_declared(block, name, value, "feed", FeedError)
+            if name in plan.feeds:
+                env[name] = value
+        for name in plan.from_scope:
+            if name in env:
+                continue
+            if name not in scope:
+                raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
+                                     "scope (run the startup program first, or scope.set it)")
+            value = scope[name]
+            env[name] = value if conforms(value, declared[name]) else as_declared(
+                block, name, value, "scope value", ExecutionError)
+        return env
+
+    @staticmethod
+    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[Callable[[], Any]]:
+        """Run the plan's steps; return the in-place writes of its tail, prepared, for the commit to make
+        (``in_place``), or none when the tail has run as ordinary steps."""
+        if not plan.in_place:
+            run_plan(plan, env)
+            return []
+        run_plan(plan, env, plan.head)
+        tail = plan.steps[len(plan.head):]
+        writes = prepare_in_place(tail, plan.in_place, env, feed, scope)
+        if writes is None:
+            run_plan(plan, env, tail, len(plan.head))
+            return []
+        return writes
+
+    @staticmethod
+    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope,
+                writes: list[Callable[[], Any]] | None = None) -> list[tuple[str, Any]]:
+        """Write the persistable vars the run changed into the scope (the run has succeeded).
+
+        All-or-nothing, KeyboardInterrupt included: the new values are
+        gathered first and stored with one ``Scope.update``; the tail's
+        in-place ``writes`` are made right before it, with interrupts held
+        back until both are done (``runtime/commit.held_interrupts``). A fed
+        persistable var is not committed, even when an op updates it: the
+        feed overrides the scope's value for this run only. Returns the
+        scope's previous arrays of vars updated in a plan buffer, for the plan
+        to reuse once nothing else holds them.
+        """
+        if not plan.commits:
+            return []
+        fed = {id(v) for v in feed.values()}
+        new: dict[str, np.ndarray] = {}
+        replaced = []
+        for name in plan.commits:
+            if name in feed:  # a feed overrides the scope for this run only: the scope keeps its own value
+                continue
+            value = env[name]
+            # A view (or the caller's own feed array) could change under the scope later: own a copy.
+            if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
+                value = np.array(value)
+            if name in plan.buffers.swaps:
+                old = scope.own(name)
+                if old is not None and old is not value:
+                    replaced.append((name, old))
+            new[name] = np.asarray(value)
+        if writes:
+            with held_interrupts():
+                for write in writes:
+                    write()
+                scope.update(new)
+            del write
+            writes.clear()  # each write holds its parameter: none may outlive the run, or the next refuses in place
+        else:
+            scope.update(new)
+        return replaced
+
+    def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):
+        value = env[name]
+        if not return_numpy:
+            return value
+        # A fetched persistable value is the scope's own array: hand out a copy the caller may change.
+        if plan.block.find_var(name).persistable:
+            return np.array(value)
+        return np.asarray(value)
