@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .control_flow import cond, while_loop
-from .conv import conv2d, conv2d_transpose, pool2d
+from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d, conv3d_transpose, pool1d, pool2d, pool3d
 from .custom import custom_gradient
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
@@ -33,8 +33,12 @@ __all__ = [
     "clip",
     "concat",
     "cond",
+    "conv1d",
+    "conv1d_transpose",
     "conv2d",
     "conv2d_transpose",
+    "conv3d",
+    "conv3d_transpose",
     "cos",
     "cosine_decay",
     "create_parameter",
@@ -83,7 +87,9 @@ __all__ = [
     "ones_like",
     "pad",
     "piecewise_decay",
+    "pool1d",
     "pool2d",
+    "pool3d",
     "pow",
     "reciprocal",
     "reduce_max",
