@@ -16,7 +16,7 @@ from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, s
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
                    negative, pow, reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
                    tanh)
-from .network import batch_norm, dropout, embedding, fc, layer_norm
+from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
 from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
@@ -60,7 +60,9 @@ __all__ = [
     "gelu",
     "greater_equal",
     "greater_than",
+    "group_norm",
     "huber_loss",
+    "instance_norm",
     "l1_loss",
     "layer_norm",
     "leaky_relu",

@@ -85,9 +85,9 @@ def _conv_transpose(dims: int, layer: str, x: Variable, num_filters: int, filter
 def _pool(dims: int, x: Variable, pool_size, pool_type: str, stride, padding, exclusive: bool, ceil_mode: bool,
           dilation, name) -> Variable:
     ksize = _per_dim(pool_size, dims, "pool_size")
-    sides = {1: "before, after", 2: "top, bottom, left, right", 3: "(before, after) per dim"}[dims]
+    sides = {1: "two: before, after", 2: "four: top, bottom, left, right", 3: "six: (before, after) per dim"}[dims]
     pads = [int(p) for p in padding] if not isinstance(padding, int) and len(padding) == 2 * dims else \
-        _per_dim(padding, dims, f"padding (or {2 * dims}: {sides})")
+        _per_dim(padding, dims, f"padding (or {sides})")
     return append("pool2d", {"X": check_var(x, "x")},
                   {"pooling_type": pool_type, "ksize": ksize,
                    "strides": ksize if stride is None else _per_dim(stride, dims, "stride"),
