@@ -60,7 +60,8 @@ def _per_dim(ctx, dims: int, *names):
     for n in names:
         v = ctx.attr(n)
         if len(v) != dims or any(d <= 0 for d in v) and n != "paddings" or any(d < 0 for d in v):
-            ctx.fail(f"{n} must be {_WORDS[dims]} positive integers, one per spatial dim (paddings: non-negative), got {v}")
+            ctx.fail(f"{n} must be {_WORDS[dims]} positive integers, one per spatial dim (paddings: non-negative), "
+                     f"got {v}")
 
 
 _WORDS = {1: "one", 2: "two", 3: "three"}
@@ -131,7 +132,8 @@ def _conv2d_transpose(ctx):
         ctx.fail(f"Input has {x.shape[1]} channels but Filter has {w.shape[0]} input channels "
                  f"(which must divide into {g} groups)")
     if len(extra) != dims or not all(0 <= e < s for e, s in zip(extra, strides)):
-        ctx.fail(f"output_padding {extra} must be {_WORDS[dims]} ints, each at least 0 and below its stride {list(strides)}")
+        ctx.fail(f"output_padding {extra} must be {_WORDS[dims]} ints, each at least 0 and below its stride "
+                 f"{list(strides)}")
     out = [transposed_size(*a) for a in zip(x.shape[2:], w.shape[2:], strides, ctx.attr("paddings"),
                                             ctx.attr("dilations"), extra)]
     if any(o == 0 or o < -1 for o in out):
@@ -164,7 +166,8 @@ SCHEMAS = (
            dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
            doc="Max or average pooling of N-C-spatial X (1 to 3 spatial dims), windows optionally dilated; "
-               "average divides by the window's in-bounds elements (exclusive) or its area.", dtypes={"X": FLOAT_DTYPES}),
+               "average divides by the window's in-bounds elements (exclusive) or its area.",
+           dtypes={"X": FLOAT_DTYPES}),
     schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
            doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it.",
            dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}),
