@@ -56,15 +56,15 @@ def _spatial(ctx, what: str, *slots: str) -> int:
     return ranks[0] - 2
 
 
+_WORDS = {1: "one int", 2: "two ints", 3: "three ints"}
+
+
 def _per_dim(ctx, dims: int, *names):
     for n in names:
         v = ctx.attr(n)
         if len(v) != dims or any(d <= 0 for d in v) and n != "paddings" or any(d < 0 for d in v):
-            ctx.fail(f"{n} must be {_WORDS[dims]} positive integers, one per spatial dim (paddings: non-negative), "
+            ctx.fail(f"{n} must be {_WORDS[dims]} (one per spatial dim), positive (paddings: non-negative), "
                      f"got {v}")
-
-
-_WORDS = {1: "one", 2: "two", 3: "three"}
 
 
 def _sizes(shape) -> str:
@@ -132,7 +132,7 @@ def _conv2d_transpose(ctx):
         ctx.fail(f"Input has {x.shape[1]} channels but Filter has {w.shape[0]} input channels "
                  f"(which must divide into {g} groups)")
     if len(extra) != dims or not all(0 <= e < s for e, s in zip(extra, strides)):
-        ctx.fail(f"output_padding {extra} must be {_WORDS[dims]} ints, each at least 0 and below its stride "
+        ctx.fail(f"output_padding {extra} must be {_WORDS[dims]}, each at least 0 and below its stride "
                  f"{list(strides)}")
     out = [transposed_size(*a) for a in zip(x.shape[2:], w.shape[2:], strides, ctx.attr("paddings"),
                                             ctx.attr("dilations"), extra)]

@@ -170,7 +170,8 @@ def test_layers_build_1d_and_3d_nets_with_a_batch_size_met_at_run_time():
     (lambda x: layers.pool1d(layers.reshape(x, [1, 1, 4]), 2, padding=[1, 1, 1]),
      "padding \\(or two: before, after\\) must be an int or one"),
     (lambda x: layers.pool1d(layers.reshape(x, [1, 1, 4]), 2, padding=2), "smaller than ksize"),
-    (lambda x: append("pool2d", {"X": layers.reshape(x, [1, 1, 2, 2, 1])}, {"ksize": [1, 1]}), "ksize must be three"),
+    (lambda x: append("pool2d", {"X": layers.reshape(x, [1, 1, 2, 2, 1])}, {"ksize": [1, 1]}),
+     "ksize must be three ints \\(one per spatial dim\\)"),
 ])
 def test_wrong_ranks_and_attrs_are_refused_by_name(build, message):
     with program_guard(Program(), Program()):

@@ -53,8 +53,11 @@ def _with_bias(ctx, op_type: str, attrs: dict, x: str) -> None:
 
 def conv(ctx):
     dims = _dims(ctx, "convolution")
+    kernel = list(ctx.shape(1)[2:])
+    if ctx.attr_ints("kernel_shape", kernel) != kernel:
+        raise NotImportable(f"kernel_shape {ctx.attr_ints('kernel_shape')} differs from the filter's {kernel}")
     dilations = ctx.attr_ints("dilations", [1] * dims, dims)
-    x, paddings = _spatial(ctx, ctx.x(0), _pads(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
+    x, paddings = _spatial(ctx, ctx.x(0), _pads(ctx, kernel, dilations), 0.0)
     _with_bias(ctx, "conv2d", {"strides": ctx.attr_ints("strides", [1] * dims, dims), "paddings": paddings,
                                "dilations": dilations, "groups": int(ctx.attr("group", 1))}, x)
 
@@ -115,7 +118,8 @@ def _normalized_groups(ctx, groups: int | None) -> str:
     spatial positions: layer_norm of the [N, groups, rest] view, as ``layers.group_norm`` builds it; still in that
     view."""
     shape = ctx.shape(0)
-    groups = groups or (shape[1] if len(shape) > 1 else -1)
+    if groups is None:
+        groups = shape[1] if len(shape) > 1 else -1
     if len(shape) < 3 or groups <= 0 or shape[1] < 0 or shape[1] % groups:
         raise NotImportable(f"normalizing {groups} groups of the channels of an input shaped {list(shape)}")
     rest = -1 if -1 in shape[2:] else shape[1] // groups * int(np.prod(shape[2:]))
