@@ -178,3 +178,29 @@ def test_wrong_ranks_and_attrs_are_refused_by_name(build, message):
         x = layers.data("x", [2, 2], "float64")
         with pytest.raises(ProgramError, match=message):
             build(x)
+
+
+@pytest.mark.parametrize("build,declared,shape,out", [
+    (lambda x, w: append("conv2d", {"Input": x, "Filter": w}, _conv_attrs(1, 2, 1, 1, 1), out_slots=("Output",)),
+     [-1, 2, -1], (2, 2, 7), (2, 3, 4)),
+    (lambda x, w: append("conv2d_transpose", {"Input": x, "Filter": w},
+                         {**_conv_attrs(3, 2, 0, 1, 1), "output_padding": [1, 0, 0]}, out_slots=("Output",)),
+     [1, 2, -1, 2, -1], (1, 2, 2, 2, 3), (1, 3, 5, 4, 6)),
+])
+def test_gradients_of_spatial_sizes_met_at_run_time(build, declared, shape, out):
+    from tests.grad.checking import check_run_time_gradients
+
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((3, 2, 2) if len(shape) == 3 else (2, 3, 2, 2, 2))
+    check_run_time_gradients(build, {"x": declared, "w": list(w.shape)}, {"x": rng.standard_normal(shape), "w": w},
+                             out)
+
+
+def test_pooling_gradients_of_spatial_sizes_met_at_run_time():
+    from tests.grad.checking import check_run_time_gradients
+
+    x = np.random.default_rng(7).permutation(60).reshape(1, 2, 5, 2, 3) * 0.1  # distinct: max has no ties
+    attrs = {"pooling_type": "max", "ksize": [2, 1, 2], "strides": [1, 1, 1], "paddings": [1, 0, 0],
+             "dilations": [2, 1, 1]}
+    check_run_time_gradients(lambda v: append("pool2d", {"X": v}, attrs), {"x": [-1, 2, -1, 2, -1]}, {"x": x},
+                             (1, 2, 5, 2, 2))

@@ -84,3 +84,11 @@ def test_channels_that_do_not_divide_into_the_groups_are_refused():
             layers.group_norm(layers.data("x", [2, 6, 3], "float64"), 4)
         with pytest.raises(ProgramError, match="instance_norm needs N-C-spatial input"):
             layers.instance_norm(layers.data("y", [2, 6], "float64"))
+
+
+def test_gradients_of_spatial_sizes_met_at_run_time():
+    from tests.grad.checking import check_run_time_gradients
+
+    x = np.random.default_rng(3).standard_normal((2, 4, 3, 2))
+    check_run_time_gradients(lambda v: layers.tanh(layers.group_norm(v, 2, scale=False, shift=False)),
+                             {"x": [-1, 4, -1, -1]}, {"x": x}, x.shape)
