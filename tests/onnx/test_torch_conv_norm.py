@@ -4,7 +4,8 @@ sum of the output in the input and every parameter.
 
 torch is the test-only oracle (the ``oracle`` extra); without it the check is skipped, and fails under
 ``GRADGEN_REQUIRE_EXTRAS``. PyTorch exports GroupNorm at opset 17 as Reshape, InstanceNormalization (over the
-groups), Reshape, Mul and Add.
+groups), Reshape, Mul and Add. Ceil-mode average pooling that counts padding divides a last window reaching past
+the padding by its taps inside the padded input (not its area): the importer rescales gradgen's exclusive average.
 """
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ MODULES = {  # name -> (module factory, input shape)
     "avg_pool3d": (lambda: torch.nn.AvgPool3d(2, stride=1, padding=1), (1, 2, 3, 2, 4)),
     "avg_pool3d_exclusive": (lambda: torch.nn.AvgPool3d((3, 2, 2), stride=2, padding=1, count_include_pad=False),
                              (2, 1, 4, 4, 3)),
+    "avg_pool1d_ceil": (lambda: torch.nn.AvgPool1d(3, stride=2, padding=1, ceil_mode=True), (1, 2, 8)),
+    "avg_pool2d_ceil": (lambda: torch.nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), (1, 2, 6, 5)),
+    "max_pool3d_ceil_dilated": (lambda: torch.nn.MaxPool3d(2, stride=2, padding=1, dilation=(2, 1, 1),
+                                                           ceil_mode=True), (1, 1, 6, 5, 5)),
     "group_norm": (lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 5)),
     "group_norm_3d": (lambda: torch.nn.GroupNorm(3, 6), (1, 6, 2, 2, 3)),
     "instance_norm1d": (lambda: torch.nn.InstanceNorm1d(3, affine=True), (2, 3, 6)),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradgen.program.ops.conv import pool_out_size
+
 from .errors import NotImportable
 from .import_ops import padded
 
@@ -95,17 +97,41 @@ def gather_elements(ctx):
     ctx.out("take_along_axis", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
 
 
+def _past_padding(ctx, ksize, strides, pads, dilations):
+    """For ``count_include_pad`` average pooling in ceil mode: per window [1, 1, *out], its taps in the input over
+    its taps in the padded input (ONNX's divisor, as PyTorch's), the factor that turns gradgen's exclusive average
+    into ONNX's; None when every window lies inside the padded input (``exclusive=False`` is exact then)."""
+    size, dims = ctx.shape(0)[2:], len(ksize)
+    if -1 in size:
+        raise NotImportable("ceil-mode average pooling with count_include_pad on an input of unknown spatial size")
+    inside, padded = np.ones(()), np.ones(())
+    for n, k, s, b, a, d in zip(size, ksize, strides, pads[:dims], pads[dims:], dilations):
+        out = pool_out_size(n, (k - 1) * d + 1, s, b, a, True)
+        taps = (np.arange(out) * s - b)[:, None] + np.arange(k) * d
+        inside = np.multiply.outer(inside, ((taps >= 0) & (taps < n)).sum(1))
+        padded = np.multiply.outer(padded, ((taps >= -b) & (taps < n + a)).sum(1))
+    if (padded == np.prod(ksize)).all():
+        return None
+    return (inside / padded).reshape(1, 1, *inside.shape).astype(ctx.dtype(0))
+
+
 def _pool(kind):
     def translate(ctx):
         dims = _dims(ctx, "pooling")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
         ksize, dilations = ctx.attr_ints("kernel_shape", length=dims), ctx.attr_ints("dilations", [1] * dims, dims)
-        pads = _pads(ctx, ksize, dilations)
-        attrs = {"pooling_type": kind, "ksize": ksize, "strides": ctx.attr_ints("strides", [1] * dims, dims),
+        strides, pads = ctx.attr_ints("strides", [1] * dims, dims), _pads(ctx, ksize, dilations)
+        ceil, exclusive = bool(ctx.attr("ceil_mode", 0)), not ctx.attr("count_include_pad", 0)
+        share = _past_padding(ctx, ksize, strides, pads, dilations) if kind == "avg" and ceil and not exclusive \
+            else None
+        attrs = {"pooling_type": kind, "ksize": ksize, "strides": strides,
                  "paddings": [p for d in range(dims) for p in (pads[d], pads[dims + d])], "dilations": dilations,
-                 "exclusive": not ctx.attr("count_include_pad", 0), "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
-        ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+                 "exclusive": exclusive or share is not None, "ceil_mode": ceil}
+        if share is None:
+            return ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+        y = ctx.tmp("pool2d", {"X": ctx.x(0)}, attrs)
+        ctx.out("elementwise_mul", {"X": y, "Y": ctx.importer.constant_var("pool_divisor_share", share)})
     return translate
 
 
