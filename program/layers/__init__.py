@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .control_flow import cond, while_loop
-from .conv import conv2d, conv2d_transpose, pool2d
+from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d, conv3d_transpose, pool1d, pool2d, pool3d
 from .custom import custom_gradient
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
 from .linalg import matmul
@@ -16,7 +16,7 @@ from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, s
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
                    negative, pow, reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
                    tanh)
-from .network import batch_norm, dropout, embedding, fc, layer_norm
+from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
 from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
@@ -33,8 +33,12 @@ __all__ = [
     "clip",
     "concat",
     "cond",
+    "conv1d",
+    "conv1d_transpose",
     "conv2d",
     "conv2d_transpose",
+    "conv3d",
+    "conv3d_transpose",
     "cos",
     "cosine_decay",
     "create_parameter",
@@ -56,7 +60,9 @@ __all__ = [
     "gelu",
     "greater_equal",
     "greater_than",
+    "group_norm",
     "huber_loss",
+    "instance_norm",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
@@ -83,7 +89,9 @@ __all__ = [
     "ones_like",
     "pad",
     "piecewise_decay",
+    "pool1d",
     "pool2d",
+    "pool3d",
     "pow",
     "reciprocal",
     "reduce_max",

@@ -1,10 +1,14 @@
-"""Network layers: fully connected, dropout, embedding, layer and batch normalization.
+"""Network layers: fully connected, dropout, embedding, layer, batch, group and instance normalization.
 
 ``fc`` is a composition of ordinary ops, so its gradients (of every order)
 are those ops' gradients; dropout, embedding, layer norm and batch norm are
-single ops of their own.
+single ops of their own. Group and instance norm are layer norm over a
+grouped view of the input (one fused ``layer_norm`` between two reshapes), then
+a per-channel scale and shift.
 """
 from __future__ import annotations
+
+import math
 
 from ..dtypes import normalize_dtype
 from ..errors import ProgramError
@@ -176,4 +180,51 @@ def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_tes
     return program.current_block().var(y_name)
 
 
-__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm"]
+def _per_channel(v: Variable, rank: int) -> Variable:
+    """A [C] var as [C, 1, ...], so that it broadcasts along axis 1 of a rank-``rank`` tensor."""
+    return append("reshape", {"X": v}, {"shape": [v.shape[0]] + [1] * (rank - 2)})
+
+
+def _grouped_norm(layer: str, x: Variable, groups: int, epsilon: float, scale: bool, shift: bool,
+                  act: str | None, name: str | None) -> Variable:
+    """``layer_norm`` of X viewed as [N, groups, C / groups * spatial] (group norm's formula, in one fused op with
+    fused gradients), reshaped back to X's run-time shape, then scaled and shifted per channel."""
+    if len(x.shape) < 2 or x.shape[1] < 0 or groups <= 0 or x.shape[1] % groups:
+        raise ProgramError(f"{layer} needs a known channel axis 1 that divides into {groups} groups, got "
+                           f"'{x.name}' {x.type_str()}")
+    base = name or default_main_program().unique_name(layer)
+    rest = -1 if any(d < 0 for d in x.shape[2:]) else x.shape[1] // groups * math.prod(x.shape[2:])
+    grouped = append("reshape", {"X": x}, {"shape": [0, groups, rest]})
+    y, _, _ = append("layer_norm", {"X": grouped}, {"begin_norm_axis": 2, "epsilon": epsilon},
+                     out_slots=("Y", "Mean", "Variance"))
+    y = append("reshape_as", {"X": y, "Target": x})
+    c = x.shape[1]
+    if scale:
+        w = create_parameter([c], x.dtype, name=f"{base}.scale" if name else f"{base}.w_0", initializer=Constant(1.0))
+        y = append("elementwise_mul", {"X": y, "Y": _per_channel(w, len(x.shape))})
+    if shift:
+        b = create_parameter([c], x.dtype, name=f"{base}.bias" if name else f"{base}.b_0", initializer=Constant(0.0))
+        y = append("elementwise_add", {"X": y, "Y": _per_channel(b, len(x.shape))})
+    return append(act, {"X": y}) if act is not None else y
+
+
+def group_norm(x: Variable, groups: int, epsilon: float = 1e-5, scale: bool = True, shift: bool = True,
+               act: str | None = None, name: str | None = None) -> Variable:
+    """Normalize each sample's channels (axis 1) in ``groups`` groups, each group over its channels and all
+    spatial positions, then scale and shift per channel (parameters ``[C]``, ones and zeros; named
+    ``group_norm_0.w_0``, ``.b_0``, or ``name.scale``, ``name.bias``), then ``act``."""
+    return _grouped_norm("group_norm", check_var(x, "x"), groups, epsilon, scale, shift, act, name)
+
+
+def instance_norm(x: Variable, epsilon: float = 1e-5, scale: bool = True, shift: bool = True,
+                  name: str | None = None) -> Variable:
+    """Normalize each sample's every channel over its spatial positions, then scale and shift per channel:
+    ``group_norm`` with one channel per group (parameters ``instance_norm_0.w_0``, ``.b_0``)."""
+    check_var(x, "x")
+    if len(x.shape) < 3 or x.shape[1] < 0:
+        raise ProgramError(f"instance_norm needs N-C-spatial input with a known channel count, got '{x.name}' "
+                           f"{x.type_str()}")
+    return _grouped_norm("instance_norm", x, x.shape[1], epsilon, scale, shift, None, name)
+
+
+__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "instance_norm"]

@@ -1,4 +1,5 @@
-"""2-D convolution and pooling over NCHW tensors, and the ops their gradients are made of.
+"""Convolution and pooling over N-C-spatial tensors (1 to 3 spatial dims; the op types keep Paddle's 2-D names),
+and the ops their gradients are made of.
 
 ``conv2d_input_grad`` and ``conv2d_filter_grad`` are the two adjoints of
 ``conv2d``; each is bilinear, so the gradients of all three are written with
@@ -13,10 +14,13 @@ from ..schema import Attr, TensorType, schema
 CONV_ATTRS = {"strides": Attr("ints", [1, 1]), "paddings": Attr("ints", [0, 0]), "dilations": Attr("ints", [1, 1]),
               "groups": Attr("int", 1)}
 POOL_ATTRS = {"pooling_type": Attr("str", "max"), "ksize": Attr("ints"), "strides": Attr("ints", [1, 1]),
-              "paddings": Attr("ints", [0, 0]), "exclusive": Attr("bool", True), "ceil_mode": Attr("bool", False)}
-"""``paddings`` is [h, w] or [top, bottom, left, right]; ``exclusive`` average pooling divides by the in-bounds
-elements of each window, otherwise by the window's area (Paddle's rule); ``ceil_mode`` keeps a last, partial window
-that starts inside the input or its leading padding."""
+              "paddings": Attr("ints", [0, 0]), "exclusive": Attr("bool", True), "ceil_mode": Attr("bool", False),
+              "dilations": Attr("ints", [1, 1])}
+"""The ops take 1, 2 or 3 spatial dims (N-C-spatial input; Paddle's 2-D names stay), each attr list one entry per
+spatial dim (the defaults are 2-D's). Pooling ``paddings`` is one per dim or (before, after) per dim ([top, bottom,
+left, right] in 2-D); ``exclusive`` average pooling divides by the in-bounds elements of each window, otherwise by
+the window's area (Paddle's rule); ``ceil_mode`` keeps a last, partial window that starts inside the input or its
+leading padding; ``dilations`` spreads a pooling window's taps as a convolution's."""
 
 
 def out_size(size: int, k: int, stride: int, pad: int, dilation: int = 1) -> int:
@@ -26,14 +30,14 @@ def out_size(size: int, k: int, stride: int, pad: int, dilation: int = 1) -> int
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
 
 
-def pool_paddings(paddings) -> tuple[int, int, int, int]:
-    """Pooling paddings as (top, bottom, left, right): [h, w] pads both sides alike."""
+def pool_paddings(paddings, dims: int = 2) -> tuple[int, ...]:
+    """Pooling paddings as (before, after) per spatial dim: one value per dim pads both sides alike."""
     p = list(paddings)
-    return (p[0], p[0], p[1], p[1]) if len(p) == 2 else tuple(p)
+    return tuple(v for v in p for _ in (0, 1)) if len(p) == dims else tuple(p)
 
 
 def pool_out_size(size: int, k: int, stride: int, before: int, after: int, ceil_mode: bool) -> int:
-    """How many pooling windows fit along one dim; -1 stays unknown."""
+    """How many pooling windows fit along one dim (``k`` the window's span); -1 stays unknown."""
     if size < 0:
         return -1
     span = size + before + after - k
@@ -43,27 +47,43 @@ def pool_out_size(size: int, k: int, stride: int, before: int, after: int, ceil_
     return out
 
 
-def _pairs(ctx, *names):
+def _spatial(ctx, what: str, *slots: str) -> int:
+    """The number of spatial dims of the slots' vars (all of one rank, 3 to 5): fails otherwise."""
+    ranks = [len(ctx.input(s).shape) for s in slots]
+    if len(set(ranks)) != 1 or not 3 <= ranks[0] <= 5:
+        ctx.fail(f"{what} takes N-C-spatial tensors with 1 to 3 spatial dims (rank 3 to 5), all of one rank; got "
+                 f"ranks {ranks} for {list(slots)}")
+    return ranks[0] - 2
+
+
+_WORDS = {1: "one int", 2: "two ints", 3: "three ints"}
+
+
+def _per_dim(ctx, dims: int, *names):
     for n in names:
         v = ctx.attr(n)
-        if len(v) != 2 or any(d <= 0 for d in v) and n != "paddings" or any(d < 0 for d in v):
-            ctx.fail(f"{n} must be two positive integers (paddings: non-negative), got {v}")
+        if len(v) != dims or any(d <= 0 for d in v) and n != "paddings" or any(d < 0 for d in v):
+            ctx.fail(f"{n} must be {_WORDS[dims]} (one per spatial dim), positive (paddings: non-negative), "
+                     f"got {v}")
+
+
+def _sizes(shape) -> str:
+    return "x".join(map(str, shape))
 
 
 def _conv2d(ctx):
     x, w = ctx.input("Input"), ctx.input("Filter")
-    if len(x.shape) != 4 or len(w.shape) != 4:
-        ctx.fail(f"conv2d takes NCHW input and OIHW filter (rank 4), got ranks {len(x.shape)} and {len(w.shape)}")
-    _pairs(ctx, "strides", "paddings", "dilations")
+    dims = _spatial(ctx, "conv2d", "Input", "Filter")
+    _per_dim(ctx, dims, "strides", "paddings", "dilations")
     g = ctx.attr("groups")
     if g <= 0 or w.shape[0] % g or (x.shape[1] >= 0 and x.shape[1] != w.shape[1] * g):
         ctx.fail(f"Input has {x.shape[1]} channels but Filter expects {w.shape[1]} per group x {g} groups "
                  f"(and {w.shape[0]} output channels must divide by the groups)")
-    (sh, sw), (ph, pw), (dh, dw) = ctx.attr("strides"), ctx.attr("paddings"), ctx.attr("dilations")
-    oh, ow = out_size(x.shape[2], w.shape[2], sh, ph, dh), out_size(x.shape[3], w.shape[3], sw, pw, dw)
-    if oh == 0 or ow == 0 or oh < -1 or ow < -1:
-        ctx.fail(f"the {w.shape[2]}x{w.shape[3]} filter does not fit the {x.shape[2]}x{x.shape[3]} input")
-    return {"Output": TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)}
+    out = [out_size(*a) for a in zip(x.shape[2:], w.shape[2:], ctx.attr("strides"), ctx.attr("paddings"),
+                                     ctx.attr("dilations"))]
+    if any(o == 0 or o < -1 for o in out):
+        ctx.fail(f"the {_sizes(w.shape[2:])} filter does not fit the {_sizes(x.shape[2:])} input")
+    return {"Output": TensorType((x.shape[0], w.shape[0], *out), x.dtype)}
 
 
 def _like(slot: str, out: str):
@@ -75,22 +95,23 @@ def _like(slot: str, out: str):
 
 def _pool2d(ctx):
     x = ctx.input("X")
-    if len(x.shape) != 4:
-        ctx.fail(f"pool2d takes NCHW input (rank 4), got rank {len(x.shape)}")
+    dims = _spatial(ctx, "pool2d", "X")
     if ctx.attr("pooling_type") not in ("max", "avg"):
         ctx.fail(f"pooling_type must be 'max' or 'avg', got {ctx.attr('pooling_type')!r}")
-    _pairs(ctx, "ksize", "strides")
+    _per_dim(ctx, dims, "ksize", "strides", "dilations")
     pads = list(ctx.attr("paddings"))
-    if len(pads) not in (2, 4) or min(pads) < 0:
-        ctx.fail(f"paddings must be 2 ([h, w]) or 4 ([top, bottom, left, right]) non-negative ints, got {pads}")
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = ctx.attr("ksize"), ctx.attr("strides"), pool_paddings(pads)
-    if max(pt, pb) >= kh or max(pl, pr) >= kw:
-        ctx.fail(f"paddings {pads} must be smaller than ksize {[kh, kw]}")
-    ceil = ctx.attr("ceil_mode")
-    oh, ow = pool_out_size(x.shape[2], kh, sh, pt, pb, ceil), pool_out_size(x.shape[3], kw, sw, pl, pr, ceil)
-    if oh == 0 or ow == 0 or oh < -1 or ow < -1:
-        ctx.fail(f"the {kh}x{kw} window does not fit the {x.shape[2]}x{x.shape[3]} input with paddings {pads}")
-    return {"Out": TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)}
+    if len(pads) not in (dims, 2 * dims) or min(pads) < 0:
+        ctx.fail(f"paddings must be {dims} (one per dim) or {2 * dims} ((before, after) per dim) non-negative ints, "
+                 f"got {pads}")
+    sides, ceil = pool_paddings(pads, dims), ctx.attr("ceil_mode")
+    spans = [(k - 1) * d + 1 for k, d in zip(ctx.attr("ksize"), ctx.attr("dilations"))]
+    if any(max(sides[2 * i], sides[2 * i + 1]) >= span for i, span in enumerate(spans)):
+        ctx.fail(f"paddings {pads} must be smaller than ksize {ctx.attr('ksize')} (dilated: {spans})")
+    out = [pool_out_size(n, span, s, sides[2 * i], sides[2 * i + 1], ceil)
+           for i, (n, span, s) in enumerate(zip(x.shape[2:], spans, ctx.attr("strides")))]
+    if any(o == 0 or o < -1 for o in out):
+        ctx.fail(f"the {_sizes(spans)} window does not fit the {_sizes(x.shape[2:])} input with paddings {pads}")
+    return {"Out": TensorType((x.shape[0], x.shape[1], *out), x.dtype)}
 
 
 def transposed_size(size: int, k: int, stride: int, pad: int, dilation: int, output_padding: int) -> int:
@@ -102,24 +123,22 @@ def transposed_size(size: int, k: int, stride: int, pad: int, dilation: int, out
 
 def _conv2d_transpose(ctx):
     x, w = ctx.input("Input"), ctx.input("Filter")
-    if len(x.shape) != 4 or len(w.shape) != 4:
-        ctx.fail(f"conv2d_transpose takes NCHW input and [C_in, C_out/groups, kh, kw] filter (rank 4), got ranks "
-                 f"{len(x.shape)} and {len(w.shape)}")
+    dims = _spatial(ctx, "conv2d_transpose (Filter [C_in, C_out/groups, *kernel])", "Input", "Filter")
     if x.dtype != w.dtype:
         ctx.fail(f"dtypes differ: Input is {x.dtype}, Filter is {w.dtype}")
-    _pairs(ctx, "strides", "paddings", "dilations")
+    _per_dim(ctx, dims, "strides", "paddings", "dilations")
     g, strides, extra = ctx.attr("groups"), ctx.attr("strides"), list(ctx.attr("output_padding"))
     if g <= 0 or w.shape[0] % g or (x.shape[1] >= 0 and x.shape[1] != w.shape[0]):
         ctx.fail(f"Input has {x.shape[1]} channels but Filter has {w.shape[0]} input channels "
                  f"(which must divide into {g} groups)")
-    if len(extra) != 2 or not all(0 <= e < s for e, s in zip(extra, strides)):
-        ctx.fail(f"output_padding {extra} must be two ints, each at least 0 and below its stride {list(strides)}")
-    (ph, pw), (dh, dw) = ctx.attr("paddings"), ctx.attr("dilations")
-    oh = transposed_size(x.shape[2], w.shape[2], strides[0], ph, dh, extra[0])
-    ow = transposed_size(x.shape[3], w.shape[3], strides[1], pw, dw, extra[1])
-    if oh == 0 or ow == 0 or oh < -1 or ow < -1:
-        ctx.fail(f"paddings {[ph, pw]} leave no output of the {x.shape[2]}x{x.shape[3]} input")
-    return {"Output": TensorType((x.shape[0], w.shape[1] * g, oh, ow), x.dtype)}
+    if len(extra) != dims or not all(0 <= e < s for e, s in zip(extra, strides)):
+        ctx.fail(f"output_padding {extra} must be {_WORDS[dims]}, each at least 0 and below its stride "
+                 f"{list(strides)}")
+    out = [transposed_size(*a) for a in zip(x.shape[2:], w.shape[2:], strides, ctx.attr("paddings"),
+                                            ctx.attr("dilations"), extra)]
+    if any(o == 0 or o < -1 for o in out):
+        ctx.fail(f"paddings {ctx.attr('paddings')} leave no output of the {_sizes(x.shape[2:])} input")
+    return {"Output": TensorType((x.shape[0], w.shape[1] * g, *out), x.dtype)}
 
 
 def _pool2d_select(ctx):
@@ -131,7 +150,8 @@ def _pool2d_select(ctx):
 
 SCHEMAS = (
     schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
-           doc="2-D cross-correlation of NCHW Input with OIHW Filter (strides, paddings, dilations, groups).",
+           doc="Cross-correlation of N-C-spatial Input (1 to 3 spatial dims; NCHW in 2-D) with an "
+               "[O, C/groups, *kernel] Filter (strides, paddings, dilations, groups).",
            dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
     schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape.",
@@ -141,12 +161,13 @@ SCHEMAS = (
            dtypes={"Input": FLOAT_DTYPES, "Output@GRAD": "Input", "Filter": "Input"}),
     schema("conv2d_transpose", ["Input", "Filter"], ["Output"], _conv2d_transpose,
            {**CONV_ATTRS, "output_padding": Attr("ints", [0, 0])},
-           doc="The adjoint of conv2d in its input (a 'deconvolution'): NCHW Input, [C_in, C_out/groups, kh, kw] "
-               "Filter; output_padding adds rows and columns at the far end.",
+           doc="The adjoint of conv2d in its input (a 'deconvolution'): N-C-spatial Input, "
+               "[C_in, C_out/groups, *kernel] Filter; output_padding adds rows and columns at the far end.",
            dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
-           doc="Max or average pooling of NCHW X; average divides by the window's in-bounds elements (exclusive) or "
-               "its area.", dtypes={"X": FLOAT_DTYPES}),
+           doc="Max or average pooling of N-C-spatial X (1 to 3 spatial dims), windows optionally dilated; "
+               "average divides by the window's in-bounds elements (exclusive) or its area.",
+           dtypes={"X": FLOAT_DTYPES}),
     schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
            doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it.",
            dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}),

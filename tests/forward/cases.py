@@ -35,6 +35,25 @@ def extra_cases():
         yield Case("pool2d_grad", {"X": x, "Out@GRAD": _r(2, 2, 4, 4)}, None, attrs, label=kind)
         if kind == "max":  # pool2d_select picks each max window's argmax; it has no average form
             yield Case("pool2d_select", {"X": x, "D": _r(2, 2, 5, 6)}, None, attrs, label=kind)
+    # one and three spatial dims, pooling dilated
+    x1, w1, x3, w3 = _r(2, 2, 7), _r(3, 1, 2), _r(1, 2, 3, 4, 3), _r(2, 2, 2, 2, 1)
+    conv1 = {"strides": [2], "paddings": [1], "dilations": [2], "groups": 2}
+    conv3 = {"strides": [1, 2, 1], "paddings": [1, 0, 0], "dilations": [1, 1, 2], "groups": 1}
+    yield Case("conv2d", {"Input": x1, "Filter": _r(4, 1, 2)}, None, conv1, label="1d")
+    yield Case("conv2d", {"Input": x3, "Filter": w3}, None, conv3, label="3d")
+    yield Case("conv2d_transpose", {"Input": x1, "Filter": w1[:2]}, None, {**conv1, "output_padding": [1]},
+               label="1d")
+    yield Case("conv2d_filter_grad", {"Input": x3, "Output@GRAD": _r(1, 2, 4, 2, 3), "Filter": w3}, None, conv3,
+               label="3d")
+    yield Case("conv2d_input_grad", {"Filter": w3, "Output@GRAD": _r(1, 2, 4, 2, 3), "Input": x3}, None, conv3,
+               label="3d")
+    for kind in ("max", "avg"):
+        attrs = {"pooling_type": kind, "ksize": [2, 2, 2], "strides": [1, 1, 2], "paddings": [0, 1, 0],
+                 "dilations": [2, 1, 1]}
+        yield Case("pool2d", {"X": x3}, None, attrs, label=f"3d-{kind}")
+        yield Case("pool2d_grad", {"X": x3, "Out@GRAD": _r(1, 2, 1, 5, 1)}, None, attrs, label=f"3d-{kind}")
+    yield Case("pool2d_select", {"X": x1, "D": _r(2, 2, 7)}, None,
+               {"pooling_type": "max", "ksize": [3], "strides": [2], "paddings": [1], "dilations": [2]}, label="1d")
     for test in (False, True):
         yield Case("batch_norm", {"X": _r(4, 3, 2, 2), "Scale": _r(3), "Bias": _r(3), "Mean": _r(3),
                                   "Variance": rng.uniform(0.5, 2.0, 3)}, None, {"is_test": test}, label=f"test={test}")

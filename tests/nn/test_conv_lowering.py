@@ -134,7 +134,7 @@ POOL_CASES = [  # x shape, ksize, strides, paddings, ceil_mode
 def _pool_op(case, kind, exclusive):
     _, k, s, p, ceil = case
     return _Op(pooling_type=kind, ksize=list(k), strides=list(s), paddings=list(p), exclusive=exclusive,
-               ceil_mode=ceil)
+               ceil_mode=ceil, dilations=[1, 1])
 
 
 def _tied(shape, seed, dtype="float64"):

@@ -23,8 +23,19 @@ CONV = [  # x shape, filters, kernel, stride, padding, dilation, groups
     ((2, 3, 6, 5), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),
     ((1, 4, 7, 7), 6, (3, 2), (2, 1), (0, 1), (1, 2), 2),
     ((2, 2, 5, 6), 2, (2, 2), (2, 3), (1, 0), (1, 1), 1),
+    ((2, 4, 9), 2, (3,), (2,), (1,), (2,), 2),  # 1-D
+    ((1, 2, 4, 5, 3), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1),  # 3-D
 ]
-POOL = [((2, 2, 4, 4), (2, 2), (2, 2), (0, 0)), ((1, 3, 5, 6), (3, 2), (2, 1), (1, 1))]
+POOL = [  # x shape, ksize, strides, paddings, dilations
+    ((2, 2, 4, 4), (2, 2), (2, 2), (0, 0), (1, 1)), ((1, 3, 5, 6), (3, 2), (2, 1), (1, 1), (1, 1)),
+    ((1, 2, 7, 6), (2, 2), (1, 2), (1, 0), (2, 2)), ((2, 2, 9), (3,), (2,), (1,), (2,)),
+    ((1, 2, 4, 5, 4), (2, 2, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2)),
+]
+
+TRANSPOSE = [  # 1-D and 3-D (the op cases have 2-D): x shape, filter shape, strides, paddings, dilations, groups, extra
+    ((2, 3, 4), (3, 2, 3), [2], [1], [1], 1, [1]),
+    ((1, 2, 2, 3, 2), (2, 2, 2, 1, 2), [2, 1, 2], [0, 0, 1], [1, 2, 1], 2, [1, 0, 0]),
+]
 
 
 def conv_cases():
@@ -32,21 +43,23 @@ def conv_cases():
         for xs, f, k, s, p, d, g in CONV:
             attrs = {"strides": list(s), "paddings": list(p), "dilations": list(d), "groups": g}
             x, w = randn(xs, dtype), randn((f, xs[1] // g) + k, dtype)
-            gout = randn((xs[0], f, _out_size(xs[2], k[0], s[0], p[0], d[0]), _out_size(xs[3], k[1], s[1], p[1], d[1])),
-                         dtype)
+            gout = randn((xs[0], f, *map(_out_size, xs[2:], k, s, p, d)), dtype)
             yield Case("conv2d", {"Input": x, "Filter": w}, None, attrs)
             yield Case("conv2d_input_grad", {"Filter": w, "Output@GRAD": gout, "Input": x}, None, attrs)
             yield Case("conv2d_filter_grad", {"Input": x, "Output@GRAD": gout, "Filter": w}, None, attrs)
-        for xs, k, s, p in POOL:
-            oh, ow = _out_size(xs[2], k[0], s[0], p[0], 1), _out_size(xs[3], k[1], s[1], p[1], 1)
+        for xs, k, s, p, d in POOL:
+            out = list(map(_out_size, xs[2:], k, s, p, d))
             x = np.round(randn(xs, dtype), 1)  # ties inside windows: the first maximum wins
+            common = {"ksize": list(k), "strides": list(s), "paddings": list(p), "dilations": list(d)}
             for kind in ("max", "avg"):
-                attrs = {"pooling_type": kind, "ksize": list(k), "strides": list(s), "paddings": list(p)}
+                attrs = {"pooling_type": kind, **common}
                 yield Case("pool2d", {"X": x}, None, attrs, label=kind)
-                yield Case("pool2d_grad", {"X": x, "Out@GRAD": randn((xs[0], xs[1], oh, ow), dtype)}, None, attrs,
+                yield Case("pool2d_grad", {"X": x, "Out@GRAD": randn((xs[0], xs[1], *out), dtype)}, None, attrs,
                            label=kind)
-            yield Case("pool2d_select", {"X": x, "D": randn(xs, dtype)}, None,
-                       {"pooling_type": "max", "ksize": list(k), "strides": list(s), "paddings": list(p)})
+            yield Case("pool2d_select", {"X": x, "D": randn(xs, dtype)}, None, {"pooling_type": "max", **common})
+        for xs, ws, s, p, d, g, e in TRANSPOSE:
+            yield Case("conv2d_transpose", {"Input": randn(xs, dtype), "Filter": randn(ws, dtype)}, None,
+                       {"strides": s, "paddings": p, "dilations": d, "groups": g, "output_padding": e})
 
 
 def grad_op_cases():

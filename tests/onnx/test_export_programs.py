@@ -128,7 +128,7 @@ def test_unexportable_ops_are_listed_in_one_error():
     message = str(info.value)
     assert "2 op(s) cannot be exported" in message
     assert "op #1 (dropout): training-mode dropout" in message
-    assert "op #2 (pool2d): X must have a known height and width" in message
+    assert "op #2 (pool2d): X must have known spatial sizes" in message
 
 
 def test_parameters_become_initializers_and_missing_ones_inputs():

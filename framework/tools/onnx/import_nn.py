@@ -1,22 +1,24 @@
-"""ONNX importers of convolution, pooling, batch and layer norm, dropout, CumSum, TopK and GatherElements nodes
-(see ``import_table``)."""
+"""ONNX importers of convolution and pooling (1 to 3 spatial dims), batch, layer, group and instance norm,
+dropout, CumSum, TopK and GatherElements nodes (see ``import_table``)."""
 from __future__ import annotations
 
 import numpy as np
+
+from gradgen.program.ops.conv import pool_out_size
 
 from .errors import NotImportable
 from .import_ops import padded
 
 
-def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
-    """[top, left, bottom, right] from ``pads`` or ``auto_pad`` (SAME_* needs the input's height and width)."""
-    mode = ctx.attr("auto_pad", "NOTSET")
+def _pads(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
+    """ONNX pads (all begins, then all ends) from ``pads`` or ``auto_pad`` (SAME_* needs the spatial sizes)."""
+    dims, mode = len(kernel), ctx.attr("auto_pad", "NOTSET")
     if mode in ("NOTSET", "VALID"):
-        return ctx.attr_ints("pads", [0, 0, 0, 0], 4) if mode == "NOTSET" else [0, 0, 0, 0]
+        return ctx.attr_ints("pads", [0] * 2 * dims, 2 * dims) if mode == "NOTSET" else [0] * 2 * dims
     size = ctx.shape(0)[2:]
     if -1 in size:
-        raise NotImportable(f"auto_pad={mode} on an input of unknown height or width")
-    strides = ctx.attr_ints("strides", [1, 1], 2)
+        raise NotImportable(f"auto_pad={mode} on an input of unknown spatial size")
+    strides = ctx.attr_ints("strides", [1] * dims, dims)
     begins, ends = [], []
     for n, k, s, d in zip(size, kernel, strides, dilations):
         total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
@@ -28,44 +30,51 @@ def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
 
 def _spatial(ctx, x: str, pads: list[int], value: float) -> tuple[str, list[int]]:
     """Symmetric pads stay the op's ``paddings``; other pads are applied to ``x`` first."""
-    if pads[:2] == pads[2:]:
-        return x, pads[:2]
-    return padded(ctx, x, [2, 3], pads, value), [0, 0]
+    dims = len(pads) // 2
+    if pads[:dims] == pads[dims:]:
+        return x, pads[:dims]
+    return padded(ctx, x, list(range(2, 2 + dims)), pads, value), [0] * dims
 
 
-def _two_d(ctx, what: str) -> None:
-    if ctx.rank(0) != 4:
-        raise NotImportable(f"{what} over {ctx.rank(0) - 2} spatial dims (gradgen has 2-D only)")
+def _dims(ctx, what: str) -> int:
+    """The spatial dims of input 0: 1 to 3 (gradgen's conv and pool ops take those)."""
+    if not 3 <= ctx.rank(0) <= 5:
+        raise NotImportable(f"{what} over {ctx.rank(0) - 2} spatial dims (gradgen has 1 to 3)")
+    return ctx.rank(0) - 2
+
+
+def _with_bias(ctx, op_type: str, attrs: dict, x: str) -> None:
+    """The conv op ``op_type`` of ``x`` and the filter (input 1), plus bias (input 2) per channel if given."""
+    inputs = {"Input": x, "Filter": ctx.x(1)}
+    if not ctx.has(2):
+        return ctx.out(op_type, inputs, attrs, slot="Output")
+    y = ctx.tmp(op_type, inputs, attrs, slot="Output")
+    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1] + [1] * (ctx.rank(0) - 2)})
+    ctx.out("elementwise_add", {"X": y, "Y": bias})
 
 
 def conv(ctx):
-    _two_d(ctx, "convolution")
-    dilations = ctx.attr_ints("dilations", [1, 1], 2)
-    x, paddings = _spatial(ctx, ctx.x(0), _pads2d(ctx, list(ctx.shape(1)[2:]), dilations), 0.0)
-    attrs = {"strides": ctx.attr_ints("strides", [1, 1], 2), "paddings": paddings,
-             "dilations": dilations, "groups": int(ctx.attr("group", 1))}
-    if not ctx.has(2):
-        return ctx.out("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
-    y = ctx.tmp("conv2d", {"Input": x, "Filter": ctx.x(1)}, attrs, slot="Output")
-    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
-    ctx.out("elementwise_add", {"X": y, "Y": bias})
+    dims = _dims(ctx, "convolution")
+    kernel = list(ctx.shape(1)[2:])
+    if ctx.attr_ints("kernel_shape", kernel) != kernel:
+        raise NotImportable(f"kernel_shape {ctx.attr_ints('kernel_shape')} differs from the filter's {kernel}")
+    dilations = ctx.attr_ints("dilations", [1] * dims, dims)
+    x, paddings = _spatial(ctx, ctx.x(0), _pads(ctx, kernel, dilations), 0.0)
+    _with_bias(ctx, "conv2d", {"strides": ctx.attr_ints("strides", [1] * dims, dims), "paddings": paddings,
+                               "dilations": dilations, "groups": int(ctx.attr("group", 1))}, x)
 
 
 def conv_transpose(ctx):
-    _two_d(ctx, "transposed convolution")
+    dims = _dims(ctx, "transposed convolution")
     if ctx.attr("output_shape", None) is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise NotImportable("output_shape or auto_pad (give pads and output_padding)")
-    pads = ctx.attr_ints("pads", [0, 0, 0, 0], 4)
-    if pads[:2] != pads[2:]:
+    pads = ctx.attr_ints("pads", [0] * 2 * dims, 2 * dims)
+    if pads[:dims] != pads[dims:]:
         raise NotImportable(f"asymmetric pads {pads}")
-    attrs = {"strides": ctx.attr_ints("strides", [1, 1], 2), "paddings": pads[:2],
-             "dilations": ctx.attr_ints("dilations", [1, 1], 2), "groups": int(ctx.attr("group", 1)),
-             "output_padding": ctx.attr_ints("output_padding", [0, 0], 2)}
-    if not ctx.has(2):
-        return ctx.out("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
-    y = ctx.tmp("conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, attrs, slot="Output")
-    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1, 1, 1]})
-    ctx.out("elementwise_add", {"X": y, "Y": bias})
+    _with_bias(ctx, "conv2d_transpose", {
+        "strides": ctx.attr_ints("strides", [1] * dims, dims), "paddings": pads[:dims],
+        "dilations": ctx.attr_ints("dilations", [1] * dims, dims), "groups": int(ctx.attr("group", 1)),
+        "output_padding": ctx.attr_ints("output_padding", [0] * dims, dims)}, ctx.x(0))
 
 
 def cumsum(ctx):
@@ -88,25 +97,84 @@ def gather_elements(ctx):
     ctx.out("take_along_axis", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
 
 
+def _past_padding(ctx, ksize, strides, pads, dilations):
+    """For ``count_include_pad`` average pooling in ceil mode: per window [1, 1, *out], its taps in the input over
+    its taps in the padded input (ONNX's divisor, as PyTorch's), the factor that turns gradgen's exclusive average
+    into ONNX's; None when every window lies inside the padded input (``exclusive=False`` is exact then)."""
+    size, dims = ctx.shape(0)[2:], len(ksize)
+    if -1 in size:
+        raise NotImportable("ceil-mode average pooling with count_include_pad on an input of unknown spatial size")
+    inside, padded = np.ones(()), np.ones(())
+    for n, k, s, b, a, d in zip(size, ksize, strides, pads[:dims], pads[dims:], dilations):
+        out = pool_out_size(n, (k - 1) * d + 1, s, b, a, True)
+        taps = (np.arange(out) * s - b)[:, None] + np.arange(k) * d
+        inside = np.multiply.outer(inside, ((taps >= 0) & (taps < n)).sum(1))
+        padded = np.multiply.outer(padded, ((taps >= -b) & (taps < n + a)).sum(1))
+    if (padded == np.prod(ksize)).all():
+        return None
+    return (inside / padded).reshape(1, 1, *inside.shape).astype(ctx.dtype(0))
+
+
 def _pool(kind):
     def translate(ctx):
-        _two_d(ctx, "pooling")
-        if any(d != 1 for d in ctx.attr_ints("dilations", [1, 1], 2)):
-            raise NotImportable("dilated pooling")
+        dims = _dims(ctx, "pooling")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
-        ksize = ctx.attr_ints("kernel_shape", length=2)
-        top, left, bottom, right = _pads2d(ctx, ksize, [1, 1])
-        attrs = {"pooling_type": kind, "ksize": ksize, "strides": ctx.attr_ints("strides", [1, 1], 2),
-                 "paddings": [top, bottom, left, right], "exclusive": not ctx.attr("count_include_pad", 0),
-                 "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
-        ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+        ksize, dilations = ctx.attr_ints("kernel_shape", length=dims), ctx.attr_ints("dilations", [1] * dims, dims)
+        strides, pads = ctx.attr_ints("strides", [1] * dims, dims), _pads(ctx, ksize, dilations)
+        ceil, exclusive = bool(ctx.attr("ceil_mode", 0)), not ctx.attr("count_include_pad", 0)
+        share = _past_padding(ctx, ksize, strides, pads, dilations) if kind == "avg" and ceil and not exclusive \
+            else None
+        attrs = {"pooling_type": kind, "ksize": ksize, "strides": strides,
+                 "paddings": [p for d in range(dims) for p in (pads[d], pads[dims + d])], "dilations": dilations,
+                 "exclusive": exclusive or share is not None, "ceil_mode": ceil}
+        if share is None:
+            return ctx.out("pool2d", {"X": ctx.x(0)}, attrs)
+        y = ctx.tmp("pool2d", {"X": ctx.x(0)}, attrs)
+        ctx.out("elementwise_mul", {"X": y, "Y": ctx.importer.constant_var("pool_divisor_share", share)})
     return translate
 
 
 def global_average_pool(ctx):
-    _two_d(ctx, "pooling")
-    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": [2, 3], "keep_dim": True})
+    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": list(range(2, 2 + _dims(ctx, "pooling"))), "keep_dim": True})
+
+
+def _normalized_groups(ctx, groups: int | None) -> str:
+    """Input 0 normalized per sample over each of ``groups`` groups of channels (None: one per channel) and all
+    spatial positions: layer_norm of the [N, groups, rest] view, as ``layers.group_norm`` builds it; still in that
+    view."""
+    shape = ctx.shape(0)
+    if groups is None:
+        groups = shape[1] if len(shape) > 1 else -1
+    if len(shape) < 3 or groups <= 0 or shape[1] < 0 or shape[1] % groups:
+        raise NotImportable(f"normalizing {groups} groups of the channels of an input shaped {list(shape)}")
+    rest = -1 if -1 in shape[2:] else shape[1] // groups * int(np.prod(shape[2:]))
+    grouped = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [0, groups, rest]})
+    return ctx.tmp("layer_norm", {"X": grouped}, {"begin_norm_axis": 2, "epsilon": float(ctx.attr("epsilon", 1e-5))},
+                   slot="Y")
+
+
+def _affine(ctx, y: str, rank: int, final: bool) -> str:
+    """``y * scale + bias``, scale and bias (inputs 1 and 2) one value per channel (axis 1) of a rank-``rank`` y;
+    the node's output if ``final``."""
+    per_channel = [-1] + [1] * (rank - 2)
+    y = ctx.tmp("elementwise_mul", {"X": y, "Y": ctx.tmp("reshape", {"X": ctx.x(1)}, {"shape": per_channel})})
+    add = {"X": y, "Y": ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": per_channel})}
+    return ctx.out("elementwise_add", add) if final else ctx.tmp("elementwise_add", add)
+
+
+def instance_norm(ctx):
+    """InstanceNormalization: group norm with a group per channel."""
+    y = ctx.tmp("reshape_as", {"X": _normalized_groups(ctx, None), "Target": ctx.x(0)})
+    _affine(ctx, y, ctx.rank(0), final=True)
+
+
+def group_norm(ctx):
+    """GroupNormalization: scale and bias per group before opset 21 (on the grouped view), per channel from 21."""
+    y = _normalized_groups(ctx, int(ctx.attr("num_groups")))
+    if ctx.opset < 21:
+        return ctx.out("reshape_as", {"X": _affine(ctx, y, 3, final=False), "Target": ctx.x(0)})
+    _affine(ctx, ctx.tmp("reshape_as", {"X": y, "Target": ctx.x(0)}), ctx.rank(0), final=True)
 
 
 def batch_norm(ctx):

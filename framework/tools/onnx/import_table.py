@@ -5,8 +5,8 @@ from .import_control import (
     if_, loop,
 )
 from .import_nn import (
-    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, layer_norm,
-    top_k,
+    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
+    instance_norm, layer_norm, top_k,
 )
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
@@ -31,5 +31,6 @@ IMPORTERS = {
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
+    "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
 }
 """ONNX op type (default domain) -> translation function."""

@@ -10,10 +10,14 @@ cache, and for each image and group makes one product (``gemm_batch``):
                    on rows widened to the padded input, ``add_wide_columns``)
 - conv2d_transpose is the input gradient at the size its attrs give.
 
-The outputs are NCHW as they come out of the products: nothing is transposed.
+The same kernels serve 1, 2 and 3 spatial dims (the op types keep Paddle's 2-D names; kh*kw above is the
+product of the kernel's sizes, OH*OW of the output's). The outputs are N-C-spatial as they come out of the
+products: nothing is transposed.
 Pooling lives in ``pooling``; this module is the family's kernel table.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -39,17 +43,17 @@ def _chunks(n: int, bytes_per_image: int):
 
 def _sweeper(op):
     """``sweep(w_shape) -> Sweep``: the op's attrs read once, in the factory; the filter's size at each call."""
-    (ph, pw) = op.attr("paddings")
+    pads = tuple(p for p in op.attr("paddings") for _ in (0, 1))
     strides, dilations = tuple(op.attr("strides")), tuple(op.attr("dilations"))
-    return lambda w_shape: Sweep(w_shape[2], w_shape[3], strides, dilations, (ph, ph, pw, pw))
+    return lambda w_shape: Sweep(tuple(w_shape[2:]), strides, dilations, pads)
 
 
-def _image_columns(x: np.ndarray, sweep: Sweep, oh: int, ow: int) -> np.ndarray:
-    """Scratch columns [N, C, kh, kw, OH, OW] of the images ``x``."""
-    n, c, h, w = x.shape
+def _image_columns(x: np.ndarray, sweep: Sweep, out) -> np.ndarray:
+    """Scratch columns [N, C, *kernel, *out] of the images ``x``."""
+    n, c = x.shape[:2]
     if sweep.padded():
-        x = pad_into(x, sweep.pads, 0, scratch("conv padded", (n, c) + sweep.padded_hw(h, w), x.dtype))
-    return columns(x, sweep, oh, ow, scratch("conv columns", (n, c, sweep.kh, sweep.kw, oh, ow), x.dtype))
+        x = pad_into(x, sweep.pads, 0, scratch("conv padded", (n, c) + sweep.padded_size(x.shape[2:]), x.dtype))
+    return columns(x, sweep, out, scratch("conv columns", (n, c) + sweep.kernel + tuple(out), x.dtype))
 
 
 def conv2d(op):
@@ -57,13 +61,14 @@ def conv2d(op):
 
     def run(x, w, *, out=None):
         sweep = sweeper(w.shape)
-        (n, c, h, wd), o = x.shape, w.shape[0]
-        oh, ow = sweep.out_hw(h, wd)
-        result = result_array(out, (n, o, oh, ow), x.dtype)
+        (n, c), o = x.shape[:2], w.shape[0]
+        size = sweep.out_size(x.shape[2:])
+        pixels = math.prod(size)
+        result = result_array(out, (n, o) + size, x.dtype)
         filters = w.reshape(groups, o // groups, -1)
-        for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
-            cols = _image_columns(x[lo:hi], sweep, oh, ow).reshape(hi - lo, groups, -1, oh * ow)
-            gemm_batch(filters, cols, result[lo:hi].reshape(hi - lo, groups, o // groups, oh * ow))
+        for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
+            cols = _image_columns(x[lo:hi], sweep, size).reshape(hi - lo, groups, -1, pixels)
+            gemm_batch(filters, cols, result[lo:hi].reshape(hi - lo, groups, o // groups, pixels))
         return result
 
     return run
@@ -74,13 +79,14 @@ def conv2d_filter_grad(op):
 
     def run(x, gout, w, *, out=None):
         sweep = sweeper(w.shape)
-        (n, c), (o, oh, ow) = x.shape[:2], gout.shape[1:]
+        (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
+        pixels = math.prod(size)
         result = result_array(out, w.shape, w.dtype)
         per_group = result.reshape(groups, o // groups, -1)
         per_group[...] = 0
-        for lo, hi in _chunks(n, c * sweep.kh * sweep.kw * oh * ow * x.itemsize):
-            cols = _image_columns(x[lo:hi], sweep, oh, ow).reshape(hi - lo, groups, -1, oh * ow)
-            g = gout[lo:hi].reshape(hi - lo, groups, o // groups, oh * ow)
+        for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
+            cols = _image_columns(x[lo:hi], sweep, size).reshape(hi - lo, groups, -1, pixels)
+            g = gout[lo:hi].reshape(hi - lo, groups, o // groups, pixels)
             gemm_batch(g, cols, per_group, trans_b=True, accumulate=True)
         return result
 
@@ -88,33 +94,36 @@ def conv2d_filter_grad(op):
 
 
 def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.ndarray:
-    """conv2d's adjoint in its input: ``gout`` [N, O, OH, OW] spread back over an NCHW array of ``shape``.
+    """conv2d's adjoint in its input: ``gout`` [N, O, *out] spread back over an N-C-spatial array of ``shape``.
 
-    With stride 1, ``gout``'s rows are first widened to the padded input's width (``im2col.add_wide_columns``):
-    a few percent more product, a much cheaper scatter."""
-    o, cg, kh, kw = w.shape
-    n, c, h, wd = shape
-    oh, ow = gout.shape[2:]
-    ph, pw = sweep.padded_hw(h, wd)
-    wide = sweep.strides == (1, 1)
-    row = pw if wide else ow
+    With stride 1, ``gout`` is first widened to the padded input's size in every spatial dim but the first
+    (``im2col.add_wide_columns``): a few percent more product, a much cheaper scatter."""
+    o, cg = w.shape[:2]
+    (n, c), size, got = shape[:2], shape[2:], gout.shape[2:]
+    padded = sweep.padded_size(size)
+    wide = all(s == 1 for s in sweep.strides) and len(size) > 1
+    rows = (got[0],) + padded[1:] if wide else got
+    taps, pixels = math.prod(sweep.kernel), math.prod(rows)
     result = result_array(out, shape, dtype)
-    filters_t = w.reshape(groups, o // groups, cg * kh * kw).swapaxes(1, 2)
-    for lo, hi in _chunks(n, c * kh * kw * oh * row * np.dtype(dtype).itemsize):
+    filters_t = w.reshape(groups, o // groups, cg * taps).swapaxes(1, 2)
+    for lo, hi in _chunks(n, c * taps * pixels * np.dtype(dtype).itemsize):
         g = gout[lo:hi]
         if wide:
-            g = scratch("conv wide rows", (hi - lo, o, oh, pw), dtype)
-            g[..., ow:] = 0
-            g[..., :ow] = gout[lo:hi]
-        gcols = scratch("conv columns", (hi - lo, c, kh, kw, oh, row), dtype)
-        gemm_batch(filters_t, g.reshape(hi - lo, groups, o // groups, oh * row),
-                   gcols.reshape(hi - lo, groups, cg * kh * kw, oh * row))
-        gxp = result[lo:hi] if not sweep.padded() else scratch("conv padded", (hi - lo, c, ph, pw), dtype)
+            g = scratch("conv wide rows", (hi - lo, o) + rows, dtype)
+            for d in range(1, len(got)):  # zeros past the output, nowhere else written twice
+                g[(slice(None),) * (2 + d) + (slice(got[d], None),)] = 0
+            g[(slice(None), slice(None)) + tuple(slice(0, k) for k in got)] = gout[lo:hi]
+        gcols = scratch("conv columns", (hi - lo, c) + sweep.kernel + rows, dtype)
+        gemm_batch(filters_t, g.reshape(hi - lo, groups, o // groups, pixels),
+                   gcols.reshape(hi - lo, groups, cg * taps, pixels))
+        gxp = result[lo:hi] if not sweep.padded() else scratch("conv padded", (hi - lo, c) + padded, dtype)
         gxp[...] = 0
-        (add_wide_columns if wide else add_columns)(gcols, sweep, gxp)
+        if wide:
+            add_wide_columns(gcols, sweep, got, gxp)
+        else:
+            add_columns(gcols, sweep, gxp)
         if sweep.padded():
-            pt, _, pl, _ = sweep.pads
-            result[lo:hi] = gxp[:, :, pt:pt + h, pl:pl + wd]
+            result[lo:hi] = gxp[sweep.inner(size)]
     return result
 
 
@@ -128,16 +137,15 @@ def conv2d_input_grad(op):
 
 
 def conv2d_transpose(op):
-    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the size the
+    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, *kernel], at the size the
     attrs give."""
     groups, extra, sweeper = op.attr("groups"), op.attr("output_padding"), _sweeper(op)
     strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
     def run(x, w, *, out=None):
-        n, _, h, wd = x.shape
         size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
-                zip((h, wd), w.shape[2:], strides, paddings, dilations, extra)]
-        return _input_grad(w, x, (n, w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype, out)
+                zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
+        return _input_grad(w, x, (x.shape[0], w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype, out)
 
     return run
 

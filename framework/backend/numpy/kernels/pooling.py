@@ -1,5 +1,5 @@
-"""Pooling kernels as whole-array operations over the window's taps (``im2col.tap``): kh*kw of them, no loop
-over pixels.
+"""Pooling kernels as whole-array operations over the window's taps (``im2col.tap``): one per kernel position, no
+loop over pixels, for 1 to 3 spatial dims, windows dilated or not.
 
 Max pooling's gradient goes to the first maximum of each window in row-major
 order (ties!), and a NaN counts as the maximum, its first one taking the
@@ -8,6 +8,8 @@ multiply by 0/1 masks rather than select, so a NaN or infinite incoming value
 spreads over its whole window (0 * inf is NaN), as it always has.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -24,43 +26,41 @@ class _Pooling:
 
     def __init__(self, op):
         self.kind, self.ksize, self.strides = op.attr("pooling_type"), op.attr("ksize"), op.attr("strides")
-        self.pads, self.exclusive = pool_paddings(op.attr("paddings")), op.attr("exclusive")
+        self.dilations = op.attr("dilations")
+        self.pads, self.exclusive = pool_paddings(op.attr("paddings"), len(self.ksize)), op.attr("exclusive")
         self.ceil_mode = op.attr("ceil_mode")
 
-    def sweep(self, h: int, w: int) -> Sweep:
+    def sweep(self, size) -> Sweep:
         """The sweep over the input padded on the far sides by what the last (ceil mode) window reaches too."""
-        pt, pb, pl, pr = self.pads
-        far = []
-        for size, k, s, before, after in ((h, self.ksize[0], self.strides[0], pt, pb),
-                                          (w, self.ksize[1], self.strides[1], pl, pr)):
-            out = pool_out_size(size, k, s, before, after, self.ceil_mode)
-            far.append(max(after, (out - 1) * s + k - size - before))
-        return Sweep(self.ksize[0], self.ksize[1], tuple(self.strides), (1, 1), (pt, far[0], pl, far[1]))
+        pads = []
+        for d, (n, k, s, dl) in enumerate(zip(size, self.ksize, self.strides, self.dilations)):
+            span, before, after = (k - 1) * dl + 1, self.pads[2 * d], self.pads[2 * d + 1]
+            out = pool_out_size(n, span, s, before, after, self.ceil_mode)
+            pads += [before, max(after, (out - 1) * s + span - n - before)]
+        return Sweep(tuple(self.ksize), tuple(self.strides), tuple(self.dilations), tuple(pads))
 
     def taps(self, x: np.ndarray, value: float):
         """The sweep, output size, and the taps of ``x`` padded with ``value``, row-major."""
-        sweep = self.sweep(*x.shape[2:])
-        oh, ow = sweep.out_hw(*x.shape[2:])
+        sweep = self.sweep(x.shape[2:])
+        out = sweep.out_size(x.shape[2:])
         if sweep.padded():
-            x = pad_into(x, sweep.pads, value, np.empty(x.shape[:2] + sweep.padded_hw(*x.shape[2:]), x.dtype))
-        return sweep, (oh, ow), [tap(x, sweep, i, j, oh, ow) for i in range(sweep.kh) for j in range(sweep.kw)]
+            x = pad_into(x, sweep.pads, value, np.empty(x.shape[:2] + sweep.padded_size(x.shape[2:]), x.dtype))
+        return sweep, out, [tap(x, sweep, at, out) for at in np.ndindex(*sweep.kernel)]
 
-    def divisor(self, shape, oh: int, ow: int, dtype):
+    def divisor(self, shape, out, dtype):
         """Per window: its in-bounds elements (exclusive) or its whole area."""
-        kh, kw = self.ksize
         if not self.exclusive:
-            return dtype.type(kh * kw)
-        counts = []
-        for size, k, s, before, out in ((shape[2], kh, self.strides[0], self.pads[0], oh),
-                                         (shape[3], kw, self.strides[1], self.pads[2], ow)):
-            start = np.arange(out) * s - before
-            counts.append(np.clip(start + k, 0, size) - np.clip(start, 0, size))
-        return np.multiply.outer(counts[0], counts[1]).astype(dtype)
+            return dtype.type(math.prod(self.ksize))
+        counts = np.ones((), dtype)
+        for d, (n, k, s, dl, o) in enumerate(zip(shape[2:], self.ksize, self.strides, self.dilations, out)):
+            reach = (np.arange(o) * s - self.pads[2 * d])[:, None] + np.arange(k) * dl
+            counts = np.multiply.outer(counts, ((reach >= 0) & (reach < n)).sum(1))
+        return counts.astype(dtype)
 
     def first_maxima(self, x: np.ndarray):
-        """The sweep, output size, and per tap a boolean mask [N, C, OH, OW]: True where this tap holds its
+        """The sweep, output size, and per tap a boolean mask [N, C, *out]: True where this tap holds its
         window's first maximum (a NaN being the maximum where there is one)."""
-        sweep, hw, taps = self.taps(x, -np.inf)
+        sweep, out, taps = self.taps(x, -np.inf)
         top = _reduce(np.maximum, taps, np.empty(taps[0].shape, x.dtype))
         nan = np.isnan(top).any()
         taken = np.zeros(top.shape, bool)
@@ -72,7 +72,7 @@ class _Pooling:
             hit &= ~taken
             taken |= hit
             masks.append(hit)
-        return sweep, hw, masks
+        return sweep, out, masks
 
 
 def _reduce(ufunc, taps, out):
@@ -87,27 +87,26 @@ def pool2d(op):
     pool = _Pooling(op)
 
     def run(x, *, out=None):
-        _, (oh, ow), taps = pool.taps(x, -np.inf if pool.kind == "max" else 0.0)
-        result = result_array(out, x.shape[:2] + (oh, ow), x.dtype)
+        _, size, taps = pool.taps(x, -np.inf if pool.kind == "max" else 0.0)
+        result = result_array(out, x.shape[:2] + size, x.dtype)
         if pool.kind == "max":
             return _reduce(np.maximum, taps, result)
         result = _reduce(np.add, taps, result)
-        result /= pool.divisor(x.shape, oh, ow, x.dtype)
+        result /= pool.divisor(x.shape, size, x.dtype)
         return result
 
     return run
 
 
 def _scatter(sweep: Sweep, shape, dtype, shares, out):
-    """An NCHW array of ``shape``: each tap's [N, C, OH, OW] share added back where the tap reads."""
+    """An N-C-spatial array of ``shape``: each tap's [N, C, *out] share added back where the tap reads."""
     result = result_array(out, shape, dtype)
-    gxp = np.empty(shape[:2] + sweep.padded_hw(*shape[2:]), dtype) if sweep.padded() else result
+    gxp = np.empty(shape[:2] + sweep.padded_size(shape[2:]), dtype) if sweep.padded() else result
     gxp[...] = 0
-    for (i, j), share in zip(np.ndindex(sweep.kh, sweep.kw), shares):
-        tap(gxp, sweep, i, j, *share.shape[2:])[...] += share
+    for at, share in zip(np.ndindex(*sweep.kernel), shares):
+        tap(gxp, sweep, at, share.shape[2:])[...] += share
     if gxp is not result:
-        pt, _, pl, _ = sweep.pads
-        result[...] = gxp[:, :, pt:pt + shape[2], pl:pl + shape[3]]
+        result[...] = gxp[sweep.inner(shape[2:])]
     return result
 
 
@@ -119,9 +118,9 @@ def pool2d_grad(op):
             sweep, _, masks = pool.first_maxima(x)
             shares = (m * gout for m in masks)
         else:
-            sweep = pool.sweep(*x.shape[2:])
-            share = gout / pool.divisor(x.shape, *gout.shape[2:], x.dtype)
-            shares = (share for _ in range(sweep.kh * sweep.kw))
+            sweep = pool.sweep(x.shape[2:])
+            share = gout / pool.divisor(x.shape, gout.shape[2:], x.dtype)
+            shares = (share for _ in range(math.prod(sweep.kernel)))
         return _scatter(sweep, x.shape, x.dtype, shares, out)
 
     return run
