@@ -2,7 +2,8 @@
 
 ``take_along_axis`` is ONNX ``GatherElements`` and its gradient ``ScatterElements`` adding into zeros;
 ``scatter``/``scatter_add`` move the scattered axis first and use ``ScatterND`` (replacing or adding
-whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties.
+whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties, and so are
+``sort`` and ``argsort``, with K the length of the axis.
 """
 from __future__ import annotations
 
@@ -56,6 +57,27 @@ def top_k(ctx):
     ctx.set(outs[1], "Indices")
 
 
+def _full_sort(ctx, outs: list[str]) -> None:
+    """TopK with K the whole axis: ``sort`` and ``argsort`` (``largest`` = descending; TopK is stable too)."""
+    g, axis = ctx.g, ctx.attr("axis") % ctx.rank()
+    n = ctx.var().shape[axis]
+    k = g.ints([n]) if n >= 0 else g.node("Shape", [ctx.x()], start=axis, end=axis + 1)
+    g.node_multi("TopK", [ctx.x(), k], outs, axis=axis, largest=int(ctx.attr("descending")), sorted=1)
+
+
+def sort(ctx):
+    outs = [ctx.name("Out"), ctx.name("Indices")]
+    _full_sort(ctx, outs)
+    ctx.set(outs[0], "Out")
+    ctx.set(outs[1], "Indices")
+
+
+def argsort(ctx):
+    outs = [ctx.g.names.fresh("sorted_values"), ctx.name("Indices")]
+    _full_sort(ctx, outs)
+    ctx.set(outs[1], "Indices")
+
+
 LOWERINGS = {"scatter": _scatter("none"), "scatter_add": _scatter("add"), "take_along_axis": take_along_axis,
-             "take_along_axis_grad": take_along_axis_grad, "top_k": top_k}
+             "take_along_axis_grad": take_along_axis_grad, "top_k": top_k, "sort": sort, "argsort": argsort}
 """gradgen op type -> lowering."""
