@@ -326,6 +326,12 @@ def unsqueeze(ctx):
 
 
 def gather(ctx):
+    like = ctx.shape_source(0)
+    if like is not None and ctx.is_const(1) and ctx.const(1).size == 1:
+        # one dim of a run-time shape (PyTorch's K = x.size(axis) for a full TopK): remembered like Shape's
+        rank = len(ctx.importer.block().var(like).shape)
+        ctx.graph.dims[ctx.node.output[0]] = (like, ctx.axis(int(ctx.scalar(1)), rank))
+        return None
     ctx.out("gather", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
 
 
