@@ -86,4 +86,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCATTER_ATTRS", "SCHEMAS"]
+__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS"]
