@@ -105,14 +105,14 @@ def _sort_ref(x, axis, descending):
     values, indices = np.zeros_like(moved), np.zeros(moved.shape, np.int64)
     for pos in np.ndindex(moved.shape[:-1]):
         row = moved[pos]
-        order = sorted(range(len(row)), key=lambda j: (-row[j] if descending else row[j], j))
+        order = sorted(range(len(row)), key=lambda j: (-float(row[j]) if descending else float(row[j]), j))
         indices[pos], values[pos] = order, row[order]
     return np.moveaxis(values, -1, axis), np.moveaxis(indices, -1, axis)
 
 
 def sorting_cases():
-    for dtype in FLOATS + ("int32", "int64"):
-        ties = np.array([[1, 3, 3, 0, 3], [2, 2, 2, 2, 2], [5, 4, 3, 2, 1]], dtype)
+    for dtype in FLOATS + ("int32", "int64", "bool"):
+        ties = np.array([[1, 3, 3, 0, 3], [2, 2, 2, 2, 2], [5, 4, 3, 2, 1]]).astype(dtype)
         for x, axis, descending in [(ties, -1, False), (ties, -1, True), (ties, 0, True), (ties, 0, False),
                                     (_arr((2, 3, 4), dtype), 1, True), (_arr((3, 1), dtype), 1, False),
                                     (_arr((2, 0, 3), dtype), 1, True), (_arr((2, 0, 3), dtype), 2, False),
