@@ -84,5 +84,5 @@ def where_grad(g, op):
     return {"X": back(g.where(cond, dout, zeros), x, y), "Y": back(g.where(cond, zeros, dout), y, x)}
 
 
-__all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad", "triangle_grad",
-           "slice_grad", "gather_grad", "pad_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]
+__all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad",
+           "triangle_grad", "slice_grad", "gather_grad", "pad_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]

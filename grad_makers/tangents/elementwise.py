@@ -80,5 +80,5 @@ def einsum_tangent(g, op):
                              for k, t in enumerate(ts)])}
 
 
-__all__ = ["einsum_tangent", "add_tangent", "sub_tangent", "mul_tangent", "div_tangent", "pow_tangent", "maximum_tangent",
-           "minimum_tangent", "matmul_tangent"]
+__all__ = ["einsum_tangent", "add_tangent", "sub_tangent", "mul_tangent", "div_tangent", "pow_tangent",
+           "maximum_tangent", "minimum_tangent", "matmul_tangent"]
