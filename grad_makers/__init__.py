@@ -37,7 +37,8 @@ GRAD_MAKERS: dict[str, Maker] = _collect(FAMILIES)
 
 NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     # comparisons and integer-valued results: no gradient flows through them
-    "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin", "one_hot",
+    "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin", "argsort",
+    "one_hot",
     "sign", "logical_and", "logical_or", "logical_xor", "logical_not",
     # tensors made from attrs or only from an input's shape
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",

@@ -2,7 +2,7 @@
 
     gather            <-> scatter_add (gather_grad: scatter_add onto zeros)
     take_along_axis   <-> take_along_axis_grad
-    top_k             -> take_along_axis_grad at the chosen indices (ties: the lower index, as the kernel chose)
+    top_k, sort       -> take_along_axis_grad at the chosen indices (ties: the lower index, as the kernel chose)
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ take_along_axis_grad_grad = linear(
     transpose=lambda g, dd, op: g.op("take_along_axis", {"X": dd, "Index": op.input("Index")}, op.attrs))
 
 
-@grad_maker("top_k", emits=("take_along_axis_grad",))
+@grad_maker("top_k", "sort", emits=("take_along_axis_grad",))
 def top_k_grad(g, op):
     """Each chosen value's gradient goes back to the position it was taken from."""
     return {"X": _take_grad(g, op.input("X"), op.output("Indices"), op.grad("Out"), op.attr("axis"))}

@@ -6,6 +6,8 @@ per-sample products summed by ``reduce_as`` would be a batch of them and a sum.
 """
 from __future__ import annotations
 
+from gradgen.program.einsum_equation import Equation, parse_einsum, spell
+
 from .base import grad_maker
 from .families import summed_back
 
@@ -76,4 +78,44 @@ def matmul_grad(g, op):
     return grads
 
 
-__all__ = ["folded_shapes", "matmul_grad"]
+def _einsum_parts(op) -> tuple[Equation, list[str], list[tuple[int, ...]]]:
+    xs = op.inputs("Operands")
+    shapes = [op.shape(x) for x in xs]
+    return parse_einsum(op.attr("equation"), [len(s) for s in shapes]), xs, shapes
+
+
+def _others_give_full_size(size: int, others: list[int]) -> bool:
+    """Whether the sizes ``others`` one letter has elsewhere provably broadcast to ``size``, the operand's own."""
+    return size == 1 or any(d > 1 or (d == size and d >= 0) for d in others)
+
+
+@grad_maker("einsum", emits=("einsum", "fill_any_like", "reduce_as"))
+def einsum_grad(g, op):
+    """d operand_k = einsum(dout, the other operands -> operand k's letters).
+
+    A letter of operand k that the result and the other operands lack (summed away in k alone), or that they
+    may only have at size 1, gets its size from ones shaped like operand k, one more einsum operand: dout is
+    constant along it. Where operand k had size 1 against a larger size elsewhere (numpy broadcasting),
+    reduce_as sums the gradient back.
+    """
+    eq, xs, shapes = _einsum_parts(op)
+    dout, out_shape = op.grad("Out"), op.shape(op.output("Out"))
+    grads = []
+    for k, (x, term, shape) in enumerate(zip(xs, eq.terms, shapes)):
+        if not op.wanted("Operands")[k]:
+            grads.append(None)
+            continue
+        others = [(t, s) for j, (t, s) in enumerate(zip(eq.terms, shapes)) if j != k] + [(eq.out, out_shape)]
+        elsewhere = {c: [s[t.index(c)] for t, s in others if c in t] for c in term}
+        operands, terms = [dout] + [xs[j] for j in range(len(xs)) if j != k], [eq.out] + [t for t, _ in others[:-1]]
+        if not all(c in eq.out or (elsewhere[c] and _others_give_full_size(d, elsewhere[c]))
+                   for c, d in zip(term, shape)):
+            operands, terms = operands + [g.op("fill_any_like", {"X": x}, {"value": 1.0})], terms + [term]
+        grad = g.op("einsum", {"Operands": operands}, {"equation": spell(terms, term)})
+        if any(d in (1, -1) and any(e != 1 for e in elsewhere[c]) for c, d in zip(term, shape)):
+            grad = g.reduce_as(grad, x)
+        grads.append(grad)
+    return {"Operands": grads}
+
+
+__all__ = ["folded_shapes", "matmul_grad", "einsum_grad"]

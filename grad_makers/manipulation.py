@@ -16,10 +16,13 @@ broadcast_to_grad = linear("broadcast_to", emits=("reduce_as",),
                            transpose=lambda g, dout, op: g.reduce_as(dout, op.input("X")))
 reduce_as_grad = linear("reduce_as", emits=("broadcast_to",),
                         transpose=lambda g, dout, op: g.broadcast_to(dout, op.input("X")))
-reshape_grad = linear("reshape", "squeeze", "unsqueeze", "reshape_as", emits=("reshape_as",),
+reshape_grad = linear("reshape", "squeeze", "unsqueeze", "reshape_as", "flatten", emits=("reshape_as",),
                       transpose=lambda g, dout, op: g.reshape_as(dout, op.input("X")))
 transpose_grad = linear("transpose", emits=("transpose",),
                         transpose=lambda g, dout, perm: g.transpose(dout, [int(i) for i in np.argsort(perm)]))
+triangle_grad = linear("tril", "triu", emits=("tril", "triu"),
+                       transpose=lambda g, dout, op: g.op(op.type, {"X": dout}, op.attrs))
+"""A mask is its own adjoint: the kept triangle of dout."""
 slice_grad = linear("slice", emits=("slice_grad",), transpose=lambda g, dout, op: g.op(
     "slice_grad", {"X": op.input("X"), "Out@GRAD": dout}, op.attrs, outputs="X@GRAD"))
 gather_grad = linear("gather", emits=("gather_grad",), transpose=lambda g, dout, op: g.op(
@@ -82,4 +85,4 @@ def where_grad(g, op):
 
 
 __all__ = ["assign_grad", "cast_grad", "broadcast_to_grad", "reduce_as_grad", "reshape_grad", "transpose_grad",
-           "slice_grad", "gather_grad", "pad_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]
+           "triangle_grad", "slice_grad", "gather_grad", "pad_grad", "sum_grad", "split_grad", "concat_grad", "stack_grad", "where_grad"]

@@ -1,7 +1,7 @@
 """``fluid.layers``: gradgen's layers, plus Paddle 1.x's ``data``, its ``[1]``-shaped ``mean``, the
 ``elementwise_*`` family with Paddle's ``axis`` and ``act``, ``mul`` with its ``num_col_dims``, and the
 in-place writers Paddle's ``While`` bodies use (``assign(input, output)``, ``increment(in_place=True)``,
-``less_than(cond=)``), with ``While`` itself (``control_flow``).
+``less_than(cond=)``), with ``While`` itself (``control_flow``), and 1.x's ``argsort`` (values and indices).
 
 ``mean`` is the one reduction Paddle 1.x code indexes as ``avg_cost[0]``; every
 other layer (``accuracy`` included) keeps gradgen's shapes, so a scalar
@@ -14,6 +14,7 @@ from typing import Sequence
 
 from gradgen.program import layers as _layers
 from gradgen.program.errors import ProgramError
+from gradgen.program.layers.helper import append, check_var
 from gradgen.program.layers import *  # noqa: F401,F403  (the facade re-exports every layer under its own name)
 from gradgen.program.variable import Variable
 
@@ -91,6 +92,15 @@ def increment(x: Variable, value: float = 1.0, in_place: bool = True) -> Variabl
 def less_than(x: Variable, y: Variable, force_cpu=None, cond: Variable | None = None, name=None) -> Variable:
     """``x < y`` as bool, written into ``cond`` when given (how a Paddle ``While`` body updates its condition)."""
     return _layers.less_than(x, y, name=cond.name if cond is not None else name)
+
+
+def argsort(input: Variable, axis: int = -1, descending: bool = False, name=None) -> tuple[Variable, Variable]:
+    """Paddle 1.x's ``fluid.layers.argsort``: the sorted values and their int64 indices, from one ``sort`` op
+    (gradgen's ``layers.argsort`` gives the indices alone, as Paddle 2 does)."""
+    values, indices = append("sort", {"X": check_var(input, "input")}, {"axis": axis, "descending": descending},
+                             out_slots=("Out", "Indices"), name=name)
+    indices.stop_gradient = True
+    return values, indices
 
 
 __all__ = list(_layers.__all__) + ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",

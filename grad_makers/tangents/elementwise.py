@@ -1,4 +1,4 @@
-"""Tangents of binary elementwise ops and matmul: the product rule, each term at the output's shape."""
+"""Tangents of binary elementwise ops, matmul and einsum: the product rule, each term at the output's shape."""
 from __future__ import annotations
 
 from .. import elementwise as reverse
@@ -72,5 +72,13 @@ def matmul_tangent(g, op):
     return {"Out": total(g, [tx and g.matmul(tx, y, *tr), ty and g.matmul(x, ty, *tr)])}
 
 
-__all__ = ["add_tangent", "sub_tangent", "mul_tangent", "div_tangent", "pow_tangent", "maximum_tangent",
-           "minimum_tangent", "matmul_tangent"]
+@tangent_rule("einsum", emits=("einsum", "elementwise_add"))
+def einsum_tangent(g, op):
+    """The product rule: one einsum per moving operand, that operand replaced by its tangent, summed."""
+    xs, ts = op.inputs("Operands"), op.tangents("Operands")
+    return {"Out": total(g, [t and g.op("einsum", {"Operands": xs[:k] + [t] + xs[k + 1:]}, op.attrs)
+                             for k, t in enumerate(ts)])}
+
+
+__all__ = ["einsum_tangent", "add_tangent", "sub_tangent", "mul_tangent", "div_tangent", "pow_tangent",
+           "maximum_tangent", "minimum_tangent", "matmul_tangent"]

@@ -1,6 +1,6 @@
 """Tangents of the integer-position ops: each is linear in its float inputs, so the tangent is the same
 movement of the tangents (zeros standing in for an input without one); top_k's values move with the
-elements it chose (ties: the lower index, as the kernel and the reverse rule choose)."""
+elements it chose, and so do sort's (ties: the lower index, as the kernel and the reverse rule choose)."""
 from __future__ import annotations
 
 from .base import linear_in, tangent_rule, zeros_for_missing
@@ -20,7 +20,7 @@ def scatter_tangent(g, op):
     return {"Out": g.op(op.type, {"X": tx, "Index": op.input("Index"), "Updates": tu}, op.attrs)}
 
 
-@tangent_rule("top_k", emits=("take_along_axis",))
+@tangent_rule("top_k", "sort", emits=("take_along_axis",))
 def top_k_tangent(g, op):
     t = op.tangent("X")
     if t is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .base import linear_in, tangent_rule, zeros_for_missing
 
 moved_tangent = linear_in("assign", "cast", "broadcast_to", "reduce_as", "reshape", "squeeze", "unsqueeze",
-                          "reshape_as", "transpose", "slice", "gather")
+                          "reshape_as", "transpose", "slice", "gather", "flatten", "tril", "triu")
 """The op itself on X's tangent (its other inputs are shapes or indices)."""
 
 

@@ -5,14 +5,14 @@ from .control_flow import cond, while_loop
 from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d, conv3d_transpose, pool1d, pool2d, pool3d
 from .custom import custom_gradient
 from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
-from .linalg import matmul
-from .indexing import scatter, scatter_add, take_along_axis, top_k
+from .linalg import einsum, matmul
+from .indexing import argsort, scatter, scatter_add, sort, take_along_axis, top_k
 from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
 from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
                     logical_not, logical_or, logical_xor, not_equal, one_hot, where)
-from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
-                           transpose, unsqueeze)
+from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
+                           sum, transpose, tril, triu, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
                    negative, pow, reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
                    tanh)
@@ -26,6 +26,7 @@ __all__ = [
     "add",
     "argmax",
     "argmin",
+    "argsort",
     "assign",
     "batch_norm",
     "broadcast_to",
@@ -48,6 +49,7 @@ __all__ = [
     "data",
     "divide",
     "dropout",
+    "einsum",
     "elu",
     "embedding",
     "equal",
@@ -56,6 +58,7 @@ __all__ = [
     "exponential_decay",
     "fc",
     "fill_constant",
+    "flatten",
     "gather",
     "gelu",
     "greater_equal",
@@ -114,6 +117,7 @@ __all__ = [
     "softmax",
     "softmax_with_cross_entropy",
     "softplus",
+    "sort",
     "split",
     "sqrt",
     "square",
@@ -126,6 +130,8 @@ __all__ = [
     "tanh",
     "top_k",
     "transpose",
+    "tril",
+    "triu",
     "unsqueeze",
     "where",
     "while_loop",

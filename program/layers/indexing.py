@@ -1,4 +1,5 @@
-"""Layers that read or write elements at integer positions: scatter, scatter_add, take_along_axis, top_k."""
+"""Layers that read or write elements at integer positions: scatter, scatter_add, take_along_axis, top_k, sort
+and argsort."""
 from __future__ import annotations
 
 from ..variable import Variable
@@ -37,4 +38,19 @@ def top_k(x: Variable, k: int, axis: int = -1, largest: bool = True, name=None) 
     return values, indices
 
 
-__all__ = ["scatter", "scatter_add", "take_along_axis", "top_k"]
+def sort(x: Variable, axis: int = -1, descending: bool = False, name=None) -> Variable:
+    """x sorted along ``axis``; stable (equal values keep their order), descending too. Its gradient goes back
+    to the positions the values came from."""
+    values, indices = append("sort", {"X": check_var(x, "x")}, {"axis": axis, "descending": descending},
+                             out_slots=("Out", "Indices"), name=name)
+    indices.stop_gradient = True
+    return values
+
+
+def argsort(x: Variable, axis: int = -1, descending: bool = False, name=None) -> Variable:
+    """The int64 positions that sort x along ``axis`` (stable in both directions); no gradient."""
+    return append("argsort", {"X": check_var(x, "x")}, {"axis": axis, "descending": descending},
+                  out_slots=("Indices",), name=name, stop_gradient=True)
+
+
+__all__ = ["scatter", "scatter_add", "take_along_axis", "top_k", "sort", "argsort"]

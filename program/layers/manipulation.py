@@ -99,7 +99,23 @@ def gather(x: Variable, index: Variable, axis: int = 0, name=None) -> Variable:
     return append("gather", {"X": check_var(x, "x"), "Index": check_var(index, "index")}, {"axis": axis}, name=name)
 
 
+def flatten(x: Variable, axis: int = 1, name=None) -> Variable:
+    """x as a matrix: the dims before ``axis`` multiplied into the rows, the rest into the columns (Paddle's
+    ``fluid.layers.flatten``, ONNX Flatten; ``axis`` may be 0 or the rank, giving a single row or column)."""
+    return append("flatten", {"X": check_var(x, "x")}, {"axis": axis}, name=name)
+
+
+def tril(x: Variable, diagonal: int = 0, name=None) -> Variable:
+    """x's lower triangle in its last two dims (above diagonal ``diagonal`` set to 0; k > 0 keeps more)."""
+    return append("tril", {"X": check_var(x, "x")}, {"diagonal": diagonal}, name=name)
+
+
+def triu(x: Variable, diagonal: int = 0, name=None) -> Variable:
+    """x's upper triangle in its last two dims (below diagonal ``diagonal`` set to 0; k < 0 keeps more)."""
+    return append("triu", {"X": check_var(x, "x")}, {"diagonal": diagonal}, name=name)
+
+
 __all__ = [
     "sum", "broadcast_to", "reshape", "transpose", "concat", "split", "slice", "squeeze", "unsqueeze", "stack",
-    "gather", "pad", "cumsum"
+    "gather", "pad", "cumsum", "flatten", "tril", "triu"
 ]

@@ -46,7 +46,17 @@ def _top_k(ctx):
     return {"Out": TensorType(shape, x.dtype), "Indices": TensorType(shape, "int64")}
 
 
+def _sorted(ctx, slots: tuple[str, ...]):
+    x = ctx.input("X")
+    if len(x.shape) == 0:
+        ctx.fail(f"{ctx.op_type} needs X of rank >= 1")
+    normalize_axis(ctx.attr("axis"), len(x.shape))
+    types = {"Out": x, "Indices": TensorType(x.shape, "int64")}
+    return {s: types[s] for s in slots}
+
+
 SCATTER_ATTRS = {"axis": Attr("int", 0)}
+SORT_ATTRS = {"axis": Attr("int", -1), "descending": Attr("bool", False)}
 
 SCHEMAS = (
     schema("scatter", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
@@ -67,7 +77,13 @@ SCHEMAS = (
            {"k": Attr("int"), "axis": Attr("int", -1), "largest": Attr("bool", True)},
            doc="The k largest (or smallest) values along `axis`, sorted, and their int64 indices; on ties the "
                "lower index comes first.", dtypes={"X": DTYPES}),
+    schema("sort", ["X"], ["Out", "Indices"], lambda ctx: _sorted(ctx, ("Out", "Indices")), SORT_ATTRS,
+           doc="X sorted along `axis` (ascending, or descending), and the int64 positions the values came from; "
+               "stable: equal values keep their order, in both directions.", dtypes={"X": DTYPES}),
+    schema("argsort", ["X"], ["Indices"], lambda ctx: _sorted(ctx, ("Indices",)), SORT_ATTRS,
+           doc="The int64 positions that sort X along `axis` (sort's Indices; stable in both directions).",
+           dtypes={"X": DTYPES}),
 )
 
 
-__all__ = ["SCATTER_ATTRS", "SCHEMAS"]
+__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS"]

@@ -1,8 +1,10 @@
-"""Matrix products."""
+"""Matrix products: matmul, and einsum (its equation read by ``program/einsum_equation.py``)."""
 from __future__ import annotations
 
 from ..dtypes import NUMERIC_DTYPES
-from ..schema import Attr, TensorType, schema
+from ..einsum_equation import EinsumError, parse_einsum
+from ..errors import ShapeInferenceError
+from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import broadcast_shapes, dims_agree
 
 
@@ -24,11 +26,35 @@ def _matmul(ctx):
     return {"Out": TensorType(batch + (m,) * (len(x.shape) > 1) + (n,) * (len(y.shape) > 1), x.dtype)}
 
 
+def _einsum(ctx):
+    """Each letter's size is its operands' sizes broadcast (equal, or 1); the result has its letters' sizes."""
+    xs = ctx.inputs("Operands")
+    if any(x.dtype != xs[0].dtype for x in xs):
+        ctx.fail(f"operands must share one dtype, got {[x.dtype for x in xs]}")
+    try:
+        eq = parse_einsum(ctx.attr("equation"), [len(x.shape) for x in xs])
+    except EinsumError as e:
+        ctx.fail(f"equation '{ctx.attr('equation')}': {e}")
+    sizes: dict[str, tuple[int, ...]] = {}
+    for term, x in zip(eq.terms, xs):
+        for c, d in zip(term, x.shape):
+            try:
+                sizes[c] = broadcast_shapes(sizes.get(c, ()), (d,))
+            except ShapeInferenceError:
+                ctx.fail(f"equation '{ctx.attr('equation')}': index {c} has sizes {sizes[c][0]} and {d}, "
+                         f"operand shapes {[list(x.shape) for x in xs]}")
+    return {"Out": TensorType(tuple(sizes[c][0] for c in eq.out), xs[0].dtype)}
+
+
 SCHEMAS = (
     schema("matmul", ["X", "Y"], ["Out"], _matmul,
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
            doc="Batched matrix product over the last two dims; batch dims broadcast; 1-D operands as in numpy.",
            dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
+    schema("einsum", [Slot("Operands", duplicable=True)], ["Out"], _einsum, {"equation": Attr("str")},
+           doc="Sums of products of the operands' elements as the equation's index letters say (numpy's einsum: "
+               "'...' broadcasts, size-1 dims broadcast, implicit results); no letter twice in one term.",
+           dtypes={"Operands": NUMERIC_DTYPES}),
 )
 
 

@@ -187,6 +187,22 @@ def _gather(ctx):
     return {"Out": TensorType(tuple(x.shape[:axis]) + tuple(index.shape) + tuple(x.shape[axis + 1:]), x.dtype)}
 
 
+def _flatten(ctx):
+    """ONNX Flatten: the dims before ``axis`` make the rows, the rest the columns (axis may equal the rank)."""
+    x, axis = ctx.input("X"), ctx.attr("axis")
+    if not -len(x.shape) <= axis <= len(x.shape):
+        ctx.fail(f"axis {axis} is out of range for X of rank {len(x.shape)} (0 to rank, or negative)")
+    axis = axis + len(x.shape) if axis < 0 else axis
+    return {"Out": TensorType((numel(x.shape[:axis]), numel(x.shape[axis:])), x.dtype)}
+
+
+def _triangle(ctx):
+    x = ctx.input("X")
+    if len(x.shape) < 2:
+        ctx.fail(f"X must have rank >= 2 (matrices in its last two dims), got {x.dtype}{list(x.shape)}")
+    return {"Out": x}
+
+
 SCHEMAS = (
     schema("sum", [Slot("X", duplicable=True)], ["Out"], _sum, doc="Out = X[0] + X[1] + ... (same shapes).",
            dtypes={"X": NUMERIC_DTYPES}),
@@ -226,6 +242,15 @@ SCHEMAS = (
     schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
            doc="X's slices at the integers of Index along `axis` (numpy's take).",
            dtypes={"X": DTYPES, "Index": INT_DTYPES}),
+    schema("flatten", ["X"], ["Out"], _flatten, {"axis": Attr("int", 1)},
+           doc="X as a matrix: its dims before `axis` multiplied into the rows, the rest into the columns "
+               "(ONNX Flatten, Paddle's flatten).", dtypes={"X": DTYPES}),
+    schema("tril", ["X"], ["Out"], _triangle, {"diagonal": Attr("int", 0)},
+           doc="X with the elements above diagonal `diagonal` of its last two dims set to zero (numpy's tril; "
+               "0 is the main diagonal, k > 0 above it).", dtypes={"X": DTYPES}),
+    schema("triu", ["X"], ["Out"], _triangle, {"diagonal": Attr("int", 0)},
+           doc="X with the elements below diagonal `diagonal` of its last two dims set to zero (numpy's triu).",
+           dtypes={"X": DTYPES}),
 )
 
 

@@ -29,6 +29,7 @@ from .registry_builders import (
     _split_like, _squeeze, _stack, _sum, _take_along_axis, _take_along_axis_grad, _top_k, _transpose, _unary,
     _unsqueeze, _where, one_op,
 )
+from .registry_cases_23 import CASES_23
 
 
 def _one_hot(g: Draw) -> Built:
@@ -329,6 +330,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "increment": _increment, **{t: _schedule for t in ("piecewise_decay", "exponential_decay", "cosine_decay")},
     "linear_lr_warmup": _warmup, "allreduce_start": _allreduce_start, "allreduce_wait": _allreduce_wait,
     "broadcast": _broadcast, "custom_gradient": _custom_gradient, "call": _call,
+    **CASES_23,
 }
 """op type -> the builder of one valid case of it."""
 

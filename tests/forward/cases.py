@@ -95,6 +95,8 @@ def extra_cases():
     for k, axis, largest in [(2, -1, True), (3, 0, False)]:
         yield Case("top_k", {"X": distinct}, None, {"k": k, "axis": axis, "largest": largest},
                    label=f"distinct,k={k},axis={axis},largest={largest}")
+        yield Case("sort", {"X": distinct}, None, {"axis": axis, "descending": largest},
+                   label=f"distinct,axis={axis},descending={largest}")
     yield Case("split_like", {"X": _r(5, 3), "Like": [_r(2, 3), _r(3, 3)]}, None, {"axis": 0}, {"Out": 2})
 
 
@@ -111,9 +113,9 @@ def float64_cases() -> list[Case]:
 
 def at_a_kink(case: Case) -> bool:
     """Whether the case's op is not differentiable at its inputs, so finite differences say nothing there:
-    top_k on tied values (the kernel cases check the tie order), logsumexp over no elements (-inf
+    top_k and sort on tied values (the kernel cases check the tie order), logsumexp over no elements (-inf
     everywhere). The dot-product and Hessian tests still run them: both modes must agree at ties too."""
-    if case.op == "top_k":
+    if case.op in ("top_k", "sort"):
         x = np.moveaxis(np.asarray(case.inputs["X"]), case.attrs["axis"], -1)
-        return any(len(np.unique(row)) < len(row) for row in x.reshape(-1, x.shape[-1]))
+        return x.size > 0 and any(len(np.unique(row)) < len(row) for row in x.reshape(-1, x.shape[-1]))
     return case.op == "logsumexp" and np.asarray(case.inputs["X"]).size == 0

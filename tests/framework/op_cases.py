@@ -9,6 +9,7 @@ from scipy.special import erf
 
 from tests.framework.op_harness import Case
 from tests.ops.kernel_cases import NEW_OP_CASES
+from tests.ops.kernel_cases_23 import OPS23_CASES
 
 rng = np.random.default_rng(1234)
 FLOATS = ("float32", "float64")
@@ -287,4 +288,5 @@ def nn_cases():
 
 
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),
-             *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases(), *NEW_OP_CASES]
+             *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases(), *NEW_OP_CASES,
+             *OPS23_CASES]

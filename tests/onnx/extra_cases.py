@@ -223,6 +223,8 @@ def new_op_domain_cases():
         yield Case("cumsum", {"X": a}, None, {"axis": 1, "exclusive": True, "reverse": True}, label=dtype)
         yield Case("reduce_prod", {"X": a}, None, {"dim": [1], "keep_dim": False}, label=dtype)
         yield Case("pad", {"X": a}, None, {"paddings": [1, 0, 0, 2], "pad_value": -7.0}, label=dtype)
+    flags = np.array([[True, False, True, False], [False, False, True, True]])
+    yield Case("top_k", {"X": flags}, None, {"k": 3, "axis": 1, "largest": True}, label="bool")  # TopK via int32
 
 
 EXTRA_CASES = [*conv_cases(), *grad_op_cases(), *network_cases(), *optimizer_cases(),

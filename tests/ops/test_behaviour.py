@@ -14,7 +14,8 @@ from gradgen.program import OP_SCHEMAS, Program, layers, program_guard
 from gradgen.program.errors import OpError, ProgramError
 
 NEW_OPS = ("pad", "cumsum", "logsumexp", "erf", "elu", "elu_grad", "silu", "reduce_prod", "argmin", "top_k", "scatter",
-           "scatter_add", "take_along_axis", "take_along_axis_grad", "conv2d_transpose", "prod_others")
+           "scatter_add", "take_along_axis", "take_along_axis_grad", "conv2d_transpose", "prod_others",
+           "tril", "triu", "flatten", "einsum", "sort", "argsort")
 
 
 def _run(build, feed, fetch_grads_of=(), batch=False):
@@ -108,6 +109,19 @@ BAD = [
     (lambda x: layers.pool2d(layers.reshape(x, [1, 1, 3, 4]), 2, padding=[0, 2, 0, 0]), "smaller than ksize"),
     (lambda x: layers.conv2d_transpose(layers.reshape(x, [1, 1, 3, 4]), 2, 3, stride=2, output_padding=2),
      "output_padding \\[2, 2\\] must be two ints, each at least 0 and below its stride"),
+    # issue 23's ops
+    (lambda x: layers.einsum("ii->i", layers.reshape(x, [2, 6])), "einsum.*repeats i.*traces and diagonals"),
+    (lambda x: layers.einsum("ij,jk->ik", x, x), "einsum.*index j has sizes 4 and 3"),
+    (lambda x: layers.einsum("ij", x, x), "einsum.*1 operand terms for 2 operands"),
+    (lambda x: layers.einsum("ijk", x), "einsum.*names 3 dims, operand 0 has rank 2"),
+    (lambda x: layers.einsum("ij->k", x), "einsum.*names k, which no operand has"),
+    (lambda x: layers.einsum("i.j", x), "einsum.*letters with at most one '...'"),
+    (lambda x: layers.einsum("ij,ij", x, layers.cast(x, "float32")),
+     "einsum.*operands must share one dtype, got \\[.float64., .float32.\\]"),
+    (lambda x: layers.tril(layers.reduce_sum(x, dim=0)), "tril.*rank >= 2"),
+    (lambda x: layers.flatten(x, 3), "flatten.*axis 3 is out of range"),
+    (lambda x: layers.sort(x, axis=2), "sort.*axis 2 is out of range"),
+    (lambda x: layers.argsort(layers.reduce_sum(x)), "argsort needs X of rank >= 1"),
 ]
 
 

@@ -1,5 +1,5 @@
 """ONNX importers of convolution and pooling (1 to 3 spatial dims), batch, layer, group and instance norm,
-dropout, CumSum, TopK and GatherElements nodes (see ``import_table``)."""
+dropout, CumSum, TopK (a full sort as sort) and GatherElements nodes (see ``import_table``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -83,12 +83,25 @@ def cumsum(ctx):
                                         "reverse": bool(ctx.attr("reverse", 0))})
 
 
+def _whole_axis(ctx, axis: int) -> bool:
+    """Whether TopK's K (input 1) is the length of X's ``axis``: a constant equal to its static size, or
+    that dim read at run time (``Shape`` of X with start..end the one axis)."""
+    if ctx.is_const(1):
+        return ctx.shape(0)[axis] >= 0 and int(ctx.scalar(1)) == ctx.shape(0)[axis]
+    return ctx.graph.lookup_symbol("dims", ctx.node.input[1]) == (ctx.x(0), axis)
+
+
 def top_k(ctx):
-    # ONNX and gradgen both put the lower index first among equal values; sorted=0 leaves the order free
-    k = int(ctx.scalar(1))
-    names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": k, "axis": int(ctx.attr("axis", -1)),
-                                               "largest": bool(ctx.attr("largest", 1))},
-                   names={"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]})
+    # ONNX and gradgen both put the lower index first among equal values; sorted=0 leaves the order free.
+    # K the whole axis is a full sort: gradgen's sort, which also runs when that length is known only at run time
+    axis = ctx.axis(int(ctx.attr("axis", -1)), ctx.rank(0))
+    largest = bool(ctx.attr("largest", 1))
+    names = {"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]}
+    if _whole_axis(ctx, axis):
+        names = ctx.op("sort", {"X": ctx.x(0)}, {"axis": axis, "descending": largest}, names=names)
+    else:
+        names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": int(ctx.scalar(1)), "axis": axis, "largest": largest},
+                       names=names)
     ctx.bind(0, names["Out"][0])
     ctx.bind(1, names["Indices"][0])
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradgen.program.einsum_equation import EinsumError, parse_einsum
+
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
 
@@ -198,15 +200,12 @@ def reshape(ctx):
 
 
 def flatten(ctx):
-    rank, axis = ctx.rank(0), int(ctx.attr("axis", 1))
-    axis = axis + rank if axis < 0 else axis
-    shape = ctx.shape(0)
-    lead = shape[:axis]
-    if -1 in lead and len(lead) > 1:
-        raise NotImportable("flattening several leading dims of unknown size")
-    first = 1 if not lead else (lead[0] if len(lead) == 1 and lead[0] < 0 else int(np.prod(lead)))
-    target = [0 if (len(lead) == 1 and lead[0] < 0) else first, -1]
-    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": target})
+    ctx.out("flatten", {"X": ctx.x(0)}, {"axis": int(ctx.attr("axis", 1))})
+
+
+def trilu(ctx):
+    k = int(ctx.scalar(1)) if ctx.has(1) else 0
+    ctx.out("triu" if ctx.attr("upper", 1) else "tril", {"X": ctx.x(0)}, {"diagonal": k})
 
 
 def transpose(ctx):
@@ -301,62 +300,15 @@ def pad(ctx):
     ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
 
 
-def _einsum_sizes(ctx, terms: list[str]) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for k, term in enumerate(terms):
-        for letter, d in zip(term, ctx.shape(k)):
-            if d >= 0:
-                sizes[letter] = d
-            else:
-                sizes.setdefault(letter, -1)
-    return sizes
-
-
-def _product(letters: str, sizes: dict[str, int]) -> int:
-    """The size of several dims merged into one: -1 when one of them is unknown."""
-    return -1 if any(sizes[c] < 0 for c in letters) else int(np.prod([sizes[c] for c in letters]))
-
-
 def einsum(ctx):
-    """Two-operand einsum as transpose, reshape and one batched matmul (the shapes must leave at most one
-    unknown size in each reshape)."""
-    equation = ctx.attr("equation").replace(" ", "")
-    if "->" not in equation or "." in equation or ctx.n_inputs != 2:
-        raise NotImportable(f"equation '{equation}' (two operands, explicit output, no ellipsis)")
-    lhs, out = equation.split("->")
-    a, b = lhs.split(",")
-    if any(len(set(t)) != len(t) for t in (a, b, out)):
-        raise NotImportable(f"equation '{equation}' repeats an index within an operand")
-    sizes = _einsum_sizes(ctx, [a, b])
-    xa, xb = ctx.x(0), ctx.x(1)
-    only_a = "".join(c for c in a if c not in b and c not in out)
-    only_b = "".join(c for c in b if c not in a and c not in out)
-    if only_a:
-        xa = ctx.tmp("reduce_sum", {"X": xa}, {"dim": [a.index(c) for c in only_a]})
-        a = "".join(c for c in a if c not in only_a)
-    if only_b:
-        xb = ctx.tmp("reduce_sum", {"X": xb}, {"dim": [b.index(c) for c in only_b]})
-        b = "".join(c for c in b if c not in only_b)
-    batch = "".join(c for c in out if c in a and c in b)
-    left = "".join(c for c in out if c in a and c not in b)
-    right = "".join(c for c in out if c in b and c not in a)
-    contract = "".join(c for c in a if c in b and c not in out)
-    merged = []
-    for x, term, inner in ((xa, a, left + contract), (xb, b, contract + right)):
-        order = batch + inner
-        x = ctx.tmp("transpose", {"X": x}, {"perm": [term.index(c) for c in order]})
-        first, second = (left, contract) if inner == left + contract else (contract, right)
-        shape = [0] * len(batch) + [_product(first, sizes), _product(second, sizes)]
-        if shape.count(-1) > 1:
-            raise NotImportable(f"equation '{equation}' merges several dims of unknown size")
-        merged.append(ctx.tmp("reshape", {"X": x}, {"shape": shape}))
-    product = ctx.tmp("matmul", {"X": merged[0], "Y": merged[1]})
-    split = [0] * len(batch) + [sizes[c] for c in left + right]
-    if split.count(-1) > 1:
-        raise NotImportable(f"equation '{equation}' leaves several dims of unknown size")
-    result = ctx.tmp("reshape", {"X": product}, {"shape": split})
-    order = batch + left + right
-    ctx.out("transpose", {"X": result}, {"perm": [order.index(c) for c in out]})
+    """gradgen's einsum, which reads the equation as ONNX does (ellipsis, implicit result; no repeated letter
+    within one term)."""
+    equation = ctx.attr("equation")
+    try:
+        parse_einsum(equation, [ctx.rank(k) for k in range(ctx.n_inputs)])
+    except EinsumError as e:
+        raise NotImportable(f"equation '{equation}': {e}") from None
+    ctx.out("einsum", {"Operands": [ctx.x(k) for k in range(ctx.n_inputs)]}, {"equation": equation})
 
 
 def squeeze(ctx):
@@ -374,6 +326,12 @@ def unsqueeze(ctx):
 
 
 def gather(ctx):
+    like = ctx.shape_source(0)
+    if like is not None and ctx.is_const(1) and ctx.const(1).size == 1:
+        # one dim of a run-time shape (PyTorch's K = x.size(axis) for a full TopK): remembered like Shape's
+        rank = len(ctx.importer.block().var(like).shape)
+        ctx.graph.dims[ctx.node.output[0]] = (like, ctx.axis(int(ctx.scalar(1)), rank))
+        return None
     ctx.out("gather", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
 
 

@@ -11,7 +11,7 @@ from .import_nn import (
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    neg, not_, pad, reshape, shape, slice_, split, squeeze, transpose, unsqueeze, where,
+    neg, not_, pad, reshape, shape, slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
 __all__ = ["IMPORTERS"]
@@ -32,5 +32,6 @@ IMPORTERS = {
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
+    "Trilu": trilu,
 }
 """ONNX op type (default domain) -> translation function."""

@@ -2,7 +2,8 @@
 
 ``take_along_axis`` is ONNX ``GatherElements`` and its gradient ``ScatterElements`` adding into zeros;
 ``scatter``/``scatter_add`` move the scattered axis first and use ``ScatterND`` (replacing or adding
-whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties.
+whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties, and so are
+``sort`` and ``argsort``, with K the length of the axis.
 """
 from __future__ import annotations
 
@@ -48,14 +49,46 @@ def take_along_axis_grad(ctx):
              axis=ctx.attr("axis") % ctx.rank(), reduction="add")
 
 
+def _top_k_node(ctx, k: str, outs: list[str], axis: int, largest: bool) -> None:
+    """TopK into ``outs`` (values, indices); ONNX's TopK takes no bools, so those go through int32 and back."""
+    g, x = ctx.g, ctx.x()
+    if ctx.dtype() != "bool":
+        g.node_multi("TopK", [x, k], outs, axis=axis, largest=int(largest), sorted=1)
+        return
+    ranked = [g.names.fresh("ranked_ints"), outs[1]]
+    g.node_multi("TopK", [g.node("Cast", [x], to=onnx_dtype("int32")), k], ranked, axis=axis, largest=int(largest),
+                 sorted=1)
+    g.node("Cast", [ranked[0]], out=outs[0], to=onnx_dtype("bool"))
+
+
 def top_k(ctx):
     outs = [ctx.name("Out"), ctx.name("Indices")]
-    ctx.g.node_multi("TopK", [ctx.x(), ctx.g.ints([ctx.attr("k")])], outs, axis=ctx.attr("axis") % ctx.rank(),
-                     largest=int(ctx.attr("largest")), sorted=1)
+    _top_k_node(ctx, ctx.g.ints([ctx.attr("k")]), outs, ctx.attr("axis") % ctx.rank(), ctx.attr("largest"))
     ctx.set(outs[0], "Out")
     ctx.set(outs[1], "Indices")
 
 
+def _full_sort(ctx, outs: list[str]) -> None:
+    """TopK with K the whole axis: ``sort`` and ``argsort`` (``largest`` = descending; TopK is stable too)."""
+    g, axis = ctx.g, ctx.attr("axis") % ctx.rank()
+    n = ctx.var().shape[axis]
+    k = g.ints([n]) if n >= 0 else g.node("Shape", [ctx.x()], start=axis, end=axis + 1)
+    _top_k_node(ctx, k, outs, axis, ctx.attr("descending"))
+
+
+def sort(ctx):
+    outs = [ctx.name("Out"), ctx.name("Indices")]
+    _full_sort(ctx, outs)
+    ctx.set(outs[0], "Out")
+    ctx.set(outs[1], "Indices")
+
+
+def argsort(ctx):
+    outs = [ctx.g.names.fresh("sorted_values"), ctx.name("Indices")]
+    _full_sort(ctx, outs)
+    ctx.set(outs[1], "Indices")
+
+
 LOWERINGS = {"scatter": _scatter("none"), "scatter_add": _scatter("add"), "take_along_axis": take_along_axis,
-             "take_along_axis_grad": take_along_axis_grad, "top_k": top_k}
+             "take_along_axis_grad": take_along_axis_grad, "top_k": top_k, "sort": sort, "argsort": argsort}
 """gradgen op type -> lowering."""

@@ -1,4 +1,4 @@
-"""Lowerings of the elementwise, activation, matmul, reduction, comparison and creation ops.
+"""Lowerings of the elementwise, activation, matmul, einsum, reduction, comparison and creation ops.
 
 Every lowering uses only ONNX ops that ONNX Runtime's CPU provider runs in float64 as well as
 float32 (it has no float64 ``Erf``, ``Softplus`` or ``OneHot``, so those are built from others).
@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from gradgen.program.einsum_equation import parse_einsum, spell
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
@@ -173,6 +175,25 @@ def matmul(ctx):
     ctx.emit("Squeeze", [ctx.g.node("MatMul", [x, y]), ctx.g.ints(squeeze)])
 
 
+def einsum(ctx):
+    """ONNX Einsum with the ellipsis spelled in letters (the ranks are static), as the kernel runs it.
+
+    ONNX's Einsum does not broadcast a size-1 dim against a larger one under the same letter, so an operand's
+    dim of static size 1 where another operand has the letter at another size is squeezed away first (the
+    operand is constant along it) and the letter dropped from its term. (A -1 dim that is 1 at run time
+    against a larger one is left to ONNX Runtime.)
+    """
+    shapes = [ctx.op.block.var(n).shape for n in ctx.op.input("Operands")]
+    eq = parse_einsum(ctx.attr("equation"), [len(s) for s in shapes])
+    sizes = {c: {s[t.index(c)] for t, s in zip(eq.terms, shapes) if c in t} for c in set("".join(eq.terms))}
+    xs, terms = [], []
+    for x, term, shape in zip(ctx.xs("Operands"), eq.terms, shapes):
+        axes = [a for a, c in enumerate(term) if shape[a] == 1 and sizes[c] != {1}]
+        xs.append(ctx.g.node("Squeeze", [x, ctx.g.ints(axes)]) if axes else x)
+        terms.append("".join(c for a, c in enumerate(term) if a not in axes))
+    ctx.emit("Einsum", xs, equation=spell(terms, eq.out))
+
+
 def reduce_axes(ctx: Lowering) -> list[int] | None:
     """The normalized axes a reduce op reduces, or None for all of them."""
     rank, dim = ctx.rank(), ctx.attr("dim")
@@ -317,7 +338,7 @@ LOWERINGS = {
     **{t: _compare(o) for t, o in COMPARE.items()},
     **{t: _reduce(o) for t, o in REDUCE.items()},
     "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
-    "pow": pow_, "matmul": matmul, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
+    "pow": pow_, "matmul": matmul, "einsum": einsum, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
     "not_equal": not_equal, "logical_not": lambda ctx: ctx.emit("Not", [ctx.x("X")]), "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),

@@ -61,6 +61,16 @@ def reshape(ctx):
     ctx.emit("Reshape", [ctx.x(), ctx.g.ints(ctx.attr("shape"))])
 
 
+def flatten(ctx):
+    ctx.emit("Flatten", [ctx.x()], axis=ctx.attr("axis"))
+
+
+def _triangle(upper: int):
+    def lower(ctx):
+        ctx.emit("Trilu", [ctx.x(), ctx.g.const(np.int64(ctx.attr("diagonal")))], upper=upper)
+    return lower
+
+
 def reshape_as(ctx):
     ctx.emit("Reshape", [ctx.x(), shape_of(ctx, ctx.x("Target"))])
 
@@ -213,7 +223,8 @@ LOWERINGS = {
     "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, "reshape_as": reshape_as,
     "transpose": transpose, "concat": concat, "split": split, "split_like": split_like, "slice": slice_,
     "slice_grad": slice_grad, "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather,
-    "gather_grad": gather_grad, "lookup_table": lookup_table, "pad": pad, "cumsum": cumsum,
+    "gather_grad": gather_grad, "lookup_table": lookup_table, "pad": pad, "cumsum": cumsum, "flatten": flatten,
+    "tril": _triangle(0), "triu": _triangle(1),
 }
 """gradgen op type -> lowering."""
 

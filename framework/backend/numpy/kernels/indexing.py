@@ -66,6 +66,15 @@ def take_along_axis_grad(op):
     return run
 
 
+def stable_order(x, ax: int, descending: bool):
+    """The int64 positions that sort ``x`` along ``ax``; equal values keep their order in both directions."""
+    if descending:  # a stable sort of the reversed axis, reversed back, puts the lower index first on ties
+        order = x.shape[ax] - 1 - np.flip(np.argsort(np.flip(x, ax), axis=ax, kind="stable"), ax)
+    else:
+        order = np.argsort(x, axis=ax, kind="stable")
+    return order.astype(np.int64, copy=False)
+
+
 def top_k(op):
     k, axis, largest = op.attr("k"), op.attr("axis"), op.attr("largest")
 
@@ -73,18 +82,28 @@ def top_k(op):
         ax = axis % x.ndim
         if k > x.shape[ax]:
             raise ValueError(f"top_k: k={k} is more than the size {x.shape[ax]} of axis {ax}")
-        if largest:  # descending with ties in index order: a stable sort of the reversed axis, reversed back
-            n = x.shape[ax]
-            order = n - 1 - np.flip(np.argsort(np.flip(x, ax), axis=ax, kind="stable"), ax)
-        else:
-            order = np.argsort(x, axis=ax, kind="stable")
-        indices = np.take(order, np.arange(k), axis=ax).astype(np.int64, copy=False)
+        indices = np.take(stable_order(x, ax, largest), np.arange(k), axis=ax)
         return np.take_along_axis(x, indices, ax), indices
 
     return run
 
 
-KERNELS = {"scatter": scatter, "scatter_add": scatter_add, "take_along_axis": take_along_axis,
-           "take_along_axis_grad": take_along_axis_grad, "top_k": top_k}
+def sort(op):
+    axis, descending = op.attr("axis"), op.attr("descending")
 
-__all__ = ["scatter_rows", "KERNELS"]
+    def run(x):
+        indices = stable_order(x, axis % x.ndim, descending)
+        return np.take_along_axis(x, indices, axis % x.ndim), indices
+
+    return run
+
+
+def argsort(op):
+    axis, descending = op.attr("axis"), op.attr("descending")
+    return lambda x: stable_order(x, axis % x.ndim, descending)
+
+
+KERNELS = {"scatter": scatter, "scatter_add": scatter_add, "take_along_axis": take_along_axis,
+           "take_along_axis_grad": take_along_axis_grad, "top_k": top_k, "sort": sort, "argsort": argsort}
+
+__all__ = ["scatter_rows", "stable_order", "KERNELS"]

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from gradgen.program.einsum_equation import parse_einsum
+
 from .. import blas
 from .signature import result_array
 
@@ -104,4 +106,12 @@ def matmul(op):
     return lambda x, y: numpy_product(x, y)
 
 
-KERNELS = {"matmul": matmul}
+def einsum(op):
+    """numpy's einsum on the equation with its ellipsis spelled out (``program/einsum_equation.py``); with
+    ``optimize`` numpy contracts pairs through BLAS instead of one loop over every index."""
+    ranks = [len(op.block.var(n).shape) for n in op.input("Operands")]
+    equation = parse_einsum(op.attr("equation"), ranks).text()
+    return lambda *xs: np.asarray(np.einsum(equation, *xs, optimize=len(xs) > 1))
+
+
+KERNELS = {"matmul": matmul, "einsum": einsum}

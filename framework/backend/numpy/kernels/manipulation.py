@@ -1,6 +1,8 @@
 """Kernels that move or regroup elements, plus n-ary sum."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .grad_ops import slice_index
@@ -167,7 +169,24 @@ def gather(op):
     return lambda x, index: np.take(x, index, axis=axis)
 
 
+def flatten(op):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis = op.attr("axis") + rank if op.attr("axis") < 0 else op.attr("axis")
+    return lambda x: np.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+
+
+def tril(op):
+    k = op.attr("diagonal")
+    return lambda x: np.tril(x, k)  # numpy masks the last two dims of any batch
+
+
+def triu(op):
+    k = op.attr("diagonal")
+    return lambda x: np.triu(x, k)
+
+
 KERNELS.update({
+    "flatten": flatten, "tril": tril, "triu": triu,
     "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice_,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
 })
