@@ -214,3 +214,31 @@ def test_custom_gradient_and_call_first_and_second_order():
     types = {op.type for b in main.blocks for op in b.ops}
     assert {"custom_gradient", "call"} <= types
     _same(main, feed, fetch, "custom_gradient")
+
+
+# -- the built-in examples -------------------------------------------------------------------------------------
+def _trained(example, backend: str, steps: int) -> tuple[list, dict]:
+    """Every step's loss and the final parameters of ``steps`` training steps on ``backend``."""
+    exe, scope = Executor(backend=backend), Scope()
+    exe.run(example.startup, scope=scope)
+    losses = [exe.run(example.main, feed=example.feed, fetch_list=[example.loss], scope=scope)[0]
+              for _ in range(steps)]
+    return losses, {p.name: scope[p.name] for p in example.params}
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
+def test_the_examples_train_alike_for_20_steps(name):
+    from gradgen.framework.backends.xla import LOWERINGS
+    from gradgen.framework.tools.examples import EXAMPLES
+    from tests.extras import require
+
+    example = EXAMPLES[name]()
+    with program_guard(example.main, example.startup):
+        example.make_optimizer().minimize(example.loss)
+    missing = sorted({op.type for p in (example.main, example.startup) for b in p.blocks for op in b.ops}
+                     - set(LOWERINGS))
+    require(f"xla lowerings of {', '.join(missing)}" if missing else None, "other families of issue 22")
+    want_losses, want_params = _trained(example, "numpy", 20)
+    got_losses, got_params = _trained(example, "xla", 20)
+    assert_same(want_losses, got_losses, [f"loss {k}" for k in range(20)], name)
+    assert_same(list(want_params.values()), list(got_params.values()), list(want_params), name)
