@@ -20,10 +20,10 @@ def _jax():
     need_jax()
 
 
-def _same(main, feed, fetch, what=""):
+def _same(main, feed, fetch, what="", params=None):
     """Run on both backends, assert they agree, and return numpy's values (or its error)."""
     names = [v if isinstance(v, str) else v.name for v in fetch]
-    want, got = run_both(main, feed, names)
+    want, got = run_both(main, feed, names, params)
     assert_same(want, got, names, what)
     return want
 
@@ -172,6 +172,36 @@ def test_a_loop_inside_a_loop_body():
         {"h": (2, 3), "w": (3, 3)}, seed=3)
     feed["c"] = rng.standard_normal((2, 3))
     _same(main, feed, fetch, "nested loops")
+
+
+def test_the_gradient_loop_reads_the_forward_body_back_instead_of_recomputing_it():
+    """The rnn's gradient loop re-runs the forward body's matmul on numpy; on xla it reads the forward loop's
+    stash: of the program's four matmuls (forward body, a recompute, two backward) three are computed."""
+    from gradgen.framework.backends.xla.show import lowered_text
+
+    main, loss, grads = rnn.build()
+    assert sum(op.type == "matmul" for b in main.blocks for op in b.ops) == 4
+    text = lowered_text(main, ["xs", "h0", "w", "c", "T"], [loss.name] + [g.name for g in grads], batch=4)
+    assert text.count("stablehlo.dot_general") == 3
+
+
+@pytest.mark.parametrize("with_update", [False, True])
+def test_a_gradient_loop_after_an_update_recomputes_with_the_weights_the_loop_saw(with_update):
+    """The update writes w between the loops: its gradient loop must read the snapshot (or recompute)."""
+    rng = np.random.default_rng(9)
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        h0 = layers.data("h0", [2, 3], "float64")
+        w = layers.create_parameter([3, 3], "float64", name="w")
+        (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [h0])
+        loss = layers.reduce_sum(layers.square(h))
+        if with_update:
+            from gradgen.framework import optimizer
+
+            optimizer.SGD(0.5).minimize(loss)
+        (gw,) = gradients(loss, [w])
+    _same(main, {"h0": rng.standard_normal((2, 3))}, [loss, gw], f"update={with_update}",
+          params={"w": 0.5 * rng.standard_normal((3, 3))})
 
 
 def test_a_check_inside_a_loop_body_fails_the_run_naming_its_op():

@@ -23,6 +23,7 @@ from jax import lax
 
 from ...errors import ExecutionError
 from .context import Check, TraceContext
+from .loop_stash import Stash, read_back_block, replays_of, stash_read, stashes
 
 __all__ = ["LOWERINGS", "history_rows"]
 
@@ -132,11 +133,14 @@ def _while(op, ctx: TraceContext) -> Callable:
     limit = op.attr("max_iterations")
     rows = history_rows(ctx, limit)
     _refuse_padding_readers(op, rows)
+    kept = list(dict.fromkeys(name for _, plan in replays_of(op) for name in plan.names)) if rows else []
+    reads = _forward_read_back(op)
     body_checks: list[Check] = []
     test_checks: list[Check] = []
 
     def fn(*values):
         xs, outer = tuple(values[:n]), dict(zip(inputs, values[n:]))
+        body = _body_reading_back(ctx, reads, body_block, values[0], outer)
 
         def test_apart(xs):
             (going,), checks, failed, overflow = _traced_apart(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))},
@@ -145,24 +149,27 @@ def _while(op, ctx: TraceContext) -> Callable:
             return _truth(going, "the loop condition"), failed, overflow
 
         def loop_test(state):
-            steps, _, _, going, failed, _ = state
+            steps, _, _, _, going, failed, _ = state
             return going & (steps < rows) & (failed < 0)
 
         def loop_body(state):
-            steps, xs, history, _, failed, overflow = state
+            steps, xs, history, stash, _, failed, overflow = state
             history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
-            new, checks, body_failed, body_overflow = _traced_apart(
-                ctx, body_block, {**outer, **dict(zip(body_params, xs))}, body_outs)
+            got, checks, body_failed, body_overflow = _traced_apart(
+                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + kept)
             body_checks[:] = checks
-            new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, new)))
+            new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
+            stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
             going, test_failed, test_overflow = test_apart(new)
             failed = _merge_failed(failed, body_failed, jnp.where(test_failed >= 0, test_failed + len(checks), -1))
-            return steps + 1, new, history, going, failed, overflow | body_overflow | test_overflow
+            return steps + 1, new, history, stash, going, failed, overflow | body_overflow | test_overflow
 
         (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
-        history = tuple(jnp.zeros((rows,) + jnp.shape(x), jnp.result_type(x)) for x in xs)
-        state = (jnp.int64(0), xs, history, _truth(going, "the loop condition"), jnp.int32(-1), jnp.zeros((), bool))
-        steps, xs, history, going, failed, overflow = lax.while_loop(loop_test, loop_body, state)
+        history = tuple(_rows_like(rows, x) for x in xs)
+        stash = tuple(_rows_like(rows, v) for v in _body_values(ctx, body(xs[0]), outer, body_params, xs, kept))
+        state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
+                 jnp.zeros((), bool))
+        steps, xs, history, stash, going, failed, overflow = lax.while_loop(loop_test, loop_body, state)
         _restate(ctx, body_checks, failed)
         _restate(ctx, test_checks, failed - len(body_checks))
         still_running = going & (failed < 0)
@@ -174,9 +181,51 @@ def _while(op, ctx: TraceContext) -> Callable:
         ctx.overflow.append(overflow)
         for name in op.output("History"):
             ctx.steps_of[name] = steps
+        if kept:
+            stashes(ctx)[tuple(op.output("History"))] = Stash(dict(zip(kept, stash)), steps, outer)
         return (*xs, *history, steps)
 
     return fn
+
+
+def _rows_like(rows: int, value):
+    """A zero buffer of ``rows`` rows shaped like ``value``: one row per iteration."""
+    return jnp.zeros((rows,) + tuple(jnp.shape(value)), jnp.result_type(value))
+
+
+def _body_values(ctx: TraceContext, body, outer: dict, params: Sequence[str], xs: tuple, names: Sequence[str]):
+    """The shapes and dtypes of ``names`` in one iteration of ``body`` (traced abstractly, nothing kept)."""
+    if not names:
+        return []
+    return jax.eval_shape(lambda xs: _traced_apart(ctx, body, {**outer, **dict(zip(params, xs))}, names)[0], xs)
+
+
+def _forward_read_back(op):
+    """(forward loop, Replay) when ``op`` is a gradient loop that can read that loop's body back, else None."""
+    for forward in op.block.ops:
+        if forward.type == "while" and forward is not op:
+            for reverse, plan in replays_of(forward):
+                if reverse is op:
+                    return forward, plan
+    return None
+
+
+def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dict) -> Callable:
+    """``body(counter) -> block`` to trace for an iteration: ``body_block``, its replayed ops reading the forward
+    loop's stash at ``counter - 1`` when that loop was traced with one, started this loop's counter at its Steps,
+    and gave both loops the same outer values."""
+    stash = stashes(ctx).get(tuple(reads[0].output("History"))) if reads else None
+    if stash is None or counter is not stash.steps or not all(
+            n in stash.outer and outer.get(n) is stash.outer[n] for n in reads[1].outer):
+        return lambda counter: body_block
+    plan = reads[1]
+
+    def body(counter):
+        index = counter - 1
+        return read_back_block(body_block, plan, {n: lax.dynamic_index_in_dim(stash.buffers[n], index, 0, False)
+                                                  for n in plan.names})
+
+    return body
 
 
 def _same_type(k: int, x, new):
@@ -259,4 +308,5 @@ LOWERINGS = {
     "while": _while,
     "call": _inlined("params", "block", "outs"),
     "custom_gradient": _inlined("forward_params", "forward_block", "forward_outs"),
+    "stash_read": stash_read,
 }
