@@ -96,6 +96,17 @@ def test_a_check_inside_a_branch_fails_the_run_only_when_the_branch_is_taken():
     assert "op #0 (gather)" in str(got), got
 
 
+def test_branches_making_different_shapes_at_run_time_are_refused_with_the_reason():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1], "float64")
+        p = layers.data("p", [], "bool")
+        out = layers.cond(p, lambda: layers.scale(x, 2.0), lambda: layers.reduce_sum(x, [0], keep_dim=True))
+    want, got = run_both(main, {"x": np.ones(2), "p": np.array(True)}, [out.name])
+    assert isinstance(want, list) and want[0].shape == (2,)
+    assert isinstance(got, ExecutionError) and "one dtype and shape" in str(got), got
+
+
 # -- while -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("steps", [0, 1, 7, 70])
 def test_rnn_loop_and_its_gradients(steps):
@@ -136,6 +147,35 @@ def test_max_iterations_bounds_the_loop_as_numpy_does(n):
         _, got = run_both(main, {"n": np.int64(n), "x": np.array([0.5, -1.0])}, [t.name, h.name])
         assert "op #1 (while)" in str(got) and "max_iterations=5" in str(got), got
         assert "op #1 (while)" in str(want) and "max_iterations=5" in str(want), want
+
+
+def _loop_of(body, limit):
+    """A program: ``n`` (fed) iterations of ``h = body(h)`` from ``x`` (fed), at most ``limit``."""
+    main = Program()
+    with program_guard(main, Program()):
+        n = layers.data("n", [], "int64")
+        x = layers.data("x", [-1], "float64")
+        one = layers.fill_constant([], "int64", 1)
+        _, h = layers.while_loop(lambda t, h: layers.less_than(t, n), lambda t, h: [layers.add(t, one), body(h)],
+                                 [layers.fill_constant([], "int64", 0), x], max_iterations=limit)
+    return main, h
+
+
+def test_a_loop_bounded_by_zero_iterations():
+    main, h = _loop_of(layers.sin, 0)
+    _same(main, {"x": np.array([0.5, 2.0]), "n": np.int64(0)}, [h], "no iterations")
+    want, got = run_both(main, {"x": np.array([0.5, 2.0]), "n": np.int64(1)}, [h.name])
+    assert isinstance(want, ExecutionError) and isinstance(got, ExecutionError), (want, got)
+    assert "max_iterations=0" in str(got), got
+
+
+def test_a_loop_var_changing_shape_is_refused_even_when_the_loop_would_not_run():
+    """numpy fails in the first iteration that changes it; xla's shapes are static, so it refuses the loop."""
+    main, h = _loop_of(lambda h: layers.reduce_sum(h, [0], keep_dim=True), None)
+    for n in (0, 1):
+        want, got = run_both(main, {"x": np.array([0.5, 2.0]), "n": np.int64(n)}, [h.name])
+        assert isinstance(want, ExecutionError) == (n == 1), want
+        assert isinstance(got, ExecutionError) and "loop var 1 changes from float64[2] to float64[1]" in str(got)
 
 
 def test_hessian_vector_product_through_a_loop():

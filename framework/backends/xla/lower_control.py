@@ -154,7 +154,8 @@ def _while(op, ctx: TraceContext) -> Callable:
 
         def loop_body(state):
             steps, xs, history, stash, _, failed, overflow = state
-            history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
+            if rows:  # (max_iterations=0: the body is traced but never runs, and has no row to write)
+                history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
             got, checks, body_failed, body_overflow = _traced_apart(
                 ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + kept)
             body_checks[:] = checks
