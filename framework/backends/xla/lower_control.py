@@ -12,6 +12,8 @@ Row ``t`` is written in iteration ``t``; rows past ``Steps`` stay zero. A loop s
 iterations sets the overflow flag (the step re-runs with more rows) unless ``rows`` is ``max_iterations``, where
 it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
 row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
+A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
+instead of recomputing them, where ``loop_stash`` proves they are the same values.
 """
 from __future__ import annotations
 
