@@ -3,7 +3,7 @@
 The executor's part is the same as for the numpy plan: feeds and scope values checked against their declared
 types (``conformance``), the run's names (``signature``), an all-or-nothing commit after a successful run
 (``commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
-one pure function per block and run signature (``backends/<name>/compile.py``).
+one pure function per block and run signature (``backend/<name>/compile.py``).
 
 Values the step committed stay on the backend between runs: the scope holds a numpy view of each, and the next
 run passes the backend's own array instead of copying the view back (``_Resident``), unless someone stored

@@ -1,4 +1,315 @@
-"""(being written)"""
+"""Lowerings of the control-flow ops: ``cond`` as ``lax.cond``, ``while`` as ``lax.while_loop``, and ``call`` and
+``custom_gradient`` inlined (their forward body traced in place), each computing what its numpy kernel
+(``runtime/kernels/control_flow.py``, ``custom.py``) computes.
+
+A sub-block sees the op's ``Input`` vars and its parameters, as the numpy kernels feed it. Checks and History
+overflows stated inside a ``lax`` branch or loop body are values of that body, so they leave it as two carried
+scalars, the index of the first failed check (-1: none) and an overflow flag, and are stated again outside,
+one flag per check, each naming its own op.
+
+``History`` needs a static length: ``rows`` = the context's ``history_capacity``, capped by ``max_iterations``.
+Row ``t`` is written in iteration ``t``; rows past ``Steps`` stay zero. A loop still running after ``rows``
+iterations sets the overflow flag (the step re-runs with more rows) unless ``rows`` is ``max_iterations``, where
+it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
+row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
+A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
+instead of recomputing them, where ``loop_stash`` proves they are the same values.
+"""
 from __future__ import annotations
 
-LOWERINGS: dict = {}
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ...errors import ExecutionError
+from .context import Check, TraceContext
+from .loop_stash import Stash, read_back_block, replays_of, stash_read, stashes
+
+__all__ = ["LOWERINGS", "history_rows"]
+
+
+def history_rows(ctx: TraceContext, max_iterations: int | None) -> int:
+    """The static History length of a loop: the context's capacity, capped by the loop's ``max_iterations``."""
+    return ctx.history_capacity if max_iterations is None else min(ctx.history_capacity, max_iterations)
+
+
+# -- sub-blocks inside lax bodies ------------------------------------------------------------------------------
+def _first_failed(flags: Sequence[Any]):
+    """The index of the first of ``flags`` that is not all True, or -1 (an int32 scalar)."""
+    if not flags:
+        return jnp.int32(-1)
+    ok = jnp.stack([jnp.all(f) for f in flags])
+    return jnp.where(jnp.all(ok), -1, jnp.argmin(ok)).astype(jnp.int32)
+
+
+def _any(flags: Sequence[Any]):
+    return jnp.any(jnp.stack([jnp.any(f) for f in flags])) if flags else jnp.zeros((), bool)
+
+
+def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> tuple[list, list[Check], Any, Any]:
+    """Trace ``block`` for a ``lax`` body: (fetched values, its checks, first failed index, overflow flag).
+
+    The checks and overflows it states stay out of ``ctx`` (they are the body's values); History steps of loops
+    nested inside are dropped (only block 0's loops can be fetched).
+    """
+    saved = ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where
+    ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of = [], [], [], {}
+    try:
+        values = ctx.trace_block(block, env, fetches)
+        return values, ctx.checks, _first_failed(ctx.flags), _any(ctx.overflow)
+    finally:
+        ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where = saved
+
+
+def _traced_inline(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> list:
+    """Trace ``block`` in place (not inside a ``lax`` body): its checks join ``ctx`` directly."""
+    where = ctx.where
+    try:
+        return ctx.trace_block(block, env, fetches)
+    finally:
+        ctx.where = where
+
+
+def _restate(ctx: TraceContext, checks: Sequence[Check], failed, ran=True) -> None:
+    """State a body's ``checks`` in ``ctx``: check ``k`` failed when ``ran`` and ``failed == k``."""
+    for k, check in enumerate(checks):
+        ctx.checks.append(check)
+        ctx.flags.append(jnp.logical_not(jnp.logical_and(ran, failed == k)))
+
+
+def _truth(value, what: str):
+    """A one-element value as a bool scalar (numpy's ``_truth``: any nonzero is True)."""
+    if jnp.size(value) != 1:
+        raise ValueError(f"{what} must hold exactly one bool, got shape {list(jnp.shape(value))}")
+    return jnp.reshape(value, ()).astype(bool)
+
+
+def _merge_failed(first, *later):
+    """The first failed index of a run: ``first`` unless it is -1, else the first of ``later`` that is not."""
+    result = jnp.int32(-1)
+    for f in reversed((first, *later)):
+        result = jnp.where(f >= 0, f, result)
+    return result
+
+
+# -- cond ------------------------------------------------------------------------------------------------------
+def _cond(op, ctx: TraceContext) -> Callable:
+    inputs = op.input("Input")
+    single = len(op.output("Out")) == 1
+    branches = [(ctx.sub_block(op, f"{key}_block"), op.attr(f"{key}_outs")) for key in ("true", "false")]
+    found: dict[int, list[Check]] = {}
+
+    def branch(k: int):
+        block, outs = branches[k]
+
+        def run(values):
+            got, checks, failed, overflow = _traced_apart(ctx, block, dict(zip(inputs, values)), outs)
+            found[k] = checks
+            return tuple(got), failed, overflow
+
+        return run
+
+    def fn(pred, *values):
+        taken = _truth(pred, "Cond")
+        try:
+            outs, failed, overflow = lax.cond(taken, branch(0), branch(1), tuple(values))
+        except TypeError as e:  # lax.cond wants one type per output
+            raise ExecutionError(f"{ctx.where}: the xla backend needs both branches of a cond to make each output "
+                                 f"with one dtype and shape ({e})") from e
+        _restate(ctx, found[0], failed, taken)
+        _restate(ctx, found[1], failed, jnp.logical_not(taken))
+        ctx.overflow.append(overflow)
+        return outs[0] if single else outs
+
+    return fn
+
+
+# -- while -----------------------------------------------------------------------------------------------------
+def _while(op, ctx: TraceContext) -> Callable:
+    n, inputs = len(op.input("X")), op.input("Input")
+    cond_block, body_block = ctx.sub_block(op, "cond_block"), ctx.sub_block(op, "body_block")
+    cond_params, cond_out = op.attr("cond_params"), op.attr("cond_out")
+    body_params, body_outs = op.attr("body_params"), op.attr("body_outs")
+    limit = op.attr("max_iterations")
+    rows = history_rows(ctx, limit)
+    _refuse_padding_readers(op, rows)
+    kept = list(dict.fromkeys(name for _, plan in replays_of(op) for name in plan.names)) if rows else []
+    reads = _forward_read_back(op)
+    body_checks: list[Check] = []
+    test_checks: list[Check] = []
+
+    def fn(*values):
+        xs, outer = tuple(values[:n]), dict(zip(inputs, values[n:]))
+        body = _body_reading_back(ctx, reads, body_block, values[0], outer)
+
+        def test_apart(xs):
+            (going,), checks, failed, overflow = _traced_apart(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))},
+                                                               [cond_out])
+            test_checks[:] = checks
+            return _truth(going, "the loop condition"), failed, overflow
+
+        def loop_test(state):
+            steps, _, _, _, going, failed, _ = state
+            return going & (steps < rows) & (failed < 0)
+
+        def loop_body(state):
+            steps, xs, history, stash, _, failed, overflow = state
+            if rows:  # (max_iterations=0: the body is traced but never runs, and has no row to write)
+                history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
+            got, checks, body_failed, body_overflow = _traced_apart(
+                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + kept)
+            body_checks[:] = checks
+            new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
+            stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
+            going, test_failed, test_overflow = test_apart(new)
+            failed = _merge_failed(failed, body_failed, jnp.where(test_failed >= 0, test_failed + len(checks), -1))
+            return steps + 1, new, history, stash, going, failed, overflow | body_overflow | test_overflow
+
+        (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
+        history = tuple(_rows_like(rows, x) for x in xs)
+        stash = tuple(_rows_like(rows, v) for v in _body_values(ctx, body(xs[0]), outer, body_params, xs, kept))
+        state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
+                 jnp.zeros((), bool))
+        steps, xs, history, stash, going, failed, overflow = lax.while_loop(loop_test, loop_body, state)
+        _restate(ctx, body_checks, failed)
+        _restate(ctx, test_checks, failed - len(body_checks))
+        still_running = going & (failed < 0)
+        if limit is not None and rows >= limit:
+            ctx.check(jnp.logical_not(still_running),
+                      f"the loop is still running after max_iterations={limit} iterations")
+        else:
+            ctx.overflow.append(still_running)
+        ctx.overflow.append(overflow)
+        for name in op.output("History"):
+            ctx.steps_of[name] = steps
+        if kept:
+            stashes(ctx)[tuple(op.output("History"))] = Stash(dict(zip(kept, stash)), steps, outer)
+        return (*xs, *history, steps)
+
+    return fn
+
+
+def _rows_like(rows: int, value):
+    """A zero buffer of ``rows`` rows shaped like ``value``: one row per iteration."""
+    return jnp.zeros((rows,) + tuple(jnp.shape(value)), jnp.result_type(value))
+
+
+def _body_values(ctx: TraceContext, body, outer: dict, params: Sequence[str], xs: tuple, names: Sequence[str]):
+    """The shapes and dtypes of ``names`` in one iteration of ``body`` (traced abstractly, nothing kept)."""
+    if not names:
+        return []
+    return jax.eval_shape(lambda xs: _traced_apart(ctx, body, {**outer, **dict(zip(params, xs))}, names)[0], xs)
+
+
+def _forward_read_back(op):
+    """(forward loop, Replay) when ``op`` is a gradient loop that can read that loop's body back, else None."""
+    for forward in op.block.ops:
+        if forward.type == "while" and forward is not op:
+            for reverse, plan in replays_of(forward):
+                if reverse is op:
+                    return forward, plan
+    return None
+
+
+def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dict) -> Callable:
+    """``body(counter) -> block`` to trace for an iteration: ``body_block``, its replayed ops reading the forward
+    loop's stash at ``counter - 1`` when that loop was traced with one, started this loop's counter at its Steps,
+    and gave both loops the same outer values."""
+    stash = stashes(ctx).get(tuple(reads[0].output("History"))) if reads else None
+    if stash is None or counter is not stash.steps or not all(
+            n in stash.outer and outer.get(n) is stash.outer[n] for n in reads[1].outer):
+        return lambda counter: body_block
+    plan = reads[1]
+
+    def body(counter):
+        index = counter - 1
+        return read_back_block(body_block, plan, {n: lax.dynamic_index_in_dim(stash.buffers[n], index, 0, False)
+                                                  for n in plan.names})
+
+    return body
+
+
+def _same_type(k: int, x, new):
+    """Loop var ``k``'s next value, which must keep its dtype and shape (numpy checks the shape every
+    iteration; here shapes are static, so a change is refused while tracing)."""
+    if jnp.shape(new) != jnp.shape(x) or jnp.result_type(new) != jnp.result_type(x):
+        raise ValueError(f"loop var {k} changes from {jnp.result_type(x)}{list(jnp.shape(x))} to "
+                         f"{jnp.result_type(new)}{list(jnp.shape(new))} in an iteration (loop vars keep their type)")
+    return new
+
+
+# -- who may read a padded History -----------------------------------------------------------------------------
+_PASS_THROUGH = ("while", "cond", "call", "custom_gradient")
+"""Ops that hand an Input var to their sub-blocks, whose own ops are checked in turn."""
+
+_SHAPE_ONLY = ("fill_zeros_like", "gather_grad")
+"""Ops that read History only for its shape: their padding rows are zeros and read as History's are."""
+
+
+def _refuse_padding_readers(op, rows: int) -> None:
+    """Raise unless every reader of ``op``'s History vars is one that cannot see its padding rows.
+
+    A gradient loop reads row ``counter - 1`` with ``gather``, its counter counting down from a loop's
+    ``Steps``: always a real row. Any other reader (a ``reduce_sum``, a ``gather`` at a row of one's own
+    choosing) would see the zero rows past ``Steps`` the numpy backend does not have.
+    """
+    history = set(op.output("History"))
+    program = op.block.program
+    for block in program.blocks:
+        for index, reader in enumerate(block.ops):
+            read = history.intersection(reader.input_arg_names)
+            if not read or _reads_real_rows(program, block, reader, read):
+                continue
+            from gradgen.program.describe import op_location
+            raise ExecutionError(
+                f"{op_location(block, index, reader.type, reader.callsite)} reads the History of a while loop "
+                f"({', '.join(sorted(read))}), which the xla backend pads to {rows} rows past the loop's Steps; only "
+                f"a gradient loop's gather reads it exactly: run this program on the numpy backend")
+
+
+def _reads_real_rows(program, block, reader, read: set) -> bool:
+    if reader.type in _PASS_THROUGH:
+        return read.isdisjoint(n for slot, names in reader.inputs.items() if slot != "Input" for n in names)
+    if reader.type in _SHAPE_ONLY:
+        return read.issubset(reader.input("X"))
+    if reader.type == "gather":
+        return read.issubset(reader.input("X")) and reader.attr("axis") == 0 and _in_gradient_loop(program, block)
+    return False
+
+
+def _in_gradient_loop(program, block) -> bool:
+    """True when ``block`` is the body of a ``while`` whose counter (first loop var) starts at a loop's Steps."""
+    steps = {n for b in program.blocks for o in b.ops if o.type == "while" for n in o.output("Steps")}
+    for b in program.blocks:
+        for o in b.ops:
+            if o.type == "while" and o.attr("body_block") == block.idx and o.input("X")[:1] and o.input("X")[0] in steps:
+                return True
+    return False
+
+
+# -- call and custom_gradient ----------------------------------------------------------------------------------
+def _inlined(params_attr: str, block_attr: str, outs_attr: str) -> Callable:
+    """A lowering that traces the op's block in place, fed its params (bound to ``X``) and ``Input`` vars."""
+    def factory(op, ctx: TraceContext) -> Callable:
+        block, outs = ctx.sub_block(op, block_attr), op.attr(outs_attr)
+        names = list(op.attr(params_attr)) + op.input("Input")
+        single = len(op.output("Out")) == 1
+
+        def fn(*values):
+            got = _traced_inline(ctx, block, dict(zip(names, values)), outs)
+            return got[0] if single else tuple(got)
+
+        return fn
+
+    return factory
+
+
+LOWERINGS = {
+    "cond": _cond,
+    "while": _while,
+    "call": _inlined("params", "block", "outs"),
+    "custom_gradient": _inlined("forward_params", "forward_block", "forward_outs"),
+    "stash_read": stash_read,
+}

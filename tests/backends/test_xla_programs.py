@@ -1,0 +1,315 @@
+"""Programs with control flow (``cond``, ``while``, ``call``, ``custom_gradient``) run on the xla backend beside
+numpy: values, first- and second-order gradients, loops of zero iterations and loops longer than the first
+History rows, the same run-time errors, and History readers the backend refuses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import ExecutionError, Executor, Scope, gradients
+from gradgen.program import Program, layers, program_guard
+from tests.backends.xla_harness import assert_same, need_jax, run_both
+from tests.backends.xla_stand_ins import stand_ins  # noqa: F401 (a fixture)
+from tests.control_flow import rnn
+
+pytestmark = pytest.mark.usefixtures("stand_ins")
+
+
+@pytest.fixture(autouse=True)
+def _jax():
+    need_jax()
+
+
+def _same(main, feed, fetch, what="", params=None):
+    """Run on both backends, assert they agree, and return numpy's values (or its error)."""
+    names = [v if isinstance(v, str) else v.name for v in fetch]
+    want, got = run_both(main, feed, names, params)
+    assert_same(want, got, names, what)
+    return want
+
+
+def _counted_loop(steps, body, loop_vars, **kw):
+    """``body`` applied ``steps`` times (``steps`` an int or an int64 var) to ``loop_vars``; their final values."""
+    limit = steps if not isinstance(steps, int) else layers.fill_constant([], "int64", steps)
+    one = layers.fill_constant([], "int64", 1)
+    out = layers.while_loop(lambda t, *vs: layers.less_than(t, limit),
+                            lambda t, *vs: [layers.add(t, one)] + list(body(*vs)),
+                            [layers.fill_constant([], "int64", 0)] + list(loop_vars), **kw)
+    return out[1:]
+
+
+def _second_order(build, feed_shapes: dict, seed: int = 0):
+    """A program: y = build(*inputs), loss = sum(y * c), its gradients g_k, and d/dx sum_k g_k * v_k (second
+    order in every input pair). Returns (main, feed, fetch)."""
+    rng = np.random.default_rng(seed)
+    main = Program()
+    with program_guard(main, Program()):
+        xs = [layers.data(n, list(s), "float64") for n, s in feed_shapes.items()]
+        y = build(*xs)
+        c = layers.data("c", [-1] * len(y.shape), "float64")
+        loss = layers.reduce_sum(layers.multiply(y, c))
+        grads = gradients(loss, xs)
+        vs = [layers.data(f"v{k}", list(s), "float64") for k, s in enumerate(feed_shapes.values())]
+        directional = layers.reduce_sum(layers.sum([layers.reduce_sum(layers.multiply(g, v))
+                                                    for g, v in zip(grads, vs)]))
+        seconds = gradients(directional, xs)
+    feed = {n: 0.5 * rng.standard_normal(s) for n, s in feed_shapes.items()}
+    feed.update({f"v{k}": rng.standard_normal(s) for k, s in enumerate(feed_shapes.values())})
+    return main, feed, [y, loss, *grads, *seconds], rng
+
+
+# -- cond ------------------------------------------------------------------------------------------------------
+def _two_branch(x, w, p):
+    return layers.cond(p, lambda: layers.multiply(layers.tanh(layers.matmul(x, w)), x),
+                       lambda: layers.add(layers.sin(x), layers.scale(layers.matmul(x, w), 3.0)))
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_cond_values_and_first_and_second_order_gradients(taken):
+    main, feed, fetch, rng = _second_order(
+        lambda x, w: _two_branch(x, w, layers.data("p", [], "bool")), {"x": (2, 3), "w": (3, 3)})
+    feed.update(p=np.array(taken), c=rng.standard_normal((2, 3)))
+    _same(main, feed, fetch, f"cond taken={taken}")
+
+
+def test_cond_with_several_results_an_outer_var_returned_unchanged_and_a_computed_predicate():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 3], "float64")
+        p = layers.less_than(layers.reduce_sum(x), layers.fill_constant([], "float64", 0.0))
+        a, b = layers.cond(p, lambda: (x, layers.exp(x)), lambda: (layers.square(x), x))
+    for sign in (1.0, -1.0):
+        _same(main, {"x": sign * np.abs(np.arange(6.0).reshape(2, 3)) + sign}, [a, b], f"sign {sign}")
+
+
+def test_a_check_inside_a_branch_fails_the_run_only_when_the_branch_is_taken():
+    main = Program()
+    with program_guard(main, Program()):
+        xs = layers.data("xs", [-1, 2], "float64")
+        i = layers.data("i", [], "int64")
+        p = layers.data("p", [], "bool")
+        out = layers.cond(p, lambda: layers.gather(xs, i), lambda: layers.reduce_sum(xs, [0]))
+    xs = np.arange(6.0).reshape(3, 2)
+    _same(main, {"xs": xs, "i": np.int64(7), "p": np.array(False)}, [out], "not taken")
+    want, got = run_both(main, {"xs": xs, "i": np.int64(7), "p": np.array(True)}, [out.name])
+    assert isinstance(want, ExecutionError) and isinstance(got, ExecutionError)
+    assert "op #0 (gather)" in str(got), got
+
+
+def test_branches_making_different_shapes_at_run_time_are_refused_with_the_reason():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1], "float64")
+        p = layers.data("p", [], "bool")
+        out = layers.cond(p, lambda: layers.scale(x, 2.0), lambda: layers.reduce_sum(x, [0], keep_dim=True))
+    want, got = run_both(main, {"x": np.ones(2), "p": np.array(True)}, [out.name])
+    assert isinstance(want, list) and want[0].shape == (2,)
+    assert isinstance(got, ExecutionError) and "one dtype and shape" in str(got), got
+
+
+# -- while -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("steps", [0, 1, 7, 70])
+def test_rnn_loop_and_its_gradients(steps):
+    """70 steps: past the 64 History rows a loop without max_iterations starts with (the step runs again)."""
+    main, loss, grads = rnn.build()
+    feed = {k: v for k, v in rnn.feed_for(steps).items() if k != "T"}
+    feed["T"] = np.int64(steps)
+    feed["xs"] = feed["xs"] if steps else np.zeros((0, rnn.B, rnn.H))
+    loop = next(op for op in main.global_block().ops if op.type == "while")
+    fetch = [loss, *grads, *loop.output("Out"), *loop.output("History"), *loop.output("Steps")]
+    _same(main, feed, fetch, f"{steps} steps")
+
+
+def test_a_long_loop_regrows_its_history_once_and_keeps_the_larger_executable():
+    main, loss, grads = rnn.build()
+    scope_feed = rnn.feed_for(100)
+    exe = Executor(backend="xla")
+    first = exe.run(main, feed=scope_feed, fetch_list=[loss, *grads], scope=Scope())
+    again = exe.run(main, feed=scope_feed, fetch_list=[loss, *grads], scope=Scope())
+    want = Executor().run(main, feed=scope_feed, fetch_list=[loss, *grads], scope=Scope())
+    for a, b, w in zip(first, again, want):
+        np.testing.assert_array_equal(a, b)
+        assert_same([w], [a], ["value"], "100 steps")
+
+
+@pytest.mark.parametrize("n", [0, 4, 5, 6])
+def test_max_iterations_bounds_the_loop_as_numpy_does(n):
+    main = Program()
+    with program_guard(main, Program()):
+        limit = layers.data("n", [], "int64")
+        x = layers.data("x", [2], "float64")
+        t, h = layers.while_loop(lambda t, h: layers.less_than(t, limit),
+                                 lambda t, h: [layers.add(t, layers.fill_constant([], "int64", 1)), layers.sin(h)],
+                                 [layers.fill_constant([], "int64", 0), x], max_iterations=5)
+    want = _same(main, {"n": np.int64(n), "x": np.array([0.5, -1.0])}, [t, h], f"n={n}")
+    if n > 5:
+        assert isinstance(want, ExecutionError)
+        _, got = run_both(main, {"n": np.int64(n), "x": np.array([0.5, -1.0])}, [t.name, h.name])
+        assert "op #1 (while)" in str(got) and "max_iterations=5" in str(got), got
+        assert "op #1 (while)" in str(want) and "max_iterations=5" in str(want), want
+
+
+def _loop_of(body, limit):
+    """A program: ``n`` (fed) iterations of ``h = body(h)`` from ``x`` (fed), at most ``limit``."""
+    main = Program()
+    with program_guard(main, Program()):
+        n = layers.data("n", [], "int64")
+        x = layers.data("x", [-1], "float64")
+        one = layers.fill_constant([], "int64", 1)
+        _, h = layers.while_loop(lambda t, h: layers.less_than(t, n), lambda t, h: [layers.add(t, one), body(h)],
+                                 [layers.fill_constant([], "int64", 0), x], max_iterations=limit)
+    return main, h
+
+
+def test_a_loop_bounded_by_zero_iterations():
+    main, h = _loop_of(layers.sin, 0)
+    _same(main, {"x": np.array([0.5, 2.0]), "n": np.int64(0)}, [h], "no iterations")
+    want, got = run_both(main, {"x": np.array([0.5, 2.0]), "n": np.int64(1)}, [h.name])
+    assert isinstance(want, ExecutionError) and isinstance(got, ExecutionError), (want, got)
+    assert "max_iterations=0" in str(got), got
+
+
+def test_a_loop_var_changing_shape_is_refused_even_when_the_loop_would_not_run():
+    """numpy fails in the first iteration that changes it; xla's shapes are static, so it refuses the loop."""
+    main, h = _loop_of(lambda h: layers.reduce_sum(h, [0], keep_dim=True), None)
+    for n in (0, 1):
+        want, got = run_both(main, {"x": np.array([0.5, 2.0]), "n": np.int64(n)}, [h.name])
+        assert isinstance(want, ExecutionError) == (n == 1), want
+        assert isinstance(got, ExecutionError) and "loop var 1 changes from float64[2] to float64[1]" in str(got)
+
+
+def test_hessian_vector_product_through_a_loop():
+    main, feed, fetch, rng = _second_order(
+        lambda h, w: _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [h])[0],
+        {"h": (2, 3), "w": (3, 3)}, seed=1)
+    feed["c"] = rng.standard_normal((2, 3))
+    assert sum(op.type == "while" for b in main.blocks for op in b.ops) >= 4
+    _same(main, feed, fetch, "second order")
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_cond_in_a_loop_body_and_a_loop_in_a_cond_branch(taken):
+    def build(h, w):
+        p = layers.data("p", [], "bool")
+        two = layers.fill_constant([], "int64", 2)
+
+        def step(h):
+            return [layers.cond(layers.less_than(layers.reduce_sum(h), layers.fill_constant([], "float64", 0.0)),
+                                lambda: layers.tanh(layers.matmul(h, w)), lambda: layers.multiply(layers.sin(h), h))]
+
+        looped = layers.cond(p, lambda: _counted_loop(4, step, [h])[0], lambda: layers.multiply(h, w))
+        return layers.add(looped, _counted_loop(two, step, [h])[0])
+
+    main, feed, fetch, rng = _second_order(build, {"h": (3, 3), "w": (3, 3)}, seed=2)
+    feed.update(p=np.array(taken), c=rng.standard_normal((3, 3)))
+    _same(main, feed, fetch, f"nested taken={taken}")
+
+
+def test_a_loop_inside_a_loop_body():
+    main, feed, fetch, rng = _second_order(
+        lambda h, w: _counted_loop(2, lambda h: _counted_loop(3, lambda g: [layers.tanh(layers.matmul(g, w))], [h]),
+                                   [h])[0],
+        {"h": (2, 3), "w": (3, 3)}, seed=3)
+    feed["c"] = rng.standard_normal((2, 3))
+    _same(main, feed, fetch, "nested loops")
+
+
+def test_the_gradient_loop_reads_the_forward_body_back_instead_of_recomputing_it():
+    """The rnn's gradient loop re-runs the forward body's matmul on numpy; on xla it reads the forward loop's
+    stash: of the program's four matmuls (forward body, a recompute, two backward) three are computed."""
+    from gradgen.framework.backend.xla.show import lowered_text
+
+    main, loss, grads = rnn.build()
+    assert sum(op.type == "matmul" for b in main.blocks for op in b.ops) == 4
+    text = lowered_text(main, ["xs", "h0", "w", "c", "T"], [loss.name] + [g.name for g in grads], batch=4)
+    assert text.count("stablehlo.dot_general") == 3
+
+
+def test_a_gradient_loop_after_an_update_reads_the_weights_the_loop_saw():
+    """SGD writes w between the forward loop and a second gradient loop, which reads w's snapshot: nothing of
+    the updated w may be read back from (or mixed into) the forward loop's stash."""
+    rng = np.random.default_rng(9)
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3], "float64")
+        n = layers.data("n", [], "int64")
+        w = layers.create_parameter([3, 3], "float64", name="w")
+        (h,) = _counted_loop(n, lambda h: [layers.sin(layers.matmul(h, w))], [x], max_iterations=8)
+        loss = layers.reduce_mean(layers.square(h))
+        from gradgen.framework import optimizer
+
+        optimizer.SGD(0.5).minimize(loss)
+        (again,) = gradients(loss, [w])
+    assert {"w@SNAPSHOT"} <= set(main.global_block().vars)
+    _same(main, {"x": rng.standard_normal((4, 3)), "n": np.int64(5)}, [loss, again, "w"], "after the update",
+          params={"w": 0.5 * rng.standard_normal((3, 3))})
+
+
+def test_a_check_inside_a_loop_body_fails_the_run_naming_its_op():
+    main, loss, grads = rnn.build()
+    feed = rnn.feed_for(5)
+    feed["T"] = np.int64(6)  # the body gathers row 5 of 5
+    want, got = run_both(main, feed, [loss.name])
+    assert isinstance(want, ExecutionError) and isinstance(got, ExecutionError), (want, got)
+    assert "block 2, op #" in str(got) and "(gather)" in str(got), got
+
+
+def test_a_reader_that_could_see_the_history_padding_is_refused():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2], "float64")
+        loop = _counted_loop(3, lambda h: [layers.sin(h)], [x])
+        op = next(op for op in main.global_block().ops if op.type == "while")
+        total = layers.reduce_sum(main.global_block().var(op.output("History")[1]))
+    want, got = run_both(main, {"x": np.array([0.5, 1.0])}, [loop[0].name, total.name])
+    assert isinstance(want, list)
+    assert isinstance(got, ExecutionError) and "reads the History of a while loop" in str(got), got
+
+
+# -- call and custom_gradient ----------------------------------------------------------------------------------
+def _lse_forward(x):
+    top = layers.reduce_max(x, [-1], keep_dim=True)
+    return layers.add(layers.log(layers.reduce_sum(layers.exp(layers.subtract(x, top)), [-1], keep_dim=True)), top)
+
+
+logsumexp = layers.custom_gradient(
+    _lse_forward, lambda ins, outs, douts: layers.multiply(douts[0], layers.exp(layers.subtract(ins[0], outs[0]))),
+    name="logsumexp")
+"""The gradient rule is run by a ``call`` op: first and second order go through both ops."""
+
+
+def test_custom_gradient_and_call_first_and_second_order():
+    main, feed, fetch, rng = _second_order(
+        lambda x, w: logsumexp(layers.multiply(layers.matmul(x, w), x)), {"x": (2, 3), "w": (3, 3)}, seed=4)
+    feed["c"] = rng.standard_normal((2, 1))
+    types = {op.type for b in main.blocks for op in b.ops}
+    assert {"custom_gradient", "call"} <= types
+    _same(main, feed, fetch, "custom_gradient")
+
+
+# -- the built-in examples -------------------------------------------------------------------------------------
+def _trained(example, backend: str, steps: int) -> tuple[list, dict]:
+    """Every step's loss and the final parameters of ``steps`` training steps on ``backend``."""
+    exe, scope = Executor(backend=backend), Scope()
+    exe.run(example.startup, scope=scope)
+    losses = [exe.run(example.main, feed=example.feed, fetch_list=[example.loss], scope=scope)[0]
+              for _ in range(steps)]
+    return losses, {p.name: scope[p.name] for p in example.params}
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
+def test_the_examples_train_alike_for_20_steps(name):
+    from gradgen.framework.backend.xla import LOWERINGS
+    from gradgen.framework.tools.examples import EXAMPLES
+    from tests.extras import require
+
+    example = EXAMPLES[name]()
+    with program_guard(example.main, example.startup):
+        example.make_optimizer().minimize(example.loss)
+    missing = sorted({op.type for p in (example.main, example.startup) for b in p.blocks for op in b.ops}
+                     - set(LOWERINGS))
+    require(f"xla lowerings of {', '.join(missing)}" if missing else None, "other families of issue 22")
+    want_losses, want_params = _trained(example, "numpy", 20)
+    got_losses, got_params = _trained(example, "xla", 20)
+    assert_same(want_losses, got_losses, [f"loss {k}" for k in range(20)], name)
+    assert_same(list(want_params.values()), list(got_params.values()), list(want_params), name)
