@@ -314,13 +314,20 @@ def _lookup_table(op, ctx):
 
 def _dropout(op, ctx):
     """In inference (or with p 0) the identity and a mask of ones. In training, the mask is drawn on the host,
-    once per run, from a PCG64 stream seeded as the numpy kernel's (``runtime/kernels/network.py``): one
-    stream per compiled step, so the masks are the numpy backend's, run after run (XLA's own generators could
-    not give them). The draw is an ``io_callback``: a side effect XLA neither drops nor repeats."""
+    once per run, from a PCG64 stream seeded as the numpy kernel's (``runtime/kernels/network.py``), so the
+    masks are the numpy backend's, run after run (XLA's own generators could not give them). The draw is an
+    ``io_callback``: a side effect XLA neither drops nor repeats.
+
+    The numpy backend keeps one stream per plan, whatever the run-time shapes. The stream lives in
+    ``ctx.host_state`` when the compiled block provides that store (kept across its traces, keyed by the op);
+    without it, each trace (each new run-time shape) starts its own stream from the seed."""
     p, is_test = op.attr("p"), op.attr("is_test")
     if is_test or p == 0.0:
         return lambda x: (x, jnp.ones_like(x))
     rng = np.random.Generator(np.random.PCG64(op.attr("seed")))
+    store = getattr(ctx, "host_state", None)
+    if store is not None:
+        rng = store.setdefault(("dropout", ctx.where), rng)
 
     def run(x):
         dtype = np.dtype(x.dtype)
