@@ -42,6 +42,9 @@ REFUSED = [  # (case, what the xla error must say)
           None, {"axis": 1}), "out of bounds"),
     (Case("lookup_table", {"W": _x(5, 3), "Ids": np.array([[0, 5]], I64)}, None), "outside [0, 5)"),
     (Case("lookup_table", {"W": _x(5, 3), "Ids": np.array([-1], I64)}, None), "outside [0, 5)"),
+    (Case("gather", {"X": _x(0, 2), "Index": np.array([0], I64)}, None), "out of bounds"),
+    (Case("take_along_axis", {"X": _x(2, 0), "Index": np.zeros((2, 1), I64)}, None, {"axis": 1}), "out of bounds"),
+    (Case("lookup_table", {"W": _x(0, 3), "Ids": np.array([0], I64)}, None), "outside [0, 0)"),
 ]
 
 
@@ -54,6 +57,9 @@ def test_an_index_numpy_refuses_is_refused_naming_the_op(case, says):
 
 
 ANSWERED = [
+    Case("gather", {"X": _x(0, 2), "Index": np.zeros((0,), I64)}, None, label="empty axis, no index"),
+    Case("take_along_axis", {"X": _x(2, 0), "Index": np.zeros((2, 0), I64)}, None, {"axis": 1},
+         label="empty axis, no index"),
     Case("gather", {"X": _x(3, 2), "Index": np.array([[-1, 2], [-3, 0]], I64)}, None, label="negative"),
     Case("gather", {"X": _x(2, 3), "Index": np.array(-2, I64)}, None, {"axis": -1}, label="scalar index"),
     Case("gather_grad", {"X": _x(2, 3), "Index": np.array([-1, 2, -1], I64), "Out@GRAD": _x(2, 3)}, None,

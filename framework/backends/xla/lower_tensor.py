@@ -37,6 +37,14 @@ def _in_range(ctx, index, size: int, what: str):
     return jnp.where(index < 0, index + size, index)
 
 
+def _take(x, index, axis: int):
+    """``take(x, index, axis)`` of in-range indexes. From an empty axis (where every index failed its check, or
+    none is read) it gives zeros of the right shape: a loop body that never runs is traced all the same."""
+    if x.shape[axis] == 0:
+        return jnp.zeros(x.shape[:axis] + jnp.shape(index) + x.shape[axis + 1:], x.dtype)
+    return jnp.take(x, index, axis=axis, mode="clip")
+
+
 # -- reshaping and reordering -------------------------------------------------------------------------------
 
 
@@ -236,8 +244,7 @@ def _gather(op, ctx):
     axis = _axis(op)
 
     def run(x, index):
-        index = _in_range(ctx, index, x.shape[axis], "gather")
-        return jnp.take(x, index, axis=axis, mode="clip")
+        return _take(x, _in_range(ctx, index, x.shape[axis], "gather"), axis)
 
     return run
 
@@ -282,6 +289,8 @@ def _take_along_axis(op, ctx):
     def run(x, index):
         ax = axis % x.ndim
         index = _in_range(ctx, index.astype(np.int64), x.shape[ax], "take_along_axis")
+        if x.shape[ax] == 0:  # as _take
+            return jnp.zeros(jnp.broadcast_shapes(x.shape[:ax] + (1,) + x.shape[ax + 1:], index.shape), x.dtype)
         return jnp.take_along_axis(x, index, ax, mode="clip")
 
     return run
@@ -304,7 +313,7 @@ def _take_along_axis_grad(op, ctx):
 def _lookup_table(op, ctx):
     def run(w, ids):
         ctx.check(jnp.all((ids >= 0) & (ids < w.shape[0])), f"an id is outside [0, {w.shape[0]})")
-        return jnp.take(w, ids, axis=0, mode="clip")
+        return _take(w, ids, 0)
 
     return run
 
