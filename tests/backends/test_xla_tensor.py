@@ -1,4 +1,4 @@
-"""The tensor family on the xla backend where the shared kernel cases say nothing: indexes out of range (XLA would
+"""The tensor and optimizer families on the xla backend where the shared kernel cases say nothing: indexes out of range (XLA would
 clamp them silently; the lowerings must refuse them as numpy does), negative indexes, ties and NaNs in
 argmax/argmin/top_k, and training dropout's masks (drawn on the host: the numpy backend's, run after run)."""
 from __future__ import annotations
@@ -77,6 +77,9 @@ ANSWERED = [
     Case("top_k", {"X": np.array([[1.0, np.nan, 3.0, 3.0, -np.inf]])}, None, {"k": 4, "largest": False},
          label="nan,ties,smallest"),
     Case("cumsum", {"X": _x(3, 4)}, None, {"axis": 0, "exclusive": True, "reverse": True}, label="exclusive,reverse"),
+    # numpy scales by a float64 and rounds once: scaling by the scale rounded to float16 is an ulp off here
+    Case("clip_by_global_norm", {"X": [np.float32(1.0), np.array([-1.5, -3, -3], np.float16), np.float16(2.0)]},
+         None, {"max_norm": 1.0}, n_outputs={"Out": 3}, label="float16, one rounding"),
 ]
 
 

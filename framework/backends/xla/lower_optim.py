@@ -117,7 +117,7 @@ def _clip_by_global_norm(op, ctx):
 
     def run(*xs):
         scale = max_norm / jnp.maximum(_global_norm_f64(xs), max_norm)
-        out = tuple(x * scale.astype(x.dtype) for x in xs)  # numpy multiplies by a Python float: x's dtype
+        out = tuple((x * scale).astype(x.dtype) for x in xs)  # as numpy: by a float64 scale, then rounded
         return out[0] if len(out) == 1 else out
 
     return run
