@@ -106,6 +106,7 @@ class CompiledBlock:
         self.compile_seconds = 0.0
         self._executables: "OrderedDict[tuple, _Executable]" = OrderedDict()
         self._rows = INITIAL_HISTORY_ROWS
+        self._host_state: dict = {}  # kept across traces (``TraceContext.host_state``)
 
     # -- tracing ---------------------------------------------------------------------------------------------
     def _step(self, rows: int, found: list):
@@ -113,7 +114,7 @@ class CompiledBlock:
         outs = list(self.fetches) + list(self.commits)
 
         def step(feed_values, scope_values):
-            ctx = TraceContext(history_capacity=rows)
+            ctx = TraceContext(history_capacity=rows, host_state=self._host_state)
             ctx.trace_block = lambda b, env, fetches: trace_block(b, env, fetches, ctx)
             env = dict(zip(feeds, feed_values))
             env.update(zip(from_scope, scope_values))

@@ -44,6 +44,9 @@ class TraceContext:
     """History var name -> the traced trip count of its loop (a fetched History is sliced to it on the host)."""
     where: str = ""
     """The op being traced, as errors name it (set by ``trace``)."""
+    host_state: dict = field(default_factory=dict)
+    """State a lowering keeps on the host across the traces of one compiled block (a dropout's random stream:
+    one per block, whatever the run-time shapes, as the numpy backend keeps one per plan)."""
 
     def check(self, ok, message: str) -> None:
         """Fail the run with ``message`` (naming the op being traced) unless traced bool ``ok`` is True."""

@@ -1,6 +1,6 @@
 """Lowerings of the control-flow ops: ``cond`` as ``lax.cond``, ``while`` as ``lax.while_loop``, and ``call`` and
 ``custom_gradient`` inlined (their forward body traced in place), each computing what its numpy kernel
-(``runtime/kernels/control_flow.py``, ``custom.py``) computes.
+(``backend/numpy/kernels/control_flow.py``, ``custom.py``) computes.
 
 A sub-block sees the op's ``Input`` vars and its parameters, as the numpy kernels feed it. Checks and History
 overflows stated inside a ``lax`` branch or loop body are values of that body, so they leave it as two carried
