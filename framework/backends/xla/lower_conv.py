@@ -113,8 +113,14 @@ def _spread(shares: list, sweep: Sweep, shape: tuple):
     return total
 
 
+def _masked(mask, v):
+    """``v`` times a 0/1 ``mask``, as numpy multiplies: ``v * 0`` where the mask is off, so an infinite or NaN
+    ``v`` gives NaN there (XLA rewrites a product with a converted bool into a select, which would give 0)."""
+    return jnp.where(mask, v, v * 0)
+
+
 def _first_maxima(pool: Pooling, x):
-    """The sweep, the output size, and per tap a mask [N, C, OH, OW] in x's dtype: 1 where this tap holds its
+    """The sweep, the output size, and per tap a boolean mask [N, C, OH, OW]: True where this tap holds its
     window's first maximum (a NaN being the maximum where there is one)."""
     sweep = pool.sweep(*x.shape[2:])
     oh, ow = sweep.out_hw(*x.shape[2:])
@@ -128,7 +134,7 @@ def _first_maxima(pool: Pooling, x):
     for t in taps:
         hit = ((t == top) | (nan & (t != t))) & ~taken
         taken = taken | hit
-        masks.append(hit.astype(x.dtype))
+        masks.append(hit)
     return sweep, (oh, ow), masks
 
 
@@ -152,7 +158,7 @@ def _pool2d_grad(op, ctx):
     def run(x, gout):
         if pool.kind == "max":
             sweep, _, masks = _first_maxima(pool, x)
-            shares = [m * gout for m in masks]
+            shares = [_masked(m, gout) for m in masks]
         else:
             sweep = pool.sweep(*x.shape[2:])
             share = gout / pool.divisor(x.shape, *gout.shape[2:], x.dtype)
@@ -169,9 +175,9 @@ def _pool2d_select(op, ctx):
     def run(x, d):
         sweep, (oh, ow), masks = _first_maxima(pool, x)
         taps = _taps(_padded(d, sweep, 0.0), sweep, oh, ow)
-        result = masks[0] * taps[0]
+        result = _masked(masks[0], taps[0])
         for m, t in zip(masks[1:], taps[1:]):
-            result = result + m * t
+            result = result + _masked(m, t)
         return result
 
     return run
