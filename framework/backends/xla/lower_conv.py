@@ -7,9 +7,10 @@ the ones XLA is given for JAX's own gradients, with no im2col and nothing materi
 Pooling is a ``lax.reduce_window`` over the input padded as the numpy kernel pads it (the far sides by what
 a ceil-mode window reaches too). Max pooling's gradient and ``pool2d_select`` follow the numpy kernel tap by
 tap: the window's maximum, then per tap (row-major) a mask of "this tap holds the first maximum" (a NaN being
-the maximum where there is one), so ties go to the first, exactly; each tap's share goes back to where the tap
-reads by an interior-padded ``lax.pad`` (a strided scatter with no scatter op), multiplied rather than
-selected, so an infinite or NaN incoming value spreads over its window as it does in numpy.
+the maximum where there is one), so ties go to the first, exactly. Each tap's share is the incoming value on
+the mask and that value times 0 off it, as numpy's product with a 0/1 mask (an infinite or NaN value spreads
+NaN over its window), and goes back to where the tap reads by an interior-padded ``lax.pad``: a strided
+scatter with no scatter op, fused with the rest.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...runtime.kernels.pooling import _Pooling as Pooling
-from ...runtime.kernels.im2col import Sweep
 from gradgen.program.ops.conv import transposed_size
+
+from ...runtime.kernels.im2col import Sweep
+from ...runtime.kernels.pooling import _Pooling as Pooling  # the attrs, sweep and divisor as numpy reads them
 
 __all__ = ["LOWERINGS"]
 

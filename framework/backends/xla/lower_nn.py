@@ -15,16 +15,10 @@ import numpy as np
 
 from gradgen.program.shapes import normalize_axis
 
-from ...runtime.kernels.nn import check_label_shape
+from ...runtime.kernels.nn import _axis, check_label_shape  # the attrs read as the numpy kernels read them
 from .lower_math import out_dtype
 
 __all__ = ["LOWERINGS"]
-
-
-def _axis(op, slot: str) -> int:
-    """The op's ``axis`` attr, non-negative, for the rank of input ``slot`` (as the numpy kernels read it)."""
-    rank = len(op.block.var(op.input(slot)[0]).shape)
-    return op.attr("axis") % max(rank, 1)
 
 
 def _log_softmax_along(x, axis: int):
