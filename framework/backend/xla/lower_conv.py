@@ -1,4 +1,4 @@
-"""Lowerings of the convolution and pooling ops (``runtime/kernels/conv.py``, ``pooling.py``).
+"""Lowerings of the convolution and pooling ops (``backend/numpy/kernels/conv.py``, ``pooling.py``).
 
 A convolution is one ``lax.conv_general_dilated`` (NCHW, filters OIHW, full precision). Its gradients and the
 transposed convolution are that conv's transposes, taken by ``jax.linear_transpose``: convolutions again,
@@ -21,8 +21,8 @@ from jax import lax
 
 from gradgen.program.ops.conv import transposed_size
 
-from ...runtime.kernels.im2col import Sweep
-from ...runtime.kernels.pooling import _Pooling as Pooling  # the attrs, sweep and divisor as numpy reads them
+from ..numpy.kernels.im2col import Sweep
+from ..numpy.kernels.pooling import _Pooling as Pooling  # the attrs, sweep and divisor as numpy reads them
 
 __all__ = ["LOWERINGS"]
 

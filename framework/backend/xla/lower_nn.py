@@ -1,5 +1,5 @@
 """Lowerings of softmax, the cross-entropy losses and batch and layer normalization with their gradients: the
-numpy kernels' formulas (``runtime/kernels/nn.py``, ``normalization.py``, ``grad_ops.softmax_grad``) in
+numpy kernels' formulas (``backend/numpy/kernels/nn.py``, ``normalization.py``, ``grad_ops.softmax_grad``) in
 ``jax.numpy``, in the same order of operations and the same dtypes.
 
 Labels must have the shape the logits imply: shapes are static here, so a wrong one is refused while tracing,
@@ -15,7 +15,7 @@ import numpy as np
 
 from gradgen.program.shapes import normalize_axis
 
-from ...runtime.kernels.nn import _axis, check_label_shape  # the attrs read as the numpy kernels read them
+from ..numpy.kernels.nn import _axis, check_label_shape  # the attrs read as the numpy kernels read them
 from .lower_math import out_dtype
 
 __all__ = ["LOWERINGS"]
