@@ -1,6 +1,7 @@
 """Lowerings of the convolution and pooling ops (``backend/numpy/kernels/conv.py``, ``pooling.py``).
 
-A convolution is one ``lax.conv_general_dilated`` (NCHW, filters OIHW, full precision). Its gradients and the
+A convolution is one ``lax.conv_general_dilated`` over 1 to 3 spatial dims (N-C-spatial, filters
+O-I-spatial, full precision). Its gradients and the
 transposed convolution are that conv's transposes, taken by ``jax.linear_transpose``: convolutions again,
 the ones XLA is given for JAX's own gradients, with no im2col and nothing materialized.
 
@@ -13,6 +14,8 @@ NaN over its window), and goes back to where the tap reads by an interior-padded
 scatter with no scatter op, fused with the rest.
 """
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -27,17 +30,18 @@ from ..numpy.kernels.pooling import _Pooling as Pooling  # the attrs, sweep and 
 __all__ = ["LOWERINGS"]
 
 _HIGHEST = lax.Precision.HIGHEST
-_NCHW = ("NCHW", "OIHW", "NCHW")
+_LAYOUTS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
 
 
 def _conv_of(op):
-    """``conv(x, w)``: conv2d with the op's strides, paddings, dilations and groups."""
+    """``conv(x, w)``: the op's convolution with its strides, paddings, dilations and groups (1-3 spatial dims)."""
     strides, dilations, groups = tuple(op.attr("strides")), tuple(op.attr("dilations")), op.attr("groups")
-    ph, pw = op.attr("paddings")
+    pads = tuple((p, p) for p in op.attr("paddings"))
+    layout = _LAYOUTS[len(strides)]
 
     def conv(x, w):
-        return lax.conv_general_dilated(x, w, strides, ((ph, ph), (pw, pw)), rhs_dilation=dilations,
-                                        dimension_numbers=_NCHW, feature_group_count=groups, precision=_HIGHEST)
+        return lax.conv_general_dilated(x, w, strides, pads, rhs_dilation=dilations, dimension_numbers=layout,
+                                        feature_group_count=groups, precision=_HIGHEST)
 
     return conv
 
@@ -53,7 +57,7 @@ def _conv2d(op, ctx):
 
 
 def _conv2d_input_grad(op, ctx):
-    """conv2d's adjoint in its input; rows and columns no window reached get zero."""
+    """The convolution's adjoint in its input; positions no window reached get zero."""
     conv = _conv_of(op)
     return lambda w, gout, x: _transposed_in(lambda v: conv(v, w), x.shape, x.dtype, gout)
 
@@ -64,53 +68,58 @@ def _conv2d_filter_grad(op, ctx):
 
 
 def _conv2d_transpose(op, ctx):
-    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, kh, kw], at the size the
-    attrs give."""
+    """conv2d_input_grad of the filter read as a convolution's filter [O = C_in, C_out/groups, *kernel], at the
+    size the attrs give."""
     conv, groups, extra = _conv_of(op), op.attr("groups"), op.attr("output_padding")
     strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
     def run(x, w):
-        n, _, h, wd = x.shape
         size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
-                zip((h, wd), w.shape[2:], strides, paddings, dilations, extra)]
-        return _transposed_in(lambda v: conv(v, w), (n, w.shape[1] * groups, *size), x.dtype, x)
+                zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
+        return _transposed_in(lambda v: conv(v, w), (x.shape[0], w.shape[1] * groups, *size), x.dtype, x)
 
     return run
 
 
 # -- pooling ---------------------------------------------------------------------------------------------------
 
+def _pairs(sweep: Sweep) -> list[tuple[int, int]]:
+    """(before, after) padding per spatial dim."""
+    return [(sweep.pads[2 * d], sweep.pads[2 * d + 1]) for d in range(len(sweep.kernel))]
+
+
 def _window(sweep: Sweep):
-    """reduce_window's dimensions, strides and paddings for ``sweep`` over NCHW."""
-    pt, pb, pl, pr = sweep.pads
-    return (1, 1, sweep.kh, sweep.kw), (1, 1) + tuple(sweep.strides), ((0, 0), (0, 0), (pt, pb), (pl, pr))
+    """reduce_window's dimensions, strides, paddings and window dilations for ``sweep`` over N-C-spatial."""
+    return ((1, 1) + tuple(sweep.kernel), (1, 1) + tuple(sweep.strides), [(0, 0), (0, 0)] + _pairs(sweep),
+            (1, 1) + tuple(sweep.dilations))
 
 
 def _padded(x, sweep: Sweep, value: float):
-    pt, pb, pl, pr = sweep.pads
-    return lax.pad(x, jnp.asarray(value, x.dtype), ((0, 0, 0), (0, 0, 0), (pt, pb, 0), (pl, pr, 0)))
+    return lax.pad(x, jnp.asarray(value, x.dtype), [(0, 0, 0), (0, 0, 0)] + [(b, a, 0) for b, a in _pairs(sweep)])
 
 
-def _taps(xp, sweep: Sweep, oh: int, ow: int) -> list:
-    """The [N, C, OH, OW] strided slices of padded ``xp`` that the window's taps meet, row-major."""
-    (sh, sw), n, c = sweep.strides, xp.shape[0], xp.shape[1]
-    return [lax.slice(xp, (0, 0, i, j), (n, c, i + sh * (oh - 1) + 1, j + sw * (ow - 1) + 1), (1, 1, sh, sw))
-            for i in range(sweep.kh) for j in range(sweep.kw)]
+def _taps(xp, sweep: Sweep, out: tuple) -> list:
+    """The [N, C, *out] strided slices of padded ``xp`` that the window's taps meet, row-major."""
+    n, c = xp.shape[:2]
+    taps = []
+    for at in np.ndindex(*sweep.kernel):
+        start = [i * dl for i, dl in zip(at, sweep.dilations)]
+        stop = [b + s * (o - 1) + 1 for b, s, o in zip(start, sweep.strides, out)]
+        taps.append(lax.slice(xp, (0, 0, *start), (n, c, *stop), (1, 1, *sweep.strides)))
+    return taps
 
 
 def _spread(shares: list, sweep: Sweep, shape: tuple):
-    """An NCHW array of ``shape``: each tap's [N, C, OH, OW] share added back where the tap reads (the adjoint
-    of ``_taps`` and the padding): one interior-padded ``lax.pad`` per tap, the padding cut off by negative
-    edges."""
-    (sh, sw), (pt, _, pl, _) = sweep.strides, sweep.pads
-    h, w = shape[2:]
+    """An N-C-spatial array of ``shape``: each tap's [N, C, *out] share added back where the tap reads (the
+    adjoint of ``_taps`` and the padding): one interior-padded ``lax.pad`` per tap, the padding cut off by
+    negative edges."""
     total = None
-    for (i, j), share in zip(np.ndindex(sweep.kh, sweep.kw), shares):
-        oh, ow = share.shape[2:]
-        top, left = i - pt, j - pl
-        placed = lax.pad(share, jnp.zeros((), share.dtype),
-                         ((0, 0, 0), (0, 0, 0), (top, h - top - sh * (oh - 1) - 1, sh - 1),
-                          (left, w - left - sw * (ow - 1) - 1, sw - 1)))
+    for at, share in zip(np.ndindex(*sweep.kernel), shares):
+        config = [(0, 0, 0), (0, 0, 0)]
+        for d, (i, n, o) in enumerate(zip(at, shape[2:], share.shape[2:])):
+            low = i * sweep.dilations[d] - sweep.pads[2 * d]
+            config.append((low, n - low - sweep.strides[d] * (o - 1) - 1, sweep.strides[d] - 1))
+        placed = lax.pad(share, jnp.zeros((), share.dtype), config)
         total = placed if total is None else total + placed
     return total
 
@@ -122,11 +131,11 @@ def _masked(mask, v):
 
 
 def _first_maxima(pool: Pooling, x):
-    """The sweep, the output size, and per tap a boolean mask [N, C, OH, OW]: True where this tap holds its
+    """The sweep, the output size, and per tap a boolean mask [N, C, *out]: True where this tap holds its
     window's first maximum (a NaN being the maximum where there is one)."""
-    sweep = pool.sweep(*x.shape[2:])
-    oh, ow = sweep.out_hw(*x.shape[2:])
-    taps = _taps(_padded(x, sweep, -np.inf), sweep, oh, ow)
+    sweep = pool.sweep(x.shape[2:])
+    out = sweep.out_size(x.shape[2:])
+    taps = _taps(_padded(x, sweep, -np.inf), sweep, out)
     top = taps[0]
     for t in taps[1:]:
         top = jnp.maximum(top, t)
@@ -137,19 +146,20 @@ def _first_maxima(pool: Pooling, x):
         hit = ((t == top) | (nan & (t != t))) & ~taken
         taken = taken | hit
         masks.append(hit)
-    return sweep, (oh, ow), masks
+    return sweep, out, masks
 
 
 def _pool2d(op, ctx):
     pool = Pooling(op)
 
     def run(x):
-        sweep = pool.sweep(*x.shape[2:])
-        dims, strides, pads = _window(sweep)
+        sweep = pool.sweep(x.shape[2:])
+        dims, strides, pads, dilations = _window(sweep)
         if pool.kind == "max":
-            return lax.reduce_window(x, jnp.asarray(-np.inf, x.dtype), lax.max, dims, strides, pads)
-        total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, dims, strides, pads)
-        return total / pool.divisor(x.shape, *total.shape[2:], x.dtype)
+            return lax.reduce_window(x, jnp.asarray(-np.inf, x.dtype), lax.max, dims, strides, pads,
+                                     window_dilation=dilations)
+        total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, dims, strides, pads, window_dilation=dilations)
+        return total / pool.divisor(x.shape, total.shape[2:], x.dtype)
 
     return run
 
@@ -162,9 +172,9 @@ def _pool2d_grad(op, ctx):
             sweep, _, masks = _first_maxima(pool, x)
             shares = [_masked(m, gout) for m in masks]
         else:
-            sweep = pool.sweep(*x.shape[2:])
-            share = gout / pool.divisor(x.shape, *gout.shape[2:], x.dtype)
-            shares = [share] * (sweep.kh * sweep.kw)
+            sweep = pool.sweep(x.shape[2:])
+            share = gout / pool.divisor(x.shape, gout.shape[2:], x.dtype)
+            shares = [share] * math.prod(sweep.kernel)
         return _spread(shares, sweep, x.shape)
 
     return run
@@ -175,8 +185,8 @@ def _pool2d_select(op, ctx):
     pool = Pooling(op)
 
     def run(x, d):
-        sweep, (oh, ow), masks = _first_maxima(pool, x)
-        taps = _taps(_padded(d, sweep, 0.0), sweep, oh, ow)
+        sweep, out, masks = _first_maxima(pool, x)
+        taps = _taps(_padded(d, sweep, 0.0), sweep, out)
         result = _masked(masks[0], taps[0])
         for m, t in zip(masks[1:], taps[1:]):
             result = result + _masked(m, t)
