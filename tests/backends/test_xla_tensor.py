@@ -1,6 +1,7 @@
-"""The tensor and optimizer families on the xla backend where the shared kernel cases say nothing: indexes out of range (XLA would
-clamp them silently; the lowerings must refuse them as numpy does), negative indexes, ties and NaNs in
-argmax/argmin/top_k, and training dropout's masks (drawn on the host: the numpy backend's, run after run)."""
+"""The tensor and optimizer families on the xla backend where the shared kernel cases say nothing: indexes out
+of range (XLA would clamp them silently; the lowerings must refuse them as numpy does), empty axes, negative
+indexes, ties and NaNs in argmax/argmin/top_k, float16 rounding in clip_by_global_norm, and training dropout's
+masks (drawn on the host: the numpy backend's, run after run)."""
 from __future__ import annotations
 
 import numpy as np
