@@ -166,10 +166,14 @@ class CompiledBlock:
         feed_values, scope_values = self.on_device(feed_values), self.on_device(scope_values)
         while True:
             exe = self.executable(feed_values, scope_values)
+            streams = {k: g.bit_generator.state for k, g in self._host_state.items()
+                       if isinstance(g, np.random.Generator)}
             with x64():
                 values, flags, overflow, steps = exe.compiled(tuple(feed_values), tuple(scope_values))
             if overflow is not None and bool(overflow):  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
+                for k, state in streams.items():  # the re-run draws what this run drew (the step is pure)
+                    self._host_state[k].bit_generator.state = state
                 continue
             break
         if flags is not None:
