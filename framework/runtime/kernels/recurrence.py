@@ -258,10 +258,10 @@ def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool)
     dxgs, dhrs = [None] * steps, [None] * steps
     ds = list(dstates)
     for t in reversed(range(steps)):
+        m = None if mask is None else mask[t]
         if dy is not None:
-            ds[0] = ds[0] + dy[t]
-        if mask is not None:
-            m = mask[t]
+            ds[0] = ds[0] + (dy[t] if m is None else m * dy[t])
+        if m is not None:
             kept = [(1.0 - m) * d for d in ds]
             ds = [m * d for d in ds]
         dxgs[t], dhrs[t], ds = cell.back(trace.saved[t], ds, r, lbr)
@@ -271,7 +271,7 @@ def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool)
         zero = lambda a: np.zeros_like(value(a))  # noqa: E731
         return zero(x), zero(w), zero(r), np.zeros(r.shape[0], value(x).dtype), np.zeros(r.shape[0], value(x).dtype), ds
     rows = steps * batch
-    dxg, dhr = stack(dxgs).reshape(rows, -1), stack(dhrs).reshape(rows, -1)
+    dxg, dhr = stack(dxgs).reshape(rows, r.shape[0]), stack(dhrs).reshape(rows, r.shape[0])
     x2 = x.reshape(rows, x.shape[2])
     h_prev = stack([s[0] for s in trace.saved]).reshape(rows, width)
     h_last = stack([s[-1] for s in trace.saved]).reshape(rows, width)  # what R's last gate block multiplies
