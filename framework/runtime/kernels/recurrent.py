@@ -10,7 +10,7 @@ import numpy as np
 
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_slot
 
-from .recurrence import CELLS, Dual, backward, forward, reverse_index, sequence_mask, tangent
+from .recurrence import CELLS, Dual, backward, forward, reverse_index, sequence_mask, tangent, value
 
 __all__ = ["KERNELS"]
 
@@ -115,7 +115,7 @@ def _jvp_kernel(cell_type: str):
             y, states, trace = d.run_forward(duals)
             results = [tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
             if any(grad_tangents):
-                dy, *ds = (dual(vals, grad_slot(o), v.v) for o, v in zip(outs, [y, *states]))
+                dy, *ds = (dual(vals, grad_slot(o), value(v)) for o, v in zip(outs, [y, *states]))
                 grads = d.run_backward(duals, trace, dy, ds)
                 results += [tangent(g) for g, keep in zip(grads, grad_tangents) if keep]
             return _result(_cast(results, vals["X"].dtype))
