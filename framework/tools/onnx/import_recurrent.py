@@ -4,8 +4,9 @@ ONNX stacks the directions along a leading axis of every weight, state and outpu
 differently from gradgen (which keeps PyTorch's order): LSTM i, o, f, c against gradgen's i, f, c(g), o; GRU
 z, r, h against r, z, n. Each direction's weights are sliced out of the ONNX tensors and their gate blocks
 gathered into gradgen's order by ops, so the ONNX initializers stay the program's parameters (a fine-tuning
-step updates them as the original model's would). Only the default activations are imported; ``clip``,
-``input_forget``, batch-major ``layout`` and non-zero peepholes are refused by name.
+step updates them as the original model's would). Batch-major ``layout=1`` is transposed to time-major and
+back. Only the default activations are imported; ``clip``, ``input_forget`` and non-zero peepholes are refused
+by name.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _check_attrs(ctx, cell: str, dirs: int) -> None:
     names = [a.decode() if isinstance(a, bytes) else a for a in ctx.attr("activations", [])]
     if names and [n.lower() for n in names] != DEFAULT_ACTIVATIONS[cell] * dirs:
         raise NotImportable(f"activations {names}: only the defaults {DEFAULT_ACTIVATIONS[cell]} are supported")
-    for attr, default in (("clip", None), ("input_forget", 0), ("layout", 0)):
+    for attr, default in (("clip", None), ("input_forget", 0)):
         if ctx.attr(attr, default) != default:
             raise NotImportable(f"attr {attr}={ctx.attr(attr)} is not supported (only {attr}={default})")
     if cell == "lstm" and ctx.has(7) and not (ctx.is_const(7) and not ctx.const(7).any()):
@@ -58,11 +59,14 @@ def _translate(cell: str):
         hidden = int(ctx.attr("hidden_size", 0)) or ctx.shape(2)[-1]
         if hidden <= 0:
             raise NotImportable("hidden_size is not given and R's last dim is unknown")
+        batch_major = bool(ctx.attr("layout", 0))
+        major = lambda v, perm: ctx.tmp("transpose", {"X": v}, {"perm": perm}) if batch_major else v  # noqa: E731
+        x = major(ctx.x(0), [1, 0, 2])
         rows, state_inputs = gate_rows(cell, hidden), {"lstm": {"H0": 5, "C0": 6}, "gru": {"H0": 5}}[cell]
         lbr = {"linear_before_reset": bool(ctx.attr("linear_before_reset", 0))} if cell == "gru" else {}
         outs = []
         for d in range(dirs):
-            inputs = {"X": ctx.x(0), "W": _gathered(ctx, _direction(ctx, ctx.x(1), d), rows, f"{cell}_rows"),
+            inputs = {"X": x, "W": _gathered(ctx, _direction(ctx, ctx.x(1), d), rows, f"{cell}_rows"),
                       "R": _gathered(ctx, _direction(ctx, ctx.x(2), d), rows, f"{cell}_rows")}
             if ctx.has(3):
                 b = _direction(ctx, ctx.x(3), d)
@@ -70,14 +74,19 @@ def _translate(cell: str):
                 inputs["RB"] = _gathered(ctx, b, gate_rows(cell, hidden, GATES[cell] * hidden), f"{cell}_rows")
             if ctx.has(4):
                 inputs["SeqLens"] = ctx.x(4)
-            inputs.update({slot: _direction(ctx, ctx.x(k), d) for slot, k in state_inputs.items() if ctx.has(k)})
+            inputs.update({slot: _direction(ctx, major(ctx.x(k), [1, 0, 2]), d)
+                           for slot, k in state_inputs.items() if ctx.has(k)})
             reverse = direction == "reverse" or d == 1
             outs.append(ctx.op(cell, inputs, {"is_reverse": reverse, **lbr}))
         wanted = [k for k in range(len(ctx.node.output)) if ctx.node.output[k]]
         for k in wanted:
             slot = ("Y", "H", "C")[k]
             parts = [ctx.tmp("unsqueeze", {"X": o[slot][0]}, {"axes": [1 if k == 0 else 0]}) for o in outs]
-            ctx.out("concat", {"X": parts}, {"axis": 1 if k == 0 else 0}, k=k)
+            if not batch_major:
+                ctx.out("concat", {"X": parts}, {"axis": 1 if k == 0 else 0}, k=k)
+                continue
+            joined = ctx.tmp("concat", {"X": parts}, {"axis": 1 if k == 0 else 0})
+            ctx.out("transpose", {"X": joined}, {"perm": [2, 0, 1, 3] if k == 0 else [1, 0, 2]}, k=k)
     return translate
 
 
