@@ -90,4 +90,4 @@ def recurrent_jvp_grad(g, op):
     return grads
 
 
-__all__ = ["primal_inputs", "given_params", "jvp", "recurrent_grad", "recurrent_grad_grad", "recurrent_jvp_grad"]
+__all__ = ["CELLS", "primal_inputs", "given_params", "jvp", "recurrent_grad", "recurrent_grad_grad", "recurrent_jvp_grad"]

@@ -24,8 +24,8 @@ OUTPUTS = {"lstm": ("Y", "H", "C"), "gru": ("Y", "H")}
 """Each cell's outputs: every step's h, and the final states."""
 
 GATES = {"lstm": 4, "gru": 3}
-REQUIRED = ("X", "W", "R")
-FLOATS = ("float32", "float64")
+_REQUIRED = ("X", "W", "R")
+_FLOATS = ("float32", "float64")
 
 
 def grad_slot(slot: str) -> str:
@@ -105,7 +105,7 @@ def _attrs(cell: str) -> dict[str, Attr]:
 
 
 def _dtypes(slots) -> dict:
-    return {s: (FLOATS if s == "X" else INT_DTYPES if s == "SeqLens" else "X") for s in slots}
+    return {s: (_FLOATS if s == "X" else INT_DTYPES if s == "SeqLens" else "X") for s in slots}
 
 
 _EQUATIONS = {
@@ -124,17 +124,17 @@ def _schemas(cell: str) -> tuple:
     jvp_inputs = [*inputs, *map(tangent_slot, params), *map(grad_slot, outs),
                   *(tangent_slot(grad_slot(o)) for o in outs)]
     return (
-        schema(cell, _slots(inputs, REQUIRED), list(outs), _infer_forward(cell), _attrs(cell),
+        schema(cell, _slots(inputs, _REQUIRED), list(outs), _infer_forward(cell), _attrs(cell),
                doc=f"A {cell.upper()} layer's one direction over a time-major sequence, fused: {_EQUATIONS[cell]}. "
                    "Y holds every step's h, the other outputs the final states; absent initial states are zero. "
                    "is_reverse walks each sequence from its end; SeqLens (per batch entry) stops a sequence "
                    "early: its later steps output zero and keep its state.",
                dtypes=_dtypes(inputs)),
-        schema(f"{cell}_grad", _slots(grad_inputs, REQUIRED), _slots(map(grad_slot, params)), _infer_grad(cell),
+        schema(f"{cell}_grad", _slots(grad_inputs, _REQUIRED), _slots(map(grad_slot, params)), _infer_grad(cell),
                _attrs(cell), doc=f"{cell}'s gradients of <Y@GRAD, Y> plus the final states' given gradients, in "
                                  "each given input, by backpropagation through time (the forward recomputed).",
                dtypes=_dtypes(grad_inputs)),
-        schema(f"{cell}_jvp", _slots(jvp_inputs, REQUIRED),
+        schema(f"{cell}_jvp", _slots(jvp_inputs, _REQUIRED),
                _slots([*map(tangent_slot, outs), *(tangent_slot(grad_slot(p)) for p in params)]), _infer_jvp(cell),
                _attrs(cell), doc=f"Forward mode through {cell}: each output's tangent (<out>@DOT) when the inputs "
                                  f"move by <in>@DOT, and the tangent of each of {cell}_grad's outputs when also "

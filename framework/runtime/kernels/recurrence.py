@@ -24,7 +24,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["Dual", "Cell", "CELLS", "value", "tangent", "sequence_mask", "reverse_index", "forward", "backward"]
+__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "concat", "stack", "sequence_mask",
+           "reverse_index", "forward", "backward"]
 
 
 class Dual:
