@@ -6,6 +6,8 @@ sequence's end. The ``*_jvp`` kernels run the same recurrence on dual numbers (s
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_slot
@@ -24,18 +26,21 @@ class _Direction:
         self.params, self.outputs = PARAMS[cell_type], OUTPUTS[cell_type]
         self.present = [s for s in in_slots if op.input(s)]
         self.initial = [f"{s}0" for s in self.cell.states]
+        self.mask, self.order = None, None
 
-    def bind(self, arrays) -> dict:
-        vals = dict(zip(self.present, arrays))
+    def bind(self, arrays) -> tuple["_Direction", dict]:
+        """A copy of this direction for one run (its lengths' mask and reverse order), and the run's arrays by
+        slot, absent initial states as zeros."""
+        run, vals = copy.copy(self), dict(zip(self.present, arrays))
         x, r = vals["X"], vals["R"]
         steps, batch, dtype = x.shape[0], x.shape[1], x.dtype
         lens = vals.get("SeqLens")
         lens = None if lens is None else np.asarray(lens).astype(np.int64)
-        self.mask = None if lens is None else sequence_mask(lens, steps, dtype)
-        self.order = reverse_index(lens, steps, batch) if self.reverse else None
+        run.mask = None if lens is None else sequence_mask(lens, steps, dtype)
+        run.order = reverse_index(lens, steps, batch) if self.reverse else None
         for s in self.initial:
             vals.setdefault(s, np.zeros((batch, r.shape[1]), dtype))
-        return vals
+        return run, vals
 
     def flip(self, a):
         """``a`` (time-major) with each sequence reversed, when the direction is reverse."""
@@ -66,8 +71,8 @@ def _forward_kernel(cell_type: str):
         d = _Direction(op, cell_type, [*PARAMS[cell_type], "SeqLens"])
 
         def run(*arrays):
-            vals = d.bind(arrays)
-            y, states, _ = d.run_forward(vals)
+            run, vals = d.bind(arrays)
+            y, states, _ = run.run_forward(vals)
             return _result(_cast([y, *states], vals["X"].dtype))
 
         return run
@@ -87,10 +92,10 @@ def _grad_kernel(cell_type: str):
         d = _Direction(op, cell_type, [*PARAMS[cell_type], "SeqLens", *map(grad_slot, outs)])
 
         def run(*arrays):
-            vals = d.bind(arrays)
-            _, _, trace = d.run_forward(vals)
-            dy, ds = _cotangents(d, vals)
-            return _result(_cast(d.run_backward(vals, trace, dy, ds), vals["X"].dtype))
+            run, vals = d.bind(arrays)
+            _, _, trace = run.run_forward(vals)
+            dy, ds = _cotangents(run, vals)
+            return _result(_cast(run.run_backward(vals, trace, dy, ds), vals["X"].dtype))
 
         return run
 
@@ -110,13 +115,13 @@ def _jvp_kernel(cell_type: str):
             return Dual(base, vals.get(tangent_slot(slot), np.zeros_like(base)))
 
         def run(*arrays):
-            vals = d.bind(arrays)
+            run, vals = d.bind(arrays)
             duals = {**vals, **{p: dual(vals, p, None) for p in params if p in vals}}
-            y, states, trace = d.run_forward(duals)
+            y, states, trace = run.run_forward(duals)
             results = [tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
             if any(grad_tangents):
                 dy, *ds = (dual(vals, grad_slot(o), value(v)) for o, v in zip(outs, [y, *states]))
-                grads = d.run_backward(duals, trace, dy, ds)
+                grads = run.run_backward(duals, trace, dy, ds)
                 results += [tangent(g) for g, keep in zip(grads, grad_tangents) if keep]
             return _result(_cast(results, vals["X"].dtype))
 
