@@ -13,12 +13,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (activation, control_flow, conv, custom, elementwise, grad_ops, indexing, linalg, manipulation,
-               network, nn, normalization, reduction, scan, special)
+               network, nn, normalization, recurrent, reduction, scan, special)
 from .base import GradContext, Grads, Maker, grad_maker
 from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
 FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
-                                    network, normalization, control_flow, special, scan, indexing, custom)
+                                    network, normalization, control_flow, special, scan, indexing, custom, recurrent)
 
 
 def _collect(families) -> dict[str, Maker]:

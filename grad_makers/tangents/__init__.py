@@ -14,11 +14,11 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (activation, control_flow, conv, custom, elementwise, grad_ops, indexing, manipulation, nn, normalization,
-               reduction, scan, special)
+               recurrent, reduction, scan, special)
 from .base import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
 
 FAMILIES: tuple[ModuleType, ...] = (activation, special, elementwise, reduction, scan, manipulation, indexing, nn,
-                                    normalization, grad_ops, conv, control_flow, custom)
+                                    normalization, grad_ops, conv, control_flow, custom, recurrent)
 
 
 def collect(families) -> dict[str, TangentRule]:

@@ -18,6 +18,7 @@ from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu,
                    tanh)
 from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
+from .recurrent import gru, lstm
 from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
 
 __all__ = [
@@ -62,12 +63,14 @@ __all__ = [
     "gather",
     "gelu",
     "greater_equal",
+    "gru",
     "greater_than",
     "group_norm",
     "huber_loss",
     "instance_norm",
     "l1_loss",
     "layer_norm",
+    "lstm",
     "leaky_relu",
     "less_equal",
     "less_than",

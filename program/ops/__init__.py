@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ..schema import OpSchema
 from . import (activation, collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
-               linalg, logic, lr_schedule, manipulation, network, nn, optimizer, reduction)
+               linalg, logic, lr_schedule, manipulation, network, nn, optimizer, recurrent, reduction)
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, control_flow, collective, lr_schedule, indexing, custom)
+            conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent)
 
 
 def _collect(families) -> dict[str, OpSchema]:

@@ -109,6 +109,31 @@ def _layer_norm(g: Draw) -> Built:
     return one_op(g, {"X": g.array(shape, dtype), **affine}, attrs, known=tuple(affine))
 
 
+def _recurrent(g: Draw) -> Built:
+    """lstm/gru (optional biases, initial states, lengths), their grad ops (output gradients optional) and jvp
+    ops (tangents optional): every param given to the grad and jvp ops, whose outputs follow the params."""
+    from gradgen.program.ops.recurrent import GATES, OUTPUTS, PARAMS
+    op = g.schema.type
+    cell = op.split("_")[0]
+    dtype = g.dtype("X")
+    steps, batch, features, hidden = g.int(0, 3), g.int(0, 3), g.int(1, 3), g.int(1, 3)
+    shapes = {"X": [steps, batch, features], "W": [GATES[cell] * hidden, features],
+              "R": [GATES[cell] * hidden, hidden], "WB": [GATES[cell] * hidden], "RB": [GATES[cell] * hidden],
+              "H0": [batch, hidden], "C0": [batch, hidden]}
+    out_shapes = {"Y": [steps, batch, hidden], "H": [batch, hidden], "C": [batch, hidden]}
+    every = op != cell
+    ins = {p: g.array(shapes[p], dtype, -1, 1) for p in PARAMS[cell] if every or p in ("X", "W", "R") or g.flag()}
+    if "SeqLens" in g.want or g.flag():
+        ins["SeqLens"] = g.array([batch], g.dtype("SeqLens"), 0, steps)
+    if every:
+        ins.update({f"{o}@GRAD": g.array(out_shapes[o], dtype) for o in OUTPUTS[cell] if g.flag()})
+    if op.endswith("_jvp"):
+        ins.update({f"{p}@DOT": g.array(shapes[p], dtype) for p in PARAMS[cell] if g.flag()})
+        ins.update({f"{o}@GRAD@DOT": g.array(out_shapes[o], dtype) for o in OUTPUTS[cell] if g.flag()})
+    attrs = {"is_reverse": g.flag(), **({"linear_before_reset": g.flag()} if cell == "gru" else {})}
+    return one_op(g, ins, attrs)
+
+
 def _softmax_grad(g: Draw) -> Built:
     shape, dtype = g.shape(min_rank=1), g.dtype("Out")
     return one_op(g, {"Out": g.array(shape, dtype, 0, 1), "Out@GRAD": g.array(shape, dtype)},
@@ -331,6 +356,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "linear_lr_warmup": _warmup, "allreduce_start": _allreduce_start, "allreduce_wait": _allreduce_wait,
     "broadcast": _broadcast, "custom_gradient": _custom_gradient, "call": _call,
     **CASES_23,
+    **{f"{c}{k}": _recurrent for c in ("lstm", "gru") for k in ("", "_grad", "_jvp")},
 }
 """op type -> the builder of one valid case of it."""
 

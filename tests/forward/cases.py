@@ -98,6 +98,11 @@ def extra_cases():
         yield Case("sort", {"X": distinct}, None, {"axis": axis, "descending": largest},
                    label=f"distinct,axis={axis},descending={largest}")
     yield Case("split_like", {"X": _r(5, 3), "Like": [_r(2, 3), _r(3, 3)]}, None, {"axis": 0}, {"Out": 2})
+    from tests.recurrent.cases import inputs  # lstm, gru in float64 (their kernel cases are float32)
+    for cell in ("lstm", "gru"):
+        for reverse, lens in [(False, None), (True, np.array([2, 3], np.int64))]:
+            yield Case(cell, {**inputs(cell, 3, 2, 2, 2, seed=3), **({"SeqLens": lens} if lens is not None else {})},
+                       None, {"is_reverse": reverse}, label=f"reverse={reverse},lens={lens is not None}")
 
 
 def float64_cases() -> list[Case]:

@@ -287,6 +287,22 @@ def nn_cases():
                        lambda i: -(i["Label"] * np.log(_sigmoid_ref(i["X"])) + (1 - i["Label"]) * np.log(1 - _sigmoid_ref(i["X"]))))
 
 
+def recurrent_cases():
+    """lstm and gru in float32 (ONNX Runtime, which the export test runs them in, has no float64 LSTM or GRU),
+    against the step-by-step reference of tests/recurrent; float64 is in the forward-mode and gradient tests."""
+    from tests.recurrent.cases import inputs, reference
+    for cell in ("lstm", "gru"):
+        for seed, (reverse, lens, full) in enumerate([(False, None, True), (True, None, False), (False, [3, 2, 5, 1], True),
+                                                      (True, [1, 5, 2, 4], False), (False, [2, 1, 4, 3], False)]):
+            ins = inputs(cell, 5, 4, 3, 2, seed=seed, dtype="float32", bias=full, initial=full)
+            attrs = {"is_reverse": reverse, **({"linear_before_reset": full} if cell == "gru" else {})}
+            feed = {**ins, **({"SeqLens": np.asarray(lens, np.int32)} if lens else {})}
+            label = f"reverse={reverse},lens={lens},full={full}"
+            yield Case(cell, feed, lambda i, c=cell, a=attrs, n=lens: {
+                k: [v] for k, v in reference(c, i, a["is_reverse"], a.get("linear_before_reset", True), n).items()},
+                attrs, label=label)
+
+
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),
              *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases(), *NEW_OP_CASES,
-             *OPS23_CASES]
+             *OPS23_CASES, *recurrent_cases()]

@@ -38,7 +38,8 @@ def test_ort_matches_the_executor(case: Case):
 
 PROGRAM_TESTED = {"cond", "while",  # control flow: test_export_programs.py
                   "call", "custom_gradient",  # sub-block bodies: test_export_schedules_and_collectives.py
-                  "allreduce_start", "allreduce_wait", "broadcast"}  # refused there, each listed in the error
+                  "allreduce_start", "allreduce_wait", "broadcast",  # refused there, each listed in the error
+                  *(f"{c}_{k}" for c in ("lstm", "gru") for k in ("grad", "jvp"))}  # refused: tests/recurrent
 """Op types a whole program exports (or is refused) in a test, instead of a one-op case."""
 
 

@@ -20,7 +20,7 @@ from gradgen.framework.passes.backward import seeded_targets
 from gradgen.program.subblocks import owned_blocks
 
 from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_norm,
-               lower_schedule, lower_tensor)
+               lower_recurrent, lower_schedule, lower_tensor)
 from .context import Lowering
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
@@ -37,12 +37,16 @@ UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
 LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_norm.LOWERINGS,
-             **lower_conv.LOWERINGS, **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS}
+             **lower_conv.LOWERINGS, **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS,
+             **lower_recurrent.LOWERINGS}
 """gradgen op type -> lowering function."""
 
 _MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "
         "before data_parallel rewrote it, or pass single_process=True for the graph of one process alone)")
-UNEXPORTABLE = {"allreduce_start": _MPI, "allreduce_wait": _MPI, "broadcast": _MPI}
+_RECURRENT_GRAD = ("is backpropagation (or forward mode) through a whole recurrence, which no ONNX op computes "
+                   "(export the forward program, or train it in gradgen)")
+UNEXPORTABLE = {"allreduce_start": _MPI, "allreduce_wait": _MPI, "broadcast": _MPI,
+                **{f"{c}_{k}": _RECURRENT_GRAD for c in ("lstm", "gru") for k in ("grad", "jvp")}}
 """gradgen op types no ONNX graph can express -> why; every op of these types is listed in the export error."""
 
 LIMITS = {**lower_tensor.LIMITS, **lower_nn.LIMITS, **lower_conv.LIMITS}

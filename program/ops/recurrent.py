@@ -1,0 +1,148 @@
+"""The fused recurrent ops: ``lstm`` and ``gru`` over a whole sequence, their gradients and their tangents.
+
+One op is one direction of one layer (layers stack them; bidirectional runs two and concatenates), time-major:
+X ``[T, N, I]``, states ``[N, H]``. Weights in PyTorch's layout, gates stacked along the rows: W ``[G*H, I]``
+(PyTorch's weight_ih), R ``[G*H, H]`` (weight_hh), biases WB, RB ``[G*H]`` (bias_ih, bias_hh); LSTM (G = 4)
+gates input, forget, cell, output; GRU (G = 3) reset, update, new.
+
+- ``lstm_grad``/``gru_grad``: the gradients of ``<Y@GRAD, Y> + <H@GRAD, H> (+ <C@GRAD, C>)`` in every given
+  input (the forward recurrence is recomputed: the op is a function of its inputs alone).
+- ``lstm_jvp``/``gru_jvp``: forward mode through the recurrence. ``Y@DOT`` etc. are the outputs' tangents
+  when the inputs move by ``X@DOT`` etc.; ``X@GRAD@DOT`` etc. are the tangents of the ``*_grad`` op's outputs
+  when also the output gradients move by ``Y@GRAD@DOT`` etc. They are the second-order gradients.
+"""
+from __future__ import annotations
+
+from ..dtypes import INT_DTYPES
+from ..schema import Attr, Slot, TensorType, schema
+from ..shapes import dims_agree, shapes_agree
+
+PARAMS = {"lstm": ("X", "W", "R", "WB", "RB", "H0", "C0"), "gru": ("X", "W", "R", "WB", "RB", "H0")}
+"""Each cell's differentiable inputs, in slot order (X, W, R required)."""
+
+OUTPUTS = {"lstm": ("Y", "H", "C"), "gru": ("Y", "H")}
+"""Each cell's outputs: every step's h, and the final states."""
+
+GATES = {"lstm": 4, "gru": 3}
+_REQUIRED = ("X", "W", "R")
+_FLOATS = ("float32", "float64")
+
+
+def grad_slot(slot: str) -> str:
+    return f"{slot}@GRAD"
+
+
+def tangent_slot(slot: str) -> str:
+    return f"{slot}@DOT"
+
+
+def _check(ctx, cell: str) -> dict[str, TensorType]:
+    """Check the forward inputs' shapes against each other; the output types by output slot."""
+    x, w, r = ctx.input("X"), ctx.input("W"), ctx.input("R")
+    if len(x.shape) != 3 or len(w.shape) != 2 or len(r.shape) != 2:
+        ctx.fail(f"X must be [steps, batch, inputs], W [{GATES[cell]}*hidden, inputs], R [{GATES[cell]}*hidden, "
+                 f"hidden]; got {list(x.shape)}, {list(w.shape)}, {list(r.shape)}")
+    steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
+    rows = GATES[cell] * width if width != -1 else -1
+    if not (dims_agree(r.shape[0], rows) and dims_agree(w.shape[0], r.shape[0]) and dims_agree(w.shape[1], x.shape[2])):
+        ctx.fail(f"W must be [{GATES[cell]}*hidden, inputs] and R [{GATES[cell]}*hidden, hidden] with X's inputs "
+                 f"{x.shape[2]}; got W {list(w.shape)}, R {list(r.shape)}")
+    expect = {"WB": (r.shape[0],), "RB": (r.shape[0],), "H0": (batch, width), "C0": (batch, width),
+              "SeqLens": (batch,)}
+    for slot, shape in expect.items():
+        for t in ctx.inputs(slot):
+            if not shapes_agree(t.shape, shape):
+                ctx.fail(f"{slot} must be shaped {list(shape)}, got {list(t.shape)}")
+    state = TensorType((batch, width), x.dtype)
+    return {"Y": TensorType((steps, batch, width), x.dtype), "H": state, "C": state}
+
+
+def _given(ctx, cell: str, slots) -> dict[str, TensorType]:
+    return {s: ctx.input(s) for s in slots if ctx.has_input(s)}
+
+
+def _infer_forward(cell: str):
+    def infer(ctx):
+        types = _check(ctx, cell)
+        return {o: types[o] for o in OUTPUTS[cell]}
+    return infer
+
+
+def _check_like(ctx, pairs) -> None:
+    for slot, want in pairs:
+        for t in ctx.inputs(slot):
+            if not shapes_agree(t.shape, want.shape):
+                ctx.fail(f"{slot} must be shaped {list(want.shape)}, got {list(t.shape)}")
+
+
+def _infer_grad(cell: str):
+    def infer(ctx):
+        types = _check(ctx, cell)
+        _check_like(ctx, [(grad_slot(o), types[o]) for o in OUTPUTS[cell]])
+        return {grad_slot(p): t for p, t in _given(ctx, cell, PARAMS[cell]).items()}
+    return infer
+
+
+def _infer_jvp(cell: str):
+    def infer(ctx):
+        types = _check(ctx, cell)
+        given = _given(ctx, cell, PARAMS[cell])
+        _check_like(ctx, [(grad_slot(o), types[o]) for o in OUTPUTS[cell]]
+                    + [(tangent_slot(grad_slot(o)), types[o]) for o in OUTPUTS[cell]]
+                    + [(tangent_slot(p), t) for p, t in given.items()])
+        return {**{tangent_slot(o): types[o] for o in OUTPUTS[cell]},
+                **{tangent_slot(grad_slot(p)): t for p, t in given.items()}}
+    return infer
+
+
+def _slots(names, required=()) -> list[Slot]:
+    return [Slot(n, optional=n not in required) for n in names]
+
+
+def _attrs(cell: str) -> dict[str, Attr]:
+    extra = {"linear_before_reset": Attr("bool", True)} if cell == "gru" else {}
+    return {"is_reverse": Attr("bool", False), **extra}
+
+
+def _dtypes(slots) -> dict:
+    return {s: (_FLOATS if s == "X" else INT_DTYPES if s == "SeqLens" else "X") for s in slots}
+
+
+_EQUATIONS = {
+    "lstm": "i, f, g, o = sigmoid, sigmoid, tanh, sigmoid of X_t W^T + WB + h R^T + RB (gate blocks in that "
+            "order); c' = f c + i g; h' = o tanh(c')",
+    "gru": "r, z = sigmoid of the reset and update blocks of X_t W^T + WB + h R^T + RB; n = tanh(X_t W_n^T + "
+           "WB_n + r (h R_n^T + RB_n)) with linear_before_reset (PyTorch's GRU), else tanh(X_t W_n^T + WB_n + "
+           "(r h) R_n^T + RB_n); h' = (1 - z) n + z h",
+}
+
+
+def _schemas(cell: str) -> tuple:
+    params, outs = PARAMS[cell], OUTPUTS[cell]
+    inputs = [*params, "SeqLens"]
+    grad_inputs = [*inputs, *map(grad_slot, outs)]
+    jvp_inputs = [*inputs, *map(tangent_slot, params), *map(grad_slot, outs),
+                  *(tangent_slot(grad_slot(o)) for o in outs)]
+    return (
+        schema(cell, _slots(inputs, _REQUIRED), list(outs), _infer_forward(cell), _attrs(cell),
+               doc=f"A {cell.upper()} layer's one direction over a time-major sequence, fused: {_EQUATIONS[cell]}. "
+                   "Y holds every step's h, the other outputs the final states; absent initial states are zero. "
+                   "is_reverse walks each sequence from its end; SeqLens (per batch entry) stops a sequence "
+                   "early: its later steps output zero and keep its state.",
+               dtypes=_dtypes(inputs)),
+        schema(f"{cell}_grad", _slots(grad_inputs, _REQUIRED), _slots(map(grad_slot, params)), _infer_grad(cell),
+               _attrs(cell), doc=f"{cell}'s gradients of <Y@GRAD, Y> plus the final states' given gradients, in "
+                                 "each given input, by backpropagation through time (the forward recomputed).",
+               dtypes=_dtypes(grad_inputs)),
+        schema(f"{cell}_jvp", _slots(jvp_inputs, _REQUIRED),
+               _slots([*map(tangent_slot, outs), *(tangent_slot(grad_slot(p)) for p in params)]), _infer_jvp(cell),
+               _attrs(cell), doc=f"Forward mode through {cell}: each output's tangent (<out>@DOT) when the inputs "
+                                 f"move by <in>@DOT, and the tangent of each of {cell}_grad's outputs when also "
+                                 "its output gradients move by <out>@GRAD@DOT (absent tangents are zero).",
+               dtypes=_dtypes(jvp_inputs)),
+    )
+
+
+SCHEMAS = (*_schemas("lstm"), *_schemas("gru"))
+
+__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "grad_slot", "tangent_slot"]
