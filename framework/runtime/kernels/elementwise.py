@@ -21,4 +21,5 @@ KERNELS = {
     "elementwise_pow": _ufunc(np.power),
     "elementwise_max": _ufunc(np.maximum),
     "elementwise_min": _ufunc(np.minimum),
+    "elementwise_mod": lambda op: np.fmod if op.attr("fmod") else np.mod,
 }
