@@ -73,6 +73,11 @@ def _compare(op_type):
     return translate
 
 
+def mod(ctx):
+    """Mod -> elementwise_mod: fmod=0 the floor remainder (the sign of the divisor), fmod=1 the truncated one."""
+    ctx.out("elementwise_mod", {"X": ctx.x(0), "Y": ctx.x(1)}, {"fmod": bool(ctx.attr("fmod", 0))})
+
+
 def neg(ctx):
     _floats_only(ctx)
     ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
@@ -169,18 +174,20 @@ def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
     return None
 
 
-def _reduce(op_type):
+def _reduce(op_type, squared: bool = False):
+    """A reduction; ``squared``: of the input's squares (ReduceSumSquare)."""
     def translate(ctx):
         axes, keep = _axes(ctx), bool(ctx.attr("keepdims", 1))
+        x = ctx.tmp("square", {"X": ctx.x(0)}) if squared else ctx.x(0)
         if axes == [] or axes is None:
             if ctx.attr("noop_with_empty_axes", 0):
-                return ctx.out("assign", {"X": ctx.x(0)})
+                return ctx.out("assign", {"X": x})
             axes = list(range(ctx.rank(0)))
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
         if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
             raise NotImportable("max/min over an empty axis")
-        ctx.out(op_type, {"X": ctx.x(0)}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+        ctx.out(op_type, {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
     return translate
 
 

@@ -10,7 +10,8 @@ become ``cond`` and ``while`` with sub-blocks built from their subgraphs.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -23,6 +24,7 @@ from gradgen.program.ops import OP_SCHEMAS
 
 from . import import_table
 from .errors import NotImportable, OnnxImportError
+from .import_fold import fold, foldable
 from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
 from .limits import ImportLimits
 
@@ -261,6 +263,25 @@ class Importer:
         self.named.add(name)
         return name
 
+    @contextmanager
+    def scratch(self) -> Iterator[tuple[Program, dict[str, np.ndarray]]]:
+        """Translations inside add their ops, vars and parameters to a scratch program (constant folding runs
+        it); the real program, its parameters and the names handed out are as they were afterwards."""
+        saved = self.main, self.startup, self.params, set(self.named)
+        self.main, self.startup, self.params = Program(), Program(), {}
+        try:
+            yield self.main, self.params
+        finally:
+            self.main, self.startup, self.params, self.named = saved
+
+    def translate(self, graph: Graph, node) -> None:
+        """Import one node: folded to constants when its inputs all are (``import_fold``), else as ops."""
+        translate = lambda g: import_table.IMPORTERS[node.op_type](NodeContext(self, g, node, self.opset))  # noqa
+        inputs = foldable(node, graph)
+        if inputs is not None and fold(self, graph, node, inputs, Graph(self), translate):
+            return
+        translate(graph)
+
     def parameter(self, name: str, value: np.ndarray) -> str:
         """An initializer used as data: a persistable parameter of the global block."""
         var = self.fresh(name)
@@ -300,7 +321,7 @@ class Importer:
             try:
                 check_node(node, self.opset)
                 check_defined_once(node, defined)
-                import_table.IMPORTERS[node.op_type](NodeContext(self, graph, node, self.opset))
+                self.translate(graph, node)
             except NotImportable as e:
                 raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): {e}") from None
             except GradgenError as e:
