@@ -109,14 +109,58 @@ def global_average_pool(ctx):
     ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": [2, 3], "keep_dim": True})
 
 
+def _decimal(value: float) -> float:
+    """A float attr (ONNX stores float32) as the shortest decimal that float32 reads back as it: the value the
+    exporter wrote (0.9, 1e-5), not its float32 neighbour (0.8999999762), which would move a float64 model's
+    running statistics in the eighth digit."""
+    return float(str(np.float32(value)))
+
+
+def _training(ctx) -> bool:
+    """Whether a BatchNormalization normalizes by the batch's statistics: ``training_mode`` (opset 14 on), or
+    running-statistics outputs asked for (before 14, where they imply it)."""
+    asked = len([o for o in ctx.node.output[1:] if o]) > 0
+    if ctx.opset >= 14:
+        return bool(ctx.attr("training_mode", 0))
+    return asked
+
+
+def _running_stat(ctx, k: int) -> str:
+    """Input k (the running mean or variance) as the persistable var batch_norm updates in place: it stays a
+    parameter (saved with the others) that no optimizer updates."""
+    var = ctx.var(k)
+    if not var.persistable:
+        raise NotImportable(f"input {k} ('{ctx.node.input[k]}'), a running statistic updated in training, must be "
+                            "an initializer")
+    var.trainable, var.stop_gradient = False, True
+    return var.name
+
+
 def batch_norm(ctx):
-    if ctx.attr("training_mode", 0) or len([o for o in ctx.node.output if o]) > 1:
-        raise NotImportable("training mode (running-statistics outputs)")
-    names = ctx.op("batch_norm", {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2), "Mean": ctx.x(3),
-                                  "Variance": ctx.x(4)},
-                   {"epsilon": float(ctx.attr("epsilon", 1e-5)), "momentum": float(ctx.attr("momentum", 0.9)),
-                    "is_test": True}, names={"Y": [ctx.node.output[0]]})
-    ctx.bind(0, names["Y"][0])
+    """BatchNormalization -> batch_norm. In training mode the batch's statistics normalize and the running
+    mean and variance (initializers) are updated in place on every run, as ONNX's outputs define them:
+    momentum * running + (1 - momentum) * batch statistic (ONNX's momentum weighs the old value, as gradgen's
+    does; the batch variance is the population one, as ONNX specifies)."""
+    training = _training(ctx)
+    if len(ctx.node.output) > 3 and any(ctx.node.output[3:]):
+        raise NotImportable("the saved_mean/saved_var outputs")
+    if not training and any(ctx.node.output[1:]):
+        raise NotImportable("running-statistics outputs in inference mode")
+    inputs = {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2)}
+    attrs = {"epsilon": _decimal(ctx.attr("epsilon", 1e-5)), "momentum": _decimal(ctx.attr("momentum", 0.9)),
+             "is_test": not training}
+    if not training:
+        names = ctx.op("batch_norm", {**inputs, "Mean": ctx.x(3), "Variance": ctx.x(4)}, attrs,
+                       names={"Y": [ctx.node.output[0]]})
+        return ctx.bind(0, names["Y"][0])
+    mean, var = _running_stat(ctx, 3), _running_stat(ctx, 4)
+    y = ctx.importer.fresh(ctx.node.output[0])
+    ctx.importer.block().append_op("batch_norm", {**inputs, "Mean": [mean], "Variance": [var]},
+                                   {"Y": [y], "MeanOut": [mean], "VarianceOut": [var]}, attrs,
+                                   callsite=f"onnx node {ctx.node.name!r}")
+    for k, name in enumerate((y, mean, var)):
+        if k < len(ctx.node.output) and ctx.node.output[k]:
+            ctx.bind(k, name)
 
 
 def layer_norm(ctx):
@@ -150,8 +194,20 @@ def layer_norm(ctx):
 
 
 def dropout(ctx):
-    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.scalar(2)):
-        raise NotImportable("training_mode=True")
-    ctx.out("assign", {"X": ctx.x(0)})
+    """Dropout -> assign in inference, gradgen's dropout with ``training_mode`` true (opset 12 on: the ratio
+    and the mode are inputs, which must be constants; the ``seed`` attr seeds it). The bool Mask output is
+    where gradgen's mask (the factor each element was multiplied by) is nonzero."""
+    training = ctx.opset >= 12 and ctx.has(2) and bool(ctx.scalar(2))
+    if not training:
+        ctx.out("assign", {"X": ctx.x(0)})
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
+        return
+    p = float(ctx.scalar(1)) if ctx.has(1) else 0.5
+    if not 0.0 <= p < 1.0:
+        raise NotImportable(f"ratio {p} (it must be in [0, 1))")
+    names = ctx.op("dropout", {"X": ctx.x(0)}, {"p": p, "is_test": False, "seed": int(ctx.attr("seed", 0))},
+                   names={"Out": [ctx.node.output[0]]})
+    ctx.bind(0, names["Out"][0])
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
+        ctx.bind(1, ctx.tmp("cast", {"X": names["Mask"][0]}, {"out_dtype": "bool"}))
