@@ -82,6 +82,14 @@ def _models():
                                    node("Expand", ["u", "to"], ["e"], name="expand"),
                                    node("Squeeze", ["e", "ax"], ["y"], name="squeeze")], [x23], [y],
                                   [const("ax", [0]), const("to", [1, 2, 3])]),
+        "shape_arithmetic": model([node("Shape", ["x"], ["s"], name="shape"),
+                                   node("Gather", ["s", "one"], ["d"], name="gather", axis=0),
+                                   node("Mod", ["d", "two"], ["m"], name="mod"),
+                                   node("Add", ["m", "d"], ["n"], name="add"),
+                                   node("Unsqueeze", ["n", "ax"], ["u"], name="unsqueeze"),
+                                   node("Concat", ["u", "minus_one"], ["to"], name="concat", axis=0),
+                                   node("Reshape", ["x", "to"], ["y"], name="reshape")], [x23], [y],
+                                  [const("one", 1), const("two", 2), const("ax", [0]), const("minus_one", [-1])]),
     }
 
 
