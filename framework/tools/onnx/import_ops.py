@@ -34,12 +34,20 @@ def _floats_only(ctx, k: int = 0) -> None:
 def _binary(op_type):
     def translate(ctx):
         if op_type == "elementwise_div" and ctx.dtype(0) not in FLOATS:
-            raise NotImportable("integer division truncates in ONNX; gradgen's elementwise_div is true division")
+            return _integer_div(ctx)
         y = ctx.x(1)
         if op_type == "elementwise_pow" and ctx.dtype(0) in FLOATS and ctx.dtype(1) != ctx.dtype(0):
             y = ctx.tmp("cast", {"X": y}, {"out_dtype": ctx.dtype(0)})  # ONNX's Pow takes any exponent type
         ctx.out(op_type, {"X": ctx.x(0), "Y": y})
     return translate
+
+
+def _integer_div(ctx):
+    """ONNX's integer Div truncates: (x - fmod(x, y)) / y divides exactly, and gradgen's true division of
+    integers (in float64) is exact for them up to 2 ** 53; cast back to the operands' type."""
+    x, y, dtype = ctx.x(0), ctx.x(1), ctx.dtype(0)
+    whole = ctx.tmp("elementwise_sub", {"X": x, "Y": ctx.tmp("elementwise_mod", {"X": x, "Y": y}, {"fmod": True})})
+    ctx.out("cast", {"X": ctx.tmp("elementwise_div", {"X": whole, "Y": y})}, {"out_dtype": dtype})
 
 
 def _variadic(op_type):
