@@ -1,5 +1,6 @@
 """Models exported in training mode: BatchNormalization with running-statistics outputs normalizes by the batch
-and updates its running statistics in place; Dropout with training_mode drops."""
+and updates its running statistics in place; Dropout with training_mode drops; RandomUniformLike and
+RandomNormalLike draw seeded samples."""
 from __future__ import annotations
 
 import numpy as np
@@ -109,4 +110,39 @@ def test_dropout_in_inference_mode_is_the_identity():
 ], ids=["mode-at-run-time", "ratio-one"])
 def test_dropout_that_cannot_be_imported_names_the_node(model, message):
     with pytest.raises(OnnxImportError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        import_onnx(model)
+
+
+def _random_like_model(op_type, **attrs):
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [200, 50])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)
+    graph = helper.make_graph([helper.make_node(op_type, ["x"], ["r"], name="draw", **attrs),
+                               helper.make_node("Add", ["x", "r"], ["y"])], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op_type,attrs,gradgen_type,moments", [
+    ("RandomUniformLike", {"low": 2.0, "high": 4.0, "seed": 3.0}, "uniform_random", (3.0, (2.0 / np.sqrt(12)))),
+    ("RandomNormalLike", {"mean": -1.0, "scale": 0.5, "seed": 3.0}, "gaussian_random", (-1.0, 0.5)),
+], ids=["uniform", "normal"])
+def test_random_like_nodes_draw_seeded_samples_of_the_input_shape_and_dtype(op_type, attrs, gradgen_type, moments):
+    model = _random_like_model(op_type, **attrs)
+    draws = []
+    for _ in range(2):  # two imports of one model draw the same samples: the seed is the model's
+        program, params, outputs = import_onnx(model)
+        (op,) = [op for op in program.global_block().ops if op.type == gradgen_type]
+        assert op.attr("shape") == [200, 50] and op.attr("dtype") == "float64" and op.attr("seed") == 3
+        (y,) = Executor().run(program, feed={"x": np.zeros((200, 50))}, fetch_list=list(outputs.values()),
+                              scope=Scope())
+        draws.append(y)
+    np.testing.assert_array_equal(draws[0], draws[1])
+    assert abs(draws[0].mean() - moments[0]) < 0.02 and abs(draws[0].std() - moments[1]) < 0.02
+    if op_type == "RandomUniformLike":
+        assert draws[0].min() >= 2.0 and draws[0].max() < 4.0
+
+
+def test_random_like_of_a_shape_known_only_at_run_time_is_an_error_naming_the_node():
+    model = _random_like_model("RandomUniformLike")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    with pytest.raises(OnnxImportError, match=r"node #0 'draw' \(RandomUniformLike\): an input of shape \[-1, 50\]"):
         import_onnx(model)

@@ -11,7 +11,8 @@ from .import_nn import (
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    mod, neg, not_, pad, reshape, shape, slice_, split, squeeze, transpose, unsqueeze, where,
+    mod, neg, not_, pad, random_normal_like, random_uniform_like, reshape, shape, slice_, split, squeeze,
+    transpose, unsqueeze, where,
 )
 
 __all__ = ["IMPORTERS"]
@@ -30,6 +31,7 @@ IMPORTERS = {
     "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
+    "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
     "Mod": mod, "ReduceSumSquare": _reduce("reduce_sum", squared=True),
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
 }
