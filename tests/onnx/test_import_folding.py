@@ -1,5 +1,6 @@
-"""Import-time constant folding, Mod and ReduceSumSquare: hand-made models that exporters' shape arithmetic
-looks like, the limits and errors of folding, and gradgen's own global-norm clipping through ONNX and back."""
+"""Import-time constant folding, Mod, integer Div, ReduceSumSquare, ScatterElements and ScatterND: hand-made
+models like exporters' shape arithmetic, the limits and errors of folding, the scatters against ONNX Runtime
+with gradients against finite differences, and gradgen's own global-norm clipping through ONNX and back."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def _ints(name, values):
     return numpy_helper.from_array(np.asarray(values, np.int64), name)
 
 
-def _run(model, feed, params_too=True):
+def _run(model, feed):
     program, params, outputs = import_onnx(model)
     scope = Scope()
     for name, value in params.items():
@@ -167,3 +168,58 @@ def test_a_program_clipped_by_global_norm_round_trips_through_its_own_export():
     assert any(n.endswith("@NEW") for n in names)
     for n, value in zip(names[1:], got[1:]):  # the clipped update equals the executor's
         assert_close(value, scope[n[:-4]], n)
+
+
+def _scatter_model(op_type, data_shape, index, updates_shape, **attrs):
+    d = TensorProto.DOUBLE
+    inputs = [helper.make_tensor_value_info("data", d, data_shape),
+              helper.make_tensor_value_info("updates", d, updates_shape)]
+    return _model([node(op_type, ["data", "index", "updates"], ["y"], name="scatter", **attrs)], inputs,
+                  [helper.make_tensor_value_info("y", d, None)], [_ints("index", index)])
+
+
+SCATTERS = {
+    "elements-none": ("ScatterElements", [3, 4], [[1, 0, 2, 1], [0, 2, 1, 0]], [2, 4], {"axis": 0}),
+    "elements-add-repeats": ("ScatterElements", [3, 4], [[1, 1, -1], [0, 0, 3], [2, 3, 2]], [3, 3],
+                             {"axis": 1, "reduction": "add"}),
+    "nd-none": ("ScatterND", [4, 3, 2], [[1, 2], [-1, 0], [0, 1]], [3, 2], {}),
+    "nd-add-repeats": ("ScatterND", [4, 3, 2], [[[1], [3]], [[1], [0]]], [2, 2, 3, 2], {"reduction": "add"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCATTERS))
+def test_scatter_imports_as_onnx_runtime_computes_it_with_gradients_for_data_and_updates(name):
+    from gradgen.framework import gradients
+    from gradgen.framework.tools.gradcheck import numeric_gradient
+
+    op_type, data_shape, index, updates_shape, attrs = SCATTERS[name]
+    model = _scatter_model(op_type, data_shape, index, updates_shape, **attrs)
+    rng = np.random.default_rng(5)
+    feed = {"data": rng.standard_normal(data_shape), "updates": rng.standard_normal(updates_shape)}
+    program, params, outputs = import_onnx(model)
+    block = program.global_block()
+    with program_guard(program, Program()):
+        xs = [block.var("data"), block.var("updates")]
+        for v in xs:
+            v.stop_gradient = False
+        out = block.var(outputs["y"])
+        r = layers.data("r", list(out.shape), "float64")
+        loss = layers.reduce_sum(layers.multiply(out, r))
+        grads = gradients(loss, xs)
+    feed["r"] = rng.standard_normal(out.shape)
+    scope = Scope()
+    for k, v in params.items():
+        scope.set(k, v)
+    got = Executor().run(program, feed=feed, fetch_list=[out] + grads, scope=scope)
+    assert_close(got[0], run_ort(model, feed)["y"], op_type)
+    for x, analytic in zip(xs, got[1:]):
+        np.testing.assert_allclose(analytic, numeric_gradient(program, feed, scope, loss.name, x.name), rtol=1e-6,
+                                   atol=1e-8, err_msg=f"d loss / d {x.name}")
+
+
+def test_scatter_nd_without_reduction_at_a_repeated_position_is_a_run_time_error_not_a_silent_pick():
+    from gradgen.framework.errors import ExecutionError
+
+    model = _scatter_model("ScatterND", [4, 3], [[1], [1]], [2, 3])
+    with pytest.raises(ExecutionError, match=r"\(scatter\).*repeat"):
+        _run(model, {"data": np.zeros((4, 3)), "updates": np.ones((2, 3))})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import NotImportable
-from .import_ops import padded
+from .import_ops import FLOATS, padded
 
 
 def _pads2d(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
@@ -86,6 +86,67 @@ def top_k(ctx):
 
 def gather_elements(ctx):
     ctx.out("take_along_axis", {"X": ctx.x(0), "Index": ctx.x(1)}, {"axis": int(ctx.attr("axis", 0))})
+
+
+def _reduction(ctx) -> bool:
+    """Whether a Scatter node adds its updates (``reduction="add"``) rather than writing them ("none")."""
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise NotImportable(f"reduction='{reduction}' (gradgen imports 'none' and 'add')")
+    return reduction == "add"
+
+
+def scatter_elements(ctx):
+    """ScatterElements -> take_along_axis_grad, which adds Updates at Index along the axis onto zeros shaped
+    like Data (the adjoint of GatherElements, differentiable in Updates): added to Data for "add"; for "none"
+    Data where no index points, else the updates (repeated indices add up there; ONNX leaves them undefined).
+    Floats, with Indices shaped like Data but on the axis (so that Updates' gradient is a take_along_axis)."""
+    if ctx.dtype(0) not in FLOATS:
+        raise NotImportable(f"Data of type {ctx.dtype(0)} (floats only)")
+    rank = ctx.rank(0)
+    axis = ctx.axis(int(ctx.attr("axis", 0)), rank)
+    data, index, updates = ctx.x(0), ctx.x(1), ctx.x(2)
+    if ctx.rank(1) != rank or any(a != b for i, (a, b) in enumerate(zip(ctx.shape(0), ctx.shape(1))) if i != axis):
+        raise NotImportable(f"Indices {list(ctx.shape(1))} not shaped like Data {list(ctx.shape(0))} off axis {axis}")
+    placed = ctx.tmp("take_along_axis_grad", {"X": data, "Index": index, "Out@GRAD": updates}, {"axis": axis},
+                     slot="X@GRAD")
+    if _reduction(ctx):
+        return ctx.out("elementwise_add", {"X": data, "Y": placed})
+    ones = ctx.tmp("fill_any_like", {"X": updates}, {"value": 1.0})
+    hits = ctx.tmp("take_along_axis_grad", {"X": data, "Index": index, "Out@GRAD": ones}, {"axis": axis},
+                   slot="X@GRAD")
+    hit = ctx.tmp("greater_than", {"X": hits, "Y": ctx.tmp("fill_zeros_like", {"X": hits})})
+    ctx.out("where", {"Condition": hit, "X": placed, "Y": data})
+
+
+def scatter_nd(ctx):
+    """ScatterND -> scatter (or scatter_add for "add") along axis 0 of Data with its first k dims merged into
+    one, the k-tuples of Indices turned into positions in that merged dim (negative components count from the
+    end); reshaped back. Data's shape must be known at import; "none" with a repeated position is a run-time
+    error (ONNX leaves it undefined)."""
+    add = _reduction(ctx)
+    dims, k = ctx.shape(0), ctx.shape(1)[-1] if ctx.rank(1) else -1
+    if k < 1 or k > len(dims) or -1 in dims[:k]:
+        raise NotImportable(f"Indices {list(ctx.shape(1))} into Data {list(dims)} (the last dim of Indices and the "
+                            "Data dims it indexes must be known)")
+    if ctx.dtype(1) != "int64":
+        raise NotImportable(f"Indices of type {ctx.dtype(1)}")
+    index, sizes = ctx.x(1), ctx.importer.constant_var(f"{ctx.node.output[0]}_dims", np.array(dims[:k], np.int64))
+    zero = ctx.tmp("fill_zeros_like", {"X": index})
+    wrapped = ctx.tmp("elementwise_add", {"X": index, "Y": sizes})
+    index = ctx.tmp("where", {"Condition": ctx.tmp("less_than", {"X": index, "Y": zero}), "X": wrapped, "Y": index})
+    strides = np.cumprod((list(dims[1:k]) + [1])[::-1])[::-1].astype(np.int64)
+    weights = ctx.importer.constant_var(f"{ctx.node.output[0]}_strides", strides)
+    position = ctx.tmp("reduce_sum", {"X": ctx.tmp("elementwise_mul", {"X": index, "Y": weights})},
+                       {"dim": [-1], "keep_dim": False, "reduce_all": False})
+    rest = list(dims[k:])
+    if -1 in rest:
+        raise NotImportable(f"Data {list(dims)} has dims known only at run time after the indexed ones")
+    merged = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [int(np.prod(dims[:k]))] + rest})
+    rows = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1] + rest})
+    flat = ctx.tmp("reshape", {"X": position}, {"shape": [-1]})
+    done = ctx.tmp("scatter_add" if add else "scatter", {"X": merged, "Index": flat, "Updates": rows}, {"axis": 0})
+    ctx.out("reshape", {"X": done}, {"shape": list(dims)})
 
 
 def _pool(kind):

@@ -6,7 +6,7 @@ from .import_control import (
 )
 from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, layer_norm,
-    top_k,
+    scatter_elements, scatter_nd, top_k,
 )
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
@@ -32,7 +32,7 @@ IMPORTERS = {
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
-    "Mod": mod, "ReduceSumSquare": _reduce("reduce_sum", squared=True),
+    "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod, "ReduceSumSquare": _reduce("reduce_sum", squared=True),
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
 }
 """ONNX op type (default domain) -> translation function."""
