@@ -3,9 +3,10 @@
 Graph inputs become data vars; initializers that ops use as data become persistable parameters
 (trainable when they are floats), so a user can ``append_backward`` to an imported model and
 fine-tune it. Inputs that gradgen keeps as attrs (shapes, axes, split sizes, pads) must be
-constants: initializers, ``Constant`` nodes, or graph inputs frozen with ``constants=``. Each node
-is translated by the function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop``
-become ``cond`` and ``while`` with sub-blocks built from their subgraphs.
+constants: initializers, ``Constant`` nodes, graph inputs frozen with ``constants=``, or the outputs of
+nodes whose inputs all are (folded at import, ``import_fold``). Each node is translated by the
+function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop`` become ``cond`` and
+``while`` with sub-blocks built from their subgraphs.
 """
 from __future__ import annotations
 
