@@ -10,7 +10,7 @@ import numpy as np
 from gradgen.framework import Executor, Scope, gradients, optimizer
 from gradgen.framework.runtime.plan_data import PlanOptions
 from gradgen.framework.tools.onnx import import_onnx
-from gradgen.program import layers, program_guard, Program
+from gradgen.program import Program, layers, program_guard
 from tests.onnx.runtime import require
 
 __all__ = ["torch", "export", "Imported", "assert_near", "TOL", "STEP_TOL"]
@@ -36,7 +36,8 @@ def export(module, args: tuple, **options) -> bytes:
 
 def assert_near(got, want, dtype: str, what: str, tol: dict = TOL) -> None:
     got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}")
     scale = max(float(np.abs(want).max(initial=0.0)), 1.0)
     err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0.0))
     assert err <= tol[dtype] * scale, f"{what}: off by {err:.3g} (scale {scale:.3g}, tolerance {tol[dtype]})"

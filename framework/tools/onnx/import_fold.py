@@ -39,21 +39,6 @@ _PLAIN = PlanOptions(schedule=False, buffers=False, fuse=False)
 """Folding runs each op's kernel once, one by one: nothing to schedule, buffer or compile."""
 
 
-def _fixed(graph, name: str) -> np.ndarray | None:
-    """``name``'s value if it is a constant that is not a trainable parameter (a float initializer)."""
-    g = graph
-    while g is not None:
-        if name in g.consts:
-            return g.consts[name]
-        if name in g.initializers:
-            value = g.initializers[name]
-            return None if value.dtype.kind in "fc" else value
-        if name in g.vars:
-            return None
-        g = g.parent
-    return None
-
-
 def foldable(node, graph) -> dict[str, np.ndarray] | None:
     """The constant inputs of ``node`` by name when every one of its inputs is one and it may be folded,
     else None."""
@@ -62,7 +47,7 @@ def foldable(node, graph) -> dict[str, np.ndarray] | None:
         return None
     values = {}
     for name in names:
-        value = _fixed(graph, name)
+        value = graph.lookup_fixed(name)
         if value is None:
             return None
         values[name] = value

@@ -59,42 +59,48 @@ class Graph:
         self.dims: dict[str, tuple[str, int]] = {}  # ONNX value name -> (var, axis) whose run-time size it holds
         self.defined: set[str] = set(parent.defined) if parent is not None else set()  # names given a value
 
+    def enclosing(self) -> Iterator["Graph"]:
+        """This graph, then each graph around it outward."""
+        g = self
+        while g is not None:
+            yield g
+            g = g.parent
+
     def lookup_symbol(self, table: str, name: str) -> tuple[str, int] | None:
         """``name`` in ``dims`` or ``unit_dims`` of this graph or an enclosing one."""
-        g = self
-        while g is not None:
-            if name in getattr(g, table):
-                return getattr(g, table)[name]
-            g = g.parent
-        return None
+        return next((getattr(g, table)[name] for g in self.enclosing() if name in getattr(g, table)), None)
 
     def lookup_shape(self, name: str) -> str | None:
-        g = self
-        while g is not None:
-            if name in g.shapes:
-                return g.shapes[name]
-            g = g.parent
-        return None
+        return next((g.shapes[name] for g in self.enclosing() if name in g.shapes), None)
 
     def lookup_const(self, name: str) -> np.ndarray | None:
-        g = self
-        while g is not None:
+        for g in self.enclosing():
             if name in g.consts:
                 return g.consts[name]
             if name in g.initializers:
                 return g.initializers[name]
-            g = g.parent
+        return None
+
+    def lookup_fixed(self, name: str) -> np.ndarray | None:
+        """``name``'s value if it is a constant that is not a trainable parameter (a float initializer): what
+        constant folding may read."""
+        for g in self.enclosing():
+            if name in g.consts:
+                return g.consts[name]
+            if name in g.initializers:
+                value = g.initializers[name]
+                return None if value.dtype.kind in "fc" else value
+            if name in g.vars:
+                return None
         return None
 
     def lookup_var(self, name: str) -> str | None:
-        g = self
-        while g is not None:
+        for g in self.enclosing():
             if name in g.vars:
                 return g.vars[name]
             if name in g.initializers:
                 g.vars[name] = self.importer.parameter(name, g.initializers[name])
                 return g.vars[name]
-            g = g.parent
         return None
 
 
