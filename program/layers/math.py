@@ -147,5 +147,5 @@ silu = _unary("silu")
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign", "elu", "erf", "silu"
+    "sign", "elu", "erf", "silu", "remainder"
 ]
