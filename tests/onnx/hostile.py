@@ -90,6 +90,15 @@ def _models():
                                    node("Concat", ["u", "minus_one"], ["to"], name="concat", axis=0),
                                    node("Reshape", ["x", "to"], ["y"], name="reshape")], [x23], [y],
                                   [const("one", 1), const("two", 2), const("ax", [0]), const("minus_one", [-1])]),
+        "run_time_shape": model([node("Shape", ["x"], ["s"], name="shape"),
+                                 node("Gather", ["s", "zero"], ["b"], name="gather", axis=0),
+                                 node("Unsqueeze", ["b", "ax"], ["u"], name="unsqueeze"),
+                                 node("Slice", ["s", "one", "two"], ["rest"], name="slice"),
+                                 node("Mul", ["rest", "one"], ["cols"], name="mul"),
+                                 node("Concat", ["u", "cols"], ["to"], name="concat", axis=0),
+                                 node("Cast", ["to"], ["to64"], name="cast", to=i64),
+                                 node("Reshape", ["x", "to64"], ["y"], name="reshape")], [info("x", f, [None, 3])],
+                                [y], [const("zero", 0), const("one", [1]), const("two", [2]), const("ax", [0])]),
     }
 
 

@@ -72,8 +72,46 @@ def test_the_shape_of_a_dim_known_only_at_run_time_is_not_folded():
         x = np.arange(batch * 3, dtype=np.float32).reshape(batch, 3)
         (y,) = Executor().run(program, feed={"x": x}, fetch_list=list(outputs.values()), scope=Scope())
         np.testing.assert_array_equal(y, 2 * x)
-    with pytest.raises(OnnxImportError, match=r"node #1 '' \(Gather\)"):  # nor is any arithmetic on it
-        import_onnx(_heads_model(None))
+
+
+def test_shape_arithmetic_on_a_run_time_batch_folds_the_static_dims_and_keeps_the_batch_a_run_time_dim():
+    model = _heads_model(None)
+    program, _, outputs = import_onnx(model)
+    assert [op.type for op in program.global_block().ops] == ["reshape"]
+    assert program.global_block().ops[0].attr("shape") == [0, 5, 3, 4]  # 0: the batch dim, copied at run time
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 5, 12)).astype(np.float32)
+        (y,) = Executor().run(program, feed={"x": x}, fetch_list=list(outputs.values()), scope=Scope())
+        np.testing.assert_array_equal(y, x.reshape(batch, 5, 3, 4))
+
+
+def _flatten_model(swap):
+    """x[b, 4, 3] reshaped to [b * 4, 3] (one run-time entry: inferred), or x[b, s, 3] to [s, b, 3] (two run-time
+    entries, neither a copy of x's dim at its place: refused)."""
+    x = helper.make_tensor_value_info("x", F, [None, None, 3] if swap else [None, 4, 3])
+    if swap:
+        picks = [node("Gather", ["s", "one"], ["p0"], axis=0), node("Gather", ["s", "zero"], ["p1"], axis=0)]
+    else:
+        picks = [node("Gather", ["s", "zero"], ["b"], axis=0), node("Mul", ["b", "four"], ["p0"]),
+                 node("Identity", ["three0"], ["p1"])]
+    nodes = [node("Shape", ["x"], ["s"]), *picks, node("Unsqueeze", ["p0", "ax"], ["u0"]),
+             node("Unsqueeze", ["p1", "ax"], ["u1"]),
+             node("Concat", ["u0"] + (["u1"] if swap else []) + ["three"], ["to"], axis=0),
+             node("Reshape", ["x", "to"], ["y"], name="flatten")]
+    return _model(nodes, [x], [helper.make_tensor_value_info("y", F, None)],
+                  [_ints("zero", 0), _ints("one", 1), _ints("four", 4), _ints("ax", [0]), _ints("three", [3]),
+                   _ints("three0", 3)])
+
+
+def test_a_run_time_entry_computed_from_the_batch_is_inferred_and_two_are_an_error_naming_the_reshape():
+    program, _, outputs = import_onnx(_flatten_model(swap=False))
+    assert program.global_block().ops[-1].attr("shape") == [-1, 3]
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    (y,) = Executor().run(program, feed={"x": x}, fetch_list=list(outputs.values()), scope=Scope())
+    np.testing.assert_array_equal(y, x.reshape(8, 3))
+    with pytest.raises(OnnxImportError, match=r"node #6 'flatten' \(Reshape\): a shape with 2 entries known only "
+                                              "at run time"):
+        import_onnx(_flatten_model(swap=True))
 
 
 def test_a_float_initializer_stays_a_trainable_parameter_though_its_node_has_only_constant_inputs():

@@ -113,3 +113,24 @@ def test_five_sgd_steps_match_pytorch(name, dtype):
         imported.run(feed, r, [])
     for pname, value in dict(module.named_parameters()).items():
         assert_near(imported.scope[pname], value.detach().numpy(), dtype, f"{pname} after {STEPS} steps", STEP_TOL)
+
+
+def test_attention_exported_with_a_dynamic_batch_runs_at_any_batch_size_as_pytorch_does():
+    torch.manual_seed(0)
+    module = Attention().double()
+    model = export(module.eval(), (torch.randn(2, SEQ, EMBED, dtype=torch.float64),), input_names=["q"],
+                   dynamic_axes={"q": {0: "batch"}})
+    imported = Imported(model)
+    assert imported.program.global_block().var("q").shape == (-1, SEQ, EMBED)
+    module.train()
+    for batch in (1, 3):
+        q = torch.randn(batch, SEQ, EMBED, dtype=torch.float64)
+        module.zero_grad()
+        out = module(q)
+        r = np.random.default_rng(batch).standard_normal(tuple(out.shape))
+        (out * torch.from_numpy(r)).sum().backward()
+        fetched = imported.run({"q": q.numpy()}, r, [imported.out_name] + list(imported.grads))
+        assert_near(fetched[0], out.detach().numpy(), "float64", f"output at batch {batch}")
+        for var, grad in zip(imported.trainable, fetched[1:]):
+            assert_near(grad, dict(module.named_parameters())[var.name].grad.numpy(), "float64",
+                        f"d loss / d {var.name} at batch {batch}")

@@ -8,9 +8,9 @@ graph, so later nodes read them as attrs. Nothing is evaluated by any other mean
 
 What is never folded: nodes without inputs, random and training-mode nodes, control flow, and any node
 that reads a float initializer (a trainable parameter stays a parameter, even where an exporter
-transposes or scales it). The ``Shape`` of a var with dims known only at run time is not a constant, so
-nothing downstream of it folds. A node whose result would be larger than the import limit is imported
-as ops instead.
+transposes or scales it). The ``Shape`` of a var with dims known only at run time is not a constant: it is
+a shape vector (``import_dims``), whose known entries become constants where arithmetic picks only them.
+A node whose result would be larger than the import limit is imported as ops instead.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
+from .import_dims import of_shape, reshape_target
 
 __all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
@@ -209,6 +210,9 @@ def reshape(ctx):
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
     if ctx.attr("allowzero", 0):
         raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
+    vector = ctx.graph.lookup_vector(ctx.node.input[1])
+    if vector is not None:
+        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(vector.entries, ctx.x(0), ctx.rank(0))})
     ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.ints(1)})
 
 
@@ -448,15 +452,17 @@ def constant(ctx):
 
 
 def shape(ctx):
+    """Shape -> a constant when every dim is known; else a shape vector (``import_dims``) whose entries are
+    the known dims and the run-time ones as ``Dim``s, and, for the whole shape or one run-time dim, the var it
+    is the shape of (``Expand``/``Reshape``/``ConstantOfShape`` of it, ``reduce_as``'s export)."""
     s = ctx.shape(0)
     if -1 in s:
         start, end = ctx.attr("start", 0), ctx.attr("end", None)
+        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), start, end)
         if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
             ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
-            return None
-        if start or end is not None:
-            raise NotImportable("part of a shape known only at run time")
-        ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
+        elif not start and end is None:
+            ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
     ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
 

@@ -25,6 +25,7 @@ from gradgen.program.ops import OP_SCHEMAS
 
 from . import import_table
 from .errors import NotImportable, OnnxImportError
+from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
 from .import_fold import fold, foldable
 from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
 from .limits import ImportLimits
@@ -57,6 +58,7 @@ class Graph:
         self.shapes: dict[str, str] = {}  # ONNX value name -> the gradgen var whose run-time shape it holds
         self.unit_dims: dict[str, tuple[str, int]] = {}  # ONNX bool -> (var, axis): "that dim is 1 at run time"
         self.dims: dict[str, tuple[str, int]] = {}  # ONNX value name -> (var, axis) whose run-time size it holds
+        self.vectors: dict[str, ShapeVector] = {}  # ONNX value name -> a shape vector with run-time entries
         self.defined: set[str] = set(parent.defined) if parent is not None else set()  # names given a value
 
     def enclosing(self) -> Iterator["Graph"]:
@@ -72,6 +74,9 @@ class Graph:
 
     def lookup_shape(self, name: str) -> str | None:
         return next((g.shapes[name] for g in self.enclosing() if name in g.shapes), None)
+
+    def lookup_vector(self, name: str) -> ShapeVector | None:
+        return next((g.vectors[name] for g in self.enclosing() if name in g.vectors), None)
 
     def lookup_const(self, name: str) -> np.ndarray | None:
         for g in self.enclosing():
@@ -287,7 +292,26 @@ class Importer:
         inputs = foldable(node, graph)
         if inputs is not None and fold(self, graph, node, inputs, Graph(self), translate):
             return
-        translate(graph)
+        if not self.shape_arithmetic(graph, node):
+            translate(graph)
+
+    @staticmethod
+    def shape_arithmetic(graph: Graph, node) -> bool:
+        """Compute ``node`` at import if it is arithmetic on shape vectors with run-time entries and constants
+        (``import_dims``): its output becomes a constant when every entry is known, else a shape vector."""
+        names = list(node.input)
+        vectors = [graph.lookup_vector(n) if n else None for n in names]
+        if all(v is None for v in vectors) or "" in names:
+            return False
+        values = [v if v is not None else graph.lookup_fixed(n) for n, v in zip(names, vectors)]
+        vector = evaluate_shape_vector(node, {a.name: helper.get_attribute_value(a) for a in node.attribute}, values)
+        if vector is None:
+            return False
+        if vector.known():
+            graph.consts[node.output[0]] = vector.value()
+        else:
+            graph.vectors[node.output[0]] = vector
+        return True
 
     def parameter(self, name: str, value: np.ndarray) -> str:
         """An initializer used as data: a persistable parameter of the global block."""
