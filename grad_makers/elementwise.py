@@ -63,5 +63,18 @@ maximum_grad = binary("elementwise_max", emits=("greater_than", "greater_equal",
 minimum_grad = binary("elementwise_min", emits=("less_than", "less_equal", "greater_than", "greater_equal") + _MASK,
                       dx=_won("less_than", "less_equal"), dy=_won("greater_than", "greater_equal"))
 
-__all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad", "pow_dx",
+
+
+def mod_quotient(g, x, y, out):
+    """The quotient of ``x mod y`` (floor or truncated, whichever the op took), as (x - out) / y: piecewise
+    constant, and built from ``out`` so that its own derivatives are zero (d(x - out)/dx = 0, d((x - out)/y)/dy
+    = q/y - q/y), which keeps the second derivatives exact."""
+    return g.div(g.sub(x, out), y)
+
+
+mod_grad = binary("elementwise_mod", emits=("elementwise_sub", "elementwise_div", "elementwise_mul", "scale",
+                                            "assign", "reduce_as"),
+                  dx=None, dy=lambda g, x, y, out, dout: g.neg(g.mul(dout, mod_quotient(g, x, y, out))))
+
+__all__ = ["add_grad", "sub_grad", "mul_grad", "div_grad", "pow_grad", "maximum_grad", "minimum_grad", "mod_grad", "mod_quotient", "pow_dx",
            "pow_dy"]

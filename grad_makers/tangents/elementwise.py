@@ -64,6 +64,16 @@ maximum_tangent = _winner(reverse.maximum_grad)
 minimum_tangent = _winner(reverse.minimum_grad)
 
 
+@tangent_rule("elementwise_mod", emits=("elementwise_sub", "elementwise_div", "elementwise_mul", "scale",
+                                        "elementwise_add", "broadcast_to"))
+def mod_tangent(g, op):
+    """d(x mod y) = dx - dy * q, q the piecewise constant quotient."""
+    x, y, out, tx, ty = _sides(op)
+    if ty is None:
+        return {"Out": at_shape(g, op, tx, x, out)}
+    return {"Out": total(g, [tx, g.neg(g.mul(ty, reverse.mod_quotient(g, x, y, out)))])}
+
+
 @tangent_rule("matmul", emits=("matmul", "elementwise_add"))
 def matmul_tangent(g, op):
     """d(X @ Y) = dX @ Y + X @ dY, with the op's transposes."""
@@ -81,4 +91,4 @@ def einsum_tangent(g, op):
 
 
 __all__ = ["einsum_tangent", "add_tangent", "sub_tangent", "mul_tangent", "div_tangent", "pow_tangent",
-           "maximum_tangent", "minimum_tangent", "matmul_tangent"]
+           "maximum_tangent", "minimum_tangent", "mod_tangent", "matmul_tangent"]

@@ -14,7 +14,7 @@ from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equ
 from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
                            sum, transpose, tril, triu, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
-                   negative, pow, reciprocal, relu, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
+                   negative, pow, reciprocal, relu, remainder, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
                    tanh)
 from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
@@ -83,6 +83,7 @@ __all__ = [
     "maximum",
     "mean",
     "minimum",
+    "remainder",
     "mse_loss",
     "multiply",
     "negative",

@@ -88,6 +88,15 @@ def minimum(x, y, name=None) -> Variable:
     return _binary("elementwise_min", x, y, name)
 
 
+def remainder(x, y, fmod: bool = False, name=None) -> Variable:
+    """x mod y: the sign of y (Python's ``%``, the floor quotient's remainder), or with ``fmod`` the sign of x
+    (C's fmod, the truncated quotient's)."""
+    if not isinstance(x, Variable) and not isinstance(y, Variable):
+        raise ProgramError(f"remainder needs at least one Variable, got {type(x).__name__} and {type(y).__name__}")
+    x, y = as_operands(x, y)
+    return append("elementwise_mod", {"X": x, "Y": y}, {"fmod": bool(fmod)}, name=name)
+
+
 def scale(x: Variable, scale: float = 1.0, bias: float = 0.0, name=None) -> Variable:
     """x * scale + bias."""
     return append("scale", {"X": check_var(x, "x")}, {"scale": scale, "bias": bias}, name=name)
@@ -138,5 +147,5 @@ silu = _unary("silu")
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign", "elu", "erf", "silu"
+    "sign", "elu", "erf", "silu", "remainder"
 ]

@@ -7,7 +7,7 @@ and numpy's, so Out is float64.
 from __future__ import annotations
 
 from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
-from ..schema import TensorType, schema
+from ..schema import Attr, TensorType, schema
 from ..shapes import broadcast_shapes
 
 
@@ -36,6 +36,12 @@ SCHEMAS = tuple(
            doc=f"Out = {t[12:]}(X, Y), with numpy broadcasting.{_NOTES.get(t, '')}",
            dtypes={"X": _ACCEPTS[t], "Y": "X"})
     for t in ELEMENTWISE_TYPES
+) + (
+    schema("elementwise_mod", ["X", "Y"], ["Out"], _broadcast, {"fmod": Attr("bool", False)},
+           doc="Out = X mod Y, with numpy broadcasting: the remainder of the floor quotient (the sign of Y, "
+               "Python's %) or, with fmod, of the truncated quotient (the sign of X, C's fmod). Its gradient "
+               "is 1 for X and minus the quotient for Y.",
+           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
 )
 
 

@@ -32,6 +32,13 @@ from .registry_builders import (
 from .registry_cases_23 import CASES_23
 
 
+def _mod(g: Draw) -> Built:
+    """A divisor away from zero (an integer mod 0 is a run-time error), either sign; both quotient kinds."""
+    (xs, ys), dtype = g.broadcast_pair(), g.dtype("X")
+    y = g.array(ys, dtype, 1, 3)
+    return one_op(g, {"X": g.array(xs, dtype), "Y": y if g.flag() else -y}, {"fmod": g.flag()})
+
+
 def _one_hot(g: Draw) -> Built:
     depth = g.int(1, 4)
     return one_op(g, {"X": g.array(g.shape(max_rank=3), g.dtype("X"), 0, depth - 1)},
@@ -329,6 +336,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     **{t: _from_output for t in ("relu_grad", "tanh_grad", "sigmoid_grad")},
     **{t: _like_x for t in ("leaky_relu_grad", "clip_grad", "gelu_grad", "elu_grad")},
     **{t: _binary for t in ELEMENTWISE_TYPES + COMPARISONS + LOGICAL}, "logical_not": _unary,
+    "elementwise_mod": _mod,
     **{t: _reduce for t in REDUCE_TYPES + ("reduce_prod", "logsumexp")},
     **{t: _conv2d for t in ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")},
     **{t: _pool for t in ("pool2d", "pool2d_grad", "pool2d_select")},

@@ -119,8 +119,11 @@ def float64_cases() -> list[Case]:
 def at_a_kink(case: Case) -> bool:
     """Whether the case's op is not differentiable at its inputs, so finite differences say nothing there:
     top_k and sort on tied values (the kernel cases check the tie order), logsumexp over no elements (-inf
-    everywhere). The dot-product and Hessian tests still run them: both modes must agree at ties too."""
+    everywhere), elementwise_mod where X is a multiple of Y (the remainder jumps there). The dot-product and
+    Hessian tests still run them: both modes must agree at ties too."""
     if case.op in ("top_k", "sort"):
         x = np.moveaxis(np.asarray(case.inputs["X"]), case.attrs["axis"], -1)
         return x.size > 0 and any(len(np.unique(row)) < len(row) for row in x.reshape(-1, x.shape[-1]))
+    if case.op == "elementwise_mod":
+        return bool((np.fmod(case.inputs["X"], case.inputs["Y"]) == 0).any())
     return case.op == "logsumexp" and np.asarray(case.inputs["X"]).size == 0

@@ -60,6 +60,7 @@ ELEMENTWISE = {
     "elementwise_pow": (positive, randn, lambda x, y: np.exp(y * np.log(x))),
     "elementwise_max": (randn, randn, lambda x, y: np.where(x >= y, x, y)),
     "elementwise_min": (randn, randn, lambda x, y: np.where(x <= y, x, y)),
+    "elementwise_mod": (randn, away_from_zero, lambda x, y: x - np.floor(x / y) * y),
 }
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 1, 4), (3, 1))]
 

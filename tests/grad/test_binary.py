@@ -25,6 +25,8 @@ BINARY = {
     "pow": (lambda x, y: layers.pow(x, y), True),
     "maximum": (layers.maximum, False),
     "minimum": (layers.minimum, False),
+    "remainder": (lambda x, y: layers.remainder(x, y), False),
+    "remainder_fmod": (lambda x, y: layers.remainder(x, y, fmod=True), False),
 }
 
 

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED = os.path.join(HERE, "node_tests_passing.txt")
 DOC = os.path.join(HERE, "..", "..", "design_docs", "onnx.md")
 TABLE_START, TABLE_END = "<!-- node-test table: start -->", "<!-- node-test table: end -->"
+OPS_START, OPS_END = "<!-- importer ops: start -->", "<!-- importer ops: end -->"
 
 
 @dataclass
@@ -186,6 +187,20 @@ def expected_passing() -> list[str]:
         return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
+def supported_ops() -> str:
+    """The sentence of design_docs/onnx.md that lists the op types the importer has functions for."""
+    from gradgen.framework.tools.onnx.import_table import IMPORTERS
+
+    return "\n".join(textwrap.wrap(f"Supported ONNX ops ({len(IMPORTERS)}): {', '.join(sorted(IMPORTERS))}.", 110,
+                                   break_on_hyphens=False))
+
+
+def with_generated(doc: str, start_mark: str, end_mark: str, text: str) -> str:
+    """``doc`` with the text between two marker comments replaced by ``text``."""
+    start, end = doc.index(start_mark) + len(start_mark), doc.index(end_mark)
+    return doc[:start] + "\n" + text + "\n" + doc[end:]
+
+
 def _write(outcomes: list[Outcome], total: int) -> None:
     with open(EXPECTED, "w") as f:
         f.write("# ONNX backend node tests that pass through gradgen's importer (python -m tests.onnx.conformance "
@@ -193,9 +208,10 @@ def _write(outcomes: list[Outcome], total: int) -> None:
         f.write("\n".join(sorted(o.name for o in outcomes if o.passed)) + "\n")
     with open(DOC) as f:
         doc = f.read()
-    start, end = doc.index(TABLE_START) + len(TABLE_START), doc.index(TABLE_END)
+    doc = with_generated(with_generated(doc, TABLE_START, TABLE_END, table(outcomes, total)), OPS_START, OPS_END,
+                         supported_ops())  # made before the file is opened: a doc missing a marker stays whole
     with open(DOC, "w") as f:
-        f.write(doc[:start] + "\n" + table(outcomes, total) + "\n" + doc[end:])
+        f.write(doc)
 
 
 def main(argv: list[str]) -> int:

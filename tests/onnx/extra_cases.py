@@ -157,6 +157,9 @@ def domain_cases():
         for op in ("reduce_sum", "reduce_max", "reduce_min")[dtype == "int32":]:
             yield Case(op, {"X": a}, None, {"dim": [0], "keep_dim": False}, label=dtype)
         yield Case("transpose", {"X": a}, None, {"perm": [1, 0]}, label=dtype)
+        divisor = np.array([[3, -3, 2, -1]], dtype)
+        for fmod in (False, True):  # both remainders, on integers and (below) floats, with both signs
+            yield Case("elementwise_mod", {"X": a, "Y": divisor}, None, {"fmod": fmod}, label=f"{dtype} fmod={fmod}")
         yield Case("concat", {"X": [a, b]}, None, {"axis": 0}, label=dtype)
         yield Case("gather", {"X": a, "Index": np.array([2, 0, 2], np.int64)}, None, {"axis": 0}, label=dtype)
     for dtype in FLOATS:
@@ -171,6 +174,8 @@ def domain_cases():
         yield Case("reduce_mean_grad", {"X": empty, "Out@GRAD": randn((3,), dtype)}, None,
                    {"dim": [0], "keep_dim": False}, label="zero-size")
         yield Case("sum", {"X": [randn((1, 3), dtype), randn((1, 3), dtype)]}, None, label="size-1")
+        yield Case("elementwise_mod", {"X": 5 * randn((2, 3), dtype), "Y": np.array([2.5, -1.5, 0.75], dtype)}, None,
+                   {"fmod": True}, label="fmod")
 
 
 def schedule_cases():

@@ -82,6 +82,23 @@ def _models():
                                    node("Expand", ["u", "to"], ["e"], name="expand"),
                                    node("Squeeze", ["e", "ax"], ["y"], name="squeeze")], [x23], [y],
                                   [const("ax", [0]), const("to", [1, 2, 3])]),
+        "shape_arithmetic": model([node("Shape", ["x"], ["s"], name="shape"),
+                                   node("Gather", ["s", "one"], ["d"], name="gather", axis=0),
+                                   node("Mod", ["d", "two"], ["m"], name="mod"),
+                                   node("Add", ["m", "d"], ["n"], name="add"),
+                                   node("Unsqueeze", ["n", "ax"], ["u"], name="unsqueeze"),
+                                   node("Concat", ["u", "minus_one"], ["to"], name="concat", axis=0),
+                                   node("Reshape", ["x", "to"], ["y"], name="reshape")], [x23], [y],
+                                  [const("one", 1), const("two", 2), const("ax", [0]), const("minus_one", [-1])]),
+        "run_time_shape": model([node("Shape", ["x"], ["s"], name="shape"),
+                                 node("Gather", ["s", "zero"], ["b"], name="gather", axis=0),
+                                 node("Unsqueeze", ["b", "ax"], ["u"], name="unsqueeze"),
+                                 node("Slice", ["s", "one", "two"], ["rest"], name="slice"),
+                                 node("Mul", ["rest", "one"], ["cols"], name="mul"),
+                                 node("Concat", ["u", "cols"], ["to"], name="concat", axis=0),
+                                 node("Cast", ["to"], ["to64"], name="cast", to=i64),
+                                 node("Reshape", ["x", "to64"], ["y"], name="reshape")], [info("x", f, [None, 3])],
+                                [y], [const("zero", 0), const("one", [1]), const("two", [2]), const("ax", [0])]),
     }
 
 

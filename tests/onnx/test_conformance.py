@@ -39,3 +39,13 @@ def test_the_expected_list_is_up_to_date(outcomes):
 
 def test_every_failure_says_why(outcomes):
     assert all(o.reason for o in outcomes if not o.passed)
+
+
+def test_the_design_doc_lists_the_ops_the_importer_has():
+    require("onnx")
+    from tests.onnx.conformance import DOC, OPS_END, OPS_START, supported_ops, with_generated
+
+    with open(DOC) as f:
+        doc = f.read()
+    assert with_generated(doc, OPS_START, OPS_END, supported_ops()) == doc, (
+        "stale: run `python -m tests.onnx.conformance --write`")

@@ -100,9 +100,6 @@ def test_causal_attention_built_with_trilu_imports_and_matches_torch(dtype):
     assert "tril" in types and "triu" in types
 
 
-@pytest.mark.xfail(strict=True, raises=OnnxImportError, reason="needs import-time constant folding (issue 23, another engineer's piece): "
-                                       "PyTorch builds the causal mask from Shape -> Slice -> Concat -> Expand, "
-                                       "before its Trilu")
 @pytest.mark.parametrize("batch_dynamic", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_scaled_dot_product_attention_is_causal_imports_and_matches_torch(dtype, batch_dynamic):

@@ -7,7 +7,7 @@ import numpy as np
 from gradgen.program.ops.conv import pool_out_size
 
 from .errors import NotImportable
-from .import_ops import padded
+from .import_ops import FLOATS, padded
 
 
 def _pads(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
@@ -128,6 +128,67 @@ def _past_padding(ctx, ksize, strides, pads, dilations):
     return (inside / padded).reshape(1, 1, *inside.shape).astype(ctx.dtype(0))
 
 
+def _reduction(ctx) -> bool:
+    """Whether a Scatter node adds its updates (``reduction="add"``) rather than writing them ("none")."""
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise NotImportable(f"reduction='{reduction}' (gradgen imports 'none' and 'add')")
+    return reduction == "add"
+
+
+def scatter_elements(ctx):
+    """ScatterElements -> take_along_axis_grad, which adds Updates at Index along the axis onto zeros shaped
+    like Data (the adjoint of GatherElements, differentiable in Updates): added to Data for "add"; for "none"
+    Data where no index points, else the updates (repeated indices add up there; ONNX leaves them undefined).
+    Floats, with Indices shaped like Data but on the axis (so that Updates' gradient is a take_along_axis)."""
+    if ctx.dtype(0) not in FLOATS:
+        raise NotImportable(f"Data of type {ctx.dtype(0)} (floats only)")
+    rank = ctx.rank(0)
+    axis = ctx.axis(int(ctx.attr("axis", 0)), rank)
+    data, index, updates = ctx.x(0), ctx.x(1), ctx.x(2)
+    if ctx.rank(1) != rank or any(a != b for i, (a, b) in enumerate(zip(ctx.shape(0), ctx.shape(1))) if i != axis):
+        raise NotImportable(f"Indices {list(ctx.shape(1))} not shaped like Data {list(ctx.shape(0))} off axis {axis}")
+    placed = ctx.tmp("take_along_axis_grad", {"X": data, "Index": index, "Out@GRAD": updates}, {"axis": axis},
+                     slot="X@GRAD")
+    if _reduction(ctx):
+        return ctx.out("elementwise_add", {"X": data, "Y": placed})
+    ones = ctx.tmp("fill_any_like", {"X": updates}, {"value": 1.0})
+    hits = ctx.tmp("take_along_axis_grad", {"X": data, "Index": index, "Out@GRAD": ones}, {"axis": axis},
+                   slot="X@GRAD")
+    hit = ctx.tmp("greater_than", {"X": hits, "Y": ctx.tmp("fill_zeros_like", {"X": hits})})
+    ctx.out("where", {"Condition": hit, "X": placed, "Y": data})
+
+
+def scatter_nd(ctx):
+    """ScatterND -> scatter (or scatter_add for "add") along axis 0 of Data with its first k dims merged into
+    one, the k-tuples of Indices turned into positions in that merged dim (negative components count from the
+    end); reshaped back. Data's shape must be known at import; "none" with a repeated position is a run-time
+    error (ONNX leaves it undefined)."""
+    add = _reduction(ctx)
+    dims, k = ctx.shape(0), ctx.shape(1)[-1] if ctx.rank(1) else -1
+    if k < 1 or k > len(dims) or -1 in dims[:k]:
+        raise NotImportable(f"Indices {list(ctx.shape(1))} into Data {list(dims)} (the last dim of Indices and the "
+                            "Data dims it indexes must be known)")
+    if ctx.dtype(1) != "int64":
+        raise NotImportable(f"Indices of type {ctx.dtype(1)}")
+    index, sizes = ctx.x(1), ctx.importer.constant_var(f"{ctx.node.output[0]}_dims", np.array(dims[:k], np.int64))
+    zero = ctx.tmp("fill_zeros_like", {"X": index})
+    wrapped = ctx.tmp("elementwise_add", {"X": index, "Y": sizes})
+    index = ctx.tmp("where", {"Condition": ctx.tmp("less_than", {"X": index, "Y": zero}), "X": wrapped, "Y": index})
+    strides = np.cumprod((list(dims[1:k]) + [1])[::-1])[::-1].astype(np.int64)
+    weights = ctx.importer.constant_var(f"{ctx.node.output[0]}_strides", strides)
+    position = ctx.tmp("reduce_sum", {"X": ctx.tmp("elementwise_mul", {"X": index, "Y": weights})},
+                       {"dim": [-1], "keep_dim": False, "reduce_all": False})
+    rest = list(dims[k:])
+    if -1 in rest:
+        raise NotImportable(f"Data {list(dims)} has dims known only at run time after the indexed ones")
+    merged = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [int(np.prod(dims[:k]))] + rest})
+    rows = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1] + rest})
+    flat = ctx.tmp("reshape", {"X": position}, {"shape": [-1]})
+    done = ctx.tmp("scatter_add" if add else "scatter", {"X": merged, "Index": flat, "Updates": rows}, {"axis": 0})
+    ctx.out("reshape", {"X": done}, {"shape": list(dims)})
+
+
 def _pool(kind):
     def translate(ctx):
         dims = _dims(ctx, "pooling")
@@ -190,14 +251,58 @@ def group_norm(ctx):
     _affine(ctx, ctx.tmp("reshape_as", {"X": y, "Target": ctx.x(0)}), ctx.rank(0), final=True)
 
 
+def _decimal(value: float) -> float:
+    """A float attr (ONNX stores float32) as the shortest decimal that float32 reads back as it: the value the
+    exporter wrote (0.9, 1e-5), not its float32 neighbour (0.8999999762), which would move a float64 model's
+    running statistics in the eighth digit."""
+    return float(str(np.float32(value)))
+
+
+def _training(ctx) -> bool:
+    """Whether a BatchNormalization normalizes by the batch's statistics: ``training_mode`` (opset 14 on), or
+    running-statistics outputs asked for (before 14, where they imply it)."""
+    asked = len([o for o in ctx.node.output[1:] if o]) > 0
+    if ctx.opset >= 14:
+        return bool(ctx.attr("training_mode", 0))
+    return asked
+
+
+def _running_stat(ctx, k: int) -> str:
+    """Input k (the running mean or variance) as the persistable var batch_norm updates in place: it stays a
+    parameter (saved with the others) that no optimizer updates."""
+    var = ctx.var(k)
+    if not var.persistable:
+        raise NotImportable(f"input {k} ('{ctx.node.input[k]}'), a running statistic updated in training, must be "
+                            "an initializer")
+    var.trainable, var.stop_gradient = False, True
+    return var.name
+
+
 def batch_norm(ctx):
-    if ctx.attr("training_mode", 0) or len([o for o in ctx.node.output if o]) > 1:
-        raise NotImportable("training mode (running-statistics outputs)")
-    names = ctx.op("batch_norm", {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2), "Mean": ctx.x(3),
-                                  "Variance": ctx.x(4)},
-                   {"epsilon": float(ctx.attr("epsilon", 1e-5)), "momentum": float(ctx.attr("momentum", 0.9)),
-                    "is_test": True}, names={"Y": [ctx.node.output[0]]})
-    ctx.bind(0, names["Y"][0])
+    """BatchNormalization -> batch_norm. In training mode the batch's statistics normalize and the running
+    mean and variance (initializers) are updated in place on every run, as ONNX's outputs define them:
+    momentum * running + (1 - momentum) * batch statistic (ONNX's momentum weighs the old value, as gradgen's
+    does; the batch variance is the population one, as ONNX specifies)."""
+    training = _training(ctx)
+    if len(ctx.node.output) > 3 and any(ctx.node.output[3:]):
+        raise NotImportable("the saved_mean/saved_var outputs")
+    if not training and any(ctx.node.output[1:]):
+        raise NotImportable("running-statistics outputs in inference mode")
+    inputs = {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2)}
+    attrs = {"epsilon": _decimal(ctx.attr("epsilon", 1e-5)), "momentum": _decimal(ctx.attr("momentum", 0.9)),
+             "is_test": not training}
+    if not training:
+        names = ctx.op("batch_norm", {**inputs, "Mean": ctx.x(3), "Variance": ctx.x(4)}, attrs,
+                       names={"Y": [ctx.node.output[0]]})
+        return ctx.bind(0, names["Y"][0])
+    mean, var = _running_stat(ctx, 3), _running_stat(ctx, 4)
+    y = ctx.importer.fresh(ctx.node.output[0])
+    ctx.importer.block().append_op("batch_norm", {**inputs, "Mean": [mean], "Variance": [var]},
+                                   {"Y": [y], "MeanOut": [mean], "VarianceOut": [var]}, attrs,
+                                   callsite=f"onnx node {ctx.node.name!r}")
+    for k, name in enumerate((y, mean, var)):
+        if k < len(ctx.node.output) and ctx.node.output[k]:
+            ctx.bind(k, name)
 
 
 def layer_norm(ctx):
@@ -231,8 +336,20 @@ def layer_norm(ctx):
 
 
 def dropout(ctx):
-    if ctx.opset >= 12 and ctx.has(2) and bool(ctx.scalar(2)):
-        raise NotImportable("training_mode=True")
-    ctx.out("assign", {"X": ctx.x(0)})
+    """Dropout -> assign in inference, gradgen's dropout with ``training_mode`` true (opset 12 on: the ratio
+    and the mode are inputs, which must be constants; the ``seed`` attr seeds it). The bool Mask output is
+    where gradgen's mask (the factor each element was multiplied by) is nonzero."""
+    training = ctx.opset >= 12 and ctx.has(2) and bool(ctx.scalar(2))
+    if not training:
+        ctx.out("assign", {"X": ctx.x(0)})
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
+        return
+    p = float(ctx.scalar(1)) if ctx.has(1) else 0.5
+    if not 0.0 <= p < 1.0:
+        raise NotImportable(f"ratio {p} (it must be in [0, 1))")
+    names = ctx.op("dropout", {"X": ctx.x(0)}, {"p": p, "is_test": False, "seed": int(ctx.attr("seed", 0))},
+                   names={"Out": [ctx.node.output[0]]})
+    ctx.bind(0, names["Out"][0])
     if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
+        ctx.bind(1, ctx.tmp("cast", {"X": names["Mask"][0]}, {"out_dtype": "bool"}))

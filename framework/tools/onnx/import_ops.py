@@ -12,6 +12,7 @@ from gradgen.program.einsum_equation import EinsumError, parse_einsum
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
+from .import_dims import of_shape, reshape_target
 
 __all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
@@ -36,12 +37,20 @@ def _floats_only(ctx, k: int = 0) -> None:
 def _binary(op_type):
     def translate(ctx):
         if op_type == "elementwise_div" and ctx.dtype(0) not in FLOATS:
-            raise NotImportable("integer division truncates in ONNX; gradgen's elementwise_div is true division")
+            return _integer_div(ctx)
         y = ctx.x(1)
         if op_type == "elementwise_pow" and ctx.dtype(0) in FLOATS and ctx.dtype(1) != ctx.dtype(0):
             y = ctx.tmp("cast", {"X": y}, {"out_dtype": ctx.dtype(0)})  # ONNX's Pow takes any exponent type
         ctx.out(op_type, {"X": ctx.x(0), "Y": y})
     return translate
+
+
+def _integer_div(ctx):
+    """ONNX's integer Div truncates: (x - fmod(x, y)) / y divides exactly, and gradgen's true division of
+    integers (in float64) is exact for them up to 2 ** 53; cast back to the operands' type."""
+    x, y, dtype = ctx.x(0), ctx.x(1), ctx.dtype(0)
+    whole = ctx.tmp("elementwise_sub", {"X": x, "Y": ctx.tmp("elementwise_mod", {"X": x, "Y": y}, {"fmod": True})})
+    ctx.out("cast", {"X": ctx.tmp("elementwise_div", {"X": whole, "Y": y})}, {"out_dtype": dtype})
 
 
 def _variadic(op_type):
@@ -73,6 +82,11 @@ def _compare(op_type):
             return None
         ctx.out(op_type, {"X": ctx.x(0), "Y": ctx.x(1)})
     return translate
+
+
+def mod(ctx):
+    """Mod -> elementwise_mod: fmod=0 the floor remainder (the sign of the divisor), fmod=1 the truncated one."""
+    ctx.out("elementwise_mod", {"X": ctx.x(0), "Y": ctx.x(1)}, {"fmod": bool(ctx.attr("fmod", 0))})
 
 
 def neg(ctx):
@@ -171,18 +185,20 @@ def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
     return None
 
 
-def _reduce(op_type):
+def _reduce(op_type, squared: bool = False):
+    """A reduction; ``squared``: of the input's squares (ReduceSumSquare)."""
     def translate(ctx):
         axes, keep = _axes(ctx), bool(ctx.attr("keepdims", 1))
+        x = ctx.tmp("square", {"X": ctx.x(0)}) if squared else ctx.x(0)
         if axes == [] or axes is None:
             if ctx.attr("noop_with_empty_axes", 0):
-                return ctx.out("assign", {"X": ctx.x(0)})
+                return ctx.out("assign", {"X": x})
             axes = list(range(ctx.rank(0)))
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
         if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
             raise NotImportable("max/min over an empty axis")
-        ctx.out(op_type, {"X": ctx.x(0)}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+        ctx.out(op_type, {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
     return translate
 
 
@@ -196,6 +212,9 @@ def reshape(ctx):
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
     if ctx.attr("allowzero", 0):
         raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
+    vector = ctx.graph.lookup_vector(ctx.node.input[1])
+    if vector is not None:
+        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(vector.entries, ctx.x(0), ctx.rank(0))})
     ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.ints(1)})
 
 
@@ -391,17 +410,42 @@ def constant(ctx):
 
 
 def shape(ctx):
+    """Shape -> a constant when every dim is known; else a shape vector (``import_dims``) whose entries are
+    the known dims and the run-time ones as ``Dim``s, and, for the whole shape or one run-time dim, the var it
+    is the shape of (``Expand``/``Reshape``/``ConstantOfShape`` of it, ``reduce_as``'s export)."""
     s = ctx.shape(0)
     if -1 in s:
         start, end = ctx.attr("start", 0), ctx.attr("end", None)
+        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), start, end)
         if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
             ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
-            return None
-        if start or end is not None:
-            raise NotImportable("part of a shape known only at run time")
-        ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
+        elif not start and end is None:
+            ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
     ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
+
+
+def _random_like(op_type: str, params: dict[str, tuple[str, float]]):
+    """RandomUniformLike / RandomNormalLike -> uniform_random / gaussian_random with the input's shape (which
+    must be known at import: gradgen's random ops take a static shape) and dtype (or the ``dtype`` attr); the
+    ``seed`` attr seeds gradgen's generator (0 without one, so an import is reproducible)."""
+    def translate(ctx):
+        shape = ctx.shape(0)
+        if -1 in shape:
+            raise NotImportable(f"an input of shape {list(shape)} (gradgen's {op_type} needs a shape known now)")
+        dtype = numpy_dtype(ctx.attr("dtype")) if "dtype" in ctx.attrs else ctx.dtype(0)
+        if dtype not in FLOATS:
+            raise NotImportable(f"samples of type {dtype} (floats only)")
+        seed = float(ctx.attr("seed", 0.0))
+        if not np.isfinite(seed) or abs(seed) >= 2 ** 63:
+            raise NotImportable(f"seed {seed}")
+        attrs = {gradgen: float(ctx.attr(onnx_name, default)) for gradgen, (onnx_name, default) in params.items()}
+        ctx.out(op_type, {}, {"shape": list(shape), "dtype": dtype, "seed": int(seed), **attrs})
+    return translate
+
+
+random_uniform_like = _random_like("uniform_random", {"min": ("low", 0.0), "max": ("high", 1.0)})
+random_normal_like = _random_like("gaussian_random", {"mean": ("mean", 0.0), "std": ("scale", 1.0)})
 
 
 def constant_of_shape(ctx):

@@ -6,13 +6,14 @@ from .import_control import (
 )
 from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
-    instance_norm, layer_norm, top_k,
+    instance_norm, layer_norm, scatter_elements, scatter_nd, top_k,
 )
 from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    neg, not_, pad, reshape, shape, slice_, split, squeeze, transpose, trilu, unsqueeze, where,
+    mod, neg, not_, pad, random_normal_like, random_uniform_like, reshape, shape, slice_, split, squeeze,
+    transpose, trilu, unsqueeze, where,
 )
 
 __all__ = ["IMPORTERS"]
@@ -31,6 +32,8 @@ IMPORTERS = {
     "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
+    "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
+    "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod, "ReduceSumSquare": _reduce("reduce_sum", squared=True),
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
     "Trilu": trilu,

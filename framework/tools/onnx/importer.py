@@ -3,14 +3,16 @@
 Graph inputs become data vars; initializers that ops use as data become persistable parameters
 (trainable when they are floats), so a user can ``append_backward`` to an imported model and
 fine-tune it. Inputs that gradgen keeps as attrs (shapes, axes, split sizes, pads) must be
-constants: initializers, ``Constant`` nodes, or graph inputs frozen with ``constants=``. Each node
-is translated by the function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop``
-become ``cond`` and ``while`` with sub-blocks built from their subgraphs.
+constants: initializers, ``Constant`` nodes, graph inputs frozen with ``constants=``, or the outputs of
+nodes whose inputs all are (folded at import, ``import_fold``). Each node is translated by the
+function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop`` become ``cond`` and
+``while`` with sub-blocks built from their subgraphs.
 """
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -23,6 +25,8 @@ from gradgen.program.ops import OP_SCHEMAS
 
 from . import import_table
 from .errors import NotImportable, OnnxImportError
+from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
+from .import_fold import fold, foldable
 from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
 from .limits import ImportLimits
 
@@ -54,44 +58,54 @@ class Graph:
         self.shapes: dict[str, str] = {}  # ONNX value name -> the gradgen var whose run-time shape it holds
         self.unit_dims: dict[str, tuple[str, int]] = {}  # ONNX bool -> (var, axis): "that dim is 1 at run time"
         self.dims: dict[str, tuple[str, int]] = {}  # ONNX value name -> (var, axis) whose run-time size it holds
+        self.vectors: dict[str, ShapeVector] = {}  # ONNX value name -> a shape vector with run-time entries
         self.defined: set[str] = set(parent.defined) if parent is not None else set()  # names given a value
+
+    def enclosing(self) -> Iterator["Graph"]:
+        """This graph, then each graph around it outward."""
+        g = self
+        while g is not None:
+            yield g
+            g = g.parent
 
     def lookup_symbol(self, table: str, name: str) -> tuple[str, int] | None:
         """``name`` in ``dims`` or ``unit_dims`` of this graph or an enclosing one."""
-        g = self
-        while g is not None:
-            if name in getattr(g, table):
-                return getattr(g, table)[name]
-            g = g.parent
-        return None
+        return next((getattr(g, table)[name] for g in self.enclosing() if name in getattr(g, table)), None)
 
     def lookup_shape(self, name: str) -> str | None:
-        g = self
-        while g is not None:
-            if name in g.shapes:
-                return g.shapes[name]
-            g = g.parent
-        return None
+        return next((g.shapes[name] for g in self.enclosing() if name in g.shapes), None)
+
+    def lookup_vector(self, name: str) -> ShapeVector | None:
+        return next((g.vectors[name] for g in self.enclosing() if name in g.vectors), None)
 
     def lookup_const(self, name: str) -> np.ndarray | None:
-        g = self
-        while g is not None:
+        for g in self.enclosing():
             if name in g.consts:
                 return g.consts[name]
             if name in g.initializers:
                 return g.initializers[name]
-            g = g.parent
+        return None
+
+    def lookup_fixed(self, name: str) -> np.ndarray | None:
+        """``name``'s value if it is a constant that is not a trainable parameter (a float initializer): what
+        constant folding may read."""
+        for g in self.enclosing():
+            if name in g.consts:
+                return g.consts[name]
+            if name in g.initializers:
+                value = g.initializers[name]
+                return None if value.dtype.kind in "fc" else value
+            if name in g.vars:
+                return None
         return None
 
     def lookup_var(self, name: str) -> str | None:
-        g = self
-        while g is not None:
+        for g in self.enclosing():
             if name in g.vars:
                 return g.vars[name]
             if name in g.initializers:
                 g.vars[name] = self.importer.parameter(name, g.initializers[name])
                 return g.vars[name]
-            g = g.parent
         return None
 
 
@@ -261,6 +275,44 @@ class Importer:
         self.named.add(name)
         return name
 
+    @contextmanager
+    def scratch(self) -> Iterator[tuple[Program, dict[str, np.ndarray]]]:
+        """Translations inside add their ops, vars and parameters to a scratch program (constant folding runs
+        it); the real program, its parameters and the names handed out are as they were afterwards."""
+        saved = self.main, self.startup, self.params, set(self.named)
+        self.main, self.startup, self.params = Program(), Program(), {}
+        try:
+            yield self.main, self.params
+        finally:
+            self.main, self.startup, self.params, self.named = saved
+
+    def translate(self, graph: Graph, node) -> None:
+        """Import one node: folded to constants when its inputs all are (``import_fold``), else as ops."""
+        translate = lambda g: import_table.IMPORTERS[node.op_type](NodeContext(self, g, node, self.opset))  # noqa
+        inputs = foldable(node, graph)
+        if inputs is not None and fold(self, graph, node, inputs, Graph(self), translate):
+            return
+        if not self.shape_arithmetic(graph, node):
+            translate(graph)
+
+    @staticmethod
+    def shape_arithmetic(graph: Graph, node) -> bool:
+        """Compute ``node`` at import if it is arithmetic on shape vectors with run-time entries and constants
+        (``import_dims``): its output becomes a constant when every entry is known, else a shape vector."""
+        names = list(node.input)
+        vectors = [graph.lookup_vector(n) if n else None for n in names]
+        if all(v is None for v in vectors) or "" in names:
+            return False
+        values = [v if v is not None else graph.lookup_fixed(n) for n, v in zip(names, vectors)]
+        vector = evaluate_shape_vector(node, {a.name: helper.get_attribute_value(a) for a in node.attribute}, values)
+        if vector is None:
+            return False
+        if vector.known():
+            graph.consts[node.output[0]] = vector.value()
+        else:
+            graph.vectors[node.output[0]] = vector
+        return True
+
     def parameter(self, name: str, value: np.ndarray) -> str:
         """An initializer used as data: a persistable parameter of the global block."""
         var = self.fresh(name)
@@ -300,7 +352,7 @@ class Importer:
             try:
                 check_node(node, self.opset)
                 check_defined_once(node, defined)
-                import_table.IMPORTERS[node.op_type](NodeContext(self, graph, node, self.opset))
+                self.translate(graph, node)
             except NotImportable as e:
                 raise OnnxImportError(f"node #{i} '{node.name}' ({node.op_type}): {e}") from None
             except GradgenError as e:

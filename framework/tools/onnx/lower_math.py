@@ -78,6 +78,21 @@ def _elementwise(onnx_op):
     return lambda ctx: ctx.emit(onnx_op, [ctx.x("X"), ctx.x("Y")])
 
 
+def mod(ctx: Lowering) -> None:
+    """ONNX's Mod takes fmod=0 (the floor remainder) on integers only: on floats the floor remainder is fmod's
+    remainder moved by Y where it is nonzero and its sign differs from Y's (as numpy's mod computes it)."""
+    x, y, g = ctx.x("X"), ctx.x("Y"), ctx.g
+    dtype = ctx.dtype("X")
+    if ctx.attr("fmod") or not dtype.startswith("float"):
+        ctx.emit("Mod", [x, y], fmod=int(bool(ctx.attr("fmod"))))
+        return
+    r = g.node("Mod", [x, y], fmod=1)
+    zero = ctx.scalar(0.0, dtype)
+    moved = g.node("And", [g.node("Not", [g.node("Equal", [r, zero])]),
+                           g.node("Not", [g.node("Equal", [g.node("Less", [r, zero]), g.node("Less", [y, zero])])])])
+    ctx.emit("Where", [moved, g.node("Add", [r, y]), r])
+
+
 def _unary(onnx_op):
     return lambda ctx: ctx.emit(onnx_op, [ctx.x()])
 
@@ -337,8 +352,9 @@ LOWERINGS = {
     **{t: _unary(o) for t, o in UNARY.items()},
     **{t: _compare(o) for t, o in COMPARE.items()},
     **{t: _reduce(o) for t, o in REDUCE.items()},
-    "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu, "scale": scale, "clip": clip,
-    "pow": pow_, "matmul": matmul, "einsum": einsum, "mean": mean, "reduce_mean_grad": reduce_mean_grad, "where": where,
+    "elementwise_mod": mod, "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu,
+    "scale": scale, "clip": clip, "pow": pow_, "matmul": matmul, "einsum": einsum, "mean": mean,
+    "reduce_mean_grad": reduce_mean_grad, "where": where,
     "not_equal": not_equal, "logical_not": lambda ctx: ctx.emit("Not", [ctx.x("X")]), "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
