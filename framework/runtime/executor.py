@@ -31,8 +31,10 @@ from .conformance import as_declared, conforms
 from .in_place import held_interrupts, prepare_in_place
 from .place import check_place
 from .plan import build_plan
+from .communicator import abort_on_error, communicator, guard_launched_process
 from .plan_data import Plan, PlanOptions
 from .profile import Profile, Profiler
+from .rank_runs import check_equal_feeds, has_collectives
 from .run import run_plan
 from .scope import Scope, global_scope
 
@@ -42,7 +44,7 @@ CHECK_TYPES_ENV = "GRADGEN_CHECK_TYPES"
 """With this environment variable set to 1, ``Executor()`` checks types unless told otherwise (the test suite
 sets it in ``tests/conftest.py``, so every kernel that breaks its schema's promise fails a test)."""
 
-
+guard_launched_process()  # under mpiexec, a rank that raises ends them all, init_parallel or not
 
 
 def _unmarked(phase: str) -> None:
@@ -74,6 +76,7 @@ class Executor:
         self.options = PlanOptions() if options is None else options
         self.plans_built = 0
         self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._collective: "weakref.WeakKeyDictionary[Any, tuple[int, bool]]" = weakref.WeakKeyDictionary()
         self._with_checks: dict[tuple, PlanOptions] = {}
         self._profiler = Profiler() if profile else None
 
@@ -120,8 +123,25 @@ class Executor:
         """
         program = check_program(default_main_program() if program is None else program)
         scope = check_scope(global_scope() if scope is None else scope)
-        feed = feed_by_name(program, feed)
-        fetched_names = fetch_names(program, fetch_list)
+        if self._has_collectives(program):  # the other ranks must learn of a failure here, or wait forever
+            comm = communicator()
+            with abort_on_error(comm, with_traceback=True):
+                feed = feed_by_name(program, feed)
+                check_equal_feeds(comm, feed)
+                return self._locked_run(program, feed, fetch_names(program, fetch_list), scope, return_numpy)
+        return self._locked_run(program, feed_by_name(program, feed), fetch_names(program, fetch_list), scope,
+                                return_numpy)
+
+    def _has_collectives(self, program) -> bool:
+        """Whether block 0 of ``program`` waits for other ranks (cached per program version, as plans are)."""
+        known = self._collective.get(program)
+        if known is None or known[0] != program.version:
+            known = (program.version, has_collectives(program.global_block()))
+            self._collective[program] = known
+        return known[1]
+
+    def _locked_run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
+                    return_numpy: bool) -> list:
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
         if self._profiler is None:
