@@ -4,13 +4,15 @@ from __future__ import annotations
 from .control_flow import cond, while_loop
 from .conv import conv2d, conv2d_transpose, pool2d
 from .custom import custom_gradient
-from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
+from .creation import (assign, cast, create_parameter, data, fill_constant, gaussian_random, ones_like,
+                       uniform_random, zeros_like)
 from .linalg import matmul
 from .indexing import scatter, scatter_add, take_along_axis, top_k
 from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
 from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
                     logical_not, logical_or, logical_xor, not_equal, one_hot, where)
+from .metrics import precision, recall
 from .manipulation import (broadcast_to, concat, cumsum, gather, pad, reshape, slice, split, squeeze, stack, sum,
                            transpose, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
@@ -53,6 +55,7 @@ __all__ = [
     "fc",
     "fill_constant",
     "gather",
+    "gaussian_random",
     "gelu",
     "greater_equal",
     "greater_than",
@@ -85,11 +88,13 @@ __all__ = [
     "piecewise_decay",
     "pool2d",
     "pow",
+    "precision",
     "reciprocal",
     "reduce_max",
     "reduce_mean",
     "reduce_min",
     "reduce_prod",
+    "recall",
     "reduce_sum",
     "relu",
     "reshape",
@@ -118,6 +123,7 @@ __all__ = [
     "tanh",
     "top_k",
     "transpose",
+    "uniform_random",
     "unsqueeze",
     "where",
     "while_loop",

@@ -167,7 +167,7 @@ def test_launch_names_the_rank_that_was_killed(tmp_path):
     job = subprocess.Popen(_gradgen("launch", "-n", 2, "run", tmp_path / "dp.json", "--startup",
                                     tmp_path / "dp_startup.json", *feeds, "--shard", "--fetch", "loss",
                                     "--steps", 10 ** 7), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env, cwd=ROOT)
+                           env=env, cwd=ROOT, start_new_session=True)  # its own group: the finally ends it all
     try:
         deadline = time.monotonic() + TIMEOUT
         victim = None
@@ -179,9 +179,11 @@ def test_launch_names_the_rank_that_was_killed(tmp_path):
         os.kill(victim, signal.SIGKILL)
         out, err = job.communicate(timeout=60)
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
+        try:
+            os.killpg(job.pid, signal.SIGKILL)  # launch, mpiexec and the ranks, should any still run
+        except ProcessLookupError:
+            pass
+        job.communicate()
     assert job.returncode != 0
     assert f"gradgen launch: rank 1 (pid {victim} on " in err, err[-3000:]
     assert "signal 9 (SIGKILL)" in err
