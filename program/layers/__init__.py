@@ -1,6 +1,7 @@
 """``gradgen.program.layers``: functions that append ops to the current block and return their outputs."""
 from __future__ import annotations
 
+from .auc import auc
 from .control_flow import cond, while_loop
 from .conv import conv2d, conv2d_transpose, pool2d
 from .custom import custom_gradient
@@ -29,6 +30,7 @@ __all__ = [
     "argmax",
     "argmin",
     "assign",
+    "auc",
     "batch_norm",
     "broadcast_to",
     "cast",

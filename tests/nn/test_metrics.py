@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, append_backward
+from gradgen.framework import Executor, Scope, append_backward
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.errors import ProgramError
 
@@ -134,3 +134,62 @@ def test_random_layers_sample_with_their_attrs_and_seeds(layer, attrs, check, dt
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert not np.array_equal(sample(0), c)  # seed 0 takes the program's own seed
+
+
+def _pairwise_auc(scores, labels, thresholds):
+    """Mann-Whitney by hand: each (positive, negative) pair scores 1 when the positive's bucket is higher, 1/2 when
+    equal; divided by the number of pairs (0 without both classes)."""
+    buckets = [min(max(int(p * thresholds), 0), thresholds) for p in scores]
+    pos = [b for b, y in zip(buckets, labels) if y != 0]
+    neg = [b for b, y in zip(buckets, labels) if y == 0]
+    if not pos or not neg:
+        return 0.0
+    return sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def _auc_program(columns, label_dtype, thresholds):
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, columns] if columns else [-1], "float32")
+        y = layers.data("y", [-1, 1], label_dtype)
+        total, batch, stats = layers.auc(x, y, num_thresholds=thresholds)
+    return main, startup, total, batch, stats
+
+
+@pytest.mark.parametrize("columns", [2, 1, 0])
+@pytest.mark.parametrize("label_dtype", ["int64", "int32"])
+@pytest.mark.parametrize("thresholds", [7, 4095])
+def test_auc_accumulates_over_runs_and_counts_a_shared_bucket_as_half_a_pair(columns, label_dtype, thresholds):
+    main, startup, total, batch, stats = _auc_program(columns, label_dtype, thresholds)
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(thresholds + columns)
+    seen_p, seen_y = [], []
+    for step in range(3):
+        p = rng.choice([0.0, 0.25, 0.5, 0.9, 1.0], 20) if step == 1 else rng.uniform(size=20)  # ties in step 1
+        p = p.astype(np.float32)
+        y = (rng.integers(0, 2, 20) * 3).astype(label_dtype)  # positives are labelled 3: any non-zero counts
+        x = {2: np.stack([1 - p, p], 1), 1: p[:, None], 0: p}[columns]
+        got_total, got_batch = exe.run(main, feed={"x": x, "y": y[:, None]}, fetch_list=[total, batch], scope=scope)
+        seen_p += list(p.astype(np.float64))
+        seen_y += list(y)
+        assert got_batch == pytest.approx(_pairwise_auc(p.astype(np.float64), y, thresholds), abs=1e-12)
+        assert got_total == pytest.approx(_pairwise_auc(seen_p, seen_y, thresholds), abs=1e-12)
+    assert float(np.sum(scope[stats[0].name]) + np.sum(scope[stats[1].name])) == 60
+    assert total.stop_gradient and batch.stop_gradient
+
+
+def test_auc_without_both_classes_is_zero_and_bad_inputs_are_errors():
+    main, startup, total, batch, _ = _auc_program(2, "int64", 10)
+    exe, scope = Executor(), Scope()
+    exe.run(startup, scope=scope)
+    p = np.array([0.2, 0.7], np.float32)
+    got = exe.run(main, feed={"x": np.stack([1 - p, p], 1), "y": np.zeros((2, 1), np.int64)}, fetch_list=[total, batch],
+                  scope=scope)
+    assert got == [0.0, 0.0]
+    with program_guard(Program(), Program()):
+        y = layers.data("y", [-1, 1], "int64")
+        with pytest.raises(ProgramError, match="num_thresholds >= 1"):
+            layers.auc(layers.data("x", [-1, 2], "float32"), y, num_thresholds=0)
+        with pytest.raises(ProgramError, match=r"\[N, 2\] class probabilities"):
+            layers.auc(layers.data("z", [-1, 3], "float32"), y)
