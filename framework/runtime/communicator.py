@@ -61,6 +61,10 @@ class Communicator:
         """Start summing ``send`` across ranks into ``recv``; return a request for ``wait``."""
         raise NotImplementedError
 
+    def start_max(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        """Start taking the elementwise maximum of ``send`` across ranks into ``recv``; return a request."""
+        raise NotImplementedError
+
     def broadcast(self, array: np.ndarray, root: int) -> np.ndarray:
         """Root's ``array`` on every rank (a new array; the argument is not changed)."""
         raise NotImplementedError
@@ -93,6 +97,8 @@ class Solo(Communicator):
         np.copyto(recv, send)
         return Done()
 
+    start_max = start_sum  # over one rank, both are a copy
+
     def broadcast(self, array: np.ndarray, root: int) -> np.ndarray:
         if root != 0:
             raise DistributedError(f"broadcast from rank {root}, but this world has one rank (0)")
@@ -106,13 +112,19 @@ class MpiCommunicator(Communicator):
         super().__init__()
         from mpi4py import MPI  # only here: gradgen runs without mpi4py
 
-        self.comm, self._sum = comm, MPI.SUM
+        self.comm, self._sum, self._max = comm, MPI.SUM, MPI.MAX
         self._testall = MPI.Request.Testall
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
     def start_sum(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        return self._start(send, recv, self._sum)
+
+    def start_max(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        return self._start(send, recv, self._max)
+
+    def _start(self, send: np.ndarray, recv: np.ndarray, op: Any) -> Any:
         begin = time.perf_counter()
-        request = self.comm.Iallreduce(send, recv, op=self._sum)
+        request = self.comm.Iallreduce(send, recv, op=op)
         self.pending.append(request)
         self.started += time.perf_counter() - begin
         return request

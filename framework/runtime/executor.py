@@ -34,7 +34,7 @@ from .plan import build_plan
 from .communicator import abort_on_error, communicator, guard_launched_process
 from .plan_data import Plan, PlanOptions
 from .profile import Profile, Profiler
-from .rank_runs import check_equal_feeds, has_collectives
+from .rank_runs import has_collectives, start_feed_check
 from .run import run_plan
 from .scope import Scope, global_scope
 
@@ -49,6 +49,10 @@ guard_launched_process()  # under mpiexec, a rank that raises ends them all, ini
 
 def _unmarked(phase: str) -> None:
     """An unprofiled run's phase marks: nothing to time."""
+
+
+def _agreed() -> None:
+    """The feed check of a run without collective ops: no other rank to agree with."""
 
 
 class Executor:
@@ -127,8 +131,8 @@ class Executor:
             comm = communicator()
             with abort_on_error(comm, with_traceback=True):
                 feed = feed_by_name(program, feed)
-                check_equal_feeds(comm, feed)
-                return self._locked_run(program, feed, fetch_names(program, fetch_list), scope, return_numpy)
+                agreed = start_feed_check(comm, feed)
+                return self._locked_run(program, feed, fetch_names(program, fetch_list), scope, return_numpy, agreed)
         return self._locked_run(program, feed_by_name(program, feed), fetch_names(program, fetch_list), scope,
                                 return_numpy)
 
@@ -141,25 +145,27 @@ class Executor:
         return known[1]
 
     def _locked_run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
-                    return_numpy: bool) -> list:
+                    return_numpy: bool, agreed: Callable[[], None] = _agreed) -> list:
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
         if self._profiler is None:
             with self._run_lock:
-                return self._run(program, feed, fetched_names, scope, return_numpy, _unmarked)
+                return self._run(program, feed, fetched_names, scope, return_numpy, _unmarked, agreed)
         with self._run_lock, self._profiler.run(program) as mark:
-            return self._run(program, feed, fetched_names, scope, return_numpy, mark)
+            return self._run(program, feed, fetched_names, scope, return_numpy, mark, agreed)
 
     def _run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope, return_numpy: bool,
-             mark: Callable[[str], None]) -> list:
+             mark: Callable[[str], None], agreed: Callable[[], None]) -> list:
         """A run's phases, in order; ``mark(phase)`` ends each (``profile.PHASES``: a profiling executor times
-        them; its steps time themselves, ``PlanOptions.profile``)."""
+        them; its steps time themselves, ``PlanOptions.profile``). ``agreed()`` raises, before the commit, if
+        the other ranks were fed other shapes (``rank_runs.start_feed_check``)."""
         with scope.run_lock:
             plan = self.plan_for(program, list(feed), fetched_names)
             mark("plan")
             env = self._initial_env(plan, feed, scope)
             mark("feeds")
             writes = self._run_steps(plan, env, feed, scope)
+            agreed()
             mark("loop")
             replaced = self._commit(plan, env, feed, scope, writes)
             mark("commit")

@@ -3,7 +3,7 @@ tests.distributed.bare_worker MODE``; rank 1 misbehaves in the way MODE names, a
 
 - ``raise``: rank 1 raises before it has run anything (MPI is not even started on it);
 - ``caught``: rank 1's run fails (a feed no var has) and the script catches the error and goes on;
-- ``shape``: rank 1 is fed images one pixel narrower than the others';
+- ``shape``: rank 1 is fed images one pixel narrower than the others' (its feed check fails on rank 1 alone);
 - ``batch``: rank 1 is fed one row fewer than the others (every op would accept it).
 """
 from __future__ import annotations

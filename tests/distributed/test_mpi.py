@@ -130,7 +130,7 @@ def test_launch_runs_a_command_on_n_ranks_and_passes_its_exit_code(tmp_path):
 BARE = {
     "raise": "ValueError: rank one fails before its first run",
     "caught": "no_such_var",
-    "shape": "DistributedError: the ranks were fed different shapes of 'image'",
+    "shape": "FeedError: feed 'image' has shape [",  # its own error: the type check comes first
     "batch": "DistributedError: the ranks were fed different shapes of 'image'",
 }
 """bare_worker mode -> what the failing rank's error line must say."""
@@ -145,6 +145,8 @@ def test_without_init_parallel_a_failing_rank_still_ends_every_rank_with_its_err
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.startswith(f"gradgen: rank 1 of {n}: error: ")]
     assert lines and BARE[mode] in lines[0], result.stderr[-3000:]
+    if mode == "shape":
+        assert f"[{32 // n}, 1, 8, 7], but image: float64[-1, 1, 8, 8] is declared" in lines[0]
 
 
 def test_ranks_fed_unequal_batches_name_every_ranks_shape():
