@@ -25,6 +25,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import DistributedError
+from .rank_pids import record_rank
 
 _LAUNCH_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 """Environment variables through which mpiexec (MPICH's Hydra, Open MPI) tells a process the world's size."""
@@ -60,12 +61,20 @@ class Communicator:
         """Start summing ``send`` across ranks into ``recv``; return a request for ``wait``."""
         raise NotImplementedError
 
+    def start_max(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        """Start taking the elementwise maximum of ``send`` across ranks into ``recv``; return a request."""
+        raise NotImplementedError
+
     def broadcast(self, array: np.ndarray, root: int) -> np.ndarray:
         """Root's ``array`` on every rank (a new array; the argument is not changed)."""
         raise NotImplementedError
 
     def barrier(self) -> None:
         """Return when every rank has called it."""
+
+    def allgather(self, value: Any) -> list:
+        """Every rank's ``value`` (a small picklable object), in rank order, on every rank."""
+        return [value]
 
     def abort(self, code: int = 1) -> None:
         """End every rank's process now."""
@@ -88,6 +97,8 @@ class Solo(Communicator):
         np.copyto(recv, send)
         return Done()
 
+    start_max = start_sum  # over one rank, both are a copy
+
     def broadcast(self, array: np.ndarray, root: int) -> np.ndarray:
         if root != 0:
             raise DistributedError(f"broadcast from rank {root}, but this world has one rank (0)")
@@ -101,13 +112,19 @@ class MpiCommunicator(Communicator):
         super().__init__()
         from mpi4py import MPI  # only here: gradgen runs without mpi4py
 
-        self.comm, self._sum = comm, MPI.SUM
+        self.comm, self._sum, self._max = comm, MPI.SUM, MPI.MAX
         self._testall = MPI.Request.Testall
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
     def start_sum(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        return self._start(send, recv, self._sum)
+
+    def start_max(self, send: np.ndarray, recv: np.ndarray) -> Any:
+        return self._start(send, recv, self._max)
+
+    def _start(self, send: np.ndarray, recv: np.ndarray, op: Any) -> Any:
         begin = time.perf_counter()
-        request = self.comm.Iallreduce(send, recv, op=self._sum)
+        request = self.comm.Iallreduce(send, recv, op=op)
         self.pending.append(request)
         self.started += time.perf_counter() - begin
         return request
@@ -131,6 +148,9 @@ class MpiCommunicator(Communicator):
 
     def barrier(self) -> None:
         self.comm.Barrier()
+
+    def allgather(self, value: Any) -> list:
+        return self.comm.allgather(value)
 
     def abort(self, code: int = 1) -> None:
         sys.stdout.flush()
@@ -160,7 +180,10 @@ def _world() -> Communicator:
             raise DistributedError(f"this process is one of {size} that mpiexec started, but mpi4py is not "
                                    "installed, so it cannot reach the others: pip install 'gradgen[mpi]'") from None
         return Solo()
-    return MpiCommunicator(MPI.COMM_WORLD)
+    world = MpiCommunicator(MPI.COMM_WORLD)
+    if world.size > 1:
+        install_abort_hook()  # also for scripts that never call init_parallel: no rank may wait forever
+    return world
 
 
 def communicator() -> Communicator:
@@ -191,6 +214,28 @@ def _abort_hook(kind, value, tb) -> None:
     report_and_abort(communicator(), value, detail="".join(traceback.format_exception(kind, value, tb)))
 
 
+def install_abort_hook() -> None:
+    """Make an uncaught exception report this rank's error and abort every rank (``sys.excepthook``).
+
+    A hook the script set itself is left alone; ours is installed once.
+    """
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _abort_hook
+
+
+def guard_launched_process() -> None:
+    """Under mpiexec with several ranks, install the abort hook now, before any rank can fail.
+
+    The executor's module calls this when it loads, so a script that never
+    calls ``init_parallel`` still ends every rank when one raises, even
+    before its first run (MPICH's launcher lets the others wait forever
+    for a rank that exited with a non-zero code).
+    """
+    if launched_size() > 1:
+        install_abort_hook()
+        record_rank()  # so that gradgen launch can name this rank if it is killed
+
+
 def init_parallel(comm: Communicator | Any | None = None, abort_on_error: bool = True) -> Communicator:
     """Set the process's communicator and return it.
 
@@ -211,19 +256,22 @@ def init_parallel(comm: Communicator | Any | None = None, abort_on_error: bool =
     _current[:] = [comm]
     if abort_on_error and comm.size > 1:
         sys.excepthook = _abort_hook
+    elif sys.excepthook is _abort_hook:
+        sys.excepthook = sys.__excepthook__
     return comm
 
 
 @contextmanager
-def abort_on_error(comm: Communicator) -> Iterator[None]:
-    """Run the body; if it raises on a world of several ranks, report the error as this rank's and abort them all."""
+def abort_on_error(comm: Communicator, with_traceback: bool = False) -> Iterator[None]:
+    """Run the body; if it raises on a world of several ranks, report the error as this rank's and abort them all
+    (printing the traceback first ``with_traceback``)."""
     try:
         yield
     except BaseException as e:
         if comm.size > 1 and not isinstance(e, SystemExit):
-            report_and_abort(comm, e)
+            report_and_abort(comm, e, detail=traceback.format_exc() if with_traceback else "")
         raise
 
 
 __all__ = ["Communicator", "Solo", "MpiCommunicator", "communicator", "init_parallel", "abort_on_error",
-           "report_and_abort", "launched_size"]
+           "report_and_abort", "launched_size", "install_abort_hook", "guard_launched_process"]

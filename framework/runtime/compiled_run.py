@@ -80,10 +80,11 @@ class CompiledRunner:
         return entry
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
-            mark: Callable[[str], None], built: Callable[[float], None]) -> list:
+            mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, whatever ``return_numpy`` says: the caller's own copies); the
         scope gets the committed values only if the whole run succeeds. ``built(seconds)`` is told of every
-        compile (``mark``: the profile's phases)."""
+        compile (``mark``: the profile's phases; ``agreed``: the data-parallel feed check, which a compiled backend,
+        refusing collectives, never needs)."""
         with scope.run_lock:
             fetched = self._run_locked(program, feed, fetch_names, scope, mark, built)
         out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's

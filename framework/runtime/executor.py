@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
@@ -26,9 +27,11 @@ from ..backend.numpy.plan_data import Plan, PlanOptions
 from ..backend.numpy.runner import NumpyRunner
 from ..errors import ExecutionError
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
+from .communicator import abort_on_error, communicator, guard_launched_process
 from .compiled_run import CompiledRunner
 from .place import CPUPlace, check_place
 from .profile import Profile, Profiler
+from .rank_runs import has_collectives, start_feed_check
 from .scope import Scope, global_scope
 
 __all__ = ["CHECK_TYPES_ENV", "Executor"]
@@ -37,11 +40,15 @@ CHECK_TYPES_ENV = "GRADGEN_CHECK_TYPES"
 """With this environment variable set to 1, ``Executor()`` checks types unless told otherwise (the test suite
 sets it in ``tests/conftest.py``, so every kernel that breaks its schema's promise fails a test)."""
 
-
+guard_launched_process()  # under mpiexec, a rank that raises ends them all, init_parallel or not
 
 
 def _unmarked(phase: str) -> None:
     """An unprofiled run's phase marks: nothing to time."""
+
+
+def _agreed() -> None:
+    """The feed check of a run without collective ops: no other rank to agree with."""
 
 
 class Executor:
@@ -80,6 +87,7 @@ class Executor:
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
         self.options = PlanOptions() if options is None else options
         self.plans_built = 0
+        self._collective: "weakref.WeakKeyDictionary[Any, tuple[int, bool]]" = weakref.WeakKeyDictionary()
         self._with_checks: dict[tuple, PlanOptions] = {}
         self._profiler = Profiler() if profile else None
 
@@ -114,21 +122,40 @@ class Executor:
         """
         program = check_program(default_main_program() if program is None else program)
         scope = check_scope(global_scope() if scope is None else scope)
-        feed = feed_by_name(program, feed)
-        fetched_names = fetch_names(program, fetch_list)
+        if self._has_collectives(program):  # the other ranks must learn of a failure here, or wait forever
+            comm = communicator()
+            with abort_on_error(comm, with_traceback=True):
+                feed = feed_by_name(program, feed)
+                agreed = start_feed_check(comm, feed)
+                return self._locked_run(program, feed, fetch_names(program, fetch_list), scope, return_numpy, agreed)
+        return self._locked_run(program, feed_by_name(program, feed), fetch_names(program, fetch_list), scope,
+                                return_numpy)
+
+    def _has_collectives(self, program) -> bool:
+        """Whether block 0 of ``program`` waits for other ranks (cached per program version, as plans are)."""
+        known = self._collective.get(program)
+        if known is None or known[0] != program.version:
+            known = (program.version, has_collectives(program.global_block()))
+            self._collective[program] = known
+        return known[1]
+
+    def _locked_run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
+                    return_numpy: bool, agreed: Callable[[], None] = _agreed) -> list:
         # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
         if self._profiler is None:
             with self._run_lock:
-                return self._run(program, feed, fetched_names, scope, return_numpy, _unmarked)
+                return self._run(program, feed, fetched_names, scope, return_numpy, _unmarked, agreed)
         with self._run_lock, self._profiler.run(program) as mark:
-            return self._run(program, feed, fetched_names, scope, return_numpy, mark)
+            return self._run(program, feed, fetched_names, scope, return_numpy, mark, agreed)
 
     def _run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope, return_numpy: bool,
-             mark: Callable[[str], None]) -> list:
+             mark: Callable[[str], None], agreed: Callable[[], None]) -> list:
         """A run's phases, in order; ``mark(phase)`` ends each (``profile.PHASES``: a profiling executor times
-        them; its steps time themselves, ``PlanOptions.profile``)."""
-        return self._runner.run(program, feed, fetched_names, scope, return_numpy, mark, partial(self._built, program))
+        them; its steps time themselves, ``PlanOptions.profile``). ``agreed()`` raises, before the commit, if
+        the other ranks were fed other shapes (``rank_runs.start_feed_check``)."""
+        return self._runner.run(program, feed, fetched_names, scope, return_numpy, mark, partial(self._built, program),
+                                agreed)
 
     def _built(self, program, seconds: float) -> None:
         """The backend built a plan of ``program``, or compiled it (a new run signature or new run-time shapes)."""

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from .cli_values import CliError, load_program as _load
 
@@ -45,7 +46,28 @@ def cmd_launch(args) -> int:
     if args.n < 1 or not command:
         raise CliError("usage: gradgen launch -n N COMMAND [ARGS...], e.g. gradgen launch -n 4 run train.json ...")
     argv = [_mpiexec(args.mpiexec), "-n", str(args.n), sys.executable, "-m", "gradgen.framework", *command]
-    return subprocess.run(argv).returncode
+    return _run_naming_the_dead(argv)
+
+
+def _run_naming_the_dead(argv: list[str]) -> int:
+    """Run mpiexec, passing its output through; if it reports a process dead, say which rank that was.
+
+    mpiexec's own output (its banner) goes to stdout, which is read here
+    line by line; the ranks' stderr is left alone.
+    """
+    from ..runtime.rank_pids import RANK_PIDS_ENV, dead_ranks, describe_dead
+
+    with tempfile.TemporaryDirectory(prefix="gradgen-ranks-") as where:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, RANK_PIDS_ENV: where})
+        seen = []
+        for line in process.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            seen.append(line)
+        code = process.wait()
+        for dead in dead_ranks("".join(seen), where):
+            print(f"gradgen launch: {describe_dead(*dead)}", file=sys.stderr)
+    return code
 
 
 def add_commands(sub) -> None:

@@ -69,6 +69,9 @@ class MemoryReport:
     fetched: tuple[str, ...] = ()
     unsized: tuple[str, ...] = ()
     """Vars whose size only a run knows and that no measured shape gave: counted as 0 bytes."""
+    kinds_during: list[tuple[int, ...]] = field(default_factory=list)
+    """``kinds_during[i][k]``: bytes of kind ``MADE_KINDS[k]`` alive while step i runs (its inputs not yet
+    dropped, its outputs made): the peak is the largest sum, which a chart of ``kinds_after`` never shows."""
 
 
 def run_time_sized(block) -> set[str]:
@@ -159,7 +162,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     slot_bytes: dict[int, int] = {}
     by_kind = [0] * len(MADE_KINDS)
     total = fresh = slot_total = 0
-    live_after, kinds_after, made_at, keeper = [], [], {}, {}
+    live_after, kinds_after, kinds_during, made_at, keeper = [], [], [], {}, {}
     peak, peak_op, peak_kinds, first, steady = 0, -1, (), 0, 0
     for i, step in enumerate(plan.steps):
         for name in step.ins:
@@ -186,8 +189,9 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
                 slot_total += live[name] - slot_bytes.get(k, 0)
                 slot_bytes[k] = live[name]
         first, steady = max(first, fresh + slot_total), max(steady, fresh)
+        kinds_during.append(tuple(by_kind))
         if total > peak:
-            peak, peak_op, peak_kinds = total, i, tuple(by_kind)
+            peak, peak_op, peak_kinds = total, i, kinds_during[-1]
         for name in step.dead:
             b = live.pop(name, None)
             if b is not None:
@@ -200,7 +204,8 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak,
                         sum(resting_by_kind.values()), first, steady, slot_total, [s.index for s in plan.steps],
                         kinds_after, resting_by_kind, {k: b for k, b in zip(MADE_KINDS, peak_kinds) if b},
-                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch), tuple(unsized))
+                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch), tuple(unsized),
+                        kinds_during)
 
 
 def _live_during(plan, at: int, size) -> dict[str, int]:

@@ -25,6 +25,10 @@ KIND_MEANING = {
     "temporary": "helper values of grad makers and forward values no backward op reads",
 }
 
+KIND_PLURAL = {kind: kind + "s" for kind in KINDS} | {"optimizer state": "optimizer state",
+                                                     "temporary": "temporaries"}
+"""How a sentence names many vars of a kind ("60% of what the run made is temporaries")."""
+
 _GRADIENT_NAME = re.compile(r".+@GRAD(@RENAME@\d+|@ZERO|@\d+|@GRAD)*")
 
 
@@ -74,4 +78,4 @@ def _resting_kind(var) -> str:
     return "parameter" if var.is_parameter else "optimizer state"
 
 
-__all__ = ["KINDS", "KIND_MEANING", "BlockKinds", "block_kinds", "is_gradient_name"]
+__all__ = ["KINDS", "KIND_MEANING", "KIND_PLURAL", "BlockKinds", "block_kinds", "is_gradient_name"]

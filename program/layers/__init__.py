@@ -1,16 +1,19 @@
 """``gradgen.program.layers``: functions that append ops to the current block and return their outputs."""
 from __future__ import annotations
 
+from .auc import auc
 from .control_flow import cond, while_loop
 from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d, conv3d_transpose, pool1d, pool2d, pool3d
 from .custom import custom_gradient
-from .creation import assign, cast, create_parameter, data, fill_constant, ones_like, zeros_like
+from .creation import (assign, cast, create_parameter, data, fill_constant, gaussian_random, ones_like,
+                       uniform_random, zeros_like)
 from .linalg import einsum, matmul
 from .indexing import argsort, scatter, scatter_add, sort, take_along_axis, top_k
 from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
 from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
                     logical_not, logical_or, logical_xor, not_equal, one_hot, where)
+from .metrics import precision, recall
 from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
                            sum, transpose, tril, triu, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
@@ -29,6 +32,7 @@ __all__ = [
     "argmin",
     "argsort",
     "assign",
+    "auc",
     "batch_norm",
     "broadcast_to",
     "cast",
@@ -61,6 +65,7 @@ __all__ = [
     "fill_constant",
     "flatten",
     "gather",
+    "gaussian_random",
     "gelu",
     "greater_equal",
     "gru",
@@ -100,11 +105,13 @@ __all__ = [
     "pool2d",
     "pool3d",
     "pow",
+    "precision",
     "reciprocal",
     "reduce_max",
     "reduce_mean",
     "reduce_min",
     "reduce_prod",
+    "recall",
     "reduce_sum",
     "relu",
     "reshape",
@@ -136,6 +143,7 @@ __all__ = [
     "transpose",
     "tril",
     "triu",
+    "uniform_random",
     "unsqueeze",
     "where",
     "while_loop",

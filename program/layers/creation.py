@@ -49,6 +49,27 @@ def fill_constant(shape: Sequence[int], dtype, value: int | float, name: str | N
                   name=name, stop_gradient=True)
 
 
+def uniform_random(shape: Sequence[int], dtype="float32", min: float = -1.0, max: float = 1.0, seed: int = 0,
+                   name: str | None = None) -> Variable:
+    """Uniform samples in [min, max) (Paddle's ``layers.uniform_random``). ``seed=0`` takes the program's next
+    seed (``Program.next_seed``), so programs built alike sample alike; each run of the op gives the same samples."""
+    return _random("uniform_random", shape, dtype, {"min": float(min), "max": float(max)}, seed, name)
+
+
+def gaussian_random(shape: Sequence[int], mean: float = 0.0, std: float = 1.0, seed: int = 0, dtype="float32",
+                    name: str | None = None) -> Variable:
+    """Normal samples (Paddle's ``layers.gaussian_random``, same argument order); ``seed`` as ``uniform_random``'s."""
+    return _random("gaussian_random", shape, dtype, {"mean": float(mean), "std": float(std)}, seed, name)
+
+
+def _random(op_type: str, shape: Sequence[int], dtype, attrs: dict, seed: int, name: str | None) -> Variable:
+    if any(int(d) < 0 for d in shape):
+        raise ProgramError(f"{op_type} needs a fully known shape, got {list(shape)}")
+    seed = int(seed) or default_main_program().next_seed()
+    return append(op_type, {}, {"shape": [int(d) for d in shape], "dtype": normalize_dtype(dtype), **attrs,
+                                "seed": seed}, name=name, stop_gradient=True)
+
+
 def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Variable:
     """A Variable for ``value``: itself if it is one, else a ``fill_constant`` scalar of ``like``'s dtype."""
     if isinstance(value, Variable):
@@ -112,5 +133,5 @@ def cast(x: Variable, dtype) -> Variable:
     return append("cast", {"X": check_var(x, "x")}, {"out_dtype": normalize_dtype(dtype)})
 
 
-__all__ = ["data", "create_parameter", "fill_constant", "as_var", "PROMOTED_FLOAT", "with_number", "as_operands",
+__all__ = ["data", "create_parameter", "fill_constant", "uniform_random", "gaussian_random", "as_var", "PROMOTED_FLOAT", "with_number", "as_operands",
            "zeros_like", "ones_like", "assign", "cast"]

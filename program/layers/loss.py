@@ -16,7 +16,8 @@ from .helper import check_var
 from .logic import argmax, equal
 from .manipulation import reshape
 from .math import abs, log, minimum, multiply, scale, square, subtract
-from .reduction import mean, reduce_sum
+from .indexing import top_k
+from .reduction import mean, reduce_max, reduce_sum
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -101,18 +102,28 @@ def log_loss(input: Variable, label: Variable, epsilon: float = 1e-4, name=None)
 
 
 def accuracy(input: Variable, label: Variable, k: int = 1, name=None) -> Variable:
-    """The fraction of rows whose largest score (last axis of ``input``) is at the integer ``label``: a scalar.
+    """The fraction of rows whose integer ``label`` is among the ``k`` largest scores (last axis of ``input``).
 
-    ``label`` is ``[N, 1]`` or ``[N]``. Only top-1 is supported (``k=1``).
+    Paddle's ``fluid.layers.accuracy(input, label, k)``: ``label`` is ``[N, 1]`` or ``[N]`` of any int dtype;
+    the scores need not be normalised. On ties the lower class index ranks first (``top_k``'s order), so with
+    equal scores a row counts as a hit only when its label is among the first ``k`` tied classes. A metric, not
+    a loss: nothing flows back through it (its hits come from ``equal``, which has no gradient).
     """
     check_var(input, "input")
     check_var(label, "label")
-    if k != 1:
-        raise ProgramError(f"accuracy supports k=1 only, got k={k}")
-    predicted = argmax(input, axis=-1, keep_dim=len(label.shape) == len(input.shape))
-    label = label if label.dtype == predicted.dtype else cast(label, predicted.dtype)
-    hits = cast(equal(predicted, label), input.dtype)
-    return mean(hits, name=name)
+    if not isinstance(k, int) or k < 1:
+        raise ProgramError(f"accuracy needs k >= 1, got k={k!r}")
+    if k == 1:
+        predicted = argmax(input, axis=-1, keep_dim=len(label.shape) == len(input.shape))
+        label = label if label.dtype == predicted.dtype else cast(label, predicted.dtype)
+        hits = cast(equal(predicted, label), input.dtype)
+    else:
+        _, top = top_k(input, k)
+        label = reshape(label if label.dtype == "int64" else cast(label, "int64"), [-1, 1])
+        hits = reduce_max(cast(equal(top, label), input.dtype), dim=-1)
+    out = mean(hits, name=name)
+    out.stop_gradient = True
+    return out
 
 
 __all__ = ["REDUCTIONS", "square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss", "accuracy"]

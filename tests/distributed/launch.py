@@ -30,5 +30,15 @@ def run_ranks(n: int, *argv: str, timeout: float = TIMEOUT) -> subprocess.Comple
     """``mpiexec -n n argv...`` from the repository's root, with output captured."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_LOCAL"))}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([mpiexec(), "-n", str(n), *argv], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=timeout)
+    job = subprocess.Popen([mpiexec(), "-n", str(n), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, env=env)
+    try:
+        out, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.terminate()  # SIGTERM: mpiexec ends its ranks (SIGKILL would leave them running, orphaned)
+        try:
+            job.communicate(timeout=10)
+        finally:
+            job.kill()
+        raise
+    return subprocess.CompletedProcess(job.args, job.returncode, out, err)

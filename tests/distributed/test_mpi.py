@@ -3,6 +3,8 @@ the job, checkpoints across ranks, and the command line. Every run has a timeout
 from __future__ import annotations
 
 import functools
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
 
 from .cases import CASES, CONTRAST, save_case, train
-from .launch import TIMEOUT, mpiexec, run_ranks
+from .launch import ROOT, TIMEOUT, mpiexec, run_ranks
 
 RANKS = (2, 4)
 
@@ -123,3 +125,67 @@ def test_launch_runs_a_command_on_n_ranks_and_passes_its_exit_code(tmp_path):
     bad = subprocess.run(_gradgen("launch", "-n", 2, "show", tmp_path / "missing.json"), capture_output=True,
                          text=True, timeout=TIMEOUT)
     assert bad.returncode != 0 and "no such program file" in bad.stderr
+
+
+BARE = {
+    "raise": "ValueError: rank one fails before its first run",
+    "caught": "no_such_var",
+    "shape": "FeedError: feed 'image' has shape [",  # its own error: the type check comes first
+    "batch": "DistributedError: the ranks were fed different shapes of 'image'",
+}
+"""bare_worker mode -> what the failing rank's error line must say."""
+
+
+@pytest.mark.parametrize("n", RANKS)
+@pytest.mark.parametrize("mode", BARE)
+def test_without_init_parallel_a_failing_rank_still_ends_every_rank_with_its_error(mode, n):
+    begin = time.monotonic()
+    result = run_ranks(n, sys.executable, "-m", "tests.distributed.bare_worker", mode, timeout=60)
+    assert time.monotonic() - begin < 60
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith(f"gradgen: rank 1 of {n}: error: ")]
+    assert lines and BARE[mode] in lines[0], result.stderr[-3000:]
+    if mode == "shape":
+        assert f"[{32 // n}, 1, 8, 7], but image: float64[-1, 1, 8, 8] is declared" in lines[0]
+
+
+def test_ranks_fed_unequal_batches_name_every_ranks_shape():
+    result = run_ranks(2, sys.executable, "-m", "tests.distributed.bare_worker", "batch", timeout=60)
+    assert "(rank 0: [16, 1, 8, 8], rank 1: [15, 1, 8, 8])" in result.stderr
+    assert "gradgen: rank 0 of 2: error: DistributedError" in result.stderr  # every rank stops, not only rank 1
+
+
+def test_launch_names_the_rank_that_was_killed(tmp_path):
+    """SIGKILL rank 1 of a long gradgen run under ``gradgen launch``: the job ends, and launch says it was rank 1."""
+    main, startup, loss, batch, feeds = save_case("mlp-sgd", tmp_path)
+    made = run_ranks(1, *_gradgen("data-parallel", tmp_path / "main.json", "--startup", tmp_path / "startup.json",
+                                  "-o", tmp_path / "dp.json", "--startup-output", tmp_path / "dp_startup.json"))
+    assert made.returncode == 0, made.stderr
+    mpiexec()
+    pids = tmp_path / "tmp"
+    pids.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_LOCAL"))}
+    env.update(TMPDIR=str(pids), PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    job = subprocess.Popen(_gradgen("launch", "-n", 2, "run", tmp_path / "dp.json", "--startup",
+                                    tmp_path / "dp_startup.json", *feeds, "--shard", "--fetch", "loss",
+                                    "--steps", 10 ** 7), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env, cwd=ROOT, start_new_session=True)  # its own group: the finally ends it all
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        victim = None
+        while victim is None and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.2)
+            victim = next((int(p.name) for p in pids.glob("gradgen-ranks-*/*") if p.read_text() == "1"), None)
+        assert victim is not None, "rank 1 never recorded its pid"
+        time.sleep(1.0)  # into the training loop
+        os.kill(victim, signal.SIGKILL)
+        out, err = job.communicate(timeout=60)
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)  # launch, mpiexec and the ranks, should any still run
+        except ProcessLookupError:
+            pass
+        job.communicate()
+    assert job.returncode != 0
+    assert f"gradgen launch: rank 1 (pid {victim} on " in err, err[-3000:]
+    assert "signal 9 (SIGKILL)" in err

@@ -113,3 +113,86 @@ def test_two_programs_in_one_notebook_stay_apart(tmp_path):
         assert _highlighted(driver, page=0) == []
         assert len(driver.find_elements("css selector", ".gg-timeline")) == 2
         assert _severe(driver) == []
+
+
+_LINK_POINTS_OVER_CARDS = """
+const root = document.querySelector('.gradgen-explain');
+const links = root.querySelector('.gg-links');
+links.style.pointerEvents = 'auto';
+const lines = () => links.querySelectorAll('line, polyline');
+const host = root.querySelector('.gg-ops').getBoundingClientRect();
+const sel = root.querySelector('.op.hl').getBoundingClientRect();  // a probe line across the selected card's text
+const probe = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+probe.setAttribute('points', [sel.left - host.left + 4, (sel.top + sel.bottom) / 2 - host.top,
+                              sel.right - host.left - 4, (sel.top + sel.bottom) / 2 - host.top].join(' '));
+probe.setAttribute('stroke', '#000');
+links.appendChild(probe);
+const cards = [...root.querySelectorAll('.op')].map(e => e.getBoundingClientRect()).filter(r => r.height > 0);
+const inside = (x, y) => cards.some(r => x > r.left + 2 && x < r.right - 2 && y > r.top + 2 && y < r.bottom - 2);
+const out = {lines: 0, samples: 0, over: []};
+lines().forEach(p => { p.style.pointerEvents = 'stroke'; p.setAttribute('stroke-width', 6); });
+const box = links.getBoundingClientRect();
+lines().forEach(p => {
+  out.lines++;
+  const length = p.getTotalLength();
+  for (let d = 0; d <= length; d += 3) {
+    const at = p.getPointAtLength(d); const x = box.left + at.x; const y = box.top + at.y;
+    if (!inside(x, y) || y < 0 || y > window.innerHeight) continue;
+    out.samples++;
+    const top = document.elementFromPoint(x, y);
+    if (top && top.closest('.gg-links')) out.over.push([Math.round(x), Math.round(y)]);
+  }
+});
+return out;
+"""
+
+
+def test_link_lines_run_under_the_op_cards_never_over_their_text(tmp_path):
+    """Every link line, and a probe line drawn across the selected card, is hidden wherever it crosses a card."""
+    program = trained_example("mlp")
+    page = tmp_path / "mlp.html"
+    page.write_text(explain_page(program), encoding="utf-8")
+    grads = [i for i, op in enumerate(program.global_block().ops) if op.forward_op is not None]
+    with headless_chromium() as driver:
+        driver.set_window_size(1200, 2400)
+        _open(driver, page)
+        crossed = 0
+        for i in grads:
+            _op(driver, f"b0o{i}").click()
+            found = driver.execute_script(_LINK_POINTS_OVER_CARDS)
+            assert found["lines"] >= 2, i  # its links and the probe
+            assert found["over"] == [], (i, found["over"][:5])  # a line painted over a card at these points
+            crossed += found["samples"]
+            driver.execute_script("document.querySelector('.gg-links').style.pointerEvents = 'none'")
+        assert crossed > 0  # the probe lines crossed cards, so the check above looked at something
+        assert _severe(driver) == []
+
+
+_CHART = """
+const chart = document.querySelector('.gg-timeline');
+const ys = [];
+chart.querySelectorAll('polygon').forEach(p => p.getAttribute('points').split(' ').forEach(pt => {
+  const [x, y] = pt.split(',').map(Number); ys.push([x, y]);
+}));
+const topY = Math.min(...ys.map(p => p[1]));
+const dashed = chart.querySelector('line[stroke-dasharray]');
+const texts = [...chart.querySelectorAll('text')].map(t => t.textContent);
+return {top_xs: ys.filter(p => Math.abs(p[1] - topY) < 1e-6).map(p => p[0]), peak_x: Number(dashed.getAttribute('x1')),
+        texts: texts};
+"""
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "rnn"])
+def test_the_peak_marker_stands_at_the_charts_highest_point_and_says_its_top(name, tmp_path):
+    page = tmp_path / f"{name}.html"
+    page.write_text(explain_page(trained_example(name)), encoding="utf-8")
+    with headless_chromium() as driver:
+        _open(driver, page)
+        chart = driver.execute_script(_CHART)
+        assert chart["peak_x"] in chart["top_xs"], chart
+        peak = next(t for t in chart["texts"] if t.startswith("peak "))
+        axis = next(t for t in chart["texts"] if "; top " in t)
+        assert peak.removeprefix("peak ") == axis.split("; top ")[1]
+        sentence = driver.find_element("css selector", ".gg-memory .sentence").text
+        assert "temporarys" not in sentence and "staged updates" not in sentence.replace("staged updates (", "")
+        assert _severe(driver) == []

@@ -55,15 +55,17 @@ class NumpyRunner:
         return plan
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
-            mark: Callable[[str], None], built: Callable[[float], None]) -> list:
+            mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays; the scope gets the changed persistables only if the whole run succeeds.
-        ``mark(phase)`` ends each phase (``runtime/profile.PHASES``)."""
+        ``mark(phase)`` ends each phase (``runtime/profile.PHASES``); ``agreed()`` raises before the commit when
+        the other ranks of a data-parallel run were fed other shapes."""
         with scope.run_lock:
             plan = self.plan_for(program, list(feed), fetch_names, built)
             mark("plan")
             env = self._initial_env(plan, feed, scope)
             mark("feeds")
             writes = self._run_steps(plan, env, feed, scope)
+            agreed()
             mark("loop")
             replaced = self._commit(plan, env, feed, scope, writes)
             mark("commit")

@@ -20,7 +20,7 @@ from gradgen.program.subblocks import owned_blocks
 
 from ..memory import MADE_KINDS, analyze_memory, peak_sentence, unsized_sentence
 from ..summary import batch_size, format_bytes, resolve_shape
-from ..var_kinds import KIND_MEANING, KINDS, block_kinds, is_gradient_name
+from ..var_kinds import KIND_MEANING, KIND_PLURAL, KINDS, block_kinds, is_gradient_name
 from .what_if import recompute_what_if
 
 
@@ -101,13 +101,14 @@ def _block_model(program, block, positions, batch, back_links) -> dict[str, Any]
 def _memory_model(program, feed_shapes, fetch) -> dict[str, Any]:
     report = analyze_memory(program, feed_shapes, fetch)
     resting = [report.resting_by_kind.get(k, 0) for k in ("parameter", "feed", "optimizer state")]
-    steps = [{"op": op_id(0, k), "label": label, "bytes": b, "kinds": list(resting) + list(ka)}
-             for k, label, b, ka in zip(report.op_index, report.labels, report.live_after, report.kinds_after)]
+    # The chart stacks the bytes live while each step runs: the peak is one of its points, and its top.
+    steps = [{"op": op_id(0, k), "label": label, "bytes": sum(kd), "kinds": list(resting) + list(kd)}
+             for k, label, kd in zip(report.op_index, report.labels, report.kinds_during)]
     at_peak = [{"name": n, "bytes": b, "kind": report.kind.get(n, "?"),
                 "keeper": op_id(0, report.op_index[report.keeper[n]]) if n in report.keeper else None}
                for n, b in report.at_peak]
     largest = max(report.peak_by_kind.items(), key=lambda kv: kv[1], default=(None, 0))
-    answer = (f"At the peak, {100 * largest[1] / report.peak_bytes:.0f}% of what the run made is {largest[0]}s "
+    answer = (f"At the peak, {100 * largest[1] / report.peak_bytes:.0f}% of what the run made is {KIND_PLURAL[largest[0]]} "
               f"({KIND_MEANING[largest[0]]})." if largest[0] and report.peak_bytes else "")
     if largest[0] == "activation" and len(fetch) == 1:
         what_if = recompute_what_if(program, feed_shapes, fetch[0])

@@ -99,12 +99,22 @@ function redraw() {
   related(byId[selected].op).forEach(id => {
     const b = opEl(id);
     if (!shown(b)) return;
-    const ra = a.getBoundingClientRect(); const rb = b.getBoundingClientRect();
-    const line = document.createElementNS("http://www.w3.org/2000/svg", "line");
-    setAttrs(line, {x1: ra.left - host.left + 6, y1: ra.top - host.top + 8, x2: rb.left - host.left + 6,
-                    y2: rb.top - host.top + 8, stroke: "#d97706", "stroke-width": 2});
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    setAttrs(line, {points: route(a.getBoundingClientRect(), b.getBoundingClientRect(), host),
+                    fill: "none", stroke: "#d97706", "stroke-width": 2});
     svg.appendChild(line);
   });
+}
+// A link leaves a card by the side facing the other card; between cards of one column it runs down the gutter to
+// their left. The lines lie under the cards (page.css), so they never cross an op's text.
+function route(ra, rb, host) {
+  const mid = r => (r.top + r.bottom) / 2 - host.top;
+  if (ra.right <= rb.left || rb.right <= ra.left) {
+    const [l, r] = ra.right <= rb.left ? [ra, rb] : [rb, ra];
+    return [l.right - host.left, mid(l), r.left - host.left, mid(r)].join(" ");
+  }
+  const gutter = Math.min(ra.left, rb.left) - host.left - 5;
+  return [ra.left - host.left, mid(ra), gutter, mid(ra), gutter, mid(rb), rb.left - host.left, mid(rb)].join(" ");
 }
 function select(id) {
   ROOT.querySelectorAll(".op.hl, .op.hl2").forEach(e => e.classList.remove("hl", "hl2"));
