@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erf as jax_erf
 
+from gradgen.program.einsum_equation import parse_einsum
+
 from ..numpy.kernels import KERNELS as NUMPY_KERNELS
 
 __all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype", "sum_to_shape"]
@@ -93,7 +95,9 @@ def _pow(op, ctx):
 
 
 def _relu_grad(y, dout):
-    return (dout * (y > 0)).astype(dout.dtype)
+    """dout where the unit is active, else ``dout * 0`` (numpy's product with the 0/1 mask: an infinite or NaN
+    dout gives NaN there; XLA rewrites a product with a converted bool into a select, which would give 0)."""
+    return jnp.where(y > 0, dout, dout * 0).astype(dout.dtype)
 
 
 def _tanh_grad(y, dout):
@@ -277,6 +281,28 @@ def _matmul(op, ctx):
     return run
 
 
+def _einsum(op, ctx):
+    """numpy's einsum on the equation with its ellipsis spelled out (``program/einsum_equation.py``)."""
+    ranks = [len(op.block.var(n).shape) for n in op.input("Operands")]
+    equation, dtype = parse_einsum(op.attr("equation"), ranks).text(), out_dtype(op)
+    return lambda *xs: jnp.einsum(equation, *xs, precision=jax.lax.Precision.HIGHEST).astype(dtype)
+
+
+def _mod(op, ctx):
+    """numpy's remainder (floor, the divisor's sign) or, with ``fmod``, its truncated one; an integer remainder
+    by zero fails the run, as the numpy kernel refuses it."""
+    fn, dtype = (jnp.fmod if op.attr("fmod") else jnp.remainder), out_dtype(op)
+    integer = in_dtype(op, "Y").kind in "iu"
+
+    def run(x, y):
+        if integer:
+            ctx.check(jnp.all(y != 0), "ZeroDivisionError: integer remainder by zero")
+            y = jnp.where(y == 0, jnp.ones((), y.dtype), y)  # the run fails; keep XLA's result defined meanwhile
+        return fn(x, y).astype(dtype)
+
+    return run
+
+
 def sum_to_shape(x, shape: tuple):
     """``x`` summed over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's
     dtype, as ``backend/numpy/kernels/manipulation.sum_to_shape``."""
@@ -331,5 +357,5 @@ LOWERINGS = {
     "fill_constant": _fill_constant, "fill_any_like": _fill_any_like, "fill_zeros_like": _fill_zeros_like,
     "uniform_random": _constant_of_numpy_kernel, "gaussian_random": _constant_of_numpy_kernel,
     "assign": _fixed(lambda x: x), "cast": _cast, "increment": _increment,
-    "matmul": _matmul, "reduce_as": _reduce_as,
+    "matmul": _matmul, "reduce_as": _reduce_as, "einsum": _einsum, "elementwise_mod": _mod,
 }

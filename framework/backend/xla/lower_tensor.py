@@ -8,6 +8,8 @@ Training ``dropout`` draws its masks on the host from the numpy kernel's stream 
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -346,7 +348,45 @@ def _dropout(op, ctx):
     return run
 
 
+def _flatten(op, ctx):
+    rank = len(op.block.var(op.input("X")[0]).shape)
+    axis = op.attr("axis") + rank if op.attr("axis") < 0 else op.attr("axis")
+    return lambda x: jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+
+
+def _triangle(fn):
+    """tril/triu: the last two dims of any batch masked at the op's ``diagonal``."""
+    return lambda op, ctx: (lambda x, k=op.attr("diagonal"): fn(x, k))
+
+
+def stable_order(x, ax: int, descending: bool):
+    """The int64 positions that sort ``x`` along ``ax``, equal values in their order both ways (NaN last), as
+    ``backend/numpy/kernels/indexing.stable_order``."""
+    if descending:
+        order = x.shape[ax] - 1 - jnp.flip(jnp.argsort(jnp.flip(x, ax), axis=ax, stable=True), ax)
+    else:
+        order = jnp.argsort(x, axis=ax, stable=True)
+    return order.astype(jnp.int64)
+
+
+def _sort(op, ctx):
+    axis, descending = op.attr("axis"), op.attr("descending")
+
+    def run(x):
+        order = stable_order(x, axis % x.ndim, descending)
+        return jnp.take_along_axis(x, order, axis % x.ndim), order
+
+    return run
+
+
+def _argsort(op, ctx):
+    axis, descending = op.attr("axis"), op.attr("descending")
+    return lambda x: stable_order(x, axis % x.ndim, descending)
+
+
 LOWERINGS = {
+    "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu), "sort": _sort,
+    "argsort": _argsort,
     "reshape": _reshape, "reshape_as": _reshape_as, "transpose": _transpose, "squeeze": _squeeze,
     "unsqueeze": _unsqueeze, "concat": _concat, "stack": _stack, "split": _split, "split_like": _split_like,
     "slice": _slice, "slice_grad": _slice_grad, "pad": _pad, "broadcast_to": _broadcast_to, "cumsum": _cumsum,
