@@ -95,23 +95,21 @@ class CompiledRunner:
                     mark: Callable[[str], None], built: Callable[[float], None]) -> list:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
-        feed_values = []
+        checked = {}
         for name in feed:  # every feed is checked, even one no op reads
             value = feed[name]
-            if not conforms(value, entry.declared[name]):
-                value = as_declared(block, name, value, "feed", FeedError)
-            if name in compiled.feeds:
-                feed_values.append((name, value))
-        feed_values = [v for _, v in sorted(feed_values, key=lambda nv: compiled.feeds.index(nv[0]))]
+            checked[name] = value if conforms(value, entry.declared[name]) else as_declared(
+                block, name, value, "feed", FeedError)
+        feed_values = [checked[name] for name in compiled.feeds]
         resident = self._resident.setdefault(scope, {})
         scope_values = [self._scope_value(block, scope, resident, name, entry.declared[name])
                         for name in compiled.from_scope]
         mark("feeds")
-        with _compiles_told(compiled, built):
-            compiled.executable(feed_values, scope_values)  # compiled here if these shapes are new: the plan phase
+        with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
+            executable = compiled.executable(feed_values, scope_values)
         mark("plan")
         with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
-            fetched, committed = compiled(feed_values, scope_values)
+            fetched, committed = compiled(feed_values, scope_values, executable)
         mark("loop")
         new, kept = {}, {}
         for name, value in zip(compiled.commits, committed):

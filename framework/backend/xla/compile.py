@@ -161,11 +161,13 @@ class CompiledBlock:
             return list(values)
         return [jax.device_put(v, self.device) for v in values]
 
-    def __call__(self, feed_values: Sequence[Any], scope_values: Sequence[Any]) -> tuple[list, list]:
-        """(fetched values, committed values) of one run, or the ExecutionError of its first failed check."""
+    def __call__(self, feed_values: Sequence[Any], scope_values: Sequence[Any], exe: _Executable | None = None
+                 ) -> tuple[list, list]:
+        """(fetched values, committed values) of one run, or the ExecutionError of its first failed check;
+        ``exe``: these arrays' executable, when the caller has looked it up already."""
         feed_values, scope_values = self.on_device(feed_values), self.on_device(scope_values)
         while True:
-            exe = self.executable(feed_values, scope_values)
+            exe = exe or self.executable(feed_values, scope_values)
             streams = {k: g.bit_generator.state for k, g in self._host_state.items()
                        if isinstance(g, np.random.Generator)}
             with x64():
@@ -174,6 +176,7 @@ class CompiledBlock:
                 self._rows *= 4
                 for k, state in streams.items():  # the re-run draws what this run drew (the step is pure)
                     self._host_state[k].bit_generator.state = state
+                exe = None
                 continue
             break
         if flags is not None:
