@@ -165,7 +165,8 @@ def test_places_are_accepted_as_paddle_does(monkeypatch):
 
 @pytest.mark.parametrize("place,message", [
     ("CPUPlace", "got 'CPUPlace'"),
-    ("gpu:0", "got 'gpu:0'"),
+    ("tpu:0", "got 'tpu:0'"),
+    ("gpu:0", "numpy backend runs on the CPU"),  # a GPU place needs a compiled backend (backends.md)
     (True, "the check flags are keyword-only"),
 ])
 def test_anything_else_is_not_taken_for_a_flag(place, message):
