@@ -5,14 +5,16 @@ types (``conformance``), the run's names (``signature``), an all-or-nothing comm
 (``commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
 one pure function per block and run signature (``backend/<name>/compile.py``).
 
-Values the step committed stay on the backend between runs: the scope holds a numpy view of each, and the next
-run passes the backend's own array instead of copying the view back (``_Resident``), unless someone stored
-another array under that name in the meantime.
+Values the step committed stay on the backend between runs: the scope stores the backend's own arrays
+(``Scope.update(..., as_is=True)``; a read gives a numpy view), and the next run passes them back in, lending
+the memory of the ones it updates to their new values (buffer donation), unless someone stored another array
+under that name in the meantime. A run whose old values are lent holds Ctrl-C back from the call to the commit:
+once lent, the old values are gone, so the new ones must land.
 """
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -47,15 +49,13 @@ class _Entry:
 
 
 class CompiledRunner:
-    """One executor's runs on backend ``name``: compiled blocks cached per program version, feed and fetch names;
-    committed values kept resident per scope."""
+    """One executor's runs on backend ``name``: compiled blocks cached per program version, feed and fetch names."""
 
     def __init__(self, name: str, place):
         self.name = name
         self.backend = load_backend(name)
         self.device = self.backend.device_for(place)
         self._compiled: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-        self._resident: "weakref.WeakKeyDictionary[Scope, dict]" = weakref.WeakKeyDictionary()
 
     def compiled_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> _Entry:
         """The cached compiled block of ``program``'s block 0 for these names; refused whole, naming every op the
@@ -101,35 +101,31 @@ class CompiledRunner:
             checked[name] = value if conforms(value, entry.declared[name]) else as_declared(
                 block, name, value, "feed", FeedError)
         feed_values = [checked[name] for name in compiled.feeds]
-        resident = self._resident.setdefault(scope, {})
-        scope_values = [self._scope_value(block, scope, resident, name, entry.declared[name])
-                        for name in compiled.from_scope]
+        scope_values = [self._scope_value(block, scope, name, entry.declared[name]) for name in compiled.from_scope]
         mark("feeds")
         with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
             executable = compiled.executable(feed_values, scope_values)
         mark("plan")
-        with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
-            fetched, committed = compiled(feed_values, scope_values, executable)
-        mark("loop")
-        new, kept = {}, {}
-        for name, value in zip(compiled.commits, committed):
-            if name in feed:  # a feed overrides the scope for this run only
-                continue
-            view = np.asarray(value)
-            new[name], kept[name] = view, (view, value)
-        with held_interrupts():
-            scope.update(new)
-            resident.update(kept)
+        with held_interrupts() if executable.donates else nullcontext():
+            with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
+                fetched, committed = compiled(feed_values, scope_values, executable)
+            mark("loop")
+            new = {name: value for name, value in zip(compiled.commits, committed) if name not in feed}
+            with held_interrupts():  # a fed persistable is the feed's for this run only: not committed
+                scope.update(new, as_is=True)
         mark("commit")
         return fetched
 
     @staticmethod
-    def _scope_value(block, scope: Scope, resident: dict, name: str, want) -> Any:
+    def _scope_value(block, scope: Scope, name: str, want) -> Any:
+        """The value a run reads: the backend's own array when this scope holds one (the run may lend its memory),
+        else the numpy array, checked against the declared type (a parent scope's backend array is read as
+        numpy: the run must not lend what another scope holds)."""
+        own = scope.own(name)
+        if own is not None and type(own) is not np.ndarray:
+            return own
         if name not in scope:
             raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
                                  "scope (run the startup program first, or scope.set it)")
         value = scope[name]
-        kept = resident.get(name)
-        if kept is not None and kept[0] is value:  # still the view of what the backend committed: pass its array
-            return kept[1]
         return value if conforms(value, want) else as_declared(block, name, value, "scope value", ExecutionError)

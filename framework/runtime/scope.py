@@ -29,7 +29,9 @@ class Scope:
         scope = self
         while scope is not None:
             if name in scope._vars:
-                return scope._vars[name]
+                value = scope._vars[name]
+                # a compiled backend's array (``update(..., as_is=True)``) reads as a numpy view of it
+                return value if type(value) is np.ndarray else np.asarray(value)
             scope = scope.parent
         raise KeyError(name)
 
@@ -48,7 +50,8 @@ class Scope:
         return False
 
     def own(self, name: str):
-        """The array stored under ``name`` in this scope itself (not a parent), or None."""
+        """The array stored under ``name`` in this scope itself (not a parent), or None: as stored, so a compiled
+        backend's own array for the values it committed."""
         return self._vars.get(name)
 
     def set(self, name: str, value) -> None:
@@ -57,13 +60,15 @@ class Scope:
 
     __setitem__ = set
 
-    def update(self, values: Mapping[str, np.ndarray]) -> None:
+    def update(self, values: Mapping[str, np.ndarray], *, as_is: bool = False) -> None:
         """Store every value (as a numpy array) at once, so a KeyboardInterrupt lands before or after it.
 
         The values are converted first; then one ``dict.update`` stores them
-        all, and Python runs signal handlers only between bytecodes.
+        all, and Python runs signal handlers only between bytecodes. ``as_is``
+        stores them unconverted: a compiled backend keeps its own arrays here,
+        so that its next run can reuse their memory (reads still give numpy).
         """
-        arrays = {name: np.asarray(value) for name, value in values.items()}
+        arrays = dict(values) if as_is else {name: np.asarray(value) for name, value in values.items()}
         self._vars.update(arrays)
 
     def remove(self, name: str) -> None:
@@ -84,7 +89,7 @@ class Scope:
         return Scope(self)
 
     def snapshot(self) -> dict[str, np.ndarray]:
-        return dict(self._vars)
+        return {name: self[name] for name in self._vars}
 
     def __repr__(self) -> str:
         return f"Scope({len(self._vars)} vars{', with parent' if self.parent is not None else ''})"

@@ -199,3 +199,44 @@ def test_backends_md_holds_the_generated_lowering_table():
 
     doc = (Path(__file__).resolve().parents[2] / "design_docs" / "backends.md").read_text(encoding="utf-8")
     assert with_table(doc) == doc, "stale: python -m gradgen.framework.backend.xla.doc_table --write design_docs/backends.md"
+
+
+def test_a_view_the_caller_holds_keeps_its_values_when_the_next_run_reuses_memory():
+    """The scope keeps the backend's arrays and lends their memory to the next run's new values (donation); a
+    numpy view someone still holds must keep the values it had."""
+    need_jax()
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    held = scope["w"]
+    assert isinstance(held, np.ndarray)
+    before = held.copy()
+    for seed in range(3):
+        exe.run(main, feed=_feed(4, seed=seed), fetch_list=[loss], scope=scope)
+    np.testing.assert_array_equal(held, before)
+    assert not np.array_equal(scope["w"], before)
+
+
+def test_a_parent_scopes_values_are_read_not_lent():
+    need_jax()
+    main, startup, loss = _regression()
+    exe, parent = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=parent)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=parent)  # the parent now holds the backend's array
+    before = parent["w"].copy()
+    child = parent.new_scope()
+    for seed in range(2):
+        exe.run(main, feed=_feed(4, seed=seed), fetch_list=[loss], scope=child)
+    np.testing.assert_array_equal(parent["w"], before)
+    assert not np.array_equal(child["w"], before)
+
+
+def test_the_numpy_backend_runs_on_a_scope_the_xla_backend_filled():
+    need_jax()
+    main, startup, loss = _regression()
+    scope = Scope()
+    Executor(backend="xla").run(startup, scope=scope)
+    (xla_loss,) = Executor(backend="xla").run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    (np_loss,) = Executor().run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    assert np_loss < xla_loss and type(scope.own("w")) is np.ndarray

@@ -142,7 +142,7 @@ class NumpyRunner:
                 value = np.array(value)
             if name in plan.buffers.swaps:
                 old = scope.own(name)
-                if old is not None and old is not value:
+                if isinstance(old, np.ndarray) and old is not value:
                     replaced.append((name, old))
             new[name] = np.asarray(value)
         if writes:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...errors import ExecutionError
+from ..numpy.kernels import KERNELS as NUMPY_KERNELS
 from .context import TraceContext
 from .trace import trace_block
 
@@ -28,6 +29,11 @@ __all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_di
 INITIAL_HISTORY_ROWS = 64
 """History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
 times as many (up to ``max_iterations`` when it has one)."""
+
+HOST_COMPUTED = ("uniform_random", "gaussian_random")
+"""Op types whose block-0 outputs are computed on the host by their numpy kernels and passed in, not embedded:
+a seeded draw is the same array every run (the numpy backend's, bit for bit), and a startup program's weights
+as constants in the compiled program made it hundreds of MiB and took seconds to compile."""
 
 MAX_EXECUTABLES = 32
 """Executables kept per compiled block (one per distinct run-time shapes), least recently used dropped."""
@@ -89,8 +95,11 @@ def device_for(place) -> Any:
 class _Executable:
     """One compiled shape signature: the XLA executable and what its trace found out."""
 
-    def __init__(self, compiled, ctx: TraceContext, history_of: dict[str, int], seconds: float, text: str | None):
+    def __init__(self, compiled, ctx: TraceContext, history_of: dict[str, int], seconds: float, text: str | None,
+                 donates: bool):
         self.compiled, self.ctx, self.history_of, self.seconds, self.text = compiled, ctx, history_of, seconds, text
+        self.donates = donates
+        """Whether the call reuses the memory of the scope values it updates (their arrays are dead after it)."""
 
 
 class CompiledBlock:
@@ -107,17 +116,25 @@ class CompiledBlock:
         self._executables: "OrderedDict[tuple, _Executable]" = OrderedDict()
         self._rows = INITIAL_HISTORY_ROWS
         self._host_state: dict = {}  # kept across traces (``TraceContext.host_state``)
+        self._host_ops = {i: op for i, op in enumerate(block.ops) if op.type in HOST_COMPUTED}
+        self._host_names = [n for op in self._host_ops.values() for n in op.output_arg_names]
+        committed = set(self.commits)
+        self._donatable = tuple(name in committed for name in self.from_scope)
+        """Per scope value: does the run write a new value of it (so its old array may lend its memory)?"""
 
     # -- tracing ---------------------------------------------------------------------------------------------
     def _step(self, rows: int, found: list):
         block, feeds, from_scope = self.block, self.feeds, self.from_scope
         outs = list(self.fetches) + list(self.commits)
 
-        def step(feed_values, scope_values):
-            ctx = TraceContext(history_capacity=rows, host_state=self._host_state)
+        def step(feed_values, donated_values, kept_values, host_values):
+            ctx = TraceContext(history_capacity=rows, host_state=self._host_state,
+                               precomputed=frozenset(self._host_ops))
             ctx.trace_block = lambda b, env, fetches: trace_block(b, env, fetches, ctx)
-            env = dict(zip(feeds, feed_values))
-            env.update(zip(from_scope, scope_values))
+            env = dict(zip(self._host_names, host_values))
+            env.update(zip(feeds, feed_values))
+            donated, kept = iter(donated_values), iter(kept_values)
+            env.update((name, next(donated) if lends else next(kept)) for name, lends in zip(from_scope, self._donatable))
             values = trace_block(block, env, outs, ctx)
             found.append(ctx)
             # None when there is nothing to report: no flag to copy back and look at after every run
@@ -138,20 +155,40 @@ class CompiledBlock:
             return found
         start = time.perf_counter()
         ctxs: list[TraceContext] = []
+        donated, kept = self._split(self.on_device(scope_values))
+        host = tuple(jax.ShapeDtypeStruct(self.block.var(n).shape, self.block.var(n).dtype) for n in self._host_names)
+        args = (tuple(self.on_device(feed_values)), donated, kept, host)
+        donates = any(self._donatable)
         with x64():
-            lowered = jax.jit(self._step(self._rows, ctxs)).lower(tuple(self.on_device(feed_values)),
-                                                                  tuple(self.on_device(scope_values)))
+            lowered = jax.jit(self._step(self._rows, ctxs), donate_argnums=(1,) if donates else ()).lower(*args)
+            if ctxs[-1].flags or ctxs[-1].overflow:  # a run may fail or re-run after the call: keep the old values
+                donates = False
+                lowered = jax.jit(self._step(self._rows, ctxs)).lower(*args)
             text = lowered.as_text(debug_info=True) if keep_text else None
             compiled = lowered.compile()
         ctx = ctxs[-1]
         history_of = {n: k for k, n in enumerate(n for n in self.fetches if n in ctx.steps_of)}
-        found = _Executable(compiled, ctx, history_of, time.perf_counter() - start, text)
+        found = _Executable(compiled, ctx, history_of, time.perf_counter() - start, text, donates)
         self.compiles += 1
         self.compile_seconds += found.seconds
         self._executables[key] = found
         while len(self._executables) > MAX_EXECUTABLES:
             self._executables.popitem(last=False)
         return found
+
+    def _split(self, scope_values: Sequence[Any]) -> tuple[tuple, tuple]:
+        """(the scope values the run updates, the others), in ``from_scope`` order."""
+        donated = tuple(v for v, lends in zip(scope_values, self._donatable) if lends)
+        return donated, tuple(v for v, lends in zip(scope_values, self._donatable) if not lends)
+
+    def _host_values(self) -> list:
+        """The outputs of the block's ``HOST_COMPUTED`` ops, drawn by their numpy kernels (each run: nothing is
+        kept between runs)."""
+        values = []
+        for op in self._host_ops.values():
+            out = NUMPY_KERNELS[op.type](op)()
+            values += list(out) if isinstance(out, tuple) else [out]
+        return values
 
     # -- running ---------------------------------------------------------------------------------------------
     def on_device(self, values: Sequence[Any]) -> list:
@@ -170,8 +207,10 @@ class CompiledBlock:
             exe = exe or self.executable(feed_values, scope_values)
             streams = {k: g.bit_generator.state for k, g in self._host_state.items()
                        if isinstance(g, np.random.Generator)}
+            host = tuple(self.on_device(self._host_values())) if self._host_ops else ()
+            donated, kept = self._split(scope_values)
             with x64():
-                values, flags, overflow, steps = exe.compiled(tuple(feed_values), tuple(scope_values))
+                values, flags, overflow, steps = exe.compiled(tuple(feed_values), donated, kept, host)
             if overflow is not None and bool(overflow):  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
                 for k, state in streams.items():  # the re-run draws what this run drew (the step is pure)

@@ -44,6 +44,9 @@ class TraceContext:
     """History var name -> the traced trip count of its loop (a fetched History is sliced to it on the host)."""
     where: str = ""
     """The op being traced, as errors name it (set by ``trace``)."""
+    precomputed: frozenset = frozenset()
+    """Indexes of block-0 ops whose outputs the step receives as inputs, computed on the host (``compile``'s
+    ``HOST_COMPUTED``): the trace binds them and skips the op."""
     host_state: dict = field(default_factory=dict)
     """State a lowering keeps on the host across the traces of one compiled block (a dropout's random stream:
     one per block, whatever the run-time shapes, as the numpy backend keeps one per plan)."""

@@ -40,7 +40,10 @@ def _checked(block, where: str, name: str, value) -> None:
 def trace_block(block, env: Mapping[str, Any], fetches: Sequence[str], ctx: TraceContext) -> list:
     """Trace every op of ``block`` on ``env`` (var name -> jax value); return the values of ``fetches``."""
     env = dict(env)
+    top = block.idx == 0
     for index, op in enumerate(block.ops):
+        if top and index in ctx.precomputed:  # its outputs came in with the step's inputs
+            continue
         where = op_location(block, index, op.type, op.callsite)
         factory = LOWERINGS.get(op.type)
         if factory is None:
