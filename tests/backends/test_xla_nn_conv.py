@@ -84,7 +84,8 @@ CASES = [*_label_cases(), *_pool_cases(), *_norm_cases()]
 def test_xla_matches_numpy_at_the_edges(case: Case):
     need_jax()
     main, feed, fetch = _one(case)
-    want, got = run_both(main, feed, fetch)
+    with np.errstate(invalid="ignore"):  # inf/NaN gradients make NaN shares on purpose: numpy's 0 * inf
+        want, got = run_both(main, feed, fetch)
     assert not isinstance(want, Exception), want
     assert_same(want, got, fetch, case.id)
 
