@@ -199,3 +199,25 @@ def test_the_layer_trains_as_pytorch_from_the_same_weights(cell, num_layers, bid
     np.testing.assert_allclose(losses, _torch_steps(net, feed, weights), **TOL[dtype])
     for n, p in net.named_parameters():
         np.testing.assert_allclose(np.asarray(scope[n]), p.detach().numpy(), **TOL[dtype], err_msg=n)
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_a_default_export_without_initial_states_imports(cell):
+    """PyTorch builds the zero initial states of a default export from Shape -> Gather -> Concat -> Expand:
+    import-time constant folding turns them into constants, and the imported model computes PyTorch's output."""
+    require(None if torch else "torch", "pip install -e '.[oracle]'")
+    from gradgen.framework import Executor, Scope, import_onnx
+
+    torch.manual_seed(0)
+    net = getattr(torch.nn, cell)(4, 6, num_layers=2, bidirectional=True, batch_first=True).double()
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (x,), buf, opset_version=17, dynamo=False, input_names=["x"], output_names=["y"])
+    main, params, outputs = import_onnx(buf.getvalue())
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    (got,) = Executor().run(main, feed={"x": x.numpy()}, fetch_list=[outputs["y"]], scope=scope)
+    np.testing.assert_allclose(got, net(x)[0].detach().numpy(), rtol=1e-12, atol=1e-12)
