@@ -16,8 +16,9 @@ from jax.scipy.special import erf as jax_erf
 from gradgen.program.einsum_equation import parse_einsum
 
 from ..numpy.kernels import KERNELS as NUMPY_KERNELS
+from ..numpy.kernels.manipulation import summed_to_shape
 
-__all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype", "sum_to_shape"]
+__all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype"]
 
 
 def in_dtype(op, slot: str = "X", k: int = 0) -> np.dtype:
@@ -303,23 +304,8 @@ def _mod(op, ctx):
     return run
 
 
-def sum_to_shape(x, shape: tuple):
-    """``x`` summed over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's
-    dtype, as ``backend/numpy/kernels/manipulation.sum_to_shape``."""
-    shape = tuple(shape)
-    if x.shape == shape:
-        return x
-    lead = x.ndim - len(shape)
-    if lead:
-        x = x.sum(axis=tuple(range(lead)), dtype=x.dtype)
-    axes = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
-    if axes:
-        x = x.sum(axis=axes, keepdims=True, dtype=x.dtype)
-    return x
-
-
 def _reduce_as(op, ctx):
-    return lambda x, target: sum_to_shape(x, target.shape)
+    return lambda x, target: summed_to_shape(x, target.shape)
 
 
 def _logical_not(op, ctx):

@@ -32,7 +32,12 @@ def sum_(op):
 def sum_to_shape(x, shape):
     """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's dtype
     (numpy would sum int32 to int64)."""
-    x = np.asarray(x)
+    return summed_to_shape(np.asarray(x), shape)
+
+
+def summed_to_shape(x, shape):
+    """``sum_to_shape`` of an array of any library with numpy's ``sum`` (numpy's, or a traced jax array: the
+    xla backend's ``reduce_as`` is this same function)."""
     if x.shape == tuple(shape):
         return x
     lead = x.ndim - len(shape)
