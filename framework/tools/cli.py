@@ -397,7 +397,7 @@ def cmd_explain(args) -> int:
     from .explain import explain_page
 
     program, shapes = _program_and_feed_shapes(args)
-    text = explain_page(program, shapes or None, title=os.path.basename(args.program))
+    text = explain_page(program, shapes or None, title=os.path.basename(args.program), backend=args.backend)
     with open(args.output, "w", encoding="utf-8") as f:
         f.write(text)
     print(f"wrote {args.output} ({len(text.encode()) / 1024:.0f} KiB); open it in a browser")
@@ -557,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
     p.add_argument("-o", "--output", required=True, help="the .html file to write")
+    _backend_option(p, "the engine the page says runs the program (default numpy)")
     p.set_defaults(run=cmd_explain)
 
     p = sub.add_parser("ops", help="list every op type, whether it is differentiable and its grad ops")

@@ -42,3 +42,12 @@ def test_progress_bar_stays_out_of_logs(tmp_path):
     result = gradgen("example", "mlp", "--steps", "30", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr  # stderr is a pipe here, not a terminal
+
+
+def test_the_page_says_which_backend_runs_the_program(tmp_path):
+    program = _program(tmp_path)
+    for backend, said in (("numpy", "runs on the numpy backend. Click"), ("xla", "runs on the xla backend (its compiler")):
+        assert gradgen("explain", program, "--backend", backend, "-o", tmp_path / f"{backend}.html").returncode == 0
+        page = (tmp_path / f"{backend}.html").read_text(encoding="utf-8")
+        assert said in page.replace("&mdash;", "-"), backend
+        assert '"backend":"' + backend + '"' in page

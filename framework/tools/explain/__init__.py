@@ -15,9 +15,10 @@ from .page import render_page
 
 
 def explain_page(program, feed_shapes: Mapping[str, Sequence[int]] | None = None, embedded: bool = False,
-                 title: str = "gradgen program") -> str:
-    """The HTML page explaining ``program``; ``feed_shapes`` sizes -1 dims (default 1)."""
-    return render_page(page_model(program, feed_shapes), title=title, embedded=embedded)
+                 title: str = "gradgen program", backend: str = "numpy") -> str:
+    """The HTML page explaining ``program``; ``feed_shapes`` sizes -1 dims (default 1); ``backend`` names the
+    engine that runs it (the header says so)."""
+    return render_page({**page_model(program, feed_shapes), "backend": backend}, title=title, embedded=embedded)
 
 
 __all__ = ["explain_page", "page_model", "render_page", "default_feed_shapes", "op_id"]

@@ -36,6 +36,9 @@ def render_page(model: dict[str, Any], title: str = "gradgen program", embedded:
         for op in b["ops"]:
             counts[op["role"]] = counts.get(op["role"], 0) + 1
     summary = f"{len(blocks)} block(s), {ops} ops: " + ", ".join(f"{n} {r}" for r, n in counts.items())
+    summary += f"; runs on the {model.get('backend', 'numpy')} backend" + (
+        "" if model.get("backend", "numpy") == "numpy" else
+        " (its compiler plans the buffers: the memory chart below is the numpy plan's)")
     body = (f"<div class=\"gradgen-explain\"><style>{_asset('page.css')}</style>"
             f"<div class=\"gg-header\"><b>{html.escape(title)}</b> &mdash; {html.escape(summary)}. Click an op to "
             "see what it was made for; click a var for its facts.</div>"
