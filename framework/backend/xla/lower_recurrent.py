@@ -113,7 +113,6 @@ class _Direction:
         self.lbr = bool(op.attr("linear_before_reset")) if cell == "gru" else False
         self.params = [p for p in PARAMS[cell] if op.input(p)]
         self.dtype = jnp.dtype(op.block.var(op.input("X")[0]).dtype)
-        self.has_lens = bool(op.input("SeqLens"))
 
     def lengths(self, ctx, lens, steps: int):
         """The lengths as int64, checked to lie in [0, steps] as the numpy kernel checks them."""
