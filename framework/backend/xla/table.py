@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from . import lower_control, lower_conv, lower_math, lower_nn, lower_optim, lower_tensor
+from . import lower_control, lower_conv, lower_math, lower_nn, lower_optim, lower_recurrent, lower_tensor
 
 __all__ = ["FAMILIES", "LOWERINGS", "REFUSED", "problems"]
 
-FAMILIES = (lower_math, lower_tensor, lower_nn, lower_conv, lower_optim, lower_control)
+FAMILIES = (lower_math, lower_tensor, lower_nn, lower_conv, lower_optim, lower_control, lower_recurrent)
 
 
 def _collect() -> dict:
@@ -29,9 +29,6 @@ LOWERINGS: Mapping[str, Callable] = _collect()
 """op type -> ``lowering(op, ctx) -> fn`` (``context``)."""
 
 REFUSED: Mapping[str, str] = {
-    **{op: "a fused recurrence (its numpy kernel loops over time on dual numbers for the second order): no xla "
-           "lowering is written yet; build the loop with layers.while_loop to compile it, or run on numpy"
-       for op in ("lstm", "gru", "lstm_grad", "gru_grad", "lstm_jvp", "gru_jvp")},
     **{op: "a collective of data-parallel training: run the program on the numpy backend (a compiled step would "
            "have to stop at every all-reduce for MPI)" for op in ("allreduce_start", "allreduce_wait", "broadcast")},
 }
