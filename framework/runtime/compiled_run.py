@@ -83,16 +83,16 @@ class CompiledRunner:
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, whatever ``return_numpy`` says: the caller's own copies); the
         scope gets the committed values only if the whole run succeeds. ``built(seconds)`` is told of every
-        compile (``mark``: the profile's phases; ``agreed``: the data-parallel feed check, which a compiled backend,
-        refusing collectives, never needs)."""
+        compile (``mark``: the profile's phases; ``agreed()`` raises before the commit when the other ranks of a
+        data-parallel run were fed other shapes)."""
         with scope.run_lock:
-            fetched = self._run_locked(program, feed, fetch_names, scope, mark, built)
+            fetched = self._run_locked(program, feed, fetch_names, scope, mark, built, agreed)
         out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
         mark("fetch")
         return out
 
     def _run_locked(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope,
-                    mark: Callable[[str], None], built: Callable[[float], None]) -> list:
+                    mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         checked = {}
@@ -111,6 +111,7 @@ class CompiledRunner:
                 fetched, committed = compiled(feed_values, scope_values, executable)
             mark("loop")
             new = {name: value for name, value in zip(compiled.commits, committed) if name not in feed}
+            agreed()  # a data-parallel run: every rank was fed the same shapes (else nothing is committed)
             with held_interrupts():  # a fed persistable is the feed's for this run only: not committed
                 scope.update(new, as_is=True)
         mark("commit")

@@ -83,10 +83,11 @@ def persistables(program, scope) -> dict[str, np.ndarray]:
     return {v.name: np.array(scope[v.name]) for v in program.global_block().vars.values() if v.persistable}
 
 
-def train(case: str, parallel: bool, steps: int = STEPS, comm=None) -> dict[str, np.ndarray]:
-    """Train ``case`` for ``steps`` steps (batch k made with seed k); return every persistable value."""
+def train(case: str, parallel: bool, steps: int = STEPS, comm=None, backend: str = "numpy") -> dict[str, np.ndarray]:
+    """Train ``case`` for ``steps`` steps (batch k made with seed k) on ``backend``; return every persistable
+    value."""
     main, startup, loss, model = build(case, parallel)
-    exe, scope = Executor(), Scope()
+    exe, scope = Executor(backend=backend), Scope()
     exe.run(startup, scope=scope)
     for step in range(steps):
         batch = model.data(step)

@@ -57,6 +57,23 @@ def test_n_ranks_train_as_one_process_on_the_concatenated_batch(trained, case, n
         assert worst <= 1e-12 * scale, f"{case} on {n} ranks: {name} differs by {worst:.3g} (scale {scale:.3g})"
 
 
+def test_on_the_xla_backend_two_ranks_train_as_one_numpy_process(tmp_path):
+    """The data-parallel step compiles whole on xla (its collectives are ordered host callbacks): two ranks equal
+    one numpy process on the concatenated batch to 1e-12 (float64)."""
+    from tests.backends.xla_harness import need_jax
+
+    need_jax()
+    result = run_ranks(2, sys.executable, "-m", "tests.distributed.worker", "train_xla", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for case in CASES:
+        got, ref = np.load(tmp_path / f"{case}.npz"), reference(case)
+        assert bool(got["@identical"]), f"{case}: the ranks ended with different values"
+        for name, value in ref.items():
+            scale = max(float(np.max(np.abs(value))), 1e-300) if value.size else 1.0
+            worst = float(np.max(np.abs(got[name] - value))) if value.size else 0.0
+            assert worst <= 1e-12 * scale, f"{case} on xla: {name} differs by {worst:.3g} (scale {scale:.3g})"
+
+
 @pytest.mark.parametrize("n", RANKS)
 @pytest.mark.parametrize("case", CONTRAST)
 def test_clipping_by_each_ranks_local_norm_would_not_match(trained, case, n):

@@ -3,6 +3,7 @@
 Modes:
 - ``train``: every case of ``cases.CASES`` and ``cases.CONTRAST`` on this rank's shards; rank 0 checks
   that every rank ends with bit-identical values and writes them to OUT/CASE.npz.
+- ``train_xla``: the same cases on the xla backend (``Executor(backend="xla")``).
 - ``broadcast``: each rank's startup fills a parameter with its own rank; after
   the startup's broadcast, rank 0 writes what every rank holds to OUT/broadcast.npz.
 - ``raise``: rank 1 raises while rank 0 waits in an all-reduce that can never finish.
@@ -21,9 +22,9 @@ from gradgen.program.initializer import Constant
 from .cases import CASES, CONTRAST, build, train
 
 
-def _train(comm, out: str) -> None:
-    for case in CASES + CONTRAST:
-        values = train(case, parallel=True, comm=comm)
+def _train(comm, out: str, backend: str = "numpy", cases=None) -> None:
+    for case in cases or CASES + CONTRAST:
+        values = train(case, parallel=True, comm=comm, backend=backend)
         everyone = comm.comm.gather(values, root=0)
         if comm.rank == 0:
             same = all(np.array_equal(v[k], everyone[0][k]) for v in everyone for k in v)
@@ -53,7 +54,12 @@ def _raise(comm, out: str) -> None:
     exe.run(main, feed=model.data(0), fetch_list=[loss], scope=scope)
 
 
-MODES = {"train": _train, "broadcast": _broadcast, "raise": _raise}
+def _train_xla(comm, out: str) -> None:
+    """``train`` on the xla backend: the all-reduces and broadcasts are ordered host callbacks there."""
+    _train(comm, out, "xla", CASES)
+
+
+MODES = {"train": _train, "train_xla": _train_xla, "broadcast": _broadcast, "raise": _raise}
 
 
 if __name__ == "__main__":

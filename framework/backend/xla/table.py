@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from . import lower_control, lower_conv, lower_math, lower_nn, lower_optim, lower_recurrent, lower_tensor
+from . import lower_collective, lower_control, lower_conv, lower_math, lower_nn, lower_optim, lower_recurrent, lower_tensor
 
 __all__ = ["FAMILIES", "LOWERINGS", "REFUSED", "problems"]
 
-FAMILIES = (lower_math, lower_tensor, lower_nn, lower_conv, lower_optim, lower_control, lower_recurrent)
+FAMILIES = (lower_math, lower_tensor, lower_nn, lower_conv, lower_optim, lower_control, lower_recurrent,
+            lower_collective)
 
 
 def _collect() -> dict:
@@ -28,10 +29,7 @@ def _collect() -> dict:
 LOWERINGS: Mapping[str, Callable] = _collect()
 """op type -> ``lowering(op, ctx) -> fn`` (``context``)."""
 
-REFUSED: Mapping[str, str] = {
-    **{op: "a collective of data-parallel training: run the program on the numpy backend (a compiled step would "
-           "have to stop at every all-reduce for MPI)" for op in ("allreduce_start", "allreduce_wait", "broadcast")},
-}
+REFUSED: Mapping[str, str] = {}
 """op type -> why the xla backend does not run it (the error names the ops and says this)."""
 
 
