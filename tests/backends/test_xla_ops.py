@@ -29,7 +29,8 @@ def test_xla_matches_numpy(case: Case):
 
 
 PROGRAM_TESTED = {"cond", "while", "call", "custom_gradient",
-                  *(f"{c}_{k}" for c in ("lstm", "gru") for k in ("grad", "jvp"))}  # test_xla_recurrent.py
+                  *(f"{c}_{k}" for c in ("lstm", "gru") for k in ("grad", "jvp")),  # test_xla_recurrent.py
+                  "allreduce_start", "allreduce_wait", "broadcast"}  # tests/distributed/test_mpi.py, on 2 ranks
 """Op types tested as whole programs (``test_xla_programs.py``) or in their own one-op tests instead of one-op
 cases (the recurrences' grad and jvp ops: ONNX cannot export them, so they have no case)."""
 
