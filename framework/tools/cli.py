@@ -17,16 +17,15 @@ import numpy as np
 
 from gradgen.program.errors import GradgenError
 
-from . import cli_onnx, cli_parallel
-from .cli_values import CliError, count, describe_array, load_feeds, parse_names, parse_shape_args, save_arrays
+from . import cli_onnx, cli_parallel, cli_run
+from .cli_run import backend_option, prepare, progress, runtime_options
+from .cli_values import CliError, load_feeds, parse_names, parse_shape_args
 from .cli_values import load_program as _load
 from .cli_values import program_var as _var
 
 
 SWEEP_WARNING = 10_000
 """check-grad warns before sweeping more elements than this (each costs two runs of the program)."""
-PROFILE_STEPS = 40
-"""``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
 
 
 def _version() -> str:
@@ -34,13 +33,6 @@ def _version() -> str:
         return metadata.version("gradgen")
     except metadata.PackageNotFoundError:
         return "unknown (not installed)"
-
-
-def _progress(steps: int, enabled: bool, unit: str = "step"):
-    from tqdm import tqdm
-
-    # disable=None: no bar when stderr is not a terminal, so logs get no stream of carriage-return updates
-    return tqdm(range(steps), disable=None if enabled else True, unit=unit, dynamic_ncols=True, file=sys.stderr)
 
 
 def _register_user_ops(items: list[str]) -> None:
@@ -61,54 +53,6 @@ def _register_user_ops(items: list[str]) -> None:
 
 
 # -- subcommands ------------------------------------------------------------------------------------------------
-
-
-def cmd_example(args) -> int:
-    from .. import Executor, Scope
-    from .examples import EXAMPLES
-    from ..io import save_params
-
-    if args.list or args.name is None:
-        for name, build in EXAMPLES.items():
-            print(f"{name:<8} {build().description}")
-        return 0
-    if args.name not in EXAMPLES:
-        raise CliError(f"unknown example '{args.name}' (known: {', '.join(EXAMPLES)})")
-    ex = EXAMPLES[args.name]()
-    print(f"# {ex.name}: {ex.description}\n")
-    print("## forward program\n")
-    print(ex.main)
-    from gradgen.program import program_guard
-
-    with program_guard(ex.main, ex.startup):
-        ex.make_optimizer().minimize(ex.loss)
-    print("## after append_backward and the optimizer (generated ops name the forward op they came from)\n")
-    print(ex.main)
-    exe, scope = Executor(profile=args.profile, backend=args.backend), Scope()
-    exe.run(ex.startup, scope=scope)
-    steps = ex.steps if args.steps is None else args.steps
-    first = last = None
-    bar = _progress(steps, not args.quiet)
-    for step in bar:
-        (loss,) = exe.run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
-        last = float(loss)
-        first = last if first is None else first
-        if step % 10 == 0 or step == steps - 1:
-            bar.set_postfix(loss=f"{last:.6g}")
-    bar.close()
-    if steps:
-        print(f"loss: {first:.6g} at step 1 -> {last:.6g} at step {steps}")
-    if args.profile:
-        _print_profile(exe, ex.main)
-    out = args.out or f"gradgen-{ex.name}"
-    os.makedirs(out, exist_ok=True)
-    ex.main.save(os.path.join(out, "main.json"))
-    ex.startup.save(os.path.join(out, "startup.json"))
-    save_params(os.path.join(out, "params.npz"), ex.main, scope)
-    for name, value in ex.feed.items():
-        np.save(os.path.join(out, f"{name}.npy"), value)
-    print(f"wrote {out}/main.json, startup.json, params.npz and " + ", ".join(f"{n}.npy" for n in ex.feed))
-    return 0
 
 
 def cmd_show(args) -> int:
@@ -165,28 +109,6 @@ def cmd_backward(args) -> int:
     return 0
 
 
-def _print_profile(exe, program) -> None:
-    from .profile_text import profile_text
-
-    print(profile_text(program, exe.profile(program), top=PROFILE_STEPS), end="")
-
-
-def _prepare(args):
-    """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
-    from .. import Executor, Scope
-    from ..io import load_params
-
-    program = _load(args.program)
-    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
-    if args.startup:
-        exe.run(_load(args.startup), scope=scope)
-    if args.params:
-        if not os.path.exists(args.params):
-            raise CliError(f"no such parameter file: {args.params}")
-        load_params(args.params, program, scope, strict=False)
-    return program, exe, scope
-
-
 def _show_lowered(program, args) -> int:
     """The program as the compiled backend lowers it: every instruction located at the gradgen op it came from."""
     from ..backend import load_backend
@@ -199,71 +121,6 @@ def _show_lowered(program, args) -> int:
         raise CliError(f"the {args.backend} backend cannot run this program:\n  " + "\n  ".join(found))
     feeds = parse_names(args.feed) if args.feed else list(default_feeds(block))
     print(backend.lowered_text(program, feeds, parse_names(args.fetch) if args.fetch else ()), end="")
-    return 0
-
-
-def cmd_run(args) -> int:
-    from ..runtime.communicator import Solo, abort_on_error, communicator, launched_size
-
-    # Under mpiexec this is one rank of several: a failure here must end them all, or they wait forever.
-    comm = communicator() if launched_size() > 1 else Solo()
-    with abort_on_error(comm):
-        return _run(args, comm)
-
-
-def _shard_axes(items: list[str]) -> dict[str, int]:
-    """``["seq=1"]`` -> ``{"seq": 1}``."""
-    axes = {}
-    for item in items:
-        name, _, axis = item.partition("=")
-        if not name.strip() or not axis.strip().lstrip("-").isdigit():
-            raise CliError(f"--shard-axis must look like NAME=AXIS (an integer), got {item!r}")
-        axes[name.strip()] = int(axis)
-    return axes
-
-
-def _run(args, comm) -> int:
-    from ..distributed import save_params_on_rank0, shard_feed
-    from ..passes.prune import prune
-    from .memory import analyze_memory, measured_run, memory_text
-
-    if args.steps < 1:
-        raise CliError(f"--steps must be at least 1 (got {args.steps})")
-    program, exe, scope = _prepare(args)
-    feed = load_feeds(args.feed)
-    for name in feed:
-        _var(program, name, "fed var")
-    if args.shard or args.shard_axis:
-        feed = shard_feed(feed, comm, _shard_axes(args.shard_axis))
-    fetch = parse_names(args.fetch)
-    for name in fetch:
-        _var(program, name, "fetched var")
-    if args.steps == 1 and not args.save_params and not args.memory:
-        # Only the fetched values outlive this run, so only the ops they need run: fetching a prediction of a
-        # training program then needs no labels (and updates nothing, which no-one could have seen anyway).
-        # The memory report is about the whole program as written, so it turns this off.
-        program = prune(program, fetch, feeds=list(feed))
-    speaks = comm.rank == 0  # only rank 0 prints and writes files
-    values, measured = [], {}
-    for step in _progress(args.steps, args.steps > 1 and speaks):
-        if step == 0 and args.memory and speaks:  # a loop's history is as long as this run's trip count
-            values, measured = measured_run(exe, program, feed, fetch, scope)
-        else:
-            values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
-    if args.memory and speaks:
-        report = analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch, measured=measured)
-        print(memory_text(report), end="")
-    for name, value in zip(fetch, values if speaks else ()):
-        print(f"{name}: {describe_array(value)}")
-    if args.save and speaks:
-        paths = save_arrays(args.save, list(zip(fetch, values)))
-        print(f"wrote {', '.join(paths)}")
-    if args.profile and speaks:
-        _print_profile(exe, program)
-    if args.save_params:
-        written = save_params_on_rank0(args.save_params, program, scope, comm)
-        if speaks:
-            print(f"wrote {args.save_params} ({len(written)} vars)")
     return 0
 
 
@@ -311,7 +168,7 @@ def cmd_check_grad(args) -> int:
     from .. import gradients
     from .gradcheck import check_gradients, tolerances_for
 
-    program, exe, scope = _prepare(args)
+    program, exe, scope = prepare(args)
     feed = load_feeds(args.feed)
     loss = _var(program, args.loss, "loss")
     if args.wrt:
@@ -335,7 +192,7 @@ def cmd_check_grad(args) -> int:
         print(f"gradgen: warning: checking {elements} elements runs the program {2 * elements} times; "
               "choose fewer vars with --wrt", file=sys.stderr)
     print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))})")
-    bar = _progress(elements, elements > 100, "element")
+    bar = progress(elements, elements > 100, "element")
     reports = check_gradients(program, loss.name, pairs, feed, scope, delta=delta, rtol=rtol, atol=atol,
                               on_element=bar.update)
     bar.close()
@@ -451,13 +308,6 @@ def cmd_modes(args) -> int:
 # -- the parser -------------------------------------------------------------------------------------------------
 
 
-def _backend_option(p, help: str | None = None) -> None:
-    from ..backend import BACKENDS, DEFAULT_BACKEND
-
-    p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT_BACKEND,
-                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla])")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gradgen", description="A static graph compiler with separate "
                                      "gradient-op generation: build, differentiate, inspect and run programs.")
@@ -466,22 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ops", action="append", default=[], metavar="FILE.py|MODULE",
                         help="a Python file or module that registers user-defined ops (register_op); repeatable")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("example", help="train a built-in example model (the main job)")
-    p.add_argument("name", nargs="?", help="the model: see --list")
-    p.add_argument("--list", action="store_true", help="list the built-in models")
-    p.add_argument("--steps", type=count, help="training steps (default: the model's own)")
-    p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--profile", action="store_true", help="after training, print where a step's time went")
-    _backend_option(p)
-    p.set_defaults(run=cmd_example)
+    cli_run.add_commands(sub)  # example (the main job) first, then run
 
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
     p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused steps with their ops")
-    _backend_option(p, "with a compiled backend: print the lowered program (StableHLO), each instruction located "
+    backend_option(p, "with a compiled backend: print the lowered program (StableHLO), each instruction located "
                        "at the gradgen op it came from (-1 dims as 1)")
     p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
     p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
@@ -496,32 +337,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-grad", help="comma-separated vars that get and pass no gradient")
     p.add_argument("-o", "--output", required=True, help="where to write the result")
     p.set_defaults(run=cmd_backward)
-
-    def runtime_options(p):
-        p.add_argument("program")
-        p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy", help="a feed (repeatable)")
-        p.add_argument("--startup", help="a startup program to run first (initializes parameters)")
-        p.add_argument("--params", help="a parameter file (.npz) to load")
-
-    p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
-                       "runs only the ops the fetches need)")
-    runtime_options(p)
-    p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
-    p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
-    _backend_option(p)
-    p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
-    p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
-                   "name cannot hold, such as '/', %%-escaped)")
-    p.add_argument("--memory", action="store_true",
-                   help="first print the bytes live after each op and the peak (of the whole program: no pruning)")
-    p.add_argument("--profile", action="store_true",
-                   help="after the runs, print where their time went: by op type, by op (with its source line), "
-                        "and outside the ops (means per run)")
-    p.add_argument("--shard", action="store_true",
-                   help="under mpiexec: each rank takes its equal part of every feed along axis 0 (0-d feeds whole)")
-    p.add_argument("--shard-axis", action="append", default=[], metavar="NAME=AXIS",
-                   help="shard this feed along AXIS instead of 0 (repeatable; implies --shard)")
-    p.set_defaults(run=cmd_run)
 
     p = sub.add_parser("prune", help="keep only the ops some vars need: an inference program (and its parameters)")
     p.add_argument("program")
@@ -557,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
     p.add_argument("-o", "--output", required=True, help="the .html file to write")
-    _backend_option(p, "the engine the page says runs the program (default numpy)")
+    backend_option(p, "the engine the page says runs the program (default numpy)")
     p.set_defaults(run=cmd_explain)
 
     p = sub.add_parser("ops", help="list every op type, whether it is differentiable and its grad ops")

@@ -1,0 +1,210 @@
+"""The ``gradgen`` commands that run programs: ``example`` (train a built-in model) and ``run`` (a program file),
+with the options and helpers they share with the other commands (a program, its startup and parameters; the
+backend; a progress bar)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .cli_values import CliError, count, describe_array, load_feeds, parse_names, save_arrays
+from .cli_values import load_program as _load
+from .cli_values import program_var as _var
+
+__all__ = ["add_commands", "backend_option", "prepare", "progress", "runtime_options"]
+
+PROFILE_STEPS = 40
+"""``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
+
+
+def progress(steps: int, enabled: bool, unit: str = "step"):
+    """A progress bar over ``range(steps)`` on stderr (none unless ``enabled`` and stderr is a terminal)."""
+    from tqdm import tqdm
+
+    # disable=None: no bar when stderr is not a terminal, so logs get no stream of carriage-return updates
+    return tqdm(range(steps), disable=None if enabled else True, unit=unit, dynamic_ncols=True, file=sys.stderr)
+
+
+def cmd_example(args) -> int:
+    from .. import Executor, Scope
+    from .examples import EXAMPLES
+    from ..io import save_params
+
+    if args.list or args.name is None:
+        for name, build in EXAMPLES.items():
+            print(f"{name:<8} {build().description}")
+        return 0
+    if args.name not in EXAMPLES:
+        raise CliError(f"unknown example '{args.name}' (known: {', '.join(EXAMPLES)})")
+    ex = EXAMPLES[args.name]()
+    print(f"# {ex.name}: {ex.description}\n")
+    print("## forward program\n")
+    print(ex.main)
+    from gradgen.program import program_guard
+
+    with program_guard(ex.main, ex.startup):
+        ex.make_optimizer().minimize(ex.loss)
+    print("## after append_backward and the optimizer (generated ops name the forward op they came from)\n")
+    print(ex.main)
+    exe, scope = Executor(profile=args.profile, backend=args.backend), Scope()
+    exe.run(ex.startup, scope=scope)
+    steps = ex.steps if args.steps is None else args.steps
+    first = last = None
+    bar = progress(steps, not args.quiet)
+    for step in bar:
+        (loss,) = exe.run(ex.main, feed=ex.feed, fetch_list=[ex.loss], scope=scope)
+        last = float(loss)
+        first = last if first is None else first
+        if step % 10 == 0 or step == steps - 1:
+            bar.set_postfix(loss=f"{last:.6g}")
+    bar.close()
+    if steps:
+        print(f"loss: {first:.6g} at step 1 -> {last:.6g} at step {steps}")
+    if args.profile:
+        _print_profile(exe, ex.main)
+    out = args.out or f"gradgen-{ex.name}"
+    os.makedirs(out, exist_ok=True)
+    ex.main.save(os.path.join(out, "main.json"))
+    ex.startup.save(os.path.join(out, "startup.json"))
+    save_params(os.path.join(out, "params.npz"), ex.main, scope)
+    for name, value in ex.feed.items():
+        np.save(os.path.join(out, f"{name}.npy"), value)
+    print(f"wrote {out}/main.json, startup.json, params.npz and " + ", ".join(f"{n}.npy" for n in ex.feed))
+    return 0
+
+
+def _print_profile(exe, program) -> None:
+    from .profile_text import profile_text
+
+    print(profile_text(program, exe.profile(program), top=PROFILE_STEPS), end="")
+
+
+def prepare(args):
+    """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
+    from .. import Executor, Scope
+    from ..io import load_params
+
+    program = _load(args.program)
+    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
+    if args.startup:
+        exe.run(_load(args.startup), scope=scope)
+    if args.params:
+        if not os.path.exists(args.params):
+            raise CliError(f"no such parameter file: {args.params}")
+        load_params(args.params, program, scope, strict=False)
+    return program, exe, scope
+
+
+def cmd_run(args) -> int:
+    from ..runtime.communicator import Solo, abort_on_error, communicator, launched_size
+
+    # Under mpiexec this is one rank of several: a failure here must end them all, or they wait forever.
+    comm = communicator() if launched_size() > 1 else Solo()
+    with abort_on_error(comm):
+        return _run(args, comm)
+
+
+def _shard_axes(items: list[str]) -> dict[str, int]:
+    """``["seq=1"]`` -> ``{"seq": 1}``."""
+    axes = {}
+    for item in items:
+        name, _, axis = item.partition("=")
+        if not name.strip() or not axis.strip().lstrip("-").isdigit():
+            raise CliError(f"--shard-axis must look like NAME=AXIS (an integer), got {item!r}")
+        axes[name.strip()] = int(axis)
+    return axes
+
+
+def _run(args, comm) -> int:
+    from ..distributed import save_params_on_rank0, shard_feed
+    from ..passes.prune import prune
+    from .memory import analyze_memory, measured_run, memory_text
+
+    if args.steps < 1:
+        raise CliError(f"--steps must be at least 1 (got {args.steps})")
+    program, exe, scope = prepare(args)
+    feed = load_feeds(args.feed)
+    for name in feed:
+        _var(program, name, "fed var")
+    if args.shard or args.shard_axis:
+        feed = shard_feed(feed, comm, _shard_axes(args.shard_axis))
+    fetch = parse_names(args.fetch)
+    for name in fetch:
+        _var(program, name, "fetched var")
+    if args.steps == 1 and not args.save_params and not args.memory:
+        # Only the fetched values outlive this run, so only the ops they need run: fetching a prediction of a
+        # training program then needs no labels (and updates nothing, which no-one could have seen anyway).
+        # The memory report is about the whole program as written, so it turns this off.
+        program = prune(program, fetch, feeds=list(feed))
+    speaks = comm.rank == 0  # only rank 0 prints and writes files
+    values, measured = [], {}
+    for step in progress(args.steps, args.steps > 1 and speaks):
+        if step == 0 and args.memory and speaks:  # a loop's history is as long as this run's trip count
+            values, measured = measured_run(exe, program, feed, fetch, scope)
+        else:
+            values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+    if args.memory and speaks:
+        report = analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch, measured=measured)
+        print(memory_text(report), end="")
+    for name, value in zip(fetch, values if speaks else ()):
+        print(f"{name}: {describe_array(value)}")
+    if args.save and speaks:
+        paths = save_arrays(args.save, list(zip(fetch, values)))
+        print(f"wrote {', '.join(paths)}")
+    if args.profile and speaks:
+        _print_profile(exe, program)
+    if args.save_params:
+        written = save_params_on_rank0(args.save_params, program, scope, comm)
+        if speaks:
+            print(f"wrote {args.save_params} ({len(written)} vars)")
+    return 0
+
+
+def backend_option(p, help: str | None = None) -> None:
+    """``--backend NAME``: the engine that runs (or, with ``show``, lowers) the program."""
+    from ..backend import BACKENDS, DEFAULT_BACKEND
+
+    p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT_BACKEND,
+                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla])")
+
+
+def runtime_options(p) -> None:
+    """A program file to run, with its feeds, startup program and parameters."""
+    p.add_argument("program")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy", help="a feed (repeatable)")
+    p.add_argument("--startup", help="a startup program to run first (initializes parameters)")
+    p.add_argument("--params", help="a parameter file (.npz) to load")
+
+
+def add_commands(sub) -> None:
+    """``example`` and ``run``."""
+    p = sub.add_parser("example", help="train a built-in example model (the main job)")
+    p.add_argument("name", nargs="?", help="the model: see --list")
+    p.add_argument("--list", action="store_true", help="list the built-in models")
+    p.add_argument("--steps", type=count, help="training steps (default: the model's own)")
+    p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--profile", action="store_true", help="after training, print where a step's time went")
+    backend_option(p)
+    p.set_defaults(run=cmd_example)
+
+    p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
+                       "runs only the ops the fetches need)")
+    runtime_options(p)
+    p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
+    p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
+    backend_option(p)
+    p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
+    p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
+                   "name cannot hold, such as '/', %%-escaped)")
+    p.add_argument("--memory", action="store_true",
+                   help="first print the bytes live after each op and the peak (of the whole program: no pruning)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the runs, print where their time went: by op type, by op (with its source line), "
+                        "and outside the ops (means per run)")
+    p.add_argument("--shard", action="store_true",
+                   help="under mpiexec: each rank takes its equal part of every feed along axis 0 (0-d feeds whole)")
+    p.add_argument("--shard-axis", action="append", default=[], metavar="NAME=AXIS",
+                   help="shard this feed along AXIS instead of 0 (repeatable; implies --shard)")
+    p.set_defaults(run=cmd_run)
