@@ -77,7 +77,16 @@ def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` with a 1 inserted at each of ``axes``, one after another, each normalized against the rank so
+    far: what ``unsqueeze`` makes (its shape inference, and every backend's kernel on run-time shapes)."""
+    out = list(shape)
+    for a in axes:
+        out.insert(normalize_axis(a, len(out) + 1), 1)
+    return tuple(out)
+
+
 __all__ = [
     "Shape", "broadcast_shapes", "normalize_axis", "normalize_axes", "dims_agree", "shapes_agree", "numel",
-    "format_shape"
+    "format_shape", "unsqueezed"
 ]

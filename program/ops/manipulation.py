@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
 from ..schema import Attr, Slot, TensorType, schema
-from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree
+from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree, unsqueezed
 
 
 def _same_types(ctx) -> TensorType:
@@ -168,10 +168,7 @@ def _squeeze(ctx):
 
 def _unsqueeze(ctx):
     x = ctx.input("X")
-    shape = list(x.shape)
-    for a in ctx.attr("axes"):
-        shape.insert(normalize_axis(a, len(shape) + 1), 1)
-    return {"Out": TensorType(tuple(shape), x.dtype)}
+    return {"Out": TensorType(unsqueezed(x.shape, ctx.attr("axes")), x.dtype)}
 
 
 def _stack(ctx):

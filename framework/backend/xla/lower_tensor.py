@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
+from gradgen.program.shapes import unsqueezed
+
 from ..numpy.kernels.grad_ops import slice_index
 from .lower_math import out_dtype
 
@@ -79,14 +81,7 @@ def _squeeze(op, ctx):
 
 def _unsqueeze(op, ctx):
     axes = op.attr("axes")
-
-    def run(x):
-        shape = list(x.shape)
-        for a in axes:  # inserted one after another, each normalized against the rank so far
-            shape.insert(a % (len(shape) + 1), 1)
-        return jnp.reshape(x, tuple(shape))
-
-    return run
+    return lambda x: jnp.reshape(x, unsqueezed(x.shape, axes))
 
 
 def _concat(op, ctx):

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from gradgen.program.shapes import unsqueezed
+
 from .grad_ops import slice_index
 from .signature import fits
 
@@ -154,14 +156,7 @@ def squeeze(op):
 
 def unsqueeze(op):
     axes = op.attr("axes")
-
-    def run(x):
-        shape = list(x.shape)
-        for a in axes:  # inserted one after another, each normalized against the rank so far
-            shape.insert(a % (len(shape) + 1), 1)
-        return np.reshape(x, tuple(shape))
-
-    return run
+    return lambda x: np.reshape(x, unsqueezed(x.shape, axes))
 
 
 def stack(op):
