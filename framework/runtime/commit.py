@@ -10,6 +10,9 @@ from typing import Iterator
 
 __all__ = ["held_interrupts"]
 
+_holding = [False]
+"""Whether the main thread is inside a ``held_interrupts`` (which then holds for any nested one)."""
+
 
 @contextmanager
 def held_interrupts() -> Iterator[None]:
@@ -17,8 +20,9 @@ def held_interrupts() -> Iterator[None]:
 
     Only the main thread receives KeyboardInterrupt, and only there can the handler be swapped; elsewhere
     there is nothing to hold back. A handler that is not a Python callable (default or ignored) is left alone.
+    Inside another ``held_interrupts`` it does nothing more: the outer one delivers.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or _holding[0]:
         yield
         return
     previous = _signal.getsignal(_signal.SIGINT)
@@ -27,9 +31,11 @@ def held_interrupts() -> Iterator[None]:
         return
     arrived: list = []
     _signal.signal(_signal.SIGINT, lambda signum, frame: arrived.append(frame))
+    _holding[0] = True
     try:
         yield
     finally:
+        _holding[0] = False
         _signal.signal(_signal.SIGINT, previous)
         if arrived:
             previous(_signal.SIGINT, arrived[0])

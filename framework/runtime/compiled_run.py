@@ -19,11 +19,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from gradgen.program.describe import describe_var
-
 from ..backend import load_backend
-from ..errors import ExecutionError, FeedError
-from .conformance import as_declared, conforms, declared
+from ..errors import ExecutionError
+from .conformance import checked_feeds, declared, scope_value
 from .commit import held_interrupts
 from .scope import Scope
 from .signature import run_signature
@@ -95,11 +93,7 @@ class CompiledRunner:
                     mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
-        checked = {}
-        for name in feed:  # every feed is checked, even one no op reads
-            value = feed[name]
-            checked[name] = value if conforms(value, entry.declared[name]) else as_declared(
-                block, name, value, "feed", FeedError)
+        checked = checked_feeds(block, feed, entry.declared)
         feed_values = [checked[name] for name in compiled.feeds]
         scope_values = [self._scope_value(block, scope, name, entry.declared[name]) for name in compiled.from_scope]
         mark("feeds")
@@ -112,8 +106,8 @@ class CompiledRunner:
             mark("loop")
             new = {name: value for name, value in zip(compiled.commits, committed) if name not in feed}
             agreed()  # a data-parallel run: every rank was fed the same shapes (else nothing is committed)
-            with held_interrupts():  # a fed persistable is the feed's for this run only: not committed
-                scope.update(new, as_is=True)
+            with held_interrupts():  # (already held when the old values were lent: then this costs nothing)
+                scope.update(new, as_is=True)  # a fed persistable is the feed's for this run only: not committed
         mark("commit")
         return fetched
 
@@ -125,8 +119,4 @@ class CompiledRunner:
         own = scope.own(name)
         if own is not None and type(own) is not np.ndarray:
             return own
-        if name not in scope:
-            raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
-                                 "scope (run the startup program first, or scope.set it)")
-        value = scope[name]
-        return value if conforms(value, want) else as_declared(block, name, value, "scope value", ExecutionError)
+        return scope_value(block, scope, name, want)

@@ -9,14 +9,16 @@ checks every kernel output with ``shape_matches`` (``checks.declared_type``).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from gradgen.program.describe import describe_var
 from gradgen.program.shapes import format_shape
 
-__all__ = ["Declared", "as_declared", "conforms", "declared", "shape_matches"]
+from ..errors import ExecutionError, FeedError
+
+__all__ = ["Declared", "as_declared", "checked_feeds", "conforms", "declared", "scope_value", "shape_matches"]
 
 
 class Declared(NamedTuple):
@@ -69,3 +71,20 @@ def as_declared(block, name: str, value: Any, what: str, error: type) -> np.ndar
         raise error(f"{what} '{name}' has shape {format_shape(value.shape)}, but {describe_var(block, name)} "
                     "is declared (-1 matches any size)")
     return value
+
+
+def checked_feeds(block, feed: Mapping[str, Any], want: Mapping[str, Declared]) -> dict[str, Any]:
+    """Every feed (even one no op reads) as its var declares it, or the FeedError saying why it is not: what a
+    run of any backend does first."""
+    return {name: value if conforms(value, want[name]) else as_declared(block, name, value, "feed", FeedError)
+            for name, value in feed.items()}
+
+
+def scope_value(block, scope, name: str, want: Declared) -> np.ndarray:
+    """Persistable ``name``'s value in ``scope`` as its var declares it, or the ExecutionError saying it is missing
+    or of another type."""
+    if name not in scope:
+        raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the scope (run "
+                             "the startup program first, or scope.set it)")
+    value = scope[name]
+    return value if conforms(value, want) else as_declared(block, name, value, "scope value", ExecutionError)

@@ -118,6 +118,18 @@ def test_held_interrupts_delivers_the_interrupt_after_the_block():
     assert done == [True]
 
 
+def test_a_nested_hold_delivers_after_the_outer_block():
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with held_interrupts():
+            with held_interrupts():
+                _thread.interrupt_main()
+                time.sleep(0.01)
+            time.sleep(0.01)  # still held: the inner block's end must not deliver it
+            done.append(True)
+    assert done == [True]
+
+
 def _counting_model():
     """Every step subtracts exactly colsum(x) from each column of w1 (a product written in place) and exactly 1
     from p (a plain update, double-buffered): integers, so any BLAS computes them exactly."""

@@ -14,11 +14,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from gradgen.program.describe import describe_var
-
-from ...errors import ExecutionError, FeedError
 from ...runtime.commit import held_interrupts
-from ...runtime.conformance import as_declared, conforms
+from ...runtime.conformance import checked_feeds, scope_value
 from ...runtime.scope import Scope
 from .in_place import prepare_in_place
 from .plan import build_plan
@@ -79,24 +76,12 @@ class NumpyRunner:
         return fetched
 
     def _initial_env(self, plan: Plan, feed: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
-        block = plan.block
-        env: dict[str, Any] = {}
-        declared = plan.declared
-        for name in feed:  # every feed is checked, even one no op reads
-            value = feed[name]
-            if not conforms(value, declared[name]):  # the slow path converts or explains
-                value = as_declared(block, name, value, "feed", FeedError)
-            if name in plan.feeds:
-                env[name] = value
+        block, declared = plan.block, plan.declared
+        checked = checked_feeds(block, feed, declared)
+        env = {name: checked[name] for name in plan.feeds if name in checked}
         for name in plan.from_scope:
-            if name in env:
-                continue
-            if name not in scope:
-                raise ExecutionError(f"block {block.idx}: persistable {describe_var(block, name)} is not in the "
-                                     "scope (run the startup program first, or scope.set it)")
-            value = scope[name]
-            env[name] = value if conforms(value, declared[name]) else as_declared(
-                block, name, value, "scope value", ExecutionError)
+            if name not in env:
+                env[name] = scope_value(block, scope, name, declared[name])
         return env
 
     @staticmethod
