@@ -205,8 +205,8 @@ class CompiledBlock:
         feed_values, scope_values = self.on_device(feed_values), self.on_device(scope_values)
         while True:
             exe = exe or self.executable(feed_values, scope_values)
-            streams = {k: g.bit_generator.state for k, g in self._host_state.items()
-                       if isinstance(g, np.random.Generator)}
+            streams = {k: g.bit_generator.state for k, g in self._host_state.items()  # only a run that may
+                       if isinstance(g, np.random.Generator)} if exe.ctx.overflow else {}  # re-run needs them
             host = tuple(self.on_device(self._host_values())) if self._host_ops else ()
             donated, kept = self._split(scope_values)
             with x64():
