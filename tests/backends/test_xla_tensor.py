@@ -74,6 +74,8 @@ ANSWERED = [
          label="nan,ties"),
     Case("argmax", {"X": np.array(2.5)}, None, {"axis": 0}, label="scalar"),
     Case("argmin", {"X": np.array(-2.5)}, None, {"axis": 0}, label="scalar"),
+    Case("argmax", {"X": np.array(2.5)}, None, {"axis": 0, "keep_dim": True}, label="scalar keep_dim"),
+    Case("argmin", {"X": np.array(-2.5)}, None, {"axis": 0, "keep_dim": True}, label="scalar keep_dim"),
     Case("top_k", {"X": np.array([[1.0, np.nan, 3.0, 3.0, -np.inf]])}, None, {"k": 4}, label="nan,ties,largest"),
     Case("top_k", {"X": np.array([[1.0, np.nan, 3.0, 3.0, -np.inf]])}, None, {"k": 4, "largest": False},
          label="nan,ties,smallest"),

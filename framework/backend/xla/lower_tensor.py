@@ -194,7 +194,7 @@ def _arg_extreme(pick):
                 out = jnp.zeros((), np.int64)
             else:
                 out = pick(x, axis=axis).astype(np.int64)  # the first index on ties, as numpy
-            return jnp.expand_dims(out, axis) if keep else out
+            return jnp.expand_dims(out, axis) if keep and x.ndim else out  # a scalar has no dim to keep
 
         return run
 

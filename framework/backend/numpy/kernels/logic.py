@@ -19,7 +19,8 @@ def _arg_extreme(pick):
 
         def run(x):
             out = pick(x, axis=axis)  # the first index on ties
-            return (np.expand_dims(out, axis) if keep else np.asarray(out)).astype(np.int64, copy=False)
+            # a scalar has no dim to keep: its argmax is the 0-d index 0, as declared
+            return (np.expand_dims(out, axis) if keep and x.ndim else np.asarray(out)).astype(np.int64, copy=False)
 
         return run
 
