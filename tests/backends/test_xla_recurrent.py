@@ -130,3 +130,24 @@ def test_layers_train_alike_for_5_steps(cell):
     assert want_losses[-1] < want_losses[0]  # it trains
     assert_same(want_losses, got_losses, [f"loss {k}" for k in range(5)], cell)
     assert_same(want_params, got_params, names, cell)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_training_step_runs_each_recurrence_once_forward_and_once_back(cell):
+    """The gradient op pulls back through the forward op's saved residuals: one scan forward, one back (running
+    the forward again inside the gradient op would make three)."""
+    need_jax()
+    from gradgen.framework.backend.xla.show import lowered_text
+
+    def scans(train: bool) -> int:
+        main, startup = Program(), Program()
+        with program_guard(main, startup):
+            x = layers.data("x", [6, -1, 3], "float64")
+            y, _ = (layers.lstm if cell == "lstm" else layers.gru)(x, 4)
+            loss = layers.reduce_mean(layers.square(y))
+            if train:
+                optimizer.SGD(0.05).minimize(loss)
+        return lowered_text(main, ["x"], [loss.name], batch=2).count("stablehlo.while")
+
+    assert scans(False) == 1
+    assert scans(True) == 2

@@ -51,6 +51,11 @@ class TraceContext:
     """State a lowering keeps on the host across the traces of one compiled block (a dropout's random stream:
     one per block, whatever the run-time shapes, as the numpy backend keeps one per plan)."""
 
+    pullbacks: dict = field(default_factory=dict)
+    """A forward op's ``jax.vjp`` pullback and the traced inputs it was taken at, by (op type, input names): its
+    gradient op in the same trace, reading the very same values, pulls back through it instead of running the
+    forward again."""
+
     def check(self, ok, message: str) -> None:
         """Fail the run with ``message`` (naming the op being traced) unless traced bool ``ok`` is True."""
         self.checks.append(Check(self.where, message))

@@ -5,7 +5,9 @@ projection GEMM for every step, then ``lax.scan`` over time doing the recurrent 
 order of operations. Sequence lengths blend each step's new state with the old one by the step's 0/1 mask (steps
 past a sequence's end output zero and keep the state); the reverse direction reverses each sequence in place (its
 own length) before and after. ``*_grad`` is ``jax.vjp`` of that function (the numpy kernel recomputes the forward
-and backpropagates through time: the same gradient), and ``*_jvp`` is ``jax.jvp`` of (forward, vjp) -- what the
+and backpropagates through time: the same gradient); when the forward op is in the same trace, reading the same
+values, the forward lowering takes the vjp itself and the grad op pulls back through its saved residuals rather
+than running the recurrence a second time. And ``*_jvp`` is ``jax.jvp`` of (forward, vjp) -- what the
 numpy kernel computes on dual numbers: the outputs' tangents and the gradients' tangents (the second order).
 
 A sequence length outside [0, steps] is a run-time check, as the numpy kernel raises (XLA would clamp it).
@@ -154,14 +156,31 @@ def _cast(values, dtype):
     return out[0] if len(out) == 1 else out
 
 
+def _inputs_key(op, cell: str) -> tuple:
+    """What a forward op and its gradient op share: the cell and the names of the forward's inputs."""
+    return (cell, *(tuple(op.input(s)) for s in (*PARAMS[cell], "SeqLens")))
+
+
+def _has_gradient_op(op, cell: str) -> bool:
+    """Whether ``op``'s block also differentiates it (a ``*_grad`` op reading the same inputs)."""
+    key = _inputs_key(op, cell)
+    return any(o.type == f"{cell}_grad" and _inputs_key(o, cell) == key for o in op.block.ops)
+
+
 def _forward(cell: str):
     def lowering(op, ctx):
         d = _Direction(op, cell)
         slots = [*PARAMS[cell], "SeqLens"]
+        keep_pullback = _has_gradient_op(op, cell)
 
         def run(*arrays):
             vals, forward = _bind(op, d, ctx, slots, arrays)
-            return _cast(forward(*(vals[p] for p in d.params)), d.dtype)
+            params = tuple(vals[p] for p in d.params)
+            if not keep_pullback:
+                return _cast(forward(*params), d.dtype)
+            outs, pullback = jax.vjp(forward, *params)  # the same forward, its residuals kept for the grad op
+            ctx.pullbacks[_inputs_key(op, cell)] = (arrays, pullback)
+            return _cast(outs, d.dtype)
 
         return run
 
@@ -172,10 +191,15 @@ def _grad(cell: str):
     def lowering(op, ctx):
         d = _Direction(op, cell)
         slots = [*PARAMS[cell], "SeqLens", *map(grad_slot, OUTPUTS[cell])]
+        present = len([s for s in (*PARAMS[cell], "SeqLens") if op.input(s)])
 
         def run(*arrays):
             vals, forward = _bind(op, d, ctx, slots, arrays)
-            outs, pullback = jax.vjp(forward, *(vals[p] for p in d.params))
+            at, pullback = ctx.pullbacks.get(_inputs_key(op, cell), ((), None))
+            if pullback is None or len(at) != present or any(a is not b for a, b in zip(at, arrays)):
+                outs, pullback = jax.vjp(forward, *(vals[p] for p in d.params))  # run the forward again
+            else:
+                outs = jax.eval_shape(forward, *(vals[p] for p in d.params))
             return _cast(pullback(_given(cell, vals, outs, grad_slot)), d.dtype)
 
         return run
