@@ -16,9 +16,13 @@ from typing import Any
 
 from ..errors import ExecutionError
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "backends", "load_backend"]
+__all__ = ["AUTO", "BACKENDS", "DEFAULT_BACKEND", "backends", "load_backend"]
 
 DEFAULT_BACKEND = "numpy"
+
+AUTO = "auto"
+"""Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backend on each program's
+first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
 
 BACKENDS: dict[str, tuple[str | None, str]] = {
     "numpy": (None, "numpy kernels run one op (or one fused region) at a time; always installed"),

@@ -21,11 +21,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.guard import default_main_program
 
-from ..backend import DEFAULT_BACKEND
+from ..backend import AUTO, DEFAULT_BACKEND, backends, load_backend
 from ..backend.numpy.checks import declared_type, finite
 from ..backend.numpy.plan_data import Plan, PlanOptions
 from ..backend.numpy.runner import NumpyRunner
 from ..errors import ExecutionError
+from .auto_run import AutoRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .communicator import abort_on_error, communicator, guard_launched_process
 from .compiled_run import CompiledRunner
@@ -64,7 +65,9 @@ class Executor:
     Both are checks a plan runs (``PlanOptions.checks``), inside sub-blocks too.
     ``backend`` names the engine (``gradgen.framework.backends()`` lists the installed ones): ``"numpy"``, the
     plan of numpy kernels, or a compiled one such as ``"xla"`` (``runtime/compiled_run.py``), which compiles
-    block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too).
+    block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too); or
+    ``"auto"``: each program's first runs try both, and the faster runs the rest (``runtime/auto_run.py``;
+    ``backend_choice(program)`` and the profile say which and why).
     ``options`` says how plans are compiled (``PlanOptions``: the schedule,
     buffers, fusion, the kernel table). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
@@ -78,9 +81,13 @@ class Executor:
         if backend == DEFAULT_BACKEND and not isinstance(self.place, CPUPlace):
             raise ExecutionError(f"the numpy backend runs on the CPU; {self.place!r} needs a compiled backend: "
                                  f"Executor({self.place!r}, backend='xla')")
+        if backend == AUTO and not isinstance(self.place, CPUPlace):
+            raise ExecutionError(f"backend 'auto' chooses between the numpy backend and a compiled one, and the "
+                                 f"numpy backend runs on the CPU; {self.place!r} needs backend='xla'")
+        self._choices: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
         self._runner = (NumpyRunner(self.plan_options) if backend == DEFAULT_BACKEND
-                        else CompiledRunner(backend, self.place))
-        if backend != DEFAULT_BACKEND and (check_nan_inf or check_types or options is not None):
+                        else self._auto_runner() if backend == AUTO else CompiledRunner(backend, self.place))
+        if backend not in (DEFAULT_BACKEND, AUTO) and (check_nan_inf or check_types or options is not None):
             raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                                  f"'{backend}' checks types while it compiles and has no per-op checks")
         self._run_lock = threading.RLock()
@@ -91,6 +98,28 @@ class Executor:
         self._collective: "weakref.WeakKeyDictionary[Any, tuple[int, bool]]" = weakref.WeakKeyDictionary()
         self._with_checks: dict[tuple, PlanOptions] = {}
         self._profiler = Profiler() if profile else None
+
+    def _auto_runner(self) -> AutoRunner:
+        """The runner of ``backend="auto"``: numpy, and the first installed compiled backend if there is one."""
+        compiled = next((name for name in backends() if name != DEFAULT_BACKEND), None)
+        problems = load_backend(compiled).problems if compiled else (lambda block: [])
+        return AutoRunner(NumpyRunner(self.plan_options), CompiledRunner(compiled, self.place) if compiled else None,
+                          problems, self._chose)
+
+    def _chose(self, program, backend: str, reason: str) -> None:
+        """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""
+        self._choices[program] = {"version": program.version, "choice": (backend, reason)}
+        if self._profiler is not None:
+            self._profiler.chose(program, backend, reason)
+
+    def backend_choice(self, program=None) -> tuple[str, str] | None:
+        """With ``backend="auto"``: (the backend chosen for ``program``'s present version, why), or None while its
+        first runs still try both (``runtime/auto_run``). Other executors: their backend, "chosen by the caller"."""
+        if self.backend != AUTO:
+            return self.backend, "chosen by the caller"
+        program = check_program(default_main_program() if program is None else program)
+        found = self._choices.get(program)
+        return found["choice"] if found is not None and found["version"] == program.version else None
 
     def plan_options(self) -> PlanOptions:
         """``options`` plus the checks ``check_types`` and ``check_nan_inf`` ask for (the same object every
@@ -109,9 +138,10 @@ class Executor:
     # -- planning ---------------------------------------------------------------
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
         """The numpy backend's cached plan of ``program``'s block 0 for these names, built if missing or stale."""
-        if not isinstance(self._runner, NumpyRunner):
+        runner = self._runner.runners[DEFAULT_BACKEND] if isinstance(self._runner, AutoRunner) else self._runner
+        if not isinstance(runner, NumpyRunner):
             raise ExecutionError(f"plans are the numpy backend's; this executor runs on '{self.backend}'")
-        return self._runner.plan_for(program, feed_names, fetch_names, partial(self._built, program))
+        return runner.plan_for(program, feed_names, fetch_names, partial(self._built, program))
 
     # -- running ----------------------------------------------------------------
     def run(self, program=None, feed: Mapping[str, Any] | None = None, fetch_list: Sequence | None = None,

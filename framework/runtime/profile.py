@@ -91,6 +91,8 @@ class Profile:
     ``seconds == sum(own_seconds) + sum(outside) + compile_seconds``)."""
     background_compile_seconds: float = 0.0
     """The compile worker's time for the fused groups it compiled while runs went on (not in ``seconds``)."""
+    backend_choice: tuple[str, str] | None = None
+    """``Executor(backend="auto")``: (the backend chosen for the program, why); None otherwise or while trying."""
 
 
 class _Slot:
@@ -117,6 +119,7 @@ class _Record:
     def __init__(self, version: int):
         self.version = version
         self.slots: dict[tuple[int, tuple[int, ...]], _Slot] = {}
+        self.backend_choice: tuple[str, str] | None = None  # ``backend="auto"``'s, kept by ``clear``
         self.clear()
 
     def clear(self) -> None:
@@ -227,6 +230,10 @@ class Profiler:
         record.plans_built += 1
         record.plan_build_seconds += seconds
 
+    def chose(self, program, backend: str, reason: str) -> None:
+        """``backend="auto"`` chose ``backend`` for ``program`` (``runtime/auto_run``)."""
+        self._record(program).backend_choice = (backend, reason)
+
     @contextmanager
     def run(self, program) -> Iterator[Callable[[str], None]]:
         """Around one run of ``program``: yields ``mark(phase)``, called at the end of each phase (``PHASES``);
@@ -284,7 +291,8 @@ class Profiler:
                        outside=dict(record.outside), plans_built=record.plans_built,
                        plan_build_seconds=record.plan_build_seconds, compiles=record.compiles,
                        compile_seconds=record.compile_seconds,
-                       background_compile_seconds=record.background_compile_seconds)
+                       background_compile_seconds=record.background_compile_seconds,
+                       backend_choice=record.backend_choice)
 
 
 def _control_flow_parents(program) -> dict[int, tuple[int, int]]:

@@ -161,12 +161,14 @@ def _run(args, comm) -> int:
     return 0
 
 
-def backend_option(p, help: str | None = None) -> None:
-    """``--backend NAME``: the engine that runs (or, with ``show``, lowers) the program."""
-    from ..backend import BACKENDS, DEFAULT_BACKEND
+def backend_option(p, help: str | None = None, auto: bool = False) -> None:
+    """``--backend NAME``: the engine that runs (or, with ``show``, lowers) the program; ``auto`` (for commands
+    that run it) lets the executor choose by measurement."""
+    from ..backend import AUTO, BACKENDS, DEFAULT_BACKEND
 
-    p.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT_BACKEND,
-                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla])")
+    p.add_argument("--backend", choices=list(BACKENDS) + ([AUTO] if auto else []), default=DEFAULT_BACKEND,
+                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla]; auto: "
+                                "each program's first runs try both, the faster runs the rest, --profile says which)")
 
 
 def runtime_options(p) -> None:
@@ -186,7 +188,7 @@ def add_commands(sub) -> None:
     p.add_argument("--out", help="directory for the program and parameter files (default: ./gradgen-NAME)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--profile", action="store_true", help="after training, print where a step's time went")
-    backend_option(p)
+    backend_option(p, auto=True)
     p.set_defaults(run=cmd_example)
 
     p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
@@ -194,7 +196,7 @@ def add_commands(sub) -> None:
     runtime_options(p)
     p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
-    backend_option(p)
+    backend_option(p, auto=True)
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "
                    "name cannot hold, such as '/', %%-escaped)")

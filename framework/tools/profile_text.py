@@ -60,6 +60,8 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
              f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup'); "
              f"fused-group compiles: {profile.compiles} ({profile.compile_seconds * 1e3:.1f} ms waited for, not in the "
              f"tables; {profile.background_compile_seconds * 1e3:.1f} ms in the background)"]
+    if profile.backend_choice is not None:
+        lines.append("backend: auto chose {} ({})".format(*profile.backend_choice))
     if profile.rows:
         lines += _op_tables(program, profile, top, whole)
     else:

@@ -1,0 +1,168 @@
+"""``Executor(backend="auto")``: the trial's order and choice (with stand-in runners and a fake clock), the
+programs that stay on numpy and why, the same training as the numpy backend, a fresh trial after an edit, and the
+choice in the profile and on the command line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, optimizer
+from gradgen.framework.errors import ExecutionError
+from gradgen.framework.runtime.auto_run import NUMPY_FIRST, ROUNDS, AutoRunner
+from gradgen.framework.runtime.place import CUDAPlace
+from gradgen.framework.tools.cli import main
+from gradgen.framework.tools.profile_text import profile_text
+from gradgen.program import Program, layers, program_guard
+from tests.backends.xla_harness import need_jax
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _StandIn:
+    """A runner that advances the fake clock by its own cost per run and remembers the runs it made."""
+
+    def __init__(self, name: str, clock: _Clock, cost: float, log: list, fail_on: set[int] = frozenset()):
+        self.name, self.clock, self.cost, self.log, self.fail_on = name, clock, cost, log, fail_on
+
+    def run(self, program, feed, fetch_names, scope, return_numpy, mark, built, agreed):
+        self.log.append(self.name)
+        self.clock.now += self.cost
+        if len(self.log) in self.fail_on:
+            raise ExecutionError(f"run {len(self.log)} failed")
+        return [self.name]
+
+
+def _program() -> Program:
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        x = layers.data("x", [-1, 4], "float64")
+        layers.reduce_mean(layers.fc(x, 2, name="fc"), name="loss")
+    return main_program
+
+
+def _auto(numpy_cost: float, compiled_cost: float, problems=lambda block: [], fail_on=frozenset()):
+    clock, log, told = _Clock(), [], []
+    runner = AutoRunner(_StandIn("numpy", clock, numpy_cost, log, fail_on),
+                        _StandIn("xla", clock, compiled_cost, log, fail_on), problems,
+                        lambda program, backend, reason: told.append((backend, reason)), clock)
+    return runner, log, told
+
+
+def _runs(runner, program, n: int) -> None:
+    for _ in range(n):
+        try:
+            runner.run(program, {"x": None}, ["loss"], None, True, None, None, None)
+        except ExecutionError:
+            pass
+
+
+@pytest.mark.parametrize("numpy_cost,compiled_cost,want", [(1.0, 0.2, "xla"), (0.2, 1.0, "numpy"),
+                                                           (0.5, 0.5, "numpy")])
+def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy_cost, compiled_cost, want):
+    runner, log, told = _auto(numpy_cost, compiled_cost)
+    program = _program()
+    trial_runs = NUMPY_FIRST + 1 + 2 * ROUNDS
+    _runs(runner, program, trial_runs - 1)
+    assert told == []  # still trying
+    _runs(runner, program, 1 + 4)
+    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST] == "xla"
+    assert sorted(log[NUMPY_FIRST + 1:trial_runs]) == ["numpy"] * ROUNDS + ["xla"] * ROUNDS
+    assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
+    assert len(told) == 1 and told[0][0] == want
+    assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
+
+
+def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
+    runner, log, told = _auto(1.0, 0.2, fail_on={4})  # the first timed xla run fails
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + 1 + 2 * ROUNDS)
+    assert told == []  # one run short
+    _runs(runner, program, 1)
+    assert told and told[0][0] == "xla"
+    assert log[3] == log[4] == "xla"  # run again on the same backend
+
+
+def test_a_program_twice_run_is_never_compiled_and_an_edit_starts_a_new_trial():
+    runner, log, told = _auto(1.0, 0.2)
+    program, other = _program(), _program()
+    _runs(runner, other, 2)
+    assert log == ["numpy", "numpy"]
+    _runs(runner, program, 20)
+    assert told[-1][0] == "xla"
+    with program_guard(program, Program()):
+        layers.scale(program.global_block().var("loss"), 2.0)
+    log.clear()
+    _runs(runner, program, NUMPY_FIRST)
+    assert log == ["numpy"] * NUMPY_FIRST
+
+
+def test_programs_the_compiled_backend_cannot_run_stay_on_numpy_and_say_why():
+    runner, log, told = _auto(1.0, 0.2, problems=lambda block: ["block 0, op #0 (my_op): no lowering"])
+    _runs(runner, _program(), 5)
+    assert log == ["numpy"] * 5
+    assert told == [("numpy", "xla cannot run it: block 0, op #0 (my_op): no lowering")]
+
+
+def test_data_parallel_programs_stay_on_numpy():
+    runner, log, told = _auto(1.0, 0.2)
+    program = _program()
+    block = program.global_block()
+    loss = block.var("loss")
+    block.append_op("broadcast", {"X": [loss.name]}, {"Out": [loss.name]}, {"root": 0})
+    _runs(runner, program, 4)
+    assert log == ["numpy"] * 4 and told[0][0] == "numpy" and "every rank" in told[0][1]
+
+
+def test_without_a_compiled_backend_every_program_stays_on_numpy():
+    clock, log, told = _Clock(), [], []
+    runner = AutoRunner(_StandIn("numpy", clock, 1.0, log), None, lambda block: [],
+                        lambda program, backend, reason: told.append((backend, reason)), clock)
+    _runs(runner, _program(), 12)
+    assert log == ["numpy"] * 12 and "no compiled backend" in told[0][1]
+
+
+def _trained(backend: str, steps: int = 14, profile: bool = False):
+    rng = np.random.default_rng(3)
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        x = layers.data("x", [-1, 6], "float64")
+        y = layers.data("y", [-1, 1], "float64")
+        h = layers.fc(x, 16, act="tanh", name="h")
+        loss = layers.reduce_mean(layers.square(layers.fc(h, 1, name="p") - y), name="loss")
+        optimizer.Adam(0.01).minimize(loss)
+    exe, scope = Executor(backend=backend, profile=profile), Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": rng.standard_normal((8, 6)), "y": rng.standard_normal((8, 1))}
+    losses = [exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(steps)]
+    params = {p.name: np.array(scope[p.name]) for p in main_program.global_block().all_parameters()}
+    return losses, params, exe, main_program
+
+
+def test_auto_trains_as_the_numpy_backend_and_says_what_it_chose():
+    need_jax()
+    want_losses, want_params, _, _ = _trained("numpy")
+    got_losses, got_params, exe, program = _trained("auto", profile=True)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-12, atol=1e-14)
+    for name, value in want_params.items():
+        np.testing.assert_allclose(got_params[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
+    backend, reason = exe.backend_choice(program)
+    assert backend in ("numpy", "xla") and "median run" in reason
+    assert f"backend: auto chose {backend} (median run" in profile_text(program, exe.profile(program))
+    assert Executor().backend_choice(program) == ("numpy", "chosen by the caller")
+
+
+def test_auto_refuses_a_gpu_place():
+    with pytest.raises(ExecutionError, match="backend='xla'"):
+        Executor(CUDAPlace(0), backend="auto")
+
+
+def test_the_command_line_runs_auto_and_profiles_the_choice(tmp_path, capsys):
+    need_jax()
+    assert main(["example", "mlp", "--steps", "12", "--backend", "auto", "--profile"]) == 0
+    assert "backend: auto chose " in capsys.readouterr().out
