@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import statistics
 import time
-import weakref
 from typing import Any, Callable, Mapping, Sequence
 
+from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
@@ -85,14 +85,11 @@ class AutoRunner:
             self.compiled_name = compiled_runner.name
             self.runners[self.compiled_name] = compiled_runner
         self._problems, self._chose, self._clock = compiled_problems, chose, clock
-        self._trials: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._trials = PerVersion()
 
     def trial(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Trial:
         """The Trial of ``program``'s present version for these names (a new one after the program changed)."""
-        per_program = self._trials.get(program)
-        if per_program is None or per_program.get("version") != program.version:
-            per_program = {"version": program.version}
-            self._trials[program] = per_program
+        per_program = self._trials.entries(program)
         key = (tuple(sorted(feed_names)), tuple(fetch_names))
         found = per_program.get(key)
         if found is None:

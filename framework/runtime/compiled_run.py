@@ -13,7 +13,6 @@ once lent, the old values are gone, so the new ones must land.
 """
 from __future__ import annotations
 
-import weakref
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -23,6 +22,7 @@ from ..backend import load_backend
 from ..errors import ExecutionError
 from .conformance import checked_feeds, declared, scope_value
 from .commit import held_interrupts
+from .per_version import PerVersion
 from .scope import Scope
 from .signature import run_signature
 
@@ -53,15 +53,12 @@ class CompiledRunner:
         self.name = name
         self.backend = load_backend(name)
         self.device = self.backend.device_for(place)
-        self._compiled: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._compiled = PerVersion()
 
     def compiled_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> _Entry:
         """The cached compiled block of ``program``'s block 0 for these names; refused whole, naming every op the
         backend cannot run, before anything runs."""
-        per_program = self._compiled.get(program)
-        if per_program is None or per_program.get("version") != program.version:
-            per_program = {"version": program.version}
-            self._compiled[program] = per_program
+        per_program = self._compiled.entries(program)
         key = (tuple(sorted(feed_names)), tuple(fetch_names))
         entry = per_program.get(key)
         if entry is None:

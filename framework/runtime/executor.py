@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from .auto_run import AutoRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .communicator import abort_on_error, communicator, guard_launched_process
 from .compiled_run import CompiledRunner
+from .per_version import PerVersion
 from .place import CPUPlace, check_place
 from .profile import Profile, Profiler
 from .rank_runs import has_collectives, start_feed_check
@@ -84,7 +84,7 @@ class Executor:
         if backend == AUTO and not isinstance(self.place, CPUPlace):
             raise ExecutionError(f"backend 'auto' chooses between the numpy backend and a compiled one, and the "
                                  f"numpy backend runs on the CPU; {self.place!r} needs backend='xla'")
-        self._choices: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._choices = PerVersion()
         self._runner = (NumpyRunner(self.plan_options) if backend == DEFAULT_BACKEND
                         else self._auto_runner() if backend == AUTO else CompiledRunner(backend, self.place))
         if backend not in (DEFAULT_BACKEND, AUTO) and (check_nan_inf or check_types or options is not None):
@@ -95,7 +95,7 @@ class Executor:
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
         self.options = PlanOptions() if options is None else options
         self.plans_built = 0
-        self._collective: "weakref.WeakKeyDictionary[Any, tuple[int, bool]]" = weakref.WeakKeyDictionary()
+        self._collective = PerVersion()
         self._with_checks: dict[tuple, PlanOptions] = {}
         self._profiler = Profiler() if profile else None
 
@@ -108,7 +108,7 @@ class Executor:
 
     def _chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""
-        self._choices[program] = {"version": program.version, "choice": (backend, reason)}
+        self._choices.entries(program)["choice"] = (backend, reason)
         if self._profiler is not None:
             self._profiler.chose(program, backend, reason)
 
@@ -118,8 +118,7 @@ class Executor:
         if self.backend != AUTO:
             return self.backend, "chosen by the caller"
         program = check_program(default_main_program() if program is None else program)
-        found = self._choices.get(program)
-        return found["choice"] if found is not None and found["version"] == program.version else None
+        return self._choices.entries(program).get("choice")
 
     def plan_options(self) -> PlanOptions:
         """``options`` plus the checks ``check_types`` and ``check_nan_inf`` ask for (the same object every
@@ -164,11 +163,10 @@ class Executor:
 
     def _has_collectives(self, program) -> bool:
         """Whether block 0 of ``program`` waits for other ranks (cached per program version, as plans are)."""
-        known = self._collective.get(program)
-        if known is None or known[0] != program.version:
-            known = (program.version, has_collectives(program.global_block()))
-            self._collective[program] = known
-        return known[1]
+        known = self._collective.entries(program)
+        if "collectives" not in known:
+            known["collectives"] = has_collectives(program.global_block())
+        return known["collectives"]
 
     def _locked_run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
                     return_numpy: bool, agreed: Callable[[], None] = _agreed) -> list:

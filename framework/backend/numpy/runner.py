@@ -9,13 +9,13 @@ write the persistable vars the run changed into the scope, the plan's in-place t
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ...runtime.commit import held_interrupts
 from ...runtime.conformance import checked_feeds, scope_value
+from ...runtime.per_version import PerVersion
 from ...runtime.scope import Scope
 from .in_place import prepare_in_place
 from .plan import build_plan
@@ -31,16 +31,13 @@ class NumpyRunner:
 
     def __init__(self, options: Callable[[], PlanOptions]):
         self.options = options
-        self._plans: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+        self._plans = PerVersion()
 
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str],
                  built: Callable[[float], None]) -> Plan:
         """The cached plan of ``program``'s block 0 for these names, built if missing or stale (``built(seconds)``
         is told of every build)."""
-        per_program = self._plans.get(program)
-        if per_program is None or per_program.get("version") != program.version:
-            per_program = {"version": program.version}
-            self._plans[program] = per_program
+        per_program = self._plans.entries(program)
         options = self.options()
         key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
         plan = per_program.get(key)
