@@ -44,11 +44,11 @@ def assert_near(got, want, dtype: str, what: str, tol: dict = TOL) -> None:
 
 
 class Imported:
-    """An imported model with a loss ``sum(output * R)`` (R fed) appended, its parameters' gradients, and
-    optionally SGD updates."""
+    """An imported model (``import_onnx``'s ``options``) with a loss ``sum(output * R)`` (R fed) appended, its
+    parameters' gradients (``grads``, in the order of ``trainable``), and optionally SGD updates."""
 
-    def __init__(self, model: bytes, lr: float | None = None):
-        self.program, self.params, outputs = import_onnx(model)
+    def __init__(self, model: bytes, lr: float | None = None, **options):
+        self.program, self.params, outputs = import_onnx(model, **options)
         (self.out_name,) = outputs.values()
         startup = Program()
         with program_guard(self.program, startup):
@@ -60,7 +60,8 @@ class Imported:
             if lr is None:
                 self.grads = gradients(self.loss, self.trainable)
             else:
-                optimizer.SGD(lr).minimize(self.loss)
+                _, params_grads = optimizer.SGD(lr).minimize(self.loss, self.trainable)
+                self.trainable, self.grads = [p for p, _ in params_grads], [g.name for _, g in params_grads]
         self.scope = Scope()
         for name, value in self.params.items():
             self.scope.set(name, value)
