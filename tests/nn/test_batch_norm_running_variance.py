@@ -98,6 +98,8 @@ def test_unbiased_with_one_value_per_channel_at_run_time_fails_the_run_and_keeps
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("running_variance", ["population", "unbiased"])
 def test_an_empty_batch_leaves_the_running_statistics_as_they_were(backend, running_variance):
+    """Statistics of no elements are NaN; mixed into the running ones they would poison every later inference.
+    An empty batch (a last partial batch of nothing, an empty shard) tells nothing, so it changes nothing."""
     main, startup, y = _net(running_variance)
     exe, scope = _executor(backend, startup)
     exe.run(main, feed={"x": np.random.default_rng(4).standard_normal((5, 3, 2, 2))}, fetch_list=[y], scope=scope)
