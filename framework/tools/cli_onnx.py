@@ -41,7 +41,8 @@ def cmd_import_onnx(args) -> int:
     if not os.path.exists(args.model):
         raise CliError(f"no such model file: {args.model}")
     program, params, outputs = import_onnx(args.model, max_constant_bytes=args.max_constant_bytes,
-                                           max_loop_iterations=args.max_loop_iterations)
+                                           max_loop_iterations=args.max_loop_iterations,
+                                           bn_running_variance=args.bn_running_variance)
     program.save(args.output)
     written = ""
     if params:
@@ -60,6 +61,8 @@ def cmd_import_onnx(args) -> int:
 
 def add_commands(sub) -> None:
     """Add ``export-onnx`` and ``import-onnx`` to the CLI's subcommand parsers ``sub``."""
+    from gradgen.program.ops.network import RUNNING_VARIANCES
+
     from .onnx.limits import ImportLimits
 
     p = sub.add_parser("export-onnx", help="write a program as an ONNX model (opset 17)")
@@ -81,4 +84,7 @@ def add_commands(sub) -> None:
                         "(default: %(default)s bytes)")
     p.add_argument("--max-loop-iterations", type=int, default=ImportLimits.max_loop_iterations,
                    help="the most steps a Loop may take at run time (default: %(default)s)")
+    p.add_argument("--bn-running-variance", choices=RUNNING_VARIANCES,
+                   help="what a training-mode BatchNormalization's running variance moves toward: the batch's "
+                        "population variance (ONNX's rule, the default) or its unbiased one (PyTorch's)")
     p.set_defaults(run=cmd_import_onnx)

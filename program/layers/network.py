@@ -160,8 +160,11 @@ def _running_stat(like: Variable, name: str, value: float) -> Variable:
 
 
 def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_test: bool = False,
-               name: str | None = None) -> Variable:
-    """Per-channel (axis 1) normalization by batch statistics in training, running statistics with is_test."""
+               name: str | None = None, running_variance: str = "population") -> Variable:
+    """Per-channel (axis 1) normalization by batch statistics in training, running statistics with is_test.
+
+    ``running_variance`` says what the running variance moves toward: the batch's "population" variance
+    (Paddle's and ONNX's rule) or its "unbiased" one, n / (n - 1) times it (PyTorch's ``BatchNorm``)."""
     check_var(x, "x")
     if len(x.shape) < 2 or x.shape[1] < 0:
         raise ProgramError(f"batch_norm needs a known channel axis 1, got '{x.name}' {x.type_str()}")
@@ -176,7 +179,7 @@ def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_tes
     program.current_block().append_op(
         "batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": var},
         {"Y": [y_name], "MeanOut": [mean.name], "VarianceOut": [var.name]},
-        {"momentum": momentum, "epsilon": epsilon, "is_test": is_test})
+        {"momentum": momentum, "epsilon": epsilon, "is_test": is_test, "running_variance": running_variance})
     return program.current_block().var(y_name)
 
 

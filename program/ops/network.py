@@ -8,6 +8,8 @@ sets it on every op whose schema has it.
 """
 from __future__ import annotations
 
+import math
+
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
@@ -27,10 +29,36 @@ def _lookup_table(ctx):
     return {"Out": TensorType(tuple(ids.shape) + (w.shape[1],), w.dtype)}
 
 
+RUNNING_VARIANCES = ("population", "unbiased")
+"""What batch_norm's running Variance moves toward in training (its ``running_variance`` attr): the batch's
+population variance (sum of squares / n: ONNX's rule, Paddle's) or its unbiased sample variance (/ (n - 1):
+PyTorch's), n = the elements per channel (X's size over its channel count)."""
+
+
+def running_variance_factor(estimator: str, count: int, shape) -> float:
+    """What the batch's population variance is multiplied by in the running Variance's update: 1, or
+    n / (n - 1) for "unbiased". A ValueError for "unbiased" with n = 1, whose sample variance is 0 / 0 (PyTorch
+    refuses such a batch too): a NaN would poison the running Variance for good."""
+    if estimator == "population":
+        return 1.0
+    if count == 1:
+        raise ValueError(f"running_variance='unbiased' needs more than one value per channel, but X of shape "
+                         f"{list(shape)} has one (n = 1: the sample variance is 0 / 0)")
+    return count / (count - 1)
+
+
 def _batch_norm(ctx):
     x = ctx.input("X")
     if len(x.shape) < 2:
         ctx.fail(f"X needs a channel axis 1 (rank >= 2), got shape {list(x.shape)}")
+    if ctx.attr("running_variance") not in RUNNING_VARIANCES:
+        ctx.fail(f"running_variance must be 'population' or 'unbiased', got {ctx.attr('running_variance')!r}")
+    per_channel = [d for i, d in enumerate(x.shape) if i != 1]
+    if ctx.attr("running_variance") == "unbiased" and not ctx.attr("is_test") and all(d >= 0 for d in per_channel):
+        try:
+            running_variance_factor("unbiased", math.prod(per_channel), x.shape)
+        except ValueError as e:
+            ctx.fail(str(e))
     _check_per_channel(ctx, x, ("Scale", "Bias", "Mean", "Variance"))
     return {"Y": x, "MeanOut": ctx.input("Mean"), "VarianceOut": ctx.input("Variance")}
 
@@ -101,10 +129,14 @@ SCHEMAS = (
            doc="The rows of table W at the integers of Ids: an embedding lookup.",
            dtypes={"W": FLOAT_DTYPES, "Ids": INT_DTYPES}),
     schema("batch_norm", ["X", "Scale", "Bias", "Mean", "Variance"], ["Y", "MeanOut", "VarianceOut"], _batch_norm,
-           {"momentum": Attr("float", 0.9), "epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
+           {"momentum": Attr("float", 0.9), "epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False),
+            "running_variance": Attr("str", "population")},
            doc="Normalize each channel (axis 1) by the batch's statistics, then scale and shift; in training "
                "the running Mean/Variance (written in place through MeanOut/VarianceOut) move toward them by "
-               "1 - momentum. With is_test, the running statistics normalize instead.",
+               "1 - momentum: toward the batch's population variance, or with running_variance='unbiased' "
+               "its unbiased one, n / (n - 1) times it (n values per channel; PyTorch's rule, n = 1 a run-time "
+               "error). With is_test, the running statistics normalize instead. An empty batch leaves them as "
+               "they were.",
            dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X", "Mean": "X", "Variance": "X"}),
     schema("batch_norm_grad", ["X", "Scale", Slot("Mean", optional=True), Slot("Variance", optional=True), "Y@GRAD"],
            ["X@GRAD", "Scale@GRAD", "Bias@GRAD"], _batch_norm_grad, {"epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
@@ -132,4 +164,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS"]
+__all__ = ["SCHEMAS", "RUNNING_VARIANCES", "running_variance_factor"]

@@ -101,6 +101,11 @@ def network_cases():
             yield Case("batch_norm_grad", {"X": x, "Scale": stats["Scale"], **grad_stats,
                                            "Y@GRAD": randn(x.shape, dtype)}, None,
                        {"epsilon": 1e-5, "is_test": is_test}, label=f"test={is_test}")
+        yield Case("batch_norm", {"X": x, **stats}, None, {"momentum": 0.8, "running_variance": "unbiased"},
+                   label="unbiased")
+        for estimator in ("population", "unbiased"):  # an empty batch leaves the running statistics as they were
+            yield Case("batch_norm", {"X": np.zeros((0, 3, 2, 2), dtype), **stats}, None,
+                       {"momentum": 0.8, "running_variance": estimator}, label=f"empty,{estimator}")
         x3 = randn((2, 3, 4), dtype) * 2 + 1
         for begin, affine in [(1, ("Scale", "Bias")), (2, ("Scale",)), (-1, ()), (0, ("Bias",))]:
             params = {s: randn(x3.shape[begin % 3:], dtype) for s in affine}

@@ -1,9 +1,13 @@
 """Models exported in training mode: BatchNormalization with running-statistics outputs normalizes by the batch
-and updates its running statistics in place; Dropout with training_mode drops; RandomUniformLike and
+and updates its running statistics in place (the variance by ONNX's rule unless ``bn_running_variance`` says
+otherwise; the proof that "unbiased" follows PyTorch is ``test_import_pytorch_batch_norm``); Dropout with training_mode drops; RandomUniformLike and
 RandomNormalLike draw seeded samples."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -39,9 +43,11 @@ def _training_export(dtype: str):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_norm_exported_in_training_mode_normalizes_by_the_batch_and_updates_running_statistics(dtype):
     net, x, model = _training_export(dtype)
-    imported = Imported(model)
+    with pytest.warns(UserWarning, match="PyTorch's BatchNorm uses the unbiased"):  # a note, never a switch
+        imported = Imported(model)
     ops = [op for op in imported.program.global_block().ops if op.type == "batch_norm"]
     assert len(ops) == 1 and not ops[0].attr("is_test") and ops[0].attr("momentum") == 1.0 - MOMENTUM
+    assert ops[0].attr("running_variance") == "population", "ONNX's rule, whoever produced the model"
     mean, var = ops[0].input("Mean")[0], ops[0].input("Variance")[0]
     assert ops[0].output("MeanOut") == [mean] and ops[0].output("VarianceOut") == [var], "updated in place"
     block = imported.program.global_block()
@@ -63,6 +69,45 @@ def test_batch_norm_exported_in_training_mode_normalizes_by_the_batch_and_update
     want_var = (1.0 - MOMENTUM) * old_var + MOMENTUM * population
     assert_near(imported.scope[var], want_var.numpy(), dtype, "running variance after one forward")
     assert not np.allclose(imported.scope[mean], old_mean.numpy()), "the running mean moved"
+
+
+@pytest.mark.parametrize("option", ["population", "unbiased"])
+def test_an_explicit_bn_running_variance_is_every_training_batch_norms_and_silences_the_note(option):
+    _, _, model = _training_export("float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        program, _, _ = import_onnx(model, bn_running_variance=option)
+    assert [op.attr("running_variance") for op in program.global_block().ops if op.type == "batch_norm"] == [option]
+
+
+def test_no_note_for_a_model_another_tool_produced():
+    _, _, model = _training_export("float64")
+    proto = onnx.load_from_string(model)
+    proto.producer_name = "someone-else"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import_onnx(proto)
+
+
+def test_a_bn_running_variance_that_is_neither_estimator_is_refused():
+    _, _, model = _training_export("float64")
+    with pytest.raises(ValueError, match="bn_running_variance must be 'population' or 'unbiased', got 'sample'"):
+        import_onnx(model, bn_running_variance="sample")
+
+
+@pytest.mark.parametrize("flag,want", [([], "population"), (["--bn-running-variance", "unbiased"], "unbiased")])
+def test_the_cli_flag_chooses_the_estimator(tmp_path, flag, want):
+    from gradgen.framework.tools.cli import main as cli
+    from gradgen.program import Program
+
+    _, _, model = _training_export("float32")
+    (tmp_path / "m.onnx").write_bytes(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli(["import-onnx", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "p.json"), *flag]) == 0
+    assert bool(caught) == (not flag), [str(w.message) for w in caught]
+    program = Program.load(tmp_path / "p.json")
+    assert [op.attr("running_variance") for op in program.global_block().ops if op.type == "batch_norm"] == [want]
 
 
 def _dropout_model(training, ratio=0.25, mode_is_input=False):

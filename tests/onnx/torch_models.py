@@ -13,7 +13,7 @@ from gradgen.framework.tools.onnx import import_onnx
 from gradgen.program import Program, layers, program_guard
 from tests.onnx.runtime import require
 
-__all__ = ["torch", "export", "Imported", "assert_near", "TOL", "STEP_TOL"]
+__all__ = ["torch", "export", "widened_to_float64", "Imported", "assert_near", "TOL", "STEP_TOL"]
 
 torch = require("torch")
 
@@ -34,6 +34,37 @@ def export(module, args: tuple, **options) -> bytes:
     return f.getvalue()
 
 
+def widened_to_float64(model: bytes) -> bytes:
+    """A float32 export as the float64 model it stands for: every float32 initializer, constant (a tensor attr),
+    declared type and ``Cast`` target made float64. For models PyTorch's exporter will not write in float64
+    (it refuses a float64 attention mask); the values a float32 model holds are exact in float64, so the
+    widened model is the float64 module's when that module holds the same (upcast) parameters."""
+    import onnx
+    from onnx import AttributeProto, TensorProto, numpy_helper
+
+    proto = onnx.load_from_string(model)
+    graph = proto.graph
+    if any(n.op_type in ("If", "Loop", "Scan") for n in graph.node):
+        raise ValueError("subgraphs are not widened")
+
+    def widen(t) -> None:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+
+    for t in graph.initializer:
+        widen(t)
+    for v in [*graph.input, *graph.output, *graph.value_info]:
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == AttributeProto.TENSOR:
+                widen(a.t)
+            elif node.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.DOUBLE
+    return proto.SerializeToString()
+
+
 def assert_near(got, want, dtype: str, what: str, tol: dict = TOL) -> None:
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape and got.dtype == want.dtype, (
@@ -44,11 +75,11 @@ def assert_near(got, want, dtype: str, what: str, tol: dict = TOL) -> None:
 
 
 class Imported:
-    """An imported model with a loss ``sum(output * R)`` (R fed) appended, its parameters' gradients, and
-    optionally SGD updates."""
+    """An imported model (``import_onnx``'s ``options``) with a loss ``sum(output * R)`` (R fed) appended, its
+    parameters' gradients (``grads``, in the order of ``trainable``), and optionally SGD updates."""
 
-    def __init__(self, model: bytes, lr: float | None = None):
-        self.program, self.params, outputs = import_onnx(model)
+    def __init__(self, model: bytes, lr: float | None = None, **options):
+        self.program, self.params, outputs = import_onnx(model, **options)
         (self.out_name,) = outputs.values()
         startup = Program()
         with program_guard(self.program, startup):
@@ -60,7 +91,8 @@ class Imported:
             if lr is None:
                 self.grads = gradients(self.loss, self.trainable)
             else:
-                optimizer.SGD(lr).minimize(self.loss)
+                _, params_grads = optimizer.SGD(lr).minimize(self.loss, self.trainable)
+                self.trainable, self.grads = [p for p, _ in params_grads], [g.name for _, g in params_grads]
         self.scope = Scope()
         for name, value in self.params.items():
             self.scope.set(name, value)

@@ -13,6 +13,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from gradgen.program.ops.network import running_variance_factor
 from gradgen.program.shapes import normalize_axis
 
 from ..numpy.kernels.nn import _axis, check_label_shape  # the attrs read as the numpy kernels read them
@@ -201,6 +202,7 @@ def _per_channel(v, dtype):
 
 def _batch_norm(op, ctx):
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
+    estimator = op.attr("running_variance")
 
     def run(x, scale, bias, mean, var):
         work = _work_dtype(x.dtype)
@@ -215,8 +217,9 @@ def _batch_norm(op, ctx):
         y = y.reshape(x.shape).astype(x.dtype)
         if running:
             return y, mean, var
+        bessel = running_variance_factor(estimator, x3.shape[0] * x3.shape[2], x.shape)  # shapes are static here
         new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype)
-        new_var = (momentum * var + (1.0 - momentum) * v.reshape(-1)).astype(var.dtype)
+        new_var = (momentum * var + (1.0 - momentum) * bessel * v.reshape(-1)).astype(var.dtype)
         return y, new_mean, new_var
 
     return run

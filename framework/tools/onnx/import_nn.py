@@ -282,7 +282,8 @@ def batch_norm(ctx):
     """BatchNormalization -> batch_norm. In training mode the batch's statistics normalize and the running
     mean and variance (initializers) are updated in place on every run, as ONNX's outputs define them:
     momentum * running + (1 - momentum) * batch statistic (ONNX's momentum weighs the old value, as gradgen's
-    does; the batch variance is the population one, as ONNX specifies)."""
+    does; the batch variance is the population one, as ONNX specifies, or the unbiased one, as PyTorch's
+    BatchNorm has it, when the import is asked to: ``import_onnx(bn_running_variance=...)``)."""
     training = _training(ctx)
     if len(ctx.node.output) > 3 and any(ctx.node.output[3:]):
         raise NotImportable("the saved_mean/saved_var outputs")
@@ -290,7 +291,7 @@ def batch_norm(ctx):
         raise NotImportable("running-statistics outputs in inference mode")
     inputs = {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2)}
     attrs = {"epsilon": _decimal(ctx.attr("epsilon", 1e-5)), "momentum": _decimal(ctx.attr("momentum", 0.9)),
-             "is_test": not training}
+             "is_test": not training, "running_variance": ctx.importer.bn_running_variance}
     if not training:
         names = ctx.op("batch_norm", {**inputs, "Mean": ctx.x(3), "Variance": ctx.x(4)}, attrs,
                        names={"Y": [ctx.node.output[0]]})
@@ -305,6 +306,19 @@ def batch_norm(ctx):
             ctx.bind(k, name)
 
 
+def running_variance_hint(model, program) -> str | None:
+    """A note for an import of a PyTorch export with training-mode batch norms left at ONNX's population
+    variance: PyTorch's running variance moves toward the unbiased one. None for any other model."""
+    if not model.producer_name.lower().startswith("pytorch"):
+        return None
+    trained = sum(op.type == "batch_norm" and not op.attr("is_test") for b in program.blocks for op in b.ops)
+    if not trained:
+        return None
+    return (f"this {model.producer_name} export has {trained} training-mode BatchNormalization node(s): their "
+            "running variance is updated with the batch's population variance, as ONNX defines it, while "
+            "PyTorch's BatchNorm uses the unbiased (n - 1) one; import_onnx(bn_running_variance='unbiased') "
+            "(gradgen import-onnx --bn-running-variance unbiased) follows PyTorch, 'population' keeps ONNX's "
+            "rule and silences this note")
 def layer_norm(ctx):
     """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
     only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are

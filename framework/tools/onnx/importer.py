@@ -11,6 +11,7 @@ function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop`` beco
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -22,11 +23,13 @@ from gradgen.program import Program, program_guard
 from gradgen.program.dtypes import DTYPES
 from gradgen.program.errors import GradgenError
 from gradgen.program.ops import OP_SCHEMAS
+from gradgen.program.ops.network import RUNNING_VARIANCES
 
 from . import import_table
 from .errors import NotImportable, OnnxImportError
 from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
 from .import_fold import fold, foldable
+from .import_nn import running_variance_hint
 from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
 from .limits import ImportLimits
 
@@ -255,8 +258,11 @@ def unsupported_nodes(model) -> list[str]:
 class Importer:
     """Builds one gradgen program from one ONNX model."""
 
-    def __init__(self, model, constants: Mapping[str, Any], limits: ImportLimits = ImportLimits()):
+    def __init__(self, model, constants: Mapping[str, Any], limits: ImportLimits = ImportLimits(),
+                 bn_running_variance: str = "population"):
         self.model, self.opset, self.limits = model, check_opset(model), limits
+        self.bn_running_variance = bn_running_variance
+        """The ``running_variance`` of every training-mode batch_norm (``import_onnx``'s option)."""
         self.main, self.startup = Program(), Program()
         self.params: dict[str, np.ndarray] = {}
         self.frozen = {k: np.asarray(v) for k, v in constants.items()}
@@ -408,8 +414,8 @@ class Importer:
 
 def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constants: Mapping[str, Any] | None = None,
                 max_constant_bytes: int = ImportLimits.max_constant_bytes,
-                max_loop_iterations: int = ImportLimits.max_loop_iterations
-                ) -> tuple[Program, dict[str, np.ndarray], dict[str, str]]:
+                max_loop_iterations: int = ImportLimits.max_loop_iterations,
+                bn_running_variance: str | None = None) -> tuple[Program, dict[str, np.ndarray], dict[str, str]]:
     """A gradgen program from an ONNX model (or a path to one, or its bytes).
 
     Returns ``(program, params, outputs)``: the program; the values of its persistable vars (load them
@@ -417,6 +423,10 @@ def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constan
     freezes graph inputs to given values (for inputs that gradgen keeps as attrs, such as a shape).
     ``max_constant_bytes`` bounds the tensors the import itself makes (``ConstantOfShape``, the index of a
     strided ``Slice``) and ``max_loop_iterations`` the steps of each ``Loop`` at run time (``ImportLimits``).
+    ``bn_running_variance`` is what the running variance of a training-mode ``BatchNormalization`` moves
+    toward: "population" (the default, ONNX's definition) or "unbiased" (n / (n - 1) times it, what PyTorch's
+    ``BatchNorm`` does, so an import of its training-mode export fine-tunes as it does). Left unset, an import
+    of a PyTorch export with such nodes warns that the two differ (the choice is never made from the producer).
     Any malformed model raises ``OnnxImportError`` naming the node at fault; unsupported nodes are listed
     all at once.
 
@@ -426,6 +436,12 @@ def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constan
     missing = unsupported_nodes(model)
     if missing:
         raise OnnxImportError(f"{len(missing)} node(s) cannot be imported:\n" + "\n".join(f"  - {m}" for m in missing))
-    importer = Importer(model, constants or {}, ImportLimits(int(max_constant_bytes), int(max_loop_iterations)))
+    if bn_running_variance not in (None, *RUNNING_VARIANCES):
+        raise ValueError(f"bn_running_variance must be 'population' or 'unbiased', got {bn_running_variance!r}")
+    importer = Importer(model, constants or {}, ImportLimits(int(max_constant_bytes), int(max_loop_iterations)),
+                        bn_running_variance or "population")
     program, params = importer.run()
+    hint = running_variance_hint(model, program) if bn_running_variance is None else None
+    if hint:
+        warnings.warn(hint, stacklevel=3)
     return program, params, importer.outputs

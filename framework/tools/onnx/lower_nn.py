@@ -135,6 +135,16 @@ def dropout(ctx):
              value=fill_value(1.0, ctx.dtype()))
 
 
+def _bessel(ctx, size: str) -> str:
+    """n / (n - 1), n = X's values per channel (``size``, X's Size, over Scale's), in X's dtype: what turns the
+    batch's population variance into the unbiased one. ONNX cannot raise, so where gradgen's kernels refuse
+    n = 1 the exported model's running variance becomes NaN (0 * inf)."""
+    g, dt = ctx.g, ctx.dtype("X")
+    count = g.node("Div", [g.node("Cast", [size], to=onnx_dtype(dt)),
+                           g.node("Cast", [g.node("Size", [ctx.x("Scale")])], to=onnx_dtype(dt))])
+    return g.node("Div", [count, g.node("Sub", [count, ctx.scalar(1.0, dt)])])
+
+
 def batch_norm(ctx):
     g, x, dt, rank = ctx.g, ctx.x("X"), ctx.dtype("X"), ctx.rank("X")
     shape = g.ints([1, -1] + [1] * (rank - 2))
@@ -153,11 +163,14 @@ def batch_norm(ctx):
     if ctx.attr("is_test"):
         ctx.finish(mean, "MeanOut")
         return ctx.finish(var, "VarianceOut")
-    m = ctx.attr("momentum")
+    m, odt, size = ctx.attr("momentum"), ctx.dtype("Mean"), g.node("Size", [x])
+    if ctx.attr("running_variance") == "unbiased":
+        v = g.node("Mul", [v, _bessel(ctx, size)])
+    seen = g.node("Greater", [size, g.const(np.int64(0))])  # an empty batch leaves them as they were
     for slot, old, new in (("MeanOut", mean, mu), ("VarianceOut", var, v)):
-        odt = ctx.dtype("Mean")
-        ctx.emit("Add", [g.node("Mul", [ctx.scalar(m, odt), old]), g.node("Mul", [ctx.scalar(1.0 - m, odt), new])],
-                 slot=slot)
+        kept, added = g.node("Mul", [ctx.scalar(m, odt), old]), g.node("Mul", [ctx.scalar(1.0 - m, odt), new])
+        moved = g.node("Add", [kept, added])
+        ctx.emit("Where", [seen, moved, old], slot=slot)
 
 
 def sgd(ctx):

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from gradgen.program.ops.network import running_variance_factor
 from gradgen.program.shapes import normalize_axis
 
 from .scratch import scratch
@@ -156,6 +157,7 @@ _BATCH_AXES = (0, 2)
 
 def batch_norm(op):
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
+    estimator = op.attr("running_variance")
     recycler = Recycler()
 
     def run(x, scale, bias, mean, var):
@@ -175,8 +177,9 @@ def batch_norm(op):
         y_out = y.reshape(x.shape).astype(x.dtype, copy=False)
         if running:
             return y_out, mean, var
+        bessel = running_variance_factor(estimator, x3.shape[0] * x3.shape[2], x.shape)
         new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype, copy=False)
-        new_var = (momentum * var + (1.0 - momentum) * v.reshape(-1)).astype(var.dtype, copy=False)
+        new_var = (momentum * var + (1.0 - momentum) * bessel * v.reshape(-1)).astype(var.dtype, copy=False)
         return y_out, new_mean, new_var
 
     return run
