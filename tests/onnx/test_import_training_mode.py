@@ -91,7 +91,7 @@ def test_no_note_for_a_model_another_tool_produced():
 
 def test_a_bn_running_variance_that_is_neither_estimator_is_refused():
     _, _, model = _training_export("float64")
-    with pytest.raises(ValueError, match="bn_running_variance must be 'population' or 'unbiased', got 'sample'"):
+    with pytest.raises(OnnxImportError, match="bn_running_variance must be 'population' or 'unbiased', got 'sample'"):
         import_onnx(model, bn_running_variance="sample")
 
 

@@ -437,7 +437,7 @@ def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constan
     if missing:
         raise OnnxImportError(f"{len(missing)} node(s) cannot be imported:\n" + "\n".join(f"  - {m}" for m in missing))
     if bn_running_variance not in (None, *RUNNING_VARIANCES):
-        raise ValueError(f"bn_running_variance must be 'population' or 'unbiased', got {bn_running_variance!r}")
+        raise OnnxImportError(f"bn_running_variance must be 'population' or 'unbiased', got {bn_running_variance!r}")
     importer = Importer(model, constants or {}, ImportLimits(int(max_constant_bytes), int(max_loop_iterations)),
                         bn_running_variance or "population")
     program, params = importer.run()
