@@ -140,6 +140,8 @@ def test_layer_normalization_with_a_broadcast_scale_and_its_statistics_imports()
     got = Executor().run(program, feed={"x": xs, "s": s}, fetch_list=[names[n] for n in ("y", "mean", "inv")],
                          scope=_scope(params))
     mean, var = xs.mean(axis=(1, 2), keepdims=True), xs.var(axis=(1, 2), keepdims=True)
-    inv = 1 / np.sqrt(var + float(np.float32(1e-3)))  # ONNX float attrs are float32
+    # ONNX stores float attrs as float32; the import reads back the decimal written (1e-3), as for BatchNormalization
+    assert [op.attr("epsilon") for op in program.global_block().ops if op.type == "layer_norm"] == [1e-3]
+    inv = 1 / np.sqrt(var + 1e-3)
     for g, w in zip(got, [(xs - mean) * inv * s, mean, inv]):
         np.testing.assert_allclose(g, w, rtol=1e-12)

@@ -224,8 +224,8 @@ def _normalized_groups(ctx, groups: int | None) -> str:
         raise NotImportable(f"normalizing {groups} groups of the channels of an input shaped {list(shape)}")
     rest = -1 if -1 in shape[2:] else shape[1] // groups * int(np.prod(shape[2:]))
     grouped = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [0, groups, rest]})
-    return ctx.tmp("layer_norm", {"X": grouped}, {"begin_norm_axis": 2, "epsilon": float(ctx.attr("epsilon", 1e-5))},
-                   slot="Y")
+    return ctx.tmp("layer_norm", {"X": grouped},
+                   {"begin_norm_axis": 2, "epsilon": _decimal(ctx.attr("epsilon", 1e-5))}, slot="Y")
 
 
 def _affine(ctx, y: str, rank: int, final: bool) -> str:
@@ -323,7 +323,7 @@ def layer_norm(ctx):
     """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
     only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
     computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
-    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5))
+    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), _decimal(ctx.attr("epsilon", 1e-5))
     begin = ctx.axis(axis, rank)
     normalized = tuple(ctx.shape(0)[begin:])
     inputs, after = {"X": ctx.x(0)}, []
