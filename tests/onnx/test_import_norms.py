@@ -31,7 +31,7 @@ def _run(model, x):
 
 
 def _normalized(x, groups, eps):
-    eps = float(np.float32(eps))  # an ONNX float attr is a float32
+    # an ONNX float attr is stored as float32; the import reads back the decimal the exporter wrote
     g = x.reshape(x.shape[0], groups, -1)
     return ((g - g.mean(2, keepdims=True)) / np.sqrt(g.var(2, keepdims=True) + eps)).reshape(x.shape)
 
