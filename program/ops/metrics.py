@@ -21,15 +21,14 @@ AVERAGES = ("binary", "macro")
 """``precision_recall``'s averages: class ``pos_label``'s, or the unweighted mean over every class."""
 
 
-def _rows(ctx, slot: str) -> int:
-    """The row count N that ``slot`` ([N, C] scores) and ``Label`` ([N] or [N, 1]) agree on (-1 if unknown)."""
+def _check_rows(ctx, slot: str) -> None:
+    """Fail unless ``Label`` is [N] or [N, 1] with the row count N of ``slot`` (where both are known)."""
     x, label = ctx.input(slot), ctx.input("Label")
     if len(label.shape) not in (1, 2) or (len(label.shape) == 2 and label.shape[1] not in (1, -1)):
         ctx.fail(f"Label must be [N] or [N, 1] class ids, got {list(label.shape)}")
     n, m = x.shape[0], label.shape[0]
     if n >= 0 and m >= 0 and n != m:
         ctx.fail(f"{slot} has {n} rows but Label has {m}")
-    return n if n >= 0 else m
 
 
 def _classes(ctx, slot: str = "X") -> int:
@@ -53,7 +52,7 @@ def _accuracy(ctx):
     if top_k_problem(k, x.shape):
         ctx.fail(top_k_problem(k, x.shape))
     _classes(ctx)
-    _rows(ctx, "X")
+    _check_rows(ctx, "X")
     return {"Accuracy": TensorType((), x.dtype), "Correct": TensorType((), "int64"),
             "Total": TensorType((), "int64")}
 
@@ -67,7 +66,7 @@ def _precision_recall(ctx):
         ctx.fail(f"X needs a known number of classes in its last dim, got {list(x.shape)}")
     if average == "binary" and not 0 <= pos_label < classes:
         ctx.fail(f"pos_label {pos_label} is not one of the {classes} classes")
-    _rows(ctx, "X")
+    _check_rows(ctx, "X")
     return {"Precision": TensorType((), x.dtype), "Recall": TensorType((), x.dtype)}
 
 
@@ -84,7 +83,7 @@ def _auc(ctx):
         ctx.fail(f"auc needs num_thresholds >= 1, got {ctx.attr('num_thresholds')}")
     if predict_problem(p.shape):
         ctx.fail(predict_problem(p.shape))
-    _rows(ctx, "Predict")
+    _check_rows(ctx, "Predict")
     for slot in ("StatPos", "StatNeg"):
         if tuple(ctx.input(slot).shape) != (buckets,):
             ctx.fail(f"{slot} must be [num_thresholds + 1] = [{buckets}] counts, got {list(ctx.input(slot).shape)}")
