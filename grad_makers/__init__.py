@@ -39,6 +39,8 @@ NON_DIFFERENTIABLE: frozenset[str] = frozenset({
     # comparisons and integer-valued results: no gradient flows through them
     "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "argmax", "argmin", "argsort",
     "one_hot",
+    # metrics: counts and ratios of counts, which a small change of the scores does not move
+    "accuracy", "precision_recall", "auc",
     "sign", "logical_and", "logical_or", "logical_xor", "logical_not",
     # tensors made from attrs or only from an input's shape
     "fill_constant", "uniform_random", "gaussian_random", "fill_any_like", "fill_zeros_like",

@@ -9,11 +9,11 @@ from .creation import (assign, cast, create_parameter, data, fill_constant, gaus
                        uniform_random, zeros_like)
 from .linalg import einsum, matmul
 from .indexing import argsort, scatter, scatter_add, sort, take_along_axis, top_k
-from .loss import accuracy, huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
+from .loss import huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
 from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
                     logical_not, logical_or, logical_xor, not_equal, one_hot, where)
-from .metrics import precision, recall
+from .metrics import accuracy, precision, recall
 from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
                            sum, transpose, tril, triu, unsqueeze)
 from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,

@@ -13,24 +13,17 @@ scores. With scores that differ by more than 1 / num_thresholds this is
 the exact AUC. A label is positive when it is not 0 (Paddle's rule). With
 no positive or no negative row yet, the AUC is 0.
 
-Built from ordinary ops (``scatter_add``, ``cumsum``, reductions); a metric
-has no gradient: its outputs are marked ``stop_gradient``.
+One ``auc`` op (Paddle's, with this batch's AUC as a second output) reads and
+updates the counters in place; a metric has no gradient: the op is
+non-differentiable and its outputs are marked ``stop_gradient``.
 """
 from __future__ import annotations
 
 from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
+from ..ops.metrics import COUNT_DTYPE, predict_problem
 from ..variable import Variable
-from .creation import assign, cast, fill_constant, zeros_like
 from .helper import check_var
-from .indexing import scatter_add
-from .logic import not_equal
-from .manipulation import cumsum, reshape, slice
-from .math import add, clip, divide, maximum, multiply, scale, subtract
-from .reduction import reduce_sum
-
-COUNT_DTYPE = "float64"
-"""The bucket counts' dtype: whole numbers exact up to 2**53 rows."""
 
 
 def _counter(name: str, size: int) -> Variable:
@@ -41,16 +34,6 @@ def _counter(name: str, size: int) -> Variable:
     startup.global_block().append_op("fill_constant", {}, {"Out": [name]},
                                      {"shape": [size], "dtype": COUNT_DTYPE, "value": 0.0})
     return var
-
-
-def _area(positives: Variable, negatives: Variable) -> Variable:
-    """The ROC AUC of per-bucket counts (bucket i scores below bucket i + 1); 0 without both classes."""
-    above = cumsum(positives, axis=0, reverse=True, exclusive=True)  # positives in higher buckets
-    pairs = reduce_sum(multiply(negatives, add(above, scale(positives, 0.5))))
-    total = multiply(reduce_sum(positives), reduce_sum(negatives))
-    out = divide(pairs, maximum(total, fill_constant([], COUNT_DTYPE, 1.0)))
-    out.stop_gradient = True
-    return out
 
 
 def auc(input: Variable, label: Variable, num_thresholds: int = 2 ** 12 - 1,
@@ -67,24 +50,16 @@ def auc(input: Variable, label: Variable, num_thresholds: int = 2 ** 12 - 1,
     check_var(label, "label")
     if not isinstance(num_thresholds, int) or num_thresholds < 1:
         raise ProgramError(f"auc needs num_thresholds >= 1, got {num_thresholds!r}")
-    if len(input.shape) == 2 and input.shape[1] == 2:
-        input = slice(input, [1], [1], [2])
-    elif not (len(input.shape) == 1 or (len(input.shape) == 2 and input.shape[1] == 1)):
-        raise ProgramError(f"auc: input '{input.name}' must be [N, 2] class probabilities or [N, 1] / [N] "
-                           f"positive probabilities, got {list(input.shape)}")
+    if predict_problem(input.shape):  # before the counters are made
+        raise ProgramError(f"auc: input '{input.name}': {predict_problem(input.shape)}")
     base = name or default_main_program().unique_name("auc")
-    scores = reshape(cast(input, COUNT_DTYPE), [-1])
-    bucket = cast(clip(scale(scores, float(num_thresholds)), 0.0, float(num_thresholds)), "int64")
-    positive = cast(not_equal(reshape(label, [-1]), zeros_like(reshape(label, [-1]))), COUNT_DTYPE)
-    empty = fill_constant([num_thresholds + 1], COUNT_DTYPE, 0.0)
-    batch_pos = scatter_add(empty, bucket, positive)
-    batch_neg = scatter_add(empty, bucket, subtract(fill_constant([], COUNT_DTYPE, 1.0), positive))
-    stats = []
-    for kind, batch in (("pos", batch_pos), ("neg", batch_neg)):
-        stat = _counter(f"{base}.stat_{kind}", num_thresholds + 1)
-        assign(add(stat, batch), output=stat)
-        stats.append(stat)
-    return _area(*stats), _area(batch_pos, batch_neg), stats
+    stats = [_counter(f"{base}.stat_{kind}", num_thresholds + 1) for kind in ("pos", "neg")]
+    block = default_main_program().current_block()
+    outs = [block.create_var(f"{base}.{kind}", [], COUNT_DTYPE, stop_gradient=True) for kind in ("auc", "batch_auc")]
+    block.append_op("auc", {"Predict": [input], "Label": [label], "StatPos": [stats[0]], "StatNeg": [stats[1]]},
+                    {"AUC": [outs[0]], "BatchAUC": [outs[1]], "StatPosOut": [stats[0]], "StatNegOut": [stats[1]]},
+                    {"num_thresholds": num_thresholds})
+    return outs[0], outs[1], stats
 
 
 __all__ = ["COUNT_DTYPE", "auc"]

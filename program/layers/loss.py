@@ -1,4 +1,4 @@
-"""The loss helpers a Paddle user reaches for, and ``accuracy``, built from ordinary ops.
+"""The loss helpers a Paddle user reaches for, built from ordinary ops (``accuracy`` is an op: ``metrics.py``).
 
 Each is a composition of differentiable ops (subtract, square, abs, minimum,
 log, reductions), so its gradients of every order are those ops' gradients.
@@ -11,13 +11,10 @@ from __future__ import annotations
 from ..dtypes import is_float
 from ..errors import ProgramError
 from ..variable import Variable
-from .creation import cast
 from .helper import check_var
-from .logic import argmax, equal
 from .manipulation import reshape
 from .math import abs, log, minimum, multiply, scale, square, subtract
-from .indexing import top_k
-from .reduction import mean, reduce_max, reduce_sum
+from .reduction import mean, reduce_sum
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -101,29 +98,4 @@ def log_loss(input: Variable, label: Variable, epsilon: float = 1e-4, name=None)
     return scale(positive + negative, -1.0, name=name)
 
 
-def accuracy(input: Variable, label: Variable, k: int = 1, name=None) -> Variable:
-    """The fraction of rows whose integer ``label`` is among the ``k`` largest scores (last axis of ``input``).
-
-    Paddle's ``fluid.layers.accuracy(input, label, k)``: ``label`` is ``[N, 1]`` or ``[N]`` of any int dtype;
-    the scores need not be normalised. On ties the lower class index ranks first (``top_k``'s order), so with
-    equal scores a row counts as a hit only when its label is among the first ``k`` tied classes. A metric, not
-    a loss: nothing flows back through it (its hits come from ``equal``, which has no gradient).
-    """
-    check_var(input, "input")
-    check_var(label, "label")
-    if not isinstance(k, int) or k < 1:
-        raise ProgramError(f"accuracy needs k >= 1, got k={k!r}")
-    if k == 1:
-        predicted = argmax(input, axis=-1, keep_dim=len(label.shape) == len(input.shape))
-        label = label if label.dtype == predicted.dtype else cast(label, predicted.dtype)
-        hits = cast(equal(predicted, label), input.dtype)
-    else:
-        _, top = top_k(input, k)
-        label = reshape(label if label.dtype == "int64" else cast(label, "int64"), [-1, 1])
-        hits = reduce_max(cast(equal(top, label), input.dtype), dim=-1)
-    out = mean(hits, name=name)
-    out.stop_gradient = True
-    return out
-
-
-__all__ = ["REDUCTIONS", "square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss", "accuracy"]
+__all__ = ["REDUCTIONS", "square_error_cost", "mse_loss", "l1_loss", "huber_loss", "smooth_l1", "log_loss"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from ..schema import OpSchema
 from . import (activation, collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
-               linalg, logic, lr_schedule, manipulation, network, nn, optimizer, recurrent, reduction)
+               linalg, logic, lr_schedule, manipulation, metrics, network, nn, optimizer, recurrent, reduction)
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent)
+            conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 
 def _collect(families) -> dict[str, OpSchema]:

@@ -30,6 +30,7 @@ from .registry_builders import (
     _unsqueeze, _where, one_op,
 )
 from .registry_cases_23 import CASES_23
+from .registry_cases_metrics import CASES_METRICS
 
 
 def _mod(g: Draw) -> Built:
@@ -363,7 +364,7 @@ CASES: dict[str, Callable[[Draw], Built]] = {
     "increment": _increment, **{t: _schedule for t in ("piecewise_decay", "exponential_decay", "cosine_decay")},
     "linear_lr_warmup": _warmup, "allreduce_start": _allreduce_start, "allreduce_wait": _allreduce_wait,
     "broadcast": _broadcast, "custom_gradient": _custom_gradient, "call": _call,
-    **CASES_23,
+    **CASES_23, **CASES_METRICS,
     **{f"{c}{k}": _recurrent for c in ("lstm", "gru") for k in ("", "_grad", "_jvp")},
 }
 """op type -> the builder of one valid case of it."""

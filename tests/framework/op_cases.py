@@ -10,6 +10,7 @@ from scipy.special import erf
 from tests.framework.op_harness import Case
 from tests.ops.kernel_cases import NEW_OP_CASES
 from tests.ops.kernel_cases_23 import OPS23_CASES
+from tests.ops.kernel_cases_metrics import METRIC_CASES
 
 rng = np.random.default_rng(1234)
 FLOATS = ("float32", "float64")
@@ -306,4 +307,4 @@ def recurrent_cases():
 
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),
              *creation_cases(), *manipulation_cases(), *logic_cases(), *nn_cases(), *NEW_OP_CASES,
-             *OPS23_CASES, *recurrent_cases()]
+             *OPS23_CASES, *recurrent_cases(), *METRIC_CASES]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from . import lower_collective, lower_control, lower_conv, lower_math, lower_nn, lower_optim, lower_recurrent, lower_tensor
+from . import (lower_collective, lower_control, lower_conv, lower_math, lower_metrics, lower_nn, lower_optim,
+               lower_recurrent, lower_tensor)
 
 __all__ = ["FAMILIES", "LOWERINGS", "REFUSED", "problems"]
 
 FAMILIES = (lower_math, lower_tensor, lower_nn, lower_conv, lower_optim, lower_control, lower_recurrent,
-            lower_collective)
+            lower_collective, lower_metrics)
 
 
 def _collect() -> dict:

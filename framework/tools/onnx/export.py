@@ -19,8 +19,8 @@ from onnx import helper, numpy_helper
 from gradgen.framework.passes.backward import seeded_targets
 from gradgen.program.subblocks import owned_blocks
 
-from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_nn, lower_norm,
-               lower_recurrent, lower_schedule, lower_tensor)
+from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_metrics, lower_nn,
+               lower_norm, lower_recurrent, lower_schedule, lower_tensor)
 from .context import Lowering
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
@@ -38,7 +38,7 @@ UPDATED_SUFFIX = "@NEW"
 
 LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_norm.LOWERINGS,
              **lower_conv.LOWERINGS, **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS,
-             **lower_recurrent.LOWERINGS}
+             **lower_recurrent.LOWERINGS, **lower_metrics.LOWERINGS}
 """gradgen op type -> lowering function."""
 
 _MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "

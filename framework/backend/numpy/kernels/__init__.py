@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from . import (activation, collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
-               linalg, logic, lr_schedule, manipulation, network, nn, normalization, optimizer, recurrent,
+               linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
 from .signature import KernelFactory, SubBlock, fits, takes_out, with_out
 
 __all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock", "fits", "takes_out", "with_out"]
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent)
+            conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 
 def _collect(families, table_name: str) -> dict:
