@@ -109,3 +109,29 @@ def test_ops_built_by_the_bundled_examples_name_the_examples_lines():
 
     callsites = {op.callsite for op in mlp().main.global_block().ops if op.role == "forward"}
     assert callsites and all(c.startswith("mlp.py:") for c in callsites), callsites
+
+
+_SGD_CALLSITES = """
+from gradgen.framework import optimizer
+from gradgen.program import Program, layers, program_guard
+main, startup = Program(), Program()
+with program_guard(main, startup):
+    loss = layers.reduce_mean(layers.fc(layers.data("x", [-1, 2], "float64"), 1, name="fc"))
+    optimizer.SGD(0.1).minimize(loss)
+print([op.callsite for op in main.global_block().ops if op.type == "sgd"])
+"""
+
+
+def test_ops_the_gradgen_command_makes_name_no_line_of_its_console_script(tmp_path):
+    """An optimizer's ops made through pip's ``bin/gradgen`` were made by the CLI, not by a user's line: no callsite
+    (they used to say "created at gradgen:7"); made by a user's script, they name its line."""
+    import subprocess
+    import sys
+
+    (tmp_path / "bin").mkdir()
+    cases = [(tmp_path / "bin" / "gradgen", "[None, None]"), (tmp_path / "train.py", "['train.py:7', 'train.py:7']")]
+    for path, want in cases:
+        path.write_text(_SGD_CALLSITES)
+        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == want
