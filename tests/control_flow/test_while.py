@@ -267,3 +267,64 @@ def test_the_requested_gradient_of_a_var_the_loop_reads_is_named_var_at_grad(tmp
             d[i, j] = eps
             want[i, j] = (unrolled(wv + d) - unrolled(wv - d)) / (2 * eps)
     np.testing.assert_allclose(np.load(tmp_path / "got" / "w@GRAD.npy"), want, rtol=1e-6, atol=1e-8)
+
+
+def test_a_history_nothing_reads_is_not_stacked_and_the_results_stay_the_same():
+    """The plan tells ``while``'s factory which outputs die unread (``dropped``): the gradient loop's own History,
+    never the forward History its gradient reads, nor one that is fetched; a checking plan is told nothing."""
+    from gradgen.framework.backend.numpy.kernels import KERNELS
+    from gradgen.framework.backend.numpy.plan_data import PlanOptions
+
+    feed = feed_for(5)
+    main, loss, (gw, gh0) = build()
+    told: list[tuple[str, frozenset]] = []
+    made: list = []
+
+    def spy(op, blocks, *, dropped=frozenset()):
+        told.append((op.role, dropped))
+        kernel = KERNELS["while"](op, blocks, dropped=dropped)
+
+        def run(*values):
+            made.append(kernel(*values))
+            return made[-1]
+        return run
+
+    names = {v.name for v in main.global_block().vars.values()}
+    feed = {k: v for k, v in feed.items() if k in names}
+    got = Executor(check_types=False, options=PlanOptions(kernels={**KERNELS, "while": spy})).run(
+        main, feed=feed, fetch_list=[loss, gw, gh0], scope=Scope())
+    want = run(main, [loss, gw, gh0], feed)  # check_types: every History stacked
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    ops = {op.role: op for op in main.global_block().ops if op.type == "while"}
+    assert not set(ops["forward"].output("History")) & dict(told)["forward"]  # its gradient reads it
+    assert set(ops["backward"].output("History")) <= dict(told)["backward"]
+    backward = made[[role for role, _ in told].index("backward")]
+    n = len(ops["backward"].input("X"))
+    assert all(h is None for h in backward[n:2 * n]) and backward[-1] == 5  # Steps is still counted
+    fetched = Executor(check_types=False).run(main, feed=feed, fetch_list=[ops["backward"].output("History")[1]],
+                                              scope=Scope())[0]
+    assert fetched.shape[0] == 5  # fetched: stacked as ever
+
+
+def test_the_while_kernel_stacks_only_the_histories_it_is_not_told_are_dropped():
+    from gradgen.framework.backend.numpy.kernels import KERNELS
+    main = Program()
+    with program_guard(main, Program()):
+        limit = layers.fill_constant([], "int64", 3)
+        one = layers.fill_constant([], "int64", 1)
+        x = layers.data("x", [2], "float32")
+        layers.while_loop(lambda t, h: layers.less_than(t, limit),
+                          lambda t, h: [layers.add(t, one), layers.scale(h, 2.0)],
+                          [layers.fill_constant([], "int64", 0), x])
+    op = next(op for op in main.global_block().ops if op.type == "while")
+    blocks = {"cond": lambda env: [env[op.attr("cond_params")[0]] < 3],
+              "body": lambda env: [env[op.attr("body_params")[0]] + 1, env[op.attr("body_params")[1]] * 2]}
+    x0 = np.array([1.0, -1.0], np.float32)
+    full = KERNELS["while"](op, blocks)(np.int64(0), x0, np.int64(3), np.int64(1))
+    part = KERNELS["while"](op, blocks, dropped=frozenset(op.output("History")[1:]))(
+        np.int64(0), x0, np.int64(3), np.int64(1))
+    assert full[3].dtype == np.float32 and full[3].shape == (3, 2) and part[3] is None
+    np.testing.assert_array_equal(part[2], full[2])  # the counter's History is still recorded
+    for a, b in zip(full[:2] + full[4:], part[:2] + part[4:]):
+        np.testing.assert_array_equal(a, b)

@@ -207,3 +207,21 @@ def test_a_multi_output_update_writes_each_output_into_its_buffer(case):
         np.testing.assert_array_equal(g, w, strict=True)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape,dtype,value", [([], "int64", 1), ([2, 3], "float32", 0.1), ([0, 4], "float64", 2.0),
+                                               ([9, 9], "float16", -1.5), ([3], "bool", 1.0)])
+def test_fill_constant_gives_a_fresh_array_of_np_full_every_run(shape, dtype, value):
+    """Small constants are copies of one array made with the kernel (a loop makes them every iteration): each
+    run's array is its own, equal to ``np.full`` bit for bit, in the declared dtype."""
+    from gradgen.program import Program, layers, program_guard
+    main = Program()
+    with program_guard(main, Program()):
+        layers.fill_constant(shape, dtype, value)
+    kernel = KERNELS["fill_constant"](main.global_block().ops[-1])
+    first, second = kernel(), kernel()
+    want = np.full(shape, value, dtype=dtype)
+    assert first is not second and first.dtype == want.dtype and first.shape == want.shape
+    np.testing.assert_array_equal(first, want)
+    first[...] = 0  # a later op writing into one run's constant leaves the next run's alone
+    np.testing.assert_array_equal(kernel(), want)

@@ -134,3 +134,26 @@ def test_the_folded_weight_gradient_of_an_fc_on_a_sequence_fuses_into_its_sgd_up
     plain, plain_w = train(Executor(options=PlanOptions(fuse=False)))
     np.testing.assert_allclose(fused, plain, rtol=rtol)
     np.testing.assert_allclose(fused_w, plain_w, rtol=rtol, atol=rtol * 1e-2)
+
+
+NT = [((32, 128), (128, 128)), ((128, 32), (128, 32)), ((512, 32), (32, 32)), ((8, 256), (256, 256)),
+      ((3, 4), (5, 4)), ((64, 256), (300, 256)), ((0, 128), (128, 128))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed matrices", "strided columns"])
+@pytest.mark.parametrize("sx,sy", NT, ids=str)
+def test_a_product_with_y_transposed_agrees_with_numpy(sx, sy, layout, dtype):
+    """``x @ y.T`` between ``SMALL_PRODUCT`` and ``CALLING_THREAD_PRODUCT`` multiply-adds runs as an NN product
+    on a copy of the smaller operand's transpose (``blas.product_nt``): either way round, on any layout, and
+    outside that window (below, above, empty) as numpy's matmul; the result keeps the operands' dtype."""
+    _check(_view(sx, dtype, layout), _view(sy, dtype, layout), False, True)
+
+
+def test_product_nt_leaves_other_dtypes_to_numpy():
+    a, b = np.arange(32 * 128).reshape(32, 128), np.arange(128 * 128).reshape(128, 128) % 7
+    got = blas.product_nt(a, b)
+    assert got.dtype == (a @ b.T).dtype and (got == a @ b.T).all()
+    mixed = blas.product_nt(a.astype(np.float32), b.astype(np.float64))
+    assert mixed.dtype == np.float64
+    np.testing.assert_allclose(mixed, a.astype(np.float64) @ b.T, rtol=1e-6)

@@ -16,7 +16,6 @@ handed to their op's factory), liveness, buffers (``buffers``), checks
 """
 from __future__ import annotations
 
-from functools import partial
 from operator import itemgetter
 from typing import Any, Callable, Mapping, Sequence
 
@@ -30,8 +29,9 @@ from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, is_gemm_update, sgd_gemm_writer
 from .in_place import in_place_tail, sink_updates
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
+from .kernels.signature import declares
 from .plan_data import Plan, PlanOptions, Step, Unit
-from .run import run_block
+from .run import block_runner
 from .schedule import schedule
 from ...runtime.signature import commits, is_persistable as _is_persistable, sources
 
@@ -39,15 +39,18 @@ __all__ = ["PlanOptions", "build_kernel", "build_plan"]
 
 
 def build_kernel(block, index: int, op, kernels: Mapping[str, KernelFactory],
-                 blocks: Mapping[str, Callable[[dict], list]] | None = None) -> Callable[..., Any]:
-    """The op's kernel function, built by its factory (given ``blocks``, its sub-block runners, if it owns any);
-    an ExecutionError if there is no factory or it refuses."""
+                 blocks: Mapping[str, Callable[[dict], list]] | None = None,
+                 dropped: frozenset[str] = frozenset()) -> Callable[..., Any]:
+    """The op's kernel function, built by its factory (given ``blocks``, its sub-block runners, if it owns any,
+    and ``dropped``, the outputs nothing reads afterwards, if it declares that keyword); an ExecutionError if
+    there is no factory or it refuses."""
     factory = kernels.get(op.type)
     where = op_location(block, index, op.type, op.callsite)
     if factory is None:
         raise ExecutionError(f"{where}: no kernel is registered for op type '{op.type}'")
+    told = {"dropped": dropped} if dropped and declares(factory, "dropped") else {}
     try:
-        return factory(op) if blocks is None else factory(op, blocks)
+        return factory(op, **told) if blocks is None else factory(op, blocks, **told)
     except Exception as e:  # a factory rejecting attrs: report it where the op is
         raise ExecutionError(f"{where}: cannot build its kernel: {type(e).__name__}: {e}") from e
 
@@ -101,9 +104,10 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
             units = fuse_regions(block, units, keep, options.kernels, options.warm_runs, options.background_compile)
     subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
                 if u.kernel is None and ops[u.index].type in SUBBLOCKS}
-    fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
-                                    _runners(subplans[u.index]) if u.index in subplans else None) for u in units]
     dying = _dying(block, units, keep)
+    fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
+                                    _runners(subplans[u.index]) if u.index in subplans else None,
+                                    _dropped(u, dying.get(at, ()), options)) for at, u in enumerate(units)]
     buffers = Buffers()
     if options.buffers:
         writes_into = {at for at, fn in enumerate(fns) if takes_out(fn)}
@@ -126,9 +130,15 @@ def _writer(block, unit: Unit, options: PlanOptions) -> Callable[..., Any]:
     return writer if options.profile is None else options.profile.timed_writer(writer, block, unit.ops)
 
 
+def _dropped(unit: Unit, dying: Sequence[str], options: PlanOptions) -> frozenset[str]:
+    """The unit's outputs nothing reads after it (they die where they are made); none in a checking plan, which
+    checks every output."""
+    return frozenset() if options.checks else frozenset(n for n in unit.outs if n in dying)
+
+
 def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:
     """What a control-flow factory gets: per key, a function running that sub-plan on an env, returning its fetches."""
-    return {key: partial(run_block, plan) for key, plan in plans.items()}
+    return {key: block_runner(plan) for key, plan in plans.items()}
 
 
 def _kind(block, unit: Unit) -> str:

@@ -8,7 +8,7 @@ into the public error.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.describe import op_location
 
@@ -16,7 +16,7 @@ from ...errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
 from .plan_data import Plan, Step
 
-__all__ = ["InnerOpFailed", "StepFailed", "kernel_error", "run_block", "run_plan", "run_steps"]
+__all__ = ["InnerOpFailed", "StepFailed", "block_runner", "kernel_error", "run_plan", "run_steps"]
 
 
 class InnerOpFailed(Exception):
@@ -76,18 +76,33 @@ def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: 
     try:
         run_steps(plan.steps if steps is None else steps, env, first)
     except StepFailed as failed:
-        i, e = failed.position, failed.error
-        if isinstance(e, CheckFailed):
-            raise e.error from None
-        if isinstance(e, NanInfError):
-            raise NanInfError(f"{e} (inside {_where(plan, i)})") from e
-        raise kernel_error(plan, i, env, e) from e
+        _raise_public(plan, failed, env)
 
 
-def run_block(plan: Plan, env: dict) -> list[Any]:
-    """Run a sub-block's ``plan`` on ``env`` (consumed) and return its fetches in order."""
-    run_plan(plan, env)
-    return [env[n] for n in plan.fetches]
+def _raise_public(plan: Plan, failed: StepFailed, env: Mapping[str, Any]) -> None:
+    """Raise the public error for step ``failed.position`` of ``plan`` (see ``run_plan``)."""
+    i, e = failed.position, failed.error
+    if isinstance(e, CheckFailed):
+        raise e.error from None
+    if isinstance(e, NanInfError):
+        raise NanInfError(f"{e} (inside {_where(plan, i)})") from e
+    raise kernel_error(plan, i, env, e) from e
+
+
+def block_runner(plan: Plan) -> Callable[[dict], list]:
+    """A function running sub-block ``plan`` on an env (consumed) and returning its fetches in order, failing as
+    ``run_plan`` does: what a control-flow kernel calls, twice an iteration in a loop, so it calls the run loop
+    itself."""
+    steps, fetches = plan.steps, plan.fetches
+
+    def run(env: dict) -> list:
+        try:
+            run_steps(steps, env)
+        except StepFailed as failed:
+            _raise_public(plan, failed, env)
+        return [env[n] for n in fetches]
+
+    return run
 
 
 def _where(plan: Plan, position: int, index: int | None = None) -> str:

@@ -4,8 +4,17 @@ from __future__ import annotations
 import numpy as np
 
 
+_COPIED_CONSTANT = 64
+"""Elements up to which ``fill_constant`` copies a value made once, rather than filling a new array."""
+
+
 def fill_constant(op):
+    """A loop's counter step or bound is made every iteration: ``np.full`` takes ~2 us, a copy of the same
+    small array 0.13 us (a fresh array each run, as ever)."""
     shape, dtype, value = tuple(op.attr("shape")), op.attr("dtype"), op.attr("value")
+    if all(d >= 0 for d in shape) and np.prod(shape, dtype=np.int64) <= _COPIED_CONSTANT:
+        made = np.full(shape, value, dtype=dtype)
+        return made.copy
     return lambda: np.full(shape, value, dtype=dtype)
 
 

@@ -46,6 +46,8 @@ def _gemm_product(tx: bool, ty: bool):
 def _numpy_product(tx: bool, ty: bool):
     """``fn(x, y, *, out=None)`` on numpy's matmul, writing ``out`` when it is the 2-D result's array."""
     def product(x, y, *, out=None):
+        if ty and not tx and x.ndim == 2 and y.ndim == 2:
+            return blas.product_nt(x, y, out)  # kept off OpenBLAS's thread pool where it can be
         a = np.swapaxes(x, -1, -2) if tx and x.ndim > 1 else x  # numpy: a 1-D operand is never transposed
         b = np.swapaxes(y, -1, -2) if ty and y.ndim > 1 else y
         if out is not None and not (a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1])

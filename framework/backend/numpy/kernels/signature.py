@@ -35,10 +35,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["KernelFactory", "SubBlock", "fits", "result_array", "takes_out", "with_out"]
+__all__ = ["KernelFactory", "SubBlock", "declares", "fits", "result_array", "takes_out", "with_out"]
 
 KernelFactory = Callable[..., Callable[..., Any]]
-"""``factory(op) -> fn``, or ``factory(op, blocks) -> fn`` for an op that owns sub-blocks."""
+"""``factory(op) -> fn``, or ``factory(op, blocks) -> fn`` for an op that owns sub-blocks; a factory declaring a
+keyword-only ``dropped`` also gets the names of its op's outputs that nothing after it reads (it may skip them)."""
 
 
 class SubBlock(NamedTuple):
@@ -77,11 +78,17 @@ def takes_out(fn: Callable[..., Any]) -> bool:
     """
     if isinstance(fn, np.ufunc):
         return "d" in _same_type_loops(fn)
+    return declares(fn, "out")
+
+
+def declares(fn: Callable[..., Any], keyword: str) -> bool:
+    """True when the Python function ``fn`` declares a keyword-only parameter ``keyword``: how a kernel
+    function says it takes ``out``, and a factory that it wants to know which outputs the plan drops unread
+    (``dropped``)."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
-    kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-    return "out" in kwonly
+    return keyword in code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
 
 
 @lru_cache(maxsize=None)
