@@ -123,3 +123,41 @@ def test_a_compiled_region_no_faster_than_its_ops_one_by_one_is_dropped(monkeypa
         exe.run(main, feed=feed, fetch_list=fetch)
     assert not region.compiled()
     np.testing.assert_array_equal(exe.run(main, feed=feed, fetch_list=fetch)[0], want[0])
+
+
+_SCRIPT = """
+import numpy as np
+from gradgen.framework import Executor
+from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
+from gradgen.program import Program, layers, program_guard
+main = Program()
+with program_guard(main, Program()):
+    x = layers.data("x", [-1, 8], "float64")
+    h = x
+    for _ in range(6):
+        h = layers.tanh(layers.scale(h, 1.000123, 0.5))
+    out = h @ layers.data("big", [8, 4096], "float64")
+exe, feed = Executor(check_types=False), {"x": np.ones((4, 8)), "big": np.ones((8, 4096))}
+for _ in range(4):
+    exe.run(main, feed=feed, fetch_list=[out])
+assert wait_for_compiles(120)
+regions = [s.fn for s in exe.plan_for(main, list(feed), [out.name]).steps if getattr(s.fn, "region", False)]
+assert regions
+exe.run(main, feed=feed, fetch_list=[out])
+print("compiled" if all(r.compiled() for r in regions) else "not compiled")
+"""
+
+
+def test_a_users_module_that_prints_on_import_cannot_break_the_compile_process(tmp_path):
+    """The script's folder is on the compile process's path (last): a module there named like one some library
+    tries to import (``nt``), printing on import, once garbled the process's answers and every region failed."""
+    import subprocess
+    import sys
+
+    (tmp_path / "nt.py").write_text("print('hello from a user module')\n")
+    (tmp_path / "train.py").write_text(_SCRIPT)
+    env = dict(os.environ, GRADGEN_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(tmp_path / "train.py")], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("compiled") and "not compiled" not in done.stdout, done.stdout

@@ -97,20 +97,30 @@ def _lowest_priority() -> None:
             os.nice(19)
 
 
-def serve() -> None:
+def serve(answer_fd: int) -> None:
     """The compile process: for each job read from stdin (one JSON line: source and argument types), compile
-    it into the disk cache and answer one JSON line, until stdin closes (its parent has exited)."""
+    it into the disk cache and answer one JSON line on ``answer_fd``, until stdin closes (its parent has exited).
+    Answers have a pipe of their own: stdout goes nowhere, so whatever an imported module prints (a user's module
+    on the path, a library's warning) cannot garble one."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent's run
     _lowest_priority()
-    for line in sys.stdin:
-        job = json.loads(line)
-        try:
-            _compile(job["source"], [tuple(t) for t in job["types"]])
-            answer = {"error": None}
-        except Exception as e:  # numba's errors share no base worth naming
-            answer = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+    with os.fdopen(answer_fd, "w") as answers:
+        for line in sys.stdin:
+            job = json.loads(line)
+            try:
+                _compile(job["source"], [tuple(t) for t in job["types"]])
+                answer = {"error": None}
+            except Exception as e:  # numba's errors share no base worth naming
+                answer = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+
+
+def _child_path() -> str:
+    """The compile process's PYTHONPATH: this process's path (so it imports the same gradgen and numba), with the
+    script's folder (``sys.path[0]``) last, so a user's module cannot shadow one numba imports."""
+    first, rest = (sys.path[0], sys.path[1:]) if sys.path else ("", [])
+    return os.pathsep.join(p for p in [*rest, first] if p)
 
 
 class _Process:
@@ -118,6 +128,7 @@ class _Process:
 
     def __init__(self):
         self.proc: subprocess.Popen | None = None
+        self.answers = None  # the read end of the process's answer pipe
         self.broken = False
         self.closing = False  # the interpreter is exiting: compile nothing more
 
@@ -138,14 +149,23 @@ class _Process:
             raise OSError("the compile process is not available")
         try:
             if self.proc is None or self.proc.poll() is not None:
-                env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-c", "from gradgen.framework.backend.numpy.compile_queue import serve; serve()"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-                # no preexec_fn: the child is spawned without running fork handlers (OpenMP warns at a fork)
+                if self.answers is not None:  # the process exited: its pipe with it
+                    self.answers.close()
+                env = dict(os.environ, PYTHONPATH=_child_path())
+                read_end, write_end = os.pipe()
+                try:
+                    self.proc = subprocess.Popen(
+                        [sys.executable, "-c",
+                         f"from gradgen.framework.backend.numpy.compile_queue import serve; serve({write_end})"],
+                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                        env=env, pass_fds=(write_end,))
+                    # no preexec_fn: the child is spawned without running fork handlers (OpenMP warns at a fork)
+                finally:
+                    os.close(write_end)
+                self.answers = os.fdopen(read_end, "r")
             self.proc.stdin.write(json.dumps({"source": source, "types": types}) + "\n")
             self.proc.stdin.flush()
-            answer = self.proc.stdout.readline()
+            answer = self.answers.readline()
             if not answer:
                 raise OSError("the compile process exited")
         except (OSError, ValueError):
@@ -164,7 +184,7 @@ def _stop_process() -> None:
         proc.kill()
         proc.wait()
         proc.stdin.close()
-        proc.stdout.close()
+        _process.answers.close()
 
 
 _process = _Process()
