@@ -1,5 +1,6 @@
 """ONNX LSTM and GRU nodes (every direction, sequence lengths, initial states, batch-major layout, both GRU
-forms) imported and run by gradgen equal ONNX Runtime's outputs (float32; ONNX Runtime has no float64 LSTM or
+forms, ONNX's other activations with their alpha and beta lists) imported and run by gradgen equal ONNX
+Runtime's outputs (float32; ONNX Runtime has no float64 LSTM or
 GRU; it has no batch-major layout either, so a layout=1 model is checked against the same model in layout 0);
 what the importer does not support is refused by name."""
 from __future__ import annotations
@@ -63,8 +64,40 @@ def test_gradgen_equals_onnx_runtime(cell, direction, layout, lens, initial):
         np.testing.assert_allclose(g, want[o], rtol=1e-5, atol=1e-6, err_msg=o)
 
 
+ACTIVATION_CASES = [  # cell, direction, attrs; alphas/betas go to the activations that read them, in order
+    ("LSTM", "bidirectional", {"activations": ["HardSigmoid", "Softsign", "Elu", "Sigmoid", "ScaledTanh", "LeakyRelu"],
+                               "activation_alpha": [0.3, 0.8, 1.4], "activation_beta": [0.45, 0.6]}),  # LeakyRelu: 0.01
+    ("GRU", "bidirectional", {"activations": ["Affine", "Relu", "Softplus", "ThresholdedRelu"],
+                              "activation_alpha": [0.5, 0.2], "activation_beta": [0.1], "linear_before_reset": 1}),
+    ("LSTM", "reverse", {"activations": ["Sigmoid", "Tanh", "Relu"]}),
+    ("GRU", "forward", {"activations": ["HardSigmoid", "Elu"]}),  # ONNX's defaults 0.2, 0.5 and 1.0
+    ("LSTM", "forward", {"activations": ["Affine", "ThresholdedRelu", "Tanh"], "activation_alpha": [0.4, -0.3],
+                         "activation_beta": [0.2]}),
+    ("GRU", "reverse", {"activations": ["softsign", "scaledtanh"], "activation_alpha": [2.0],
+                        "activation_beta": [0.5]}),  # names in any case, as ONNX Runtime takes them
+]
+
+
+@pytest.mark.parametrize("cell,direction,attrs", ACTIVATION_CASES, ids=lambda v: "+".join(v["activations"])
+                         if isinstance(v, dict) else str(v))
+def test_activations_equal_onnx_runtime(cell, direction, attrs):
+    from gradgen.framework import import_onnx
+    model, feed, outs = _model(cell, direction, 0, True, True, **attrs)
+    want = run_ort(model, feed)
+    main, params, names = import_onnx(model)
+    scope = Scope()
+    for k, v in params.items():
+        scope.set(k, v)
+    got = Executor().run(main, feed=feed, fetch_list=[names[o] for o in outs], scope=scope)
+    for o, g in zip(outs, got):
+        np.testing.assert_allclose(g, want[o], rtol=1e-5, atol=1e-6, err_msg=o)
+
+
 @pytest.mark.parametrize("attrs,reason", [({"clip": 1.0}, "clip"), ({"input_forget": 1}, "input_forget"),
-                                          ({"activations": ["Relu", "Tanh", "Tanh"]}, "activations")])
+                                          ({"activations": ["Gelu", "Tanh", "Tanh"]}, "activations"),
+                                          ({"activations": ["Relu", "Tanh"]}, "activations"),
+                                          ({"activations": ["LeakyRelu", "Tanh", "Tanh"], "activation_alpha": [-0.1]},
+                                           "alpha")])
 def test_what_is_not_supported_is_refused_by_name(attrs, reason):
     from gradgen.framework import import_onnx
     from gradgen.framework.tools.onnx.errors import OnnxImportError
