@@ -43,18 +43,9 @@ def _model(cell: str, direction: str, layout: int, lens: bool, initial: bool, **
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feed, outs
 
 
-CASES = [(cell, d, layout, lens, initial) for cell in ("LSTM", "GRU") for d in ("forward", "reverse", "bidirectional")
-         for layout, lens, initial in [(0, False, False), (0, True, True), (1, True, True), (1, False, True)]]
-
-
-@pytest.mark.parametrize("cell,direction,layout,lens,initial", CASES)
-def test_gradgen_equals_onnx_runtime(cell, direction, layout, lens, initial):
+def _assert_gradgen_gives(want: dict, model, feed: dict, outs: list[str]) -> None:
+    """The model imported and run by gradgen gives ``want`` (ONNX Runtime's outputs, float32)."""
     from gradgen.framework import import_onnx
-    extra = {"linear_before_reset": 1} if cell == "GRU" and layout else {}
-    model, feed, outs = _model(cell, direction, layout, lens, initial, **extra)
-    want = run_ort(*_model(cell, direction, 0, lens, initial, **extra)[:2])
-    if layout:  # Y [T, dirs, N, H] -> [N, T, dirs, H]; the states [dirs, N, H] -> [N, dirs, H]
-        want = {o: v.transpose(2, 0, 1, 3) if o == "Y" else v.transpose(1, 0, 2) for o, v in want.items()}
     main, params, names = import_onnx(model)
     scope = Scope()
     for k, v in params.items():
@@ -62,6 +53,20 @@ def test_gradgen_equals_onnx_runtime(cell, direction, layout, lens, initial):
     got = Executor().run(main, feed=feed, fetch_list=[names[o] for o in outs], scope=scope)
     for o, g in zip(outs, got):
         np.testing.assert_allclose(g, want[o], rtol=1e-5, atol=1e-6, err_msg=o)
+
+
+CASES = [(cell, d, layout, lens, initial) for cell in ("LSTM", "GRU") for d in ("forward", "reverse", "bidirectional")
+         for layout, lens, initial in [(0, False, False), (0, True, True), (1, True, True), (1, False, True)]]
+
+
+@pytest.mark.parametrize("cell,direction,layout,lens,initial", CASES)
+def test_gradgen_equals_onnx_runtime(cell, direction, layout, lens, initial):
+    extra = {"linear_before_reset": 1} if cell == "GRU" and layout else {}
+    model, feed, outs = _model(cell, direction, layout, lens, initial, **extra)
+    want = run_ort(*_model(cell, direction, 0, lens, initial, **extra)[:2])
+    if layout:  # Y [T, dirs, N, H] -> [N, T, dirs, H]; the states [dirs, N, H] -> [N, dirs, H]
+        want = {o: v.transpose(2, 0, 1, 3) if o == "Y" else v.transpose(1, 0, 2) for o, v in want.items()}
+    _assert_gradgen_gives(want, model, feed, outs)
 
 
 ACTIVATION_CASES = [  # cell, direction, attrs; alphas/betas go to the activations that read them, in order
@@ -81,16 +86,9 @@ ACTIVATION_CASES = [  # cell, direction, attrs; alphas/betas go to the activatio
 @pytest.mark.parametrize("cell,direction,attrs", ACTIVATION_CASES, ids=lambda v: "+".join(v["activations"])
                          if isinstance(v, dict) else str(v))
 def test_activations_equal_onnx_runtime(cell, direction, attrs):
-    from gradgen.framework import import_onnx
     model, feed, outs = _model(cell, direction, 0, True, True, **attrs)
     want = run_ort(model, feed)
-    main, params, names = import_onnx(model)
-    scope = Scope()
-    for k, v in params.items():
-        scope.set(k, v)
-    got = Executor().run(main, feed=feed, fetch_list=[names[o] for o in outs], scope=scope)
-    for o, g in zip(outs, got):
-        np.testing.assert_allclose(g, want[o], rtol=1e-5, atol=1e-6, err_msg=o)
+    _assert_gradgen_gives(want, model, feed, outs)
 
 
 @pytest.mark.parametrize("attrs,reason", [({"clip": 1.0}, "clip"), ({"input_forget": 1}, "input_forget"),
