@@ -117,7 +117,8 @@ def gru(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool 
     default) applies the reset gate to ``h R_n^T + RB_n``; False applies it to h before the product (ONNX's
     default GRU); ``activations`` replaces (sigmoid, tanh) as in ``lstm``."""
     y, (h,) = _recurrent("gru", x, hidden_size, num_layers, bidirectional, batch_first, [initial_state],
-                         sequence_length, bias, name, {"linear_before_reset": linear_before_reset, **_activation_attrs(activations)})
+                         sequence_length, bias, name,
+                         {"linear_before_reset": linear_before_reset, **_activation_attrs(activations)})
     return y, h
 
 

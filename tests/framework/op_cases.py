@@ -317,7 +317,8 @@ def _recurrent_activation_cases():
             feed = {**ins, **({"SeqLens": np.asarray(lens, np.int32)} if lens else {})}
             acts = list(zip(names, alphas or [0.0] * len(names), betas or [0.0] * len(names)))
             yield Case(cell, feed, lambda i, c=cell, r=reverse, n=lens, a=acts: {
-                k: [v] for k, v in reference(c, i, r, True, n, a).items()}, attrs, label=f"{'+'.join(names)},reverse={reverse}")
+                k: [v] for k, v in reference(c, i, r, True, n, a).items()}, attrs,
+                label=f"{'+'.join(names)},reverse={reverse}")
 
 
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),

@@ -5,7 +5,9 @@ One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]``
 layout, stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases WB, RB ``[G*H]``: LSTM
 (G = 4) input, forget, cell, output; GRU (G = 3) reset, update, new. The input projection of every step is
 one GEMM before the loop; the loop does the recurrent GEMM and the gates; the backward pass collects each
-step's gate gradients and does the weight gradients as GEMMs after its loop.
+step's gate gradients and does the weight gradients as GEMMs after its loop. The gates' activations are data
+(``Activation``: ONNX's set, by ``activation(name, alpha, beta)``); sigmoid and tanh keep the expressions they
+had before activations became choosable, so the default cell's numbers are unchanged bit for bit.
 
 ``Dual`` (value, tangent) runs the same code forward-mode: the forward pass on duals gives the Jacobian of
 the outputs applied to the inputs' tangents, and the backward pass on duals gives the tangent of the
@@ -24,8 +26,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "exp", "Activation", "activation", "concat", "stack", "sequence_mask",
-           "reverse_index", "forward", "backward"]
+__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "exp", "Activation", "activation",
+           "concat", "stack", "sequence_mask", "reverse_index", "forward", "backward"]
 
 
 class Dual:
