@@ -14,7 +14,7 @@ from typing import Sequence
 from ..errors import ProgramError
 from ..guard import default_main_program
 from ..initializer import Uniform
-from ..ops.recurrent import GATES
+from ..ops.recurrent import ACTIVATIONS, GATES
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
@@ -36,6 +36,22 @@ def _params(base: str, layer: int, suffix: str, gates: int, inputs: int, hidden:
     if not bias:
         return {"W": w, "R": r}
     return {"W": w, "R": r, "WB": make("bias_ih", [gates * hidden]), "RB": make("bias_hh", [gates * hidden])}
+
+
+Activations = Sequence["str | tuple[str, float, float]"]
+"""A cell's activations (LSTM f, g, h; GRU f, g): ONNX's names (lowercase), each alone (its default alpha and
+beta) or as (name, alpha, beta)."""
+
+
+def _activation_attrs(activations: Activations | None) -> dict:
+    """The op attrs of ``activations`` ({} for the cell's defaults), each alpha and beta filled in."""
+    if activations is None:
+        return {}
+    acts = [(a, None, None) if isinstance(a, str) else tuple(a) for a in activations]
+    filled = [(n, *[p if p is not None else (ACTIVATIONS.get(n.lower(), ()) + (0.0, 0.0))[k]
+                    for k, p in enumerate((a, b))]) for n, a, b in acts]
+    return {"activations": [n for n, _, _ in filled], "activation_alpha": [a for _, a, _ in filled],
+            "activation_beta": [b for _, _, b in filled]}
 
 
 def _recurrent(cell: str, x: Variable, hidden_size: int, num_layers: int, bidirectional: bool, batch_first: bool,
@@ -76,30 +92,34 @@ def _recurrent(cell: str, x: Variable, hidden_size: int, num_layers: int, bidire
 
 def lstm(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool = False, batch_first: bool = False,
          initial_states: tuple[Variable, Variable] | None = None, sequence_length: Variable | None = None,
-         bias: bool = True, name: str | None = None) -> tuple[Variable, tuple[Variable, Variable]]:
+         bias: bool = True, name: str | None = None, activations: Activations | None = None,
+         ) -> tuple[Variable, tuple[Variable, Variable]]:
     """PyTorch's ``nn.LSTM``: ``(outputs, (h_n, c_n))``.
 
     ``x`` is ``[T, N, I]`` (``[N, T, I]`` with batch_first); outputs ``[T, N, dirs * H]`` (batch_first:
     ``[N, T, dirs * H]``), ``h_n``, ``c_n`` ``[num_layers * dirs, N, H]``; ``initial_states`` (h0, c0) are shaped
     like them (zeros when None). ``sequence_length`` (int ``[N]``) ends each sequence early, as ONNX's
     sequence_lens: later steps output zero, the final states are those at each sequence's end, and the reverse
-    direction starts from each sequence's own last step.
+    direction starts from each sequence's own last step. ``activations`` replaces (sigmoid, tanh, tanh) by any
+    of ONNX's (see ``Activations``), in every layer and direction.
     """
     h0, c0 = initial_states if initial_states is not None else (None, None)
     y, (h, c) = _recurrent("lstm", x, hidden_size, num_layers, bidirectional, batch_first, [h0, c0],
-                           sequence_length, bias, name, {})
+                           sequence_length, bias, name, _activation_attrs(activations))
     return y, (h, c)
 
 
 def gru(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool = False, batch_first: bool = False,
         initial_state: Variable | None = None, sequence_length: Variable | None = None, bias: bool = True,
-        linear_before_reset: bool = True, name: str | None = None) -> tuple[Variable, Variable]:
+        linear_before_reset: bool = True, name: str | None = None, activations: Activations | None = None,
+        ) -> tuple[Variable, Variable]:
     """PyTorch's ``nn.GRU``: ``(outputs, h_n)``, shaped as ``lstm``'s. ``linear_before_reset`` (PyTorch's GRU, the
     default) applies the reset gate to ``h R_n^T + RB_n``; False applies it to h before the product (ONNX's
-    default GRU)."""
+    default GRU); ``activations`` replaces (sigmoid, tanh) as in ``lstm``."""
     y, (h,) = _recurrent("gru", x, hidden_size, num_layers, bidirectional, batch_first, [initial_state],
-                         sequence_length, bias, name, {"linear_before_reset": linear_before_reset})
+                         sequence_length, bias, name,
+                         {"linear_before_reset": linear_before_reset, **_activation_attrs(activations)})
     return y, h
 
 
-__all__ = ["lstm", "gru"]
+__all__ = ["lstm", "gru", "Activations"]

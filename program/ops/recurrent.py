@@ -24,6 +24,19 @@ OUTPUTS = {"lstm": ("Y", "H", "C"), "gru": ("Y", "H")}
 """Each cell's outputs: every step's h, and the final states."""
 
 GATES = {"lstm": 4, "gru": 3}
+
+ACTIVATIONS = {"relu": (), "tanh": (), "sigmoid": (), "affine": (1.0, 0.0), "leakyrelu": (0.01,),
+               "thresholdedrelu": (1.0,), "scaledtanh": (1.0, 1.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0,),
+               "softsign": (), "softplus": ()}
+"""ONNX's activations for LSTM/GRU (lowercase) and the defaults of the (alpha, beta) each reads: ONNX's own
+operators' defaults (Affine 1, 0; LeakyRelu 0.01; ThresholdedRelu 1; HardSigmoid 0.2, 0.5; Elu 1); ONNX gives
+ScaledTanh (alpha tanh(beta x)) none, gradgen takes 1, 1 (plain tanh)."""
+
+DEFAULT_ACTIVATIONS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh")}
+"""Each cell's activations when none are given: LSTM f (gates), g (cell input), h (cell output); GRU f, g."""
+
+_INVERTIBLE = ("leakyrelu", "elu")
+"""Activations whose slope the backward reads from their output, which needs alpha >= 0."""
 _REQUIRED = ("X", "W", "R")
 _FLOATS = ("float32", "float64")
 
@@ -36,8 +49,34 @@ def tangent_slot(slot: str) -> str:
     return f"{slot}@DOT"
 
 
+def activations(cell: str, attrs) -> list[tuple[str, float, float]]:
+    """The op's activations as (name, alpha, beta), defaults filled in (``attrs``: the op's attrs by name).
+
+    ``activations`` is empty (the cell's defaults) or one name per activation of the cell; ``activation_alpha``
+    and ``activation_beta`` are empty (each activation's defaults) or one value per activation (ignored by an
+    activation that reads none). Raises ValueError on anything else."""
+    names = [n.lower() for n in attrs.get("activations") or DEFAULT_ACTIVATIONS[cell]]
+    if len(names) != len(DEFAULT_ACTIVATIONS[cell]) or any(n not in ACTIVATIONS for n in names):
+        raise ValueError(f"activations must be {len(DEFAULT_ACTIVATIONS[cell])} names out of {sorted(ACTIVATIONS)} "
+                         f"(the {cell}'s {', '.join(DEFAULT_ACTIVATIONS[cell])} by default), got {names}")
+    params = []
+    for k, attr in enumerate(("activation_alpha", "activation_beta")):
+        given = list(attrs.get(attr) or [])
+        if given and len(given) != len(names):
+            raise ValueError(f"{attr} must be empty or one value per activation ({len(names)}), got {given}")
+        params.append([float(given[j]) if given else (ACTIVATIONS[n] + (0.0, 0.0))[k] for j, n in enumerate(names)])
+    for n, a in zip(names, params[0]):
+        if n in _INVERTIBLE and a < 0:
+            raise ValueError(f"{n} with alpha {a} < 0 is not supported (its gradient is read from its output)")
+    return list(zip(names, *params))
+
+
 def _check(ctx, cell: str) -> dict[str, TensorType]:
     """Check the forward inputs' shapes against each other; the output types by output slot."""
+    try:
+        activations(cell, {a: ctx.attr(a) for a in ("activations", "activation_alpha", "activation_beta")})
+    except ValueError as e:
+        ctx.fail(str(e))
     x, w, r = ctx.input("X"), ctx.input("W"), ctx.input("R")
     if len(x.shape) != 3 or len(w.shape) != 2 or len(r.shape) != 2:
         ctx.fail(f"X must be [steps, batch, inputs], W [{GATES[cell]}*hidden, inputs], R [{GATES[cell]}*hidden, "
@@ -101,7 +140,8 @@ def _slots(names, required=()) -> list[Slot]:
 
 def _attrs(cell: str) -> dict[str, Attr]:
     extra = {"linear_before_reset": Attr("bool", True)} if cell == "gru" else {}
-    return {"is_reverse": Attr("bool", False), **extra}
+    return {"is_reverse": Attr("bool", False), **extra, "activations": Attr("strs", []),
+            "activation_alpha": Attr("floats", []), "activation_beta": Attr("floats", [])}
 
 
 def _dtypes(slots) -> dict:
@@ -127,6 +167,8 @@ def _schemas(cell: str) -> tuple:
         schema(cell, _slots(inputs, _REQUIRED), list(outs), _infer_forward(cell), _attrs(cell),
                doc=f"A {cell.upper()} layer's one direction over a time-major sequence, fused: {_EQUATIONS[cell]}. "
                    "Y holds every step's h, the other outputs the final states; absent initial states are zero. "
+                   "activations (ONNX's names, lowercase: LSTM f, g, h; GRU f, g) replace sigmoid and "
+                   "tanh, activation_alpha/_beta their parameters (one per activation, ONNX's defaults when empty). "
                    "is_reverse walks each sequence from its end; SeqLens (per batch entry) stops a sequence "
                    "early: its later steps output zero and keep its state.",
                dtypes=_dtypes(inputs)),
@@ -145,4 +187,5 @@ def _schemas(cell: str) -> tuple:
 
 SCHEMAS = (*_schemas("lstm"), *_schemas("gru"))
 
-__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "grad_slot", "tangent_slot"]
+__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "ACTIVATIONS", "DEFAULT_ACTIVATIONS", "activations", "grad_slot",
+           "tangent_slot"]

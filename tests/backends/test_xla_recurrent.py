@@ -1,5 +1,6 @@
 """The fused recurrences on the xla backend beside numpy: ``lstm_grad``/``gru_grad`` and ``lstm_jvp``/``gru_jvp``
-as one-op programs (both directions, sequence lengths, both GRU forms, absent biases, initial states and
+as one-op programs (ONNX's other activations,
+both directions, sequence lengths, both GRU forms, absent biases, initial states and
 cotangents, zero steps, an empty batch; float64 to 1e-12, float32 to 1e-5), a length out of range failing the
 run as numpy's kernel raises, and ``layers.lstm``/``layers.gru`` trained alike for 5 steps. The forward ops are
 ``op_cases.recurrent_cases`` (``test_xla_ops``)."""
@@ -13,7 +14,7 @@ from gradgen.program import Program, layers, program_guard
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_slot
 from tests.backends.xla_harness import assert_same, need_jax, run_both
 from tests.framework.op_harness import Case, one_op_program
-from tests.recurrent.cases import inputs
+from tests.recurrent.cases import GRU_ACTIVATIONS, LSTM_ACTIVATIONS, activation_attrs, inputs
 
 SHAPES = [(4, 3, 3, 2), (1, 1, 2, 3), (0, 2, 3, 2), (3, 0, 2, 2)]
 """(steps, batch, features, hidden): a general one, one step of batch 1, zero steps, an empty batch."""
@@ -78,6 +79,24 @@ def test_tangent_op_matches_numpy(cell, shape, config, dtype):
                 for o, v in _outputs_like(cell, ins, rng, dtype, None if config[0] else "Y").items()}
     outs = {**{tangent_slot(o): 1 for o in OUTPUTS[cell][config[2]:]},  # Y@DOT not asked for when full
             **{tangent_slot(grad_slot(p)): 1 for p in params}}
+    _compare(Case(f"{cell}_jvp", {**ins, **dots, **cots, **cot_dots}, None, attrs, outs))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("cell,acts", [("lstm", a) for a in LSTM_ACTIVATIONS] + [("gru", a) for a in GRU_ACTIVATIONS],
+                         ids=lambda v: "+".join(v[0]) if isinstance(v, tuple) else v)
+def test_other_activations_match_numpy(cell, acts, dtype):
+    """The gradient and tangent ops with ONNX's other activations (the forward is in ``op_cases``)."""
+    seed = len(acts[0][0]) + len(acts[0])
+    ins, attrs = _feed(cell, (4, 3, 3, 2), (bool(seed % 2), [3, 0, 4], True, True), dtype, seed)
+    attrs.update(activation_attrs(*acts))
+    rng = np.random.default_rng(seed)
+    cots = {grad_slot(o): v for o, v in _outputs_like(cell, ins, rng, dtype, None).items()}
+    grads = {grad_slot(p): 1 for p in PARAMS[cell]}
+    _compare(Case(f"{cell}_grad", {**ins, **cots}, None, attrs, grads))
+    dots = {tangent_slot(p): rng.standard_normal(ins[p].shape).astype(dtype) for p in PARAMS[cell]}
+    cot_dots = {tangent_slot(grad_slot(o)): v for o, v in _outputs_like(cell, ins, rng, dtype, None).items()}
+    outs = {**{tangent_slot(o): 1 for o in OUTPUTS[cell]}, **{tangent_slot(grad_slot(p)): 1 for p in PARAMS[cell]}}
     _compare(Case(f"{cell}_jvp", {**ins, **dots, **cots, **cot_dots}, None, attrs, outs))
 
 

@@ -303,6 +303,22 @@ def recurrent_cases():
             yield Case(cell, feed, lambda i, c=cell, a=attrs, n=lens: {
                 k: [v] for k, v in reference(c, i, a["is_reverse"], a.get("linear_before_reset", True), n).items()},
                 attrs, label=label)
+    yield from _recurrent_activation_cases()
+
+
+def _recurrent_activation_cases():
+    """lstm and gru with ONNX's other activations (each at least once), both directions."""
+    from tests.recurrent.cases import GRU_ACTIVATIONS, LSTM_ACTIVATIONS, activation_attrs, inputs, reference
+    for cell, sets in (("lstm", LSTM_ACTIVATIONS), ("gru", GRU_ACTIVATIONS)):
+        for seed, (names, alphas, betas) in enumerate(sets):
+            reverse, lens = bool(seed % 2), [3, 2, 5, 1] if seed == 1 else None
+            ins = inputs(cell, 5, 4, 3, 2, seed=40 + seed, dtype="float32")
+            attrs = {"is_reverse": reverse, **activation_attrs(names, alphas, betas)}
+            feed = {**ins, **({"SeqLens": np.asarray(lens, np.int32)} if lens else {})}
+            acts = list(zip(names, alphas or [0.0] * len(names), betas or [0.0] * len(names)))
+            yield Case(cell, feed, lambda i, c=cell, r=reverse, n=lens, a=acts: {
+                k: [v] for k, v in reference(c, i, r, True, n, a).items()}, attrs,
+                label=f"{'+'.join(names)},reverse={reverse}")
 
 
 ALL_CASES = [*unary_cases(), *elementwise_cases(), *linalg_cases(), *reduction_cases(), *activation_grad_cases(),

@@ -15,7 +15,7 @@ from gradgen.program.layers.helper import append
 from gradgen.program.ops.recurrent import OUTPUTS
 from gradgen.program.variable import Variable
 from tests.grad.checking import check_op_gradients, check_run_time_gradients
-from tests.recurrent.cases import inputs
+from tests.recurrent.cases import GRU_ACTIVATIONS, LSTM_ACTIVATIONS, activation_attrs, inputs
 
 SHAPES = [(3, 2, 3, 2), (1, 1, 2, 3), (2, 0, 3, 2), (4, 3, 1, 1)]
 """(steps, batch, features, hidden): a general one, one step of batch 1, an empty batch, width 1."""
@@ -49,6 +49,18 @@ def test_first_and_second_order(cell, reverse, shape):
 @pytest.mark.parametrize("reverse", [False, True])
 def test_gru_with_the_reset_gate_before_the_product(reverse):
     check("gru", inputs("gru", 3, 2, 2, 3, seed=4), {"is_reverse": reverse, "linear_before_reset": False})
+
+
+ACTIVATION_SETS = [("lstm", a) for a in LSTM_ACTIVATIONS] + [("gru", a) for a in GRU_ACTIVATIONS]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("cell,acts", ACTIVATION_SETS, ids=lambda v: "+".join(v[0]) if isinstance(v, tuple) else v)
+def test_other_activations(cell, acts, reverse):
+    """ONNX's activations with their alphas and betas: every one of them in some cell, both directions,
+    sequence lengths (the piecewise ones' kinks are off the sampled points)."""
+    attrs = {"is_reverse": reverse, **activation_attrs(*acts)}
+    check(cell, inputs(cell, 3, 3, 2, 2, seed=11 + len(acts[0][0])), attrs, lens=[3, 1, 2])
 
 
 @pytest.mark.parametrize("bias,initial", [(False, True), (True, False), (False, False)])

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradgen.program.ops.recurrent import GATES, OUTPUTS, PARAMS, grad_slot, tangent_slot
+from gradgen.program.ops.recurrent import GATES, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
 __all__ = ["LOWERINGS"]
 
@@ -35,19 +35,37 @@ def _gates(a, width: int, count: int) -> list:
     return [a[:, k * width:(k + 1) * width] for k in range(count)]
 
 
+def _activation(name: str, alpha: float, beta: float) -> Callable:
+    """ONNX's activation ``name`` as a jax function (see ``ops.recurrent.ACTIVATIONS``); jax differentiates it."""
+    table = {
+        "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "relu": lambda x: jnp.maximum(x, 0.0),
+        "leakyrelu": lambda x: jnp.where(x >= 0, x, alpha * x),
+        "thresholdedrelu": lambda x: jnp.where(x >= alpha, x, 0.0),
+        "affine": lambda x: alpha * x + beta,
+        "scaledtanh": lambda x: alpha * jnp.tanh(beta * x),
+        "hardsigmoid": lambda x: jnp.clip(alpha * x + beta, 0.0, 1.0),
+        "elu": lambda x: jnp.where(x >= 0, x, alpha * jnp.expm1(jnp.minimum(x, 0.0))),
+        "softsign": lambda x: x / (1.0 + jnp.abs(x)),
+        "softplus": lambda x: jnp.logaddexp(0.0, x),
+    }
+    fn = table[name]
+    return lambda x: fn(x).astype(x.dtype)
+
+
 # -- one step of each cell: (input projection of the step, states) -> new states ---------------------------------
-def _lstm_step(xg, states, r, rb, _lbr):
+def _lstm_step(xg, states, r, rb, _lbr, acts):
     h, c = states
     a = xg + _mm(h, r.T)
     if rb is not None:
         a = a + rb
     i, f, g, o = _gates(a, h.shape[1], 4)
-    i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+    fa, ga, ha = acts
+    i, f, g, o = fa(i), fa(f), ga(g), fa(o)
     c2 = f * c + i * g
-    return [o * jnp.tanh(c2), c2]
+    return [o * ha(c2), c2]
 
 
-def _gru_step(xg, states, r, rb, lbr):
+def _gru_step(xg, states, r, rb, lbr, acts):
     (h,) = states
     width = h.shape[1]
     xr, xz, xn = _gates(xg, width, 3)
@@ -61,14 +79,15 @@ def _gru_step(xg, states, r, rb, lbr):
         if rb is not None:
             hrz = hrz + rb[:2 * width]
         hr_r, hr_z = _gates(hrz, width, 2)
-    rg, z = jax.nn.sigmoid(xr + hr_r), jax.nn.sigmoid(xz + hr_z)
+    fa, ga = acts
+    rg, z = fa(xr + hr_r), fa(xz + hr_z)
     if lbr:
-        n = jnp.tanh(xn + rg * hn)
+        n = ga(xn + rg * hn)
     else:
         hn = _mm(rg * h, r[2 * width:].T)
         if rb is not None:
             hn = hn + rb[2 * width:]
-        n = jnp.tanh(xn + hn)
+        n = ga(xn + hn)
     return [n + z * (h - n)]
 
 
@@ -76,7 +95,7 @@ _STEPS = {"lstm": _lstm_step, "gru": _gru_step}
 _STATES = {"lstm": ("H0", "C0"), "gru": ("H0",)}
 
 
-def _sequence(cell: str, lbr: bool, x, w, r, wb, rb, states0: list, mask):
+def _sequence(cell: str, lbr: bool, acts: list, x, w, r, wb, rb, states0: list, mask):
     """Y and the final states of one forward direction over ``x`` (``mask`` ``[T, N, 1]`` or None)."""
     steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
     xg = _mm(x.reshape(steps * batch, x.shape[2]), w.T)
@@ -87,7 +106,7 @@ def _sequence(cell: str, lbr: bool, x, w, r, wb, rb, states0: list, mask):
 
     def body(states, inputs):
         xg_t, m = inputs
-        new = step(xg_t, states, r, rb, lbr)
+        new = step(xg_t, states, r, rb, lbr, acts)
         if m is None:
             return new, new[0]
         new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
@@ -113,6 +132,7 @@ class _Direction:
     def __init__(self, op, cell: str):
         self.cell, self.reverse = cell, bool(op.attr("is_reverse"))
         self.lbr = bool(op.attr("linear_before_reset")) if cell == "gru" else False
+        self.acts = [_activation(*a) for a in activations(cell, op.attrs)]
         self.params = [p for p in PARAMS[cell] if op.input(p)]
         self.dtype = jnp.dtype(op.block.var(op.input("X")[0]).dtype)
 
@@ -135,7 +155,7 @@ class _Direction:
                 mask = (jnp.arange(steps)[:, None] < lens[None, :]).astype(self.dtype)[:, :, None]
             order = _reverse_index(lens, steps, batch) if self.reverse else None
             flip = (lambda a: a[order]) if order is not None else (lambda a: a)
-            y, states = _sequence(self.cell, self.lbr, flip(x), vals["W"], r, vals.get("WB"), vals.get("RB"),
+            y, states = _sequence(self.cell, self.lbr, self.acts, flip(x), vals["W"], r, vals.get("WB"), vals.get("RB"),
                                   states0, mask)
             return (flip(y), *states)
 

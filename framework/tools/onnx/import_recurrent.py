@@ -5,21 +5,25 @@ differently from gradgen (which keeps PyTorch's order): LSTM i, o, f, c against 
 z, r, h against r, z, n. Each direction's weights are sliced out of the ONNX tensors and their gate blocks
 gathered into gradgen's order by ops, so the ONNX initializers stay the program's parameters (a fine-tuning
 step updates them as the original model's would). Batch-major ``layout=1`` is transposed to time-major and
-back. Only the default activations are imported; ``clip``, ``input_forget`` and non-zero peepholes are refused
-by name.
+back. ONNX's activations (``activations`` lists f, g(, h) for the forward direction, then the reverse; each
+activation that reads an alpha or beta takes the next one of ``activation_alpha``/``activation_beta``, ONNX's
+default when the list runs out) become each direction's op attrs, one alpha and beta per activation; ``clip``,
+``input_forget`` and non-zero peepholes are refused by name.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from gradgen.program.ops.recurrent import GATES
+from gradgen.program.ops.recurrent import ACTIVATIONS, DEFAULT_ACTIVATIONS, GATES, activations
 
 from .errors import NotImportable
 
 ONNX_GATE_BLOCKS = {"lstm": [0, 2, 3, 1], "gru": [1, 0, 2]}
 """For each gradgen gate block in order, the ONNX gate block it comes from."""
 
-DEFAULT_ACTIVATIONS = {"lstm": ["sigmoid", "tanh", "tanh"], "gru": ["sigmoid", "tanh"]}
+ONNX_ACTIVATION_NAMES = {n.lower(): n for n in ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu",
+                                                 "ScaledTanh", "HardSigmoid", "Elu", "Softsign", "Softplus")}
+"""gradgen's activation names (ONNX's, lowercase) -> ONNX's spelling."""
 
 
 def gate_rows(cell: str, hidden: int, offset: int = 0) -> np.ndarray:
@@ -27,10 +31,46 @@ def gate_rows(cell: str, hidden: int, offset: int = 0) -> np.ndarray:
     return np.concatenate([np.arange(b * hidden, (b + 1) * hidden) + offset for b in ONNX_GATE_BLOCKS[cell]])
 
 
-def _check_attrs(ctx, cell: str, dirs: int) -> None:
-    names = [a.decode() if isinstance(a, bytes) else a for a in ctx.attr("activations", [])]
-    if names and [n.lower() for n in names] != DEFAULT_ACTIVATIONS[cell] * dirs:
-        raise NotImportable(f"activations {names}: only the defaults {DEFAULT_ACTIVATIONS[cell]} are supported")
+def direction_activations(ctx, cell: str, dirs: int) -> list[dict]:
+    """Each direction's activation attrs for the op ({} for the defaults), from the node's attrs."""
+    names = [(a.decode() if isinstance(a, bytes) else a).lower() for a in ctx.attr("activations", [])]
+    count = len(DEFAULT_ACTIVATIONS[cell])
+    if not names:
+        names = list(DEFAULT_ACTIVATIONS[cell]) * dirs
+    unknown = [n for n in names if n not in ACTIVATIONS]
+    if unknown or len(names) != count * dirs:
+        raise NotImportable(f"activations {names}: ONNX's {cell.upper()} takes {count * dirs} names out of "
+                            f"{sorted(ONNX_ACTIVATION_NAMES.values())} for {dirs} direction(s)")
+    given = [iter(ctx.attr("activation_alpha", []) or []), iter(ctx.attr("activation_beta", []) or [])]
+    params = [[], []]
+    for n in names:  # each activation takes the next value of each list it reads
+        defaults = ACTIVATIONS[n]
+        for k in range(2):
+            params[k].append(float(next(given[k], defaults[k])) if k < len(defaults) else 0.0)
+    out = []
+    for d in range(dirs):
+        part = slice(d * count, (d + 1) * count)
+        attrs = {"activations": names[part], "activation_alpha": params[0][part], "activation_beta": params[1][part]}
+        if attrs["activations"] == list(DEFAULT_ACTIVATIONS[cell]):
+            out.append({})
+            continue
+        try:
+            activations(cell, attrs)
+        except ValueError as e:
+            raise NotImportable(str(e)) from None
+        out.append(attrs)
+    return out
+
+
+def onnx_activation_attrs(acts: list[tuple[str, float, float]]) -> dict:
+    """ONNX's ``activations``/``activation_alpha``/``activation_beta`` for one direction's (name, alpha, beta)."""
+    alphas = [a for n, a, _ in acts if len(ACTIVATIONS[n]) > 0]
+    betas = [b for n, _, b in acts if len(ACTIVATIONS[n]) > 1]
+    out = {"activations": [ONNX_ACTIVATION_NAMES[n] for n, _, _ in acts]}
+    return {**out, **({"activation_alpha": alphas} if alphas else {}), **({"activation_beta": betas} if betas else {})}
+
+
+def _check_attrs(ctx, cell: str) -> None:
     for attr, default in (("clip", None), ("input_forget", 0)):
         if ctx.attr(attr, default) != default:
             raise NotImportable(f"attr {attr}={ctx.attr(attr)} is not supported (only {attr}={default})")
@@ -55,7 +95,8 @@ def _translate(cell: str):
         if direction not in ("forward", "reverse", "bidirectional"):
             raise NotImportable(f"direction '{direction}'")
         dirs = 2 if direction == "bidirectional" else 1
-        _check_attrs(ctx, cell, dirs)
+        _check_attrs(ctx, cell)
+        acts = direction_activations(ctx, cell, dirs)
         hidden = int(ctx.attr("hidden_size", 0)) or ctx.shape(2)[-1]
         if hidden <= 0:
             raise NotImportable("hidden_size is not given and R's last dim is unknown")
@@ -77,7 +118,7 @@ def _translate(cell: str):
             inputs.update({slot: _direction(ctx, major(ctx.x(k), [1, 0, 2]), d)
                            for slot, k in state_inputs.items() if ctx.has(k)})
             reverse = direction == "reverse" or d == 1
-            outs.append(ctx.op(cell, inputs, {"is_reverse": reverse, **lbr}))
+            outs.append(ctx.op(cell, inputs, {"is_reverse": reverse, **lbr, **acts[d]}))
         wanted = [k for k in range(len(ctx.node.output)) if ctx.node.output[k]]
         for k in wanted:
             slot = ("Y", "H", "C")[k]
@@ -93,4 +134,5 @@ def _translate(cell: str):
 lstm = _translate("lstm")
 gru = _translate("gru")
 
-__all__ = ["lstm", "gru", "gate_rows", "ONNX_GATE_BLOCKS"]
+__all__ = ["lstm", "gru", "gate_rows", "direction_activations", "onnx_activation_attrs", "ONNX_GATE_BLOCKS",
+           "ONNX_ACTIVATION_NAMES"]

@@ -1,7 +1,8 @@
 """Lowerings of lstm and gru to ONNX's ``LSTM`` and ``GRU`` (one direction each).
 
 The inverse of ``import_recurrent``: the gate blocks go back to ONNX's order (by a ``Gather`` of rows), the
-weights, biases and initial states get ONNX's leading direction axis, and the outputs lose it.
+weights, biases and initial states get ONNX's leading direction axis, and the outputs lose it. Activations other
+than the defaults are written with their alpha and beta explicit.
 """
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 from onnx import TensorProto
 
 from .context import Lowering
-from .import_recurrent import ONNX_GATE_BLOCKS
+from gradgen.program.ops.recurrent import DEFAULT_ACTIVATIONS, activations
+
+from .import_recurrent import ONNX_GATE_BLOCKS, onnx_activation_attrs
 
 __all__ = ["LOWERINGS"]
 
@@ -40,6 +43,9 @@ def _recurrent(cell: str):
         while inputs[-1] == "":
             inputs.pop()
         extra = {"linear_before_reset": int(ctx.attr("linear_before_reset"))} if cell == "gru" else {}
+        acts = activations(cell, {a: ctx.attr(a) for a in ("activations", "activation_alpha", "activation_beta")})
+        if [n for n, _, _ in acts] != list(DEFAULT_ACTIVATIONS[cell]):
+            extra.update(onnx_activation_attrs(acts))
         outs = [g.names.fresh(f"{cell}_{s.lower()}") for s in ("Y", "H", "C")[:1 + len(states)]]
         g.node_multi(cell.upper(), inputs, outs, hidden_size=hidden,
                      direction="reverse" if ctx.attr("is_reverse") else "forward", **extra)

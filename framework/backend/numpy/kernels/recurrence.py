@@ -5,7 +5,9 @@ One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]``
 layout, stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases WB, RB ``[G*H]``: LSTM
 (G = 4) input, forget, cell, output; GRU (G = 3) reset, update, new. The input projection of every step is
 one GEMM before the loop; the loop does the recurrent GEMM and the gates; the backward pass collects each
-step's gate gradients and does the weight gradients as GEMMs after its loop.
+step's gate gradients and does the weight gradients as GEMMs after its loop. The gates' activations are data
+(``Activation``: ONNX's set, by ``activation(name, alpha, beta)``); sigmoid and tanh keep the expressions they
+had before activations became choosable, so the default cell's numbers are unchanged bit for bit.
 
 ``Dual`` (value, tangent) runs the same code forward-mode: the forward pass on duals gives the Jacobian of
 the outputs applied to the inputs' tangents, and the backward pass on duals gives the tangent of the
@@ -24,8 +26,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "concat", "stack", "sequence_mask",
-           "reverse_index", "forward", "backward"]
+__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "exp", "Activation", "activation",
+           "concat", "stack", "sequence_mask", "reverse_index", "forward", "backward"]
 
 
 class Dual:
@@ -106,6 +108,73 @@ def _lift(fn: Callable, slope: Callable):
 
 sigmoid = _lift(expit, lambda s: s * (1.0 - s))
 tanh = _lift(np.tanh, lambda t: 1.0 - t * t)
+exp = _lift(np.exp, lambda e: e)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A gate's activation: ``apply(x)`` on arrays and duals, and ``back(d, y)``: ``d * f'(x)`` written in the
+    output ``y = f(x)`` (the trace keeps outputs only). ``y`` may be a dual in the second-order backward, so
+    ``back`` uses dual arithmetic only; masks read ``value(y)`` (constants: piecewise slopes have no slope)."""
+
+    apply: Callable
+    back: Callable
+
+
+def _mask(y, keep) -> np.ndarray:
+    """1.0 where ``keep(value(y))``, else 0.0, in y's dtype."""
+    v = value(y)
+    return keep(v).astype(v.dtype)
+
+
+def _from_slope(fn: Callable, slope: Callable) -> Activation:
+    return Activation(_lift(fn, slope), lambda d, y: d * slope(y))
+
+
+def _relu_like(alpha: float):
+    """The slope 1 where y > 0, else alpha (LeakyRelu, and Relu with alpha 0)."""
+    return lambda y: _mask(y, lambda v: v > 0) * (1.0 - alpha) + alpha
+
+
+def _scaled_tanh_slope(alpha: float, beta: float):
+    if alpha == 0.0:
+        return lambda y: 0.0 * y
+    return lambda y: (alpha - y * y * (1.0 / alpha)) * beta
+
+
+def activation(name: str, alpha: float, beta: float) -> Activation:
+    """ONNX's activation ``name`` (lowercase, see ``ops.recurrent.ACTIVATIONS``) with its alpha and beta."""
+    if name == "sigmoid":
+        return Activation(sigmoid, lambda d, y: d * y * (1.0 - y))
+    if name == "tanh":
+        return Activation(tanh, lambda d, y: d * (1.0 - y * y))
+    if name == "relu":
+        return _from_slope(lambda x: np.maximum(x, 0.0).astype(x.dtype), _relu_like(0.0))
+    if name == "leakyrelu":
+        return _from_slope(lambda x: np.where(x >= 0, x, alpha * x).astype(x.dtype), _relu_like(alpha))
+    if name == "thresholdedrelu":
+        return _from_slope(lambda x: np.where(x >= alpha, x, 0.0).astype(x.dtype), lambda y: _mask(y, lambda v: v != 0))
+    if name == "affine":
+        return _from_slope(lambda x: (alpha * x + beta).astype(x.dtype), lambda y: alpha + 0.0 * y)
+    if name == "scaledtanh":
+        return _from_slope(lambda x: (alpha * np.tanh(beta * x)).astype(x.dtype), _scaled_tanh_slope(alpha, beta))
+    if name == "hardsigmoid":
+        return _from_slope(lambda x: np.clip(alpha * x + beta, 0.0, 1.0).astype(x.dtype),
+                           lambda y: _mask(y, lambda v: (v > 0) & (v < 1)) * alpha)
+    if name == "elu":
+        return _from_slope(lambda x: np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0.0))).astype(x.dtype),
+                           lambda y: _mask(y, lambda v: v > 0) + (1.0 - _mask(y, lambda v: v > 0)) * (y + alpha))
+    if name == "softsign":
+        return _from_slope(lambda x: x / (1.0 + np.abs(x)), _softsign_slope)
+    if name == "softplus":
+        return _from_slope(lambda x: np.logaddexp(0.0, x).astype(x.dtype), lambda y: 1.0 - exp(-y))
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def _softsign_slope(y):
+    """(1 - |y|)^2, |y| as y times its (constant) sign."""
+    one_minus = 1.0 - y * np.sign(value(y))
+    return one_minus * one_minus
 
 
 def concat(parts: list, axis: int):
@@ -127,30 +196,32 @@ def _gates(a, h: int, g: int) -> list:
 
 
 # -- the cells: one step forward, and its gradient ----------------------------------------------------------------
-def _lstm_step(xg, states, r, rb, _lbr):
+def _lstm_step(xg, states, r, rb, _lbr, acts):
     h, c = states
     a = xg + h @ r.T
     if rb is not None:
         a = a + rb
     width = h.shape[1]
     i, f, g, o = _gates(a, width, 4)
-    i, f, g, o = sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+    fa, ga, ha = acts
+    i, f, g, o = fa.apply(i), fa.apply(f), ga.apply(g), fa.apply(o)
     c2 = f * c + i * g
-    tc = tanh(c2)
+    tc = ha.apply(c2)
     return [o * tc, c2], (h, c, i, f, g, o, tc, h)
 
 
-def _lstm_back(saved, dstates, r, _lbr):
+def _lstm_back(saved, dstates, r, _lbr, acts):
     """Gradients in the step's input projection, its recurrent pre-activation and its incoming states."""
     h, c, i, f, g, o, tc, _ = saved
     dh2, dc2 = dstates
     do = dh2 * tc
-    dc2 = dc2 + dh2 * o * (1.0 - tc * tc)
-    da = concat([dc2 * g * i * (1.0 - i), dc2 * c * f * (1.0 - f), dc2 * i * (1.0 - g * g), do * o * (1.0 - o)], 1)
+    fa, ga, ha = acts
+    dc2 = dc2 + ha.back(dh2 * o, tc)
+    da = concat([fa.back(dc2 * g, i), fa.back(dc2 * c, f), ga.back(dc2 * i, g), fa.back(do, o)], 1)
     return da, da, [da @ r, dc2 * f]
 
 
-def _gru_step(xg, states, r, rb, lbr):
+def _gru_step(xg, states, r, rb, lbr, acts):
     (h,) = states
     width = h.shape[1]
     xr, xz, xn = _gates(xg, width, 3)
@@ -165,29 +236,31 @@ def _gru_step(xg, states, r, rb, lbr):
         if rb is not None:
             hrz = hrz + rb[:2 * width]
         hr_r, hr_z = _gates(hrz, width, 2)
-    rg, z = sigmoid(xr + hr_r), sigmoid(xz + hr_z)
+    fa, ga = acts
+    rg, z = fa.apply(xr + hr_r), fa.apply(xz + hr_z)
     if not lbr:
         hin = rg * h
         hn = hin @ r[2 * width:].T
         if rb is not None:
             hn = hn + rb[2 * width:]
-    n = tanh(xn + rg * hn) if lbr else tanh(xn + hn)
+    n = ga.apply(xn + rg * hn) if lbr else ga.apply(xn + hn)
     return [n + z * (h - n)], (h, rg, z, n, hn, hin)
 
 
-def _gru_back(saved, dstates, r, lbr):
+def _gru_back(saved, dstates, r, lbr, acts):
     h, rg, z, n, hn, _ = saved
     (dh2,) = dstates
     width = h.shape[1]
-    dan = dh2 * (1.0 - z) * (1.0 - n * n)
-    daz = dh2 * (h - n) * z * (1.0 - z)
+    fa, ga = acts
+    dan = ga.back(dh2 * (1.0 - z), n)
+    daz = fa.back(dh2 * (h - n), z)
     dh = dh2 * z
     if lbr:
-        dar = dan * hn * rg * (1.0 - rg)
+        dar = fa.back(dan * hn, rg)
         dhr = concat([dar, daz, dan * rg], 1)
         return concat([dar, daz, dan], 1), dhr, [dh + dhr @ r]
     drh = dan @ r[2 * width:]
-    dar = drh * h * rg * (1.0 - rg)
+    dar = fa.back(drh * h, rg)
     dhr = concat([dar, daz, dan], 1)
     return dhr, dhr, [dh + drh * rg + dhr[:, :2 * width] @ r[:2 * width]]
 
@@ -230,8 +303,8 @@ class Trace:
     states0: list
 
 
-def forward(cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool):
-    """Run the cell over the steps of ``x``; ``(Y, final states, Trace)``."""
+def forward(cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool, acts: list[Activation]):
+    """Run the cell over the steps of ``x`` with its activations ``acts``; ``(Y, final states, Trace)``."""
     steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
     xg = x.reshape(steps * batch, x.shape[2]) @ w.T
     if wb is not None:
@@ -239,7 +312,7 @@ def forward(cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool):
     xg = xg.reshape(steps, batch, cell.gates * width)
     states, ys, saved = states0, [], []
     for t in range(steps):
-        new, keep = cell.step(xg[t], states, r, rb, lbr)
+        new, keep = cell.step(xg[t], states, r, rb, lbr, acts)
         if mask is not None:
             m = mask[t]
             new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
@@ -252,7 +325,7 @@ def forward(cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool):
     return y, states, Trace(x, saved, states0)
 
 
-def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool):
+def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool, acts: list[Activation]):
     """Gradients of ``<dy, Y> + <dstates, final states>`` in (X, W, R, WB, RB, initial states)."""
     x = trace.x
     steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
@@ -265,7 +338,7 @@ def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool)
         if m is not None:
             kept = [(1.0 - m) * d for d in ds]
             ds = [m * d for d in ds]
-        dxgs[t], dhrs[t], ds = cell.back(trace.saved[t], ds, r, lbr)
+        dxgs[t], dhrs[t], ds = cell.back(trace.saved[t], ds, r, lbr, acts)
         if mask is not None:
             ds = [d + k for d, k in zip(ds, kept)]
     if not steps:

@@ -10,9 +10,9 @@ import copy
 
 import numpy as np
 
-from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_slot
+from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
-from .recurrence import CELLS, Dual, backward, forward, reverse_index, sequence_mask, tangent, value
+from .recurrence import CELLS, Dual, activation, backward, forward, reverse_index, sequence_mask, tangent, value
 
 __all__ = ["KERNELS"]
 
@@ -23,6 +23,7 @@ class _Direction:
     def __init__(self, op, cell_type: str, in_slots: list[str]):
         self.cell, self.lbr = CELLS[cell_type], bool(op.attr("linear_before_reset")) if cell_type == "gru" else False
         self.reverse = bool(op.attr("is_reverse"))
+        self.acts = [activation(*a) for a in activations(cell_type, op.attrs)]
         self.params, self.outputs = PARAMS[cell_type], OUTPUTS[cell_type]
         self.present = [s for s in in_slots if op.input(s)]
         self.initial = [f"{s}0" for s in self.cell.states]
@@ -48,12 +49,13 @@ class _Direction:
 
     def run_forward(self, vals: dict):
         y, states, trace = forward(self.cell, self.flip(vals["X"]), vals["W"], vals["R"], vals.get("WB"),
-                                   vals.get("RB"), [vals[s] for s in self.initial], self.mask, self.lbr)
+                                   vals.get("RB"), [vals[s] for s in self.initial], self.mask, self.lbr,
+                                   self.acts)
         return self.flip(y), states, trace
 
     def run_backward(self, vals: dict, trace, dy, dstates):
         dx, dw, dr, dwb, drb, ds = backward(self.cell, trace, vals["W"], vals["R"], self.flip(dy), dstates,
-                                            self.mask, self.lbr)
+                                            self.mask, self.lbr, self.acts)
         grads = {"X": self.flip(dx), "W": dw, "R": dr, "WB": dwb, "RB": drb, **dict(zip(self.initial, ds))}
         return [grads[p] for p in self.params if p in self.present]
 
