@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from tests.onnx.torch_models import torch
 
-__all__ = ["ResNet18", "MobileNetV2", "EfficientNetB0", "TextClassifier", "MLP"]
+__all__ = ["ResNet18", "MobileNetV2", "EfficientNetB0", "StochasticDepth", "TextClassifier", "MLP"]
 
 nn = torch.nn
 
