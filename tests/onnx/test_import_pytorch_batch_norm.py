@@ -114,3 +114,26 @@ def test_imported_by_default_the_running_variances_follow_onnx_and_drift_from_py
             assert_near(got, want, "float64", f"{what} after step {step + 1}", STEP_TOL)
     assert sorted(drift) == ["bn1.running_var", "bn2.running_var"]
     assert all(d > 1e-3 for d in drift.values()), drift
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_an_inference_export_keeps_the_running_statistics_out_of_the_trainable_parameters(name):
+    """As PyTorch's buffers, and as in a training-mode import: batch_norm has no gradient for them, so left
+    trainable they would be parameters without a gradient (``gradients`` of all trainable ones gives None)."""
+    module, _, batches = _setup(name, "float64")
+    with torch.no_grad():  # scales and shifts that differ (the exporter merges equal initializers into one)
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    imported = Imported(export(module.eval(), (batches[0],), input_names=["x"]))
+    assert sorted(v.name for v in imported.trainable) == sorted(dict(module.named_parameters()))
+    stats = [n for op in imported.program.global_block().ops if op.type == "batch_norm"
+             for n in (op.input("Mean")[0], op.input("Variance")[0])]
+    assert sorted(stats) == sorted(k for k in dict(module.named_buffers()) if k.endswith(("_mean", "_var")))
+    assert all(g is not None for g in imported.grads), "a gradient for every trainable parameter"
+    out = module(batches[0])
+    r = np.random.default_rng(0).standard_normal(tuple(out.shape))
+    (out * torch.from_numpy(r)).sum().backward()
+    fetched = imported.run({"x": batches[0].numpy()}, r, [imported.out_name, *imported.grads])
+    assert_near(fetched[0], out.detach().numpy(), "float64", "output")
+    for var, grad in zip(imported.trainable, fetched[1:]):
+        assert_near(grad, dict(module.named_parameters())[var.name].grad.numpy(), "float64", f"d loss / d {var.name}")

@@ -191,3 +191,17 @@ def test_random_like_of_a_shape_known_only_at_run_time_is_an_error_naming_the_no
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     with pytest.raises(OnnxImportError, match=r"node #0 'draw' \(RandomUniformLike\): an input of shape \[-1, 50\]"):
         import_onnx(model)
+
+
+def test_a_float32_dropout_ratio_is_the_decimal_written_so_a_float64_model_scales_by_exactly_one_over_keep():
+    """PyTorch writes the ratio as float32 in a float64 model: 0.3 is 0.30000001192 in float32, which would scale
+    the kept values of a float64 model by 1 / 0.69999998808 (off in the eighth digit)."""
+    model = _dropout_model(True, ratio=0.3)
+    for v in [*model.graph.input, *model.graph.output[:1]]:
+        v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    x = np.random.default_rng(0).uniform(1.0, 2.0, (50, 40))
+    program, (y, mask) = _run_dropout(model, x)
+    (op,) = [op for op in program.global_block().ops if op.type == "dropout"]
+    assert op.attr("p") == 0.3
+    assert y.dtype == np.float64 and 0.2 < 1.0 - mask.mean() < 0.4
+    np.testing.assert_allclose(y[mask], x[mask] / 0.7, rtol=1e-15)

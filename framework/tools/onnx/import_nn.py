@@ -278,6 +278,16 @@ def _running_stat(ctx, k: int) -> str:
     return var.name
 
 
+def _fixed_stat(ctx, k: int) -> str:
+    """Input k (the mean or variance) of an inference-mode node: a statistic, not learned (batch_norm has no
+    gradient for it), so an initializer there is a parameter no optimizer updates, as in training mode (PyTorch
+    keeps it as a buffer), not a trainable one left without a gradient."""
+    var = ctx.var(k)
+    if var.persistable:
+        var.trainable, var.stop_gradient = False, True
+    return var.name
+
+
 def batch_norm(ctx):
     """BatchNormalization -> batch_norm. In training mode the batch's statistics normalize and the running
     mean and variance (initializers) are updated in place on every run, as ONNX's outputs define them:
@@ -293,7 +303,7 @@ def batch_norm(ctx):
     attrs = {"epsilon": _decimal(ctx.attr("epsilon", 1e-5)), "momentum": _decimal(ctx.attr("momentum", 0.9)),
              "is_test": not training, "running_variance": ctx.importer.bn_running_variance}
     if not training:
-        names = ctx.op("batch_norm", {**inputs, "Mean": ctx.x(3), "Variance": ctx.x(4)}, attrs,
+        names = ctx.op("batch_norm", {**inputs, "Mean": _fixed_stat(ctx, 3), "Variance": _fixed_stat(ctx, 4)}, attrs,
                        names={"Y": [ctx.node.output[0]]})
         return ctx.bind(0, names["Y"][0])
     mean, var = _running_stat(ctx, 3), _running_stat(ctx, 4)
@@ -349,6 +359,13 @@ def layer_norm(ctx):
         ctx.bind(2, ctx.tmp("unsqueeze", {"X": ctx.tmp("pow", {"X": shifted}, {"factor": -0.5})}, kept))
 
 
+def _ratio(ctx) -> float:
+    """Dropout's ratio (input 1); a float32 one (PyTorch writes the ratio as float32 whatever the model's dtype)
+    as the decimal written (0.3, not 0.30000001192): a float64 model scales the kept by 1 / 0.7 exactly."""
+    p = ctx.scalar(1)
+    return _decimal(p) if ctx.const(1).dtype == np.float32 else float(p)
+
+
 def dropout(ctx):
     """Dropout -> assign in inference, gradgen's dropout with ``training_mode`` true (opset 12 on: the ratio
     and the mode are inputs, which must be constants; the ``seed`` attr seeds it). The bool Mask output is
@@ -359,7 +376,7 @@ def dropout(ctx):
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             ctx.bind(1, ctx.tmp("fill_any_like", {"X": ctx.x(0)}, {"value": 1.0, "dtype": "bool"}))
         return
-    p = float(ctx.scalar(1)) if ctx.has(1) else 0.5
+    p = _ratio(ctx) if ctx.has(1) else 0.5
     if not 0.0 <= p < 1.0:
         raise NotImportable(f"ratio {p} (it must be in [0, 1))")
     names = ctx.op("dropout", {"X": ctx.x(0)}, {"p": p, "is_test": False, "seed": int(ctx.attr("seed", 0))},
