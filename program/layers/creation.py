@@ -50,24 +50,28 @@ def fill_constant(shape: Sequence[int], dtype, value: int | float, name: str | N
 
 
 def uniform_random(shape: Sequence[int], dtype="float32", min: float = -1.0, max: float = 1.0, seed: int = 0,
-                   name: str | None = None) -> Variable:
+                   name: str | None = None, redraw: bool = False) -> Variable:
     """Uniform samples in [min, max) (Paddle's ``layers.uniform_random``). ``seed=0`` takes the program's next
-    seed (``Program.next_seed``), so programs built alike sample alike; each run of the op gives the same samples."""
-    return _random("uniform_random", shape, dtype, {"min": float(min), "max": float(max)}, seed, name)
+    seed (``Program.next_seed``), so programs built alike sample alike. Each run of the op gives the same
+    samples, or with ``redraw=True`` new ones from a stream the seed starts (noise that changes every step, as
+    Paddle's ``seed=0`` gives)."""
+    return _random("uniform_random", shape, dtype, {"min": float(min), "max": float(max)}, seed, name, redraw)
 
 
 def gaussian_random(shape: Sequence[int], mean: float = 0.0, std: float = 1.0, seed: int = 0, dtype="float32",
-                    name: str | None = None) -> Variable:
-    """Normal samples (Paddle's ``layers.gaussian_random``, same argument order); ``seed`` as ``uniform_random``'s."""
-    return _random("gaussian_random", shape, dtype, {"mean": float(mean), "std": float(std)}, seed, name)
+                    name: str | None = None, redraw: bool = False) -> Variable:
+    """Normal samples (Paddle's ``layers.gaussian_random``, same argument order); ``seed`` and ``redraw`` as
+    ``uniform_random``'s."""
+    return _random("gaussian_random", shape, dtype, {"mean": float(mean), "std": float(std)}, seed, name, redraw)
 
 
-def _random(op_type: str, shape: Sequence[int], dtype, attrs: dict, seed: int, name: str | None) -> Variable:
+def _random(op_type: str, shape: Sequence[int], dtype, attrs: dict, seed: int, name: str | None,
+            redraw: bool) -> Variable:
     if any(int(d) < 0 for d in shape):
         raise ProgramError(f"{op_type} needs a fully known shape, got {list(shape)}")
     seed = int(seed) or default_main_program().next_seed()
     return append(op_type, {}, {"shape": [int(d) for d in shape], "dtype": normalize_dtype(dtype), **attrs,
-                                "seed": seed}, name=name, stop_gradient=True)
+                                "seed": seed, "redraw": bool(redraw)}, name=name, stop_gradient=True)
 
 
 def as_var(value, like: Variable | None = None, dtype: str | None = None) -> Variable:

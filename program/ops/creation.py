@@ -46,12 +46,17 @@ SCHEMAS = (
            doc="A tensor of the given shape and dtype filled with one value, which the dtype must hold exactly "
                "(an int value stays an int: int64 values above 2**53 are exact).", dtypes={"dtype": DTYPES}),
     schema("uniform_random", [], ["Out"], _from_attrs,
-           {**SHAPE_DTYPE, "min": Attr("float", -1.0), "max": Attr("float", 1.0), "seed": Attr("int", 0)},
-           doc="Uniform samples in [min, max) from a PCG64 generator seeded with `seed`.", stateful=True,
+           {**SHAPE_DTYPE, "min": Attr("float", -1.0), "max": Attr("float", 1.0), "seed": Attr("int", 0),
+            "redraw": Attr("bool", False)},
+           doc="Uniform samples in [min, max) from a PCG64 generator seeded with `seed`: the same samples every run, "
+               "or with `redraw` a new sample each run from one stream per plan (dropout's rule: the same seed "
+               "gives the same sequence of samples).", stateful=True,
            dtypes={"dtype": FLOAT_DTYPES}),
     schema("gaussian_random", [], ["Out"], _from_attrs,
-           {**SHAPE_DTYPE, "mean": Attr("float", 0.0), "std": Attr("float", 1.0), "seed": Attr("int", 0)},
-           doc="Normal samples from a PCG64 generator seeded with `seed`.", stateful=True,
+           {**SHAPE_DTYPE, "mean": Attr("float", 0.0), "std": Attr("float", 1.0), "seed": Attr("int", 0),
+            "redraw": Attr("bool", False)},
+           doc="Normal samples from a PCG64 generator seeded with `seed` (`redraw` as uniform_random's).",
+           stateful=True,
            dtypes={"dtype": FLOAT_DTYPES}),
     schema("fill_any_like", ["X"], ["Out"], _filled_like,
            {"value": Attr("scalar", 0.0), "dtype": Attr("optional_dtype", "")},

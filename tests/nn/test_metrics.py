@@ -8,6 +8,7 @@ import pytest
 from gradgen.framework import Executor, Scope, append_backward
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.errors import ProgramError
+from tests.backends.xla_harness import need_jax
 
 
 def _run(make, scores, labels, label_shape):
@@ -134,6 +135,36 @@ def test_random_layers_sample_with_their_attrs_and_seeds(layer, attrs, check, dt
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert not np.array_equal(sample(0), c)  # seed 0 takes the program's own seed
+
+
+@pytest.mark.parametrize("layer", ["uniform_random", "gaussian_random"])
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_a_redrawing_random_layer_gives_a_new_sample_each_run_from_its_seeds_stream(layer, backend):
+    """``redraw=True``: run k gives the k-th sample of the stream ``seed`` starts (one stream per plan, as
+    dropout's), in block 0 and inside a loop body; the xla backend draws the numpy backend's samples."""
+    if backend == "xla":
+        need_jax()
+    main = Program()
+    with program_guard(main, Program()):
+        out = getattr(layers, layer)([3, 4], dtype="float64", seed=11, redraw=True)
+        fixed = getattr(layers, layer)([3, 4], dtype="float64", seed=11)
+
+        def body(i, acc):
+            return [i + 1, acc + getattr(layers, layer)([3, 4], dtype="float64", seed=12, redraw=True)]
+
+        zero = layers.fill_constant([], "int64", 0)
+        _, summed = layers.while_loop(lambda i, acc: layers.less_than(i, layers.fill_constant([], "int64", 2)),
+                                      body, [zero, layers.fill_constant([3, 4], "float64", 0.0)])
+    exe = Executor(backend=backend)
+    runs = [exe.run(main, fetch_list=[out, fixed, summed]) for _ in range(3)]
+    stream = np.random.Generator(np.random.PCG64(11))
+    inner = np.random.Generator(np.random.PCG64(12))
+    draw = (lambda g: g.uniform(-1.0, 1.0, (3, 4))) if layer == "uniform_random" else (lambda g: g.normal(0, 1, (3, 4)))
+    for got, want_fixed in zip(runs, [draw(np.random.Generator(np.random.PCG64(11)))] * 3):
+        np.testing.assert_array_equal(got[0], draw(stream))
+        np.testing.assert_array_equal(got[1], want_fixed)
+        np.testing.assert_allclose(got[2], draw(inner) + draw(inner), rtol=1e-15)
+    assert not np.array_equal(runs[0][0], runs[1][0])
 
 
 def _pairwise_auc(scores, labels, thresholds):

@@ -145,3 +145,30 @@ def test_layer_normalization_with_a_broadcast_scale_and_its_statistics_imports()
     inv = 1 / np.sqrt(var + 1e-3)
     for g, w in zip(got, [(xs - mean) * inv * s, mean, inv]):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_a_redrawing_random_op_exports_as_onnxs_own_seeded_op_and_imports_back_redrawing():
+    """``redraw`` samples change every run: exported as RandomUniform/RandomNormal (ONNX Runtime's stream, which
+    advances per run), not as one drawn constant; a RandomUniformLike imported redraws."""
+    ort = require("onnxruntime")
+    from gradgen.framework import export_onnx, import_onnx
+    from gradgen.program import Program, layers
+
+    main = Program()
+    with program_guard(main, Program()):
+        u = layers.uniform_random([50, 4], "float32", min=2.0, max=3.0, seed=5, redraw=True)
+        n = layers.gaussian_random([50, 4], mean=1.0, std=0.5, seed=6, dtype="float64", redraw=True)
+        fixed = layers.uniform_random([2, 2], "float32", seed=7)
+    model = export_onnx(main, fetch_list=[u, n, fixed])
+    kinds = [node.op_type for node in model.graph.node]
+    assert "RandomUniform" in kinds and "RandomNormal" in kinds
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    first, second = session.run(None, {}), session.run(None, {})
+    assert first[0].dtype == np.float32 and first[1].dtype == np.float64
+    assert 2.0 <= first[0].min() and first[0].max() < 3.0 and abs(first[1].mean() - 1.0) < 0.2
+    assert not np.array_equal(first[0], second[0]) and not np.array_equal(first[1], second[1])
+    np.testing.assert_array_equal(first[2], second[2])  # no redraw: one constant
+    program, params, outputs = import_onnx(model)
+    exe, scope = Executor(), _scope(params)
+    a, b = (exe.run(program, fetch_list=[outputs[u.name]], scope=scope)[0] for _ in range(2))
+    assert not np.array_equal(a, b)

@@ -131,6 +131,8 @@ class CompiledBlock:
         self._host_state: dict = {}  # kept across traces (``TraceContext.host_state``)
         self._host_ops = {i: op for i, op in enumerate(block.ops) if op.type in HOST_COMPUTED}
         self._host_names = [n for op in self._host_ops.values() for n in op.output_arg_names]
+        self._host_kernels = [NUMPY_KERNELS[op.type](op) for op in self._host_ops.values()]
+        """Made once: a ``redraw`` op's kernel holds its stream, a new sample each run, as on the numpy backend."""
         committed = set(self.commits)
         self._donatable = tuple(name in committed for name in self.from_scope)
         """Per scope value: does the run write a new value of it (so its old array may lend its memory)?"""
@@ -191,11 +193,10 @@ class CompiledBlock:
         return donated, tuple(v for v, lends in zip(scope_values, self._donatable) if not lends)
 
     def _host_values(self) -> list:
-        """The outputs of the block's ``HOST_COMPUTED`` ops, drawn by their numpy kernels (each run: nothing is
-        kept between runs)."""
+        """The outputs of the block's ``HOST_COMPUTED`` ops, drawn by their numpy kernels, once per run."""
         values = []
-        for op in self._host_ops.values():
-            out = NUMPY_KERNELS[op.type](op)()
+        for kernel in self._host_kernels:
+            out = kernel()
             values += list(out) if isinstance(out, tuple) else [out]
         return values
 
@@ -212,11 +213,11 @@ class CompiledBlock:
         """(fetched values, committed values) of one run, or the ExecutionError of its first failed check;
         ``exe``: these arrays' executable, when the caller has looked it up already."""
         feed_values, scope_values = self.on_device(feed_values), self.on_device(scope_values)
+        host = tuple(self.on_device(self._host_values())) if self._host_ops else ()  # a re-run reuses them
         while True:
             exe = exe or self.executable(feed_values, scope_values)
             streams = {k: g.bit_generator.state for k, g in self._host_state.items()  # only a run that may
                        if isinstance(g, np.random.Generator)} if exe.ctx.overflow else {}  # re-run needs them
-            host = tuple(self.on_device(self._host_values())) if self._host_ops else ()
             donated, kept = self._split(scope_values)
             with x64():
                 values, status = exe.compiled(tuple(feed_values), donated, kept, host)

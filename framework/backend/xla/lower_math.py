@@ -11,11 +11,13 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import io_callback
 from jax.scipy.special import erf as jax_erf
 
 from gradgen.program.einsum_equation import parse_einsum
 
 from ..numpy.kernels import KERNELS as NUMPY_KERNELS
+from ..numpy.kernels.creation import random_sample, random_stream
 from ..numpy.kernels.manipulation import summed_to_shape
 
 __all__ = ["LOWERINGS", "axes_of", "in_dtype", "out_dtype"]
@@ -240,11 +242,17 @@ def _fill_zeros_like(op, ctx):
     return lambda x: jnp.zeros(x.shape, dtype=dtype)
 
 
-def _constant_of_numpy_kernel(op, ctx):
-    """An op without inputs whose every run gives the same array (seeded random draws): that array, made by the
-    numpy kernel while tracing."""
-    value = np.asarray(NUMPY_KERNELS[op.type](op)())
-    return lambda: jnp.asarray(value)
+def _random_draw(op, ctx):
+    """A seeded random op outside block 0 (block 0's come in as host inputs: ``compile.HOST_COMPUTED``). Without
+    ``redraw`` every run gives the same array: the numpy kernel's, made while tracing, as a constant. With it,
+    each execution draws on the host from the numpy kernel's stream, one per compiled block as the numpy backend
+    keeps one per plan (``ctx.host_state``), through an ``io_callback`` XLA neither drops nor repeats."""
+    if not op.attr("redraw"):
+        value = np.asarray(NUMPY_KERNELS[op.type](op)())
+        return lambda: jnp.asarray(value)
+    stream = ctx.host_state.setdefault(("random", ctx.where), random_stream(op))  # restored on a re-run
+    shape, dtype = tuple(op.attr("shape")), np.dtype(op.attr("dtype"))
+    return lambda: io_callback(lambda: random_sample(op, stream), jax.ShapeDtypeStruct(shape, dtype))
 
 
 def _cast(op, ctx):
@@ -341,7 +349,7 @@ LOWERINGS = {
     "reduce_prod": _reducer(jnp.prod), "logsumexp": _logsumexp, "prod_others": _prod_others, "mean": _mean,
     "reduce_mean_grad": _reduce_mean_grad, "sum": _sum,
     "fill_constant": _fill_constant, "fill_any_like": _fill_any_like, "fill_zeros_like": _fill_zeros_like,
-    "uniform_random": _constant_of_numpy_kernel, "gaussian_random": _constant_of_numpy_kernel,
+    "uniform_random": _random_draw, "gaussian_random": _random_draw,
     "assign": _fixed(lambda x: x), "cast": _cast, "increment": _increment,
     "matmul": _matmul, "reduce_as": _reduce_as, "einsum": _einsum, "elementwise_mod": _mod,
 }

@@ -425,27 +425,36 @@ def shape(ctx):
     ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
 
 
-def _random_like(op_type: str, params: dict[str, tuple[str, float]]):
+def _random_like(op_type: str, params: dict[str, tuple[str, float]], like: bool = True):
     """RandomUniformLike / RandomNormalLike -> uniform_random / gaussian_random with the input's shape (which
-    must be known at import: gradgen's random ops take a static shape) and dtype (or the ``dtype`` attr); the
-    ``seed`` attr seeds gradgen's generator (0 without one, so an import is reproducible)."""
+    must be known at import: gradgen's random ops take a static shape) and dtype (or the ``dtype`` attr);
+    RandomUniform / RandomNormal (``like=False``) with the ``shape`` and ``dtype`` attrs (float by default). The
+    ``seed`` attr seeds gradgen's generator (0 without one, so an import is reproducible). Each run draws a new
+    sample (``redraw``), as ONNX means and ONNX Runtime does: an imported stochastic depth must not drop the
+    same examples at every training step."""
     def translate(ctx):
-        shape = ctx.shape(0)
-        if -1 in shape:
-            raise NotImportable(f"an input of shape {list(shape)} (gradgen's {op_type} needs a shape known now)")
-        dtype = numpy_dtype(ctx.attr("dtype")) if "dtype" in ctx.attrs else ctx.dtype(0)
+        shape = ctx.shape(0) if like else [int(d) for d in ctx.attr("shape")]
+        if any(d < 0 for d in shape):
+            raise NotImportable(f"{'an input of ' if like else 'a '}shape {list(shape)} (gradgen's {op_type} needs a "
+                                f"shape known now)")
+        if "dtype" in ctx.attrs:
+            dtype = numpy_dtype(ctx.attr("dtype"))
+        else:
+            dtype = ctx.dtype(0) if like else "float32"
         if dtype not in FLOATS:
             raise NotImportable(f"samples of type {dtype} (floats only)")
         seed = float(ctx.attr("seed", 0.0))
         if not np.isfinite(seed) or abs(seed) >= 2 ** 63:
             raise NotImportable(f"seed {seed}")
         attrs = {gradgen: float(ctx.attr(onnx_name, default)) for gradgen, (onnx_name, default) in params.items()}
-        ctx.out(op_type, {}, {"shape": list(shape), "dtype": dtype, "seed": int(seed), **attrs})
+        ctx.out(op_type, {}, {"shape": list(shape), "dtype": dtype, "seed": int(seed), "redraw": True, **attrs})
     return translate
 
 
 random_uniform_like = _random_like("uniform_random", {"min": ("low", 0.0), "max": ("high", 1.0)})
 random_normal_like = _random_like("gaussian_random", {"mean": ("mean", 0.0), "std": ("scale", 1.0)})
+random_uniform = _random_like("uniform_random", {"min": ("low", 0.0), "max": ("high", 1.0)}, like=False)
+random_normal = _random_like("gaussian_random", {"mean": ("mean", 0.0), "std": ("scale", 1.0)}, like=False)
 
 
 def constant_of_shape(ctx):

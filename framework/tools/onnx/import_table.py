@@ -12,8 +12,8 @@ from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    mod, neg, not_, pad, random_normal_like, random_uniform_like, reshape, shape, slice_, split, squeeze,
-    transpose, trilu, unsqueeze, where,
+    mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
+    slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
 __all__ = ["IMPORTERS"]
@@ -33,6 +33,7 @@ IMPORTERS = {
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
+    "RandomUniform": random_uniform, "RandomNormal": random_normal,
     "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod, "ReduceSumSquare": _reduce("reduce_sum", squared=True),
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,

@@ -330,8 +330,12 @@ def fill_constant(ctx):
     ctx.finish(ctx.g.const(value))
 
 
-def _random(draw):
+def _random(draw, onnx_op: str, params: dict[str, str]):
     def lower(ctx):
+        if ctx.attr("redraw"):  # a new sample each run: ONNX's own op, seeded (ONNX Runtime's stream, not numpy's)
+            ctx.emit(onnx_op, [], dtype=onnx_dtype(ctx.attr("dtype")), shape=list(ctx.attr("shape")),
+                     seed=float(ctx.attr("seed")), **{o: float(ctx.attr(g)) for o, g in params.items()})
+            return
         # The kernels draw from numpy's PCG64 seeded by the op's own seed attr: a fixed value, exported as one.
         rng = np.random.Generator(np.random.PCG64(ctx.attr("seed")))
         ctx.finish(ctx.g.const(draw(ctx, rng).astype(ctx.attr("dtype"), copy=False)))
@@ -358,9 +362,11 @@ LOWERINGS = {
     "not_equal": not_equal, "logical_not": lambda ctx: ctx.emit("Not", [ctx.x("X")]), "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
-                                                           tuple(ctx.attr("shape")))),
+                                                           tuple(ctx.attr("shape"))),
+                              "RandomUniform", {"low": "min", "high": "max"}),
     "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"),
-                                                           tuple(ctx.attr("shape")))),
+                                                           tuple(ctx.attr("shape"))),
+                               "RandomNormal", {"mean": "mean", "scale": "std"}),
     "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
     "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
     "erf": erf_, "silu": silu, "elu": elu, "elu_grad": elu_grad, "logsumexp": logsumexp, "prod_others": prod_others,

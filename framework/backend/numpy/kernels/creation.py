@@ -18,20 +18,30 @@ def fill_constant(op):
     return lambda: np.full(shape, value, dtype=dtype)
 
 
-def _random(method: str, *params: str):
-    """A kernel factory calling the generator's ``method`` with the op's ``params`` attrs, seeded by its seed."""
-    def factory(op):
-        shape, dtype, seed = tuple(op.attr("shape")), op.attr("dtype"), op.attr("seed")
-        args = [op.attr(p) for p in params]
-        # PCG64 and its float streams are defined by numpy, not the platform: same values everywhere.
-        return lambda: getattr(np.random.Generator(np.random.PCG64(seed)), method)(*args, size=shape).astype(
-            dtype, copy=False)
-
-    return factory
+_SAMPLERS = {"uniform_random": ("uniform", "min", "max"), "gaussian_random": ("normal", "mean", "std")}
+"""Random op type -> (the numpy Generator method, the attrs it takes in order)."""
 
 
-uniform_random = _random("uniform", "min", "max")
-gaussian_random = _random("normal", "mean", "std")
+def random_sample(op, generator: np.random.Generator) -> np.ndarray:
+    """One sample of random op ``op`` drawn from ``generator``. PCG64 and its float streams are defined by numpy,
+    not the platform: the same values everywhere."""
+    method, *params = _SAMPLERS[op.type]
+    drawn = getattr(generator, method)(*[op.attr(p) for p in params], size=tuple(op.attr("shape")))
+    return drawn.astype(op.attr("dtype"), copy=False)
+
+
+def random_stream(op) -> np.random.Generator:
+    """The generator op ``op``'s ``seed`` starts."""
+    return np.random.Generator(np.random.PCG64(op.attr("seed")))
+
+
+def random_op(op):
+    """A new generator every run (the same sample every run), or with ``redraw`` one generator per plan (a new
+    sample every run, the same sequence from the same seed, as dropout's masks)."""
+    if op.attr("redraw"):
+        stream = random_stream(op)
+        return lambda: random_sample(op, stream)
+    return lambda: random_sample(op, random_stream(op))
 
 
 def _out_dtype(op):
@@ -59,6 +69,6 @@ def cast(op):
 
 
 KERNELS = {
-    "fill_constant": fill_constant, "uniform_random": uniform_random, "gaussian_random": gaussian_random,
+    "fill_constant": fill_constant, "uniform_random": random_op, "gaussian_random": random_op,
     "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like, "assign": assign, "cast": cast,
 }
