@@ -164,7 +164,7 @@ def _iree(path: str, threads: int) -> Callable[[dict], list]:
     context.add_vm_module(ireert.VmModule.copy_buffer(context.instance, binary))
     graph = onnx.load(path, load_external_data=False).graph
     names = [i.name for i in graph.input]
-    function = getattr(context.modules, "module")[graph.name]
+    function = context.modules.module[graph.name]   # iree-import-onnx names the module "module"
 
     def run(feeds):
         outs = function(*[feeds[n] for n in names])
