@@ -26,8 +26,11 @@ def _data(n, d_in, h, d_out, dtype):
             (rng.standard_normal((h, d_out)) * 0.01).astype(dtype))
 
 
-def _gradgen(x, y, w1, w2, backend: str = "numpy"):
-    from gradgen.framework import Executor, Scope, optimizer
+def mlp_program(x, y, w1, w2):
+    """The bench's MLP training step as a gradgen program: (main, startup, loss, feed, values of the parameters).
+
+    ``relu(x @ w1) @ w2``, summed squared error, SGD; the engine survey exports this same program to ONNX."""
+    from gradgen.framework import optimizer
     from gradgen.program import Program, layers, program_guard
 
     dtype = x.dtype.name
@@ -39,10 +42,16 @@ def _gradgen(x, y, w1, w2, backend: str = "numpy"):
         p2 = layers.create_parameter(list(w2.shape), dtype, name="w2")
         loss = layers.reduce_sum(layers.square(layers.relu(xs @ p1) @ p2 - ys))
         optimizer.SGD(LR).minimize(loss)
+    return main, startup, loss, {"x": x, "y": y}, {"w1": w1, "w2": w2}
+
+
+def _gradgen(x, y, w1, w2, backend: str = "numpy"):
+    from gradgen.framework import Executor, Scope
+
+    main, startup, loss, feed, params = mlp_program(x, y, w1, w2)
     exe, scope = Executor(backend=backend), Scope()
     exe.run(startup, scope=scope)
-    scope.update({"w1": w1, "w2": w2})
-    feed = {"x": x, "y": y}
+    scope.update(params)
     return lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
 
 
@@ -155,7 +164,12 @@ MAKERS = {"gradgen": _gradgen, "gradgen@xla": _gradgen_xla, "numpy": _numpy, "nu
           "torch": _torch, "jax": _jax, "pytensor": _pytensor}
 
 
+def case_data(case: str) -> tuple:
+    """(x, y, w1, w2) of ``case`` (a key of ``CASES``): the same arrays for every system."""
+    return _data(*CASES[case])
+
+
 def make_step(system: str, case: str) -> Callable[[], object]:
     """One step of ``case`` (a key of ``CASES``) on ``system`` (a key of ``MAKERS``); ImportError when the
     system is not installed."""
-    return MAKERS[system](*_data(*CASES[case]))
+    return MAKERS[system](*case_data(case))
