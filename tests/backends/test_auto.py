@@ -8,7 +8,7 @@ import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
-from gradgen.framework.runtime.auto_run import NUMPY_FIRST, ROUNDS, AutoRunner
+from gradgen.framework.runtime.auto_run import COMPILED_WARM, NUMPY_FIRST, ROUNDS, AutoRunner
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -67,25 +67,27 @@ def _runs(runner, program, n: int) -> None:
 def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy_cost, compiled_cost, want):
     runner, log, told = _auto(numpy_cost, compiled_cost)
     program = _program()
-    trial_runs = NUMPY_FIRST + 1 + 2 * ROUNDS
+    trial_runs = NUMPY_FIRST + COMPILED_WARM + 2 * ROUNDS
     _runs(runner, program, trial_runs - 1)
     assert told == []  # still trying
     _runs(runner, program, 1 + 4)
-    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST] == "xla"
-    assert sorted(log[NUMPY_FIRST + 1:trial_runs]) == ["numpy"] * ROUNDS + ["xla"] * ROUNDS
+    warm = NUMPY_FIRST + COMPILED_WARM
+    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST:warm] == ["xla"] * COMPILED_WARM
+    assert sorted(log[warm:trial_runs]) == ["numpy"] * ROUNDS + ["xla"] * ROUNDS
     assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
     assert len(told) == 1 and told[0][0] == want
     assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
 
 
 def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
-    runner, log, told = _auto(1.0, 0.2, fail_on={4})  # the first timed xla run fails
+    first_timed = NUMPY_FIRST + COMPILED_WARM + 1
+    runner, log, told = _auto(1.0, 0.2, fail_on={first_timed})  # the first timed xla run fails
     program = _program()
-    _runs(runner, program, NUMPY_FIRST + 1 + 2 * ROUNDS)
+    _runs(runner, program, NUMPY_FIRST + COMPILED_WARM + 2 * ROUNDS)
     assert told == []  # one run short
     _runs(runner, program, 1)
     assert told and told[0][0] == "xla"
-    assert log[3] == log[4] == "xla"  # run again on the same backend
+    assert log[first_timed - 1] == log[first_timed] == "xla"  # run again on the same backend
 
 
 def test_a_program_twice_run_is_never_compiled_and_an_edit_starts_a_new_trial():
