@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..backend.numpy.plan import build_plan
+from ..backend.numpy.plan import build_plan, unmade_outputs
 from ..backend.numpy.plan_data import PlanOptions
 from .summary import batch_size, format_bytes
 from .text_table import table_lines
@@ -91,17 +91,20 @@ def measured_run(exe, program, feed: Mapping[str, np.ndarray], fetch_list: Seque
 
 
 def _sizer(block, feed_shapes: Mapping[str, Sequence[int]], measured: Mapping[str, Sequence[int]],
-           unsized: list[str]):
+           unsized: list[str], unmade: frozenset[str] = frozenset()):
     """A function giving each var's bytes, with -1 dims taken from the fed shapes (the batch size).
 
     A var only a run can size (``run_time_sized``) takes its ``measured`` shape; without one it counts
-    0 bytes and its name goes to ``unsized``, so the rest of the timeline is still drawn.
+    0 bytes and its name goes to ``unsized``, so the rest of the timeline is still drawn. A var the run
+    never makes (``unmade``: a loop's History nothing reads) counts 0 bytes.
     """
     batch = batch_size(block, feed_shapes)
     fed = {n: tuple(s) for n, s in feed_shapes.items()}
     by_run = run_time_sized(block)
 
     def size(name: str) -> int:
+        if name in unmade:
+            return 0
         var = block.var(name)
         shape = fed.get(name) or measured.get(name)
         if shape is None and name in by_run:
@@ -149,7 +152,7 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     # arrays live inside one step, allocated as its ops would allocate them, where the analysis can see them.
     plan = build_plan(block, list(feed_shapes), fetch, replace(options or PlanOptions(), regions=False))
     unsized: list[str] = []
-    size = _sizer(block, feed_shapes, measured or {}, unsized)
+    size = _sizer(block, feed_shapes, measured or {}, unsized, unmade_outputs(plan))
     kinds = block_kinds(block)
     kind = {**kinds.resting, **{n: "feed" for n in plan.feeds}, **kinds.made}
     slot_of = {k: n for n, k in enumerate(MADE_KINDS)}

@@ -35,7 +35,7 @@ from .run import block_runner
 from .schedule import schedule
 from ...runtime.signature import commits, is_persistable as _is_persistable, sources
 
-__all__ = ["PlanOptions", "build_kernel", "build_plan"]
+__all__ = ["PlanOptions", "build_kernel", "build_plan", "unmade_outputs"]
 
 
 def build_kernel(block, index: int, op, kernels: Mapping[str, KernelFactory],
@@ -130,10 +130,23 @@ def _writer(block, unit: Unit, options: PlanOptions) -> Callable[..., Any]:
     return writer if options.profile is None else options.profile.timed_writer(writer, block, unit.ops)
 
 
+def unmade_outputs(plan: Plan) -> frozenset[str]:
+    """The outputs a run of ``plan`` never makes: those its kernels were told nobody reads (``dropped``) and that
+    know to skip them (a ``while``'s unread History). Memory analysis counts them as nothing."""
+    kernels, block = plan.options.kernels, plan.block
+    return frozenset(name for step in plan.steps if len(step.ops) == 1
+                     and declares(kernels.get(block.ops[step.index].type), "dropped")
+                     for name in _dropped_names(step.outs, step.dead, plan.options))
+
+
+def _dropped_names(outs: Sequence[str], dying: Sequence[str], options: PlanOptions) -> frozenset[str]:
+    return frozenset() if options.checks else frozenset(n for n in outs if n in dying)
+
+
 def _dropped(unit: Unit, dying: Sequence[str], options: PlanOptions) -> frozenset[str]:
     """The unit's outputs nothing reads after it (they die where they are made); none in a checking plan, which
     checks every output."""
-    return frozenset() if options.checks else frozenset(n for n in unit.outs if n in dying)
+    return _dropped_names(unit.outs, dying, options)
 
 
 def _runners(plans: Mapping[str, Plan]) -> dict[str, Callable[[dict], list]]:
