@@ -11,6 +11,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from ..numpy.kernels.optimizer import adagrad_update, rmsprop_update
+
 __all__ = ["LOWERINGS"]
 
 
@@ -78,29 +80,11 @@ def _lamb(op, ctx):
 
 
 def _rmsprop(op, ctx):
-    rho, eps, mu, centered = op.attr("rho"), op.attr("epsilon"), op.attr("momentum"), op.attr("centered")
-
-    def run(param, grad, lr, mean_square, mean_grad, moment):
-        mean_square = rho * mean_square + (1.0 - rho) * grad * grad
-        if centered:
-            mean_grad = rho * mean_grad + (1.0 - rho) * grad
-            avg = jnp.sqrt(mean_square - mean_grad * mean_grad) + eps
-        else:
-            avg = jnp.sqrt(mean_square) + eps
-        moment = mu * moment + grad / avg
-        return param - lr.reshape(()) * moment, mean_square, mean_grad, moment
-
-    return _cast_to_declared(op, run)
+    return _cast_to_declared(op, rmsprop_update(op, jnp))
 
 
 def _adagrad(op, ctx):
-    eps = op.attr("epsilon")
-
-    def run(param, grad, lr, moment):
-        moment = moment + grad * grad
-        return param - lr.reshape(()) * grad / (jnp.sqrt(moment) + eps), moment
-
-    return _cast_to_declared(op, run)
+    return _cast_to_declared(op, adagrad_update(op, jnp))
 
 
 def _global_norm_f64(xs):

@@ -86,29 +86,31 @@ def lamb(op):
     return run
 
 
-def rmsprop(op):
-    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment."""
+def rmsprop_update(op, xp=np):
+    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment.
+    Written once over the array module ``xp``: numpy here, ``jax.numpy`` in the xla lowering."""
     rho, eps, mu, centered = op.attr("rho"), op.attr("epsilon"), op.attr("momentum"), op.attr("centered")
 
     def run(param, grad, lr, mean_square, mean_grad, moment):
         mean_square = rho * mean_square + (1.0 - rho) * grad * grad
         if centered:
             mean_grad = rho * mean_grad + (1.0 - rho) * grad
-            avg = np.sqrt(mean_square - mean_grad * mean_grad) + eps
+            avg = xp.sqrt(mean_square - mean_grad * mean_grad) + eps
         else:
-            avg = np.sqrt(mean_square) + eps
+            avg = xp.sqrt(mean_square) + eps
         moment = mu * moment + grad / avg
         return param - lr.reshape(()) * moment, mean_square, mean_grad, moment
 
     return run
 
 
-def adagrad(op):
+def adagrad_update(op, xp=np):
+    """The sum of squared gradients scales each coordinate's step (``xp`` as ``rmsprop_update``'s)."""
     eps = op.attr("epsilon")
 
-    def run(param, grad, lr, moment):  # the sum of squared gradients scales each coordinate's step
+    def run(param, grad, lr, moment):
         moment = moment + grad * grad
-        return param - lr.reshape(()) * grad / (np.sqrt(moment) + eps), moment
+        return param - lr.reshape(()) * grad / (xp.sqrt(moment) + eps), moment
 
     return run
 
@@ -136,6 +138,6 @@ def clip_by_global_norm(op):
     return run
 
 
-KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop,
-           "adagrad": adagrad, "global_norm": global_norm,
+KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop_update,
+           "adagrad": adagrad_update, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}
