@@ -22,7 +22,7 @@ from .errors import NotImportable, OnnxImportError
 from .limits import ImportLimits
 
 __all__ = ["load_model", "check_opset", "check_node", "check_defined_once", "numpy_dtype",
-           "tensor_value", "check_size"]
+           "tensor_value", "check_size", "written_decimal"]
 
 
 def load_model(source) -> onnx.ModelProto:
@@ -171,3 +171,10 @@ def check_size(dims, itemsize: int, what: str, limits: ImportLimits) -> None:
         raise NotImportable(f"{what} of shape {list(dims)} would take {size:,} bytes, over the import limit of "
                             f"{limits.max_constant_bytes:,} (import_onnx(max_constant_bytes=...), gradgen "
                             "import-onnx --max-constant-bytes)")
+
+
+def written_decimal(value: float) -> float:
+    """A float32 as the shortest decimal that float32 reads back as it: the value an exporter wrote (0.9, 1e-5,
+    a dropout's 0.3), not its float32 neighbour (0.8999999762), which would move a float64 model's results in the
+    eighth digit. A float32 model computes with the same float32 either way."""
+    return float(str(np.float32(value)))

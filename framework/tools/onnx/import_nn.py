@@ -7,6 +7,7 @@ import numpy as np
 from gradgen.program.ops.conv import pool_out_size
 
 from .errors import NotImportable
+from .import_checks import written_decimal
 from .import_ops import FLOATS, padded
 
 
@@ -225,7 +226,7 @@ def _normalized_groups(ctx, groups: int | None) -> str:
     rest = -1 if -1 in shape[2:] else shape[1] // groups * int(np.prod(shape[2:]))
     grouped = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [0, groups, rest]})
     return ctx.tmp("layer_norm", {"X": grouped},
-                   {"begin_norm_axis": 2, "epsilon": _decimal(ctx.attr("epsilon", 1e-5))}, slot="Y")
+                   {"begin_norm_axis": 2, "epsilon": ctx.attr("epsilon", 1e-5)}, slot="Y")
 
 
 def _affine(ctx, y: str, rank: int, final: bool) -> str:
@@ -249,13 +250,6 @@ def group_norm(ctx):
     if ctx.opset < 21:
         return ctx.out("reshape_as", {"X": _affine(ctx, y, 3, final=False), "Target": ctx.x(0)})
     _affine(ctx, ctx.tmp("reshape_as", {"X": y, "Target": ctx.x(0)}), ctx.rank(0), final=True)
-
-
-def _decimal(value: float) -> float:
-    """A float attr (ONNX stores float32) as the shortest decimal that float32 reads back as it: the value the
-    exporter wrote (0.9, 1e-5), not its float32 neighbour (0.8999999762), which would move a float64 model's
-    running statistics in the eighth digit."""
-    return float(str(np.float32(value)))
 
 
 def _training(ctx) -> bool:
@@ -300,7 +294,7 @@ def batch_norm(ctx):
     if not training and any(ctx.node.output[1:]):
         raise NotImportable("running-statistics outputs in inference mode")
     inputs = {"X": ctx.x(0), "Scale": ctx.x(1), "Bias": ctx.x(2)}
-    attrs = {"epsilon": _decimal(ctx.attr("epsilon", 1e-5)), "momentum": _decimal(ctx.attr("momentum", 0.9)),
+    attrs = {"epsilon": ctx.attr("epsilon", 1e-5), "momentum": ctx.attr("momentum", 0.9),
              "is_test": not training, "running_variance": ctx.importer.bn_running_variance}
     if not training:
         names = ctx.op("batch_norm", {**inputs, "Mean": _fixed_stat(ctx, 3), "Variance": _fixed_stat(ctx, 4)}, attrs,
@@ -333,7 +327,7 @@ def layer_norm(ctx):
     """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
     only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
     computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
-    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), _decimal(ctx.attr("epsilon", 1e-5))
+    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), ctx.attr("epsilon", 1e-5)
     begin = ctx.axis(axis, rank)
     normalized = tuple(ctx.shape(0)[begin:])
     inputs, after = {"X": ctx.x(0)}, []
@@ -363,7 +357,7 @@ def _ratio(ctx) -> float:
     """Dropout's ratio (input 1); a float32 one (PyTorch writes the ratio as float32 whatever the model's dtype)
     as the decimal written (0.3, not 0.30000001192): a float64 model scales the kept by 1 / 0.7 exactly."""
     p = ctx.scalar(1)
-    return _decimal(p) if ctx.const(1).dtype == np.float32 else float(p)
+    return written_decimal(p) if ctx.const(1).dtype == np.float32 else float(p)
 
 
 def dropout(ctx):

@@ -30,7 +30,8 @@ from .errors import NotImportable, OnnxImportError
 from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
 from .import_fold import fold, foldable
 from .import_nn import running_variance_hint
-from .import_checks import check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value
+from .import_checks import (check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value,
+                            written_decimal)
 from .limits import ImportLimits
 
 __all__ = ["import_onnx", "unsupported_nodes", "NodeContext"]
@@ -48,6 +49,16 @@ def _shape(value_info) -> tuple[int, ...] | None:
     if not t.HasField("shape"):
         return None
     return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
+
+
+def _attr_value(attr) -> Any:
+    """A node attr's value; FLOAT and FLOATS (stored as float32 by ONNX) as the decimals written."""
+    value = helper.get_attribute_value(attr)
+    if attr.type == onnx.AttributeProto.FLOAT:
+        return written_decimal(value)
+    if attr.type == onnx.AttributeProto.FLOATS:
+        return [written_decimal(v) for v in value]
+    return value
 
 
 class Graph:
@@ -117,7 +128,7 @@ class NodeContext:
 
     def __init__(self, importer: "Importer", graph: Graph, node, opset: int):
         self.importer, self.graph, self.node, self.opset = importer, graph, node, opset
-        self.attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        self.attrs = {a.name: _attr_value(a) for a in node.attribute}
 
     def attr(self, name: str, default: Any = None) -> Any:
         value = self.attrs.get(name, default)
