@@ -50,11 +50,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["CALLING_THREAD_PRODUCT", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_batch", "prepare_gemm",
-           "product_nt", "provider_threads", "use_blas"]
+__all__ = ["CALLING_THREAD_PRODUCT", "GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_batch",
+           "prepare_gemm", "product_nt", "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+GEMM_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+"""The dtypes every BLAS's ``?gemm`` computes (``s`` and ``d``): other products stay with numpy's matmul."""
 _THREAD = threading.local()
 """``provider``: the provider whose ``per_thread`` set-up this thread has run."""
 
@@ -351,7 +352,7 @@ def product_nt(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> n
     m, k = a.shape
     n = b.shape[0]
     fits = out is not None and out.shape == (m, n) and out.dtype == a.dtype and out.flags.c_contiguous
-    if (a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES or b.shape[1] != k
+    if (a.dtype != b.dtype or a.dtype not in GEMM_DTYPES or b.shape[1] != k
             or not SMALL_PRODUCT < m * n * k <= CALLING_THREAD_PRODUCT):
         return np.matmul(a, b.T, out=out if fits and out.dtype == b.dtype else None)
     result = out if fits else np.empty((m, n), a.dtype)

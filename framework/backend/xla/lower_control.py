@@ -284,7 +284,8 @@ def _in_gradient_loop(program, block) -> bool:
     steps = {n for b in program.blocks for o in b.ops if o.type == "while" for n in o.output("Steps")}
     for b in program.blocks:
         for o in b.ops:
-            if o.type == "while" and o.attr("body_block") == block.idx and o.input("X")[:1] and o.input("X")[0] in steps:
+            if (o.type == "while" and o.attr("body_block") == block.idx and o.input("X")[:1]
+                    and o.input("X")[0] in steps):
                 return True
     return False
 

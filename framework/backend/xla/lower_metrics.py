@@ -9,6 +9,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from ..numpy.kernels.metrics import area_under_counts, label_ranks
+
 __all__ = ["LOWERINGS"]
 
 
@@ -37,10 +39,7 @@ def _accuracy(op, ctx):
         if k > classes:
             raise ValueError(f"accuracy: k={k} is more than the {classes} classes")
         ids = _class_ids(ctx, label, rows, classes, "accuracy")
-        mine = jnp.take_along_axis(x, ids[:, None], 1) if rows else jnp.zeros((0, 1), x.dtype)
-        nan, mine_nan = jnp.isnan(x), jnp.isnan(mine)
-        before = (x > mine) | (nan & ~mine_nan) | (((x == mine) | (nan & mine_nan)) & (jnp.arange(classes) < ids[:, None]))
-        correct = jnp.sum(jnp.sum(before, axis=1) < k, dtype=np.int64)
+        correct = jnp.sum(label_ranks(x, ids, jnp) < k, dtype=np.int64)
         return _ratio(correct, rows, dtype), correct, jnp.asarray(rows, np.int64)
 
     return run
@@ -68,13 +67,6 @@ def _precision_recall(op, ctx):
     return run
 
 
-def _area(positives, negatives):
-    """The numpy kernel's ``area_under_counts``: whole (or half) numbers, exact in float64 whatever the order."""
-    above = jnp.sum(positives) - jnp.cumsum(positives)
-    pairs = jnp.sum(negatives * (above + 0.5 * positives))
-    return pairs / jnp.maximum(jnp.sum(positives) * jnp.sum(negatives), 1.0)
-
-
 def _auc(op, ctx):
     thresholds = op.attr("num_thresholds")
 
@@ -88,7 +80,7 @@ def _auc(op, ctx):
         batch_pos = jnp.zeros(thresholds + 1, np.float64).at[bucket].add(positive)
         batch_neg = jnp.zeros(thresholds + 1, np.float64).at[bucket].add(1.0 - positive)
         pos, neg = stat_pos + batch_pos, stat_neg + batch_neg
-        return _area(pos, neg), _area(batch_pos, batch_neg), pos, neg
+        return area_under_counts(pos, neg, jnp), area_under_counts(batch_pos, batch_neg, jnp), pos, neg
 
     return run
 

@@ -13,12 +13,11 @@ from .. import blas
 
 __all__ = ["gemm_batch"]
 
-_BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 
 
 def _on_provider(dtype, m: int, n: int, k: int) -> bool:
     provider = blas.PROVIDER
-    return (provider is not None and provider.name != "numpy" and dtype in _BLAS_DTYPES
+    return (provider is not None and provider.name != "numpy" and dtype in blas.GEMM_DTYPES
             and m * n * k > blas.SMALL_PRODUCT)
 
 

@@ -20,7 +20,6 @@ from gradgen.program.einsum_equation import parse_einsum
 from .. import blas
 from .signature import result_array
 
-_BLAS_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 
 
 def _gemm_product(tx: bool, ty: bool):
@@ -33,7 +32,7 @@ def _gemm_product(tx: bool, ty: bool):
         m, k = a.shape
         n = b.shape[1]
         dtype = a.dtype
-        if dtype != b.dtype or dtype not in _BLAS_DTYPES or m * n * k <= blas.SMALL_PRODUCT or k != b.shape[0]:
+        if dtype != b.dtype or dtype not in blas.GEMM_DTYPES or m * n * k <= blas.SMALL_PRODUCT or k != b.shape[0]:
             if out is not None and not (out.shape == (m, n) and out.dtype == dtype == b.dtype):
                 out = None
             return np.matmul(a, b, out=out)
@@ -81,7 +80,7 @@ def _batched_product(tx: bool, ty: bool, fallback):
     def product(x, y, *, out=None):
         dtype = x.dtype
         k = x.shape[-2] if tx else x.shape[-1]
-        if dtype != y.dtype or dtype not in _BLAS_DTYPES or k != (y.shape[-1] if ty else y.shape[-2]):
+        if dtype != y.dtype or dtype not in blas.GEMM_DTYPES or k != (y.shape[-1] if ty else y.shape[-2]):
             return fallback(x, y)
         try:
             batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])

@@ -22,13 +22,14 @@ def class_ids(label: np.ndarray, rows: int, classes: int, op: str) -> np.ndarray
     return ids
 
 
-def label_ranks(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Per row, how many classes rank before the labelled one (its 0-based place in ``top_k``'s order)."""
-    mine = np.take_along_axis(x, ids[:, None], 1)
-    nan, mine_nan = np.isnan(x), np.isnan(mine)
+def label_ranks(x, ids, xp=np):
+    """Per row, how many classes rank before the labelled one (its 0-based place in ``top_k``'s order). Written
+    once over the array module ``xp``: numpy here, ``jax.numpy`` in the xla lowering."""
+    mine = xp.take_along_axis(x, ids[:, None], 1) if x.shape[0] else xp.zeros((0, 1), x.dtype)
+    nan, mine_nan = xp.isnan(x), xp.isnan(mine)
     higher = (x > mine) | (nan & ~mine_nan)
     same = (x == mine) | (nan & mine_nan)
-    return np.count_nonzero(higher | (same & (np.arange(x.shape[1]) < ids[:, None])), axis=1)
+    return xp.count_nonzero(higher | (same & (xp.arange(x.shape[1]) < ids[:, None])), axis=1)
 
 
 def _ratio(num, den, dtype) -> np.ndarray:
@@ -68,12 +69,13 @@ def precision_recall(op):
     return run
 
 
-def area_under_counts(positives: np.ndarray, negatives: np.ndarray) -> np.ndarray:
+def area_under_counts(positives, negatives, xp=np):
     """The ROC AUC of per-bucket counts (bucket i scores below bucket i + 1), rows in one bucket counting as half a
-    pair: each negative adds the positives above its bucket and half of those in it. 0 without both classes."""
-    above = np.sum(positives) - np.cumsum(positives)
-    pairs = np.sum(negatives * (above + 0.5 * positives))
-    return np.asarray(pairs / max(np.sum(positives) * np.sum(negatives), 1.0), np.float64)
+    pair: each negative adds the positives above its bucket and half of those in it. 0 without both classes.
+    Whole (or half) numbers, exact in float64 whatever the order of the sums (``xp`` as ``label_ranks``')."""
+    above = xp.sum(positives) - xp.cumsum(positives)
+    pairs = xp.sum(negatives * (above + 0.5 * positives))
+    return xp.asarray(pairs / xp.maximum(xp.sum(positives) * xp.sum(negatives), 1.0), np.float64)
 
 
 def auc(op):
