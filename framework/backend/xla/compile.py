@@ -37,6 +37,9 @@ HOST_COMPUTED = ("uniform_random", "gaussian_random")
 a seeded draw is the same array every run (the numpy backend's, bit for bit), and a startup program's weights
 as constants in the compiled program made it hundreds of MiB and took seconds to compile."""
 
+_NO_STATUS = np.zeros(0, np.int64)
+"""The status of a step with nothing to report (``_status``: no check, no History)."""
+
 MAX_EXECUTABLES = 32
 """Executables kept per compiled block (one per distinct run-time shapes), least recently used dropped."""
 
@@ -222,7 +225,7 @@ class CompiledBlock:
             donated, kept = self._split(scope_values)
             with x64():
                 values, status = exe.compiled(tuple(feed_values), donated, kept, host)
-            status = np.asarray(status) if status is not None else np.zeros(0, np.int64)  # waits for the run
+            status = np.asarray(status) if status is not None else _NO_STATUS  # waits for the run
             at = 1 if exe.ctx.overflow else 0
             if at and status[0]:  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
