@@ -6,7 +6,7 @@ scope's value if it is persistable, else the run cannot happen and ``sources`` s
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import AbstractSet, NamedTuple, Sequence
 
 from gradgen.program.describe import describe_var, op_location
 
@@ -36,8 +36,10 @@ def missing_input(block, index: int, op, name: str, feeds: Sequence[str]) -> Fee
                      f"nor made by an earlier op (fed: {fed})")
 
 
-def sources(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the feeds a run keeps, the persistable vars it reads from the scope), or the error saying what is missing."""
+def sources(block, feed_names: Sequence[str], fetch_names: Sequence[str],
+            skip: AbstractSet[int] = frozenset()) -> tuple[list[str], list[str]]:
+    """(the feeds a run keeps, the persistable vars it reads from the scope), or the error saying what is missing;
+    the ops at ``skip`` do not run (what they would make is fed)."""
     for name in feed_names:
         if block.find_var(name) is None:
             raise FeedError(f"block {block.idx}: feed '{name}' names no var of the program")
@@ -46,6 +48,8 @@ def sources(block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> tup
     from_scope: dict[str, None] = {}
     feeds: dict[str, None] = {}
     for i, op in enumerate(block.ops):
+        if i in skip:
+            continue
         for name in op.input_arg_names:
             if name not in produced:
                 if name in fed:

@@ -17,7 +17,7 @@ handed to their op's factory), liveness, buffers (``buffers``), checks
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Callable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, Sequence
 
 from gradgen.program.describe import op_location
 
@@ -29,6 +29,7 @@ from .fuse_region import fuse_regions
 from .fusion import fuse_gemm_updates, is_gemm_update, sgd_gemm_writer
 from .in_place import in_place_tail, sink_updates
 from .kernels import SUBBLOCKS, KernelFactory, takes_out, with_out
+from .kernels.control_flow import loop_stashes
 from .kernels.signature import declares
 from .plan_data import Plan, PlanOptions, Step, Unit
 from .run import block_runner
@@ -40,28 +41,32 @@ __all__ = ["PlanOptions", "build_kernel", "build_plan", "unmade_outputs"]
 
 def build_kernel(block, index: int, op, kernels: Mapping[str, KernelFactory],
                  blocks: Mapping[str, Callable[[dict], list]] | None = None,
-                 dropped: frozenset[str] = frozenset()) -> Callable[..., Any]:
+                 dropped: frozenset[str] = frozenset(), stash: Any = None) -> Callable[..., Any]:
     """The op's kernel function, built by its factory (given ``blocks``, its sub-block runners, if it owns any,
-    and ``dropped``, the outputs nothing reads afterwards, if it declares that keyword); an ExecutionError if
-    there is no factory or it refuses."""
+    ``dropped``, the outputs nothing reads afterwards, and ``stash``, what links a loop to the gradient loop that
+    reads it back, each if it declares that keyword); an ExecutionError if there is no factory or it refuses."""
     factory = kernels.get(op.type)
     where = op_location(block, index, op.type, op.callsite)
     if factory is None:
         raise ExecutionError(f"{where}: no kernel is registered for op type '{op.type}'")
     told = {"dropped": dropped} if dropped and declares(factory, "dropped") else {}
+    if stash is not None and declares(factory, "stash"):
+        told["stash"] = stash
     try:
         return factory(op, **told) if blocks is None else factory(op, blocks, **told)
     except Exception as e:  # a factory rejecting attrs: report it where the op is
         raise ExecutionError(f"{where}: cannot build its kernel: {type(e).__name__}: {e}") from e
 
 
-def _subplans(block, index: int, op, options: PlanOptions) -> dict[str, Plan]:
-    """The compiled sub-blocks op ``index`` runs, by key, built with the same options (checks included)."""
+def _subplans(block, index: int, op, options: PlanOptions, stash: Any = None) -> dict[str, Plan]:
+    """The compiled sub-blocks op ``index`` runs, by key, built with the same options (checks included); a loop
+    linked to another by ``stash`` (``loop_stashes``) has the sub-blocks that link needs."""
     plans = {}
-    for key, sub in SUBBLOCKS[op.type](op).items():
+    subs = SUBBLOCKS[op.type](op) if stash is None else SUBBLOCKS[op.type](op, stash)
+    for key, sub in subs.items():
         try:
             plans[key] = build_plan(block.program.block(sub.block), list(dict.fromkeys(sub.feeds)), list(sub.fetches),
-                                    options)
+                                    options, skip=sub.skip)
         except ExecutionError as e:
             where = op_location(block, index, op.type, op.callsite)
             raise ExecutionError(f"{where}: cannot build its kernel: its {key} block: {type(e).__name__}: {e}") from e
@@ -82,18 +87,19 @@ def _dying(block, units: Sequence[Unit], keep: set) -> dict[int, list[str]]:
 
 
 def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
-               options: PlanOptions | None = None) -> Plan:
-    """Compile ``block`` for a run fed ``feed_names`` and fetching ``fetch_names``.
+               options: PlanOptions | None = None, skip: AbstractSet[int] = frozenset()) -> Plan:
+    """Compile ``block`` for a run fed ``feed_names`` and fetching ``fetch_names``, leaving out the ops at
+    ``skip`` (what they make is fed).
 
     Raises FeedError when a feed names no var or an op input cannot come from
     anywhere, and ExecutionError when a fetched var is never available, an
     op type has no kernel, or a sub-block cannot be compiled.
     """
     options = PlanOptions() if options is None else options
-    feeds, from_scope = sources(block, feed_names, fetch_names)
+    feeds, from_scope = sources(block, feed_names, fetch_names, skip)
     keep = set(fetch_names)
     ops = block.ops
-    order = schedule(ops) if options.schedule else range(len(ops))
+    order = [i for i in (schedule(ops) if options.schedule else range(len(ops))) if i not in skip]
     units = [Unit(index=i, ops=(i,), ins=tuple(ops[i].input_arg_names), outs=tuple(ops[i].output_arg_names))
              for i in order]
     if options.fuse:
@@ -102,12 +108,15 @@ def build_plan(block, feed_names: Sequence[str], fetch_names: Sequence[str],
             units = sink_updates(block, units)
         if options.regions and not options.checks:  # a checking plan checks every op's outputs, so runs them one by one
             units = fuse_regions(block, units, keep, options.kernels, options.warm_runs, options.background_compile)
-    subplans = {u.index: _subplans(block, u.index, ops[u.index], options) for u in units
-                if u.kernel is None and ops[u.index].type in SUBBLOCKS}
+    owners = [u.index for u in units if u.kernel is None and ops[u.index].type in SUBBLOCKS]
+    stashes = (loop_stashes(block, lambda op: declares(options.kernels.get(op.type), "stash"))
+               if owners and options.read_back else {})
+    subplans = {i: _subplans(block, i, ops[i], options, stashes.get(i)) for i in owners}
     dying = _dying(block, units, keep)
     fns = [u.kernel or build_kernel(block, u.index, ops[u.index], options.kernels,
                                     _runners(subplans[u.index]) if u.index in subplans else None,
-                                    _dropped(u, dying.get(at, ()), options)) for at, u in enumerate(units)]
+                                    _dropped(u, dying.get(at, ()), options), stashes.get(u.index))
+           for at, u in enumerate(units)]
     buffers = Buffers()
     if options.buffers:
         writes_into = {at for at, fn in enumerate(fns) if takes_out(fn)}

@@ -43,6 +43,10 @@ class PlanOptions:
     """Compile regions and fused loops on the compile worker thread while their ops run one by one
     (``compile_queue``), so no run waits for numba. False: the run that asks waits for the compile (tests that
     assert on compiled code; ``compile_queue.wait_for_compiles()`` is the other way)."""
+    read_back: bool = True
+    """A gradient loop reads the values of its forward loop's body back, kept by the forward loop one per
+    iteration, instead of recomputing them (``runtime/loop_read_back``, ``kernels/control_flow``). False: it
+    recomputes them, as its program says (less memory: nothing kept beyond History)."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""
     kernels: Mapping[str, KernelFactory] = field(default_factory=lambda: KERNELS, repr=False)

@@ -13,7 +13,7 @@ iterations sets the overflow flag (the step re-runs with more rows) unless ``row
 it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
 row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
 A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
-instead of recomputing them, where ``loop_stash`` proves they are the same values.
+instead of recomputing them, where ``runtime/loop_read_back`` proves they are the same values.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from jax import lax
 
 from ...errors import ExecutionError
 from .context import Check, TraceContext
-from .loop_stash import Stash, read_back_block, replays_of, stash_read, stashes
+from ...runtime.loop_read_back import forward_read_back, replays_of
+from .loop_stash import Stash, read_back_block, stash_read, stashes
 
 __all__ = ["LOWERINGS", "history_rows"]
 
@@ -136,7 +137,7 @@ def _while(op, ctx: TraceContext) -> Callable:
     rows = history_rows(ctx, limit)
     _refuse_padding_readers(op, rows)
     kept = list(dict.fromkeys(name for _, plan in replays_of(op) for name in plan.names)) if rows else []
-    reads = _forward_read_back(op)
+    reads = forward_read_back(op)
     body_checks: list[Check] = []
     test_checks: list[Check] = []
 
@@ -201,16 +202,6 @@ def _body_values(ctx: TraceContext, body, outer: dict, params: Sequence[str], xs
     if not names:
         return []
     return jax.eval_shape(lambda xs: _traced_apart(ctx, body, {**outer, **dict(zip(params, xs))}, names)[0], xs)
-
-
-def _forward_read_back(op):
-    """(forward loop, Replay) when ``op`` is a gradient loop that can read that loop's body back, else None."""
-    for forward in op.block.ops:
-        if forward.type == "while" and forward is not op:
-            for reverse, plan in replays_of(forward):
-                if reverse is op:
-                    return forward, plan
-    return None
 
 
 def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dict) -> Callable:

@@ -9,11 +9,23 @@ checking sub-plans, so the checks reach inside. ``while`` records the loop
 values at the start of every iteration and returns them stacked as
 ``History`` (unless the plan drops it unread: a factory declaring a keyword-only
 ``dropped`` is told which of its outputs nobody reads).
+
+A gradient loop reads its forward loop's body values back instead of
+recomputing them where ``runtime/loop_read_back`` finds it can: the plan
+links the two loops' kernels through one ``RowStash`` (``loop_stashes``),
+the forward loop's body also returns the values the gradient loop needs
+and the kernel keeps them, one per iteration, and the gradient loop runs a
+body without the read-back ops, fed those rows. It does so only when it
+starts from that forward run's own ``Steps`` and gets the same outer arrays
+(identity, checked every run); otherwise it recomputes, as before.
 """
 from __future__ import annotations
 
+from typing import Any, Callable, NamedTuple
+
 import numpy as np
 
+from ....runtime.loop_read_back import forward_read_back, replays_of
 from .signature import SubBlock
 
 
@@ -52,28 +64,93 @@ def cond(op, blocks):
     return run
 
 
-def while_blocks(op) -> dict[str, SubBlock]:
-    """The condition and the body are fed their parameter vars (the loop values) and the op's ``Input`` vars."""
+def _readers(op) -> list:
+    """The gradient loops that read forward loop ``op``'s body back (a gradient loop reads one forward loop)."""
+    return [plan for reverse, plan in replays_of(op) if forward_read_back(reverse)[0] is op]
+
+
+def _stashed(op) -> list[str]:
+    """What forward loop ``op`` keeps of every iteration for the gradient loops that read its body back."""
+    return list(dict.fromkeys(n for plan in _readers(op) for n in plan.needed))
+
+
+def while_blocks(op, stash: "LoopStashes | None" = None) -> dict[str, SubBlock]:
+    """The condition and the body are fed their parameter vars (the loop values) and the op's ``Input`` vars.
+    Linked by ``stash`` (``loop_stashes``), a forward loop's body also returns what it stashes, and a gradient
+    loop gets ``read_back`` too: its body without the read-back ops, fed their stashed values."""
+    stash = LoopStashes() if stash is None else stash
     inputs = op.input("Input")
-    return {"cond": SubBlock(op.attr("cond_block"), op.attr("cond_params") + inputs, [op.attr("cond_out")]),
-            "body": SubBlock(op.attr("body_block"), op.attr("body_params") + inputs, op.attr("body_outs"))}
+    body_feeds = op.attr("body_params") + inputs
+    body_fetches = op.attr("body_outs") + (_stashed(op) if stash.writes is not None else [])
+    blocks = {"cond": SubBlock(op.attr("cond_block"), op.attr("cond_params") + inputs, [op.attr("cond_out")]),
+              "body": SubBlock(op.attr("body_block"), body_feeds, body_fetches)}
+    reads = forward_read_back(op) if stash.reads is not None else None
+    if reads is not None:
+        plan = reads[1]
+        blocks["read_back"] = SubBlock(op.attr("body_block"), body_feeds + list(plan.needed), body_fetches,
+                                       frozenset(j for _, j in plan.pairs) | frozenset(plan.dead))
+    return blocks
 
 
-def while_(op, blocks, *, dropped: frozenset[str] = frozenset()):
+class RowStash:
+    """What a forward loop keeps for the gradient loops that read its body back: ``latest`` = (its ``Steps``,
+    its outer arrays by name, its rows by name: one value per iteration) of its last run, one tuple, so a reader
+    sees one whole run."""
+
+    __slots__ = ("latest", "readers", "unread")
+
+    def __init__(self, readers: int):
+        self.latest: tuple | None = None
+        self.readers = readers
+        self.unread = 0
+        """How many linked gradient loops have yet to read ``latest``: the last one lets it go."""
+
+
+class LoopStashes(NamedTuple):
+    """The stashes a loop's kernel writes (as a forward loop) and reads (as a gradient loop); a gradient loop
+    may be the forward loop of a second-order one, so both."""
+
+    writes: RowStash | None = None
+    reads: RowStash | None = None
+
+
+def loop_stashes(block, linkable: Callable[[Any], bool] = lambda op: True) -> dict[int, LoopStashes]:
+    """Op index -> the ``LoopStashes`` of each loop of ``block`` linked to another; only ``linkable`` ops are
+    (the plan's: those whose kernel factory takes a ``stash``)."""
+    ops = block.ops
+    writes: dict[int, RowStash] = {}
+    reads: dict[int, RowStash] = {}
+    for j, op in enumerate(ops):
+        found = forward_read_back(op) if op.type == "while" and linkable(op) else None
+        if found is not None and linkable(found[0]):
+            i = next(k for k, o in enumerate(ops) if o is found[0])
+            stash = writes.setdefault(i, RowStash(0))
+            stash.readers += 1
+            reads[j] = stash
+    return {k: LoopStashes(writes.get(k), reads.get(k)) for k in {*writes, *reads}}
+
+
+def while_(op, blocks, *, dropped: frozenset[str] = frozenset(), stash: LoopStashes = LoopStashes()):
     """``dropped``: outputs the plan drops right after the op (nothing reads or fetches them); a ``History``
     among them is neither recorded nor stacked (None in its place): a gradient loop's own ``History`` is
-    T times its carried gradients (the RNN's: 4.8 MB a step, its ``np.stack`` 0.3-1 ms)."""
+    T times its carried gradients (the RNN's: 4.8 MB a step, its ``np.stack`` 0.3-1 ms). ``stash``: the
+    ``RowStash``es linking a forward loop to the gradient loops that read it back (``loop_stashes``)."""
     inputs, n = op.input("Input"), len(op.input("X"))
     cond_params, body_params = op.attr("cond_params"), op.attr("body_params")
     run_cond, run_body = blocks["cond"], blocks["body"]
     limit = op.attr("max_iterations")
     kept = [name not in dropped for name in op.output("History")]
+    stashed = _stashed(op) if stash.writes is not None else []  # (what the body returns past the loop values)
+    reads = forward_read_back(op) if "read_back" in blocks and stash.reads is not None else None
+    read_back = None if reads is None else _reader(blocks["read_back"], reads[1], stash.reads, body_params[0])
 
     def run(*values):
         xs, outer = list(values[:n]), dict(zip(inputs, values[n:]))
         shapes = [_shape(x) for x in xs]  # every iteration's loop values have these
         history: list[list | None] = [[] if keep else None for keep in kept]
         records = [(record, k) for k, record in enumerate(history) if record is not None]
+        rows: list[list] = [[] for _ in stashed]
+        body = run_body if read_back is None else read_back(xs[0], outer) or run_body
         steps = 0
         while True:
             env = outer.copy()
@@ -86,18 +163,47 @@ def while_(op, blocks, *, dropped: frozenset[str] = frozenset()):
                 record.append(xs[k])
             env = outer.copy()
             env.update(zip(body_params, xs))
-            new = run_body(env)
+            new = body(env)
+            if rows:
+                for row, value in zip(rows, new[n:]):
+                    row.append(value)
+                new = new[:n]
             if [_shape(value) for value in new] != shapes:
                 _changed_shape(new, shapes, steps)
             xs = new
             steps += 1
         stacked = [None if record is None else np.stack(record) if record else
                    np.empty((0,) + np.shape(x), np.asarray(x).dtype) for record, x in zip(history, xs)]
-        return (*xs, *stacked, np.int64(steps))
+        steps = np.int64(steps)
+        if stashed:
+            stash.writes.latest, stash.writes.unread = (steps, outer, dict(zip(stashed, rows))), stash.writes.readers
+        return (*xs, *stacked, steps)
 
     return run
 
 
+def _reader(run_read_back, plan, stash: RowStash, counter_param: str):
+    """``reader(counter, outer)``: the body a gradient loop starting at ``counter`` with outer arrays ``outer``
+    runs, reading the stash's rows back, or None when the stash is not of the forward run it reverses."""
+    needed, shared = plan.needed, plan.outer
+
+    def reader(counter, outer: dict):
+        latest = stash.latest
+        if latest is None or counter is not latest[0] or any(outer.get(n) is not latest[1].get(n) for n in shared):
+            return None
+        rows = [latest[2][name] for name in needed]
+        stash.unread -= 1
+        if stash.unread <= 0:
+            stash.latest = None
+
+        def body(env: dict) -> list:
+            index = int(env[counter_param]) - 1
+            env.update((name, row[index]) for name, row in zip(needed, rows))
+            return run_read_back(env)
+
+        return body
+
+    return reader
 def _changed_shape(new, shapes: list, steps: int) -> None:
     for k, value in enumerate(new):
         if _shape(value) != shapes[k]:

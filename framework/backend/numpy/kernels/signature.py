@@ -43,11 +43,13 @@ keyword-only ``dropped`` also gets the names of its op's outputs that nothing af
 
 
 class SubBlock(NamedTuple):
-    """A sub-block a control-flow op runs: its index, the names a run binds (feeds), the names it returns."""
+    """A sub-block a control-flow op runs: its index, the names a run binds (feeds), the names it returns, and
+    the indexes of ops it leaves out (their outputs are fed: a gradient loop reading its forward body back)."""
 
     block: int
     feeds: Sequence[str]
     fetches: Sequence[str]
+    skip: frozenset[int] = frozenset()
 
 
 def fits(out: Any, *likes: Any) -> bool:
