@@ -38,6 +38,9 @@ class Replay:
     dead: tuple[int, ...]
     """Reverse body ops (History reads) that only the read-back ops read: with those read back, nothing needs
     them."""
+    rows: tuple[tuple[int, str], ...]
+    """(reverse body op index, History var) of each History read at row ``counter - 1``: a row below the forward
+    loop's ``Steps`` whenever the two loops are linked (the gradient loop starts at those ``Steps``)."""
 
 
 def _signature(op) -> tuple:
@@ -105,7 +108,8 @@ def replay(forward, reverse) -> Replay | None:
     kept_reads.update(reverse.attr("body_outs"))
     dead = tuple(sorted(j for j, n in history_reads.items() if n not in kept_reads))
     needed = tuple(n for n in names if n in kept_reads)
-    return Replay(tuple(pairs), tuple(names), tuple(sorted(outer)), needed, dead)
+    rows = tuple((j, rbody.ops[j].input("X")[0]) for j in sorted(history_reads))
+    return Replay(tuple(pairs), tuple(names), tuple(sorted(outer)), needed, dead, rows)
 
 
 def replays_of(forward) -> list[tuple[Any, Replay]]:

@@ -3,6 +3,8 @@ numpy: values, first- and second-order gradients, loops of zero iterations and l
 History rows, the same run-time errors, and History readers the backend refuses."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -223,6 +225,10 @@ def test_the_gradient_loop_reads_the_forward_body_back_instead_of_recomputing_it
     assert sum(op.type == "matmul" for b in main.blocks for op in b.ops) == 4
     text = lowered_text(main, ["xs", "h0", "w", "c", "T"], [loss.name] + [g.name for g in grads], batch=4)
     assert text.count("stablehlo.dot_general") == 3
+    # Only the forward body's gather of xs checks its index: the gradient loop reads History at rows below the
+    # forward loop's Steps (its counter starts there), and its own gather of xs is read back.
+    body = main.global_block().ops[[op.type for op in main.global_block().ops].index("while")].attr("body_block")
+    assert set(re.findall(r"b(\d+)/op(\d+):gather/lt", text)) == {(str(body), "2")}
 
 
 def test_a_gradient_loop_after_an_update_reads_the_weights_the_loop_saw():

@@ -55,8 +55,9 @@ class _ReadBackBlock:
 
 
 def read_back_block(block, plan: Replay, values: dict[str, Any]):
-    """``block`` (a reverse body) with ``plan``'s ops reading ``values`` instead of computing them."""
-    replaced = {j for _, j in plan.pairs}
+    """``block`` (a reverse body) with ``plan``'s ops, and its History reads, yielding ``values`` instead of
+    computing them (the History rows unchecked: linked, the row is below the forward loop's Steps)."""
+    replaced = {j for _, j in plan.pairs} | {j for j, _ in plan.rows}
     return _ReadBackBlock(block, [ReadBack(op, values) if j in replaced else op for j, op in enumerate(block.ops)])
 
 

@@ -88,9 +88,11 @@ def _truth(value, what: str):
 
 
 def _merge_failed(first, *later):
-    """The first failed index of a run: ``first`` unless it is -1, else the first of ``later`` that is not."""
-    result = jnp.int32(-1)
-    for f in reversed((first, *later)):
+    """The first failed index of a run: ``first`` unless it is -1, else the first of ``later`` that is not (a
+    None among ``later``: a part without checks, which cannot fail)."""
+    parts = [f for f in (first, *later) if f is not None]
+    result = parts[-1]  # (a failed index is -1 or a check's index)
+    for f in reversed(parts[:-1]):
         result = jnp.where(f >= 0, f, result)
     return result
 
@@ -165,7 +167,8 @@ def _while(op, ctx: TraceContext) -> Callable:
             new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
             stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
             going, test_failed, test_overflow = test_apart(new)
-            failed = _merge_failed(failed, body_failed, jnp.where(test_failed >= 0, test_failed + len(checks), -1))
+            failed = _merge_failed(failed, body_failed if checks else None,  # (no checks: the loop carries -1)
+                                   jnp.where(test_failed >= 0, test_failed + len(checks), -1) if test_checks else None)
             return steps + 1, new, history, stash, going, failed, overflow | body_overflow | test_overflow
 
         (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
@@ -216,8 +219,10 @@ def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dic
 
     def body(counter):
         index = counter - 1
-        return read_back_block(body_block, plan, {n: lax.dynamic_index_in_dim(stash.buffers[n], index, 0, False)
-                                                  for n in plan.names})
+        values = {n: lax.dynamic_index_in_dim(stash.buffers[n], index, 0, False) for n in plan.names}
+        values.update((body_block.ops[j].output("Out")[0], lax.dynamic_index_in_dim(outer[history], index, 0, False))
+                      for j, history in plan.rows)
+        return read_back_block(body_block, plan, values)
 
     return body
 
