@@ -225,3 +225,29 @@ def test_fill_constant_gives_a_fresh_array_of_np_full_every_run(shape, dtype, va
     np.testing.assert_array_equal(first, want)
     first[...] = 0  # a later op writing into one run's constant leaves the next run's alone
     np.testing.assert_array_equal(kernel(), want)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("index", [np.int64(1), np.int32(-1), np.array(0), np.array(-2, np.int32), np.array(3),
+                                   np.array(-5), np.array([2, 0, 2])], ids=repr)
+def test_gather_of_one_integer_index_is_np_take_with_its_bounds(axis, index):
+    """One integer index reads a view of the row (the fast path of a loop body's gather); it must give np.take's
+    values, shape and dtype, and fail where np.take fails, with its message."""
+    from gradgen.framework import ExecutionError, Executor, Scope
+    from gradgen.program import Program, layers, program_guard
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3, 4], "float32")
+        i = layers.data("i", list(np.shape(index)), str(index.dtype))
+        out = layers.gather(x, i, axis=axis)
+    xv = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    try:
+        want = np.take(xv, index, axis=axis)
+    except IndexError as e:
+        with pytest.raises(ExecutionError, match=str(e)):
+            Executor().run(main, feed={"x": xv, "i": index}, fetch_list=[out], scope=Scope())
+        return
+    (got,) = Executor().run(main, feed={"x": xv, "i": index}, fetch_list=[out], scope=Scope())
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
