@@ -50,8 +50,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["CALLING_THREAD_PRODUCT", "GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_batch",
-           "prepare_gemm", "product_nt", "provider_threads", "use_blas"]
+__all__ = ["CALLING_THREAD_PRODUCT", "GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_at",
+           "gemm_batch", "prepare_gemm", "product_nt", "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 GEMM_DTYPES = (np.dtype("float32"), np.dtype("float64"))
@@ -281,6 +281,15 @@ def _gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarr
 
 gemm: Callable[..., np.ndarray] = _gemm
 """``gemm(trans_a, trans_b, alpha, a, b, beta, c)`` for 2-D float32/float64 arrays, writing C."""
+
+
+def gemm_at(dtype, trans_b: bool, m: int, n: int, k: int, a: int, lda: int, b: int, ldb: int, beta: float,
+            c: int, ldc: int) -> None:
+    """C = A @ op(B) + beta C on the chosen BLAS (``PROVIDER``, which must be set), row-major matrices given by
+    address and leading dimension: for a kernel that walks sub-matrices of arrays it holds (the taps of a
+    shifted convolution, which overlap). The caller keeps the arrays alive and every matrix inside them."""
+    _set_up(PROVIDER).gemm[dtype](_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0, a, lda, b,
+                                  ldb, beta, c, ldc)
 
 
 def _matrices(x: np.ndarray, trans: bool, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, bool, int]:

@@ -10,6 +10,9 @@ cache, and for each image and group makes one product (``gemm_batch``):
                    on rows widened to the padded input, ``add_wide_columns``)
 - conv2d_transpose is the input gradient at the size its attrs give.
 
+A stride-1 2-D convolution with enough channels skips the columns: ``shifted`` (sums of products reading the
+padded image in place), where ``shifted.applies`` says they were measured faster.
+
 The same kernels serve 1, 2 and 3 spatial dims (the op types keep Paddle's 2-D names; kh*kw above is the
 product of the kernel's sizes, OH*OW of the output's). The outputs are N-C-spatial as they come out of the
 products: nothing is transposed.
@@ -25,6 +28,7 @@ from gradgen.program.ops.conv import transposed_size
 
 from .gemm_batch import gemm_batch
 from .im2col import Sweep, add_columns, add_wide_columns, columns, pad_into
+from . import shifted
 from .pooling import pool2d, pool2d_grad, pool2d_select
 from .scratch import scratch
 from .signature import result_array
@@ -65,6 +69,8 @@ def conv2d(op):
         size = sweep.out_size(x.shape[2:])
         pixels = math.prod(size)
         result = result_array(out, (n, o) + size, x.dtype)
+        if shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
+            return shifted.conv(x, w, sweep.pads, result)
         filters = w.reshape(groups, o // groups, -1)
         for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
             cols = _image_columns(x[lo:hi], sweep, size).reshape(hi - lo, groups, -1, pixels)
@@ -82,6 +88,8 @@ def conv2d_filter_grad(op):
         (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
         pixels = math.prod(size)
         result = result_array(out, w.shape, w.dtype)
+        if shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
+            return shifted.filter_grad(x, gout, sweep.pads, result)
         per_group = result.reshape(groups, o // groups, -1)
         per_group[...] = 0
         for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
@@ -131,7 +139,10 @@ def conv2d_input_grad(op):
     groups, sweeper = op.attr("groups"), _sweeper(op)
 
     def run(w, gout, x, *, out=None):
-        return _input_grad(w, gout, x.shape, sweeper(w.shape), groups, x.dtype, out)
+        sweep = sweeper(w.shape)
+        if shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
+            return shifted.input_grad(w, gout, sweep.pads, result_array(out, x.shape, x.dtype))
+        return _input_grad(w, gout, x.shape, sweep, groups, x.dtype, out)
 
     return run
 
