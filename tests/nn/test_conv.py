@@ -48,6 +48,8 @@ CONV_CASES = [  # (x shape, filters, kernel, stride, padding, dilation, groups)
     ((1, 2, 6, 5), 3, (2, 3), (2, 1), (1, 2), (1, 1), 1),
     ((2, 4, 7, 7), 4, (3, 3), (1, 2), (1, 1), (2, 2), 2),
     ((1, 6, 5, 6), 6, (1, 2), (1, 1), (0, 1), (1, 1), 3),
+    ((2, 4, 5, 6), 4, (3, 2), (1, 1), (1, 1), (1, 1), 4),  # depthwise: its input gradient is a convolution
+    ((1, 4, 5, 5), 8, (3, 3), (1, 1), (2, 1), (1, 1), 2),  # padded to the kernel's size less one
 ]
 
 
