@@ -20,6 +20,8 @@ SHAPES = [  # (N, C, H, W, O, kh, kw, ph, pw)
 def every_size(monkeypatch):
     """The shifted products for convolutions of any size (tests keep them small)."""
     monkeypatch.setattr(shifted, "MIN_PRODUCT", 0)
+    monkeypatch.setattr(shifted, "MAX_WASTE", 1.0)
+    monkeypatch.setattr(shifted, "FILTER_GRAD_MAX_PIXELS", 10 ** 9)
 
 
 def _reference(x, w, ph, pw):
@@ -81,6 +83,16 @@ def test_a_conv2d_on_shifted_products_matches_finite_differences_to_second_order
     (((8, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (3, 3, 1, 1), 1, "float32"), False),  # padded past the kernel
     (((8, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, "int64"), False),  # no BLAS dtype
     (((8, 64, 32, 32, 4), (64, 64, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1,) * 6, 1, "float32"), False),  # 3-D
-], ids=["resnet", "lenet", "thin", "stride", "dilation", "groups", "pads", "int", "3d"])
+    (((16, 512, 7, 7), (512, 512, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, "float32"), False),  # 2 of 9 columns lost
+], ids=["resnet", "lenet", "thin", "stride", "dilation", "groups", "pads", "int", "3d", "waste"])
 def test_applies_where_measured_to_win(case, applies):
     assert shifted.applies(*case) is applies
+
+
+@pytest.mark.parametrize("case, applies", [
+    (((32, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, "float32"), False),  # ResNet's: a tie
+    (((8, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, "float32"), False),  # lost on big images
+    (((16, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, "float32"), True),  # won on small ones
+], ids=["resnet", "56x56", "14x14"])
+def test_the_filter_gradient_takes_shifted_products_only_on_small_images(case, applies):
+    assert shifted.applies_to_filter_grad(*case) is applies

@@ -92,7 +92,8 @@ def conv2d_filter_grad(op):
         (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
         pixels = math.prod(size)
         result = result_array(out, w.shape, w.dtype)
-        if shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
+        if shifted.applies_to_filter_grad(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups,
+                                          x.dtype):
             return shifted.filter_grad(x, gout, sweep.pads, result)
         per_group = result.reshape(groups, o // groups, -1)
         per_group[...] = 0

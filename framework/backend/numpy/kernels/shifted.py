@@ -26,7 +26,7 @@ import numpy as np
 from .. import blas
 from .scratch import scratch
 
-__all__ = ["applies", "conv", "filter_grad", "input_grad"]
+__all__ = ["applies", "applies_to_filter_grad", "conv", "filter_grad", "input_grad"]
 
 MIN_CHANNELS = 16
 """Fewest input and output channels: each product's inner size is a channel count (the filter gradient's is
@@ -46,11 +46,30 @@ def applies(x_shape, w_shape, strides, dilations, pads, groups: int, dtype) -> b
     rows, wide = h + top + bottom - kh + 1, w + left + right
     return (all(s == 1 for s in strides) and all(d == 1 for d in dilations) and min(c, o) >= MIN_CHANNELS
             and max(top, bottom) < kh and max(left, right) < kw and min(h, w, rows, wide - kw + 1) > 0
-            and o * rows * wide * c > MIN_PRODUCT)
+            and o * rows * wide * c > MIN_PRODUCT and (kw - 1) <= MAX_WASTE * wide)
+
+
+def applies_to_filter_grad(x_shape, w_shape, strides, dilations, pads, groups: int, dtype) -> bool:
+    """``applies``, for images of at most ``FILTER_GRAD_MAX_PIXELS`` output pixels: the filter gradient's
+    products are NT (OpenBLAS's slower kind) with the image's size inside, and lost to im2col's on larger images
+    (64 channels on 56x56, batch 8: 15.7 -> 24.0 ms; 64 on 32x32: a tie) while winning on small ones (256
+    channels on 14x14, batch 16: 34.3 -> 27.0 ms; 512 on 7x7: 49.9 -> 31.7)."""
+    if not applies(x_shape, w_shape, strides, dilations, pads, groups, dtype):
+        return False
+    top, bottom, left, right = pads
+    pixels = (x_shape[2] + top + bottom - w_shape[2] + 1) * (x_shape[3] + left + right - w_shape[3] + 1)
+    return pixels <= FILTER_GRAD_MAX_PIXELS
 
 
 MIN_PRODUCT = blas.SMALL_PRODUCT
 """Fewest multiply-adds of one product (one image, one tap) for the shifted products (``applies``)."""
+
+MAX_WASTE = 0.15
+"""Largest share of each product's columns thrown away (the kw-1 past each output row of the padded width):
+512 channels on 7x7 (2 of 9 columns) took 35.0 ms against im2col's 28.6; 14x14 (2 of 16) 25.4 against 32.4."""
+
+FILTER_GRAD_MAX_PIXELS = 196
+"""Most output pixels of an image whose filter gradient runs as shifted products (``applies_to_filter_grad``)."""
 
 
 def _padded_flat(image: np.ndarray, pads, kw: int, purpose: str) -> tuple[np.ndarray, int, int]:
