@@ -46,6 +46,15 @@ def conforms(value: Any, want: Declared) -> bool:
     return True
 
 
+def conforms_as_array(value: Any, want: Declared) -> bool:
+    """``conforms`` for any array with a numpy ``dtype`` and a ``shape`` (a backend's own array, read without
+    converting it)."""
+    shape = value.shape
+    if np.dtype(value.dtype) != want.dtype or len(shape) != want.rank:
+        return False
+    return all(shape[a] == d for a, d in want.known)
+
+
 def shape_matches(declared_shape: Sequence[int], actual: Sequence[int]) -> bool:
     """True when run-time shape ``actual`` has the declared rank and every known dim (-1 matches any size)."""
     return len(declared_shape) == len(actual) and all(d == -1 or d == a for d, a in zip(declared_shape, actual))
@@ -55,9 +64,12 @@ def as_declared(block, name: str, value: Any, what: str, error: type) -> np.ndar
     """``value`` as an array of var ``name``'s declared dtype and shape, or ``error`` saying why it is not.
 
     Python numbers and lists carry no dtype of their own: they get the
-    declared one. An array of another dtype is refused (no silent casts).
+    declared one. An array of another dtype is refused (no silent casts),
+    another library's array (a jax array, a tensor with ``__array__``) too.
     """
     var = block.find_var(name)
+    if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "dtype") and hasattr(value, "shape"):
+        value = np.asarray(value)  # an array with a dtype of its own: read as it is, then checked below
     if not isinstance(value, (np.ndarray, np.generic)):
         try:
             value = np.asarray(value, dtype=var.dtype)

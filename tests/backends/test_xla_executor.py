@@ -240,3 +240,80 @@ def test_the_numpy_backend_runs_on_a_scope_the_xla_backend_filled():
     (xla_loss,) = Executor(backend="xla").run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
     (np_loss,) = Executor().run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
     assert np_loss < xla_loss and type(scope.own("w")) is np.ndarray
+
+
+def test_a_jax_array_feed_goes_in_as_it_is_and_trains_as_the_numpy_feed_does(monkeypatch):
+    """A feed already on the device (a jax array of the declared type) is not copied to host memory and back;
+    one of another dtype or shape is the same FeedError as a numpy feed's."""
+    need_jax()
+    import jax
+
+    from gradgen.framework.backend.xla.compile import x64
+    from gradgen.framework.runtime import compiled_run
+
+    main, startup, loss = _regression()
+    checked: list[str] = []
+    real = compiled_run.checked_feeds
+    monkeypatch.setattr(compiled_run, "checked_feeds", lambda block, feed, want: checked.extend(feed) or
+                        real(block, feed, want))
+    results = {}
+    for on_device in (False, True):
+        exe, scope = Executor(backend="xla"), Scope()
+        exe.run(startup, scope=scope)
+        runs = []
+        for s in range(3):
+            feed = _feed(8, seed=s)
+            if on_device:
+                with x64():
+                    feed = {"x": jax.device_put(feed["x"]), "y": feed["y"]}
+            runs.append(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0])
+        results[on_device] = (runs, np.array(scope["w"]))
+    assert checked.count("x") == 3 and checked.count("y") == 6  # the device arrays were never checked by conversion
+    np.testing.assert_array_equal(results[True][0], results[False][0])
+    np.testing.assert_array_equal(results[True][1], results[False][1])
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    with x64():
+        narrow = jax.device_put(np.zeros((4, 2)))
+    for bad, said in ((jax.numpy.zeros((4, 3), "float32"), "dtype float32"), (narrow, "shape")):
+        with pytest.raises(FeedError, match=said):
+            exe.run(main, feed={"x": bad, "y": np.zeros((4, 1))}, fetch_list=[loss], scope=scope)
+
+
+def test_a_scope_value_fed_to_the_run_that_may_lend_it_is_copied_first():
+    """A jax array the run also reads from the scope (and may donate) is checked like a numpy feed, so the run
+    never reads a buffer it has lent."""
+    need_jax()
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        w = layers.create_parameter([3, 3], "float64", name="w")
+        v = layers.data("v", [3, 3], "float64")
+        loss = layers.reduce_sum(layers.square(layers.matmul(v, w)))
+        optimizer.SGD(0.1).minimize(loss)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    want_exe, want_scope = Executor(), Scope()
+    want_exe.run(startup, scope=want_scope)
+    want_scope.set("w", np.array(scope["w"]))
+    for _ in range(3):
+        held = scope.own("w")
+        got = exe.run(main, feed={"v": held}, fetch_list=[loss], scope=scope)[0]
+        want = want_exe.run(main, feed={"v": np.array(want_scope["w"])}, fetch_list=[loss], scope=want_scope)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(scope["w"], want_scope["w"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_another_librarys_array_of_another_dtype_is_refused_not_cast(backend):
+    """A jax array has a dtype of its own: a float32 one fed to a float64 var is an error on both backends (it
+    was cast silently, as a Python list is)."""
+    need_jax()
+    import jax.numpy as jnp
+
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend=backend), Scope()
+    exe.run(startup, scope=scope)
+    with pytest.raises(FeedError, match="has dtype float32"):
+        exe.run(main, feed={"x": jnp.zeros((4, 3), "float32"), "y": np.zeros((4, 1))}, fetch_list=[loss], scope=scope)
+    got = exe.run(main, feed={"x": [[1.0, 2.0, 3.0]], "y": [[0.5]]}, fetch_list=[loss], scope=scope)[0]
+    assert got.dtype == np.float64  # a list still takes the declared dtype

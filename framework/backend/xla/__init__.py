@@ -5,10 +5,11 @@
 """
 from __future__ import annotations
 
-from .compile import CompiledBlock, cache_dir, device_for
+from .compile import CompiledBlock, cache_dir, device_for, own_array
 from .show import lowered_text
 from .table import LOWERINGS, REFUSED, problems
 
-__all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "device_for", "lowered_text", "problems"]
+__all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "device_for", "lowered_text", "own_array",
+           "problems"]
 
 NAME = "xla"

@@ -26,7 +26,7 @@ from ..numpy.kernels import KERNELS as NUMPY_KERNELS
 from .context import TraceContext
 from .trace import trace_block
 
-__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "device_for", "x64"]
+__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "device_for", "own_array", "x64"]
 
 INITIAL_HISTORY_ROWS = 64
 """History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
@@ -77,6 +77,12 @@ def _use_persistent_cache() -> None:
         jax.config.update("jax_compilation_cache_dir", path)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def own_array(value: Any) -> bool:
+    """True for an array of this backend (a jax array): a run takes it as it is, without a round trip through
+    host memory (``runtime/compiled_run``)."""
+    return isinstance(value, jax.Array)
 
 
 def device_for(place) -> Any:
