@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backend import load_backend
 from ..errors import ExecutionError
-from .conformance import checked_feeds, conforms_as_array, declared, scope_value
+from .conformance import checked_feeds, declared, scope_value
 from .commit import held_interrupts
 from .per_version import PerVersion
 from .scope import Scope
@@ -91,7 +91,10 @@ class CompiledRunner:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         scope_values = [self._scope_value(block, scope, name, entry.declared[name]) for name in compiled.from_scope]
-        checked = self._checked_feeds(block, feed, entry.declared, scope_values)
+        # A feed already of this backend's arrays goes in as it is (no copy to host memory and back), unless the
+        # run also reads it from the scope and may lend its memory.
+        checked = checked_feeds(block, feed, entry.declared, own=lambda value: self.backend.own_array(value) and
+                                not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
         with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
@@ -107,20 +110,6 @@ class CompiledRunner:
                 scope.update(new, as_is=True)  # a fed persistable is the feed's for this run only: not committed
         mark("commit")
         return fetched
-
-    def _checked_feeds(self, block, feed: Mapping[str, Any], want: Mapping[str, Any], scope_values: list) -> dict:
-        """The feeds as their vars declare them (``conformance.checked_feeds``), except that one already of this
-        backend's arrays (a jax array the caller put on the device, or a fetched value fed back) and of the
-        declared dtype and shape goes in as it is: no copy to host memory and back. One that is also a scope
-        value of this run (whose memory the run may lend) is checked like any other feed, and so copied."""
-        own = {name: value for name, value in feed.items()
-               if self.backend.own_array(value) and conforms_as_array(value, want[name])
-               and not any(value is held for held in scope_values)}
-        if not own:
-            return checked_feeds(block, feed, want)
-        checked = checked_feeds(block, {n: v for n, v in feed.items() if n not in own}, want)
-        checked.update(own)
-        return checked
 
     @staticmethod
     def _scope_value(block, scope: Scope, name: str, want) -> Any:

@@ -9,7 +9,7 @@ checks every kernel output with ``shape_matches`` (``checks.declared_type``).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -37,22 +37,19 @@ def declared(var) -> Declared:
 
 def conforms(value: Any, want: Declared) -> bool:
     """True when ``value`` is an ndarray of exactly the declared dtype and shape (-1 matches any size)."""
-    if type(value) is not np.ndarray or value.dtype != want.dtype or value.ndim != want.rank:
-        return False
+    return type(value) is np.ndarray and has_type(value, want)
+
+
+def has_type(value: Any, want: Declared) -> bool:
+    """True when array ``value`` (any array with a numpy ``dtype`` and a ``shape``: a backend's own, read without
+    converting it) has exactly the declared dtype and shape."""
     shape = value.shape
+    if value.dtype != want.dtype or len(shape) != want.rank:
+        return False
     for a, d in want.known:
         if shape[a] != d:
             return False
     return True
-
-
-def conforms_as_array(value: Any, want: Declared) -> bool:
-    """``conforms`` for any array with a numpy ``dtype`` and a ``shape`` (a backend's own array, read without
-    converting it)."""
-    shape = value.shape
-    if np.dtype(value.dtype) != want.dtype or len(shape) != want.rank:
-        return False
-    return all(shape[a] == d for a, d in want.known)
 
 
 def shape_matches(declared_shape: Sequence[int], actual: Sequence[int]) -> bool:
@@ -85,11 +82,14 @@ def as_declared(block, name: str, value: Any, what: str, error: type) -> np.ndar
     return value
 
 
-def checked_feeds(block, feed: Mapping[str, Any], want: Mapping[str, Declared]) -> dict[str, Any]:
+def checked_feeds(block, feed: Mapping[str, Any], want: Mapping[str, Declared],
+                  own: Callable[[Any], bool] | None = None) -> dict[str, Any]:
     """Every feed (even one no op reads) as its var declares it, or the FeedError saying why it is not: what a
-    run of any backend does first."""
-    return {name: value if conforms(value, want[name]) else as_declared(block, name, value, "feed", FeedError)
-            for name, value in feed.items()}
+    run of any backend does first. A value ``own`` accepts (a compiled backend's array) that has the declared
+    type is taken as it is, not converted."""
+    return {name: value if conforms(value, want[name]) or (own is not None and own(value)
+                                                           and has_type(value, want[name]))
+            else as_declared(block, name, value, "feed", FeedError) for name, value in feed.items()}
 
 
 def scope_value(block, scope, name: str, want: Declared) -> np.ndarray:

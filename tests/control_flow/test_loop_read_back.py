@@ -137,4 +137,4 @@ def test_the_stash_is_let_go_once_its_gradient_loop_has_read_it():
     _run(main, [loss, *grads], feed_for(5), replace(PLAIN, kernels={**KERNELS, "while": while_}))
     (forward,) = [s for s in seen if s.writes is not None]
     assert forward.writes.readers == 1 and forward.writes.latest is None
-    assert any(s.reads is forward.writes for s in seen)
+    assert any(s.reads is not None and s.reads[0] is forward.writes for s in seen)

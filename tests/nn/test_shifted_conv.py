@@ -3,11 +3,13 @@ gradients against finite differences (first and second order), and ``applies`` c
 are measured to win."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gradgen.framework.backend.numpy.kernels import shifted
+from gradgen.framework.backend.numpy.kernels import conv, shifted
 from gradgen.program.layers.helper import append
 from tests.grad.checking import check_op_gradients
 
@@ -45,7 +47,9 @@ def test_shifted_products_compute_the_convolution_and_its_gradients(every_size, 
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max(initial=0)))
     # The gradients are the adjoints: <conv(x), g> = <x, input_grad(g)> = <w, filter_grad(x, g)>.
     g = rng.standard_normal(want.shape).astype(dtype)
-    gx = shifted.input_grad(w, g, pads, np.full(x.shape, np.nan, dtype))
+    input_grad = conv.conv2d_input_grad(SimpleNamespace(attr={"groups": 1, "paddings": [ph, pw], "strides": [1, 1],
+                                                              "dilations": [1, 1]}.get))
+    gx = input_grad(w, g, x, out=np.full(x.shape, np.nan, dtype))
     gw = shifted.filter_grad(x, g, pads, np.full(w.shape, np.nan, dtype))
     total = float(np.sum(want * g))
     scale = tol * max(1.0, float(np.sum(np.abs(want * g))))

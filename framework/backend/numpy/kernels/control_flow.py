@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ....runtime.loop_read_back import forward_read_back, replays_of
+from ....runtime.loop_read_back import Replay, forward_read_back
 from .signature import SubBlock
 
 
@@ -64,69 +64,61 @@ def cond(op, blocks):
     return run
 
 
-def _readers(op) -> list:
-    """The gradient loops that read forward loop ``op``'s body back (a gradient loop reads one forward loop)."""
-    return [plan for reverse, plan in replays_of(op) if forward_read_back(reverse)[0] is op]
-
-
-def _stashed(op) -> list[str]:
-    """What forward loop ``op`` keeps of every iteration for the gradient loops that read its body back."""
-    return list(dict.fromkeys(n for plan in _readers(op) for n in plan.needed))
-
-
 def while_blocks(op, stash: "LoopStashes | None" = None) -> dict[str, SubBlock]:
     """The condition and the body are fed their parameter vars (the loop values) and the op's ``Input`` vars.
-    Linked by ``stash`` (``loop_stashes``), a forward loop's body also returns what it stashes, and a gradient
-    loop gets ``read_back`` too: its body without the read-back ops, fed their stashed values."""
+    Linked by ``stash`` (``loop_stashes``), a forward loop's body also returns what it keeps, and a gradient
+    loop gets ``read_back`` too: its body without the read-back ops, fed their kept values."""
     stash = LoopStashes() if stash is None else stash
     inputs = op.input("Input")
     body_feeds = op.attr("body_params") + inputs
-    body_fetches = op.attr("body_outs") + (_stashed(op) if stash.writes is not None else [])
+    body_fetches = op.attr("body_outs") + (stash.writes.names if stash.writes is not None else [])
     blocks = {"cond": SubBlock(op.attr("cond_block"), op.attr("cond_params") + inputs, [op.attr("cond_out")]),
               "body": SubBlock(op.attr("body_block"), body_feeds, body_fetches)}
-    reads = forward_read_back(op) if stash.reads is not None else None
-    if reads is not None:
-        plan = reads[1]
-        blocks["read_back"] = SubBlock(op.attr("body_block"), body_feeds + list(plan.needed), body_fetches,
-                                       frozenset(j for _, j in plan.pairs) | frozenset(plan.dead))
+    if stash.reads is not None:
+        replay = stash.reads[1]
+        blocks["read_back"] = SubBlock(op.attr("body_block"), body_feeds + list(replay.needed), body_fetches,
+                                       frozenset(j for _, j in replay.pairs) | frozenset(replay.dead))
     return blocks
 
 
 class RowStash:
-    """What a forward loop keeps for the gradient loops that read its body back: ``latest`` = (its ``Steps``,
-    its outer arrays by name, its rows by name: one value per iteration) of its last run, one tuple, so a reader
-    sees one whole run."""
+    """What a forward loop keeps for the gradient loops that read its body back: ``names``, the body values they
+    need; ``latest`` = (its ``Steps``, its outer arrays by name, its rows by name: one value per iteration) of its
+    last run, one tuple, so a reader sees one whole run."""
 
-    __slots__ = ("latest", "readers", "unread")
+    __slots__ = ("names", "readers", "latest", "unread")
 
-    def __init__(self, readers: int):
+    def __init__(self):
+        self.names: list[str] = []
+        self.readers = 0
         self.latest: tuple | None = None
-        self.readers = readers
         self.unread = 0
         """How many linked gradient loops have yet to read ``latest``: the last one lets it go."""
 
 
 class LoopStashes(NamedTuple):
-    """The stashes a loop's kernel writes (as a forward loop) and reads (as a gradient loop); a gradient loop
-    may be the forward loop of a second-order one, so both."""
+    """The stash a loop's kernel writes (as a forward loop) and the one it reads with its ``Replay`` (as a
+    gradient loop); a gradient loop may be the forward loop of a second-order one, so both."""
 
     writes: RowStash | None = None
-    reads: RowStash | None = None
+    reads: tuple[RowStash, Replay] | None = None
 
 
 def loop_stashes(block, linkable: Callable[[Any], bool] = lambda op: True) -> dict[int, LoopStashes]:
     """Op index -> the ``LoopStashes`` of each loop of ``block`` linked to another; only ``linkable`` ops are
-    (the plan's: those whose kernel factory takes a ``stash``)."""
+    (the plan's: those whose kernel factory takes a ``stash``). The links are worked out here, once per plan."""
     ops = block.ops
     writes: dict[int, RowStash] = {}
-    reads: dict[int, RowStash] = {}
+    reads: dict[int, tuple[RowStash, Replay]] = {}
     for j, op in enumerate(ops):
         found = forward_read_back(op) if op.type == "while" and linkable(op) else None
-        if found is not None and linkable(found[0]):
-            i = next(k for k, o in enumerate(ops) if o is found[0])
-            stash = writes.setdefault(i, RowStash(0))
-            stash.readers += 1
-            reads[j] = stash
+        if found is None or not linkable(found[0]):
+            continue
+        forward, replay = found
+        stash = writes.setdefault(next(i for i, o in enumerate(ops) if o is forward), RowStash())
+        stash.readers += 1
+        stash.names += [n for n in replay.needed if n not in stash.names]
+        reads[j] = (stash, replay)
     return {k: LoopStashes(writes.get(k), reads.get(k)) for k in {*writes, *reads}}
 
 
@@ -140,17 +132,17 @@ def while_(op, blocks, *, dropped: frozenset[str] = frozenset(), stash: LoopStas
     run_cond, run_body = blocks["cond"], blocks["body"]
     limit = op.attr("max_iterations")
     kept = [name not in dropped for name in op.output("History")]
-    stashed = _stashed(op) if stash.writes is not None else []  # (what the body returns past the loop values)
-    reads = forward_read_back(op) if "read_back" in blocks and stash.reads is not None else None
-    read_back = None if reads is None else _reader(blocks["read_back"], reads[1], stash.reads, body_params[0])
+    keeps = stash.writes  # (its names: what the body returns past the loop values)
 
     def run(*values):
         xs, outer = list(values[:n]), dict(zip(inputs, values[n:]))
         shapes = [_shape(x) for x in xs]  # every iteration's loop values have these
         history: list[list | None] = [[] if keep else None for keep in kept]
         records = [(record, k) for k, record in enumerate(history) if record is not None]
-        rows: list[list] = [[] for _ in stashed]
-        body = run_body if read_back is None else read_back(xs[0], outer) or run_body
+        rows: list[list] = [[] for _ in keeps.names] if keeps is not None else []
+        body = run_body
+        if stash.reads is not None:
+            body = _reading_back(blocks["read_back"], *stash.reads, body_params[0], xs[0], outer) or run_body
         steps = 0
         while True:
             env = outer.copy()
@@ -175,35 +167,34 @@ def while_(op, blocks, *, dropped: frozenset[str] = frozenset(), stash: LoopStas
         stacked = [None if record is None else np.stack(record) if record else
                    np.empty((0,) + np.shape(x), np.asarray(x).dtype) for record, x in zip(history, xs)]
         steps = np.int64(steps)
-        if stashed:
-            stash.writes.latest, stash.writes.unread = (steps, outer, dict(zip(stashed, rows))), stash.writes.readers
+        if keeps is not None:
+            keeps.latest, keeps.unread = (steps, outer, dict(zip(keeps.names, rows))), keeps.readers
         return (*xs, *stacked, steps)
 
     return run
 
 
-def _reader(run_read_back, plan, stash: RowStash, counter_param: str):
-    """``reader(counter, outer)``: the body a gradient loop starting at ``counter`` with outer arrays ``outer``
-    runs, reading the stash's rows back, or None when the stash is not of the forward run it reverses."""
-    needed, shared = plan.needed, plan.outer
+def _reading_back(run_read_back, stash: RowStash, replay: Replay, counter_param: str, counter, outer: dict):
+    """The body a gradient loop starting at ``counter`` with outer arrays ``outer`` runs to read ``stash``'s
+    rows back (row ``counter - 1`` in each iteration), or None when the stash is not of the forward run it
+    reverses (then it recomputes)."""
+    latest = stash.latest
+    if latest is None or counter is not latest[0] or any(outer.get(n) is not latest[1].get(n) for n in replay.outer):
+        return None
+    stash.unread -= 1
+    if stash.unread <= 0:
+        stash.latest = None
+    needed = replay.needed
+    rows = [latest[2][name] for name in needed]
 
-    def reader(counter, outer: dict):
-        latest = stash.latest
-        if latest is None or counter is not latest[0] or any(outer.get(n) is not latest[1].get(n) for n in shared):
-            return None
-        rows = [latest[2][name] for name in needed]
-        stash.unread -= 1
-        if stash.unread <= 0:
-            stash.latest = None
+    def body(env: dict) -> list:
+        index = int(env[counter_param]) - 1
+        env.update((name, row[index]) for name, row in zip(needed, rows))
+        return run_read_back(env)
 
-        def body(env: dict) -> list:
-            index = int(env[counter_param]) - 1
-            env.update((name, row[index]) for name, row in zip(needed, rows))
-            return run_read_back(env)
+    return body
 
-        return body
 
-    return reader
 def _changed_shape(new, shapes: list, steps: int) -> None:
     for k, value in enumerate(new):
         if _shape(value) != shapes[k]:

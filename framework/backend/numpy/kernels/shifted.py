@@ -13,7 +13,8 @@ apart), accumulated by the BLAS itself (beta = 1): nothing is copied but the
 padded image and the output's valid columns. The filter gradient is the same
 walk with the output gradient laid out wide (zeros in the thrown-away columns)
 and summed over images; the input gradient is a convolution of the padded
-output gradient with the flipped, transposed filter.
+output gradient with the flipped, transposed filter (``conv.conv2d_input_grad``),
+which comes here in turn.
 
 On ResNet's 64-channel 3x3 layers (batch 32, 32x32) the im2col kernels spent
 a third of their time building or scattering columns. ``applies`` says where
@@ -26,7 +27,7 @@ import numpy as np
 from .. import blas
 from .scratch import scratch
 
-__all__ = ["applies", "applies_to_filter_grad", "conv", "filter_grad", "input_grad"]
+__all__ = ["applies", "applies_to_filter_grad", "conv", "filter_grad"]
 
 MIN_CHANNELS = 16
 """Fewest input and output channels: each product's inner size is a channel count (the filter gradient's is
@@ -107,15 +108,6 @@ def conv(x: np.ndarray, w: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
         _taps_into(taps, flat, wp, ho, wide)
         result[i] = wide.reshape(o, ho, wp)[:, :, :wo]
     return result
-
-
-def input_grad(w: np.ndarray, gout: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
-    """conv2d's gradient in its input [N, C, H, W] (``result``): ``gout`` padded by the kernel's size less one less
-    each padding, convolved with ``w`` flipped and transposed."""
-    kh, kw = w.shape[2:]
-    top, bottom, left, right = pads
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    return conv(gout, flipped, (kh - 1 - top, kh - 1 - bottom, kw - 1 - left, kw - 1 - right), result)
 
 
 def filter_grad(x: np.ndarray, gout: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
