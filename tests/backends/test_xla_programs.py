@@ -260,6 +260,45 @@ def test_a_check_inside_a_loop_body_fails_the_run_naming_its_op():
     assert "block 2, op #" in str(got) and "(gather)" in str(got), got
 
 
+def _loop_gated_by_a_table(limits_rows: int):
+    """h = sin(h) while limits[t] > 0, t counting up: the condition gathers, so it checks its index."""
+    main = Program()
+    with program_guard(main, Program()):
+        limits = layers.data("limits", [limits_rows], "int64")
+        x = layers.data("x", [2], "float64")
+        one, zero = layers.fill_constant([], "int64", 1), layers.fill_constant([], "int64", 0)
+        _, h = layers.while_loop(lambda t, h: layers.greater_than(layers.gather(limits, t), zero),
+                                 lambda t, h: [layers.add(t, one), layers.sin(h)], [zero, x])
+        loss = layers.reduce_sum(h)
+    return main, loss
+
+
+@pytest.mark.parametrize("limits", [[1, 1, 0], [1, 1, 1]])
+def test_a_check_in_the_loop_condition_fails_the_run_naming_its_op(limits):
+    """A condition that states a check is carried from the end of each iteration (its failure is the loop's):
+    [1, 1, 1] runs it at row 3 of 3."""
+    main, loss = _loop_gated_by_a_table(len(limits))
+    want, got = run_both(main, {"limits": np.array(limits, np.int64), "x": np.array([0.5, 1.0])}, [loss.name])
+    if limits[-1]:
+        assert isinstance(want, ExecutionError) and isinstance(got, ExecutionError), (want, got)
+        assert "block 1, op #" in str(got) and "(gather)" in str(got), got
+    else:
+        assert_same(want, got, [loss.name])
+
+
+def test_a_condition_that_checks_nothing_is_xlas_own_loop_test():
+    """The RNN's ``t < T`` is traced in XLA's while condition (one step less per iteration than carrying it from
+    the end of the body); a condition with a check stays in the body."""
+    from gradgen.framework.backend.xla.show import lowered_text
+
+    main, loss, _ = rnn.build()
+    text = lowered_text(main, ["xs", "h0", "w", "c", "T"], [loss.name])
+    assert "while/while/cond/b1/op0:less_than" in text and "while/while/body/b1/op0" not in text
+    gated, gated_loss = _loop_gated_by_a_table(3)
+    text = lowered_text(gated, ["limits", "x"], [gated_loss.name])
+    assert "while/while/body/b1/op0:gather" in text and "while/while/cond/b1/op0" not in text
+
+
 def test_a_reader_that_could_see_the_history_padding_is_refused():
     main = Program()
     with program_guard(main, Program()):

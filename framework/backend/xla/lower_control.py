@@ -5,7 +5,8 @@
 A sub-block sees the op's ``Input`` vars and its parameters, as the numpy kernels feed it. Checks and History
 overflows stated inside a ``lax`` branch or loop body are values of that body, so they leave it as two carried
 scalars, the index of the first failed check (-1: none) and an overflow flag, and are stated again outside,
-one flag per check, each naming its own op.
+one flag per check, each naming its own op. A loop condition that states nothing is XLA's own loop test, traced
+in the while's condition; one that checks is evaluated at the end of each iteration and carried.
 
 ``History`` needs a static length: ``rows`` = the context's ``history_capacity``, capped by ``max_iterations``.
 Row ``t`` is written in iteration ``t``; rows past ``Steps`` stay zero. A loop still running after ``rows``
@@ -17,7 +18,8 @@ instead of recomputing them, where ``runtime/loop_read_back`` proves they are th
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -49,19 +51,34 @@ def _any(flags: Sequence[Any]):
     return jnp.any(jnp.stack([jnp.any(f) for f in flags])) if flags else jnp.zeros((), bool)
 
 
+@contextmanager
+def _set_apart(ctx: TraceContext) -> Iterator[None]:
+    """Inside the ``with``, what a trace states (checks, overflows, History steps) starts empty and stays out of
+    ``ctx`` (it is the values of a ``lax`` body); ``ctx`` has its own back after."""
+    saved = ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where
+    ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of = [], [], [], {}
+    try:
+        yield
+    finally:
+        ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where = saved
+
+
 def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> tuple[list, list[Check], Any, Any]:
     """Trace ``block`` for a ``lax`` body: (fetched values, its checks, first failed index, overflow flag).
 
     The checks and overflows it states stay out of ``ctx`` (they are the body's values); History steps of loops
     nested inside are dropped (only block 0's loops can be fetched).
     """
-    saved = ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where
-    ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of = [], [], [], {}
-    try:
+    with _set_apart(ctx):
         values = ctx.trace_block(block, env, fetches)
         return values, ctx.checks, _first_failed(ctx.flags), _any(ctx.overflow)
-    finally:
-        ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where = saved
+
+
+def _states_nothing(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> bool:
+    """Whether tracing ``block`` states no check and no overflow (its values are all it makes)."""
+    with _set_apart(ctx):
+        ctx.trace_block(block, env, fetches)
+        return not ctx.checks and not ctx.overflow
 
 
 def _traced_inline(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> list:
@@ -153,12 +170,18 @@ def _while(op, ctx: TraceContext) -> Callable:
             test_checks[:] = checks
             return _truth(going, "the loop condition"), failed, overflow
 
+        # A condition that checks nothing is evaluated by XLA's own loop test, at the start of each iteration
+        # (one step less per iteration than carrying its value from the end of the last).
+        test_first = _states_nothing(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
+
         def loop_test(state):
-            steps, _, _, _, going, failed, _ = state
+            steps, xs, _, _, going, failed, _ = state
+            if test_first:
+                going = test_apart(xs)[0]
             return going & (steps < rows) & (failed < 0)
 
         def loop_body(state):
-            steps, xs, history, stash, _, failed, overflow = state
+            steps, xs, history, stash, going, failed, overflow = state
             if rows:  # (max_iterations=0: the body is traced but never runs, and has no row to write)
                 history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
             got, checks, body_failed, body_overflow = _traced_apart(
@@ -166,7 +189,10 @@ def _while(op, ctx: TraceContext) -> Callable:
             body_checks[:] = checks
             new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
             stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
-            going, test_failed, test_overflow = test_apart(new)
+            if test_first:  # (the test states nothing: XLA's loop test evaluates it)
+                test_failed, test_overflow = None, _any([])
+            else:
+                going, test_failed, test_overflow = test_apart(new)
             failed = _merge_failed(failed, body_failed if checks else None,  # (no checks: the loop carries -1)
                                    jnp.where(test_failed >= 0, test_failed + len(checks), -1) if test_checks else None)
             return steps + 1, new, history, stash, going, failed, overflow | body_overflow | test_overflow
@@ -177,6 +203,8 @@ def _while(op, ctx: TraceContext) -> Callable:
         state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
                  jnp.zeros((), bool))
         steps, xs, history, stash, going, failed, overflow = lax.while_loop(loop_test, loop_body, state)
+        if test_first:
+            going = test_apart(xs)[0]
         _restate(ctx, body_checks, failed)
         _restate(ctx, test_checks, failed - len(body_checks))
         still_running = going & (failed < 0)
