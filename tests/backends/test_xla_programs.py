@@ -231,6 +231,62 @@ def test_the_gradient_loop_reads_the_forward_body_back_instead_of_recomputing_it
     assert set(re.findall(r"b(\d+)/op(\d+):gather/lt", text)) == {(str(body), "2")}
 
 
+def _rows_rnn(first: int, step: int, one_outside: bool):
+    """h = tanh(h @ w + xs[i] @ u) for i = first, first + step, ... while -T <= i < T (negative i reads from the
+    end), with its gradients in w, u, h0 and xs (u's reads the gathered rows back)."""
+    main = Program()
+    with program_guard(main, Program()):
+        xs = layers.data("xs", [-1, 2, 4], "float64")
+        h0, w = layers.data("h0", [2, 3], "float64"), layers.data("w", [3, 3], "float64")
+        u = layers.data("u", [4, 3], "float64")
+        steps = layers.data("T", [], "int64")
+        outside = layers.fill_constant([], "int64", step)
+
+        def body(i, h):
+            by = outside if one_outside else layers.fill_constant([], "int64", step)
+            return [layers.add(i, by),
+                    layers.tanh(layers.add(layers.matmul(h, w), layers.matmul(layers.gather(xs, i), u)))]
+
+        def going(i, h):
+            return layers.logical_and(layers.less_than(i, steps),
+                                      layers.greater_equal(i, layers.scale(steps, scale=-1.0)))
+
+        _, h = layers.while_loop(going, body, [layers.fill_constant([], "int64", first), h0])
+        loss = layers.reduce_sum(layers.square(h))
+        grads = gradients([loss], [w, u, h0, xs])
+    return main, [loss] + grads
+
+
+@pytest.mark.parametrize("first, step, one_outside", [(0, 1, True), (2, 1, False), (-1, -1, True), (1, 2, False)])
+def test_the_gradient_loop_reads_rows_the_forward_loop_kept_already(first, step, one_outside):
+    """The forward loop keeps no stash row for a value it carries to the next iteration (History's next row) nor
+    for a gather of an outer array at a loop var (gathered again, at ``start + t`` for a var that counts up by
+    one, else at its History row): first and second gradients as numpy's, negative indexes and a counter that
+    starts past 0 included."""
+    main, fetch = _rows_rnn(first, step, one_outside)
+    rng = np.random.default_rng(first + 7)
+    feed = {"xs": rng.standard_normal((5, 2, 4)), "h0": rng.standard_normal((2, 3)),
+            "w": 0.5 * rng.standard_normal((3, 3)), "u": 0.5 * rng.standard_normal((4, 3)), "T": np.int64(5)}
+    _same(main, feed, fetch, f"rows from {first} by {step}")
+
+
+def test_the_rnn_forward_loop_stashes_nothing_the_gradient_loop_reads():
+    """Of the rnn's forward loop values read back (the gathered row, the product, the sum, the tanh), the tanh is
+    the next h (History's next row) and the row is gathered again: what is left to stash, the gradient loop does
+    not read (XLA drops it), so the forward body writes History's rows alone."""
+    from gradgen.framework.backend.xla import lower_control
+    from gradgen.framework.runtime.loop_read_back import replays_of
+
+    main, _, _ = rnn.build()
+    forward = next(op for op in main.global_block().ops if op.type == "while")
+    (_, plan), = replays_of(forward)
+    carried, regathered = lower_control._rows_already_kept(forward, main.block(forward.attr("body_block")),
+                                                           plan.names)
+    assert set(carried) == {"tanh_0"} and set(regathered) == {"gather_0"}
+    assert set(plan.needed) <= set(carried) | set(regathered), plan.needed
+    assert lower_control._counts_up(forward, main.block(forward.attr("body_block")), regathered["gather_0"][2])
+
+
 def test_a_gradient_loop_after_an_update_reads_the_weights_the_loop_saw():
     """SGD writes w between the forward loop and a second gradient loop, which reads w's snapshot: nothing of
     the updated w may be read back from (or mixed into) the forward loop's stash."""

@@ -6,7 +6,7 @@ dropped by XLA with their buffers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ...runtime.loop_read_back import Replay
 
@@ -15,9 +15,10 @@ __all__ = ["ReadBack", "Stash", "read_back_block", "stash_read", "stashes"]
 
 @dataclass
 class Stash:
-    """A traced forward loop's stash: buffers ``[rows, ...]`` by var name, its Steps and its outer values."""
+    """A traced forward loop's stash: by var name, ``row(t)`` -> the var's value in iteration ``t``; its Steps and
+    its outer values."""
 
-    buffers: dict[str, Any]
+    rows: dict[str, Callable[[Any], Any]]
     steps: Any
     outer: dict[str, Any]
 

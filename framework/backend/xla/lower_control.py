@@ -14,7 +14,10 @@ iterations sets the overflow flag (the step re-runs with more rows) unless ``row
 it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
 row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
 A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
-instead of recomputing them, where ``runtime/loop_read_back`` proves they are the same values.
+instead of recomputing them, where ``runtime/loop_read_back`` proves they are the same values. A value the
+loop carries to its next iteration needs no stash row (History's next row holds it), nor does a gather of an
+outer array at a loop var (gathered again from History's row, or at ``start + t`` for a var counting up by
+one): XLA's loop pays per operation, and a row write is one.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
+import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
@@ -29,6 +33,7 @@ from ...errors import ExecutionError
 from .context import Check, TraceContext
 from ...runtime.loop_read_back import forward_read_back, replays_of
 from .loop_stash import Stash, read_back_block, stash_read, stashes
+from .lower_tensor import op_axis, take_rows
 
 __all__ = ["LOWERINGS", "history_rows"]
 
@@ -156,6 +161,9 @@ def _while(op, ctx: TraceContext) -> Callable:
     rows = history_rows(ctx, limit)
     _refuse_padding_readers(op, rows)
     kept = list(dict.fromkeys(name for _, plan in replays_of(op) for name in plan.names)) if rows else []
+    carried, regathered = _rows_already_kept(op, body_block, kept)
+    counting = {k for _, _, k in regathered.values() if _counts_up(op, body_block, k)}
+    stored = [name for name in kept if name not in carried and name not in regathered]
     reads = forward_read_back(op)
     body_checks: list[Check] = []
     test_checks: list[Check] = []
@@ -185,7 +193,7 @@ def _while(op, ctx: TraceContext) -> Callable:
             if rows:  # (max_iterations=0: the body is traced but never runs, and has no row to write)
                 history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
             got, checks, body_failed, body_overflow = _traced_apart(
-                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + kept)
+                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + stored)
             body_checks[:] = checks
             new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
             stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
@@ -199,9 +207,10 @@ def _while(op, ctx: TraceContext) -> Callable:
 
         (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
         history = tuple(_rows_like(rows, x) for x in xs)
-        stash = tuple(_rows_like(rows, v) for v in _body_values(ctx, body(xs[0]), outer, body_params, xs, kept))
+        stash = tuple(_rows_like(rows, v) for v in _body_values(ctx, body(xs[0]), outer, body_params, xs, stored))
         state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
                  jnp.zeros((), bool))
+        start = xs
         steps, xs, history, stash, going, failed, overflow = lax.while_loop(loop_test, loop_body, state)
         if test_first:
             going = test_apart(xs)[0]
@@ -217,10 +226,70 @@ def _while(op, ctx: TraceContext) -> Callable:
         for name in op.output("History"):
             ctx.steps_of[name] = steps
         if kept:
-            stashes(ctx)[tuple(op.output("History"))] = Stash(dict(zip(kept, stash)), steps, outer)
+            rows_of = {name: _row_reader(buffer) for name, buffer in zip(stored, stash)}
+            rows_of.update((name, _next_start(history[k], xs[k], steps)) for name, k in carried.items())
+            rows_of.update((name, _regather(body_block.ops[j], outer[x_name], history[k], start[k] if k in counting
+                                            else None)) for name, (j, x_name, k) in regathered.items())
+            stashes(ctx)[tuple(op.output("History"))] = Stash(rows_of, steps, outer)
         return (*xs, *history, steps)
 
     return fn
+
+
+def _rows_already_kept(op, body, kept: Sequence[str]) -> tuple[dict[str, int], dict[str, tuple[int, str, int]]]:
+    """Which values to read back need no stash row of their own, each iteration's value being kept already:
+    (name -> loop var ``k`` whose next value it is: row ``t`` is History ``k``'s row ``t + 1``, or the loop's
+    result after the last iteration; name -> (body op index, outer var ``X``, loop var ``k``) of a ``gather`` of
+    an outer ``X`` at loop var ``k``: row ``t`` is ``X`` gathered again at History ``k``'s row ``t``, an index the
+    forward run has checked). One row write less per iteration for each, where XLA's loop pays per operation."""
+    params, outs, inputs = op.attr("body_params"), op.attr("body_outs"), set(op.input("Input"))
+    written = {n for o in body.ops for n in o.output_arg_names}
+    carried = {name: outs.index(name) for name in kept if name in outs}
+    regathered = {}
+    for j, o in enumerate(body.ops):
+        name = o.output_arg_names[0] if len(o.output_arg_names) == 1 else None
+        if (name in kept and name not in carried and o.type == "gather" and o.input("Index")[0] in params
+                and o.input("X")[0] in inputs and o.input("X")[0] not in written):
+            regathered[name] = (j, o.input("X")[0], params.index(o.input("Index")[0]))
+    return carried, regathered
+
+
+def _row_reader(buffer) -> Callable:
+    return lambda t: lax.dynamic_index_in_dim(buffer, t, 0, False)
+
+
+def _next_start(history, final, steps) -> Callable:
+    """Row ``t`` of a loop var's next value: its History row ``t + 1``, or its final value after the last row."""
+    return lambda t: jnp.where(t + 1 < steps, lax.dynamic_index_in_dim(history, t + 1, 0, False), final)
+
+
+def _regather(gather, x, index_history, index_start=None) -> Callable:
+    """Row ``t`` of ``gather``'s output: ``x`` gathered at History row ``t`` of its index (checked when the forward
+    loop gathered it), or at ``index_start + t`` for an index that counts up by one."""
+    axis = op_axis(gather)
+
+    def row(t):
+        index = lax.dynamic_index_in_dim(index_history, t, 0, False) if index_start is None else index_start + t
+        return take_rows(x, jnp.where(index < 0, index + x.shape[axis], index), axis)
+
+    return row
+
+
+def _counts_up(op, body, k: int) -> bool:
+    """Whether loop var ``k`` of ``op`` gains exactly 1 each iteration (its History row ``t`` is its start + t)."""
+    param, out = op.attr("body_params")[k], op.attr("body_outs")[k]
+    adds = [o for o in body.ops if out in o.output_arg_names]
+    if len(adds) != 1 or adds[0].type != "elementwise_add" or adds[0].input("X") != [param]:
+        return False
+    step = adds[0].input("Y")[0]
+    for block in (body, op.block):  # the 1 is made in the body, or outside and handed in
+        makers = [o for o in block.ops if step in o.output_arg_names]
+        if makers:
+            one = makers[0]
+            return (len(makers) == 1 and one.type == "fill_constant" and one.attr("value") == 1
+                    and list(one.attr("shape")) == [] and np.dtype(one.attr("dtype")).kind in "iu"
+                    and (block is body or step in op.input("Input")))
+    return False
 
 
 def _rows_like(rows: int, value):
@@ -247,7 +316,7 @@ def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dic
 
     def body(counter):
         index = counter - 1
-        values = {n: lax.dynamic_index_in_dim(stash.buffers[n], index, 0, False) for n in plan.names}
+        values = {n: stash.rows[n](index) for n in plan.names}
         values.update((body_block.ops[j].output("Out")[0], lax.dynamic_index_in_dim(outer[history], index, 0, False))
                       for j, history in plan.rows)
         return read_back_block(body_block, plan, values)

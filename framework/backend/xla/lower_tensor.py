@@ -20,14 +20,14 @@ from gradgen.program.shapes import unsqueezed
 from ..numpy.kernels.grad_ops import slice_index
 from .lower_math import out_dtype
 
-__all__ = ["LOWERINGS", "scatter_rows"]
+__all__ = ["LOWERINGS", "op_axis", "scatter_rows", "take_rows"]
 
 
 def _rank(op, slot: str = "X") -> int:
     return len(op.block.var(op.input(slot)[0]).shape)
 
 
-def _axis(op, slot: str = "X") -> int:
+def op_axis(op, slot: str = "X") -> int:
     """The ``axis`` attr normalized against the rank of the slot's first var (0 for a scalar), as the kernels."""
     rank = _rank(op, slot)
     return op.attr("axis") % rank if rank else 0
@@ -41,7 +41,7 @@ def _in_range(ctx, index, size: int, what: str):
     return jnp.where(index < 0, index + size, index)
 
 
-def _take(x, index, axis: int):
+def take_rows(x, index, axis: int):
     """``take(x, index, axis)`` of in-range indexes. From an empty axis (where every index failed its check, or
     none is read) it gives zeros of the right shape: a loop body that never runs is traced all the same."""
     if x.shape[axis] == 0:
@@ -85,7 +85,7 @@ def _unsqueeze(op, ctx):
 
 
 def _concat(op, ctx):
-    axis, dtype = _axis(op), out_dtype(op)
+    axis, dtype = op_axis(op), out_dtype(op)
 
     def run(*xs):
         if any(jnp.ndim(x) == 0 for x in xs):
@@ -110,7 +110,7 @@ def _pieces(x, axis: int, sizes):
 
 
 def _split(op, ctx):
-    axis, sections = _axis(op), list(op.attr("sections"))
+    axis, sections = op_axis(op), list(op.attr("sections"))
 
     def run(x):
         size, sizes = x.shape[axis], list(sections)
@@ -238,10 +238,10 @@ def scatter_rows(base, index, updates, axis: int, add: bool):
 
 
 def _gather(op, ctx):
-    axis = _axis(op)
+    axis = op_axis(op)
 
     def run(x, index):
-        return _take(x, _in_range(ctx, index, x.shape[axis], "gather"), axis)
+        return take_rows(x, _in_range(ctx, index, x.shape[axis], "gather"), axis)
 
     return run
 
@@ -286,7 +286,7 @@ def _take_along_axis(op, ctx):
     def run(x, index):
         ax = axis % x.ndim
         index = _in_range(ctx, index.astype(np.int64), x.shape[ax], "take_along_axis")
-        if x.shape[ax] == 0:  # as _take
+        if x.shape[ax] == 0:  # as take_rows
             return jnp.zeros(jnp.broadcast_shapes(x.shape[:ax] + (1,) + x.shape[ax + 1:], index.shape), x.dtype)
         return jnp.take_along_axis(x, index, ax, mode="clip")
 
@@ -310,7 +310,7 @@ def _take_along_axis_grad(op, ctx):
 def _lookup_table(op, ctx):
     def run(w, ids):
         ctx.check(jnp.all((ids >= 0) & (ids < w.shape[0])), f"an id is outside [0, {w.shape[0]})")
-        return _take(w, ids, 0)
+        return take_rows(w, ids, 0)
 
     return run
 
