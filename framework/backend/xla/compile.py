@@ -241,9 +241,8 @@ class CompiledBlock:
                 continue
             break
         passed, steps = status[at:at + len(exe.ctx.flags)], status[at + len(exe.ctx.flags):]
-        failed = np.flatnonzero(passed == 0)
-        if failed.size:
-            check = exe.ctx.checks[int(failed[0])]
+        if not passed.all():
+            check = exe.ctx.checks[int(np.argmin(passed))]  # the first that failed
             raise ExecutionError(f"{check.where}: {check.message}")
         n = len(self.fetches)
         fetched = list(values[:n])
