@@ -316,6 +316,50 @@ def test_a_check_inside_a_loop_body_fails_the_run_naming_its_op():
     assert "block 2, op #" in str(got) and "(gather)" in str(got), got
 
 
+@pytest.mark.parametrize("rows, limit, steps", [(66, None, 70), (70, None, 70), (3, 3, 5), (2, 3, 5), (5, 3, 5)])
+def test_a_loop_stops_before_the_iteration_whose_gather_fails(rows, limit, steps):
+    """The rnn's first check is its gather of xs at the counter: xla tests that index before each iteration and
+    fails the run there with the gather's error, as numpy's iteration raises it. Past the first 64 History rows
+    (the step runs again with more), and at max_iterations, where numpy's limit comes first (3 of 3 rows, 3
+    iterations allowed: the limit's error; 2 rows: the gather's)."""
+    main = Program()
+    with program_guard(main, Program()):
+        xs, w = layers.data("xs", [-1, 2], "float64"), layers.data("w", [2, 2], "float64")
+        count = layers.data("T", [], "int64")
+        one = layers.fill_constant([], "int64", 1)
+        _, h = layers.while_loop(
+            lambda t, h: layers.less_than(t, count),
+            lambda t, h: [layers.add(t, one), layers.tanh(layers.add(layers.matmul(h, w), layers.gather(xs, t)))],
+            [layers.fill_constant([], "int64", 0), layers.fill_constant([2], "float64", 0.5)], max_iterations=limit)
+        loss = layers.reduce_sum(layers.square(h))
+        grads = gradients([loss], [w, xs])
+    rng = np.random.default_rng(rows)
+    feed = {"xs": rng.standard_normal((rows, 2)), "w": 0.5 * rng.standard_normal((2, 2)), "T": np.int64(steps)}
+    want, got = run_both(main, feed, [loss.name] + [g.name for g in grads])
+    assert_same(want, got, [loss.name] + [g.name for g in grads], f"{rows} rows")
+    if isinstance(want, ExecutionError):
+        gather_failed = limit is None or rows < limit
+        assert ("(gather)" in str(want)) == ("(gather)" in str(got)) == gather_failed, (want, got)
+        assert ("max_iterations" in str(want)) == ("max_iterations" in str(got)) != gather_failed, (want, got)
+
+
+def test_the_rnn_forward_loop_checks_its_gather_in_the_loop_test():
+    """The gather's bounds check leaves the forward body of the compiled program (XLA keeps only the gather and
+    its negative-index reading there); the loop test holds it."""
+    from gradgen.framework.backend.xla.compile import CompiledBlock
+    from gradgen.framework.runtime.signature import run_signature
+
+    main, loss, _ = rnn.build()
+    block, feed = main.global_block(), rnn.feed_for(5)
+    sig = run_signature(block, list(feed), [loss.name])
+    compiled = CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits)
+    text = compiled.executable([feed[n] for n in sig.feeds], []).compiled.as_text()
+    body = next(op for op in block.ops if op.type == "while").attr("body_block")
+    gather = f"b{body}/op{[o.type for o in main.block(body).ops].index('gather')}:gather"
+    assert f"while/while/body/{gather}/jit(_take)" in text
+    assert f"while/while/body/{gather}/ge" not in text and f"while/while/body/{gather}/and" not in text
+
+
 def _loop_gated_by_a_table(limits_rows: int):
     """h = sin(h) while limits[t] > 0, t counting up: the condition gathers, so it checks its index."""
     main = Program()

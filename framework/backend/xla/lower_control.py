@@ -6,7 +6,8 @@ A sub-block sees the op's ``Input`` vars and its parameters, as the numpy kernel
 overflows stated inside a ``lax`` branch or loop body are values of that body, so they leave it as two carried
 scalars, the index of the first failed check (-1: none) and an overflow flag, and are stated again outside,
 one flag per check, each naming its own op. A loop condition that states nothing is XLA's own loop test, traced
-in the while's condition; one that checks is evaluated at the end of each iteration and carried.
+in the while's condition; one that checks is evaluated at the end of each iteration and carried. A body whose
+first check is a gather of an outer array at a loop var has that index tested in the loop test too (``_Gate``).
 
 ``History`` needs a static length: ``rows`` = the context's ``history_capacity``, capped by ``max_iterations``.
 Row ``t`` is written in iteration ``t``; rows past ``Steps`` stay zero. A loop still running after ``rows``
@@ -22,12 +23,15 @@ one): XLA's loop pays per operation, and a row write is one.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import numpy as np
 import jax.numpy as jnp
 from jax import lax
+
+from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError
 from .context import Check, TraceContext
@@ -68,15 +72,25 @@ def _set_apart(ctx: TraceContext) -> Iterator[None]:
         ctx.checks, ctx.flags, ctx.overflow, ctx.steps_of, ctx.where = saved
 
 
-def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> tuple[list, list[Check], Any, Any]:
+def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str], checked_before: int = 0
+                  ) -> tuple[list, list[Check], Any, Any]:
     """Trace ``block`` for a ``lax`` body: (fetched values, its checks, first failed index, overflow flag).
 
     The checks and overflows it states stay out of ``ctx`` (they are the body's values); History steps of loops
-    nested inside are dropped (only block 0's loops can be fetched).
+    nested inside are dropped (only block 0's loops can be fetched). The first ``checked_before`` checks are left
+    out (the loop checks them before the iteration: ``_Gate``).
     """
     with _set_apart(ctx):
         values = ctx.trace_block(block, env, fetches)
-        return values, ctx.checks, _first_failed(ctx.flags), _any(ctx.overflow)
+        checks, flags = ctx.checks[checked_before:], ctx.flags[checked_before:]
+        return values, checks, _first_failed(flags), _any(ctx.overflow)
+
+
+def _first_check(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> Check | None:
+    """The first check tracing ``block`` states, if any."""
+    with _set_apart(ctx):
+        ctx.trace_block(block, env, fetches)
+        return ctx.checks[0] if ctx.checks else None
 
 
 def _states_nothing(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> bool:
@@ -182,10 +196,14 @@ def _while(op, ctx: TraceContext) -> Callable:
         # (one step less per iteration than carrying its value from the end of the last).
         test_first = _states_nothing(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
 
+        gate = _gate(ctx, op, body(xs[0]), outer, xs) if rows else None
+        checked_before = 1 if gate else 0
+
         def loop_test(state):
             steps, xs, _, _, going, failed, _ = state
             if test_first:
                 going = test_apart(xs)[0]
+            going = going & gate.passes(xs) if gate else going
             return going & (steps < rows) & (failed < 0)
 
         def loop_body(state):
@@ -193,7 +211,7 @@ def _while(op, ctx: TraceContext) -> Callable:
             if rows:  # (max_iterations=0: the body is traced but never runs, and has no row to write)
                 history = tuple(lax.dynamic_update_index_in_dim(h, x, steps, 0) for h, x in zip(history, xs))
             got, checks, body_failed, body_overflow = _traced_apart(
-                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + stored)
+                ctx, body(xs[0]), {**outer, **dict(zip(body_params, xs))}, body_outs + stored, checked_before)
             body_checks[:] = checks
             new = tuple(_same_type(k, x, v) for k, (x, v) in enumerate(zip(xs, got[:n])))
             stash = tuple(lax.dynamic_update_index_in_dim(s, v, steps, 0) for s, v in zip(stash, got[n:]))
@@ -217,6 +235,11 @@ def _while(op, ctx: TraceContext) -> Callable:
         _restate(ctx, body_checks, failed)
         _restate(ctx, test_checks, failed - len(body_checks))
         still_running = going & (failed < 0)
+        if gate:  # the loop stopped before an iteration whose gather would fail: that is the run's failure
+            passes = gate.passes(xs)
+            ctx.checks.append(gate.check)
+            ctx.flags.append(jnp.logical_not(still_running & (steps < rows) & jnp.logical_not(passes)))
+            still_running = still_running & (passes | (steps >= rows))
         if limit is not None and rows >= limit:
             ctx.check(jnp.logical_not(still_running),
                       f"the loop is still running after max_iterations={limit} iterations")
@@ -292,6 +315,41 @@ def _counts_up(op, body, k: int) -> bool:
     return False
 
 
+@dataclass
+class _Gate:
+    """A loop body whose first check is a ``gather`` of an outer array at a loop var: the loop tests that index
+    before each iteration, in XLA's loop test, and stops short of an iteration whose gather would fail, which
+    is then the run's failure with the gather's own check. The same failure numpy raises, one operation less per
+    iteration (carrying the check's outcome is one where XLA's loop pays per operation)."""
+
+    var: int
+    size: int
+    check: Check
+
+    def passes(self, xs):
+        index = xs[self.var]
+        return jnp.all((index >= -self.size) & (index < self.size))
+
+
+def _gate(ctx: TraceContext, op, body, outer: dict, xs: tuple) -> _Gate | None:
+    """The body's ``_Gate``, if its first check (no op before states one) is such a gather's."""
+    params, inputs = op.attr("body_params"), set(op.input("Input"))
+    first = _first_check(ctx, body, {**outer, **dict(zip(params, xs))}, op.attr("body_outs"))
+    if first is None:
+        return None
+    written = {n for o in body.ops for n in o.output_arg_names}
+    for j, o in enumerate(body.ops):
+        if op_location(body, j, o.type, o.callsite) != first.where:
+            continue
+        if o.type != "gather":
+            return None
+        x, index = o.input("X")[0], o.input("Index")[0]
+        if index not in params or x not in inputs or x in written:
+            return None
+        return _Gate(params.index(index), jnp.shape(outer[x])[op_axis(o)], first)
+    return None
+
+
 def _rows_like(rows: int, value):
     """A zero buffer of ``rows`` rows shaped like ``value``: one row per iteration."""
     return jnp.zeros((rows,) + tuple(jnp.shape(value)), jnp.result_type(value))
@@ -355,7 +413,6 @@ def _refuse_padding_readers(op, rows: int) -> None:
             read = history.intersection(reader.input_arg_names)
             if not read or _reads_real_rows(program, block, reader, read):
                 continue
-            from gradgen.program.describe import op_location
             raise ExecutionError(
                 f"{op_location(block, index, reader.type, reader.callsite)} reads the History of a while loop "
                 f"({', '.join(sorted(read))}), which the xla backend pads to {rows} rows past the loop's Steps; only "
