@@ -191,6 +191,27 @@ def test_training_on_the_gpu_matches_the_cpu():
     np.testing.assert_allclose(losses[None], list(losses.values())[1], rtol=1e-5)
 
 
+def test_training_on_a_device_that_is_not_the_default_matches_it():
+    """What a GPU run does (feeds and scope values placed on the device, the step compiled for it, updates donated
+    and kept there, fetches copied back; loops past their first History rows), on a second CPU device: the
+    regression's losses and the rnn's gradients equal the default device's, and the weights stay on the device."""
+    need_jax()
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "tests.backends.second_device"], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["placed"]["w_on"] == [got["second"]] and got["default"]["w_on"] != [got["second"]], got
+    np.testing.assert_allclose(got["placed"]["losses"], got["default"]["losses"], rtol=1e-12)
+    for placed, default in zip(got["placed"]["rnn"], got["default"]["rnn"]):
+        np.testing.assert_allclose(placed, default, rtol=1e-12, atol=1e-14)
+
+
 def test_backends_md_holds_the_generated_lowering_table():
     need_jax()
     from pathlib import Path

@@ -177,7 +177,9 @@ class CompiledBlock:
         start = time.perf_counter()
         ctxs: list[TraceContext] = []
         donated, kept = self._split(self.on_device(scope_values))
-        host = tuple(jax.ShapeDtypeStruct(self.block.var(n).shape, self.block.var(n).dtype) for n in self._host_names)
+        on = {} if self.device is None else {"sharding": jax.sharding.SingleDeviceSharding(self.device)}
+        host = tuple(jax.ShapeDtypeStruct(self.block.var(n).shape, self.block.var(n).dtype, **on)
+                     for n in self._host_names)
         args = (tuple(self.on_device(feed_values)), donated, kept, host)
         donates = any(self._donatable)
         with x64():
@@ -216,7 +218,8 @@ class CompiledBlock:
         without a copy of their own)."""
         if self.device is None:
             return list(values)
-        return [jax.device_put(v, self.device) for v in values]
+        with x64():  # (outside it, jax would put a float64 array on the device as float32)
+            return [jax.device_put(v, self.device) for v in values]
 
     def __call__(self, feed_values: Sequence[Any], scope_values: Sequence[Any], exe: _Executable | None = None
                  ) -> tuple[list, list]:
