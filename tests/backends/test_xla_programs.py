@@ -360,6 +360,38 @@ def test_the_rnn_forward_loop_checks_its_gather_in_the_loop_test():
     assert f"while/while/body/{gather}/ge" not in text and f"while/while/body/{gather}/and" not in text
 
 
+def test_a_loop_whose_condition_and_body_draw_draws_what_numpy_draws():
+    """A redrawing random op in the condition (drawn once per test, as numpy evaluates it; its draws decide the
+    trip count) and in a body gated by a gather: working out how to lower the loop traces both apart, which must
+    not draw, and a condition with a side effect stays where numpy evaluates it. Four runs, each the next
+    samples of the streams."""
+    main = Program()
+    with program_guard(main, Program()):
+        xs = layers.data("xs", [-1, 3], "float64")
+        steps = layers.data("T", [], "int64")
+        one = layers.fill_constant([], "int64", 1)
+
+        def going(i, acc):
+            noise = layers.uniform_random([], dtype="float64", seed=5, redraw=True, min=0.0, max=2.0)
+            return layers.less_than(layers.add(layers.cast(i, "float64"), noise), layers.cast(steps, "float64"))
+
+        def body(i, acc):
+            draw = layers.gaussian_random([3], dtype="float64", seed=6, redraw=True)
+            return [layers.add(i, one), layers.add(acc, layers.multiply(layers.gather(xs, i), draw))]
+
+        count, total = layers.while_loop(going, body, [layers.fill_constant([], "int64", 0),
+                                                       layers.fill_constant([3], "float64", 0.0)])
+    feed = {"xs": np.arange(18.0).reshape(6, 3), "T": np.int64(5)}
+    runs = {}
+    for backend in ("numpy", "xla"):
+        exe = Executor(backend=backend)
+        runs[backend] = [exe.run(main, feed=feed, fetch_list=[count, total], scope=Scope()) for _ in range(4)]
+    for want, got in zip(runs["numpy"], runs["xla"]):
+        assert got[0] == want[0], (runs["numpy"], runs["xla"])  # the trip count the condition's draws decide
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+    assert len({int(run[0]) for run in runs["numpy"]}) > 1, runs["numpy"]
+
+
 def _loop_gated_by_a_table(limits_rows: int):
     """h = sin(h) while limits[t] > 0, t counting up: the condition gathers, so it checks its index."""
     main = Program()

@@ -86,18 +86,21 @@ def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str], c
         return values, checks, _first_failed(flags), _any(ctx.overflow)
 
 
-def _first_check(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> Check | None:
-    """The first check tracing ``block`` states, if any."""
-    with _set_apart(ctx):
-        ctx.trace_block(block, env, fetches)
-        return ctx.checks[0] if ctx.checks else None
+def _stated(ctx: TraceContext, block, outer: dict, params: Sequence[str], xs: tuple, fetches: Sequence[str]
+            ) -> tuple[list[Check], int, bool]:
+    """What tracing ``block`` (fed ``xs`` as ``params``) states: its checks, its number of overflows, and
+    whether it has side effects (a random draw's host callback). Traced abstractly, so nothing of it lands in
+    the program, where a callback would run once more."""
+    found: list = []
 
+    def trace(xs):
+        with _set_apart(ctx):
+            values = ctx.trace_block(block, {**outer, **dict(zip(params, xs))}, fetches)
+            found[:] = [list(ctx.checks), len(ctx.overflow)]
+            return values
 
-def _states_nothing(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> bool:
-    """Whether tracing ``block`` states no check and no overflow (its values are all it makes)."""
-    with _set_apart(ctx):
-        ctx.trace_block(block, env, fetches)
-        return not ctx.checks and not ctx.overflow
+    effects = jax.make_jaxpr(trace)(xs).effects
+    return found[0], found[1], bool(effects)
 
 
 def _traced_inline(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> list:
@@ -192,9 +195,9 @@ def _while(op, ctx: TraceContext) -> Callable:
             test_checks[:] = checks
             return _truth(going, "the loop condition"), failed, overflow
 
-        # A condition that checks nothing is evaluated by XLA's own loop test, at the start of each iteration
-        # (one step less per iteration than carrying its value from the end of the last).
-        test_first = _states_nothing(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
+        # A condition that checks nothing and has no side effect is evaluated by XLA's own loop test, at the start
+        # of each iteration (one step less per iteration than carrying its value from the end of the last).
+        test_first = _stated(ctx, cond_block, outer, cond_params, xs, [cond_out]) == ([], 0, False)
 
         gate = _gate(ctx, op, body(xs[0]), outer, xs) if rows else None
         checked_before = 1 if gate else 0
@@ -334,9 +337,10 @@ class _Gate:
 def _gate(ctx: TraceContext, op, body, outer: dict, xs: tuple) -> _Gate | None:
     """The body's ``_Gate``, if its first check (no op before states one) is such a gather's."""
     params, inputs = op.attr("body_params"), set(op.input("Input"))
-    first = _first_check(ctx, body, {**outer, **dict(zip(params, xs))}, op.attr("body_outs"))
-    if first is None:
+    checks, _, _ = _stated(ctx, body, outer, params, xs, op.attr("body_outs"))
+    if not checks:
         return None
+    first = checks[0]
     written = {n for o in body.ops for n in o.output_arg_names}
     for j, o in enumerate(body.ops):
         if op_location(body, j, o.type, o.callsite) != first.where:
