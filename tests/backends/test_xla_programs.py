@@ -274,17 +274,16 @@ def test_the_rnn_forward_loop_stashes_nothing_the_gradient_loop_reads():
     """Of the rnn's forward loop values read back (the gathered row, the product, the sum, the tanh), the tanh is
     the next h (History's next row) and the row is gathered again: what is left to stash, the gradient loop does
     not read (XLA drops it), so the forward body writes History's rows alone."""
-    from gradgen.framework.backend.xla import lower_control
+    from gradgen.framework.backend.xla import loop_stash
     from gradgen.framework.runtime.loop_read_back import replays_of
 
     main, _, _ = rnn.build()
     forward = next(op for op in main.global_block().ops if op.type == "while")
     (_, plan), = replays_of(forward)
-    carried, regathered = lower_control._rows_already_kept(forward, main.block(forward.attr("body_block")),
-                                                           plan.names)
+    carried, regathered = loop_stash.rows_already_kept(forward, main.block(forward.attr("body_block")), plan.names)
     assert set(carried) == {"tanh_0"} and set(regathered) == {"gather_0"}
     assert set(plan.needed) <= set(carried) | set(regathered), plan.needed
-    assert lower_control._counts_up(forward, main.block(forward.attr("body_block")), regathered["gather_0"][2])
+    assert loop_stash.counts_up(forward, main.block(forward.attr("body_block")), regathered["gather_0"][2])
 
 
 def test_a_gradient_loop_after_an_update_reads_the_weights_the_loop_saw():

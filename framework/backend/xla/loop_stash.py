@@ -1,16 +1,23 @@
 """The xla side of a gradient loop reading its forward loop's body back (``runtime/loop_read_back`` decides
 which ops): the forward loop's stash, row ``t`` written in iteration ``t``, and the stand-ins that make the reverse
 body's read-back ops yield the rows read back instead of computing. Stashed values no reverse op reads are
-dropped by XLA with their buffers.
+dropped by XLA with their buffers, and two kinds need no row of their own (``rows_already_kept``): a value the
+loop carries to its next iteration, and a gather of an outer array at a loop var.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 from ...runtime.loop_read_back import Replay
+from .lower_tensor import op_axis, take_rows
 
-__all__ = ["ReadBack", "Stash", "read_back_block", "stash_read", "stashes"]
+__all__ = ["ReadBack", "Stash", "counts_up", "next_start", "read_back_block", "regather", "row_reader",
+           "rows_already_kept", "stash_read", "stashes"]
 
 
 @dataclass
@@ -66,3 +73,59 @@ def stash_read(op, ctx):
     """The lowering of a ``ReadBack``: the values read back, in its origin's output order."""
     values = [op.values[n] for n in op.output_arg_names]
     return lambda: values[0] if len(values) == 1 else tuple(values)
+
+
+def rows_already_kept(op, body, kept: Sequence[str]) -> tuple[dict[str, int], dict[str, tuple[int, str, int]]]:
+    """Which values to read back need no stash row of their own, each iteration's value being kept already:
+    (name -> loop var ``k`` whose next value it is: row ``t`` is History ``k``'s row ``t + 1``, or the loop's
+    result after the last iteration; name -> (body op index, outer var ``X``, loop var ``k``) of a ``gather`` of
+    an outer ``X`` at loop var ``k``: row ``t`` is ``X`` gathered again at History ``k``'s row ``t``, an index the
+    forward run has checked). One row write less per iteration for each, where XLA's loop pays per operation."""
+    params, outs, inputs = op.attr("body_params"), op.attr("body_outs"), set(op.input("Input"))
+    written = {n for o in body.ops for n in o.output_arg_names}
+    carried = {name: outs.index(name) for name in kept if name in outs}
+    regathered = {}
+    for j, o in enumerate(body.ops):
+        name = o.output_arg_names[0] if len(o.output_arg_names) == 1 else None
+        if (name in kept and name not in carried and o.type == "gather" and o.input("Index")[0] in params
+                and o.input("X")[0] in inputs and o.input("X")[0] not in written):
+            regathered[name] = (j, o.input("X")[0], params.index(o.input("Index")[0]))
+    return carried, regathered
+
+
+def row_reader(buffer) -> Callable:
+    return lambda t: lax.dynamic_index_in_dim(buffer, t, 0, False)
+
+
+def next_start(history, final, steps) -> Callable:
+    """Row ``t`` of a loop var's next value: its History row ``t + 1``, or its final value after the last row."""
+    return lambda t: jnp.where(t + 1 < steps, lax.dynamic_index_in_dim(history, t + 1, 0, False), final)
+
+
+def regather(gather, x, index_history, index_start=None) -> Callable:
+    """Row ``t`` of ``gather``'s output: ``x`` gathered at History row ``t`` of its index (checked when the forward
+    loop gathered it), or at ``index_start + t`` for an index that counts up by one."""
+    axis = op_axis(gather)
+
+    def row(t):
+        index = lax.dynamic_index_in_dim(index_history, t, 0, False) if index_start is None else index_start + t
+        return take_rows(x, jnp.where(index < 0, index + x.shape[axis], index), axis)
+
+    return row
+
+
+def counts_up(op, body, k: int) -> bool:
+    """Whether loop var ``k`` of ``op`` gains exactly 1 each iteration (its History row ``t`` is its start + t)."""
+    param, out = op.attr("body_params")[k], op.attr("body_outs")[k]
+    adds = [o for o in body.ops if out in o.output_arg_names]
+    if len(adds) != 1 or adds[0].type != "elementwise_add" or adds[0].input("X") != [param]:
+        return False
+    step = adds[0].input("Y")[0]
+    for block in (body, op.block):  # the 1 is made in the body, or outside and handed in
+        makers = [o for o in block.ops if step in o.output_arg_names]
+        if makers:
+            one = makers[0]
+            return (len(makers) == 1 and one.type == "fill_constant" and one.attr("value") == 1
+                    and list(one.attr("shape")) == [] and np.dtype(one.attr("dtype")).kind in "iu"
+                    and (block is body or step in op.input("Input")))
+    return False
