@@ -16,8 +16,8 @@ from jax import lax
 from ...runtime.loop_read_back import Replay
 from .lower_tensor import op_axis, take_rows
 
-__all__ = ["ReadBack", "Stash", "counts_up", "next_start", "read_back_block", "regather", "row_reader",
-           "rows_already_kept", "stash_read", "stashes"]
+__all__ = ["ReadBack", "Stash", "counts_up", "gather_at_loop_var", "next_start", "read_back_block", "regather",
+           "row_reader", "rows_already_kept", "stash_read", "stashes"]
 
 
 @dataclass
@@ -81,16 +81,25 @@ def rows_already_kept(op, body, kept: Sequence[str]) -> tuple[dict[str, int], di
     result after the last iteration; name -> (body op index, outer var ``X``, loop var ``k``) of a ``gather`` of
     an outer ``X`` at loop var ``k``: row ``t`` is ``X`` gathered again at History ``k``'s row ``t``, an index the
     forward run has checked). One row write less per iteration for each, where XLA's loop pays per operation."""
-    params, outs, inputs = op.attr("body_params"), op.attr("body_outs"), set(op.input("Input"))
-    written = {n for o in body.ops for n in o.output_arg_names}
+    outs = op.attr("body_outs")
     carried = {name: outs.index(name) for name in kept if name in outs}
     regathered = {}
     for j, o in enumerate(body.ops):
-        name = o.output_arg_names[0] if len(o.output_arg_names) == 1 else None
-        if (name in kept and name not in carried and o.type == "gather" and o.input("Index")[0] in params
-                and o.input("X")[0] in inputs and o.input("X")[0] not in written):
-            regathered[name] = (j, o.input("X")[0], params.index(o.input("Index")[0]))
+        at = gather_at_loop_var(op, body, o)
+        if at is not None and o.output("Out")[0] in kept and o.output("Out")[0] not in carried:
+            regathered[o.output("Out")[0]] = (j, *at)
     return carried, regathered
+
+
+def gather_at_loop_var(op, body, gather) -> tuple[str, int] | None:
+    """(outer var ``X``, loop var ``k``) when ``gather``, an op of ``op``'s body, gathers an array the loop only
+    reads at a loop var as it starts an iteration; else None."""
+    if gather.type != "gather":
+        return None
+    x, index, params = gather.input("X")[0], gather.input("Index")[0], op.attr("body_params")
+    if index not in params or x not in op.input("Input") or any(x in o.output_arg_names for o in body.ops):
+        return None
+    return x, params.index(index)
 
 
 def row_reader(buffer) -> Callable:

@@ -35,8 +35,8 @@ from gradgen.program.describe import op_location
 from ...errors import ExecutionError
 from .context import Check, TraceContext
 from ...runtime.loop_read_back import forward_read_back, replays_of
-from .loop_stash import (Stash, counts_up, next_start, read_back_block, regather, row_reader, rows_already_kept,
-                         stash_read, stashes)
+from .loop_stash import (Stash, counts_up, gather_at_loop_var, next_start, read_back_block, regather, row_reader,
+                         rows_already_kept, stash_read, stashes)
 from .lower_tensor import op_axis
 
 __all__ = ["LOWERINGS", "history_rows"]
@@ -280,21 +280,13 @@ class _Gate:
 
 def _gate(ctx: TraceContext, op, body, outer: dict, xs: tuple) -> _Gate | None:
     """The body's ``_Gate``, if its first check (no op before states one) is such a gather's."""
-    params, inputs = op.attr("body_params"), set(op.input("Input"))
-    checks, _, _ = _stated(ctx, body, outer, params, xs, op.attr("body_outs"))
+    checks, _, _ = _stated(ctx, body, outer, op.attr("body_params"), xs, op.attr("body_outs"))
     if not checks:
         return None
-    first = checks[0]
-    written = {n for o in body.ops for n in o.output_arg_names}
     for j, o in enumerate(body.ops):
-        if op_location(body, j, o.type, o.callsite) != first.where:
-            continue
-        if o.type != "gather":
-            return None
-        x, index = o.input("X")[0], o.input("Index")[0]
-        if index not in params or x not in inputs or x in written:
-            return None
-        return _Gate(params.index(index), jnp.shape(outer[x])[op_axis(o)], first)
+        if op_location(body, j, o.type, o.callsite) == checks[0].where:
+            at = gather_at_loop_var(op, body, o)
+            return None if at is None else _Gate(at[1], jnp.shape(outer[at[0]])[op_axis(o)], checks[0])
     return None
 
 
