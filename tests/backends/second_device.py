@@ -2,8 +2,9 @@
 
 jax is started with two CPU devices (``--xla_force_host_platform_device_count=2``, which must be set before jax
 starts) and the backend's ``device_for`` maps ``CUDAPlace(0)`` to the second. Feeds and scope values are then
-placed on that device, the executable compiled for it, the updated values donated and committed there, and the
-fetches copied back, as on a GPU. Prints one JSON line for ``test_xla_executor.py`` to check.
+placed on that device (jax arrays on the default device moved there), the executable compiled for it, the
+updated values donated and committed there, and the fetches copied back, as on a GPU. Prints one JSON line for
+``test_xla_executor.py`` to check.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def _runs(place, second) -> dict:
     exe, scope = Executor(place, backend="xla"), Scope()
     exe.run(startup, scope=scope)
     losses = [float(exe.run(main, feed=_feed(8, "float64", s), fetch_list=[loss], scope=scope)[0]) for s in range(5)]
+    with jax.enable_x64(True):  # a feed already on jax's default device moves to the executor's
+        on_default = {k: jax.device_put(v, jax.devices("cpu")[0]) for k, v in _feed(8, "float64", 5).items()}
+    losses.append(float(exe.run(main, feed=on_default, fetch_list=[loss], scope=scope)[0]))
     on = [str(d) for d in scope.own("w").devices()]
     loop, loop_loss, grads = rnn.build()
     fetched = exe.run(loop, feed=rnn.feed_for(70), fetch_list=[loop_loss, *grads], scope=Scope())  # past 64 rows
