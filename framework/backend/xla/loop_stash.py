@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 
 from ...runtime.loop_read_back import Replay
-from .lower_tensor import op_axis, take_rows
+from .lower_tensor import from_end, op_axis, take_rows
 
 __all__ = ["ReadBack", "Stash", "counts_up", "gather_at_loop_var", "next_start", "read_back_block", "regather",
            "row_reader", "rows_already_kept", "stash_read", "stashes"]
@@ -118,7 +118,7 @@ def regather(gather, x, index_history, index_start=None) -> Callable:
 
     def row(t):
         index = lax.dynamic_index_in_dim(index_history, t, 0, False) if index_start is None else index_start + t
-        return take_rows(x, jnp.where(index < 0, index + x.shape[axis], index), axis)
+        return take_rows(x, from_end(index, x.shape[axis]), axis)
 
     return row
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,7 @@ from .context import Check, TraceContext
 from ...runtime.loop_read_back import forward_read_back, replays_of
 from .loop_stash import (Stash, counts_up, gather_at_loop_var, next_start, read_back_block, regather, row_reader,
                          rows_already_kept, stash_read, stashes)
-from .lower_tensor import op_axis
+from .lower_tensor import in_bounds, op_axis
 
 __all__ = ["LOWERINGS", "history_rows"]
 
@@ -86,11 +86,21 @@ def _traced_apart(ctx: TraceContext, block, env: dict, fetches: Sequence[str], c
         return values, checks, _first_failed(flags), _any(ctx.overflow)
 
 
-def _stated(ctx: TraceContext, block, outer: dict, params: Sequence[str], xs: tuple, fetches: Sequence[str]
-            ) -> tuple[list[Check], int, bool]:
-    """What tracing ``block`` (fed ``xs`` as ``params``) states: its checks, its number of overflows, and
-    whether it has side effects (a random draw's host callback). Traced abstractly, so nothing of it lands in
-    the program, where a callback would run once more."""
+class _Abstract(NamedTuple):
+    """What tracing a block states, found without adding it to the program (``_traced_abstractly``)."""
+
+    checks: list[Check]
+    overflows: int
+    effects: bool
+    """Whether it has side effects (a random draw's host callback)."""
+    values: list
+    """The fetched values' shapes and dtypes."""
+
+
+def _traced_abstractly(ctx: TraceContext, block, outer: dict, params: Sequence[str], xs: tuple,
+                       fetches: Sequence[str]) -> _Abstract:
+    """Trace ``block`` (fed ``xs`` as ``params``) to learn what it states and makes, abstractly: nothing of it
+    lands in the program, where a random draw's callback would run once more."""
     found: list = []
 
     def trace(xs):
@@ -99,8 +109,8 @@ def _stated(ctx: TraceContext, block, outer: dict, params: Sequence[str], xs: tu
             found[:] = [list(ctx.checks), len(ctx.overflow)]
             return values
 
-    effects = jax.make_jaxpr(trace)(xs).effects
-    return found[0], found[1], bool(effects)
+    jaxpr, values = jax.make_jaxpr(trace, return_shape=True)(xs)
+    return _Abstract(found[0], found[1], bool(jaxpr.effects), list(values))
 
 
 def _traced_inline(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> list:
@@ -197,9 +207,11 @@ def _while(op, ctx: TraceContext) -> Callable:
 
         # A condition that checks nothing and has no side effect is evaluated by XLA's own loop test, at the start
         # of each iteration (one step less per iteration than carrying its value from the end of the last).
-        test_first = _stated(ctx, cond_block, outer, cond_params, xs, [cond_out]) == ([], 0, False)
-
-        gate = _gate(ctx, op, body(xs[0]), outer, xs) if rows else None
+        test = _traced_abstractly(ctx, cond_block, outer, cond_params, xs, [cond_out])
+        test_first = not test.checks and not test.overflows and not test.effects
+        # (max_iterations=0: the body never runs; it is traced in the loop all the same)
+        traced = _traced_abstractly(ctx, body(xs[0]), outer, body_params, xs, body_outs + stored) if rows else None
+        gate = _gate(op, body(xs[0]), outer, traced.checks) if rows else None
         checked_before = 1 if gate else 0
 
         def loop_test(state):
@@ -228,7 +240,7 @@ def _while(op, ctx: TraceContext) -> Callable:
 
         (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
         history = tuple(_rows_like(rows, x) for x in xs)
-        stash = tuple(_rows_like(rows, v) for v in _body_values(ctx, body(xs[0]), outer, body_params, xs, stored))
+        stash = tuple(_rows_like(rows, v) for v in traced.values[n:]) if rows else ()
         state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
                  jnp.zeros((), bool))
         start = xs
@@ -274,13 +286,11 @@ class _Gate:
     check: Check
 
     def passes(self, xs):
-        index = xs[self.var]
-        return jnp.all((index >= -self.size) & (index < self.size))
+        return in_bounds(xs[self.var], self.size)
 
 
-def _gate(ctx: TraceContext, op, body, outer: dict, xs: tuple) -> _Gate | None:
-    """The body's ``_Gate``, if its first check (no op before states one) is such a gather's."""
-    checks, _, _ = _stated(ctx, body, outer, op.attr("body_params"), xs, op.attr("body_outs"))
+def _gate(op, body, outer: dict, checks: Sequence[Check]) -> _Gate | None:
+    """The body's ``_Gate``, if its first check (of ``checks``, those it states) is such a gather's."""
     if not checks:
         return None
     for j, o in enumerate(body.ops):
@@ -293,13 +303,6 @@ def _gate(ctx: TraceContext, op, body, outer: dict, xs: tuple) -> _Gate | None:
 def _rows_like(rows: int, value):
     """A zero buffer of ``rows`` rows shaped like ``value``: one row per iteration."""
     return jnp.zeros((rows,) + tuple(jnp.shape(value)), jnp.result_type(value))
-
-
-def _body_values(ctx: TraceContext, body, outer: dict, params: Sequence[str], xs: tuple, names: Sequence[str]):
-    """The shapes and dtypes of ``names`` in one iteration of ``body`` (traced abstractly, nothing kept)."""
-    if not names:
-        return []
-    return jax.eval_shape(lambda xs: _traced_apart(ctx, body, {**outer, **dict(zip(params, xs))}, names)[0], xs)
 
 
 def _body_reading_back(ctx: TraceContext, reads, body_block, counter, outer: dict) -> Callable:

@@ -20,7 +20,7 @@ from gradgen.program.shapes import unsqueezed
 from ..numpy.kernels.grad_ops import slice_index
 from .lower_math import out_dtype
 
-__all__ = ["LOWERINGS", "op_axis", "scatter_rows", "take_rows"]
+__all__ = ["LOWERINGS", "from_end", "in_bounds", "op_axis", "scatter_rows", "take_rows"]
 
 
 def _rank(op, slot: str = "X") -> int:
@@ -33,12 +33,21 @@ def op_axis(op, slot: str = "X") -> int:
     return op.attr("axis") % rank if rank else 0
 
 
-def _in_range(ctx, index, size: int, what: str):
-    """``index`` with negative entries counted from the end (numpy's reading), after checking every entry is in
-    ``[-size, size)`` (numpy raises IndexError outside it)."""
-    ctx.check(jnp.all((index >= -size) & (index < size)),
-              f"{what}: an index is out of bounds for an axis of size {size} (IndexError in numpy)")
+def in_bounds(index, size: int):
+    """Whether every entry of ``index`` is in ``[-size, size)`` (numpy raises IndexError outside it)."""
+    return jnp.all((index >= -size) & (index < size))
+
+
+def from_end(index, size: int):
+    """``index`` with negative entries counted from the end (numpy's reading)."""
     return jnp.where(index < 0, index + size, index)
+
+
+def _in_range(ctx, index, size: int, what: str):
+    """``from_end(index)``, after checking it is ``in_bounds`` (a run-time check)."""
+    ctx.check(in_bounds(index, size), f"{what}: an index is out of bounds for an axis of size {size} (IndexError "
+                                      "in numpy)")
+    return from_end(index, size)
 
 
 def take_rows(x, index, axis: int):
