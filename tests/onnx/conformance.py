@@ -56,6 +56,17 @@ class ModelCase:
     kind: str = "model"
 
 
+ILL_CONDITIONED = {
+    "light/light_squeezenet": (
+        "ONNX's dummy input and weights make all 1000 logits equal, near 9.5e9, where one float32 step is 1024: "
+        "the closing softmax turns a one-step difference in a convolution's rounding (which differs between BLAS "
+        "kernels, and so between CPUs) into 0 against 0.001. The logits before the softmax are compared with "
+        "ONNX Runtime's instead, to float32 precision"),
+}
+"""Whole models whose expected output a one-ulp rounding difference upstream changes beyond any tolerance: name
+-> why. Their last node's input is compared with ONNX Runtime's (``_logits_agree``), never skipped."""
+
+
 MODEL_SUITES = ("pytorch-operator", "pytorch-converted", "light")
 """The folders of onnx/backend/test/data with small whole models."""
 
@@ -126,6 +137,8 @@ def run_case(case) -> Outcome:
     from gradgen.program.errors import GradgenError
 
     op = _op_of(case)
+    if case.name in ILL_CONDITIONED:
+        case = ModelCase(case.name, _with_last_input_as_output(case.model), case.data_sets, rtol=1e-5, atol=0.0)
     graph = case.model.graph
     try:
         for inputs, outputs in case.data_sets:
@@ -140,6 +153,8 @@ def run_case(case) -> Outcome:
             block = program.global_block()
             feed = {k: v for k, v in values.items() if block.find_var(k) is not None and k not in params}
             got = Executor().run(program, feed=feed, fetch_list=[outs[o.name] for o in graph.output], scope=scope)
+            if case.name in ILL_CONDITIONED:
+                outputs = _onnx_runtime_outputs(case.model, fed, inputs)
             for o, g, want in zip(graph.output, got, outputs):
                 want = _array(want)
                 if g.shape != want.shape or g.dtype != want.dtype:
@@ -149,6 +164,27 @@ def run_case(case) -> Outcome:
     except (GradgenError, AssertionError, ValueError, KeyError) as e:
         return Outcome(case.name, op, False, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}")
     return Outcome(case.name, op, True)
+
+
+def _with_last_input_as_output(model):
+    """A copy of ``model`` whose only output is its last node's first input (the logits of a closing softmax)."""
+    import copy
+
+    from onnx import TensorProto, helper
+
+    model = copy.deepcopy(model)
+    logits = model.graph.node[-1].input[0]
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info(logits, TensorProto.FLOAT, None))
+    return model
+
+
+def _onnx_runtime_outputs(model, fed, inputs) -> list:
+    """What ONNX Runtime computes for ``model`` on these inputs: the reference for an ill-conditioned model."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: _array(v) for i, v in zip(fed, inputs)})
 
 
 SLOW_MODELS = ("light/light_vgg19", "light/light_densenet121", "light/light_inception_v2")
