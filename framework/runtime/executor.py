@@ -5,7 +5,7 @@
     (loss,) = exe.run(main, feed={"x": xs}, fetch_list=[loss_var])
 
 The executor checks the arguments (``arguments``), takes the run lock, and hands the run to its backend's
-runner: ``backend/numpy/runner.py`` (plan, steps, in-place tail) or ``compiled_run.py`` (one compiled step).
+runner: ``backend/numpy/runner.py`` (plan, steps) or ``compiled_run.py`` (one compiled step).
 Both check feeds and scope values against their declared types (``conformance``), run, and commit the
 changed persistables only if the whole run succeeded (``commit``), so a failed or interrupted run leaves the
 scope as it was.
@@ -68,8 +68,8 @@ class Executor:
     block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too); or
     ``"auto"``: each program's first runs try both, and the faster runs the rest (``runtime/auto_run.py``;
     ``backend_choice(program)`` and the profile say which and why).
-    ``options`` says how plans are compiled (``PlanOptions``: the schedule,
-    buffers, fusion, the kernel table). ``plans_built`` counts compilations
+    ``options`` says how numpy plans are built (``PlanOptions``: loop read-back,
+    checks, the kernel table). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
     ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
     """
@@ -170,7 +170,7 @@ class Executor:
 
     def _locked_run(self, program, feed: Mapping[str, Any], fetched_names: list[str], scope: Scope,
                     return_numpy: bool, agreed: Callable[[], None] = _agreed) -> list:
-        # Runs through one executor (its plans own buffers) and runs on one scope (read, compute, commit)
+        # Runs through one executor and runs on one scope (read, compute, commit)
         # take turns: threads may share either, and no update is lost.
         if self._profiler is None:
             with self._run_lock:

@@ -13,18 +13,12 @@ What is measured, per program (rows of several plans of one program add up):
   not. Summing ``own_seconds`` over all rows counts every second once.
 - the run's time outside the step functions, by phase (``PHASES``); the run
   loop's own work between steps is the ``loop`` phase.
-- plans built (their time is part of the ``plan`` phase) and region compiles:
-  a step call that compiled its region (numba, or numba's disk cache) is not a
-  step's time but a compile's, so a recompile shows as one, and never inflates
-  a row. A region compiled in the background (``compile_queue``) costs the run
-  nothing: it counts as a compile, its worker's time in
-  ``background_compile_seconds``, and the call that first found it ready as an
-  ordinary call of its step.
+- plans built (and, on a compiled backend, compiles), whose time is part of
+  the ``plan`` phase.
 
 A run that fails counts in ``failed_runs`` and nothing else: its steps' times
 are dropped, so every row's ``calls`` and ``seconds`` are over the same
-completed runs. Plans built and regions compiled by a failed run are counted
-(they are not built or compiled again).
+completed runs. Plans built by a failed run are counted (they are not built again).
 """
 from __future__ import annotations
 
@@ -35,15 +29,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
 from gradgen.program.describe import op_location
+from gradgen.program.subblocks import owned_blocks
 
-from ..backend.numpy.kernels import SUBBLOCKS
 
 __all__ = ["PHASES", "Profile", "ProfileRow", "Profiler"]
 
 PHASES = {
     "plan": "plan lookup (and builds)",
     "feeds": "feed and scope checks",
-    "loop": "run loop between steps, in-place preparation",
+    "loop": "run loop between steps",
     "commit": "commit to the scope",
     "fetch": "fetch",
 }
@@ -85,12 +79,8 @@ class Profile:
     """Phase (``PHASES``) -> seconds outside the step functions."""
     plans_built: int
     plan_build_seconds: float
-    compiles: int
-    compile_seconds: float
-    """Step calls that compiled a fused group (not in ``rows``; with no failed run,
-    ``seconds == sum(own_seconds) + sum(outside) + compile_seconds``)."""
-    background_compile_seconds: float = 0.0
-    """The compile worker's time for the fused groups it compiled while runs went on (not in ``seconds``)."""
+    """Plans built or compiled, and their time (part of ``outside["plan"]``; with no failed run,
+    ``seconds == sum(own_seconds) + sum(outside)``)."""
     backend_choice: tuple[str, str] | None = None
     """``Executor(backend="auto")``: (the backend chosen for the program, why); None otherwise or while trying."""
 
@@ -126,8 +116,8 @@ class _Record:
         for slot in self.slots.values():
             slot.fold(False)
             slot.calls, slot.seconds, slot.own = 0, 0.0, 0.0
-        self.runs = self.failed_runs = self.plans_built = self.compiles = 0
-        self.seconds = self.plan_build_seconds = self.compile_seconds = self.background_compile_seconds = 0.0
+        self.runs = self.failed_runs = self.plans_built = 0
+        self.seconds = self.plan_build_seconds = 0.0
         self.outside = dict.fromkeys(PHASES, 0.0)
 
 
@@ -136,7 +126,7 @@ class Profiler:
 
     def __init__(self):
         self._records: "weakref.WeakKeyDictionary[Any, _Record]" = weakref.WeakKeyDictionary()
-        self._frames: list[list[float]] = []  # per timed call running: [nested seconds, compile seconds nested]
+        self._frames: list[float] = []  # per timed call running: the seconds of the calls nested in it
         self._top = 0.0  # seconds inside outermost step calls in the run going on
 
     def _record(self, program) -> _Record:
@@ -151,77 +141,32 @@ class Profiler:
             record.clear()
 
     # -- planning: the timers --------------------------------------------------------------------------------
-    def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str,
-              fused: Any = None) -> Callable[..., Any]:
-        """``fn``, a step function running ``ops`` of ``block``, timed into that step's row. ``fused`` (a fused
-        group's own kernel) carries its compile (``lazy``): whether it is ready, how long it took and whether it
-        ran in the background. The call that compiled it in the foreground counts as a compile, not as a step
-        call."""
-        lazy = getattr(fused, "lazy", None)  # a fused group's compile (``compile_queue.LazyKernel``)
-        compiled = None if lazy is None else (lambda: lazy.poll() is not None)
-        background = lazy is not None and lazy.background
+    def timed(self, fn: Callable[..., Any], block, index: int, kind: str) -> Callable[..., Any]:
+        """``fn``, the step function of op ``index`` of ``block``, timed into that step's row."""
         record = self._record(block.program)
-        key = (block.idx, ops)
+        key = (block.idx, (index,))
         slot = record.slots.get(key)
         if slot is None:
             slot = record.slots[key] = _Slot(key, kind)
         frames, clock = self._frames, time.perf_counter
 
-        seen = [compiled is None]  # whether this step's compile has been counted
-
         def run(*args):
-            was = compiled is None or compiled()
-            frames.append([0.0, 0.0])
+            frames.append(0.0)
             start = clock()
             try:
                 return fn(*args)
             finally:
                 took = clock() - start
-                nested, skipped = frames.pop()
-                if not seen[0] and compiled():  # compiled: by this call, or by the worker while runs went on
-                    seen[0] = True
-                    record.compiles += 1
-                    if background:
-                        record.background_compile_seconds += lazy.seconds
-                if not was and not background and compiled():  # this call compiled (and ran once): not a step's
-                    record.compile_seconds += took
-                    skipped = took
-                else:
-                    slot.run_calls += 1
-                    slot.run_seconds += took - skipped
-                    slot.run_own += took - nested
+                nested = frames.pop()
+                slot.run_calls += 1
+                slot.run_seconds += took
+                slot.run_own += took - nested
                 if frames:
-                    frames[-1][0] += took
-                    frames[-1][1] += skipped
+                    frames[-1] += took
                 else:
                     self._top += took
 
         return run
-
-    def timed_writer(self, writer: Callable[..., Callable[[], Any]], block,
-                     ops: tuple[int, ...]) -> Callable[..., Callable[[], Any]]:
-        """An in-place tail step's ``writer`` (``in_place``) whose preparation (one call) and write (made in the
-        commit) are timed into that step's row: in place or not, the step's time is the same row's."""
-        prepare = self.timed(writer, block, ops, "matmul+sgd")
-        slot = self._record(block.program).slots[(block.idx, ops)]
-        clock = time.perf_counter
-
-        def prepared(*args):
-            write = prepare(*args)
-
-            def timed_write():
-                start = clock()
-                try:
-                    return write()
-                finally:
-                    took = clock() - start
-                    slot.run_seconds += took
-                    slot.run_own += took
-                    self._top += took
-
-            return timed_write
-
-        return prepared
 
     # -- running -------------------------------------------------------------------------------------------------
     def built(self, program, seconds: float) -> None:
@@ -289,9 +234,7 @@ class Profiler:
         add(0, 0)
         return Profile(runs=record.runs, failed_runs=record.failed_runs, seconds=record.seconds, rows=tuple(rows),
                        outside=dict(record.outside), plans_built=record.plans_built,
-                       plan_build_seconds=record.plan_build_seconds, compiles=record.compiles,
-                       compile_seconds=record.compile_seconds,
-                       background_compile_seconds=record.background_compile_seconds,
+                       plan_build_seconds=record.plan_build_seconds,
                        backend_choice=record.backend_choice)
 
 
@@ -300,7 +243,6 @@ def _control_flow_parents(program) -> dict[int, tuple[int, int]]:
     parents = {}
     for block in program.blocks:
         for index, op in enumerate(block.ops):
-            if op.type in SUBBLOCKS:
-                for sub in SUBBLOCKS[op.type](op).values():
-                    parents[sub.block] = (block.idx, index)
+            for sub in owned_blocks(op):
+                parents[sub] = (block.idx, index)
     return parents

@@ -74,13 +74,11 @@ def cmd_show(args) -> int:
 
 
 def _show_plan(program, args) -> int:
-    from ..backend.numpy.plan_data import PlanOptions
     from .plan_listing import plan_lines
 
     block = program.block(args.block or 0)
     feeds = parse_names(args.feed) if args.feed else None
-    options = PlanOptions(regions=not args.no_regions)
-    print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else (), options)))
+    print("\n".join(plan_lines(block, feeds, parse_names(args.fetch) if args.fetch else ())))
     return 0
 
 
@@ -326,8 +324,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "at the gradgen op it came from (-1 dims as 1)")
     p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
     p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
-    p.add_argument("--no-regions", action="store_true",
-                   help="with --plan: the plan without regions (PlanOptions(regions=False))")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("backward", help="append the backward part to a program file")

@@ -1,14 +1,10 @@
 """What is in memory during a run: bytes live after each op by kind, the peak, who holds it and what keeps it.
 
-The analysis follows the executor's own plan, in its run order: an op's
-outputs come alive when it runs, a var dies right after its last use unless
-it is fetched or persistable, and persistable outputs stay staged until the
-run commits (counted for every update: the run's trailing updates, which an
-unchecked run usually writes onto the resting arrays, ``backend.numpy.in_place``,
-are counted as staged too, so the figures are an upper bound there). The peak of that is the lower bound for the schedule. Outputs
-written into the plan's buffers (``framework.buffers``) cost nothing after
-the first run, so the report also gives what the first run and a later run
-allocate, and what the plan holds between runs.
+The analysis follows the numpy backend's own plan, in block order: an op's
+outputs come alive when it runs (every output is a fresh array: the reference
+interpreter shares no buffers between ops, so every run allocates the same),
+a var dies right after its last use unless it is fetched or persistable, and
+persistable outputs stay staged until the run commits.
 Feeds and the persistable values read from the scope are the resting state
 and are reported apart. -1 dims are sized from the feed shapes. Every var
 has a kind (``var_kinds``); the kinds' running totals are kept step by step,
@@ -16,7 +12,7 @@ so the whole analysis is linear in the number of ops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -33,14 +29,8 @@ MADE_KINDS = ("activation", "gradient", "staged update", "temporary")
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """``live_after[i]``: bytes of run-made arrays alive after step i (op ``ops[i]``, in run order); the
-    peak (the lower bound for this schedule) is during step ``peak_op``.
-
-    ``first_run_peak``: the most a first run has allocated at once (plan
-    buffers filled so far plus fresh arrays); ``steady_peak``: the same for
-    a later run, which reuses the buffers; ``held_bytes``: what the plan's
-    buffers hold between runs.
-    """
+    """``live_after[i]``: bytes of run-made arrays alive after step i (op ``ops[i]``, in block order); the
+    peak, what every run allocates at most at once, is during step ``peak_op``."""
 
     ops: list[str]
     live_after: list[int]
@@ -48,11 +38,8 @@ class MemoryReport:
     peak_op: int
     at_peak: list[tuple[str, int]]
     resting_bytes: int
-    first_run_peak: int = 0
-    steady_peak: int = 0
-    held_bytes: int = 0
     op_index: list[int] | None = None
-    """``op_index[i]``: the block index of the op step i runs (steps run in schedule order)."""
+    """``op_index[i]``: the block index of the op step i runs."""
     kinds_after: list[tuple[int, ...]] = field(default_factory=list)
     """``kinds_after[i][k]``: bytes of kind ``MADE_KINDS[k]`` alive after step i."""
     resting_by_kind: dict[str, int] = field(default_factory=dict)
@@ -65,7 +52,7 @@ class MemoryReport:
     keeper: dict[str, int] = field(default_factory=dict)
     """Var name -> the last step that reads it: what keeps it alive until then."""
     labels: list[str] = field(default_factory=list)
-    """What each step runs, fused steps shown as their parts (``matmul #14 + sgd #15``)."""
+    """What each step runs (its op's type)."""
     fetched: tuple[str, ...] = ()
     unsized: tuple[str, ...] = ()
     """Vars whose size only a run knows and that no measured shape gave: counted as 0 bytes."""
@@ -120,21 +107,6 @@ def _sizer(block, feed_shapes: Mapping[str, Sequence[int]], measured: Mapping[st
     return size
 
 
-def _step_labels(block, plan) -> list[str]:
-    """``type`` per step; a fused step names the product it absorbed: ``matmul #14 + sgd #15 (w@GRAD not stored)``."""
-    producer = {n: i for i, op in enumerate(block.ops) for n in op.output_arg_names}
-    labels = []
-    for step in plan.steps:
-        op = block.ops[step.index]
-        grad = op.input("Grad")
-        if len(step.ins) != len(op.input_arg_names) and grad and grad[0] in producer:
-            k = producer[grad[0]]
-            labels.append(f"{block.ops[k].type} #{k} + {op.type} #{step.index} ({grad[0]} not stored)")
-        else:
-            labels.append(op.type)
-    return labels
-
-
 def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list: Sequence = (),
                    options: PlanOptions | None = None,
                    measured: Mapping[str, Sequence[int]] | None = None) -> MemoryReport:
@@ -143,14 +115,12 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
     ``measured`` gives the shapes a run made for vars only a run can size (a while loop's history, whose
     length is the trip count); those without one count nothing and are listed in ``MemoryReport.unsized``.
 
-    One pass over the plan's steps keeps running totals (overall, by kind,
-    buffered or fresh); a second pass up to the peak lists what is alive there.
+    One pass over the plan's steps keeps running totals (overall and by kind);
+    a second pass up to the peak lists what is alive there.
     """
     block = program.global_block()
     fetch = [f if isinstance(f, str) else f.name for f in fetch_list]
-    # The plan the Executor would run, except that a region (``backend.numpy.fuse_region``) is followed op by op: its
-    # arrays live inside one step, allocated as its ops would allocate them, where the analysis can see them.
-    plan = build_plan(block, list(feed_shapes), fetch, replace(options or PlanOptions(), regions=False))
+    plan = build_plan(block, list(feed_shapes), fetch, options)
     unsized: list[str] = []
     size = _sizer(block, feed_shapes, measured or {}, unsized, unmade_outputs(plan))
     kinds = block_kinds(block)
@@ -161,17 +131,13 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
         k = "feed" if name in plan.feeds else kinds.resting.get(name, "optimizer state")
         resting_by_kind[k] = resting_by_kind.get(k, 0) + size(name)
     live: dict[str, int] = {}
-    slotted: set[str] = set()
-    slot_bytes: dict[int, int] = {}
     by_kind = [0] * len(MADE_KINDS)
-    total = fresh = slot_total = 0
+    total = 0
     live_after, kinds_after, kinds_during, made_at, keeper = [], [], [], {}, {}
-    peak, peak_op, peak_kinds, first, steady = 0, -1, (), 0, 0
+    peak, peak_op, peak_kinds = 0, -1, ()
     for i, step in enumerate(plan.steps):
         for name in step.ins:
             keeper[name] = i
-        k = plan.buffers.by_step.get(i)
-        ks = () if k is None else k if isinstance(k, tuple) else (k,)
         for name in step.outs:
             made_at[name] = i
             b = size(name)
@@ -179,19 +145,9 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
             if old is not None:
                 total -= old
                 by_kind[slot_of[kind[name]]] -= old
-                fresh -= 0 if name in slotted else old
             live[name] = b
             total += b
             by_kind[slot_of[kind[name]]] += b
-            fresh += b
-        for name, k in zip(step.outs, ks):
-            if name not in slotted:
-                slotted.add(name)
-                fresh -= live[name]
-            if live[name] > slot_bytes.get(k, 0):
-                slot_total += live[name] - slot_bytes.get(k, 0)
-                slot_bytes[k] = live[name]
-        first, steady = max(first, fresh + slot_total), max(steady, fresh)
         kinds_during.append(tuple(by_kind))
         if total > peak:
             peak, peak_op, peak_kinds = total, i, kinds_during[-1]
@@ -200,15 +156,14 @@ def analyze_memory(program, feed_shapes: Mapping[str, Sequence[int]], fetch_list
             if b is not None:
                 total -= b
                 by_kind[slot_of[kind[name]]] -= b
-                fresh -= 0 if name in slotted else b
         live_after.append(total)
         kinds_after.append(tuple(by_kind))
     at_peak = sorted(_live_during(plan, peak_op, size).items(), key=lambda kv: -kv[1])
     return MemoryReport([block.ops[s.index].type for s in plan.steps], live_after, peak, peak_op, at_peak,
-                        sum(resting_by_kind.values()), first, steady, slot_total, [s.index for s in plan.steps],
+                        sum(resting_by_kind.values()), [s.index for s in plan.steps],
                         kinds_after, resting_by_kind, {k: b for k, b in zip(MADE_KINDS, peak_kinds) if b},
-                        kind, made_at, keeper, _step_labels(block, plan), tuple(fetch), tuple(unsized),
-                        kinds_during)
+                        kind, made_at, keeper, [block.ops[s.index].type for s in plan.steps], tuple(fetch),
+                        tuple(unsized), kinds_during)
 
 
 def _live_during(plan, at: int, size) -> dict[str, int]:
@@ -245,9 +200,7 @@ def memory_text(report: MemoryReport, top: int = 10) -> str:
     resting = ", ".join(f"{k} {format_bytes(b)}" for k, b in report.resting_by_kind.items())
     lines = [f"resting (feeds and persistable vars read): {format_bytes(report.resting_bytes)}"
              + (f" = {resting}" if resting else ""),
-             f"plan buffers held between runs: {format_bytes(report.held_bytes)}; allocated at most: "
-             f"{format_bytes(report.first_run_peak)} in a first run, {format_bytes(report.steady_peak)} in later runs",
-             ""]
+             f"allocated at most, every run: {format_bytes(report.peak_bytes)}", ""]
     if report.unsized:
         lines[-1:-1] = [unsized_sentence(report)]
     index = report.op_index or list(range(len(report.ops)))

@@ -1,9 +1,5 @@
-"""``gradgen show --plan``: the steps a compiled plan runs, fused steps with the ops in each.
-
-A fused step is one kernel running several ops (a region, or a
-product fused into its SGD update); listing them is how a user sees what
-fusion did, and which vars never exist because of it.
-"""
+"""``gradgen show --plan``: the steps the numpy backend's plan runs, one per op in block order, and when each
+intermediate var is freed (its last use): what the reference interpreter does, line by line."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,49 +22,18 @@ def default_feeds(block) -> list[str]:
     return list(feeds)
 
 
-def _kind(plan: Plan, step) -> str:
-    types = [plan.block.ops[i].type for i in step.ops]
-    if _wrapped_attr(step, "region"):
-        return "region (one generated function)"
-    return "gemm+sgd"
-
-
 def plan_lines(block, feeds: Sequence[str] | None = None, fetches: Sequence[str] = (),
                options: PlanOptions | None = None) -> list[str]:
-    """One line per step of ``block``'s plan; a fused step lists its ops and the vars it writes.
+    """One line per step of ``block``'s plan: the op it runs, what it writes, and the vars freed after it.
 
     >>> print("\\n".join(plan_lines(main.global_block(), fetches=["loss"])))  # doctest: +SKIP
-    step 1: fused region (one generated function), ops #1 elementwise_add, #2 relu -> relu_0
+    step 1: op #1 relu -> relu_0; frees elementwise_add_0
     """
     plan = build_plan(block, list(default_feeds(block) if feeds is None else feeds), list(fetches), options)
     lines = []
-    fused = 0
     for at, step in enumerate(plan.steps):
-        op = block.ops[step.index]
         outs = ", ".join(step.outs) or "-"
-        if len(step.ops) > 1 or _is_group(step):
-            fused += 1
-            ops = ", ".join(f"#{i} {block.ops[i].type}" for i in step.ops)
-            tail = " (in place, in the commit)" if plan.in_place and at >= len(plan.head) else ""
-            lines.append(f"step {at}: fused {_kind(plan, step)}{tail}, ops {ops} -> {outs}")
-        else:
-            lines.append(f"step {at}: op #{step.index} {op.type} -> {outs}")
-    lines.append(f"{len(plan.steps)} steps for {len(block.ops)} ops, {fused} fused")
+        frees = f"; frees {', '.join(step.dead)}" if step.dead else ""
+        lines.append(f"step {at}: op #{step.index} {block.ops[step.index].type} -> {outs}{frees}")
+    lines.append(f"{len(plan.steps)} steps for {len(block.ops)} ops, in block order")
     return lines
-
-
-def _is_group(step) -> bool:
-    """True when the step's function is, or wraps (buffers, checks), a generated loop or region."""
-    return _wrapped_attr(step, "fused_ops")
-
-
-def _wrapped_attr(step, attr: str) -> bool:
-    """True when the step's function, or one it wraps (buffers, checks), has ``attr`` set."""
-    todo, seen = [step.fn], 0
-    while todo and seen < 16:
-        fn = todo.pop()
-        seen += 1
-        if getattr(fn, attr, None) is not None:
-            return True
-        todo.extend(c.cell_contents for c in getattr(fn, "__closure__", None) or () if callable(c.cell_contents))
-    return False

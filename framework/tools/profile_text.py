@@ -53,13 +53,10 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
     runs = profile.runs
     if runs == 0:
         return f"profile: no completed runs ({profile.failed_runs} failed)\n"
-    whole = profile.seconds - profile.compile_seconds  # what the tables share out
+    whole = profile.seconds  # what the tables share out
     failed = f"; {profile.failed_runs} failed runs not counted" if profile.failed_runs else ""
-    lines = [f"profile: {runs} runs, {_ms(whole, runs)} ms a run without compiles (times are means per run: "
-             f"totals / runs){failed}",
-             f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup'); "
-             f"fused-group compiles: {profile.compiles} ({profile.compile_seconds * 1e3:.1f} ms waited for, not in the "
-             f"tables; {profile.background_compile_seconds * 1e3:.1f} ms in the background)"]
+    lines = [f"profile: {runs} runs, {_ms(whole, runs)} ms a run (times are means per run: totals / runs){failed}",
+             f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup')"]
     if profile.backend_choice is not None:
         lines.append("backend: auto chose {} ({})".format(*profile.backend_choice))
     if profile.rows:

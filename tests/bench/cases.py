@@ -13,7 +13,6 @@ from typing import Callable
 import numpy as np
 
 from gradgen.framework import Executor, Scope, append_backward, optimizer
-from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.memory import analyze_memory
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Normal
@@ -46,14 +45,14 @@ def paired_medians(fns: list[Callable[[], object]], repeats: int, warmup: int = 
 
 
 def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
-    """A chain of ``length`` tanh ops on 4 numbers, fused (one generated loop) and unfused, against numpy's calls."""
+    """A chain of ``length`` tanh ops on 4 numbers through the numpy engine, against numpy's own calls."""
     main = Program()
     with program_guard(main, Program()):
         h = layers.data("x", [4], "float64")
         for _ in range(length):
             h = layers.tanh(h)
     feed = {"x": np.linspace(-1.0, 1.0, 4)}
-    fused, plain = Executor(), Executor(options=PlanOptions(regions=False))
+    plain = Executor(backend="numpy")
     x = feed["x"]
 
     def numpy_chain():
@@ -62,14 +61,11 @@ def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
             v = np.tanh(v)
         return v
 
-    f, p, n = paired_medians([lambda: fused.run(main, feed=feed, fetch_list=[h]),
-                              lambda: plain.run(main, feed=feed, fetch_list=[h]), numpy_chain], repeats)
+    p, n = paired_medians([lambda: plain.run(main, feed=feed, fetch_list=[h]), numpy_chain], repeats)
     per = 1e6 / length
-    return [{"case": f"chain of {length} tanh, fused, per op", "gradgen_s": f * per, "numpy_s": n * per,
-             "unit": "us per op; target 0.1"},
-            {"case": f"chain of {length} tanh, unfused, per op", "gradgen_s": p * per, "numpy_s": n * per,
+    return [{"case": f"chain of {length} tanh, per op", "gradgen_s": p * per, "numpy_s": n * per,
              "unit": "us per op"},
-            {"case": "  unfused overhead above the numpy calls", "gradgen_s": (p - n) * per, "numpy_s": None,
+            {"case": "  overhead above the numpy calls", "gradgen_s": (p - n) * per, "numpy_s": None,
              "unit": "us per op; target 0.5"}]
 
 
@@ -81,7 +77,7 @@ def tiny_op_chain(repeats: int, length: int = 1000) -> dict:
         h = layers.data("x", [4], "float64")
         for _ in range(length):
             h = layers.scale(h, 1.0001, 0.5)
-    exe, scope = Executor(options=PlanOptions(regions=False)), Scope()
+    exe, scope = Executor(backend="numpy"), Scope()
     feed = {"x": np.ones(4)}
     x = feed["x"]
 

@@ -86,10 +86,6 @@ def worker(engine: str, workload: str, folder: str, threads: int, warmup: int) -
             first_loss_s = time.perf_counter() - start
             for _ in range(warmup):
                 step()
-            if engine == "numpy":   # its fused loops compile in the background: time the settled plan
-                from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
-                wait_for_compiles(120)
-                step()
             t = time.perf_counter()
             step()
             _say("READY", {"losses": losses, "setup_s": setup_s, "first_loss_s": first_loss_s,

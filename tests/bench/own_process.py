@@ -40,33 +40,18 @@ def _malloc_row(case: str, repeats: int) -> dict:
 
 
 def _compile_rows() -> list[dict]:
-    """The plan's build (first run minus a steady one), the run that asks for the regions (minus a steady
-    one: it does not wait for them), and how long they then take to compile or load, away from the runs."""
-    from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
-    from gradgen.framework.backend.numpy.plan_data import PlanOptions
-
-    from .steps import make_step  # imports gradgen; numba is imported only when a loop is loaded
+    """The plan's build: the first run minus a steady one."""
+    from .steps import make_step
 
     gradgen_step = make_step("gradgen", "seed-f64")
     times = []
-    for _ in range(PlanOptions().warm_runs + 1):
+    for _ in range(3):
         start = time.perf_counter()
         gradgen_step()
         times.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    wait_for_compiles()
-    compiled = time.perf_counter() - start
-    for _ in range(2):
-        start = time.perf_counter()
-        gradgen_step()
-        times.append(time.perf_counter() - start)
-    steady = min(times[-2:])
+    steady = min(times[1:])
     return [{"case": "seed step: plan build (first run minus a later one)", "gradgen_s": times[0] - steady,
-             "numpy_s": None, "unit": "s"},
-            {"case": "seed step: the run asking for the regions, minus a later one (it does not wait)",
-             "gradgen_s": times[PlanOptions().warm_runs] - steady, "numpy_s": None, "unit": "s"},
-            {"case": "seed step: regions compiled or loaded off the run after it (numba import included)",
-             "gradgen_s": compiled, "numpy_s": None, "unit": "s"}]
+             "numpy_s": None, "unit": "s"}]
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from gradgen.program import Program, layers, program_guard
 
 from .rnn import build, feed_for
 
-PLAIN = PlanOptions(regions=False)  # every matmul runs through the kernel table, so the spies see each one
+PLAIN = PlanOptions()  # every matmul runs through the kernel table, so the spies see each one
 
 
 def _counting(table: dict, counts: dict) -> dict:

@@ -118,7 +118,7 @@ def test_intermediates_are_released_after_last_use():
 
 def test_plan_marks_dead_vars():
     main, (last,) = _chain_program(3)
-    plan = Executor(options=PlanOptions(regions=False)).plan_for(main, ["x"], [last.name])
+    plan = Executor(options=PlanOptions()).plan_for(main, ["x"], [last.name])
     ops = main.global_block().ops
     assert plan.steps[0].dead == ("x",)
     assert plan.steps[1].dead == (ops[0].output("Out")[0],)

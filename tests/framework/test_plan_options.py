@@ -1,8 +1,6 @@
 """PlanOptions switch the plan's stages on and off, and every combination computes the same numbers."""
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -35,28 +33,17 @@ def _train(options: PlanOptions, steps: int = 3):
     return losses, {n: scope[n] for n in ("w1", "w2")}
 
 
-def test_schedule_off_runs_block_order_and_on_hoists_updates():
+def test_the_plan_runs_every_op_once_in_block_order():
+    """The reference interpreter reorders nothing and fuses nothing: one step per op, in block order."""
     main, _, loss, feed = _mlp()
     block = main.global_block()
-    plain = build_plan(block, list(feed), [loss.name], PlanOptions(schedule=False, fuse=False))
-    assert [s.index for s in plain.steps] == list(range(len(block.ops)))
-    hoisted = build_plan(block, list(feed), [loss.name], PlanOptions(fuse=False))
-    assert sorted(s.index for s in hoisted.steps) == list(range(len(block.ops)))
-    assert [s.index for s in hoisted.steps] != list(range(len(block.ops)))
+    plan = build_plan(block, list(feed), [loss.name], PlanOptions())
+    assert [s.index for s in plan.steps] == list(range(len(block.ops)))
 
 
-def test_buffers_off_gives_no_slots_and_no_wrapped_kernels():
-    main, _, loss, feed = _mlp()
-    plan = build_plan(main.global_block(), list(feed), [loss.name], PlanOptions(buffers=False, fuse=False))
-    assert plan.buffers.slots == [] and plan.buffers.by_step == {} and plan.buffers.swaps == {}
-    on = build_plan(main.global_block(), list(feed), [loss.name], PlanOptions(fuse=False))
-    assert on.buffers.by_step and on.buffers.swaps  # the same block does get buffers by default
-
-
-@pytest.mark.parametrize("schedule,buffers", list(itertools.product([False, True], repeat=2)))
-def test_schedule_and_buffers_do_not_change_a_single_bit(schedule, buffers):
-    want_losses, want = _train(PlanOptions(schedule=False, buffers=False, fuse=False))
-    losses, got = _train(PlanOptions(schedule=schedule, buffers=buffers, fuse=False))
+def test_a_read_back_plan_and_a_recomputing_one_train_alike():
+    want_losses, want = _train(PlanOptions(read_back=False))
+    losses, got = _train(PlanOptions())
     np.testing.assert_array_equal(losses, want_losses)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
@@ -73,7 +60,7 @@ def test_an_unchecked_plan_calls_the_kernel_itself():
     assert checked.steps[0].fn is not np.tanh
 
 
-def test_checks_run_on_every_output_in_the_order_given_fused_steps_included():
+def test_checks_run_on_every_output_in_the_order_given():
     main, startup, loss, feed = _mlp()
     seen = []
 
@@ -83,7 +70,7 @@ def test_checks_run_on_every_output_in_the_order_given_fused_steps_included():
     def second(where, var, value, inputs):
         seen.append(("second", where.split(",")[1].strip(), var.name))
 
-    options = PlanOptions(checks=(first, second), regions=False)
+    options = PlanOptions(checks=(first, second))
     exe, scope = Executor(check_types=False, options=options), Scope()  # exactly the checks given
     exe.run(startup, scope=scope)
     seen.clear()
@@ -92,8 +79,7 @@ def test_checks_run_on_every_output_in_the_order_given_fused_steps_included():
     assert plan.options is options
     outputs = [(f"op #{s.index} ({main.global_block().ops[s.index].type})", n) for s in plan.steps for n in s.outs]
     assert seen == [(which, *o) for o in outputs for which in ("first", "second")]
-    fused = [s for s in plan.steps if len(s.ops) == 2]
-    assert {s.outs for s in fused} == {("w1",), ("w2",)}  # the fused updates' outputs were checked too
+    assert {"w1", "w2"} <= {n for _, _, n in seen}  # the updates' outputs were checked too
 
 
 def test_executor_check_flags_may_change_between_runs():

@@ -8,21 +8,16 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope
-from gradgen.framework.backend.numpy import jit
-from gradgen.framework.backend.numpy.compile_queue import wait_for_compiles
 from gradgen.framework.backend.numpy.kernels import KERNELS
 from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.runtime.profile import PHASES
 from gradgen.framework.tools.profile_text import profile_text
 from gradgen.program import Program, layers, program_guard
 from tests.control_flow.rnn import build as build_rnn, feed_for
-from tests.extras import require
 
-from .test_plan_options import _mlp  # a training step whose last update is fused and may be written in place
+from .test_plan_options import _mlp  # a training step
 
-PLAIN = PlanOptions(regions=False)
-REGIONS = PlanOptions(warm_runs=0, background_compile=False)  # regions compiled by the first run, which waits
-IN_BACKGROUND = PlanOptions(warm_runs=0)  # regions asked of the compile worker at the first run
+PLAIN = PlanOptions()
 
 
 def _cond_in_loop():
@@ -56,7 +51,7 @@ def _adds_up(profile) -> None:
     own = sum(r.own_seconds for r in profile.rows)
     outer = sum(r.seconds for r in profile.rows if r.depth == 0)
     assert math.isclose(own, outer, rel_tol=1e-9, abs_tol=1e-12)
-    assert math.isclose(own + sum(profile.outside.values()) + profile.compile_seconds, profile.seconds,
+    assert math.isclose(own + sum(profile.outside.values()), profile.seconds,
                         rel_tol=1e-9, abs_tol=1e-12)
     assert set(profile.outside) == set(PHASES) and all(s >= 0 for s in profile.outside.values())
     for at, row in enumerate(profile.rows):
@@ -70,9 +65,7 @@ def _adds_up(profile) -> None:
         assert math.isclose(row.seconds - row.own_seconds, sum(nested), rel_tol=1e-9, abs_tol=1e-12)
 
 
-# "default" with compiles waited for: in the background, which runs use a region (and so the last bit of a fused
-# sum) would depend on timing, in either executor
-@pytest.mark.parametrize("options", [PLAIN, PlanOptions(background_compile=False)], ids=["plain", "default"])
+@pytest.mark.parametrize("options", [PLAIN, PlanOptions(read_back=False)], ids=["default", "recompute"])
 @pytest.mark.parametrize("check_types", [False, True])
 def test_rows_cover_every_op_once_and_times_add_up_in_a_training_step(options, check_types):
     main, startup, loss, feed = _mlp()
@@ -90,23 +83,6 @@ def test_rows_cover_every_op_once_and_times_add_up_in_a_training_step(options, c
     assert all(r.calls == 4 for r in profile.rows if r.kind != "region")
     _adds_up(profile)
     assert exe.profile(startup).runs == 1  # each program has its own profile
-
-
-def test_the_in_place_tail_is_its_fused_steps_row():
-    main, startup, loss, feed = _mlp()
-    exe, scope = Executor(profile=True, check_types=False, options=PLAIN), Scope()
-    exe.run(startup, scope=scope)
-    plan = exe.plan_for(main, list(feed), [loss.name])
-    assert plan.in_place  # the tail may write in place: its time is prepared and written outside the steps
-    tail = plan.steps[-1].out
-    arrays = set()
-    for _ in range(3):
-        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-        arrays.add(id(scope.own(tail)))
-    assert len(arrays) == 1  # it did go in place: the scope kept its array
-    fused = [r for r in exe.profile(main).rows if r.kind == "matmul+sgd"]
-    assert len(fused) == 2 and all(r.calls == 3 and r.seconds > 0 for r in fused)
-    _adds_up(exe.profile(main))
 
 
 @pytest.mark.parametrize("check_types", [False, True])
@@ -154,7 +130,7 @@ def test_a_failed_run_counts_as_failed_and_adds_no_time():
             return np.tanh(v)
         return run
 
-    options = PlanOptions(regions=False, kernels={**KERNELS, "tanh": refuses_negatives})
+    options = PlanOptions(kernels={**KERNELS, "tanh": refuses_negatives})
     exe = Executor(profile=True, check_types=False, options=options)
     exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out])
     with pytest.raises(ExecutionError, match="negative"):
@@ -186,37 +162,6 @@ def test_reset_forgets_and_an_edited_program_starts_over():
     exe.run(main, feed={"x": np.ones(3)}, fetch_list=[out2])
     profile = exe.profile(main)
     assert profile.runs == 1 and profile.plans_built == 1 and [r.kind for r in profile.rows] == ["tanh", "exp"]
-
-
-def test_a_recompile_is_counted_and_kept_out_of_the_rows():
-    require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
-    main, startup, loss, feed = _mlp()
-    exe, scope = Executor(profile=True, check_types=False, options=REGIONS), Scope()
-    exe.run(startup, scope=scope)
-    for _ in range(3):
-        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    profile = exe.profile(main)
-    regions = [r for r in profile.rows if r.kind == "region"]
-    assert regions and profile.compiles == len(regions) and profile.compile_seconds > 0
-    assert all(r.calls == 2 for r in regions)  # the run that compiled is the compile's
-    _adds_up(profile)
-    assert f"fused-group compiles: {len(regions)}" in profile_text(main, profile)
-
-
-def test_a_background_compile_is_counted_and_costs_no_run_its_time():
-    require(None if jit.AVAILABLE else "numba", "pip install gradgen[fast]")
-    main, startup, loss, feed = _mlp()
-    exe, scope = Executor(profile=True, check_types=False, options=IN_BACKGROUND), Scope()
-    exe.run(startup, scope=scope)
-    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    assert wait_for_compiles(timeout=120)
-    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    profile = exe.profile(main)
-    regions = [r for r in profile.rows if r.kind == "region"]
-    assert regions and profile.compiles == len(regions) and profile.background_compile_seconds > 0
-    assert profile.compile_seconds == 0 and all(r.calls == 2 for r in regions)  # both runs' calls are steps
-    _adds_up(profile)
-    assert "in the background" in profile_text(main, profile)
 
 
 def test_an_executor_without_profile_has_no_timers():

@@ -7,7 +7,6 @@ import numpy as np
 
 from gradgen.framework.backend.numpy.kernels import scratch as scratch_module
 from gradgen.framework.backend.numpy.kernels.scratch import scratch
-from gradgen.framework.backend.numpy.kernels.signature import result_array
 
 
 def test_a_purpose_reuses_its_memory_and_grows_when_asked_for_more():
@@ -34,12 +33,3 @@ def test_huge_arrays_are_not_kept(monkeypatch):
     monkeypatch.setattr(scratch_module, "_KEEP_BYTES", 1000)
     first = scratch("test huge", (500,), np.float64)
     assert not np.shares_memory(first, scratch("test huge", (500,), np.float64))
-
-
-def test_result_array_takes_only_a_fitting_contiguous_buffer():
-    buffer = np.empty((3, 4))
-    assert result_array(buffer, (3, 4), np.float64) is buffer
-    for shape, dtype, out in (((4, 3), np.float64, buffer), ((3, 4), np.float32, buffer),
-                              ((3, 2), np.float64, buffer[:, ::2]), ((3, 4), np.float64, None)):
-        got = result_array(out, shape, dtype)
-        assert got is not out and got.shape == shape and got.dtype == dtype

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 
 from gradgen.framework import Executor, Scope, gradients, optimizer
-from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.tools.onnx import import_onnx
 from gradgen.program import Program, layers, program_guard
 from tests.onnx.runtime import require
@@ -96,7 +95,7 @@ class Imported:
         self.scope = Scope()
         for name, value in self.params.items():
             self.scope.set(name, value)
-        self.exe = Executor(options=PlanOptions(fuse=False))  # op by op: no numba compiles in a short test
+        self.exe = Executor(backend="numpy")
         self.exe.run(startup, scope=self.scope)
 
     def run(self, feed: dict, r: np.ndarray, fetch: list) -> list:

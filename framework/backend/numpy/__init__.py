@@ -1,7 +1,7 @@
-"""The numpy backend: an interpreter of numpy kernels, one op (or one fused region) at a time.
+"""The numpy backend, the reference interpreter: numpy kernels run one op at a time, in block order.
 
 ``runner.NumpyRunner`` is the executor's side: plans (``plan``, ``plan_data``) cached per program, the run loop
-(``run``), buffers (``buffers``), the kernels (``kernels/``), regions and their compiles (``fuse_region``,
-``compile_queue``, ``jit``), the in-place tail (``in_place``), the BLAS (``blas``), the per-op checks (``checks``).
+(``run``), the kernels (``kernels/``), the BLAS (``blas``), the per-op checks (``checks``). Nothing is fused,
+reordered or written into a buffer another op owns: every other engine is checked against this one.
 design_docs/executor.md describes it.
 """

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import math
 import importlib.metadata
 import os
 import platform
@@ -50,8 +49,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["CALLING_THREAD_PRODUCT", "GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_at",
-           "gemm_batch", "prepare_gemm", "product_nt", "provider_threads", "use_blas"]
+__all__ = ["GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_at", "prepare_gemm",
+           "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 GEMM_DTYPES = (np.dtype("float32"), np.dtype("float64"))
@@ -63,12 +62,6 @@ SMALL_PRODUCT = 65536 * 4
 """m*n*k at or below which OpenBLAS runs a product on the calling thread (its interface/gemm.c:
 ``SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD``): such products go to numpy's matmul."""
 
-
-CALLING_THREAD_PRODUCT = 1_000_000
-"""m*n*k up to which numpy's OpenBLAS (0.3.31, SkylakeX kernels) runs a product whose second operand is not
-transposed on the calling thread (its small-matrix kernels), while ``a @ b.T`` above ``SMALL_PRODUCT`` goes to
-its thread pool (measured: 32x128x128 float32 takes the same time with 1 and 2 threads as NN or TN, NT 19 us on
-one thread and 12 on two): ``product_nt`` turns such an NT product into an NN one."""
 
 
 class Provider(NamedTuple):
@@ -231,8 +224,8 @@ def _operand(x: np.ndarray, trans: bool) -> tuple[np.ndarray, bool]:
 def prepare_gemm(trans_a: bool, trans_b: bool, alpha: float, a: np.ndarray, b: np.ndarray, beta: float,
                  c: np.ndarray) -> Callable[[], np.ndarray]:
     """Everything ``gemm`` checks, converts or computes aside, done now; the returned function writes C and
-    returns it. Raises ValueError for operands that do not fit, before anything is written, so a caller can
-    prepare several writes and then make them all (``backend.numpy.in_place``)."""
+    returns it. Raises ValueError for operands that do not fit, before anything is written, before anything is
+    written."""
     if a.dtype != c.dtype or b.dtype != c.dtype or not c.flags.c_contiguous:
         raise ValueError(f"gemm wants operands of C's dtype {c.dtype} and a C-contiguous C")
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
@@ -290,83 +283,3 @@ def gemm_at(dtype, trans_b: bool, m: int, n: int, k: int, a: int, lda: int, b: i
     shifted convolution, which overlap). The caller keeps the arrays alive and every matrix inside them."""
     _set_up(PROVIDER).gemm[dtype](_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0, a, lda, b,
                                   ldb, beta, c, ldc)
-
-
-def _matrices(x: np.ndarray, trans: bool, batch: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, bool, int]:
-    """``x`` as BLAS reads it (a copy only when neither matrix axis has unit stride), the addresses of its
-    matrices broadcast over ``batch`` (row-major order), whether BLAS must transpose them, and their leading
-    dimension: transposed or sliced views of a batch cost no copy."""
-    x = np.broadcast_to(x, batch + x.shape[-2:])
-    rows, cols = x.strides[-2:]
-    item = x.itemsize
-    if cols == item and rows % item == 0 and rows // item >= max(1, x.shape[-1]):
-        ld = rows // item
-    elif rows == item and cols % item == 0 and cols // item >= max(1, x.shape[-2]):
-        ld, trans = cols // item, not trans
-    else:
-        x = np.ascontiguousarray(x)
-        ld = max(1, x.shape[-1])
-    offsets = np.zeros(1, np.intp)
-    for size, stride in zip(batch, x.strides[:-2]):
-        offsets = (offsets[:, None] + np.arange(size, dtype=np.intp) * stride).ravel()
-    return x, offsets + x.ctypes.data, trans, ld
-
-
-def gemm_batch(trans_a: bool, trans_b: bool, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``c[i] = op(a[i]) @ op(b[i])`` for every index i of c's batch dims, a and b broadcast to them; returns c.
-
-    One call of the provider's grouped ``?gemm_batch``: a loop of ``gemm`` calls wakes the provider's threads
-    once per matrix, and numpy's matmul runs on another pool (``design_docs/performance.md``). Products of at
-    most ``SMALL_PRODUCT`` multiply-adds in all, empty ones, and providers without a batched GEMM use numpy.
-    C must be C-contiguous, of a's and b's dtype; raises ValueError for operands that do not fit.
-    """
-    batch, (m, n) = c.shape[:-2], c.shape[-2:]
-    k = a.shape[-2] if trans_a else a.shape[-1]
-    if a.dtype != c.dtype or b.dtype != c.dtype or not c.flags.c_contiguous or a.ndim < 2 or b.ndim < 2:
-        raise ValueError(f"gemm_batch wants matrices of C's dtype {c.dtype} and a C-contiguous C")
-    if (a.shape[-1] if trans_a else a.shape[-2]) != m or (b.shape[-2] if trans_b else b.shape[-1]) != n or \
-            (b.shape[-1] if trans_b else b.shape[-2]) != k:
-        raise ValueError(f"gemm_batch shapes do not agree: {a.shape}, {b.shape} into {c.shape}")
-    count = math.prod(batch)
-    provider = PROVIDER
-    if provider is None or provider.gemm_batch is None or count * m * n * k <= SMALL_PRODUCT:
-        return np.matmul(np.swapaxes(a, -1, -2) if trans_a else a, np.swapaxes(b, -1, -2) if trans_b else b, out=c)
-    a, a_at, trans_a, lda = _matrices(a, trans_a, batch)  # a and b stay referenced: BLAS reads them by address
-    b, b_at, trans_b, ldb = _matrices(b, trans_b, batch)
-    c_at = np.arange(count, dtype=np.intp) * (m * n * c.itemsize) + c.ctypes.data
-    ints = np.array([_TRANS if trans_a else _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, lda, ldb, n,
-                     count], np.int32)
-    scalars = np.array([1.0, 0.0], c.dtype)
-    at = [ints.ctypes.data + 4 * i for i in range(9)]
-    _set_up(provider).gemm_batch[c.dtype](
-        _ROW_MAJOR, at[0], at[1], at[2], at[3], at[4], scalars.ctypes.data, a_at.ctypes.data, at[5],
-        b_at.ctypes.data, at[6], scalars.ctypes.data + c.itemsize, c_at.ctypes.data, at[7], 1, at[8])
-    return c
-
-
-def product_nt(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``a @ b.T`` for 2-D arrays ``a`` [m, k] and ``b`` [n, k], written into ``out`` when it is a C-contiguous
-    [m, n] array of their dtype.
-
-    numpy's OpenBLAS hands an NT product of more than ``SMALL_PRODUCT`` multiply-adds to its thread pool, where
-    an NN one of the same size up to ``CALLING_THREAD_PRODUCT`` stays on the calling thread. Waking the pool
-    for a product of ~10 us is a bet on the other core being free: on a loaded 2-core machine the worker is
-    often descheduled, and after the product it spins on a core the rest of the step needs (the RNN's
-    gradient loop, one 32x128 @ 128x128^T product an iteration: steps 1.7-6.7 times as long as with one
-    thread). So such a product is computed as an NN product on a contiguous copy of the smaller operand's
-    transpose: ``(b @ a.T).T`` into ``out.T`` when m <= n, else ``a @ b.T`` with ``b.T`` copied (measured on
-    32x128x128 float32: 12.2 us on one thread, as fast as the pool on a quiet machine; 19 us NT on one thread).
-    Other dtypes, sizes and shapes go to numpy's matmul as they are.
-    """
-    m, k = a.shape
-    n = b.shape[0]
-    fits = out is not None and out.shape == (m, n) and out.dtype == a.dtype and out.flags.c_contiguous
-    if (a.dtype != b.dtype or a.dtype not in GEMM_DTYPES or b.shape[1] != k
-            or not SMALL_PRODUCT < m * n * k <= CALLING_THREAD_PRODUCT):
-        return np.matmul(a, b.T, out=out if fits and out.dtype == b.dtype else None)
-    result = out if fits else np.empty((m, n), a.dtype)
-    if m <= n:
-        np.matmul(b, np.ascontiguousarray(a.T), out=result.T)
-    else:
-        np.matmul(a, np.ascontiguousarray(b.T), out=result)
-    return result

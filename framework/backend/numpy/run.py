@@ -16,16 +16,7 @@ from ...errors import ExecutionError, NanInfError
 from .checks import CheckFailed, describe_inputs
 from .plan_data import Plan, Step
 
-__all__ = ["InnerOpFailed", "StepFailed", "block_runner", "kernel_error", "run_plan", "run_steps"]
-
-
-class InnerOpFailed(Exception):
-    """Raised by a fused step's op-by-op path when one of its ops fails: which op, and the inputs it had
-    (values made inside the step are not in the run's env), so the error names that op as an unfused run would."""
-
-    def __init__(self, index: int, inputs: Mapping[str, Any], error: Exception):
-        super().__init__(str(error))
-        self.index, self.inputs, self.error = index, inputs, error
+__all__ = ["StepFailed", "block_runner", "kernel_error", "run_plan", "run_steps"]
 
 
 class StepFailed(Exception):
@@ -38,11 +29,10 @@ class StepFailed(Exception):
 
 def run_steps(steps: Sequence[Step], env: dict, first: int = 0) -> None:
     """The loop itself: call each step's function on its inputs from ``env``, store its result(s), drop the
-    vars that die there. A failing step raises StepFailed (its position, counted from ``first``, and the error).
-    A region's ops one by one run through here too (``stretches.op_by_op``)."""
+    vars that die there. A failing step raises StepFailed (its position, counted from ``first``, and the error)."""
     i = first
     try:
-        for i, (fn, take, nargs, out, outs, dead, _, _, _) in enumerate(steps, first):
+        for i, (fn, take, nargs, out, outs, dead, _, _) in enumerate(steps, first):
             if nargs == 1:
                 result = fn(env[take])
             elif nargs:
@@ -113,11 +103,8 @@ def _where(plan: Plan, position: int, index: int | None = None) -> str:
 
 
 def kernel_error(plan: Plan, position: int, env: Mapping[str, Any], e: Exception) -> ExecutionError:
-    """The error for a kernel that raised ``e`` at step ``position`` of ``plan`` (for a fused step whose op
-    failed, that op and its inputs)."""
+    """The error for a kernel that raised ``e`` at step ``position`` of ``plan``."""
     index = plan.steps[position].index
-    if isinstance(e, InnerOpFailed):
-        index, env, e = e.index, e.inputs, e.error
     op = plan.block.ops[index]
     return ExecutionError(f"{_where(plan, position, index)} failed: {type(e).__name__}: {e}; "
                           f"inputs: {describe_inputs(op, env)}")

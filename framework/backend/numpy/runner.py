@@ -4,7 +4,7 @@ and commits what changed.
 A run: look up (or build) the plan for this program version and these feed and fetch names (``plan``); check
 the feeds and the scope's persistable values against their declared types (``runtime/conformance``); walk the
 plan's steps, dropping each intermediate array after its last use (``run``); then, only if every op succeeded,
-write the persistable vars the run changed into the scope, the plan's in-place tail included (``in_place``).
+write the persistable vars the run changed into the scope, all at once.
 """
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...runtime.commit import held_interrupts
 from ...runtime.conformance import checked_feeds, scope_value
 from ...runtime.per_version import PerVersion
 from ...runtime.scope import Scope
-from .in_place import prepare_in_place
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .run import run_plan
@@ -58,17 +56,13 @@ class NumpyRunner:
             mark("plan")
             env = self._initial_env(plan, feed, scope)
             mark("feeds")
-            writes = self._run_steps(plan, env, feed, scope)
+            run_plan(plan, env)
             agreed()
             mark("loop")
-            replaced = self._commit(plan, env, feed, scope, writes)
+            self._commit(plan, env, feed, scope)
             mark("commit")
         fetched = [self._fetched(plan, env, name, return_numpy) for name in plan.fetches]
         env.clear()
-        while replaced:  # popped one by one, so that each array's only reference is ``old``'s
-            name, old = replaced.pop()
-            plan.buffers.recycle(name, old)
-            del old
         mark("fetch")
         return fetched
 
@@ -82,39 +76,17 @@ class NumpyRunner:
         return env
 
     @staticmethod
-    def _run_steps(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> list[Callable[[], Any]]:
-        """Run the plan's steps; return the in-place writes of its tail, prepared, for the commit to make
-        (``in_place``), or none when the tail has run as ordinary steps."""
-        if not plan.in_place:
-            run_plan(plan, env)
-            return []
-        run_plan(plan, env, plan.head)
-        tail = plan.steps[len(plan.head):]
-        writes = prepare_in_place(tail, plan.in_place, env, feed, scope)
-        if writes is None:
-            run_plan(plan, env, tail, len(plan.head))
-            return []
-        return writes
-
-    @staticmethod
-    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope,
-                writes: list[Callable[[], Any]] | None = None) -> list[tuple[str, Any]]:
+    def _commit(plan: Plan, env: dict, feed: Mapping[str, Any], scope: Scope) -> None:
         """Write the persistable vars the run changed into the scope (the run has succeeded).
 
-        All-or-nothing, KeyboardInterrupt included: the new values are
-        gathered first and stored with one ``Scope.update``; the tail's
-        in-place ``writes`` are made right before it, with interrupts held
-        back until both are done (``runtime/commit.held_interrupts``). A fed
-        persistable var is not committed, even when an op updates it: the
-        feed overrides the scope's value for this run only. Returns the
-        scope's previous arrays of vars updated in a plan buffer, for the plan
-        to reuse once nothing else holds them.
+        All-or-nothing: the new values are gathered first and stored with one
+        ``Scope.update``. A fed persistable var is not committed, even when an
+        op updates it: the feed overrides the scope's value for this run only.
         """
         if not plan.commits:
-            return []
+            return
         fed = {id(v) for v in feed.values()}
         new: dict[str, np.ndarray] = {}
-        replaced = []
         for name in plan.commits:
             if name in feed:  # a feed overrides the scope for this run only: the scope keeps its own value
                 continue
@@ -122,21 +94,8 @@ class NumpyRunner:
             # A view (or the caller's own feed array) could change under the scope later: own a copy.
             if id(value) in fed or (isinstance(value, np.ndarray) and not value.flags.owndata):
                 value = np.array(value)
-            if name in plan.buffers.swaps:
-                old = scope.own(name)
-                if isinstance(old, np.ndarray) and old is not value:
-                    replaced.append((name, old))
             new[name] = np.asarray(value)
-        if writes:
-            with held_interrupts():
-                for write in writes:
-                    write()
-                scope.update(new)
-            del write
-            writes.clear()  # each write holds its parameter: none may outlive the run, or the next refuses in place
-        else:
-            scope.update(new)
-        return replaced
+        scope.update(new)
 
     def _fetched(self, plan: Plan, env: dict, name: str, return_numpy: bool):
         value = env[name]

@@ -23,7 +23,6 @@ from gradgen.program.errors import GradgenError
 
 from ...errors import ExecutionError
 from ...runtime.executor import Executor
-from ...backend.numpy.plan_data import PlanOptions
 from ...runtime.scope import Scope
 from .errors import NotImportable
 from .import_checks import check_size
@@ -34,10 +33,6 @@ NEVER_FOLDED = frozenset({"Constant", "If", "Loop", "Dropout", "BatchNormalizati
                           "RandomNormalLike", "RandomUniform", "RandomNormal", "Multinomial", "Bernoulli"})
 """Op types whose nodes are imported as ops even with constant inputs (random, training-mode, control flow,
 or ``Constant``, which binds a constant itself)."""
-
-_PLAIN = PlanOptions(schedule=False, buffers=False, fuse=False)
-"""Folding runs each op's kernel once, one by one: nothing to schedule, buffer or compile."""
-
 
 def foldable(node, graph) -> dict[str, np.ndarray] | None:
     """The constant inputs of ``node`` by name when every one of its inputs is one and it may be folded,
@@ -58,7 +53,7 @@ def _run(program: Program, params: dict[str, np.ndarray], fetch: list[str]) -> l
     scope = Scope()
     for name, value in params.items():
         scope.set(name, value)
-    return Executor(options=_PLAIN, check_types=True).run(program, feed={}, fetch_list=fetch, scope=scope)
+    return Executor(backend="numpy", check_types=True).run(program, feed={}, fetch_list=fetch, scope=scope)
 
 
 def fold(importer, graph, node, inputs: dict[str, np.ndarray], scratch_graph, translate: Callable) -> bool:

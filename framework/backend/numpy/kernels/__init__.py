@@ -1,7 +1,7 @@
 """One numpy kernel per op type, gathered from one module per family (as the schemas are).
 
-The kernel signature (a factory of a function taking an optional output
-buffer) is described in ``signature``. Each family module has a ``KERNELS``
+The kernel signature (a factory of a plain function of the op's input
+arrays) is described in ``signature``. Each family module has a ``KERNELS``
 dict; the control-flow family also has ``SUBBLOCKS``, which says which
 sub-blocks an op runs and what they bind, so that the plan can compile them
 before it builds the op's kernel.
@@ -13,9 +13,9 @@ from typing import Callable, Mapping
 from . import (activation, collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
                linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
-from .signature import KernelFactory, SubBlock, fits, takes_out, with_out
+from .signature import KernelFactory, SubBlock
 
-__all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock", "fits", "takes_out", "with_out"]
+__all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
 
 FAMILIES = (creation, elementwise, activation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)

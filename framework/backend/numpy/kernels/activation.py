@@ -1,20 +1,14 @@
 """Unary elementwise kernels, written to stay finite where the math is (stable sigmoid, softplus).
 
-The plain ufuncs are kernels as they are (the plan hands them a buffer like
-their input, see ``signature.with_out``); ``relu``, ``scale`` and the fused
-activation gradients write into a buffer when given one that fits, with the
-same operations in the same order as without it: the values do not depend
-on the buffer. ``scale``, which also runs on tiny arrays, passes ``out`` to
-its ufuncs positionally: ``out=None`` by keyword costs about 0.1 us, as much
-as the op on 4 numbers.
+The plain ufuncs are kernels as they are; the others are small functions of numpy's whole-array operations.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy.special import erf as scipy_erf
 
-from . import fast_erf
-from .signature import fits
 
 
 def _sigmoid(x):
@@ -36,12 +30,7 @@ def _fixed(fn):
 
 
 def relu(op):
-    def run(x, *, out=None):
-        if out is not None and not fits(out, x):
-            out = None
-        return np.maximum(x, 0, out=out)
-
-    return run
+    return lambda x: np.maximum(x, 0)
 
 
 def leaky_relu(op):
@@ -50,10 +39,20 @@ def leaky_relu(op):
 
 
 def erf_(op):
-    """scipy's erf ufunc for float64; float32 and float16 take ``fast_erf``'s (the same to within one ulp)."""
-    if op.block.var(op.input("X")[0]).dtype == "float64":
-        return scipy_erf
-    return fast_erf.erf
+    """scipy's erf ufunc, in X's dtype (scipy computes float16 in float32)."""
+    return lambda x: scipy_erf(x).astype(x.dtype, copy=False)
+
+
+def gelu(x):
+    """x * Phi(x), Phi the standard normal CDF, in x's dtype."""
+    return (x * (0.5 * (1.0 + scipy_erf(x * (1.0 / math.sqrt(2.0)))))).astype(x.dtype, copy=False)
+
+
+def gelu_grad(x, dout):
+    """dout * (Phi(x) + x phi(x)), gelu's derivative times the incoming gradient, in dout's dtype."""
+    cdf = 0.5 * (1.0 + scipy_erf(x * (1.0 / math.sqrt(2.0))))
+    pdf = np.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+    return (dout * (cdf + x * pdf)).astype(dout.dtype, copy=False)
 
 
 def elu(op):
@@ -69,15 +68,7 @@ def scale(op):
     dtype = op.block.var(op.input("X")[0]).dtype
     if not dtype.startswith("float"):
         return _int_scale(np.dtype(dtype), int(s), int(b))
-    mul, add = np.multiply, np.add  # closure cells: cheaper than two global and attribute lookups per call
-
-    def run(x, *, out=None):
-        if out is not None and not (fits(out, x) and x.dtype.kind == "f"):  # an int times a float is a float
-            out = None
-        y = mul(x, s, out)
-        return y if b == 0.0 else add(y, b, out)
-
-    return run
+    return (lambda x: x * s) if b == 0.0 else (lambda x: x * s + b)
 
 
 def _int_scale(dtype: np.dtype, s: int, b: int):
@@ -105,34 +96,15 @@ def pow_(op):
 def relu_grad(op):
     # dout * (out > 0): one pass, several times faster than np.where on big arrays. It differs from a
     # select only where dout is already NaN or Inf at an inactive unit (NaN instead of 0) or negative (-0.0).
-    def run(y, dout, *, out=None):
-        if out is not None and not fits(out, dout):
-            out = None
-        return np.multiply(dout, y > 0, out=out)
-
-    return run
+    return lambda y, dout: np.multiply(dout, y > 0)
 
 
 def tanh_grad(op):
-    def run(y, dout, *, out=None):  # dout * (1 - y * y)
-        if out is not None and not fits(out, dout, y):
-            out = None
-        t = np.multiply(y, y, out=out)
-        t = np.subtract(1.0, t, out=out)
-        return np.multiply(t, dout, out=out)
-
-    return run
+    return lambda y, dout: (1.0 - y * y) * dout
 
 
 def sigmoid_grad(op):
-    def run(y, dout, *, out=None):  # dout * (y * (1 - y))
-        if out is not None and not fits(out, dout, y):
-            out = None
-        t = np.subtract(1.0, y, out=out)
-        t = np.multiply(t, y, out=out)
-        return np.multiply(t, dout, out=out)
-
-    return run
+    return lambda y, dout: (1.0 - y) * y * dout
 
 
 KERNELS = {
@@ -146,7 +118,7 @@ KERNELS = {
     "abs": _fixed(np.abs),
     "sin": _fixed(np.sin),
     "cos": _fixed(np.cos),
-    "gelu": _fixed(fast_erf.gelu),
+    "gelu": _fixed(gelu),
     "softplus": _fixed(_softplus),
     "reciprocal": _fixed(np.reciprocal),
     "sign": _fixed(np.sign),

@@ -31,7 +31,6 @@ from .im2col import Sweep, add_columns, add_wide_columns, columns, pad_into
 from . import shifted
 from .pooling import pool2d, pool2d_grad, pool2d_select
 from .scratch import scratch
-from .signature import result_array
 
 COLUMN_BYTES = 4 << 20
 """The column matrix a conv kernel builds at once holds whole images and at most this many bytes (unless one
@@ -60,12 +59,12 @@ def _image_columns(x: np.ndarray, sweep: Sweep, out) -> np.ndarray:
     return columns(x, sweep, out, scratch("conv columns", (n, c) + sweep.kernel + tuple(out), x.dtype))
 
 
-def _convolved(x: np.ndarray, w: np.ndarray, sweep: Sweep, groups: int, out) -> np.ndarray:
+def _convolved(x: np.ndarray, w: np.ndarray, sweep: Sweep, groups: int) -> np.ndarray:
     """conv2d of ``x`` by ``w`` as ``sweep`` places it (the forward kernel's work)."""
     (n, c), o = x.shape[:2], w.shape[0]
     size = sweep.out_size(x.shape[2:])
     pixels = math.prod(size)
-    result = result_array(out, (n, o) + size, x.dtype)
+    result = np.empty((n, o) + size, x.dtype)
     if shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
         return shifted.conv(x, w, sweep.pads, result)
     filters = w.reshape(groups, o // groups, -1)
@@ -78,8 +77,8 @@ def _convolved(x: np.ndarray, w: np.ndarray, sweep: Sweep, groups: int, out) -> 
 def conv2d(op):
     groups, sweeper = op.attr("groups"), _sweeper(op)
 
-    def run(x, w, *, out=None):
-        return _convolved(x, w, sweeper(w.shape), groups, out)
+    def run(x, w):
+        return _convolved(x, w, sweeper(w.shape), groups)
 
     return run
 
@@ -87,11 +86,11 @@ def conv2d(op):
 def conv2d_filter_grad(op):
     groups, sweeper = op.attr("groups"), _sweeper(op)
 
-    def run(x, gout, w, *, out=None):
+    def run(x, gout, w):
         sweep = sweeper(w.shape)
         (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
         pixels = math.prod(size)
-        result = result_array(out, w.shape, w.dtype)
+        result = np.empty(w.shape, w.dtype)
         if shifted.applies_to_filter_grad(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups,
                                           x.dtype):
             return shifted.filter_grad(x, gout, sweep.pads, result)
@@ -106,7 +105,7 @@ def conv2d_filter_grad(op):
     return run
 
 
-def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.ndarray:
+def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype) -> np.ndarray:
     """conv2d's adjoint in its input: ``gout`` [N, O, *out] spread back over an N-C-spatial array of ``shape``.
 
     With stride 1, ``gout`` is first widened to the padded input's size in every spatial dim but the first
@@ -117,7 +116,7 @@ def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype, out) -> np.nda
     wide = all(s == 1 for s in sweep.strides) and len(size) > 1
     rows = (got[0],) + padded[1:] if wide else got
     taps, pixels = math.prod(sweep.kernel), math.prod(rows)
-    result = result_array(out, shape, dtype)
+    result = np.empty(shape, dtype)
     filters_t = w.reshape(groups, o // groups, cg * taps).swapaxes(1, 2)
     for lo, hi in _chunks(n, c * taps * pixels * np.dtype(dtype).itemsize):
         g = gout[lo:hi]
@@ -165,13 +164,13 @@ def conv2d_input_grad(op):
     few channels stays the scatter (LeNet's: 1.1 against 2.4 ms as a convolution)."""
     groups, sweeper = op.attr("groups"), _sweeper(op)
 
-    def run(w, gout, x, *, out=None):
+    def run(w, gout, x):
         sweep = sweeper(w.shape)
         adjoint = _adjoint_sweep(sweep)
         if adjoint is not None and (groups > 1 or shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations,
                                                                   sweep.pads, groups, x.dtype)):
-            return _convolved(gout, _adjoint_filter(w, groups), adjoint, groups, result_array(out, x.shape, x.dtype))
-        return _input_grad(w, gout, x.shape, sweep, groups, x.dtype, out)
+            return _convolved(gout, _adjoint_filter(w, groups), adjoint, groups)
+        return _input_grad(w, gout, x.shape, sweep, groups, x.dtype)
 
     return run
 
@@ -182,10 +181,10 @@ def conv2d_transpose(op):
     groups, extra, sweeper = op.attr("groups"), op.attr("output_padding"), _sweeper(op)
     strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
-    def run(x, w, *, out=None):
+    def run(x, w):
         size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
                 zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
-        return _input_grad(w, x, (x.shape[0], w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype, out)
+        return _input_grad(w, x, (x.shape[0], w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype)
 
     return run
 

@@ -1,8 +1,6 @@
 """Binary elementwise kernels: numpy ufuncs with numpy broadcasting.
 
-Each kernel is the ufunc itself. The plan hands one a buffer only when the
-buffer has the shape and dtype of both inputs (``signature.with_out``): no
-broadcasting, one dtype. Anything else allocates.
+Each kernel is the ufunc itself.
 """
 from __future__ import annotations
 

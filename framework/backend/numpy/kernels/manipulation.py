@@ -8,22 +8,18 @@ import numpy as np
 from gradgen.program.shapes import unsqueezed
 
 from .grad_ops import slice_index
-from .signature import fits
 
 
 def sum_(op):
-    """Gradient accumulation: X[0] + X[1], then each further X added in place; into a plan buffer when every X
-    has its shape and dtype."""
+    """Gradient accumulation: X[0] + X[1], then each further X added to that new sum."""
     if len(op.input("X")) == 1:
         return lambda x: x
 
-    def run(*xs, out=None):
+    def run(*xs):
         for x in xs[1:]:  # the schema's promise: numpy would broadcast -1 dims that differ at run time
             if x.shape != xs[0].shape:
                 raise ValueError(f"the addends have run-time shapes {[list(np.shape(v)) for v in xs]}, not one shape")
-        if out is not None and not fits(out, *xs):
-            out = None
-        total = np.add(xs[0], xs[1], out=out)
+        total = np.add(xs[0], xs[1])
         for x in xs[2:]:
             total += x
         return total

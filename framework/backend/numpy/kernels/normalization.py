@@ -5,16 +5,13 @@ index, the normalized dims flattened; batch norm: ``[N, C, positions]``), in a
 few whole-array numpy operations that write into at most two arrays shaped
 like X: the result and one temporary. Row dot products go through
 ``einsum``, which reads its operands without materializing their product.
-The result is kept for the next run (``Recycler``): these ops have several
-outputs, so the plan's buffers do not serve them, and a fresh large array
-costs its page faults on every run; the temporary, which never leaves the
-kernel, is a per-thread scratch array (``scratch``). float16 is computed in float32 and
-rounded back.
+The result is a new array every run; the temporary, which never leaves the
+kernel, is a per-thread scratch array (``scratch``). float16 is computed in
+float32 and rounded back.
 """
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
@@ -23,24 +20,7 @@ from gradgen.program.shapes import normalize_axis
 
 from .scratch import scratch
 
-__all__ = ["KERNELS", "Recycler"]
-
-
-class Recycler:
-    """Arrays a kernel made in its last run, handed out again when nothing else still refers to them."""
-
-    __slots__ = ("_arrays",)
-
-    def __init__(self) -> None:
-        self._arrays: dict[str, np.ndarray] = {}
-
-    def empty(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """An uninitialized array: last run's ``key`` if it fits and no one holds it (or a view of it), else new."""
-        arr = self._arrays.get(key)
-        # References: the dict, arr, getrefcount's argument. Any more and a caller can still see it.
-        if arr is None or arr.shape != shape or arr.dtype != dtype or sys.getrefcount(arr) > 3:
-            arr = self._arrays[key] = np.empty(shape, dtype)
-        return arr
+__all__ = ["KERNELS"]
 
 
 def _work_dtype(dtype: np.dtype) -> np.dtype:
@@ -96,12 +76,11 @@ def _normalized_grad(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, gain, a
 def layer_norm(op):
     begin, eps = _split(op), op.attr("epsilon")
     has_scale, has_bias = _given(op, "Scale"), _given(op, "Bias")
-    recycler = Recycler()
 
     def run(x, *affine):
         work = _work_dtype(x.dtype)
         rows = _as((math.prod(x.shape[:begin]), math.prod(x.shape[begin:])), x, work)
-        y = recycler.empty("y", rows.shape, work)
+        y = np.empty(rows.shape, work)
         mean, var = _stats(rows, (1,), y)
         y *= 1.0 / np.sqrt(var + eps)
         if has_scale:
@@ -118,14 +97,13 @@ def layer_norm(op):
 def layer_norm_grad(op):
     begin, eps, has_scale = _split(op), op.attr("epsilon"), _given(op, "Scale")
     want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
-    recycler = Recycler()
 
     def run(x, *rest):
         scale, dy = rest if has_scale else (None, rest[0])
         work = _work_dtype(x.dtype)
         shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
         rows, dys = _as(shape, x, work), _as(shape, dy, work)
-        xhat, dx = scratch("layer_norm_grad xhat", shape, work), recycler.empty("dx", shape, work)
+        xhat, dx = scratch("layer_norm_grad xhat", shape, work), np.empty(shape, work)
         _, var = _stats(rows, (1,), xhat)
         rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
@@ -158,12 +136,11 @@ _BATCH_AXES = (0, 2)
 def batch_norm(op):
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
     estimator = op.attr("running_variance")
-    recycler = Recycler()
 
     def run(x, scale, bias, mean, var):
         work = _work_dtype(x.dtype)
         x3 = _channels(x, work)
-        y = recycler.empty("y", x3.shape, work)
+        y = np.empty(x3.shape, work)
         # An empty batch tells nothing about the statistics: it normalizes (nothing) with the running ones and
         # leaves them as they were; its own (NaN) mean and variance would poison them for good.
         running = is_test or x.size == 0
@@ -187,13 +164,12 @@ def batch_norm(op):
 
 def batch_norm_grad(op):
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
-    recycler = Recycler()
 
     def run(x, scale, *rest):
         dy = rest[-1]
         work = _work_dtype(x.dtype)
         x3, dy3 = _channels(x, work), _channels(dy, work)
-        xhat, dx = scratch("batch_norm_grad xhat", x3.shape, work), recycler.empty("dx", x3.shape, work)
+        xhat, dx = scratch("batch_norm_grad xhat", x3.shape, work), np.empty(x3.shape, work)
         if is_test:
             var = _per_channel(rest[1], work)
             np.subtract(x3, _per_channel(rest[0], work), out=xhat)

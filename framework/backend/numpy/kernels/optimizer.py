@@ -1,71 +1,40 @@
-"""Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``.
-
-``sgd``, ``momentum``, ``adam`` and ``adamw`` write their new values into the plan's
-buffers when given ones that fit (the plan double-buffers parameters and
-optimizer state), with the same operations in the same order as without.
-"""
+"""Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``, each a new array
+per output (the run commits them to the scope only when the whole run succeeded)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .signature import fits
-
 
 def sgd(op):
-    def run(param, grad, lr, *, out=None):  # param - lr * grad
-        if out is not None and not (fits(out, param, grad) and lr.dtype == param.dtype):
-            out = None
-        step = np.multiply(grad, lr.reshape(()), out=out)
-        return np.subtract(param, step, out=out)
-
-    return run
+    return lambda param, grad, lr: param - grad * lr.reshape(())
 
 
 def momentum(op):
     mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
 
-    def run(param, grad, velocity, lr, *, out=None):
-        if out is None or not (fits(out[0], param, grad, velocity) and fits(out[1], param)
-                               and lr.dtype == param.dtype):
-            out = (None, None)
-        pbuf, vbuf = out
+    def run(param, grad, velocity, lr):
         lr = lr.reshape(())
-        v = np.multiply(velocity, mu, out=vbuf)
-        v = np.add(v, grad, out=vbuf)  # v = mu * velocity + grad
-        step = np.add(grad, np.multiply(v, mu, out=pbuf), out=pbuf) if nesterov else v  # grad + mu * v, or v
-        step = np.multiply(step, lr, out=pbuf)
-        return np.subtract(param, step, out=pbuf), v
+        v = velocity * mu + grad  # v = mu * velocity + grad
+        step = grad + v * mu if nesterov else v
+        return param - step * lr, v
 
     return run
 
 
-def _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p) -> bool:
-    """Adam writes into its five buffers only when all arrays share one dtype and the shapes agree."""
-    pb, m1b, m2b, b1b, b2b = out
-    return (param.ndim != 0 and fits(pb, param, grad, m1, m2) and fits(m1b, param) and fits(m2b, param)
-            and fits(b1b, b1p) and fits(b2b, b2p) and lr.dtype == b1p.dtype == b2p.dtype == param.dtype)
-
-
 def adam(op):
-    """With buffers, every array operation but one (``lr_t * m1``) writes into them, the parameter's buffer
-    serving as the temporary. ``adamw`` is this kernel with its ``coeff``: the parameter the step is taken
-    from is ``param * (1 - lr coeff)`` (torch.optim.AdamW's order: shrink, then step), one more temporary."""
+    """``adamw`` is this kernel with its ``coeff``: the parameter the step is taken from is
+    ``param * (1 - lr coeff)`` (torch.optim.AdamW's order: shrink, then step)."""
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
     coeff = op.attrs.get("coeff", 0.0)
 
-    def run(param, grad, lr, m1, m2, b1p, b2p, *, out=None):
-        if out is None or not _adam_buffers(out, param, grad, lr, m1, m2, b1p, b2p):
-            out = (None,) * 5
-        pb, m1b, m2b, b1b, b2b = out
-        m1 = np.add(np.multiply(m1, b1, out=m1b), np.multiply(grad, 1.0 - b1, out=pb), out=m1b)  # b1 m1 + (1 - b1) g
-        t = np.multiply(np.multiply(grad, 1.0 - b2, out=pb), grad, out=pb)
-        m2 = np.add(np.multiply(m2, b2, out=m2b), t, out=m2b)  # b2 m2 + (1 - b2) g g
+    def run(param, grad, lr, m1, m2, b1p, b2p):
+        m1 = m1 * b1 + grad * (1.0 - b1)  # b1 m1 + (1 - b1) g
+        m2 = m2 * b2 + grad * (1.0 - b2) * grad  # b2 m2 + (1 - b2) g g
         lr_t = lr.reshape(()) * np.sqrt(1.0 - b2p) / (1.0 - b1p)
-        denominator = np.add(np.sqrt(m2, out=pb), eps * np.sqrt(1.0 - b2p), out=pb)
-        step = np.divide(lr_t * m1, denominator, out=pb).astype(param.dtype, copy=False)
+        denominator = np.sqrt(m2) + eps * np.sqrt(1.0 - b2p)
+        step = (lr_t * m1 / denominator).astype(param.dtype, copy=False)
         start = param * (1.0 - lr.reshape(()) * coeff) if coeff else param
-        return (np.subtract(start, step, out=pb), m1, m2, np.multiply(b1p, b1, out=b1b),
-                np.multiply(b2p, b2, out=b2b))
+        return start - step, m1, m2, b1p * b1, b2p * b2
 
     return run
 

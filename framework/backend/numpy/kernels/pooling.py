@@ -16,7 +16,6 @@ import numpy as np
 from gradgen.program.ops.conv import pool_out_size, pool_paddings
 
 from .im2col import Sweep, pad_into, tap
-from .signature import result_array
 
 __all__ = ["pool2d", "pool2d_grad", "pool2d_select"]
 
@@ -86,9 +85,9 @@ def _reduce(ufunc, taps, out):
 def pool2d(op):
     pool = _Pooling(op)
 
-    def run(x, *, out=None):
+    def run(x):
         _, size, taps = pool.taps(x, -np.inf if pool.kind == "max" else 0.0)
-        result = result_array(out, x.shape[:2] + size, x.dtype)
+        result = np.empty(x.shape[:2] + size, x.dtype)
         if pool.kind == "max":
             return _reduce(np.maximum, taps, result)
         result = _reduce(np.add, taps, result)
@@ -98,9 +97,9 @@ def pool2d(op):
     return run
 
 
-def _scatter(sweep: Sweep, shape, dtype, shares, out):
+def _scatter(sweep: Sweep, shape, dtype, shares):
     """An N-C-spatial array of ``shape``: each tap's [N, C, *out] share added back where the tap reads."""
-    result = result_array(out, shape, dtype)
+    result = np.empty(shape, dtype)
     gxp = np.empty(shape[:2] + sweep.padded_size(shape[2:]), dtype) if sweep.padded() else result
     gxp[...] = 0
     for at, share in zip(np.ndindex(*sweep.kernel), shares):
@@ -113,7 +112,7 @@ def _scatter(sweep: Sweep, shape, dtype, shares, out):
 def pool2d_grad(op):
     pool = _Pooling(op)
 
-    def run(x, gout, *, out=None):
+    def run(x, gout):
         if pool.kind == "max":
             sweep, _, masks = pool.first_maxima(x)
             shares = (m * gout for m in masks)
@@ -121,7 +120,7 @@ def pool2d_grad(op):
             sweep = pool.sweep(x.shape[2:])
             share = gout / pool.divisor(x.shape, gout.shape[2:], x.dtype)
             shares = (share for _ in range(math.prod(sweep.kernel)))
-        return _scatter(sweep, x.shape, x.dtype, shares, out)
+        return _scatter(sweep, x.shape, x.dtype, shares)
 
     return run
 
@@ -129,10 +128,10 @@ def pool2d_grad(op):
 def pool2d_select(op):
     pool = _Pooling(op)
 
-    def run(x, d, *, out=None):
+    def run(x, d):
         _, _, masks = pool.first_maxima(x)
         _, _, taps = pool.taps(d, 0.0)
-        result = np.multiply(masks[0], taps[0], out=result_array(out, masks[0].shape, x.dtype))
+        result = np.multiply(masks[0], taps[0], dtype=x.dtype)
         for m, t in zip(masks[1:], taps[1:]):
             result += m * t
         return result
