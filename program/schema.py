@@ -187,6 +187,15 @@ class OpSchema:
     """The dtypes the op accepts, for each input slot and each attr of kind dtype: a tuple of dtypes, or the
     name of another input slot whose dtype it must have (``{"X": NUMERIC_DTYPES, "Y": "X"}``). Building an op
     checks them before inference (``validate.check_dtypes``); the registry test runs every dtype listed."""
+    compute: Callable[..., Any] | None = None
+    """The op's computation, written once over an array namespace: ``compute(xp, *inputs, **attrs)`` returns the
+    output (a tuple for several) from the input arrays flat in slot order and every attr by name. ``xp`` is an
+    engine's namespace (``numpy``, ``jax.numpy``) with the array API's functions and ``erf``; the engines
+    derive their kernels and lowerings from it (``design_docs/adding_an_op.md``) and cast a result to the
+    declared dtype only where it differs. None: each engine writes its own (a convolution, a loop)."""
+    onnx: str | None = None
+    """The ONNX operator that is this op as one node (the same inputs in order and one output, attrs of the same
+    names): the exporter and the importer take their one-node entries from it."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
 

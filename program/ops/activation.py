@@ -1,6 +1,8 @@
 """Unary elementwise ops (activations and friends) and their fused gradient ops."""
 from __future__ import annotations
 
+import math
+
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
 from ..schema import Attr, TensorType, same_as, schema
 
@@ -38,21 +40,101 @@ UNARY_ATTRS = {
 EXACT_ON_INTS = ("scale", "abs", "sign", "square")
 """The unary ops that also take integers, computed exactly in X's dtype; the others take floats only."""
 
+
+# The math, once, over an array namespace ``xp`` (numpy, jax.numpy): every engine runs these same formulas.
+# They stay finite where the function is: sigmoid and softplus only exponentiate non-positive numbers, elu
+# takes expm1 of a non-positive number.
+def sigmoid(xp, x):
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def softplus(xp, x):
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def gelu(xp, x):
+    """x Phi(x), Phi the standard normal CDF: the exact gelu."""
+    return x * (0.5 * (1.0 + xp.erf(x * INV_SQRT2)))
+
+
+def gelu_grad(xp, x, dout):
+    """dout (Phi(x) + x phi(x)): the exact gelu's derivative times the incoming gradient."""
+    cdf = 0.5 * (1.0 + xp.erf(x * INV_SQRT2))
+    return dout * (cdf + x * (xp.exp(-0.5 * x * x) * INV_SQRT_2PI))
+
+
+def scale(xp, x, *, scale, bias):
+    """x * scale + bias; on integers in X's dtype, wrapping on overflow (the schema made sure scale and bias are
+    whole numbers the dtype holds)."""
+    if scale == 1 and bias == 0:
+        return x
+    if xp.isdtype(x.dtype, "integral"):
+        return x * xp.asarray(int(scale), dtype=x.dtype) + xp.asarray(int(bias), dtype=x.dtype)
+    return x * scale if bias == 0 else x * scale + bias
+
+
+def relu_grad(xp, y, dout):
+    """dout where the unit is active, else ``dout * 0``: an infinite or NaN dout gives NaN there, as a product
+    with the 0/1 mask would (a select written as a product lets XLA turn it into 0)."""
+    return xp.where(y > 0, dout, dout * 0)
+
+
+INV_SQRT2 = 1.0 / math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+COMPUTE = {
+    "relu": lambda xp, x: xp.maximum(x, 0),
+    "sigmoid": sigmoid,
+    "tanh": lambda xp, x: xp.tanh(x),
+    "exp": lambda xp, x: xp.exp(x),
+    "log": lambda xp, x: xp.log(x),
+    "sqrt": lambda xp, x: xp.sqrt(x),
+    "square": lambda xp, x: x * x,
+    "abs": lambda xp, x: xp.abs(x),
+    "sin": lambda xp, x: xp.sin(x),
+    "cos": lambda xp, x: xp.cos(x),
+    "gelu": gelu,
+    "softplus": softplus,
+    "reciprocal": lambda xp, x: 1.0 / x,
+    "sign": lambda xp, x: xp.sign(x),
+    "leaky_relu": lambda xp, x, *, alpha: xp.where(x > 0, x, x * alpha),
+    "scale": scale,
+    "clip": lambda xp, x, *, min, max: xp.clip(x, min, max),
+    "pow": lambda xp, x, *, factor: xp.pow(x, factor),
+    "erf": lambda xp, x: xp.erf(x),
+    "silu": lambda xp, x: x * sigmoid(xp, x),
+    "elu": lambda xp, x, *, alpha: xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0))),
+    "relu_grad": relu_grad,
+    "tanh_grad": lambda xp, y, dout: (1.0 - y * y) * dout,
+    "sigmoid_grad": lambda xp, y, dout: (1.0 - y) * y * dout,
+}
+"""op type -> its computation over ``xp`` (``OpSchema.compute``)."""
+
+ONNX = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+        "abs": "Abs", "sin": "Sin", "cos": "Cos", "reciprocal": "Reciprocal", "sign": "Sign", "softplus": "Softplus",
+        "erf": "Erf"}
+"""op type -> the ONNX operator that is the op as one node (``OpSchema.onnx``)."""
+
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
 
 SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _scale if t == "scale" else same_as("X"), attrs,
-           dtypes={"X": NUMERIC_DTYPES if t in EXACT_ON_INTS else FLOAT_DTYPES})
+           dtypes={"X": NUMERIC_DTYPES if t in EXACT_ON_INTS else FLOAT_DTYPES}, compute=COMPUTE[t],
+           onnx=ONNX.get(t))
     for t, attrs in UNARY_ATTRS.items()
 ) + (
     schema("relu_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
-           doc="X@GRAD = Out@GRAD where Out > 0, else 0: relu's gradient in one pass.", dtypes=_FROM_OUTPUT),
+           doc="X@GRAD = Out@GRAD where Out > 0, else 0: relu's gradient in one pass.", dtypes=_FROM_OUTPUT,
+           compute=COMPUTE["relu_grad"]),
     schema("tanh_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
-           doc="X@GRAD = Out@GRAD * (1 - Out^2): tanh's gradient from its output, in one op.", dtypes=_FROM_OUTPUT),
+           doc="X@GRAD = Out@GRAD * (1 - Out^2): tanh's gradient from its output, in one op.", dtypes=_FROM_OUTPUT,
+           compute=COMPUTE["tanh_grad"]),
     schema("sigmoid_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
            doc="X@GRAD = Out@GRAD * Out * (1 - Out): sigmoid's gradient from its output, in one op.",
-           dtypes=_FROM_OUTPUT),
+           dtypes=_FROM_OUTPUT, compute=COMPUTE["sigmoid_grad"]),
 )
 
 
-__all__ = ["UNARY_ATTRS", "EXACT_ON_INTS", "SCHEMAS"]
+__all__ = ["COMPUTE", "EXACT_ON_INTS", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad",
+           "relu_grad", "scale", "sigmoid", "softplus"]

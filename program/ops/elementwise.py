@@ -31,10 +31,27 @@ _NOTES = {"elementwise_div": " Integers divide truly, to float64.",
           "elementwise_pow": " An integer to a negative integer power is a run-time error (numpy's rule).",
           "elementwise_max": " On bools: or.", "elementwise_min": " On bools: and."}
 
+COMPUTE = {
+    "elementwise_add": lambda xp, x, y: xp.add(x, y),
+    "elementwise_sub": lambda xp, x, y: xp.subtract(x, y),
+    "elementwise_mul": lambda xp, x, y: xp.multiply(x, y),
+    "elementwise_div": lambda xp, x, y: xp.divide(x, y),
+    "elementwise_pow": lambda xp, x, y: xp.pow(x, y),
+    "elementwise_max": lambda xp, x, y: xp.maximum(x, y),
+    "elementwise_min": lambda xp, x, y: xp.minimum(x, y),
+}
+"""op type -> its computation over ``xp`` (``OpSchema.compute``): the array API's functions, NaN winning in max
+and min. An engine whose own promotion differs from numpy's (jax divides int32 by int32 in float32) computes
+in the declared dtype: the xla engine casts the inputs to it first."""
+
+ONNX = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_mul": "Mul", "elementwise_div": "Div",
+        "elementwise_pow": "Pow", "elementwise_max": "Max", "elementwise_min": "Min"}
+"""op type -> its one ONNX node (``OpSchema.onnx``)."""
+
 SCHEMAS = tuple(
     schema(t, ["X", "Y"], ["Out"], _true_divide if t == "elementwise_div" else _broadcast,
            doc=f"Out = {t[12:]}(X, Y), with numpy broadcasting.{_NOTES.get(t, '')}",
-           dtypes={"X": _ACCEPTS[t], "Y": "X"})
+           dtypes={"X": _ACCEPTS[t], "Y": "X"}, compute=COMPUTE[t], onnx=ONNX[t])
     for t in ELEMENTWISE_TYPES
 ) + (
     schema("elementwise_mod", ["X", "Y"], ["Out"], _broadcast, {"fmod": Attr("bool", False)},
@@ -45,4 +62,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["ELEMENTWISE_TYPES", "SCHEMAS"]
+__all__ = ["COMPUTE", "ELEMENTWISE_TYPES", "ONNX", "SCHEMAS"]

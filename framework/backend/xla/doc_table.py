@@ -10,7 +10,12 @@ import sys
 
 from gradgen.program.doc_table import with_table_between, write_table_main
 
+from gradgen.program.ops import OP_SCHEMAS
+
+from .lower_derived import derived_lowerings
 from .table import FAMILIES, REFUSED
+
+DERIVED = derived_lowerings(OP_SCHEMAS)
 
 __all__ = ["BEGIN", "END", "main", "markdown_table", "with_table"]
 
@@ -20,8 +25,10 @@ END = "<!-- end of the generated xla lowering table -->"
 
 
 def markdown_table() -> str:
-    """One row per family module with the op types it lowers; then every refused op type and its reason."""
-    rows = ["| family | op types lowered |", "|---|---|"]
+    """The op types whose lowering is derived from their ``compute``, one row per family module with the op types
+    it lowers by hand, then every refused op type and its reason."""
+    rows = ["| family | op types lowered |", "|---|---|",
+            f"| derived from each op's compute (lower_derived) | {', '.join(f'`{t}`' for t in sorted(DERIVED))} |"]
     for family in FAMILIES:
         ops = ", ".join(f"`{t}`" for t in sorted(family.LOWERINGS))
         rows.append(f"| {family.__name__.rsplit('.', 1)[-1]} | {ops} |")

@@ -1,5 +1,6 @@
-"""Lowerings of the elementwise, activation, comparison, logical, reduction and creation ops: ``jax.numpy``
-one-liners that compute what the numpy kernels compute (``backend/numpy/kernels/``), in the same dtypes.
+"""Lowerings of the comparison, logical, reduction and creation ops, the products and the casts: ``jax.numpy``
+one-liners that compute what the numpy kernels compute (``backend/numpy/kernels/``), in the same dtypes. The
+elementwise and activation ops state their math once (``program/ops``) and are derived (``lower_derived``).
 
 Random ops have no inputs and a fixed seed: every run draws the same numbers, so they are constants, made
 with the numpy kernel (PCG64) while tracing: the same values as the numpy backend, bit for bit.
@@ -12,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
-from jax.scipy.special import erf as jax_erf
 
 from gradgen.program.einsum_equation import parse_einsum
 
@@ -43,94 +43,16 @@ def _fixed(fn):
     return lambda op, ctx: fn
 
 
-def _typed(fn):
-    """``fn(x)`` cast back to X's dtype (what the numpy kernels' ``astype(x.dtype)`` do)."""
-    def factory(op, ctx):
-        dtype = out_dtype(op)
-        return lambda *xs: fn(*xs).astype(dtype)
-
-    return factory
-
-
-def _erf(x):
-    return jax_erf(x)
-
-
-def _gelu(x):
-    return (x * 0.5 * (1.0 + jax_erf(x * (1.0 / math.sqrt(2.0))))).astype(x.dtype)
-
-
-def _gelu_grad(x, dout):
-    """dout * (Phi(x) + x * phi(x)): the exact gelu's derivative."""
-    cdf = 0.5 * (1.0 + jax_erf(x * (1.0 / math.sqrt(2.0))))
-    pdf = jnp.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
-    return (dout * (cdf + x * pdf)).astype(dout.dtype)
-
-
-def _leaky_relu(op, ctx):
-    alpha = op.attr("alpha")
-    return lambda x: jnp.where(x > 0, x, x * alpha).astype(x.dtype)
-
-
-def _elu(op, ctx):
-    alpha = op.attr("alpha")
-    return lambda x: jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0))).astype(x.dtype)
-
-
-def _scale(op, ctx):
-    s, b = op.attr("scale"), op.attr("bias")
-    dtype = in_dtype(op)
-    if dtype.kind != "f":  # whole numbers in X's integer dtype, wrapping on overflow as numpy does
-        si, bi = dtype.type(int(s)), dtype.type(int(b))
-        return lambda x: (x * si + bi).astype(dtype)
-    return lambda x: (x * s + b).astype(dtype) if b != 0.0 else (x * s).astype(dtype)
-
-
-def _clip(op, ctx):
-    lo, hi = op.attr("min"), op.attr("max")
-    return lambda x: jnp.clip(x, lo, hi).astype(x.dtype)
-
-
-def _pow(op, ctx):
-    factor = op.attr("factor")
-    dtype = out_dtype(op)
-    return lambda x: jnp.power(x, factor).astype(dtype)
-
-
-def _relu_grad(y, dout):
-    """dout where the unit is active, else ``dout * 0`` (numpy's product with the 0/1 mask: an infinite or NaN
-    dout gives NaN there; XLA rewrites a product with a converted bool into a select, which would give 0)."""
-    return jnp.where(y > 0, dout, dout * 0).astype(dout.dtype)
-
-
-def _tanh_grad(y, dout):
-    return ((1.0 - y * y) * dout).astype(dout.dtype)
-
-
-def _sigmoid_grad(y, dout):
-    return ((1.0 - y) * y * dout).astype(dout.dtype)
-
-
-def _leaky_relu_grad(op, ctx):
-    alpha = op.attr("alpha")
-    return lambda x, dout: jnp.where(x > 0, dout, dout * alpha).astype(dout.dtype)
-
-
-def _clip_grad(op, ctx):
-    lo, hi = op.attr("min"), op.attr("max")
-    return lambda x, dout: jnp.where((x > lo) & (x < hi), dout, 0).astype(dout.dtype)
-
-
-def _elu_grad(op, ctx):
-    alpha = op.attr("alpha")
-    return lambda x, dout: jnp.where(x > 0, dout, dout * (alpha * jnp.exp(jnp.minimum(x, 0)))).astype(dout.dtype)
-
-
 def _binary(fn):
-    """An elementwise op of two inputs, in the dtype the schema declared (numpy's promotion)."""
+    """An elementwise op of two inputs, computed in the dtype the schema declared (numpy's promotion): the inputs
+    are cast to it first, so int32 / int32 declared float64 divides in float64 as numpy does (jax's own promotion
+    would divide in float32 and widen). A comparison or logical op (a bool result) compares its inputs as they
+    are."""
     def factory(op, ctx):
         dtype = out_dtype(op)
-        return lambda x, y: fn(x, y).astype(dtype)
+        if dtype == np.bool_:
+            return lambda x, y: fn(x, y)
+        return lambda x, y: fn(x.astype(dtype), y.astype(dtype))
 
     return factory
 
@@ -320,30 +242,12 @@ def _logical_not(op, ctx):
     return lambda x: jnp.logical_not(x)
 
 
-def _sign(x):
-    return jnp.sign(x).astype(x.dtype)
-
-
 LOWERINGS = {
-    "elementwise_add": _binary(jnp.add), "elementwise_sub": _binary(jnp.subtract),
-    "elementwise_mul": _binary(jnp.multiply), "elementwise_div": _binary(jnp.true_divide),
-    "elementwise_pow": _binary(jnp.power), "elementwise_max": _binary(jnp.maximum),
-    "elementwise_min": _binary(jnp.minimum),
     "equal": _binary(jnp.equal), "not_equal": _binary(jnp.not_equal), "less_than": _binary(jnp.less),
     "less_equal": _binary(jnp.less_equal), "greater_than": _binary(jnp.greater),
     "greater_equal": _binary(jnp.greater_equal),
     "logical_and": _binary(jnp.logical_and), "logical_or": _binary(jnp.logical_or),
     "logical_xor": _binary(jnp.logical_xor), "logical_not": _logical_not,
-    "relu": _fixed(lambda x: jnp.maximum(x, 0).astype(x.dtype)), "sigmoid": _fixed(jax.nn.sigmoid),
-    "tanh": _fixed(jnp.tanh), "exp": _fixed(jnp.exp), "log": _fixed(jnp.log), "sqrt": _fixed(jnp.sqrt),
-    "square": _fixed(jnp.square), "abs": _fixed(jnp.abs), "sin": _fixed(jnp.sin), "cos": _fixed(jnp.cos),
-    "gelu": _fixed(_gelu), "softplus": _typed(lambda x: jnp.logaddexp(x, jnp.zeros((), x.dtype))),
-    "reciprocal": _typed(jnp.reciprocal), "sign": _fixed(_sign), "erf": _fixed(_erf),
-    "silu": _typed(lambda x: x * jax.nn.sigmoid(x)),
-    "leaky_relu": _leaky_relu, "elu": _elu, "scale": _scale, "clip": _clip, "pow": _pow,
-    "relu_grad": _fixed(_relu_grad), "tanh_grad": _fixed(_tanh_grad), "sigmoid_grad": _fixed(_sigmoid_grad),
-    "gelu_grad": _fixed(_gelu_grad), "leaky_relu_grad": _leaky_relu_grad, "clip_grad": _clip_grad,
-    "elu_grad": _elu_grad,
     "reduce_sum": _reducer(jnp.sum, accumulates=True), "reduce_mean": _reducer(_mean_all, accumulates=True),
     "reduce_max": _reduce_extreme(jnp.max), "reduce_min": _reduce_extreme(jnp.min),
     "reduce_prod": _reducer(jnp.prod), "logsumexp": _logsumexp, "prod_others": _prod_others, "mean": _mean,

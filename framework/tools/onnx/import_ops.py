@@ -9,18 +9,21 @@ from __future__ import annotations
 import numpy as np
 
 from gradgen.program.einsum_equation import EinsumError, parse_einsum
+from gradgen.program.ops import OP_SCHEMAS
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
+
 from .import_dims import of_shape, reshape_target
 
 __all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
-BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwise_mul", "Div": "elementwise_div",
-          "Pow": "elementwise_pow"}
-UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
-         "Abs": "abs", "Sin": "sin", "Cos": "cos", "Reciprocal": "reciprocal", "Sign": "sign", "Softplus": "softplus",
-         "Identity": "assign", "Erf": "erf"}
+VARIADIC = frozenset({"Max", "Min", "Sum"})
+"""ONNX operators that take any number of inputs: imported as chains (``import_table._variadic``)."""
+BINARY = {s.onnx: t for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 2 and s.onnx not in VARIADIC}
+"""ONNX's one-node binary operators, from the schemas that name them (``OpSchema.onnx``)."""
+UNARY = {**{s.onnx: t for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 1}, "Identity": "assign"}
+"""ONNX's one-node unary operators, from the schemas that name them, and Identity."""
 COMPARE = {"Less": "less_than", "LessOrEqual": "less_equal", "Greater": "greater_than",
            "GreaterOrEqual": "greater_equal", "Equal": "equal", "And": "logical_and", "Or": "logical_or",
            "Xor": "logical_xor"}

@@ -10,16 +10,20 @@ import math
 import numpy as np
 
 from gradgen.program.einsum_equation import parse_einsum, spell
+from gradgen.program.ops import OP_SCHEMAS
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
 
 __all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
 
-ELEMENTWISE = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_mul": "Mul", "elementwise_div": "Div",
-               "elementwise_pow": "Pow", "elementwise_max": "Max", "elementwise_min": "Min"}
-UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
-         "abs": "Abs", "sin": "Sin", "cos": "Cos", "reciprocal": "Reciprocal", "sign": "Sign"}
+HAND_WRITTEN = frozenset({"softplus", "erf"})
+"""Ops whose schema names one ONNX node (``OpSchema.onnx``) that the exporter still builds from several:
+ONNX Runtime's CPU provider has no float64 ``Softplus`` or ``Erf``."""
+ELEMENTWISE = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 2}
+"""The binary ops that are one ONNX node, from their schemas."""
+UNARY = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 1 and t not in HAND_WRITTEN}
+"""The unary ops that are one ONNX node, from their schemas."""
 COMPARE = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater",
            "greater_equal": "GreaterOrEqual", "equal": "Equal",
            "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}

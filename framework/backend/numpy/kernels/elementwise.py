@@ -1,14 +1,8 @@
-"""Binary elementwise kernels: numpy ufuncs with numpy broadcasting.
-
-Each kernel is the ufunc itself.
-"""
+"""The remainder's kernel. The other binary elementwise ops state their math in ``program/ops/elementwise.py``
+and their kernels are derived from it (``derived``); the remainder checks an integer divisor first."""
 from __future__ import annotations
 
 import numpy as np
-
-
-def _ufunc(fn):
-    return lambda op: fn
 
 
 def _mod(fn):
@@ -22,12 +16,5 @@ def _mod(fn):
 
 
 KERNELS = {
-    "elementwise_add": _ufunc(np.add),
-    "elementwise_sub": _ufunc(np.subtract),
-    "elementwise_mul": _ufunc(np.multiply),
-    "elementwise_div": _ufunc(np.divide),
-    "elementwise_pow": _ufunc(np.power),
-    "elementwise_max": _ufunc(np.maximum),
-    "elementwise_min": _ufunc(np.minimum),
     "elementwise_mod": lambda op: _mod(np.fmod if op.attr("fmod") else np.mod),
 }

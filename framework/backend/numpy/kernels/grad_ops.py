@@ -1,26 +1,10 @@
-"""Kernels of the fused grad ops (see ``program/ops/grad_ops.py``)."""
+"""Kernels of the fused grad ops (see ``program/ops/grad_ops.py``) that do not state their math over ``xp``
+(the others are derived: ``derived``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .activation import gelu_grad
 from .indexing import scatter_rows
-
-
-def leaky_relu_grad(op):
-    alpha = op.attr("alpha")
-    return lambda x, dout: np.where(x > 0, dout, dout * alpha).astype(dout.dtype, copy=False)
-
-
-def clip_grad(op):
-    lo, hi = op.attr("min"), op.attr("max")
-    return lambda x, dout: np.where((x > lo) & (x < hi), dout, 0).astype(dout.dtype, copy=False)
-
-
-def elu_grad(op):
-    alpha = op.attr("alpha")
-    return lambda x, dout: np.where(x > 0, dout, dout * (alpha * np.exp(np.minimum(x, 0)))).astype(dout.dtype,
-                                                                                                    copy=False)
 
 
 def softmax_grad(op):
@@ -77,7 +61,6 @@ def split_like(op):
 
 
 KERNELS = {
-    "leaky_relu_grad": leaky_relu_grad, "clip_grad": clip_grad, "gelu_grad": lambda op: gelu_grad,
-    "elu_grad": elu_grad, "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
+    "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like,
 }
