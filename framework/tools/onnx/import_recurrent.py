@@ -91,6 +91,11 @@ def _gathered(ctx, v: str, rows: np.ndarray, name: str) -> str:
 
 def _translate(cell: str):
     def translate(ctx):
+        if len(ctx.node.input) < 3 or not all(ctx.node.input[:3]):
+            raise NotImportable(f"{cell.upper()} needs its inputs X, W and R; the node has {list(ctx.node.input)}")
+        for k, name in ((0, "X"), (1, "W"), (2, "R")):
+            if len(ctx.shape(k)) != 3:
+                raise NotImportable(f"{cell.upper()}'s {name} must have rank 3, not {list(ctx.shape(k))}")
         direction = ctx.attr("direction", "forward")
         if direction not in ("forward", "reverse", "bidirectional"):
             raise NotImportable(f"direction '{direction}'")
