@@ -16,9 +16,9 @@ from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equ
 from .metrics import accuracy, precision, recall
 from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
                            sum, transpose, tril, triu, unsqueeze)
-from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, leaky_relu, log, maximum, minimum, multiply,
-                   negative, pow, reciprocal, relu, remainder, scale, sigmoid, sign, silu, sin, softplus, sqrt, square, subtract,
-                   tanh)
+from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, hardswish, leaky_relu, log, logsigmoid, maximum,
+                   minimum, mish, multiply, negative, pow, reciprocal, relu, remainder, scale, selu, sigmoid, sign, silu,
+                   sin, softplus, sqrt, square, subtract, tanh)
 from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
 from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
 from .recurrent import gru, lstm
@@ -122,6 +122,10 @@ __all__ = [
     "sigmoid_cross_entropy_with_logits",
     "sign",
     "silu",
+    "mish",
+    "hardswish",
+    "selu",
+    "logsigmoid",
     "sin",
     "slice",
     "smooth_l1",

@@ -144,8 +144,36 @@ erf = _unary("erf")
 silu = _unary("silu")
 
 
+# Activations that are compositions of the ops above, written as such (tinygrad's way): no schema, kernel,
+# lowering, grad maker or ONNX export entry of their own; their gradients, first and second order, and their
+# export come from the ops they are made of, and the printed backward program names those ops.
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def mish(x: Variable, name=None) -> Variable:
+    """x * tanh(softplus(x)) (Misra 2019; YOLOv4's activation)."""
+    return multiply(x, tanh(softplus(x)), name=name)
+
+
+def hardswish(x: Variable, name=None) -> Variable:
+    """x * relu6(x + 3) / 6 (MobileNetV3; PyTorch's ``hardswish``). Its gradient at x = -3 is 0 and at x = 3
+    is 1, clip's one-sided rule; PyTorch gives -0.5 and 1.5 there."""
+    return multiply(x, scale(clip(scale(x, 1.0, 3.0), 0.0, 6.0), 1.0 / 6.0), name=name)
+
+
+def selu(x: Variable, alpha: float = SELU_ALPHA, gamma: float = SELU_SCALE, name=None) -> Variable:
+    """gamma * elu(x, alpha), with the self-normalizing constants by default (ONNX's ``Selu``, same attrs)."""
+    return scale(elu(x, alpha), gamma, name=name)
+
+
+def logsigmoid(x: Variable, name=None) -> Variable:
+    """log(sigmoid(x)) as -softplus(-x): finite and accurate for large |x|."""
+    return negative(softplus(negative(x)), name=name)
+
+
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign", "elu", "erf", "silu", "remainder"
+    "sign", "elu", "erf", "silu", "remainder", "mish", "hardswish", "selu", "logsigmoid", "SELU_ALPHA", "SELU_SCALE"
 ]

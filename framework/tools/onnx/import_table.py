@@ -1,6 +1,10 @@
 """ONNX op type -> the function that imports a node of it, gathered from the importer modules."""
 from __future__ import annotations
 
+import numpy as np
+
+from gradgen.program.layers import math as L
+
 from .import_control import (
     if_, loop,
 )
@@ -10,19 +14,43 @@ from .import_nn import (
 )
 from .import_recurrent import gru, lstm
 from .import_ops import (
-    BINARY, COMPARE, REDUCE, UNARY, _arg, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
+    BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
     mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
     slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
-__all__ = ["IMPORTERS"]
+__all__ = ["COMPOSITES", "IMPORTERS"]
+
+
+def _composite(layer, **attrs):
+    """An ONNX activation that is a composition of gradgen ops: the layer function that composes it, on input 0
+    (floats only), with ``attrs`` mapping the layer's keywords to (ONNX attr name, default)."""
+    def translate(ctx):
+        _floats_only(ctx)
+        given = {kw: float(ctx.attr(onnx_name, default)) for kw, (onnx_name, default) in attrs.items()}
+        x = ctx.importer.block().var(ctx.x(0))
+        ctx.bind(0, layer(x, **given).name)
+
+    return translate
+
+
+COMPOSITES = {
+    "Mish": _composite(L.mish),
+    "HardSwish": _composite(L.hardswish),
+    # ONNX's defaults are the float32 roundings of the constants (PyTorch's and gradgen's are exact).
+    "Selu": _composite(L.selu, alpha=("alpha", float(np.float32(L.SELU_ALPHA))),
+                       gamma=("gamma", float(np.float32(L.SELU_SCALE)))),
+}
+"""ONNX activations gradgen writes as compositions (``program/layers/math.py``)."""
+
 
 IMPORTERS = {
     **{t: _binary(o) for t, o in BINARY.items()},
     **{t: _unary(o) for t, o in UNARY.items()},
     **{t: _compare(o) for t, o in COMPARE.items()},
     **{t: _reduce(o) for t, o in REDUCE.items()},
+    **COMPOSITES,
     "Sum": _variadic("elementwise_add"), "Max": _variadic("elementwise_max"), "Min": _variadic("elementwise_min"),
     "Neg": neg, "LeakyRelu": leaky_relu, "Gelu": gelu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
     "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
