@@ -1,0 +1,244 @@
+"""Random programs for the differential test: every engine against the reference interpreter (numpy).
+
+``piece(rng, k)`` appends one small random computation to the program being built: a float chain over a
+3-D or 4-D input (elementwise ops with broadcasting, 3-D and 4-D products followed by reshape, transpose and
+slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop), whose
+loss gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
+division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge and tiny values, in empty,
+size-1 and larger batches that meet the program's -1 dims at run time.
+
+``build(seed, pieces)`` makes a program of several independent pieces (they share nothing, so each piece's
+values are what it would compute alone) with the feeds and initial parameters to run it from; one compile
+serves them all, which keeps a few thousand pieces within the suite's time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradgen.framework import append_backward, optimizer
+from gradgen.program import Program, layers as L, program_guard
+
+__all__ = ["Built", "build"]
+
+UNARY = ("relu", "tanh", "sigmoid", "exp", "square", "abs", "sin", "cos", "softplus", "silu", "gelu", "erf",
+         "sqrt", "log", "reciprocal", "sign", "elu", "leaky_relu")
+BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1e15, -1e15, 1e-30, 88.0, -88.0, 710.0, -710.0)
+"""Values some feeds hold: signed zeros, NaN, infinities, exp's overflow edges (float32 at 88, float64 at 710),
+and large and tiny magnitudes. Large is 1e15, whose products stay finite in float32: a sum of products near
+float32's limit overflows or not by the order of its additions, which an engine may choose."""
+
+
+@dataclass
+class Built:
+    """A program of independent pieces and its startup program (layers' parameters, optimizer state), what to
+    feed it, the first values of the parameters the pieces made themselves, and what to fetch."""
+
+    main: Program
+    startup: Program
+    feed: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    fetch: list = field(default_factory=list)
+    """Names to fetch: every piece's values, its parameters' gradients and the updated parameters."""
+    described: list = field(default_factory=list)
+    """One line per piece: what it is, for the failure message."""
+
+
+class _Piece:
+    """Building one piece: names made unique by the piece's number, values drawn from one generator."""
+
+    def __init__(self, rng: np.random.Generator, k: int, built: Built, dtype: str, batch: int):
+        self.rng, self.k, self.built, self.dtype, self.batch = rng, k, built, dtype, batch
+        self.steps: list[str] = []
+
+    def data(self, shape: tuple[int, ...], special: bool = True) -> object:
+        name = f"p{self.k}_x{len(self.built.feed)}"
+        value = self.rng.standard_normal((self.batch,) + shape).astype(self.dtype)
+        if special and value.size and self.rng.random() < 0.3:
+            picks = self.rng.integers(0, value.size, size=max(1, value.size // 8))
+            value.flat[picks] = self.rng.choice(np.array(SPECIALS, dtype=self.dtype), size=picks.size)
+        self.built.feed[name] = value
+        return L.data(name, [-1, *shape], self.dtype)
+
+    def param(self, shape: tuple[int, ...]) -> object:
+        name = f"p{self.k}_w{len(self.built.params)}"
+        self.built.params[name] = (self.rng.standard_normal(shape) * 0.5).astype(self.dtype)
+        return L.create_parameter(list(shape), self.dtype, name=name)
+
+    def note(self, what: str) -> None:
+        self.steps.append(what)
+
+
+def _unary(p: _Piece, x):
+    """One unary op. sin and cos take their input clipped to +-100 (NaN stays NaN): at 1e15 one ulp of the
+    input is 0.125, so the order a product's sum was added in (an engine's choice) would decide their value."""
+    kind = p.rng.choice(UNARY)
+    p.note(kind)
+    if kind in ("sin", "cos"):
+        x = L.clip(x, -100.0, 100.0)
+    return getattr(L, kind)(x)
+
+
+def _binary(p: _Piece, x):
+    """x op y with y of x's shape, of its last dim only (broadcast), or a parameter of its last dims."""
+    kind = p.rng.choice(BINARY)
+    form = p.rng.integers(3)
+    shape = tuple(x.shape[1:])
+    y = p.data(shape) if form == 0 else p.param(shape[-1:]) if form == 1 else p.param(shape)
+    p.note(f"{kind}[{('same', 'last dim', 'param')[form]}]")
+    if kind == "divide" or p.rng.random() < 0.5:
+        # Never divide by the chain: a product of zeros is +0 or -0 by the order its engine adds in (BLAS
+        # leaves it open), and the quotient's infinity takes that sign. Fed zeros have theirs.
+        return getattr(L, kind)(x, y)
+    return getattr(L, kind)(y, x)
+
+
+def _product(p: _Piece, x):
+    """A product of x's last dim, then a view of its result: reshape, transpose or slice."""
+    n = x.shape[-1]
+    k = int(p.rng.integers(1, 5))
+    y = L.matmul(x, p.param((n, k)))
+    view = p.rng.integers(3)
+    rank = len(x.shape)
+    if view == 0:
+        p.note(f"matmul {rank}-D, reshape")
+        y = L.reshape(y, [-1, *y.shape[1:-2], y.shape[-2] * y.shape[-1]])
+        y = L.reshape(y, [-1, *y.shape[1:-1], x.shape[-2], k])
+    elif view == 1:
+        perm = list(range(rank))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        p.note(f"matmul {rank}-D, transpose")
+        y = L.transpose(L.transpose(y, perm=perm), perm=perm)
+    else:
+        p.note(f"matmul {rank}-D, slice")
+        y = L.slice(y, axes=[rank - 1], starts=[0], ends=[max(1, k - 1)])
+        y = L.concat([y, y], axis=rank - 1) if k > 1 else y
+        y = L.slice(y, axes=[rank - 1], starts=[0], ends=[k])
+    return L.matmul(y, p.param((y.shape[-1], n)))  # back to x's shape
+
+
+def _batched(p: _Piece, x):
+    """Attention's shape: x @ x^T over the last two dims, softmax, then back onto x. The scores' inputs are
+    clipped to +-1e4 (NaN stays NaN): XLA's CPU code for this fusion turned whole rows without NaN or infinity
+    into NaN when another row's score overflowed to inf and other heads held NaN (``KNOWN_XLA`` in
+    ``test_engines_agree``: seed 15 of the unclipped generator)."""
+    p.note("batched matmul, softmax")
+    x = L.clip(x, -1e4, 1e4)
+    scores = L.matmul(x, x, transpose_y=True)
+    return L.matmul(L.softmax(L.scale(scores, 0.1)), x)
+
+
+def _reduce(p: _Piece, x):
+    """A reduction over one axis, kept and multiplied back onto x. reduce_max only as a piece's first step: after
+    other steps, two entries an ulp apart in one engine can be a tie in the other (a normalization of a short
+    row), and the gradient of a tie goes elsewhere."""
+    kind = p.rng.choice(("reduce_sum", "reduce_mean", "reduce_max" if not p.steps else "reduce_sum"))
+    axis = int(p.rng.integers(1, len(x.shape)))
+    p.note(f"{kind} axis {axis}, keep")
+    return getattr(L, kind)(x, dim=[axis], keep_dim=True) * x
+
+
+def _norm(p: _Piece, x):
+    """A normalization with a residual (a transformer's ``x + norm(x)``). Without it, a later sum along the
+    normalized axis is 0 up to rounding, and what abs or relu make of that rounding is an engine's choice."""
+    if len(x.shape) == 4 and p.rng.random() < 0.5:
+        p.note("batch_norm")
+        return x + L.batch_norm(x, name=f"p{p.k}_bn{len(p.steps)}")
+    p.note("layer_norm")
+    return x + L.layer_norm(x, begin_norm_axis=len(x.shape) - 1, name=f"p{p.k}_ln{len(p.steps)}")
+
+
+def _conv(p: _Piece, x):
+    """A 3x3 convolution keeping the size, then 2x2 pooling and back up by repeating (4-D inputs only)."""
+    if len(x.shape) != 4:
+        return _unary(p, x)
+    c = x.shape[1]
+    kind = p.rng.choice(("max", "avg"))
+    p.note(f"conv2d, pool2d {kind}")
+    y = L.conv2d(x, c, 3, padding=1, name=f"p{p.k}_conv{len(p.steps)}")
+    if x.shape[2] % 2 or x.shape[3] % 2:
+        return y
+    pooled = L.pool2d(y, 2, kind, stride=2)
+    up = L.concat([pooled, pooled], axis=3)
+    up = L.reshape(L.concat([up, up], axis=2), [-1, *x.shape[1:]])
+    return y + up
+
+
+def _cond(p: _Piece, x):
+    """A branch on mean(|x|) > 0.8. Not on sum(x) > 0: after a normalization the sum is 0 up to rounding, and
+    rounding (an engine's choice of order) would pick the branch."""
+    p.note("cond")
+    pred = L.greater_than(L.reduce_mean(L.abs(x)), L.fill_constant([], p.dtype, 0.8))
+    return L.cond(pred, lambda: L.tanh(x) * 2.0, lambda: L.square(x))
+
+
+def _loop(p: _Piece, x):
+    """x through ``n`` steps of ``h = tanh(h @ W + x)``, n fed (0 to 3)."""
+    p.note("while")
+    n_name = f"p{p.k}_n{len(p.steps)}"
+    p.built.feed[n_name] = np.int64(p.rng.integers(0, 4))
+    n = L.data(n_name, [], "int64")
+    w = p.param((x.shape[-1], x.shape[-1]))
+    zero = L.fill_constant([], "int64", 0)
+    one = L.fill_constant([], "int64", 1)
+    _, h = L.while_loop(lambda t, h: L.less_than(t, n),
+                        lambda t, h: [L.add(t, one), L.tanh(L.matmul(h, w) + x)], [zero, x], max_iterations=8)
+    return h
+
+
+STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop)
+
+
+def _float_piece(p: _Piece) -> None:
+    rank = 4 if p.rng.random() < 0.4 else 3
+    shape = (int(p.rng.integers(1, 4)), 4, 4) if rank == 4 else (int(p.rng.integers(1, 4)), int(p.rng.integers(1, 5)))
+    x = p.data(shape)
+    first = h = L.matmul(x, p.param((shape[-1], shape[-1])))  # a parameter every loss reaches
+    values = [x, h]
+    for _ in range(int(p.rng.integers(2, 6))):
+        h = p.rng.choice(STEPS)(p, h)
+        values.append(h)
+    loss = L.reduce_mean(L.square(h)) if p.rng.random() < 0.5 else L.reduce_sum(h)
+    loss = loss + L.reduce_sum(first) * 0.5
+    params_grads = append_backward(loss)
+    # SGD or momentum: Adam's first step is lr * sign(gradient), so a gradient that is 0 in exact arithmetic
+    # (a conv bias before batch norm) steps by +-lr on its rounding noise, whichever engine computes it.
+    update = optimizer.SGD(0.01) if p.rng.random() < 0.5 else optimizer.Momentum(0.01, 0.9)
+    update.apply_gradients(params_grads)
+    p.note(type(update).__name__)
+    p.built.fetch += [v.name for v in values] + [loss.name]
+    p.built.fetch += [g.name for _, g in params_grads] + [w.name for w, _ in params_grads]
+
+
+def _int_piece(p: _Piece) -> None:
+    """Exact integer arithmetic in the declared dtype, comparisons, and true division into floats."""
+    n = int(p.rng.integers(1, 6))
+    names = []
+    for _ in range(2):
+        name = f"p{p.k}_i{len(p.built.feed)}"
+        value = p.rng.integers(-50, 50, size=(p.batch, n)).astype(p.dtype)
+        value[value == 0] = 3
+        p.built.feed[name] = value
+        names.append(L.data(name, [-1, n], p.dtype))
+    a, b = names
+    made = [a + b, a - b, a * b, L.abs(a), L.scale(a, 3.0, 2.0), L.reduce_sum(a, dim=[1]), L.less_than(a, b),
+            L.maximum(a, b), L.remainder(a, b), L.divide(a, b), L.cast(a, "float64") / L.cast(b, "float64")]
+    p.note("int arithmetic, compare, remainder, true division")
+    p.built.fetch += [v.name for v in made]
+
+
+def build(seed: int, pieces: int) -> Built:
+    """A program of ``pieces`` random pieces, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    built = Built(Program(), Program())
+    with program_guard(built.main, built.startup):
+        for k in range(pieces):
+            integer = rng.random() < 0.15
+            dtype = str(rng.choice(("int32", "int64"))) if integer else str(rng.choice(("float32", "float64")))
+            batch = int(rng.choice((0, 1, 2, 3)))
+            p = _Piece(rng, k, built, dtype, batch)
+            (_int_piece if integer else _float_piece)(p)
+            built.described.append(f"piece {k} ({dtype}, batch {batch}): {', '.join(p.steps)}")
+    return built
