@@ -1,155 +1,37 @@
-"""``gradgen.program.layers``: functions that append ops to the current block and return their outputs."""
+"""``gradgen.program.layers``: functions that append ops to the current block and return their outputs.
+
+Each family module's public layers are re-exported here; a module whose ``__all__`` also lists helpers
+(constants, conversions) has its layers named one by one."""
 from __future__ import annotations
 
 from .auc import auc
-from .control_flow import cond, while_loop
-from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d, conv3d_transpose, pool1d, pool2d, pool3d
-from .custom import custom_gradient
+from .control_flow import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
 from .creation import (assign, cast, create_parameter, data, fill_constant, gaussian_random, ones_like,
                        uniform_random, zeros_like)
-from .linalg import einsum, matmul
-from .indexing import argsort, scatter, scatter_add, sort, take_along_axis, top_k
+from .custom import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .logic import *  # noqa: F401,F403
 from .loss import huber_loss, l1_loss, log_loss, mse_loss, smooth_l1, square_error_cost
 from .lr_schedule import cosine_decay, exponential_decay, linear_lr_warmup, piecewise_decay
-from .logic import (argmax, argmin, equal, greater_equal, greater_than, less_equal, less_than, logical_and,
-                    logical_not, logical_or, logical_xor, not_equal, one_hot, where)
+from .manipulation import *  # noqa: F401,F403
+from .math import *  # noqa: F401,F403
 from .metrics import accuracy, precision, recall
-from .manipulation import (broadcast_to, concat, cumsum, flatten, gather, pad, reshape, slice, split, squeeze, stack,
-                           sum, transpose, tril, triu, unsqueeze)
-from .math import (abs, add, clip, cos, divide, elu, erf, exp, gelu, hardswish, leaky_relu, log, logsigmoid, maximum,
-                   minimum, mish, multiply, negative, pow, reciprocal, relu, remainder, scale, selu, sigmoid, sign, silu,
-                   sin, softplus, sqrt, square, subtract, tanh)
-from .network import batch_norm, dropout, embedding, fc, group_norm, instance_norm, layer_norm
-from .nn import cross_entropy, log_softmax, sigmoid_cross_entropy_with_logits, softmax, softmax_with_cross_entropy
+from .network import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
 from .recurrent import gru, lstm
-from .reduction import logsumexp, mean, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum
+from .reduction import *  # noqa: F401,F403
+from . import control_flow, conv, custom, indexing, linalg, logic, manipulation, math, network, nn, reduction
 
-__all__ = [
-    "abs",
-    "accuracy",
-    "add",
-    "argmax",
-    "argmin",
-    "argsort",
-    "assign",
+__all__ = sorted([
     "auc",
-    "batch_norm",
-    "broadcast_to",
-    "cast",
-    "clip",
-    "concat",
-    "cond",
-    "conv1d",
-    "conv1d_transpose",
-    "conv2d",
-    "conv2d_transpose",
-    "conv3d",
-    "conv3d_transpose",
-    "cos",
-    "cosine_decay",
-    "create_parameter",
-    "cross_entropy",
-    "cumsum",
-    "custom_gradient",
-    "data",
-    "divide",
-    "dropout",
-    "einsum",
-    "elu",
-    "embedding",
-    "equal",
-    "erf",
-    "exp",
-    "exponential_decay",
-    "fc",
-    "fill_constant",
-    "flatten",
-    "gather",
-    "gaussian_random",
-    "gelu",
-    "greater_equal",
-    "gru",
-    "greater_than",
-    "group_norm",
-    "huber_loss",
-    "instance_norm",
-    "l1_loss",
-    "layer_norm",
-    "lstm",
-    "leaky_relu",
-    "less_equal",
-    "less_than",
-    "linear_lr_warmup",
-    "log",
-    "log_loss",
-    "log_softmax",
-    "logsumexp",
-    "matmul",
-    "maximum",
-    "mean",
-    "minimum",
-    "remainder",
-    "mse_loss",
-    "multiply",
-    "negative",
-    "not_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "logical_not",
-    "one_hot",
-    "ones_like",
-    "pad",
-    "piecewise_decay",
-    "pool1d",
-    "pool2d",
-    "pool3d",
-    "pow",
-    "precision",
-    "reciprocal",
-    "reduce_max",
-    "reduce_mean",
-    "reduce_min",
-    "reduce_prod",
-    "recall",
-    "reduce_sum",
-    "relu",
-    "reshape",
-    "scale",
-    "scatter",
-    "scatter_add",
-    "sigmoid",
-    "sigmoid_cross_entropy_with_logits",
-    "sign",
-    "silu",
-    "mish",
-    "hardswish",
-    "selu",
-    "logsigmoid",
-    "sin",
-    "slice",
-    "smooth_l1",
-    "softmax",
-    "softmax_with_cross_entropy",
-    "softplus",
-    "sort",
-    "split",
-    "sqrt",
-    "square",
-    "square_error_cost",
-    "squeeze",
-    "stack",
-    "subtract",
-    "sum",
-    "take_along_axis",
-    "tanh",
-    "top_k",
-    "transpose",
-    "tril",
-    "triu",
-    "uniform_random",
-    "unsqueeze",
-    "where",
-    "while_loop",
+    "assign", "cast", "create_parameter", "data", "fill_constant", "gaussian_random", "ones_like", "uniform_random",
     "zeros_like",
-]
+    "huber_loss", "l1_loss", "log_loss", "mse_loss", "smooth_l1", "square_error_cost",
+    "cosine_decay", "exponential_decay", "linear_lr_warmup", "piecewise_decay",
+    "accuracy", "precision", "recall",
+    "gru", "lstm",
+    *(name for module in (control_flow, conv, custom, indexing, linalg, logic, manipulation, math, network, nn,
+                          reduction) for name in module.__all__),
+])

@@ -21,6 +21,12 @@ from .helper import append, check_var
 from .manipulation import concat, slice, squeeze, stack, transpose
 
 
+def _defaults(name: str) -> tuple:
+    """The (alpha, beta) defaults of activation ``name`` (none for a name the op will refuse)."""
+    known = ACTIVATIONS.get(name.lower())
+    return known.defaults if known else ()
+
+
 def _initial(states: Variable | None, index: int) -> Variable | None:
     """Layer-direction ``index``'s initial state from a ``[layers * directions, N, H]`` var."""
     if states is None:
@@ -48,7 +54,7 @@ def _activation_attrs(activations: Activations | None) -> dict:
     if activations is None:
         return {}
     acts = [(a, None, None) if isinstance(a, str) else tuple(a) for a in activations]
-    filled = [(n, *[p if p is not None else (ACTIVATIONS.get(n.lower(), ()) + (0.0, 0.0))[k]
+    filled = [(n, *[p if p is not None else (_defaults(n) + (0.0, 0.0))[k]
                     for k, p in enumerate((a, b))]) for n, a, b in acts]
     return {"activations": [n for n, _, _ in filled], "activation_alpha": [a for _, a, _ in filled],
             "activation_beta": [b for _, _, b in filled]}

@@ -40,17 +40,36 @@ def _one_hot(ctx):
 COMPARISONS = ("less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
+COMPUTE = {
+    "less_than": lambda xp, x, y: xp.less(x, y),
+    "less_equal": lambda xp, x, y: xp.less_equal(x, y),
+    "greater_than": lambda xp, x, y: xp.greater(x, y),
+    "greater_equal": lambda xp, x, y: xp.greater_equal(x, y),
+    "equal": lambda xp, x, y: xp.equal(x, y),
+    "not_equal": lambda xp, x, y: xp.not_equal(x, y),
+    "logical_and": lambda xp, x, y: xp.logical_and(x, y),
+    "logical_or": lambda xp, x, y: xp.logical_or(x, y),
+    "logical_xor": lambda xp, x, y: xp.logical_xor(x, y),
+    "logical_not": lambda xp, x: xp.logical_not(x),
+}
+"""op type -> its computation over ``xp`` (``OpSchema.compute``)."""
+
+ONNX = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater", "greater_equal": "GreaterOrEqual",
+        "equal": "Equal", "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
+"""op type -> its one ONNX node (``OpSchema.onnx``); not_equal is two (Not of Equal)."""
+
 SCHEMAS = tuple(
     schema(t, ["X", "Y"], ["Out"], _compare, doc=f"Out = {t}(X, Y) elementwise, bool, with broadcasting.",
-           dtypes={"X": DTYPES, "Y": "X"})
+           dtypes={"X": DTYPES, "Y": "X"}, compute=COMPUTE[t], onnx=ONNX.get(t))
     for t in COMPARISONS
 ) + tuple(
     schema(t, ["X", "Y"], ["Out"], _compare, doc=f"Out = {t[len('logical_'):]}(X, Y) of bools elementwise, with "
-                                                  "broadcasting.", dtypes={"X": ("bool",), "Y": "X"})
+                                                  "broadcasting.", dtypes={"X": ("bool",), "Y": "X"},
+           compute=COMPUTE[t], onnx=ONNX[t])
     for t in LOGICAL
 ) + (
     schema("logical_not", ["X"], ["Out"], _same_shape_bool, doc="Out = not X, elementwise, of bools.",
-           dtypes={"X": ("bool",)}),
+           dtypes={"X": ("bool",)}, compute=COMPUTE["logical_not"]),
     schema("where", ["Condition", "X", "Y"], ["Out"], _where,
            doc="X where Condition holds, else Y; all three broadcast.",
            dtypes={"Condition": ("bool",), "X": DTYPES, "Y": "X"}),
@@ -66,4 +85,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["COMPARISONS", "LOGICAL", "SCHEMAS"]
+__all__ = ["COMPARISONS", "COMPUTE", "LOGICAL", "ONNX", "SCHEMAS"]

@@ -13,9 +13,12 @@ gates input, forget, cell, output; GRU (G = 3) reset, update, new.
 """
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 from ..dtypes import INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, shapes_agree
+from .activation import COMPUTE
 
 PARAMS = {"lstm": ("X", "W", "R", "WB", "RB", "H0", "C0"), "gru": ("X", "W", "R", "WB", "RB", "H0")}
 """Each cell's differentiable inputs, in slot order (X, W, R required)."""
@@ -25,12 +28,60 @@ OUTPUTS = {"lstm": ("Y", "H", "C"), "gru": ("Y", "H")}
 
 GATES = {"lstm": 4, "gru": 3}
 
-ACTIVATIONS = {"relu": (), "tanh": (), "sigmoid": (), "affine": (1.0, 0.0), "leakyrelu": (0.01,),
-               "thresholdedrelu": (1.0,), "scaledtanh": (1.0, 1.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0,),
-               "softsign": (), "softplus": ()}
-"""ONNX's activations for LSTM/GRU (lowercase) and the defaults of the (alpha, beta) each reads: ONNX's own
-operators' defaults (Affine 1, 0; LeakyRelu 0.01; ThresholdedRelu 1; HardSigmoid 0.2, 0.5; Elu 1); ONNX gives
-ScaledTanh (alpha tanh(beta x)) none, gradgen takes 1, 1 (plain tanh)."""
+class GateActivation(NamedTuple):
+    """One of ONNX's LSTM/GRU activations, written once for both engines: ``value(xp, x, alpha, beta)``, and
+    ``slope(xp, y, v, alpha, beta)``, its derivative written in its output ``y`` (``v``: y's plain value, for
+    the masks of piecewise slopes), which the numpy recurrence's backward and its dual numbers use (xla
+    differentiates ``value``). ``defaults``: the (alpha, beta) it reads, ONNX's own operators' defaults."""
+
+    value: Callable
+    slope: Callable
+    defaults: tuple = ()
+
+
+def _as_op(op_type: str, slope: Callable) -> GateActivation:
+    """The activation that is gradgen's op ``op_type``: that op's own ``compute``."""
+    compute = COMPUTE[op_type]
+    return GateActivation(lambda xp, x, a, b: compute(xp, x), slope)
+
+
+def _relu_like_slope(xp, y, v, alpha, beta):
+    """1 where y > 0, else alpha (LeakyRelu; Relu is alpha 0)."""
+    return (v > 0).astype(v.dtype) * (1.0 - alpha) + alpha
+
+
+def _scaled_tanh_slope(xp, y, v, alpha, beta):
+    return 0.0 * y if alpha == 0.0 else (alpha - y * y * (1.0 / alpha)) * beta
+
+
+def _elu_slope(xp, y, v, alpha, beta):
+    up = (v > 0).astype(v.dtype)
+    return up + (1.0 - up) * (y + alpha)
+
+
+def _softsign_slope(xp, y, v, alpha, beta):
+    """(1 - |y|)^2, |y| as y times its (constant) sign."""
+    one_minus = 1.0 - y * xp.sign(v)
+    return one_minus * one_minus
+
+
+ACTIVATIONS: dict[str, GateActivation] = {
+    "relu": _as_op("relu", lambda xp, y, v, a, b: _relu_like_slope(xp, y, v, 0.0, b)),
+    "sigmoid": _as_op("sigmoid", lambda xp, y, v, a, b: y * (1.0 - y)),
+    "tanh": _as_op("tanh", lambda xp, y, v, a, b: 1.0 - y * y),
+    "softplus": _as_op("softplus", lambda xp, y, v, a, b: 1.0 - xp.exp(-y)),
+    "affine": GateActivation(lambda xp, x, a, b: a * x + b, lambda xp, y, v, a, b: a + 0.0 * y, (1.0, 0.0)),
+    "leakyrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= 0, x, a * x), _relu_like_slope, (0.01,)),
+    "thresholdedrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= a, x, 0.0),
+                                      lambda xp, y, v, a, b: (v != 0).astype(v.dtype), (1.0,)),
+    "scaledtanh": GateActivation(lambda xp, x, a, b: a * xp.tanh(b * x), _scaled_tanh_slope, (1.0, 1.0)),
+    "hardsigmoid": GateActivation(lambda xp, x, a, b: xp.clip(a * x + b, 0.0, 1.0),
+                                  lambda xp, y, v, a, b: ((v > 0) & (v < 1)).astype(v.dtype) * a, (0.2, 0.5)),
+    "elu": GateActivation(lambda xp, x, a, b: COMPUTE["elu"](xp, x, alpha=a), _elu_slope, (1.0,)),
+    "softsign": GateActivation(lambda xp, x, a, b: x / (1.0 + xp.abs(x)), _softsign_slope),
+}
+"""ONNX's activations for LSTM/GRU by lowercase name. Those gradgen has as ops take that op's ``compute``;
+ONNX gives ScaledTanh (alpha tanh(beta x)) no defaults, gradgen takes 1, 1 (plain tanh)."""
 
 DEFAULT_ACTIVATIONS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh")}
 """Each cell's activations when none are given: LSTM f (gates), g (cell input), h (cell output); GRU f, g."""
@@ -64,7 +115,8 @@ def activations(cell: str, attrs) -> list[tuple[str, float, float]]:
         given = list(attrs.get(attr) or [])
         if given and len(given) != len(names):
             raise ValueError(f"{attr} must be empty or one value per activation ({len(names)}), got {given}")
-        params.append([float(given[j]) if given else (ACTIVATIONS[n] + (0.0, 0.0))[k] for j, n in enumerate(names)])
+        params.append([float(given[j]) if given else (ACTIVATIONS[n].defaults + (0.0, 0.0))[k]
+                       for j, n in enumerate(names)])
     for n, a in zip(names, params[0]):
         if n in _INVERTIBLE and a < 0:
             raise ValueError(f"{n} with alpha {a} < 0 is not supported (its gradient is read from its output)")
@@ -187,5 +239,5 @@ def _schemas(cell: str) -> tuple:
 
 SCHEMAS = (*_schemas("lstm"), *_schemas("gru"))
 
-__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "ACTIVATIONS", "DEFAULT_ACTIVATIONS", "activations", "grad_slot",
+__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "ACTIVATIONS", "GateActivation", "DEFAULT_ACTIVATIONS", "activations", "grad_slot",
            "tangent_slot"]

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from typing import NamedTuple
 
-import numpy as np
+from .steps import make_step
 
 __all__ = ["Walk", "walk"]
 
@@ -36,23 +36,8 @@ def _roots() -> tuple[str, ...]:
 
 
 def _step(backend: str):
-    from gradgen.framework import Executor, Scope, append_backward, optimizer
-    from gradgen.program import Program, layers, program_guard
-
-    main, startup = Program(), Program()
-    with program_guard(main, startup):
-        x = layers.data("x", [-1, 1000], "float32")
-        y = layers.data("y", [-1, 10], "float32")
-        w1 = layers.create_parameter([1000, 100], "float32", name="w1")
-        w2 = layers.create_parameter([100, 10], "float32", name="w2")
-        loss = layers.reduce_sum(layers.square(layers.relu(x @ w1) @ w2 - y))
-        optimizer.SGD(learning_rate=1e-6).apply_gradients(append_backward(loss))
-    exe, scope = Executor(backend=backend), Scope()
-    exe.run(startup, scope=scope)
-    rng = np.random.default_rng(0)
-    feed = {"x": rng.standard_normal((64, 1000)).astype("float32"),
-            "y": rng.standard_normal((64, 10)).astype("float32")}
-    return lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    """The bench's seed MLP step (``steps.make_step``) on ``backend``."""
+    return make_step("gradgen" if backend == "numpy" else f"gradgen@{backend}", "seed-f32")
 
 
 def walk(backend: str, steady: bool = False) -> Walk:

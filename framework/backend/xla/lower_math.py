@@ -1,6 +1,6 @@
-"""Lowerings of the comparison, logical, reduction and creation ops, the products and the casts: ``jax.numpy``
-one-liners that compute what the numpy kernels compute (``backend/numpy/kernels/``), in the same dtypes. The
-elementwise and activation ops state their math once (``program/ops``) and are derived (``lower_derived``).
+"""Lowerings of the reduction and creation ops, the products and the casts: ``jax.numpy`` one-liners that compute
+what the numpy kernels compute (``backend/numpy/kernels/``), in the same dtypes. The elementwise, activation,
+comparison and logical ops state their math once (``program/ops``) and are derived (``lower_derived``).
 
 Random ops have no inputs and a fixed seed: every run draws the same numbers, so they are constants, made
 with the numpy kernel (PCG64) while tracing: the same values as the numpy backend, bit for bit.
@@ -41,20 +41,6 @@ def axes_of(op, rank: int):
 
 def _fixed(fn):
     return lambda op, ctx: fn
-
-
-def _binary(fn):
-    """An elementwise op of two inputs, computed in the dtype the schema declared (numpy's promotion): the inputs
-    are cast to it first, so int32 / int32 declared float64 divides in float64 as numpy does (jax's own promotion
-    would divide in float32 and widen). A comparison or logical op (a bool result) compares its inputs as they
-    are."""
-    def factory(op, ctx):
-        dtype = out_dtype(op)
-        if dtype == np.bool_:
-            return lambda x, y: fn(x, y)
-        return lambda x, y: fn(x.astype(dtype), y.astype(dtype))
-
-    return factory
 
 
 def _reducer(fn, accumulates: bool = False):
@@ -238,16 +224,7 @@ def _reduce_as(op, ctx):
     return lambda x, target: summed_to_shape(x, target.shape)
 
 
-def _logical_not(op, ctx):
-    return lambda x: jnp.logical_not(x)
-
-
 LOWERINGS = {
-    "equal": _binary(jnp.equal), "not_equal": _binary(jnp.not_equal), "less_than": _binary(jnp.less),
-    "less_equal": _binary(jnp.less_equal), "greater_than": _binary(jnp.greater),
-    "greater_equal": _binary(jnp.greater_equal),
-    "logical_and": _binary(jnp.logical_and), "logical_or": _binary(jnp.logical_or),
-    "logical_xor": _binary(jnp.logical_xor), "logical_not": _logical_not,
     "reduce_sum": _reducer(jnp.sum, accumulates=True), "reduce_mean": _reducer(_mean_all, accumulates=True),
     "reduce_max": _reduce_extreme(jnp.max), "reduce_min": _reduce_extreme(jnp.min),
     "reduce_prod": _reducer(jnp.prod), "logsumexp": _logsumexp, "prod_others": _prod_others, "mean": _mean,

@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradgen.program.ops.recurrent import GATES, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
+from gradgen.program.ops.recurrent import ACTIVATIONS, GATES, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
+
+from .xp import XP
 
 __all__ = ["LOWERINGS"]
 
@@ -36,20 +38,9 @@ def _gates(a, width: int, count: int) -> list:
 
 
 def _activation(name: str, alpha: float, beta: float) -> Callable:
-    """ONNX's activation ``name`` as a jax function (see ``ops.recurrent.ACTIVATIONS``); jax differentiates it."""
-    table = {
-        "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "relu": lambda x: jnp.maximum(x, 0.0),
-        "leakyrelu": lambda x: jnp.where(x >= 0, x, alpha * x),
-        "thresholdedrelu": lambda x: jnp.where(x >= alpha, x, 0.0),
-        "affine": lambda x: alpha * x + beta,
-        "scaledtanh": lambda x: alpha * jnp.tanh(beta * x),
-        "hardsigmoid": lambda x: jnp.clip(alpha * x + beta, 0.0, 1.0),
-        "elu": lambda x: jnp.where(x >= 0, x, alpha * jnp.expm1(jnp.minimum(x, 0.0))),
-        "softsign": lambda x: x / (1.0 + jnp.abs(x)),
-        "softplus": lambda x: jnp.logaddexp(0.0, x),
-    }
-    fn = table[name]
-    return lambda x: fn(x).astype(x.dtype)
+    """ONNX's activation ``name`` as a jax function, from ``ops.recurrent.ACTIVATIONS``; jax differentiates it."""
+    value = ACTIVATIONS[name].value
+    return lambda x: value(XP, x, alpha, beta).astype(x.dtype)
 
 
 # -- one step of each cell: (input projection of the step, states) -> new states ---------------------------------

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from gradgen.program.ops import OP_SCHEMAS
-
-from .lower_derived import derived_lowerings
+from ..derive import with_derived
+from .lower_derived import derived_lowering
 from . import (lower_collective, lower_control, lower_conv, lower_math, lower_metrics, lower_nn, lower_optim,
                lower_recurrent, lower_tensor)
 
@@ -30,16 +29,7 @@ def _collect() -> dict:
     return table
 
 
-def _with_derived(written: dict) -> dict:
-    """The hand-written lowerings and one derived from each other op's ``compute``; an op may not have both."""
-    derived = derived_lowerings(OP_SCHEMAS)
-    both = sorted(set(derived) & set(written))
-    if both:
-        raise RuntimeError(f"op types with a compute and a hand-written xla lowering: {both}")
-    return {**derived, **written}
-
-
-LOWERINGS: Mapping[str, Callable] = _with_derived(_collect())
+LOWERINGS: Mapping[str, Callable] = with_derived(_collect(), derived_lowering, "xla lowering")
 """op type -> ``lowering(op, ctx) -> fn`` (``context``): derived from the op's ``compute`` (``lower_derived``),
 or the family modules' own."""
 

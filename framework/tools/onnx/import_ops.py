@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradgen.program.einsum_equation import EinsumError, parse_einsum
-from gradgen.program.ops import OP_SCHEMAS
+from gradgen.program.ops import activation, elementwise, logic
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
@@ -20,13 +20,12 @@ __all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
 VARIADIC = frozenset({"Max", "Min", "Sum"})
 """ONNX operators that take any number of inputs: imported as chains (``import_table._variadic``)."""
-BINARY = {s.onnx: t for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 2 and s.onnx not in VARIADIC}
-"""ONNX's one-node binary operators, from the schemas that name them (``OpSchema.onnx``)."""
-UNARY = {**{s.onnx: t for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 1}, "Identity": "assign"}
-"""ONNX's one-node unary operators, from the schemas that name them, and Identity."""
-COMPARE = {"Less": "less_than", "LessOrEqual": "less_equal", "Greater": "greater_than",
-           "GreaterOrEqual": "greater_equal", "Equal": "equal", "And": "logical_and", "Or": "logical_or",
-           "Xor": "logical_xor"}
+BINARY = {o: t for t, o in elementwise.ONNX.items() if o not in VARIADIC}
+"""ONNX's one-node arithmetic operators, from their ops' schemas (``OpSchema.onnx``)."""
+UNARY = {**{o: t for t, o in activation.ONNX.items()}, "Identity": "assign"}
+"""ONNX's one-node activations, from their ops' schemas, and Identity."""
+COMPARE = {o: t for t, o in logic.ONNX.items()}
+"""ONNX's comparisons and logical operators, from their ops' schemas."""
 REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
           "ReduceProd": "reduce_prod", "ReduceLogSumExp": "logsumexp"}
 FLOATS = ("float16", "float32", "float64")

@@ -44,7 +44,7 @@ def direction_activations(ctx, cell: str, dirs: int) -> list[dict]:
     given = [iter(ctx.attr("activation_alpha", []) or []), iter(ctx.attr("activation_beta", []) or [])]
     params = [[], []]
     for n in names:  # each activation takes the next value of each list it reads
-        defaults = ACTIVATIONS[n]
+        defaults = ACTIVATIONS[n].defaults
         for k in range(2):
             params[k].append(float(next(given[k], defaults[k])) if k < len(defaults) else 0.0)
     out = []
@@ -64,8 +64,8 @@ def direction_activations(ctx, cell: str, dirs: int) -> list[dict]:
 
 def onnx_activation_attrs(acts: list[tuple[str, float, float]]) -> dict:
     """ONNX's ``activations``/``activation_alpha``/``activation_beta`` for one direction's (name, alpha, beta)."""
-    alphas = [a for n, a, _ in acts if len(ACTIVATIONS[n]) > 0]
-    betas = [b for n, _, b in acts if len(ACTIVATIONS[n]) > 1]
+    alphas = [a for n, a, _ in acts if len(ACTIVATIONS[n].defaults) > 0]
+    betas = [b for n, _, b in acts if len(ACTIVATIONS[n].defaults) > 1]
     out = {"activations": [ONNX_ACTIVATION_NAMES[n] for n, _, _ in acts]}
     return {**out, **({"activation_alpha": alphas} if alphas else {}), **({"activation_beta": betas} if betas else {})}
 

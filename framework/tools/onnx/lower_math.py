@@ -20,13 +20,8 @@ __all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
 HAND_WRITTEN = frozenset({"softplus", "erf"})
 """Ops whose schema names one ONNX node (``OpSchema.onnx``) that the exporter still builds from several:
 ONNX Runtime's CPU provider has no float64 ``Softplus`` or ``Erf``."""
-ELEMENTWISE = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 2}
-"""The binary ops that are one ONNX node, from their schemas."""
-UNARY = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and len(s.inputs) == 1 and t not in HAND_WRITTEN}
-"""The unary ops that are one ONNX node, from their schemas."""
-COMPARE = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater",
-           "greater_equal": "GreaterOrEqual", "equal": "Equal",
-           "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
+ONE_NODE = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and t not in HAND_WRITTEN}
+"""The ops that are one ONNX node on their inputs in slot order, from their schemas (``OpSchema.onnx``)."""
 REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
           "reduce_prod": "ReduceProd"}
 
@@ -78,8 +73,9 @@ def normal_cdf(ctx: Lowering, x: str, dtype: str) -> str:
     return g.node("Mul", [ctx.scalar(0.5, dtype), g.node("Add", [ctx.scalar(1.0, dtype), e])])
 
 
-def _elementwise(onnx_op):
-    return lambda ctx: ctx.emit(onnx_op, [ctx.x("X"), ctx.x("Y")])
+def _one_node(onnx_op):
+    """The op as ONNX node ``onnx_op`` of its inputs in slot order."""
+    return lambda ctx: ctx.emit(onnx_op, [ctx.x(slot.name) for slot in OP_SCHEMAS[ctx.op.type].inputs])
 
 
 def mod(ctx: Lowering) -> None:
@@ -95,14 +91,6 @@ def mod(ctx: Lowering) -> None:
     moved = g.node("And", [g.node("Not", [g.node("Equal", [r, zero])]),
                            g.node("Not", [g.node("Equal", [g.node("Less", [r, zero]), g.node("Less", [y, zero])])])])
     ctx.emit("Where", [moved, g.node("Add", [r, y]), r])
-
-
-def _unary(onnx_op):
-    return lambda ctx: ctx.emit(onnx_op, [ctx.x()])
-
-
-def _compare(onnx_op):
-    return lambda ctx: ctx.emit(onnx_op, [ctx.x("X"), ctx.x("Y")])
 
 
 def square(ctx):
@@ -356,9 +344,7 @@ def cast(ctx):
 
 
 LOWERINGS = {
-    **{t: _elementwise(o) for t, o in ELEMENTWISE.items()},
-    **{t: _unary(o) for t, o in UNARY.items()},
-    **{t: _compare(o) for t, o in COMPARE.items()},
+    **{t: _one_node(o) for t, o in ONE_NODE.items()},
     **{t: _reduce(o) for t, o in REDUCE.items()},
     "elementwise_mod": mod, "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu,
     "scale": scale, "clip": clip, "pow": pow_, "matmul": matmul, "einsum": einsum, "mean": mean,

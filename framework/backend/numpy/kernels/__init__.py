@@ -13,9 +13,8 @@ from typing import Callable, Mapping
 from . import (collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
                linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
-from gradgen.program.ops import OP_SCHEMAS
-
-from .derived import derived_kernels
+from ...derive import with_derived
+from .derived import derived_kernel
 from .signature import KernelFactory, SubBlock
 
 __all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
@@ -34,17 +33,7 @@ def _collect(families, table_name: str) -> dict:
     return table
 
 
-def _with_derived(written: dict) -> dict:
-    """The hand-written kernels and one derived from each other op's ``compute``; an op may not have both (a
-    hand-written kernel for an op that states its math is a second copy of it)."""
-    derived = derived_kernels(OP_SCHEMAS)
-    both = sorted(set(derived) & set(written))
-    if both:
-        raise RuntimeError(f"op types with a compute and a hand-written numpy kernel: {both}")
-    return {**derived, **written}
-
-
-KERNELS: Mapping[str, KernelFactory] = _with_derived(_collect(FAMILIES, "KERNELS"))
+KERNELS: Mapping[str, KernelFactory] = with_derived(_collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel")
 """op type -> kernel factory: derived from the op's ``compute`` (``derived``), or the family modules' own."""
 
 SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = _collect(FAMILIES, "SUBBLOCKS")

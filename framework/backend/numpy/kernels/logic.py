@@ -1,11 +1,8 @@
-"""Comparison, selection and index kernels: bool and int outputs, no gradients of their own."""
+"""Selection and index kernels: int outputs, no gradients of their own (the comparisons and logical ops are
+derived from their schemas' compute: ``derived``)."""
 from __future__ import annotations
 
 import numpy as np
-
-
-def _fixed(fn):
-    return lambda op: fn
 
 
 def where(op):
@@ -43,16 +40,6 @@ def one_hot(op):
 
 KERNELS = {
     "where": where,
-    "less_than": _fixed(np.less),
-    "less_equal": _fixed(np.less_equal),
-    "greater_than": _fixed(np.greater),
-    "greater_equal": _fixed(np.greater_equal),
-    "equal": _fixed(np.equal),
-    "not_equal": _fixed(np.not_equal),
-    "logical_and": _fixed(np.logical_and),
-    "logical_or": _fixed(np.logical_or),
-    "logical_xor": _fixed(np.logical_xor),
-    "logical_not": _fixed(np.logical_not),
     "argmax": argmax,
     "argmin": argmin,
     "one_hot": one_hot,

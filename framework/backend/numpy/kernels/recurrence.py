@@ -6,8 +6,8 @@ layout, stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases 
 (G = 4) input, forget, cell, output; GRU (G = 3) reset, update, new. The input projection of every step is
 one GEMM before the loop; the loop does the recurrent GEMM and the gates; the backward pass collects each
 step's gate gradients and does the weight gradients as GEMMs after its loop. The gates' activations are data
-(``Activation``: ONNX's set, by ``activation(name, alpha, beta)``); sigmoid and tanh keep the expressions they
-had before activations became choosable, so the default cell's numbers are unchanged bit for bit.
+(``Activation``, by ``activation(name, alpha, beta)``): ONNX's set, each written once over ``xp`` with its slope
+in ``ops.recurrent.ACTIVATIONS``, the xla lowering's too.
 
 ``Dual`` (value, tangent) runs the same code forward-mode: the forward pass on duals gives the Jacobian of
 the outputs applied to the inputs' tangents, and the backward pass on duals gives the tangent of the
@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy.special import expit
 
-__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "sigmoid", "tanh", "exp", "Activation", "activation",
+from gradgen.program.ops.recurrent import ACTIVATIONS
+
+from ..xp import XP
+
+__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "Activation", "activation",
            "concat", "stack", "sequence_mask", "reverse_index", "forward", "backward"]
 
 
@@ -106,9 +109,12 @@ def _lift(fn: Callable, slope: Callable):
     return apply
 
 
-sigmoid = _lift(expit, lambda s: s * (1.0 - s))
-tanh = _lift(np.tanh, lambda t: 1.0 - t * t)
-exp = _lift(np.exp, lambda e: e)
+class _DualXP:
+    """What a gate's slope (``ops.recurrent.GateActivation.slope``) reads of ``xp``: numpy's functions, with
+    ``exp`` also taking duals (the slope runs on duals in the second-order backward)."""
+
+    exp = staticmethod(_lift(np.exp, lambda e: e))
+    sign = staticmethod(np.sign)
 
 
 @dataclass(frozen=True)
@@ -121,60 +127,17 @@ class Activation:
     back: Callable
 
 
-def _mask(y, keep) -> np.ndarray:
-    """1.0 where ``keep(value(y))``, else 0.0, in y's dtype."""
-    v = value(y)
-    return keep(v).astype(v.dtype)
-
-
-def _from_slope(fn: Callable, slope: Callable) -> Activation:
-    return Activation(_lift(fn, slope), lambda d, y: d * slope(y))
-
-
-def _relu_like(alpha: float):
-    """The slope 1 where y > 0, else alpha (LeakyRelu, and Relu with alpha 0)."""
-    return lambda y: _mask(y, lambda v: v > 0) * (1.0 - alpha) + alpha
-
-
-def _scaled_tanh_slope(alpha: float, beta: float):
-    if alpha == 0.0:
-        return lambda y: 0.0 * y
-    return lambda y: (alpha - y * y * (1.0 / alpha)) * beta
-
-
 def activation(name: str, alpha: float, beta: float) -> Activation:
-    """ONNX's activation ``name`` (lowercase, see ``ops.recurrent.ACTIVATIONS``) with its alpha and beta."""
-    if name == "sigmoid":
-        return Activation(sigmoid, lambda d, y: d * y * (1.0 - y))
-    if name == "tanh":
-        return Activation(tanh, lambda d, y: d * (1.0 - y * y))
-    if name == "relu":
-        return _from_slope(lambda x: np.maximum(x, 0.0).astype(x.dtype), _relu_like(0.0))
-    if name == "leakyrelu":
-        return _from_slope(lambda x: np.where(x >= 0, x, alpha * x).astype(x.dtype), _relu_like(alpha))
-    if name == "thresholdedrelu":
-        return _from_slope(lambda x: np.where(x >= alpha, x, 0.0).astype(x.dtype), lambda y: _mask(y, lambda v: v != 0))
-    if name == "affine":
-        return _from_slope(lambda x: (alpha * x + beta).astype(x.dtype), lambda y: alpha + 0.0 * y)
-    if name == "scaledtanh":
-        return _from_slope(lambda x: (alpha * np.tanh(beta * x)).astype(x.dtype), _scaled_tanh_slope(alpha, beta))
-    if name == "hardsigmoid":
-        return _from_slope(lambda x: np.clip(alpha * x + beta, 0.0, 1.0).astype(x.dtype),
-                           lambda y: _mask(y, lambda v: (v > 0) & (v < 1)) * alpha)
-    if name == "elu":
-        return _from_slope(lambda x: np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0.0))).astype(x.dtype),
-                           lambda y: _mask(y, lambda v: v > 0) + (1.0 - _mask(y, lambda v: v > 0)) * (y + alpha))
-    if name == "softsign":
-        return _from_slope(lambda x: x / (1.0 + np.abs(x)), _softsign_slope)
-    if name == "softplus":
-        return _from_slope(lambda x: np.logaddexp(0.0, x).astype(x.dtype), lambda y: 1.0 - exp(-y))
-    raise ValueError(f"unknown activation {name!r}")
+    """ONNX's activation ``name`` (lowercase) with its alpha and beta, from ``ops.recurrent.ACTIVATIONS``."""
+    gate = ACTIVATIONS[name]
 
+    def slope(y):
+        return gate.slope(_DualXP, y, value(y), alpha, beta)
 
-def _softsign_slope(y):
-    """(1 - |y|)^2, |y| as y times its (constant) sign."""
-    one_minus = 1.0 - y * np.sign(value(y))
-    return one_minus * one_minus
+    def fn(x):
+        return np.asarray(gate.value(XP, x, alpha, beta)).astype(x.dtype, copy=False)
+
+    return Activation(_lift(fn, slope), lambda d, y: d * slope(y))
 
 
 def concat(parts: list, axis: int):
