@@ -1,23 +1,64 @@
 """Deriving an engine's entries from the ops' own math (``OpSchema.compute``): what every engine does the same
 way. An engine supplies only how to turn a schema into its kind of entry (a numpy kernel factory, an xla
 lowering); ``with_derived`` adds one for every op that states its math, and refuses a hand-written entry for
-such an op (a second copy of its math)."""
+such an op (a second copy of its math).
+
+``compute`` takes one positional argument per input slot, None for an optional slot the op leaves empty, and
+returns one value per output slot (a tuple when the schema has several); ``Call`` adapts that to an op, whose
+kernel gets the arrays of its given inputs and returns the outputs it has.
+"""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
-__all__ = ["call_of", "with_derived"]
+__all__ = ["Call", "call_of", "with_derived"]
 
 
-def call_of(schema: OpSchema, op) -> tuple[dict[str, Any], list[np.dtype]]:
-    """The keywords ``compute`` takes for ``op`` (every attr by name) and the dtypes its outputs declare."""
-    return ({name: op.attr(name) for name in schema.attrs},
-            [np.dtype(op.block.var(n).dtype) for n in op.output_arg_names])
+class Call(NamedTuple):
+    """How one op calls its schema's ``compute``."""
+
+    attrs: dict[str, Any]
+    """Every attr by name: the keywords ``compute`` takes."""
+    dtypes: list[np.dtype]
+    """The declared dtypes of the outputs the op has."""
+    args: Callable[[tuple], tuple] | None
+    """The op's input arrays -> ``compute``'s positional arguments; None when they are the same."""
+    pick: Callable[[Any], Any] | None
+    """``compute``'s result -> the op's outputs (one value for a one-output op); None when they are the same."""
+
+
+def _args(given: list[bool]) -> Callable[[tuple], tuple] | None:
+    if all(given):
+        return None
+
+    def args(arrays: tuple) -> tuple:
+        it = iter(arrays)
+        return tuple(next(it) if g else None for g in given)
+
+    return args
+
+
+def _pick(has: list[bool]) -> Callable[[Any], Any] | None:
+    if len(has) == 1 or all(has):
+        return None
+    kept = [k for k, h in enumerate(has) if h]
+    if len(kept) == 1:
+        (only,) = kept
+        return lambda result: result[only]
+    return lambda result: tuple(result[k] for k in kept)
+
+
+def call_of(schema: OpSchema, op) -> Call:
+    """``Call`` of ``op`` (of type ``schema.type``), worked out once when its kernel or lowering is built."""
+    return Call({name: op.attr(name) for name in schema.attrs},
+                [np.dtype(op.block.var(n).dtype) for n in op.output_arg_names],
+                _args([bool(op.input(s.name)) for s in schema.inputs]),
+                _pick([bool(op.output(s.name)) for s in schema.outputs]))
 
 
 def with_derived(written: Mapping[str, Any], derive: Callable[[OpSchema], Any], engine: str) -> dict[str, Any]:

@@ -118,6 +118,57 @@ def _layer_norm_grad(ctx):
 
 _NORM_ATTRS = {"begin_norm_axis": Attr("int", 1), "epsilon": Attr("float", 1e-5)}
 
+
+# Layer norm's math, once, over ``xp`` (``OpSchema.compute``): X viewed as rows, one per leading index, the
+# normalized dims flattened; float16 is computed in float32 (the engines cast the results to the declared dtypes).
+def _rows(xp, x, begin_norm_axis: int):
+    """X as [leading, normalized] rows in its working dtype, the leading shape and the normalized shape."""
+    begin = normalize_axis(begin_norm_axis, x.ndim)
+    lead, norm = tuple(x.shape[:begin]), tuple(x.shape[begin:])
+    work = xp.float32 if x.dtype == xp.float16 else x.dtype
+    return xp.reshape(xp.astype(x, work), (math.prod(lead), math.prod(norm))), lead, norm
+
+
+def _row_mean(xp, a):
+    """Each row's mean, kept as [rows, 1]: NaN for rows of nothing, without a floating-point exception (the sum
+    of nothing times NaN)."""
+    n = a.shape[1]
+    return xp.sum(a, axis=1, keepdims=True) * (1.0 / n if n else math.nan)
+
+
+def _row_statistics(xp, rows):
+    """Each row's mean, its biased variance (kept as [rows, 1]) and the rows centred."""
+    mean = _row_mean(xp, rows)
+    centred = rows - mean
+    return mean, _row_mean(xp, centred * centred), centred
+
+
+def layer_norm(xp, x, scale, bias, *, begin_norm_axis, epsilon):
+    """Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias; Mean, Variance per leading index."""
+    rows, lead, norm = _rows(xp, x, begin_norm_axis)
+    mean, var, centred = _row_statistics(xp, rows)
+    y = centred * (1.0 / xp.sqrt(var + epsilon))
+    if scale is not None:
+        y = y * xp.reshape(xp.astype(scale, rows.dtype), (1, -1))
+    if bias is not None:
+        y = y + xp.reshape(xp.astype(bias, rows.dtype), (1, -1))
+    return xp.reshape(y, x.shape), xp.reshape(mean, lead), xp.reshape(var, lead)
+
+
+def layer_norm_grad(xp, x, scale, dy, *, begin_norm_axis, epsilon):
+    """With xhat = (X - mu) / sqrt(var + epsilon) and c = dY * Scale: dX = (c - mean(c) - xhat mean(c xhat)) /
+    sqrt(var + epsilon), dScale = sum(dY xhat), dBias = sum(dY) (sums over the leading dims)."""
+    rows, lead, norm = _rows(xp, x, begin_norm_axis)
+    _, var, centred = _row_statistics(xp, rows)
+    rstd = 1.0 / xp.sqrt(var + epsilon)
+    xhat = centred * rstd
+    dys = xp.reshape(xp.astype(dy, rows.dtype), rows.shape)
+    c = dys if scale is None else dys * xp.reshape(xp.astype(scale, rows.dtype), (1, -1))
+    dx = (c - _row_mean(xp, c) - xhat * _row_mean(xp, c * xhat)) * rstd
+    return (xp.reshape(dx, x.shape), xp.reshape(xp.sum(dys * xhat, axis=0), norm),
+            xp.reshape(xp.sum(dys, axis=0), norm))
+
+
 SCHEMAS = (
     schema("dropout", ["X"], ["Out", "Mask"], _dropout,
            {"p": Attr("float", 0.5), "is_test": Attr("bool", False), "seed": Attr("int", 0)},
@@ -152,7 +203,7 @@ SCHEMAS = (
            doc="Normalize X over its dims from begin_norm_axis on, in one pass: Y = (X - Mean) / sqrt(Variance + "
                "epsilon) * Scale + Bias, Scale and Bias (optional) shaped like those dims. Mean and Variance "
                "(the biased one) are per leading index, shaped like X's dims before begin_norm_axis.",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}, compute=layer_norm),
     schema("layer_norm_grad", ["X", Slot("Scale", optional=True), "Y@GRAD"],
            ["X@GRAD", Slot("Scale@GRAD", optional=True), Slot("Bias@GRAD", optional=True)], _layer_norm_grad,
            _NORM_ATTRS,
@@ -160,8 +211,8 @@ SCHEMAS = (
                "(recomputed, so the op is a function of its inputs alone), xhat = (X - mu) / sqrt(var + epsilon) "
                "and c = Y@GRAD * Scale, X@GRAD = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), "
                "Scale@GRAD = sum(Y@GRAD * xhat), Bias@GRAD = sum(Y@GRAD) (sums over the leading dims).",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Y@GRAD": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Y@GRAD": "X"}, compute=layer_norm_grad),
 )
 
 
-__all__ = ["SCHEMAS", "RUNNING_VARIANCES", "running_variance_factor"]
+__all__ = ["SCHEMAS", "RUNNING_VARIANCES", "layer_norm", "layer_norm_grad", "running_variance_factor"]

@@ -2,8 +2,9 @@
 numpy engine's formula exactly.
 
 jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one
-numeric output computes in the dtype it declares: each input of another numeric dtype is cast to it first, and
-the result is cast to it where it differs. A bool result (a comparison) compares its inputs as they are.
+numeric output and all its inputs given computes in the dtype it declares: each input of another dtype is cast
+to it first, and the result is cast to it. A bool result (a comparison) compares its inputs as they are; an op
+with several outputs or optional slots (layer norm) states its own working dtype in its ``compute``.
 """
 from __future__ import annotations
 
@@ -24,9 +25,15 @@ def derived_lowering(schema: OpSchema) -> Callable:
     compute = schema.compute
 
     def lowering(op, ctx) -> Callable:
-        attrs, dtypes = call_of(schema, op)
-        if len(dtypes) > 1:
-            return lambda *xs: tuple(v.astype(d) for v, d in zip(compute(XP, *xs, **attrs), dtypes))
+        attrs, dtypes, args, pick = call_of(schema, op)
+        if len(dtypes) > 1 or args is not None or pick is not None:
+            def run(*xs):
+                result = compute(XP, *(xs if args is None else args(xs)), **attrs)
+                result = result if pick is None else pick(result)
+                return result.astype(dtypes[0]) if len(dtypes) == 1 else tuple(
+                    v.astype(d) for v, d in zip(result, dtypes))
+
+            return run
         (dtype,) = dtypes
         if dtype == np.bool_:
             return lambda *xs: compute(XP, *xs, **attrs).astype(dtype)

@@ -1,4 +1,5 @@
-"""Lowerings of softmax, the cross-entropy losses and batch and layer normalization with their gradients: the
+"""Lowerings of softmax, the cross-entropy losses and batch normalization with their gradients (layer norm's
+is derived from its schema's compute: ``lower_derived``): the
 numpy kernels' formulas (``backend/numpy/kernels/nn.py``, ``normalization.py``, ``grad_ops.softmax_grad``) in
 ``jax.numpy``, in the same order of operations and the same dtypes.
 
@@ -14,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradgen.program.ops.network import running_variance_factor
-from gradgen.program.shapes import normalize_axis
 
 from ..numpy.kernels.nn import _axis, check_label_shape  # the attrs read as the numpy kernels read them
 from .lower_math import out_dtype
@@ -138,56 +138,6 @@ def _normalized_grad(c, xhat, rstd, axes: tuple[int, ...]):
     return (c - jnp.sum(c, axis=axes, keepdims=True) / count - xhat * along) * rstd
 
 
-def _layer_norm_split(op) -> int:
-    """The first normalized dim of layer_norm's X."""
-    return normalize_axis(op.attr("begin_norm_axis"), len(op.block.var(op.input("X")[0]).shape))
-
-
-def _layer_norm(op, ctx):
-    begin, eps = _layer_norm_split(op), op.attr("epsilon")
-    has_scale, has_bias = bool(op.input("Scale")), bool(op.input("Bias"))
-
-    def run(x, *affine):
-        work = _work_dtype(x.dtype)
-        rows = x.reshape(math.prod(x.shape[:begin]), math.prod(x.shape[begin:])).astype(work)
-        mean, var, centred = _stats(rows, (1,))
-        y = centred * (1.0 / jnp.sqrt(var + eps))
-        if has_scale:
-            y = y * affine[0].reshape(1, -1).astype(work)
-        if has_bias:
-            y = y + affine[-1].reshape(1, -1).astype(work)
-        lead = x.shape[:begin]
-        return (y.reshape(x.shape).astype(x.dtype), mean.reshape(lead).astype(x.dtype),
-                var.reshape(lead).astype(x.dtype))
-
-    return run
-
-
-def _layer_norm_grad(op, ctx):
-    begin, eps, has_scale = _layer_norm_split(op), op.attr("epsilon"), bool(op.input("Scale"))
-    want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
-
-    def run(x, *rest):
-        scale, dy = rest if has_scale else (None, rest[0])
-        work = _work_dtype(x.dtype)
-        shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
-        rows, dys = x.reshape(shape).astype(work), dy.reshape(shape).astype(work)
-        _, var, centred = _stats(rows, (1,))
-        rstd = 1.0 / jnp.sqrt(var + eps)
-        xhat = centred * rstd
-        affine = x.shape[begin:]
-        grads = []
-        if want_scale:
-            grads.append(jnp.sum(dys * xhat, axis=0).reshape(affine).astype(x.dtype))
-        if want_bias:
-            grads.append(jnp.sum(dys, axis=0).reshape(affine).astype(x.dtype))
-        c = dys if scale is None else dys * scale.reshape(1, -1).astype(work)
-        dx = _normalized_grad(c, xhat, rstd, (1,)).reshape(x.shape).astype(x.dtype)
-        return (dx, *grads) if grads else dx
-
-    return run
-
-
 _BATCH_AXES = (0, 2)
 """batch_norm's statistics axes of X viewed as [N, C, positions]."""
 
@@ -255,6 +205,5 @@ LOWERINGS = {
     "softmax": _softmax, "log_softmax": _log_softmax, "softmax_grad": _softmax_grad,
     "cross_entropy": _cross_entropy, "softmax_with_cross_entropy": _softmax_with_cross_entropy,
     "sigmoid_cross_entropy_with_logits": _sigmoid_cross_entropy_with_logits,
-    "layer_norm": _layer_norm, "layer_norm_grad": _layer_norm_grad,
     "batch_norm": _batch_norm, "batch_norm_grad": _batch_norm_grad,
 }

@@ -26,10 +26,16 @@ def derived_kernel(schema: OpSchema) -> KernelFactory:
     compute = schema.compute
 
     def factory(op) -> Callable[..., np.ndarray]:
-        attrs, dtypes = call_of(schema, op)
-        if len(dtypes) == 1:
+        attrs, dtypes, args, pick = call_of(schema, op)
+        if args is None and pick is None and len(dtypes) == 1:  # most ops: nothing to arrange
             (dtype,) = dtypes
             return lambda *arrays: _as(compute(XP, *arrays, **attrs), dtype)
-        return lambda *arrays: tuple(_as(v, d) for v, d in zip(compute(XP, *arrays, **attrs), dtypes))
+
+        def run(*arrays):
+            result = compute(XP, *(arrays if args is None else args(arrays)), **attrs)
+            result = result if pick is None else pick(result)
+            return _as(result, dtypes[0]) if len(dtypes) == 1 else tuple(map(_as, result, dtypes))
+
+        return run
 
     return factory

@@ -1,8 +1,7 @@
-"""Kernels of batch and layer normalization and their fused gradients.
+"""Kernels of batch normalization and its fused gradient (layer norm states its math in its schema, and its
+kernels are derived: ``derived``).
 
-Each works on X viewed as rows of a matrix (layer norm: one row per leading
-index, the normalized dims flattened; batch norm: ``[N, C, positions]``), in a
-few whole-array numpy operations that write into at most two arrays shaped
+Each works on X viewed as ``[N, C, positions]``, in a few whole-array numpy operations that write into at most two arrays shaped
 like X: the result and one temporary. Row dot products go through
 ``einsum``, which reads its operands without materializing their product.
 The result is a new array every run; the temporary, which never leaves the
@@ -16,7 +15,6 @@ import math
 import numpy as np
 
 from gradgen.program.ops.network import running_variance_factor
-from gradgen.program.shapes import normalize_axis
 
 from .scratch import scratch
 
@@ -26,15 +24,6 @@ __all__ = ["KERNELS"]
 def _work_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype the statistics are computed in: float16 accumulates in float32."""
     return np.dtype(np.float32) if dtype == np.float16 else dtype
-
-
-def _given(op, slot: str) -> bool:
-    return bool(op.input(slot))
-
-
-def _split(op) -> int:
-    """The first normalized dim of layer_norm's X."""
-    return normalize_axis(op.attr("begin_norm_axis"), len(op.block.var(op.input("X")[0]).shape))
 
 
 def _as(shape: tuple[int, ...], x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -71,54 +60,6 @@ def _normalized_grad(dy: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, gain, a
     xhat *= along
     dx -= xhat
     dx *= rstd
-
-
-def layer_norm(op):
-    begin, eps = _split(op), op.attr("epsilon")
-    has_scale, has_bias = _given(op, "Scale"), _given(op, "Bias")
-
-    def run(x, *affine):
-        work = _work_dtype(x.dtype)
-        rows = _as((math.prod(x.shape[:begin]), math.prod(x.shape[begin:])), x, work)
-        y = np.empty(rows.shape, work)
-        mean, var = _stats(rows, (1,), y)
-        y *= 1.0 / np.sqrt(var + eps)
-        if has_scale:
-            y *= affine[0].reshape(1, -1)
-        if has_bias:
-            y += affine[-1].reshape(1, -1)
-        lead = x.shape[:begin]
-        cast = lambda v, shape: v.reshape(shape).astype(x.dtype, copy=False)  # noqa: E731
-        return cast(y, x.shape), cast(mean, lead), cast(var, lead)
-
-    return run
-
-
-def layer_norm_grad(op):
-    begin, eps, has_scale = _split(op), op.attr("epsilon"), _given(op, "Scale")
-    want_scale, want_bias = bool(op.output("Scale@GRAD")), bool(op.output("Bias@GRAD"))
-
-    def run(x, *rest):
-        scale, dy = rest if has_scale else (None, rest[0])
-        work = _work_dtype(x.dtype)
-        shape = (math.prod(x.shape[:begin]), math.prod(x.shape[begin:]))
-        rows, dys = _as(shape, x, work), _as(shape, dy, work)
-        xhat, dx = scratch("layer_norm_grad xhat", shape, work), np.empty(shape, work)
-        _, var = _stats(rows, (1,), xhat)
-        rstd = 1.0 / np.sqrt(var + eps)
-        xhat *= rstd
-        affine = x.shape[begin:]
-        grads = []
-        if want_scale:
-            grads.append(np.einsum("ij,ij->j", dys, xhat).reshape(affine).astype(x.dtype, copy=False))
-        if want_bias:
-            grads.append(np.add.reduce(dys, axis=0).reshape(affine).astype(x.dtype, copy=False))
-        gain = scale.reshape(1, -1).astype(work, copy=False) if scale is not None else None
-        _normalized_grad(dys, xhat, rstd, gain, (1,), dx)
-        dx_out = dx.reshape(x.shape).astype(x.dtype, copy=False)
-        return (dx_out, *grads) if grads else dx_out
-
-    return run
 
 
 def _channels(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -195,5 +136,4 @@ def batch_norm_grad(op):
     return run
 
 
-KERNELS = {"batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad, "layer_norm": layer_norm,
-           "layer_norm_grad": layer_norm_grad}
+KERNELS = {"batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad}
