@@ -61,10 +61,17 @@ def call_of(schema: OpSchema, op) -> Call:
                 _pick([bool(op.output(s.name)) for s in schema.outputs]))
 
 
-def with_derived(written: Mapping[str, Any], derive: Callable[[OpSchema], Any], engine: str) -> dict[str, Any]:
+def with_derived(written: Mapping[str, Any], derive: Callable[[OpSchema], Any], engine: str,
+                 faster: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``written`` (op type -> an engine's hand-written entry) and ``derive(schema)`` for every op that has a
-    ``compute``; a RuntimeError naming the ops that have both."""
-    both = sorted(t for t, s in OP_SCHEMAS.items() if s.compute is not None and t in written)
+    ``compute``; a RuntimeError naming the ops that have both, unless ``faster`` (op type -> the measurement
+    that justifies it) says why the engine's own entry stays. Such an entry must give what the derived one
+    gives; the engine's tests check it (``derived_and_faster``)."""
+    faster = dict(faster or {})
+    both = sorted(t for t, s in OP_SCHEMAS.items() if s.compute is not None and t in written and t not in faster)
     if both:
         raise RuntimeError(f"op types with a compute and a hand-written {engine} entry: {both}")
+    stale = sorted(t for t in faster if t not in written or OP_SCHEMAS[t].compute is None)
+    if stale:
+        raise RuntimeError(f"'faster' {engine} entries without a hand-written entry or a compute: {stale}")
     return {**{t: derive(s) for t, s in OP_SCHEMAS.items() if s.compute is not None}, **written}

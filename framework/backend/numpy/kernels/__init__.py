@@ -17,7 +17,7 @@ from ...derive import with_derived
 from .derived import derived_kernel
 from .signature import KernelFactory, SubBlock
 
-__all__ = ["FAMILIES", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
+__all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
 
 FAMILIES = (creation, elementwise, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
@@ -33,7 +33,11 @@ def _collect(families, table_name: str) -> dict:
     return table
 
 
-KERNELS: Mapping[str, KernelFactory] = with_derived(_collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel")
+FASTER: Mapping[str, str] = _collect(FAMILIES, "FASTER")
+"""op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
+
+KERNELS: Mapping[str, KernelFactory] = with_derived(_collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel",
+                                                    FASTER)
 """op type -> kernel factory: derived from the op's ``compute`` (``derived``), or the family modules' own."""
 
 SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = _collect(FAMILIES, "SUBBLOCKS")
