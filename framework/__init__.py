@@ -31,7 +31,7 @@ _PUBLIC = {
     "backends": ".backend",
     "CPUPlace": ".runtime.place",
     "CUDAPlace": ".runtime.place",
-    "PlanOptions": ".backend.numpy.plan_data",
+    "PlanOptions": ".backend.numpy",
     "Scope": ".runtime.scope",
     "global_scope": ".runtime.scope",
     "scope_guard": ".runtime.scope",

@@ -1,8 +1,11 @@
-"""The engines that can run a program, by name: ``Executor(backend=NAME)``; one folder per compiled backend.
+"""The engines that can run a program, by name: ``Executor(backend=NAME)``; one folder per backend.
 
-``numpy`` is the interpreter of numpy kernels in ``runtime/`` (always there). ``xla`` lowers a whole block to
-one XLA computation through jax (the ``gradgen[xla]`` extra). A backend's module is imported on first use, so
+This module is the one interface between the executor (``runtime/``) and the engines: ``runner(name, settings)``
+gives the ``Runner`` of backend ``name`` (its package's ``make_runner``), and the executor knows nothing else of
+it. ``numpy`` is the reference interpreter of numpy kernels (always there); ``xla`` lowers a whole block to one
+XLA computation through jax (the ``gradgen[xla]`` extra). A backend's package is imported on first use, so
 gradgen imports and runs without the extras; ``backends()`` lists the ones whose requirements are installed.
+The analyses every backend shares (run signature, conformance, loop read-back) live in ``backend/shared``.
 
     >>> from gradgen.framework import backends
     >>> backends()                       # doctest: +SKIP
@@ -12,11 +15,11 @@ from __future__ import annotations
 
 from importlib import import_module
 from importlib.util import find_spec
-from typing import Any
+from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
 
-__all__ = ["AUTO", "BACKENDS", "DEFAULT_BACKEND", "backends", "load_backend"]
+__all__ = ["AUTO", "BACKENDS", "DEFAULT_BACKEND", "RunSettings", "Runner", "backends", "load_backend", "runner"]
 
 DEFAULT_BACKEND = "numpy"
 
@@ -25,12 +28,44 @@ AUTO = "auto"
 first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
 
 BACKENDS: dict[str, tuple[str | None, str]] = {
-    "numpy": (None, "numpy kernels run one op (or one fused region) at a time; always installed"),
+    "numpy": (None, "the reference interpreter: numpy kernels run one op at a time, in block order; always installed"),
     "xla": ("jax", "the whole block as one XLA computation through jax: pip install 'gradgen[xla]'"),
 }
 """name -> (the package it needs, or None; what it is)."""
 
-_MODULES = {"xla": ".xla"}
+_MODULES = {"numpy": ".numpy", "xla": ".xla"}
+
+
+class RunSettings(NamedTuple):
+    """An executor's settings, as every backend reads them (``make_runner(settings)``, ``settings()`` each run)."""
+
+    place: Any
+    """``CPUPlace()`` or ``CUDAPlace(N)``."""
+    check_types: bool
+    """Check every op's outputs against their declared types (a backend that checks while it compiles, or
+    cannot check per op, refuses it)."""
+    check_nan_inf: bool
+    """Stop at the first op that makes a NaN or Inf (refused by backends without per-op checks)."""
+    options: Any
+    """The backend's own options object, or None for its defaults (numpy: ``PlanOptions``)."""
+    profiler: Any
+    """A ``runtime.profile.Profiler`` the run's steps are timed into, or None."""
+
+
+class Runner(Protocol):
+    """One executor's runs on one backend (what ``make_runner`` returns)."""
+
+    name: str
+
+    def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope, return_numpy: bool,
+            mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
+        """One run of ``program``'s block 0: the fetched arrays, in order; the scope gets the changed persistables
+        only if the whole run succeeds. ``mark(phase)`` ends each phase (``runtime/profile.PHASES``),
+        ``built(seconds)`` is told of every plan build or compile, ``agreed()`` raises before the commit when the
+        other ranks of a data-parallel run were fed other shapes."""
+
+    def problems(self, block) -> list[str]:
+        """The ops of ``block`` this backend cannot run, one line each (empty: it runs them all)."""
 
 
 def backends() -> list[str]:
@@ -39,13 +74,18 @@ def backends() -> list[str]:
 
 
 def load_backend(name: str) -> Any:
-    """The backend module ``name`` (its ``compile_block``, ``problems``, ``LOWERINGS``), or an ExecutionError
-    saying which names exist and what to install."""
+    """The backend package ``name`` (its ``make_runner``, and what its tools read: xla's ``LOWERINGS``), or an
+    ExecutionError saying which names exist and what to install."""
     if name not in BACKENDS:
         raise ExecutionError(f"unknown backend '{name}': the backends are {', '.join(BACKENDS)}")
-    if name == "numpy":
-        raise ExecutionError("the numpy backend is the executor's own plan, not a loadable module")
     needs, what = BACKENDS[name]
     if needs is not None and find_spec(needs) is None:
         raise ExecutionError(f"backend '{name}' needs the package '{needs}', which is not installed ({what})")
     return import_module(_MODULES[name], __name__)
+
+
+def runner(name: str, settings: Callable[[], RunSettings]) -> Runner:
+    """The runner of backend ``name`` for an executor whose present settings ``settings()`` gives (its check
+    flags may change between runs); an ExecutionError when the backend is unknown, not installed, or cannot
+    honour the settings (a GPU place on numpy, per-op checks on xla)."""
+    return load_backend(name).make_runner(settings)

@@ -81,14 +81,14 @@ class AutoRunner:
     backend is installed), and a Trial per program version and names. ``chose(program, backend, reason)`` is told
     of each choice (the executor's profile shows it)."""
 
-    def __init__(self, numpy_runner, compiled_runner, compiled_problems: Callable[[Any], list[str]],
-                 chose: Callable[[Any, str, str], None], clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, numpy_runner, compiled_runner, chose: Callable[[Any, str, str], None],
+                 clock: Callable[[], float] = time.perf_counter):
         self.runners = {"numpy": numpy_runner}
         self.compiled_name = None
         if compiled_runner is not None:
             self.compiled_name = compiled_runner.name
             self.runners[self.compiled_name] = compiled_runner
-        self._problems, self._chose, self._clock = compiled_problems, chose, clock
+        self._chose, self._clock = chose, clock
         self._trials = PerVersion()
 
     def trial(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Trial:
@@ -109,7 +109,7 @@ class AutoRunner:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
-        problems = self._problems(program.global_block())
+        problems = self.runners[self.compiled_name].problems(program.global_block())
         if problems:
             return f"{self.compiled_name} cannot run it: " + "; ".join(problems)
         return None

@@ -5,30 +5,26 @@
     (loss,) = exe.run(main, feed={"x": xs}, fetch_list=[loss_var])
 
 The executor checks the arguments (``arguments``), takes the run lock, and hands the run to its backend's
-runner: ``backend/numpy/runner.py`` (plan, steps) or ``compiled_run.py`` (one compiled step).
-Both check feeds and scope values against their declared types (``conformance``), run, and commit the
-changed persistables only if the whole run succeeded (``commit``), so a failed or interrupted run leaves the
-scope as it was.
+runner, which it knows only through the backend interface (``backend.runner(name, settings)``):
+``backend/numpy/runner.py`` (plan, steps) or ``backend/xla/runner.py`` (one compiled step), or the choice
+between them (``auto_run``). Every runner checks feeds and scope values against their declared types
+(``conformance``), runs, and commits the changed persistables only if the whole run succeeded (``commit``), so
+a failed or interrupted run leaves the scope as it was.
 """
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.guard import default_main_program
 
-from ..backend import AUTO, DEFAULT_BACKEND, backends, load_backend
-from ..backend.numpy.checks import declared_type, finite
-from ..backend.numpy.plan_data import Plan, PlanOptions
-from ..backend.numpy.runner import NumpyRunner
+from ..backend import AUTO, DEFAULT_BACKEND, RunSettings, Runner, backends, runner
 from ..errors import ExecutionError
 from .auto_run import AutoRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .communicator import abort_on_error, communicator, guard_launched_process
-from .compiled_run import CompiledRunner
 from .per_version import PerVersion
 from .place import CPUPlace, check_place
 from .profile import Profile, Profiler
@@ -64,47 +60,49 @@ class Executor:
     is ``1`` (``CHECK_TYPES_ENV``), as it is under the test suite.
     Both are checks a plan runs (``PlanOptions.checks``), inside sub-blocks too.
     ``backend`` names the engine (``gradgen.framework.backends()`` lists the installed ones): ``"numpy"``, the
-    plan of numpy kernels, or a compiled one such as ``"xla"`` (``runtime/compiled_run.py``), which compiles
+    plan of numpy kernels, or a compiled one such as ``"xla"`` (``backend/xla/runner.py``), which compiles
     block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too); or
     ``"auto"``: each program's first runs try both, and the faster runs the rest (``runtime/auto_run.py``;
     ``backend_choice(program)`` and the profile say which and why).
     ``options`` says how numpy plans are built (``PlanOptions``: loop read-back,
-    checks, the kernel table). ``plans_built`` counts compilations
+    checks, the kernel table; the backend reads them). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
     ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
-                 options: PlanOptions | None = None, profile: bool = False, backend: str = DEFAULT_BACKEND):
+                 options: Any = None, profile: bool = False, backend: str = DEFAULT_BACKEND):
         self.place = check_place(place)
         self.backend = backend
-        if backend == DEFAULT_BACKEND and not isinstance(self.place, CPUPlace):
-            raise ExecutionError(f"the numpy backend runs on the CPU; {self.place!r} needs a compiled backend: "
-                                 f"Executor({self.place!r}, backend='xla')")
         if backend == AUTO and not isinstance(self.place, CPUPlace):
             raise ExecutionError(f"backend 'auto' chooses between the numpy backend and a compiled one, and the "
                                  f"numpy backend runs on the CPU; {self.place!r} needs backend='xla'")
-        self._choices = PerVersion()
-        self._runner = (NumpyRunner(self.plan_options) if backend == DEFAULT_BACKEND
-                        else self._auto_runner() if backend == AUTO else CompiledRunner(backend, self.place))
-        if backend not in (DEFAULT_BACKEND, AUTO) and (check_nan_inf or check_types or options is not None):
-            raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
-                                 f"'{backend}' checks types while it compiles and has no per-op checks")
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
-        self.options = PlanOptions() if options is None else options
+        self.options = options
+        self._profiler = Profiler() if profile else None
+        self._choices = PerVersion()
+        def asked() -> RunSettings:  # a compiled backend refuses the checks the caller asked for, not the default
+            return self._settings()._replace(check_types=bool(check_types))
+
+        self._runner = (self._auto_runner() if backend == AUTO else
+                        runner(backend, self._settings if backend == DEFAULT_BACKEND else asked))
         self.plans_built = 0
         self._collective = PerVersion()
-        self._with_checks: dict[tuple, PlanOptions] = {}
-        self._profiler = Profiler() if profile else None
+
+    def _settings(self) -> RunSettings:
+        """The settings the backends read, as they are now (the check flags may change between runs)."""
+        return RunSettings(self.place, self.check_types, self.check_nan_inf, self.options, self._profiler)
 
     def _auto_runner(self) -> AutoRunner:
         """The runner of ``backend="auto"``: numpy, and the first installed compiled backend if there is one."""
         compiled = next((name for name in backends() if name != DEFAULT_BACKEND), None)
-        problems = load_backend(compiled).problems if compiled else (lambda block: [])
-        return AutoRunner(NumpyRunner(self.plan_options), CompiledRunner(compiled, self.place) if compiled else None,
-                          problems, self._chose)
+        def plain() -> RunSettings:  # the compiled backend's own settings: no per-op checks, no options
+            return RunSettings(self.place, False, False, None, None)
+
+        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), runner(compiled, plain) if compiled else None,
+                          self._chose)
 
     def _chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""
@@ -120,27 +118,14 @@ class Executor:
         program = check_program(default_main_program() if program is None else program)
         return self._choices.entries(program).get("choice")
 
-    def plan_options(self) -> PlanOptions:
-        """``options`` plus the checks ``check_types`` and ``check_nan_inf`` ask for (the same object every
-        time for the same settings, so that it keys the plan cache)."""
-        key = (self.options, self.check_types, self.check_nan_inf)
-        found = self._with_checks.get(key)
-        if found is None:
-            wanted = [c for c, on in ((declared_type, self.check_types), (finite, self.check_nan_inf)) if on]
-            checks = self.options.checks + tuple(c for c in wanted if c not in self.options.checks)
-            found = replace(self.options, checks=checks) if wanted else self.options
-            if self._profiler is not None:
-                found = replace(found, profile=self._profiler)
-            self._with_checks[key] = found
-        return found
-
     # -- planning ---------------------------------------------------------------
-    def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Plan:
-        """The numpy backend's cached plan of ``program``'s block 0 for these names, built if missing or stale."""
-        runner = self._runner.runners[DEFAULT_BACKEND] if isinstance(self._runner, AutoRunner) else self._runner
-        if not isinstance(runner, NumpyRunner):
+    def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Any:
+        """The numpy backend's cached plan of ``program``'s block 0 for these names, built if missing or stale
+        (tools and tests read plans; a compiled backend has none)."""
+        found: Runner = self._runner.runners[DEFAULT_BACKEND] if isinstance(self._runner, AutoRunner) else self._runner
+        if not hasattr(found, "plan_for"):
             raise ExecutionError(f"plans are the numpy backend's; this executor runs on '{self.backend}'")
-        return runner.plan_for(program, feed_names, fetch_names, partial(self._built, program))
+        return found.plan_for(program, feed_names, fetch_names, partial(self._built, program))
 
     # -- running ----------------------------------------------------------------
     def run(self, program=None, feed: Mapping[str, Any] | None = None, fetch_list: Sequence | None = None,

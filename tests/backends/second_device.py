@@ -1,7 +1,7 @@
 """Training on a device that is not jax's default, in its own process: what a GPU run does, on a machine without one.
 
 jax is started with two CPU devices (``--xla_force_host_platform_device_count=2``, which must be set before jax
-starts) and the backend's ``device_for`` maps ``CUDAPlace(0)`` to the second. Feeds and scope values are then
+starts) and the xla runner's ``device_for`` maps ``CUDAPlace(0)`` to the second. Feeds and scope values are then
 placed on that device (jax arrays on the default device moved there), the executable compiled for it, the
 updated values donated and committed there, and the fetches copied back, as on a GPU. Prints one JSON line for
 ``test_xla_executor.py`` to check.
@@ -17,7 +17,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gradgen.framework import CUDAPlace, Executor, Scope  # noqa: E402
-from gradgen.framework.backend import xla  # noqa: E402
+from gradgen.framework.backend.xla import runner as xla_runner  # noqa: E402
 from tests.backends.test_xla_executor import _feed, _regression  # noqa: E402
 from tests.control_flow import rnn  # noqa: E402
 
@@ -38,7 +38,7 @@ def _runs(place, second) -> dict:
 
 def main() -> None:
     second = jax.devices("cpu")[1]
-    xla.device_for = lambda place: second if isinstance(place, CUDAPlace) else None
+    xla_runner.device_for = lambda place: second if isinstance(place, CUDAPlace) else None
     print(json.dumps({"second": str(second), "default": _runs(None, second), "placed": _runs(CUDAPlace(0), second)}))
 
 

@@ -27,8 +27,10 @@ class _Clock:
 class _StandIn:
     """A runner that advances the fake clock by its own cost per run and remembers the runs it made."""
 
-    def __init__(self, name: str, clock: _Clock, cost: float, log: list, fail_on: set[int] = frozenset()):
+    def __init__(self, name: str, clock: _Clock, cost: float, log: list, fail_on: set[int] = frozenset(),
+                 problems=lambda block: []):
         self.name, self.clock, self.cost, self.log, self.fail_on = name, clock, cost, log, fail_on
+        self.problems = problems
 
     def run(self, program, feed, fetch_names, scope, return_numpy, mark, built, agreed):
         self.log.append(self.name)
@@ -49,7 +51,7 @@ def _program() -> Program:
 def _auto(numpy_cost: float, compiled_cost: float, problems=lambda block: [], fail_on=frozenset()):
     clock, log, told = _Clock(), [], []
     runner = AutoRunner(_StandIn("numpy", clock, numpy_cost, log, fail_on),
-                        _StandIn("xla", clock, compiled_cost, log, fail_on), problems,
+                        _StandIn("xla", clock, compiled_cost, log, fail_on, problems),
                         lambda program, backend, reason: told.append((backend, reason)), clock)
     return runner, log, told
 
@@ -123,7 +125,7 @@ def test_data_parallel_programs_stay_on_numpy():
 
 def test_without_a_compiled_backend_every_program_stays_on_numpy():
     clock, log, told = _Clock(), [], []
-    runner = AutoRunner(_StandIn("numpy", clock, 1.0, log), None, lambda block: [],
+    runner = AutoRunner(_StandIn("numpy", clock, 1.0, log), None,
                         lambda program, backend, reason: told.append((backend, reason)), clock)
     _runs(runner, _program(), 12)
     assert log == ["numpy"] * 12 and "no compiled backend" in told[0][1]

@@ -55,15 +55,25 @@ def import_graph(root: Path, package: str) -> nx.DiGraph:
 NUMPY = FRAMEWORK / "backend" / "numpy"
 
 
+NUMPY_PACKAGE = "framework.backend.numpy"
+"""The numpy backend's modules by their full names: named plain ``numpy``, ``import numpy`` would read as an
+import of the backend's own package."""
+
+
 def test_the_graph_reader_sees_relative_and_package_imports():
-    graph = import_graph(NUMPY, "numpy")
-    assert graph.has_edge("numpy.plan", "numpy.run")
-    assert graph.has_edge("numpy.kernels", "numpy.kernels.control_flow")  # ``from . import control_flow``
-    assert graph.has_edge("numpy.kernels.control_flow", "numpy.kernels.signature")
-    assert graph.has_edge("numpy.plan_data", "numpy.kernels")
+    graph = import_graph(NUMPY, NUMPY_PACKAGE)
+
+    def at(name: str) -> str:
+        return f"{NUMPY_PACKAGE}.{name}"
+
+    assert graph.has_edge(at("plan"), at("run"))
+    assert graph.has_edge(at("kernels"), at("kernels.control_flow"))  # ``from . import control_flow``
+    assert graph.has_edge(at("kernels.control_flow"), at("kernels.signature"))
+    assert graph.has_edge(at("plan_data"), at("kernels"))
+    assert not graph.has_edge(at("kernels.metrics"), NUMPY_PACKAGE)  # ``import numpy`` is numpy's
 
 
-@pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (NUMPY, "numpy"),
+@pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (NUMPY, NUMPY_PACKAGE),
                                           (FRAMEWORK, "framework")])
 def test_no_module_imports_in_a_cycle(root, package):
     cycles = list(nx.simple_cycles(import_graph(root, package)))
@@ -85,3 +95,13 @@ def test_the_shared_runtime_imports_no_compiled_backend():
     graph = import_graph(FRAMEWORK, "framework")
     reached = set().union(*(nx.descendants(graph, m) for m in graph if m.startswith("framework.runtime")))
     assert not {m for m in reached if m.startswith("framework.backend.xla")}, sorted(reached)
+
+
+def test_the_runtime_knows_a_backend_only_through_the_backend_interface():
+    """``runtime/`` imports ``framework.backend`` (``runner(name, settings)``) and the analyses the backends share
+    (``backend/shared``), never a backend's own modules."""
+    graph = import_graph(FRAMEWORK, "framework")
+    reached = {target for module in graph if module.startswith("framework.runtime")
+               for target in graph.successors(module) if target.startswith("framework.backend")}
+    allowed = {m for m in reached if m == "framework.backend" or m.startswith("framework.backend.shared")}
+    assert reached == allowed, sorted(reached - allowed)

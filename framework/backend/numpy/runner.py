@@ -9,27 +9,66 @@ write the persistable vars the run changed into the scope, all at once.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ...errors import ExecutionError
 from ...runtime.conformance import checked_feeds, scope_value
 from ...runtime.per_version import PerVersion
+from ...runtime.place import CPUPlace
 from ...runtime.scope import Scope
+from .. import RunSettings
+from .checks import declared_type, finite
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .run import run_plan
 
-__all__ = ["NumpyRunner"]
+__all__ = ["NumpyRunner", "make_runner"]
+
+
+def make_runner(settings: Callable[[], RunSettings]) -> "NumpyRunner":
+    """The numpy backend's runner (``backend.runner``): CPU only."""
+    place = settings().place
+    if not isinstance(place, CPUPlace):
+        raise ExecutionError(f"the numpy backend runs on the CPU; {place!r} needs a compiled backend: "
+                             f"Executor({place!r}, backend='xla')")
+    return NumpyRunner(settings)
 
 
 class NumpyRunner:
-    """One executor's runs on numpy. ``options()`` gives the plan options of the executor's settings (the same
-    object for the same settings: it keys the plan cache)."""
+    """One executor's runs on numpy, with the plan options its present settings ask for (``options()``)."""
 
-    def __init__(self, options: Callable[[], PlanOptions]):
-        self.options = options
+    name = "numpy"
+
+    def __init__(self, settings: Callable[[], RunSettings]):
+        self._settings = settings
         self._plans = PerVersion()
+        self._options: dict[tuple, PlanOptions] = {}
+
+    def options(self) -> PlanOptions:
+        """The executor's ``options`` (default ``PlanOptions()``) plus the checks its ``check_types`` and
+        ``check_nan_inf`` ask for and its profiler: the same object every time for the same settings, so that it
+        keys the plan cache."""
+        given = self._settings()
+        key = (given.options, given.check_types, given.check_nan_inf, given.profiler)
+        found = self._options.get(key)
+        if found is None:
+            found = PlanOptions() if given.options is None else given.options
+            wanted = [c for c, on in ((declared_type, given.check_types), (finite, given.check_nan_inf)) if on]
+            checks = found.checks + tuple(c for c in wanted if c not in found.checks)
+            if wanted:
+                found = replace(found, checks=checks)
+            if given.profiler is not None:
+                found = replace(found, profile=given.profiler)
+            self._options[key] = found
+        return found
+
+    @staticmethod
+    def problems(block) -> list[str]:
+        """None: the reference interpreter runs every op that has a kernel, and every op has one."""
+        return []
 
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str],
                  built: Callable[[float], None]) -> Plan:

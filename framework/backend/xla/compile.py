@@ -81,7 +81,7 @@ def _use_persistent_cache() -> None:
 
 def own_array(value: Any) -> bool:
     """True for an array of this backend (a jax array): a run takes it as it is, without a round trip through
-    host memory (``runtime/compiled_run``)."""
+    host memory (``runner``)."""
     return isinstance(value, jax.Array)
 
 

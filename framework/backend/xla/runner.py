@@ -1,9 +1,9 @@
-"""Runs on a compiled backend (``Executor(backend="xla")``): what the executor does around a compiled step.
+"""Runs on the xla backend (``Executor(backend="xla")``): what happens around a compiled step.
 
-The executor's part is the same as for the numpy plan: feeds and scope values checked against their declared
-types (``conformance``), the run's names (``signature``), an all-or-nothing commit after a successful run
-(``commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The backend's part is
-one pure function per block and run signature (``backend/<name>/compile.py``).
+The same as around the numpy plan: feeds and scope values checked against their declared types
+(``runtime/conformance``), the run's names (``runtime/signature``), an all-or-nothing commit after a successful
+run (``runtime/commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The step
+itself is one pure function per block and run signature (``compile.py``).
 
 Values the step committed stay on the backend between runs: the scope stores the backend's own arrays
 (``Scope.update(..., as_is=True)``; a read gives a numpy view), and the next run passes them back in, lending
@@ -18,15 +18,29 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import load_backend
-from ..errors import ExecutionError
-from .conformance import checked_feeds, declared, scope_value
-from .commit import held_interrupts
-from .per_version import PerVersion
-from .scope import Scope
-from .signature import run_signature
+from ...errors import ExecutionError
+from ...runtime.commit import held_interrupts
+from ...runtime.conformance import checked_feeds, declared, scope_value
+from ...runtime.per_version import PerVersion
+from ...runtime.scope import Scope
+from ...runtime.signature import run_signature
+from .. import RunSettings
+from .compile import CompiledBlock, device_for, own_array
+from .table import problems
 
-__all__ = ["CompiledRunner"]
+__all__ = ["XlaRunner", "make_runner"]
+
+NAME = "xla"
+
+
+def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
+    """The xla backend's runner (``backend.runner``). It checks types while it compiles and has no per-op
+    checks, so an executor that asks for those is refused."""
+    given = settings()
+    if given.check_nan_inf or given.check_types or given.options is not None:
+        raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
+                             f"'{NAME}' checks types while it compiles and has no per-op checks")
+    return XlaRunner(given.place)
 
 
 @contextmanager
@@ -46,14 +60,19 @@ class _Entry:
         self.declared = {n: declared(block.var(n)) for n in names}
 
 
-class CompiledRunner:
-    """One executor's runs on backend ``name``: compiled blocks cached per program version, feed and fetch names."""
+class XlaRunner:
+    """One executor's runs on xla: compiled blocks cached per program version, feed and fetch names."""
 
-    def __init__(self, name: str, place):
-        self.name = name
-        self.backend = load_backend(name)
-        self.device = self.backend.device_for(place)
+    name = NAME
+
+    def __init__(self, place):
+        self.device = device_for(place)
         self._compiled = PerVersion()
+
+    @staticmethod
+    def problems(block) -> list[str]:
+        """The ops of ``block`` xla cannot run (``table.problems``)."""
+        return problems(block)
 
     def compiled_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> _Entry:
         """The cached compiled block of ``program``'s block 0 for these names; refused whole, naming every op the
@@ -64,11 +83,11 @@ class CompiledRunner:
         if entry is None:
             block = program.global_block()
             sig = run_signature(block, key[0], key[1])
-            found = self.backend.problems(block)
+            found = problems(block)
             if found:
                 raise ExecutionError(f"the {self.name} backend cannot run this program ({len(found)} op"
                                      f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
-            compiled = self.backend.CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
+            compiled = CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
                                                   self.device)
             entry = _Entry(compiled, block, (*feed_names, *sig.from_scope))
             per_program[key] = entry
@@ -93,7 +112,7 @@ class CompiledRunner:
         scope_values = [self._scope_value(block, scope, name, entry.declared[name]) for name in compiled.from_scope]
         # A feed already of this backend's arrays goes in as it is (no copy to host memory and back), unless the
         # run also reads it from the scope and may lend its memory.
-        checked = checked_feeds(block, feed, entry.declared, own=lambda value: self.backend.own_array(value) and
+        checked = checked_feeds(block, feed, entry.declared, own=lambda value: own_array(value) and
                                 not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
