@@ -6,6 +6,8 @@ is int64 (a count, not an overflowing int32 or an ``or``).
 """
 from __future__ import annotations
 
+import math
+
 from ..dtypes import DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, same_as, schema
 from ..shapes import normalize_axes
@@ -52,16 +54,82 @@ REDUCE_TYPES = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
 
 _RESULT_DTYPES = {"reduce_sum": SUM_DTYPE, "reduce_mean": MEAN_DTYPE}
 
+
+# The reductions' math, once, over ``xp`` (``OpSchema.compute``). A sum or mean adds up in the dtype the op
+# declares where it is not X's (``SUM_DTYPE``, ``MEAN_DTYPE``), a float16 mean in float32 (as numpy's mean
+# does); otherwise in X's dtype, with the namespace's own accumulator.
+def _axes(x, dim, reduce_all) -> tuple[int, ...]:
+    """The reduced axes of X, in order: every axis when ``reduce_all`` or ``dim`` is empty."""
+    return tuple(range(x.ndim)) if reduce_all or not dim else tuple(sorted(normalize_axes(dim, x.ndim)))
+
+
+def _accumulator(xp, x, promoted: dict):
+    """The dtype a sum adds up in: the promoted one for X's dtype, or None (X's own)."""
+    name = promoted.get(str(x.dtype))
+    return None if name is None else getattr(xp, name)
+
+
+def reduce_sum(xp, x, *, dim, keep_dim, reduce_all):
+    """sum over ``dim``; 0 over no elements; int32 and bool add up in int64."""
+    return xp.sum(x, axis=_axes(x, dim, reduce_all), keepdims=keep_dim, dtype=_accumulator(xp, x, SUM_DTYPE))
+
+
+def reduce_mean(xp, x, *, dim, keep_dim, reduce_all):
+    """sum / count over ``dim``; NaN over no elements (without a floating-point warning: the sum of nothing
+    times NaN); ints and bools in float64."""
+    axes = _axes(x, dim, reduce_all)
+    count = math.prod(x.shape[a] for a in axes)
+    work = xp.float32 if str(x.dtype) == "float16" else _accumulator(xp, x, MEAN_DTYPE)
+    total = xp.sum(x, axis=axes, keepdims=keep_dim, dtype=work)
+    return total / count if count else total * math.nan
+
+
+def reduce_prod(xp, x, *, dim, keep_dim, reduce_all):
+    """prod over ``dim``, in X's dtype; 1 over no elements."""
+    return xp.prod(x, axis=_axes(x, dim, reduce_all), keepdims=keep_dim, dtype=x.dtype)
+
+
+def _extreme(name: str):
+    def compute(xp, x, *, dim, keep_dim, reduce_all):
+        """max (min) over ``dim``; NaN wherever one is; over no elements an error (no identity)."""
+        return getattr(xp, name)(x, axis=_axes(x, dim, reduce_all), keepdims=keep_dim)
+
+    compute.__name__ = f"reduce_{name}"
+    return compute
+
+
+def mean(xp, x):
+    """The mean of every element."""
+    return reduce_mean(xp, x, dim=[], keep_dim=False, reduce_all=True)
+
+
+def reduce_mean_grad(xp, x, dout, *, dim, keep_dim, reduce_all):
+    """X@GRAD = Out@GRAD / count, at every element of X (count 1 over no elements: nothing to share out)."""
+    axes = _axes(x, dim, reduce_all)
+    count = max(math.prod(x.shape[a] for a in axes), 1)
+    shared = (dout if keep_dim else xp.expand_dims(dout, axes)) / count
+    return shared * xp.ones(x.shape, dout.dtype)
+
+
+COMPUTE = {"reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": _extreme("max"),
+           "reduce_min": _extreme("min"), "reduce_prod": reduce_prod, "mean": mean,
+           "reduce_mean_grad": reduce_mean_grad}
+"""op type -> its computation over ``xp`` (``OpSchema.compute``)."""
+
+ONNX = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
+        "reduce_prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}
+"""op type -> the ONNX Reduce node it is (axes from ``dim``, keepdims from ``keep_dim``; ``tools/onnx``)."""
+
 SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _reduce_to(_RESULT_DTYPES.get(t, {})), REDUCE_ATTRS,
            doc=f"{t[7:]} over `dim` (every dim when empty or reduce_all)."
                + (" max and min of an empty axis are a run-time error." if t in ("reduce_max", "reduce_min") else ""),
-           dtypes={"X": DTYPES})
+           dtypes={"X": DTYPES}, compute=COMPUTE[t])
     for t in REDUCE_TYPES
 ) + (
     schema("reduce_prod", ["X"], ["Out"], _reduce_to({}), REDUCE_ATTRS,
            doc="prod over `dim` (every dim when empty or reduce_all); 1 over no elements; in X's dtype.",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=reduce_prod),
     schema("prod_others", ["X"], ["Out"], same_as("X"),
            {"dim": Attr("ints", []), "reduce_all": Attr("bool", False)},
            doc="For each element, the product of the other elements reduce_prod over `dim` multiplies it with: "
@@ -71,11 +139,12 @@ SCHEMAS = tuple(
            doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X.",
            dtypes={"X": FLOAT_DTYPES}),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar (float64 for ints and bools).",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=mean),
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
            doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count.",
-           dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}, compute=reduce_mean_grad),
 )
 
 
-__all__ = ["reduced_shape", "MEAN_DTYPE", "SUM_DTYPE", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS"]
+__all__ = ["COMPUTE", "MEAN_DTYPE", "ONNX", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS", "SUM_DTYPE", "mean",
+           "reduce_mean", "reduce_mean_grad", "reduce_prod", "reduce_sum", "reduced_shape"]

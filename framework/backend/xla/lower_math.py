@@ -43,36 +43,7 @@ def _fixed(fn):
     return lambda op, ctx: fn
 
 
-def _reducer(fn, accumulates: bool = False):
-    def factory(op, ctx):
-        rank = len(op.block.var(op.input("X")[0]).shape)
-        axis, keep, dtype = axes_of(op, rank), op.attr("keep_dim"), out_dtype(op)
-        if accumulates:
-            return lambda x: fn(x, axis=axis, keepdims=keep, dtype=dtype)
-        return lambda x: fn(x, axis=axis, keepdims=keep).astype(dtype)
 
-    return factory
-
-
-def _reduce_extreme(fn):
-    """max/min: numpy raises on an empty reduction; so does the trace (a zero-size axis is static here)."""
-    def factory(op, ctx):
-        rank = len(op.block.var(op.input("X")[0]).shape)
-        axis, keep = axes_of(op, rank), op.attr("keep_dim")
-
-        def run(x):
-            reduced = range(x.ndim) if axis is None else axis
-            if any(x.shape[a] == 0 for a in reduced):
-                raise ValueError(f"zero-size array to reduction operation {fn.__name__} which has no identity")
-            return fn(x, axis=axis, keepdims=keep)
-
-        return run
-
-    return factory
-
-
-def _mean_all(x, axis=None, keepdims=False, dtype=None):
-    return jnp.mean(x, axis=axis, keepdims=keepdims, dtype=dtype)
 
 
 def _logsumexp(op, ctx):
@@ -113,22 +84,6 @@ def _prod_others(op, ctx):
     return run
 
 
-def _mean(op, ctx):
-    dtype = out_dtype(op)
-    return lambda x: jnp.mean(x, dtype=dtype)
-
-
-def _reduce_mean_grad(op, ctx):
-    rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = axes_of(op, rank), op.attr("keep_dim")
-    axes = tuple(range(rank)) if axis is None else axis
-
-    def run(x, dout):
-        count = max(math.prod(x.shape[a] for a in axes), 1)
-        g = dout if keep else jnp.expand_dims(dout, axes)
-        return jnp.broadcast_to(g / count, x.shape).astype(dout.dtype)
-
-    return run
 
 
 def _fill_constant(op, ctx):
@@ -225,10 +180,7 @@ def _reduce_as(op, ctx):
 
 
 LOWERINGS = {
-    "reduce_sum": _reducer(jnp.sum, accumulates=True), "reduce_mean": _reducer(_mean_all, accumulates=True),
-    "reduce_max": _reduce_extreme(jnp.max), "reduce_min": _reduce_extreme(jnp.min),
-    "reduce_prod": _reducer(jnp.prod), "logsumexp": _logsumexp, "prod_others": _prod_others, "mean": _mean,
-    "reduce_mean_grad": _reduce_mean_grad, "sum": _sum,
+    "logsumexp": _logsumexp, "prod_others": _prod_others, "sum": _sum,
     "fill_constant": _fill_constant, "fill_any_like": _fill_any_like, "fill_zeros_like": _fill_zeros_like,
     "uniform_random": _random_draw, "gaussian_random": _random_draw,
     "assign": _fixed(lambda x: x), "cast": _cast, "increment": _increment,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradgen.program.einsum_equation import EinsumError, parse_einsum
-from gradgen.program.ops import activation, elementwise, logic
+from gradgen.program.ops import activation, elementwise, logic, reduction
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
@@ -26,8 +26,8 @@ UNARY = {**{o: t for t, o in activation.ONNX.items()}, "Identity": "assign"}
 """ONNX's one-node activations, from their ops' schemas, and Identity."""
 COMPARE = {o: t for t, o in logic.ONNX.items()}
 """ONNX's comparisons and logical operators, from their ops' schemas."""
-REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max", "ReduceMin": "reduce_min",
-          "ReduceProd": "reduce_prod", "ReduceLogSumExp": "logsumexp"}
+REDUCE = {o: t for t, o in reduction.ONNX.items()}
+"""ONNX's Reduce nodes, from the reduction family (``program/ops/reduction.ONNX``)."""
 FLOATS = ("float16", "float32", "float64")
 
 

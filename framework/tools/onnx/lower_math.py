@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from gradgen.program.einsum_equation import parse_einsum, spell
-from gradgen.program.ops import OP_SCHEMAS
+from gradgen.program.ops import OP_SCHEMAS, reduction
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
@@ -22,8 +22,9 @@ HAND_WRITTEN = frozenset({"softplus", "erf"})
 ONNX Runtime's CPU provider has no float64 ``Softplus`` or ``Erf``."""
 ONE_NODE = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and t not in HAND_WRITTEN}
 """The ops that are one ONNX node on their inputs in slot order, from their schemas (``OpSchema.onnx``)."""
-REDUCE = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
-          "reduce_prod": "ReduceProd"}
+REDUCE = {t: o for t, o in reduction.ONNX.items() if t != "logsumexp"}
+"""The reductions that are one ONNX Reduce node, from their family (``program/ops/reduction.ONNX``); logsumexp is
+exported from its max-shifted form (``logsumexp``), finite where ReduceLogSumExp's naive one overflows."""
 
 ERF_TERMS = 160
 """Terms of the series that computes float64 erf; enough for |x| <= 6, beyond which erf is +-1 in float64."""
