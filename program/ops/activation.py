@@ -117,6 +117,8 @@ ONNX = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log
 """op type -> the ONNX operator that is the op as one node (``OpSchema.onnx``)."""
 
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
+_FROM_INPUT = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
+_LIKE_X = _grad_like("X", "X@GRAD")
 
 SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _scale if t == "scale" else same_as("X"), attrs,
@@ -133,6 +135,20 @@ SCHEMAS = tuple(
     schema("sigmoid_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
            doc="X@GRAD = Out@GRAD * Out * (1 - Out): sigmoid's gradient from its output, in one op.",
            dtypes=_FROM_OUTPUT, compute=COMPUTE["sigmoid_grad"]),
+    schema("leaky_relu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X, {"alpha": Attr("float", 0.01)},
+           doc="X@GRAD = Out@GRAD where X > 0, else alpha * Out@GRAD.", dtypes=_FROM_INPUT,
+           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * alpha)),
+    schema("clip_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X,
+           {"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
+           doc="X@GRAD = Out@GRAD where min < X < max, else 0.", dtypes=_FROM_INPUT,
+           compute=lambda xp, x, dout, *, min, max: xp.where((x > min) & (x < max), dout, 0)),
+    schema("elu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X, {"alpha": Attr("float", 1.0)},
+           doc="X@GRAD = Out@GRAD where X > 0, else Out@GRAD * alpha * exp(X): elu's gradient in one pass.",
+           dtypes=_FROM_INPUT,
+           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * (alpha * xp.exp(xp.minimum(x, 0))))),
+    schema("gelu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X,
+           doc="X@GRAD = Out@GRAD * (Phi(X) + X * phi(X)), the exact gelu's derivative.", dtypes=_FROM_INPUT,
+           compute=gelu_grad),
 )
 
 

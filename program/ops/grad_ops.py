@@ -1,4 +1,5 @@
-"""Fused ops that grad makers emit where one pass beats a chain of ordinary ops.
+"""Fused ops that grad makers emit where one pass beats a chain of ordinary ops (the activations' own are with
+them, in ``activation``).
 
 Each is an ordinary registered op with a schema, a kernel and a grad maker
 of its own (``grad_makers/grad_ops.py``), so gradients of gradients work.
@@ -6,7 +7,6 @@ of its own (``grad_makers/grad_ops.py``), so gradients of gradients work.
 from __future__ import annotations
 
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
-from .activation import gelu_grad
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import normalize_axis, shapes_agree
 
@@ -40,20 +40,6 @@ _LIKE_X = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
 SLICE_ATTRS = {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])}
 
 SCHEMAS = (
-    schema("leaky_relu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, {"alpha": Attr("float", 0.01)},
-           doc="X@GRAD = Out@GRAD where X > 0, else alpha * Out@GRAD.", dtypes=_LIKE_X,
-           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * alpha)),
-    schema("clip_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x,
-           {"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
-           doc="X@GRAD = Out@GRAD where min < X < max, else 0.", dtypes=_LIKE_X,
-           compute=lambda xp, x, dout, *, min, max: xp.where((x > min) & (x < max), dout, 0)),
-    schema("elu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, {"alpha": Attr("float", 1.0)},
-           doc="X@GRAD = Out@GRAD where X > 0, else Out@GRAD * alpha * exp(X): elu's gradient in one pass.",
-           dtypes=_LIKE_X,
-           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * (alpha * xp.exp(xp.minimum(x, 0))))),
-    schema("gelu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x,
-           doc="X@GRAD = Out@GRAD * (Phi(X) + X * phi(X)), the exact gelu's derivative.", dtypes=_LIKE_X,
-           compute=gelu_grad),
     schema("softmax_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _softmax_grad, {"axis": Attr("int", -1)},
            doc="X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output Out.",
            dtypes={"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}),

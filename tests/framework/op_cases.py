@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.special
 from scipy.special import erf
 
 from tests.framework.op_harness import Case
@@ -134,6 +135,17 @@ def activation_grad_cases():
                        lambda i: {"X@GRAD": [i["Out@GRAD"] * (1 - i["Out"] ** 2)]})
             yield Case("sigmoid_grad", {"Out": 1 / (1 + np.exp(-randn(shape, dtype))), "Out@GRAD": randn(shape, dtype)},
                        lambda i: {"X@GRAD": [i["Out@GRAD"] * i["Out"] * (1 - i["Out"])]})
+            x, g = randn(shape, dtype), randn(shape, dtype)
+            yield Case("leaky_relu_grad", {"X": x, "Out@GRAD": g},
+                       lambda i: {"X@GRAD": [np.where(i["X"] > 0, 1.0, 0.2) * i["Out@GRAD"]]}, {"alpha": 0.2})
+            yield Case("clip_grad", {"X": x, "Out@GRAD": g},
+                       lambda i: {"X@GRAD": [(np.abs(i["X"] - 0.1) < 0.4) * i["Out@GRAD"]]}, {"min": -0.3, "max": 0.5})
+            yield Case("elu_grad", {"X": x, "Out@GRAD": g},
+                       lambda i: {"X@GRAD": [np.where(i["X"] > 0, 1.0, 1.5 * np.exp(i["X"].astype(np.float64)))
+                                             * i["Out@GRAD"]]}, {"alpha": 1.5})
+            yield Case("gelu_grad", {"X": x, "Out@GRAD": g},  # Phi(x) + x phi(x), Phi from scipy's normal CDF
+                       lambda i: {"X@GRAD": [(scipy.special.ndtr(i["X"].astype(np.float64)) + i["X"] * np.exp(
+                           -0.5 * i["X"].astype(np.float64) ** 2) / np.sqrt(2 * np.pi)) * i["Out@GRAD"]]})
 
 
 def creation_cases():
