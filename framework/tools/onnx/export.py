@@ -16,16 +16,18 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from gradgen.framework.backend.derive import with_derived
 from gradgen.framework.passes.backward import seeded_targets
 from gradgen.program.subblocks import owned_blocks
 
 from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_metrics, lower_nn,
                lower_norm, lower_recurrent, lower_schedule, lower_tensor)
 from .context import Lowering
+from .lower_derived import derived_export
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""
@@ -36,10 +38,21 @@ IR_VERSION = 8
 UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
-LOWERINGS = {**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS, **lower_norm.LOWERINGS,
-             **lower_conv.LOWERINGS, **lower_control.LOWERINGS, **lower_index.LOWERINGS, **lower_schedule.LOWERINGS,
-             **lower_recurrent.LOWERINGS, **lower_metrics.LOWERINGS}
-"""gradgen op type -> lowering function."""
+_RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
+OWN_EXPORTS = {
+    **{t: "one ONNX Reduce node, axes from dim" for t in lower_math.REDUCE},
+    "mean": "one ReduceMean over every axis", "reduce_mean_grad": _RUN_TIME_SIZES,
+    "layer_norm": "one LayerNormalization node (its Variance from the node's inverse standard deviation)",
+    "layer_norm_grad": _RUN_TIME_SIZES,
+}
+"""op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export."""
+
+LOWERINGS = with_derived({**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS,
+                          **lower_norm.LOWERINGS, **lower_conv.LOWERINGS, **lower_control.LOWERINGS,
+                          **lower_index.LOWERINGS, **lower_schedule.LOWERINGS, **lower_recurrent.LOWERINGS,
+                          **lower_metrics.LOWERINGS}, derived_export, "ONNX export", OWN_EXPORTS)
+"""gradgen op type -> lowering function: derived from the op's math or ONNX node (``lower_derived``), or the
+family modules' own."""
 
 _MPI = ("exchanges values between the processes of an MPI job, which no ONNX op does (export the program "
         "before data_parallel rewrote it, or pass single_process=True for the graph of one process alone)")

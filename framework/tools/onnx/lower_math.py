@@ -10,18 +10,13 @@ import math
 import numpy as np
 
 from gradgen.program.einsum_equation import parse_einsum, spell
-from gradgen.program.ops import OP_SCHEMAS, reduction
+from gradgen.program.ops import reduction
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
 
 __all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
 
-HAND_WRITTEN = frozenset({"softplus", "erf"})
-"""Ops whose schema names one ONNX node (``OpSchema.onnx``) that the exporter still builds from several:
-ONNX Runtime's CPU provider has no float64 ``Softplus`` or ``Erf``."""
-ONE_NODE = {t: s.onnx for t, s in OP_SCHEMAS.items() if s.onnx and t not in HAND_WRITTEN}
-"""The ops that are one ONNX node on their inputs in slot order, from their schemas (``OpSchema.onnx``)."""
 REDUCE = {t: o for t, o in reduction.ONNX.items() if t != "logsumexp"}
 """The reductions that are one ONNX Reduce node, from their family (``program/ops/reduction.ONNX``); logsumexp is
 exported from its max-shifted form (``logsumexp``), finite where ReduceLogSumExp's naive one overflows."""
@@ -43,7 +38,9 @@ def log1p(ctx: Lowering, e: str, dtype: str) -> str:
 def erf(ctx: Lowering, z: str, dtype: str) -> str:
     """erf(z). float32 uses ONNX ``Erf``; float64 (which ONNX Runtime's Erf lacks) sums the all-positive series
     erf(z) = 2/sqrt(pi) * z * exp(-z^2) * sum_n (2 z^2)^n / (1 * 3 * ... * (2n + 1)) by Horner's rule in a
-    ``Loop``, with z clamped to [-6, 6] first (no cancellation, so it is accurate to a few ulps)."""
+    ``Loop``, with z clamped to [-6, 6] first (no cancellation, so it is accurate to a few ulps). Beyond that
+    erf(z) is +-1 in float64, and is given as exactly that (the series at 6 falls an ulp short: 1 + erf(-inf)
+    must be 0, so that gelu(-inf) is NaN and gelu(-40) is -0, as on the engines)."""
     g = ctx.g
     if dtype != "float64":
         return g.node("Erf", [z])
@@ -64,19 +61,12 @@ def erf(ctx: Lowering, z: str, dtype: str) -> str:
     series = g.node("Loop", [g.const(np.int64(ERF_TERMS)), g.const(np.bool_(True)), ones], body=graph)
     front = g.node("Mul", [g.node("Mul", [ctx.scalar(2.0 / math.sqrt(math.pi), dtype), zc]),
                            g.node("Exp", [g.node("Neg", [z2])])])
-    return g.node("Mul", [front, series])
+    saturated = g.node("GreaterOrEqual", [g.node("Abs", [z]), ctx.scalar(6.0, dtype)])
+    return g.node("Where", [saturated, g.node("Sign", [z]), g.node("Mul", [front, series])])
 
 
-def normal_cdf(ctx: Lowering, x: str, dtype: str) -> str:
-    """0.5 * (1 + erf(x / sqrt 2)), as gradgen's gelu kernels compute it."""
-    g = ctx.g
-    e = erf(ctx, g.node("Div", [x, ctx.scalar(math.sqrt(2.0), dtype)]), dtype)
-    return g.node("Mul", [ctx.scalar(0.5, dtype), g.node("Add", [ctx.scalar(1.0, dtype), e])])
 
 
-def _one_node(onnx_op):
-    """The op as ONNX node ``onnx_op`` of its inputs in slot order."""
-    return lambda ctx: ctx.emit(onnx_op, [ctx.x(slot.name) for slot in OP_SCHEMAS[ctx.op.type].inputs])
 
 
 def mod(ctx: Lowering) -> None:
@@ -94,69 +84,26 @@ def mod(ctx: Lowering) -> None:
     ctx.emit("Where", [moved, g.node("Add", [r, y]), r])
 
 
-def square(ctx):
-    ctx.emit("Mul", [ctx.x(), ctx.x()])
 
 
-def softplus(ctx):
-    # max(x, 0) + log1p(exp(-|x|)), the kernel's overflow-free form
-    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
-    e = g.node("Exp", [g.node("Neg", [g.node("Abs", [x])])])
-    ctx.emit("Add", [g.node("Relu", [x]), log1p(ctx, e, dt)])
 
 
-def gelu(ctx):
-    ctx.emit("Mul", [ctx.x(), normal_cdf(ctx, ctx.x(), ctx.dtype())])
 
 
-def erf_(ctx):
-    ctx.finish(erf(ctx, ctx.x(), ctx.dtype()))
 
 
-def silu(ctx):
-    ctx.emit("Mul", [ctx.x(), ctx.g.node("Sigmoid", [ctx.x()])])
 
 
-def elu(ctx):
-    # alpha * (exp(min(x, 0)) - 1) where x <= 0: never overflows, like the kernel's expm1 of min(x, 0)
-    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
-    em1 = g.node("Sub", [g.node("Exp", [g.node("Min", [x, ctx.scalar(0.0, dt)])]), ctx.scalar(1.0, dt)])
-    negative = g.node("Mul", [ctx.scalar(ctx.attr("alpha"), dt), em1])
-    ctx.emit("Where", [g.node("Greater", [x, ctx.scalar(0.0, dt)]), x, negative])
 
 
-def elu_grad(ctx):
-    # dout where x > 0, else dout * alpha * exp(min(x, 0))
-    g, x, dout, dt = ctx.g, ctx.x("X"), ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
-    slope = g.node("Mul", [ctx.scalar(ctx.attr("alpha"), dt), g.node("Exp", [g.node("Min", [x, ctx.scalar(0.0, dt)])])])
-    ctx.emit("Where", [g.node("Greater", [x, ctx.scalar(0.0, dt)]), dout, g.node("Mul", [dout, slope])],
-             slot="X@GRAD")
 
 
-def leaky_relu(ctx):
-    # not ONNX LeakyRelu: its alpha is a float32 attr, which would round a float64 slope
-    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
-    positive = g.node("Greater", [x, ctx.scalar(0.0, dt)])
-    ctx.emit("Where", [positive, x, g.node("Mul", [x, ctx.scalar(ctx.attr("alpha"), dt)])])
 
 
-def scale(ctx):
-    g, x, dt = ctx.g, ctx.x(), ctx.dtype()
-    s, b = ctx.attr("scale"), ctx.attr("bias")
-    if s != 1.0:
-        x = g.node("Mul", [x, ctx.scalar(s, dt)])
-    if b != 0.0:
-        x = g.node("Add", [x, ctx.scalar(b, dt)])
-    ctx.finish(x)
 
 
-def clip(ctx):
-    dt = ctx.dtype()
-    ctx.emit("Clip", [ctx.x(), ctx.scalar(ctx.attr("min"), dt), ctx.scalar(ctx.attr("max"), dt)])
 
 
-def pow_(ctx):
-    ctx.emit("Pow", [ctx.x(), ctx.scalar(ctx.attr("factor"), ctx.dtype())])
 
 
 def swap_last(ctx: Lowering, x: str, rank: int) -> str:
@@ -297,8 +244,6 @@ def where(ctx):
     ctx.emit("Where", [ctx.x("Condition"), ctx.x("X"), ctx.x("Y")])
 
 
-def not_equal(ctx):
-    ctx.emit("Not", [ctx.g.node("Equal", [ctx.x("X"), ctx.x("Y")])])
 
 
 def _arg(onnx_op):
@@ -345,12 +290,10 @@ def cast(ctx):
 
 
 LOWERINGS = {
-    **{t: _one_node(o) for t, o in ONE_NODE.items()},
     **{t: _reduce(o) for t, o in REDUCE.items()},
-    "elementwise_mod": mod, "square": square, "softplus": softplus, "gelu": gelu, "leaky_relu": leaky_relu,
-    "scale": scale, "clip": clip, "pow": pow_, "matmul": matmul, "einsum": einsum, "mean": mean,
+    "elementwise_mod": mod, "matmul": matmul, "einsum": einsum, "mean": mean,
     "reduce_mean_grad": reduce_mean_grad, "where": where,
-    "not_equal": not_equal, "logical_not": lambda ctx: ctx.emit("Not", [ctx.x("X")]), "argmax": _arg("ArgMax"),
+    "argmax": _arg("ArgMax"),
     "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
@@ -361,6 +304,6 @@ LOWERINGS = {
                                "RandomNormal", {"mean": "mean", "scale": "std"}),
     "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
     "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
-    "erf": erf_, "silu": silu, "elu": elu, "elu_grad": elu_grad, "logsumexp": logsumexp, "prod_others": prod_others,
+    "logsumexp": logsumexp, "prod_others": prod_others,
 }
 """gradgen op type -> lowering."""

@@ -5,13 +5,12 @@ ordinary ONNX graph.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype
-from .lower_math import log1p, normal_cdf, reduce_node
+from .lower_math import log1p, reduce_node
 
 __all__ = ["LOWERINGS"]
 
@@ -77,46 +76,18 @@ def sigmoid_cross_entropy_with_logits(ctx):
     ctx.emit("Add", [g.node("Sub", [g.node("Relu", [x]), g.node("Mul", [x, ctx.x("Label")])]), log1p(ctx, e, dt)])
 
 
-def _positive(ctx: Lowering, x: str, dtype: str) -> str:
-    return ctx.g.node("Greater", [x, ctx.scalar(0.0, dtype)])
 
 
-def relu_grad(ctx):
-    g, dt = ctx.g, ctx.dtype("Out@GRAD")
-    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Cast", [_positive(ctx, ctx.x("Out"), dt)], to=onnx_dtype(dt))],
-             slot="X@GRAD")
 
 
-def tanh_grad(ctx):
-    g, out, dt = ctx.g, ctx.x("Out"), ctx.dtype("Out@GRAD")
-    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Sub", [ctx.scalar(1.0, dt), g.node("Mul", [out, out])])], slot="X@GRAD")
 
 
-def sigmoid_grad(ctx):
-    g, out, dt = ctx.g, ctx.x("Out"), ctx.dtype("Out@GRAD")
-    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Mul", [out, g.node("Sub", [ctx.scalar(1.0, dt), out])])],
-             slot="X@GRAD")
 
 
-def leaky_relu_grad(ctx):
-    g, dout, dt = ctx.g, ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
-    scaled = g.node("Mul", [dout, ctx.scalar(ctx.attr("alpha"), dt)])
-    ctx.emit("Where", [_positive(ctx, ctx.x("X"), ctx.dtype("X")), dout, scaled], slot="X@GRAD")
 
 
-def clip_grad(ctx):
-    g, x, dt, xt = ctx.g, ctx.x("X"), ctx.dtype("Out@GRAD"), ctx.dtype("X")
-    inside = g.node("And", [g.node("Greater", [x, ctx.scalar(ctx.attr("min"), xt)]),
-                            g.node("Less", [x, ctx.scalar(ctx.attr("max"), xt)])])
-    ctx.emit("Where", [inside, ctx.x("Out@GRAD"), ctx.scalar(0.0, dt)], slot="X@GRAD")
 
 
-def gelu_grad(ctx):
-    g, x, dt = ctx.g, ctx.x("X"), ctx.dtype("X")
-    cdf = normal_cdf(ctx, x, dt)
-    pdf = g.node("Div", [g.node("Exp", [g.node("Mul", [ctx.scalar(-0.5, dt), g.node("Mul", [x, x])])]),
-                         ctx.scalar(math.sqrt(2.0 * math.pi), dt)])
-    ctx.emit("Mul", [ctx.x("Out@GRAD"), g.node("Add", [cdf, g.node("Mul", [x, pdf])])], slot="X@GRAD")
 
 
 def softmax_grad(ctx):
@@ -290,8 +261,7 @@ LOWERINGS = {
     "softmax": softmax, "log_softmax": log_softmax, "cross_entropy": cross_entropy,
     "softmax_with_cross_entropy": softmax_with_cross_entropy,
     "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
-    "relu_grad": relu_grad, "tanh_grad": tanh_grad, "sigmoid_grad": sigmoid_grad, "leaky_relu_grad": leaky_relu_grad,
-    "clip_grad": clip_grad, "gelu_grad": gelu_grad, "softmax_grad": softmax_grad, "dropout": dropout,
+    "softmax_grad": softmax_grad, "dropout": dropout,
     "batch_norm": batch_norm,
     "sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adamw, "lamb": lamb, "rmsprop": rmsprop,
     "adagrad": adagrad, "global_norm": global_norm,

@@ -1,0 +1,56 @@
+"""Exports derived from the ops' own math (``tools/onnx/lower_derived``): the formula traced into ONNX nodes gives
+in ONNX Runtime what the engines give, over the whole float line (infinities, NaN, signed zeros, huge values)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.program import OP_SCHEMAS
+from tests.framework.op_harness import Case, one_op_program
+from tests.onnx.runtime import require, run_ort
+
+SPECIALS = [0.0, -0.0, 0.5, -0.5, 3.0, -3.0, 40.0, -40.0, 750.0, -750.0, np.inf, -np.inf, np.nan]
+
+
+def _traced_ops() -> list[str]:
+    require("onnx")
+    from gradgen.framework.tools.onnx.export import OWN_EXPORTS
+    from gradgen.framework.tools.onnx.lower_derived import NO_FLOAT64
+
+    return sorted(t for t, s in OP_SCHEMAS.items() if s.compute is not None and t not in OWN_EXPORTS
+                  and (not s.onnx or s.onnx in NO_FLOAT64))
+
+
+def test_the_ops_whose_formula_is_traced_include_the_composites():
+    assert {"softplus", "erf", "gelu", "gelu_grad", "silu", "elu", "relu_grad", "scale"} <= set(_traced_ops())
+
+
+def test_an_op_with_math_keeps_a_hand_written_export_only_with_a_reason():
+    require("onnx")
+    from gradgen.framework.tools.onnx.export import LOWERINGS, OWN_EXPORTS
+
+    assert all(OP_SCHEMAS[t].compute is not None and t in LOWERINGS and len(why) > 20
+               for t, why in OWN_EXPORTS.items())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_traced_exports_agree_with_the_reference_on_special_values(dtype):
+    from gradgen.framework import Executor, Scope, export_onnx
+
+    grid = np.array(SPECIALS, dtype)
+    first, second = (a.reshape(-1) for a in np.meshgrid(grid, grid))  # every pair of special values
+    for op_type in _traced_ops():
+        schema = OP_SCHEMAS[op_type]
+        if not all(np.dtype(dtype).name in rule for rule in schema.dtypes.values() if not isinstance(rule, str)):
+            continue
+        inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
+        attrs = {"alpha": 0.3} if "alpha" in schema.attrs else {}
+        main, op, feed = one_op_program(Case(op_type, inputs, None, attrs))
+        fetch = [n for names in op.outputs.values() for n in names]
+        with np.errstate(all="ignore"):
+            (want,) = Executor(check_types=False).run(main, feed=feed, fetch_list=fetch, scope=Scope())
+        got = run_ort(export_onnx(main, fetch_list=fetch, include_updates=False), feed)[fetch[0]]
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{op_type} {dtype}: NaN positions")
+        keep = ~np.isnan(want)
+        np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5 if dtype == "float32" else 1e-12, atol=0,
+                                   err_msg=f"{op_type} {dtype}")
