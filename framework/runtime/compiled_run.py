@@ -20,11 +20,11 @@ import numpy as np
 
 from ..backend import load_backend
 from ..errors import ExecutionError
-from .conformance import checked_feeds, declared, scope_value
+from ..backend.shared.conformance import checked_feeds, declared, scope_value
 from .commit import held_interrupts
 from .per_version import PerVersion
 from .scope import Scope
-from .signature import run_signature
+from ..backend.shared.signature import run_signature
 
 __all__ = ["CompiledRunner"]
 

@@ -275,7 +275,7 @@ def test_the_rnn_forward_loop_stashes_nothing_the_gradient_loop_reads():
     the next h (History's next row) and the row is gathered again: what is left to stash, the gradient loop does
     not read (XLA drops it), so the forward body writes History's rows alone."""
     from gradgen.framework.backend.xla import loop_stash
-    from gradgen.framework.runtime.loop_read_back import replays_of
+    from gradgen.framework.backend.shared.loop_read_back import replays_of
 
     main, _, _ = rnn.build()
     forward = next(op for op in main.global_block().ops if op.type == "while")
@@ -346,7 +346,7 @@ def test_the_rnn_forward_loop_checks_its_gather_in_the_loop_test():
     """The gather's bounds check leaves the forward body of the compiled program (XLA keeps only the gather and
     its negative-index reading there); the loop test holds it."""
     from gradgen.framework.backend.xla.compile import CompiledBlock
-    from gradgen.framework.runtime.signature import run_signature
+    from gradgen.framework.backend.shared.signature import run_signature
 
     main, loss, _ = rnn.build()
     block, feed = main.global_block(), rnn.feed_for(5)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...runtime.conformance import checked_feeds, scope_value
+from ..shared.conformance import checked_feeds, scope_value
 from ...runtime.per_version import PerVersion
 from ...runtime.scope import Scope
 from .plan import build_plan

@@ -15,7 +15,7 @@ iterations sets the overflow flag (the step re-runs with more rows) unless ``row
 it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
 row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
 A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
-instead of recomputing them, where ``runtime/loop_read_back`` proves they are the same values. A value the
+instead of recomputing them, where ``shared/loop_read_back`` proves they are the same values. A value the
 loop carries to its next iteration needs no stash row (History's next row holds it), nor does a gather of an
 outer array at a loop var (gathered again from History's row, or at ``start + t`` for a var counting up by
 one): XLA's loop pays per operation, and a row write is one.
@@ -34,7 +34,7 @@ from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError
 from .context import Check, TraceContext
-from ...runtime.loop_read_back import forward_read_back, replays_of
+from ..shared.loop_read_back import forward_read_back, replays_of
 from .loop_stash import (Stash, counts_up, gather_at_loop_var, next_start, read_back_block, regather, row_reader,
                          rows_already_kept, stash_read, stashes)
 from .lower_tensor import in_bounds, op_axis
