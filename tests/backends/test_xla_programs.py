@@ -11,10 +11,7 @@ import pytest
 from gradgen.framework import ExecutionError, Executor, Scope, gradients
 from gradgen.program import Program, layers, program_guard
 from tests.backends.xla_harness import assert_same, need_jax, run_both
-from tests.backends.xla_stand_ins import stand_ins  # noqa: F401 (a fixture)
 from tests.control_flow import rnn
-
-pytestmark = pytest.mark.usefixtures("stand_ins")
 
 
 @pytest.fixture(autouse=True)

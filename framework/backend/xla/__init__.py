@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from .compile import CompiledBlock, cache_dir, device_for, own_array
+from .lowerings import LOWERINGS
+from .refused import REFUSED, problems
 from .show import lowered_text
-from .table import LOWERINGS, REFUSED, problems
 
 __all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "device_for", "lowered_text", "own_array",
            "problems"]

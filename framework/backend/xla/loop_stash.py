@@ -13,8 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..shared.attrs import op_axis
 from ..shared.loop_read_back import Replay
-from .lower_tensor import from_end, op_axis, take_rows
+from .lowerings.indexing import from_end, take_rows
 
 __all__ = ["ReadBack", "Stash", "counts_up", "gather_at_loop_var", "next_start", "read_back_block", "regather",
            "row_reader", "rows_already_kept", "stash_read", "stashes"]

@@ -17,7 +17,7 @@ from gradgen.program.describe import op_location
 from ...errors import ExecutionError
 from ..shared.conformance import shape_matches
 from .context import TraceContext
-from .table import LOWERINGS
+from .lowerings import LOWERINGS
 
 __all__ = ["scope_name", "trace_block"]
 

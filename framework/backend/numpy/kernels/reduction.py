@@ -3,12 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _axes(op, rank: int):
-    dim = op.attr("dim")
-    if op.attr("reduce_all") or not dim:
-        return None
-    return tuple(d % rank for d in dim)
+from ...shared.reduction import axes_of
 
 
 def _promoted(op) -> np.dtype | None:
@@ -31,7 +26,7 @@ def _reducer(fn, accumulates: bool = False):
     """A reduction kernel; one that ``accumulates`` (sum, mean) adds up in the declared dtype."""
     def factory(op):
         rank = len(op.block.var(op.input("X")[0]).shape)
-        axis, keep = _axes(op, rank), op.attr("keep_dim")
+        axis, keep = axes_of(op, rank), op.attr("keep_dim")
         if accumulates:
             dtype = _promoted(op)
             return lambda x: np.asarray(fn(x, axis=axis, keepdims=keep, dtype=dtype))
@@ -42,7 +37,7 @@ def _reducer(fn, accumulates: bool = False):
 
 def logsumexp(op):
     rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = _axes(op, rank), op.attr("keep_dim")
+    axis, keep = axes_of(op, rank), op.attr("keep_dim")
 
     def run(x):
         top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: no elements give -inf, not an error
@@ -57,7 +52,7 @@ def logsumexp(op):
 def prod_others(op):
     """Exclusive running products from both ends, multiplied: O(n) and no division, so zeros are exact."""
     rank = len(op.block.var(op.input("X")[0]).shape)
-    axes = _axes(op, rank)
+    axes = axes_of(op, rank)
     axes = list(range(rank)) if axes is None else sorted(axes)
     kept = [a for a in range(rank) if a not in axes]
     back = np.argsort(kept + axes)
@@ -85,7 +80,7 @@ def mean(op):
 
 def reduce_mean_grad(op):
     rank = len(op.block.var(op.input("X")[0]).shape)
-    axis = _axes(op, rank)
+    axis = axes_of(op, rank)
     keep = op.attr("keep_dim")
     axes = tuple(range(rank)) if axis is None else axis
 
