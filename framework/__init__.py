@@ -3,9 +3,10 @@
     from gradgen.framework import Executor, append_backward, gradients, optimizer
 
 The folders are the architecture: ``passes/`` (programs -> programs: the backward pass,
-recompute, data parallel), ``runtime/`` (the executor, the scope, what every backend shares: the run's
-names, conformance, the commit), ``backend/`` (one folder per engine: ``numpy/`` with its kernels, plans
-and buffers; ``xla/`` with its lowerings and compile cache) and ``tools/``
+recompute, data parallel), ``runtime/`` (the executor, the scope, the commit), ``backend/`` (one folder
+per engine, alike: ``numpy/`` with its kernels by family and its plans; ``xla/`` with its lowerings by the same
+families and its compile cache; ``shared/`` with what every backend shares: the run's names, conformance, loop
+read-back, the op helpers both engines use) and ``tools/``
 (the ``gradgen`` command, summaries, memory reports, gradient checks, examples).
 Training on many MPI processes: ``init_parallel``, ``data_parallel``, ``shard_feed``,
 ``save_params_on_rank0`` (design_docs/distributed.md).

@@ -137,19 +137,19 @@ def test_a_bad_feed_is_a_feed_error():
 
 def test_ops_without_a_lowering_are_refused_before_anything_runs_all_named():
     need_jax()
-    from gradgen.framework.backend.xla import table
+    from gradgen.framework.backend.xla import lowerings
 
     main, startup, loss = _regression()
-    missing = {"matmul": table.LOWERINGS["matmul"], "square": table.LOWERINGS["square"]}
+    missing = {"matmul": lowerings.LOWERINGS["matmul"], "square": lowerings.LOWERINGS["square"]}
     exe, scope = Executor(backend="xla"), Scope()
     exe.run(startup, scope=scope)
     try:
         for op_type in missing:
-            del table.LOWERINGS[op_type]
+            del lowerings.LOWERINGS[op_type]
         with pytest.raises(ExecutionError) as e:
             exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
     finally:
-        table.LOWERINGS.update(missing)
+        lowerings.LOWERINGS.update(missing)
     assert "(matmul)" in str(e.value) and "(square)" in str(e.value) and "no xla lowering" in str(e.value)
 
 

@@ -11,10 +11,7 @@ import pytest
 from gradgen.framework import ExecutionError, Executor, Scope, gradients
 from gradgen.program import Program, layers, program_guard
 from tests.backends.xla_harness import assert_same, need_jax, run_both
-from tests.backends.xla_stand_ins import stand_ins  # noqa: F401 (a fixture)
 from tests.control_flow import rnn
-
-pytestmark = pytest.mark.usefixtures("stand_ins")
 
 
 @pytest.fixture(autouse=True)
@@ -275,7 +272,7 @@ def test_the_rnn_forward_loop_stashes_nothing_the_gradient_loop_reads():
     the next h (History's next row) and the row is gathered again: what is left to stash, the gradient loop does
     not read (XLA drops it), so the forward body writes History's rows alone."""
     from gradgen.framework.backend.xla import loop_stash
-    from gradgen.framework.runtime.loop_read_back import replays_of
+    from gradgen.framework.backend.shared.loop_read_back import replays_of
 
     main, _, _ = rnn.build()
     forward = next(op for op in main.global_block().ops if op.type == "while")
@@ -346,7 +343,7 @@ def test_the_rnn_forward_loop_checks_its_gather_in_the_loop_test():
     """The gather's bounds check leaves the forward body of the compiled program (XLA keeps only the gather and
     its negative-index reading there); the loop test holds it."""
     from gradgen.framework.backend.xla.compile import CompiledBlock
-    from gradgen.framework.runtime.signature import run_signature
+    from gradgen.framework.backend.shared.signature import run_signature
 
     main, loss, _ = rnn.build()
     block, feed = main.global_block(), rnn.feed_for(5)

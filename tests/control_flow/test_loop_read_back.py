@@ -1,6 +1,6 @@
 """The numpy backend's gradient loops read their forward loop's body values back instead of recomputing them.
 
-``runtime/loop_read_back`` says which reverse-body ops may read back; ``kernels/control_flow`` links the two
+``shared/loop_read_back`` says which reverse-body ops may read back; ``kernels/control_flow`` links the two
 loops' kernels. The answers must be exactly those of the recompute (``PlanOptions(read_back=False)``), the
 recompute must be gone, and a gradient loop whose counter or outer arrays are not the forward run's own must
 recompute.
@@ -16,7 +16,7 @@ from gradgen.framework import Executor, Scope, gradients
 from gradgen.framework.backend.numpy.kernels import KERNELS
 from gradgen.framework.backend.numpy.kernels.control_flow import LoopStashes
 from gradgen.framework.backend.numpy.plan_data import PlanOptions
-from gradgen.framework.runtime.loop_read_back import forward_read_back, replays_of
+from gradgen.framework.backend.shared.loop_read_back import forward_read_back, replays_of
 from gradgen.program import Program, layers, program_guard
 
 from .rnn import build, feed_for

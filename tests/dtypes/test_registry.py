@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradgen.framework import Executor, Scope
-from gradgen.framework.runtime.conformance import shape_matches
+from gradgen.framework.backend.shared.conformance import shape_matches
 from gradgen.program import OP_SCHEMAS
 
 from .registry_cases import CASES, Draw

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError
-from gradgen.framework.runtime.conformance import as_declared, conforms, declared, shape_matches
+from gradgen.framework.backend.shared.conformance import as_declared, conforms, declared, shape_matches
 from gradgen.program import Program
 
 

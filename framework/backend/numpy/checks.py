@@ -20,7 +20,7 @@ from gradgen.program.errors import GradgenError
 from gradgen.program.shapes import format_shape
 
 from ...errors import ExecutionError, NanInfError
-from ...runtime.conformance import shape_matches
+from ..shared.conformance import shape_matches
 
 __all__ = ["CheckFailed", "OutputCheck", "checked", "declared_type", "describe_inputs", "finite"]
 

@@ -18,8 +18,8 @@ from typing import AbstractSet, Any, Callable, Mapping, Sequence
 from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError
-from ...runtime.conformance import declared
-from ...runtime.signature import commits, is_persistable as _is_persistable, sources
+from ..shared.conformance import declared
+from ..shared.signature import commits, is_persistable as _is_persistable, sources
 from .checks import checked
 from .kernels import SUBBLOCKS, KernelFactory
 from .kernels.control_flow import loop_stashes

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
 
 from .checks import OutputCheck
-from ...runtime.conformance import Declared
+from ..shared.conformance import Declared
 from .kernels import KERNELS, KernelFactory
 
 __all__ = ["PlanOptions", "Step", "Plan"]
@@ -26,7 +26,7 @@ class PlanOptions:
 
     read_back: bool = True
     """A gradient loop reads the values of its forward loop's body back, kept by the forward loop one per
-    iteration, instead of recomputing them (``runtime/loop_read_back``, ``kernels/control_flow``). False: it
+    iteration, instead of recomputing them (``shared/loop_read_back``, ``kernels/control_flow``). False: it
     recomputes them, as its program says (less memory: nothing kept beyond History)."""
     checks: tuple[OutputCheck, ...] = ()
     """Checks run on every step's outputs (``checks``); sub-plans run them too."""

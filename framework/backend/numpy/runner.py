@@ -2,7 +2,7 @@
 and commits what changed.
 
 A run: look up (or build) the plan for this program version and these feed and fetch names (``plan``); check
-the feeds and the scope's persistable values against their declared types (``runtime/conformance``); walk the
+the feeds and the scope's persistable values against their declared types (``shared/conformance``); walk the
 plan's steps, dropping each intermediate array after its last use (``run``); then, only if every op succeeded,
 write the persistable vars the run changed into the scope, all at once.
 """
@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...errors import ExecutionError
-from ...runtime.conformance import checked_feeds, scope_value
+from ..shared.conformance import checked_feeds, scope_value
 from ...runtime.per_version import PerVersion
 from ...runtime.place import CPUPlace
 from ...runtime.scope import Scope

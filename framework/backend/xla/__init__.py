@@ -7,9 +7,10 @@ the ops it cannot run, and ``CompiledBlock`` is one block compiled for one run s
 from __future__ import annotations
 
 from .compile import CompiledBlock, cache_dir, device_for, own_array
+from .lowerings import LOWERINGS
+from .refused import REFUSED, problems
 from .runner import NAME, make_runner
 from .show import lowered_text
-from .table import LOWERINGS, REFUSED, problems
 
 __all__ = ["CompiledBlock", "LOWERINGS", "NAME", "REFUSED", "cache_dir", "device_for", "lowered_text",
            "make_runner", "own_array", "problems"]

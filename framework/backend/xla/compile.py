@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...errors import ExecutionError
-from ..numpy.kernels import KERNELS as NUMPY_KERNELS
+from ..shared.creation import random_draw
 from .context import TraceContext
 from .trace import trace_block
 
@@ -33,9 +33,10 @@ INITIAL_HISTORY_ROWS = 64
 times as many (up to ``max_iterations`` when it has one)."""
 
 HOST_COMPUTED = ("uniform_random", "gaussian_random")
-"""Op types whose block-0 outputs are computed on the host by their numpy kernels and passed in, not embedded:
-a seeded draw is the same array every run (the numpy backend's, bit for bit), and a startup program's weights
-as constants in the compiled program made it hundreds of MiB and took seconds to compile."""
+"""Op types whose block-0 outputs are drawn on the host (``shared/creation.random_draw``, as the numpy kernels draw
+them) and passed in, not embedded: a seeded draw is the same array every run (the numpy backend's, bit for bit),
+and a startup program's weights as constants in the compiled program made it hundreds of MiB and took seconds to
+compile."""
 
 _NO_STATUS = np.zeros(0, np.int64)
 """The status of a step with nothing to report (``_status``: no check, no History)."""
@@ -140,8 +141,8 @@ class CompiledBlock:
         self._host_state: dict = {}  # kept across traces (``TraceContext.host_state``)
         self._host_ops = {i: op for i, op in enumerate(block.ops) if op.type in HOST_COMPUTED}
         self._host_names = [n for op in self._host_ops.values() for n in op.output_arg_names]
-        self._host_kernels = [NUMPY_KERNELS[op.type](op) for op in self._host_ops.values()]
-        """Made once: a ``redraw`` op's kernel holds its stream, a new sample each run, as on the numpy backend."""
+        self._host_draws = [random_draw(op) for op in self._host_ops.values()]
+        """Made once: a ``redraw`` op's draw holds its stream, a new sample each run, as on the numpy backend."""
         committed = set(self.commits)
         self._donatable = tuple(name in committed for name in self.from_scope)
         """Per scope value: does the run write a new value of it (so its old array may lend its memory)?"""
@@ -205,10 +206,10 @@ class CompiledBlock:
         return donated, tuple(v for v, lends in zip(scope_values, self._donatable) if not lends)
 
     def _host_values(self) -> list:
-        """The outputs of the block's ``HOST_COMPUTED`` ops, drawn by their numpy kernels, once per run."""
+        """The outputs of the block's ``HOST_COMPUTED`` ops, drawn once per run."""
         values = []
-        for kernel in self._host_kernels:
-            out = kernel()
+        for draw in self._host_draws:
+            out = draw()
             values += list(out) if isinstance(out, tuple) else [out]
         return values
 

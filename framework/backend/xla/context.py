@@ -12,7 +12,7 @@ flag, and the executor raises the first failed one's message, naming the op, bef
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 __all__ = ["Check", "TraceContext"]
 
@@ -64,3 +64,12 @@ class TraceContext:
     def sub_block(self, op, key_attr: str) -> Any:
         """The Block that attr ``key_attr`` (``true_block``, ``body_block``...) of ``op`` names."""
         return op.block.program.block(op.attr(key_attr))
+
+    def trace_inline(self, block, env: dict, fetches: Sequence[str]) -> list:
+        """Trace ``block`` in place (not inside a ``lax`` body): its checks join this context directly, and the
+        op being traced is named again afterwards."""
+        where = self.where
+        try:
+            return self.trace_block(block, env, fetches)
+        finally:
+            self.where = where

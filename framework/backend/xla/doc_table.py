@@ -1,5 +1,5 @@
 """The lowering table of design_docs/backends.md (family -> op types lowered; op types refused, with why),
-generated from ``table``.
+generated from ``lowerings`` and ``refused``.
 
     python -m gradgen.framework.backend.xla.doc_table                              # print the table
     python -m gradgen.framework.backend.xla.doc_table --write design_docs/backends.md
@@ -12,7 +12,8 @@ from gradgen.program.doc_table import with_table_between, write_table_main
 
 from gradgen.program.ops import OP_SCHEMAS
 
-from .table import FAMILIES, REFUSED
+from .lowerings import FAMILIES
+from .refused import REFUSED
 
 DERIVED = sorted(t for t, s in OP_SCHEMAS.items() if s.compute is not None)
 
@@ -27,7 +28,7 @@ def markdown_table() -> str:
     """The op types whose lowering is derived from their ``compute``, one row per family module with the op types
     it lowers by hand, then every refused op type and its reason."""
     rows = ["| family | op types lowered |", "|---|---|",
-            f"| derived from each op's compute (lower_derived) | {', '.join(f'`{t}`' for t in sorted(DERIVED))} |"]
+            f"| derived from each op's compute (derived) | {', '.join(f'`{t}`' for t in sorted(DERIVED))} |"]
     for family in FAMILIES:
         ops = ", ".join(f"`{t}`" for t in sorted(family.LOWERINGS))
         rows.append(f"| {family.__name__.rsplit('.', 1)[-1]} | {ops} |")

@@ -1,4 +1,4 @@
-"""The xla side of a gradient loop reading its forward loop's body back (``runtime/loop_read_back`` decides
+"""The xla side of a gradient loop reading its forward loop's body back (``shared/loop_read_back`` decides
 which ops): the forward loop's stash, row ``t`` written in iteration ``t``, and the stand-ins that make the reverse
 body's read-back ops yield the rows read back instead of computing. Stashed values no reverse op reads are
 dropped by XLA with their buffers, and two kinds need no row of their own (``rows_already_kept``): a value the
@@ -13,8 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...runtime.loop_read_back import Replay
-from .lower_tensor import from_end, op_axis, take_rows
+from ..shared.attrs import op_axis
+from ..shared.loop_read_back import Replay
+from .lowerings.indexing import from_end, take_rows
 
 __all__ = ["ReadBack", "Stash", "counts_up", "gather_at_loop_var", "next_start", "read_back_block", "regather",
            "row_reader", "rows_already_kept", "stash_read", "stashes"]

@@ -1,7 +1,7 @@
 """Runs on the xla backend (``Executor(backend="xla")``): what happens around a compiled step.
 
 The same as around the numpy plan: feeds and scope values checked against their declared types
-(``runtime/conformance``), the run's names (``runtime/signature``), an all-or-nothing commit after a successful
+(``shared/conformance``), the run's names (``shared/signature``), an all-or-nothing commit after a successful
 run (``runtime/commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The step
 itself is one pure function per block and run signature (``compile.py``).
 
@@ -20,13 +20,13 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ...runtime.commit import held_interrupts
-from ...runtime.conformance import checked_feeds, declared, scope_value
 from ...runtime.per_version import PerVersion
 from ...runtime.scope import Scope
-from ...runtime.signature import run_signature
 from .. import RunSettings
+from ..shared.conformance import checked_feeds, declared, scope_value
+from ..shared.signature import run_signature
 from .compile import CompiledBlock, device_for, own_array
-from .table import problems
+from .refused import problems
 
 __all__ = ["XlaRunner", "make_runner"]
 

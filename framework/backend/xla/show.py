@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...runtime.signature import run_signature
+from ..shared.signature import run_signature
 from .compile import CompiledBlock
 
 __all__ = ["lowered_text"]

@@ -15,9 +15,9 @@ import numpy as np
 from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError
-from ...runtime.conformance import shape_matches
+from ..shared.conformance import shape_matches
 from .context import TraceContext
-from .table import LOWERINGS
+from .lowerings import LOWERINGS
 
 __all__ = ["scope_name", "trace_block"]
 

@@ -1,4 +1,4 @@
-"""One numpy kernel per op type, gathered from one module per family (as the schemas are).
+"""One numpy kernel per op type, gathered from one module per family (as the schemas are; ``shared/tables``).
 
 The kernel signature (a factory of a plain function of the op's input
 arrays) is described in ``signature``. Each family module has a ``KERNELS``
@@ -14,6 +14,7 @@ from . import (collective, control_flow, conv, creation, custom, elementwise, gr
                linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
 from ...derive import with_derived
+from ...shared.tables import collect
 from .derived import derived_kernel
 from .signature import KernelFactory, SubBlock
 
@@ -22,23 +23,12 @@ __all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBl
 FAMILIES = (creation, elementwise, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
-
-def _collect(families, table_name: str) -> dict:
-    table: dict = {}
-    for family in families:
-        for op_type, entry in getattr(family, table_name, {}).items():
-            if op_type in table:
-                raise RuntimeError(f"op type '{op_type}' has two {table_name} entries ({family.__name__})")
-            table[op_type] = entry
-    return table
-
-
-FASTER: Mapping[str, str] = _collect(FAMILIES, "FASTER")
+FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
 
-KERNELS: Mapping[str, KernelFactory] = with_derived(_collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel",
+KERNELS: Mapping[str, KernelFactory] = with_derived(collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel",
                                                     FASTER)
 """op type -> kernel factory: derived from the op's ``compute`` (``derived``), or the family modules' own."""
 
-SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = _collect(FAMILIES, "SUBBLOCKS")
+SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = collect(FAMILIES, "SUBBLOCKS")
 """op type -> ``blocks(op)``: the sub-blocks the op's kernel runs, by the key its factory looks them up with."""

@@ -11,7 +11,7 @@ values at the start of every iteration and returns them stacked as
 ``dropped`` is told which of its outputs nobody reads).
 
 A gradient loop reads its forward loop's body values back instead of
-recomputing them where ``runtime/loop_read_back`` finds it can: the plan
+recomputing them where ``shared/loop_read_back`` finds it can: the plan
 links the two loops' kernels through one ``RowStash`` (``loop_stashes``),
 the forward loop's body also returns the values the gradient loop needs
 and the kernel keeps them, one per iteration, and the gradient loop runs a
@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ....runtime.loop_read_back import Replay, forward_read_back
+from ...shared.loop_read_back import Replay, forward_read_back
 from .signature import SubBlock
 
 

@@ -26,8 +26,9 @@ import numpy as np
 
 from gradgen.program.ops.conv import transposed_size
 
+from ...shared.conv import Sweep
 from .gemm_batch import gemm_batch
-from .im2col import Sweep, add_columns, add_wide_columns, columns, pad_into
+from .im2col import add_columns, add_wide_columns, columns, pad_into
 from . import shifted
 from .pooling import pool2d, pool2d_grad, pool2d_select
 from .scratch import scratch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...shared.manipulation import slice_index
 from .indexing import scatter_rows
 
 
@@ -26,14 +27,6 @@ def relu_grad(op):
     from an infinite or NaN dOut at an inactive unit and -0.0 from a negative one included."""
     dtype = np.dtype(op.block.var(op.output("X@GRAD")[0]).dtype)
     return lambda y, dout: np.multiply(dout, y > 0, dtype=dtype)
-
-
-def slice_index(shape, axes, starts, ends, strides=()) -> tuple:
-    """The numpy index that ``slice`` takes (python slicing clamps out-of-range bounds the same way)."""
-    index = [slice(None)] * len(shape)
-    for a, s, e, st in zip(axes, starts, ends, strides or [1] * len(axes)):
-        index[a % len(shape)] = slice(s, e, st)
-    return tuple(index)
 
 
 def slice_grad(op):

@@ -15,39 +15,13 @@ and each tap's add is then one contiguous run per image and channel.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["Sweep", "add_columns", "add_wide_columns", "columns", "pad_into", "tap"]
+from ...shared.conv import Sweep
 
-
-class Sweep(NamedTuple):
-    """A kernel swept over an input: its size, strides and dilations per spatial dim, and paddings (before, after)
-    per dim in order (top, bottom, left, right in 2-D; a far side may include what only ceil-mode pooling
-    reaches)."""
-
-    kernel: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads: tuple[int, ...]
-
-    def out_size(self, size) -> tuple[int, ...]:
-        """How many positions the kernel takes along each padded spatial dim."""
-        return tuple((n + self.pads[2 * d] + self.pads[2 * d + 1] - self.dilations[d] * (k - 1) - 1)
-                     // self.strides[d] + 1 for d, (n, k) in enumerate(zip(size, self.kernel)))
-
-    def padded_size(self, size) -> tuple[int, ...]:
-        return tuple(n + self.pads[2 * d] + self.pads[2 * d + 1] for d, n in enumerate(size))
-
-    def padded(self) -> bool:
-        return any(self.pads)
-
-    def inner(self, size) -> tuple[slice, ...]:
-        """The index of the unpadded input (spatial ``size``) inside the padded one."""
-        return (slice(None), slice(None)) + tuple(slice(self.pads[2 * d], self.pads[2 * d] + n)
-                                                  for d, n in enumerate(size))
+__all__ = ["add_columns", "add_wide_columns", "columns", "pad_into", "tap"]
 
 
 def pad_into(x: np.ndarray, pads, value: float, out: np.ndarray) -> np.ndarray:

@@ -7,7 +7,8 @@ import numpy as np
 
 from gradgen.program.shapes import unsqueezed
 
-from .grad_ops import slice_index
+from ...shared.attrs import op_axis, rank_of
+from ...shared.manipulation import slice_index, summed_to_shape
 
 
 def sum_(op):
@@ -27,28 +28,8 @@ def sum_(op):
     return run
 
 
-def sum_to_shape(x, shape):
-    """Sum ``x`` over the dims broadcasting added to reach ``shape`` (the adjoint of broadcasting), in x's dtype
-    (numpy would sum int32 to int64)."""
-    return summed_to_shape(np.asarray(x), shape)
-
-
-def summed_to_shape(x, shape):
-    """``sum_to_shape`` of an array of any library with numpy's ``sum`` (numpy's, or a traced jax array: the
-    xla backend's ``reduce_as`` is this same function)."""
-    if x.shape == tuple(shape):
-        return x
-    lead = x.ndim - len(shape)
-    if lead:
-        x = x.sum(axis=tuple(range(lead)), dtype=x.dtype)
-    axes = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
-    if axes:
-        x = x.sum(axis=axes, keepdims=True, dtype=x.dtype)
-    return x
-
-
 def reduce_as(op):
-    return lambda x, target: sum_to_shape(x, np.shape(target))
+    return lambda x, target: summed_to_shape(np.asarray(x), np.shape(target))
 
 
 def broadcast_to(op):
@@ -62,12 +43,6 @@ KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
 
 
 # -- reshaping and reordering -------------------------------------------------------------------------------
-
-
-def _axis(op, slot: str = "X") -> int:
-    """The op's ``axis`` attr normalized against the rank of its first input var."""
-    rank = len(op.block.var(op.input(slot)[0]).shape)
-    return op.attr("axis") % rank if rank else 0
 
 
 def reshape(op):
@@ -87,12 +62,12 @@ def transpose(op):
 
 
 def concat(op):
-    axis = _axis(op)
+    axis = op_axis(op)
     return lambda *xs: np.concatenate(xs, axis=axis)
 
 
 def split(op):
-    axis, sections = _axis(op), list(op.attr("sections"))
+    axis, sections = op_axis(op), list(op.attr("sections"))
     lead = (slice(None),) * axis
 
     def run(x):
@@ -111,8 +86,7 @@ def split(op):
 
 
 def slice_(op):
-    rank = len(op.block.var(op.input("X")[0]).shape)
-    index = slice_index((0,) * rank, op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides"))
+    index = slice_index((0,) * rank_of(op), op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides"))
     return lambda x: x[index]  # Python slicing clamps out-of-range bounds, as numpy does
 
 
@@ -163,7 +137,7 @@ def stack(op):
 def gather(op):
     """``np.take``; one integer index reads its row as a view (0.1 us against np.take's copy, 1.6 us: a loop
     body reads a row an iteration), with the same bounds and negative indexes."""
-    axis = _axis(op)
+    axis = op_axis(op)
     lead = (slice(None),) * axis
 
     def run(x, index):

@@ -1,14 +1,13 @@
 """Kernels of the metric ops (``program/ops/metrics.py``): counts in int64, ratios in float64 rounded once to the
-scores' dtype, no gradient.
-
-A class ranks before another when its score is higher, or equal with a lower index; NaN ranks above every number
-(numpy's ``argmax`` and ``sort`` order), so ``accuracy`` with k = 1 agrees with ``argmax``.
+scores' dtype, no gradient. The ranking and the AUC formula are both engines' (``shared/metrics``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KERNELS", "area_under_counts", "class_ids", "label_ranks"]
+from ...shared.metrics import area_under_counts, label_ranks
+
+__all__ = ["KERNELS", "class_ids"]
 
 
 def class_ids(label: np.ndarray, rows: int, classes: int, op: str) -> np.ndarray:
@@ -20,16 +19,6 @@ def class_ids(label: np.ndarray, rows: int, classes: int, op: str) -> np.ndarray
     if bad.any():
         raise ValueError(f"{op}: Label holds class id {ids[bad][0]}, outside [0, {classes})")
     return ids
-
-
-def label_ranks(x, ids, xp=np):
-    """Per row, how many classes rank before the labelled one (its 0-based place in ``top_k``'s order). Written
-    once over the array module ``xp``: numpy here, ``jax.numpy`` in the xla lowering."""
-    mine = xp.take_along_axis(x, ids[:, None], 1) if x.shape[0] else xp.zeros((0, 1), x.dtype)
-    nan, mine_nan = xp.isnan(x), xp.isnan(mine)
-    higher = (x > mine) | (nan & ~mine_nan)
-    same = (x == mine) | (nan & mine_nan)
-    return xp.count_nonzero(higher | (same & (xp.arange(x.shape[1]) < ids[:, None])), axis=1)
 
 
 def _ratio(num, den, dtype) -> np.ndarray:
@@ -67,15 +56,6 @@ def precision_recall(op):
                 score(hits, np.bincount(ids, minlength=classes)))
 
     return run
-
-
-def area_under_counts(positives, negatives, xp=np):
-    """The ROC AUC of per-bucket counts (bucket i scores below bucket i + 1), rows in one bucket counting as half a
-    pair: each negative adds the positives above its bucket and half of those in it. 0 without both classes.
-    Whole (or half) numbers, exact in float64 whatever the order of the sums (``xp`` as ``label_ranks``')."""
-    above = xp.sum(positives) - xp.cumsum(positives)
-    pairs = xp.sum(negatives * (above + 0.5 * positives))
-    return xp.asarray(pairs / xp.maximum(xp.sum(positives) * xp.sum(negatives), 1.0), np.float64)
 
 
 def auc(op):

@@ -1,20 +1,21 @@
-"""Kernels of dropout and lookup_table (batch_norm's is in ``normalization``)."""
+"""Kernels of dropout (its masks drawn as every engine draws them: ``shared/network``) and lookup_table
+(batch_norm's is in ``normalization``)."""
 from __future__ import annotations
 
 import numpy as np
 
+from ...shared.network import dropout_mask, dropout_stream
 from .nn import first_out_of_range
 
 
 def dropout(op):
     p, is_test = op.attr("p"), op.attr("is_test")
-    # One stream per compiled plan: a fixed seed gives the same sequence of masks run after run.
-    rng = np.random.Generator(np.random.PCG64(op.attr("seed")))
+    stream = dropout_stream(op)  # one per compiled plan: a fixed seed gives the same masks run after run
 
     def run(x):
         if is_test or p == 0.0:
             return x, np.ones_like(x)
-        mask = ((rng.random(x.shape) >= p) / (1.0 - p)).astype(x.dtype)
+        mask = dropout_mask(stream, x.shape, p, x.dtype)
         return x * mask, mask
 
     return run

@@ -5,18 +5,12 @@ cross-entropy from logits goes through log-sum-exp, never through log(softmax).
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-
-def _axis(op, slot: str) -> int:
-    rank = len(op.block.var(op.input(slot)[0]).shape)
-    return op.attr("axis") % max(rank, 1)
-
-
-def log_softmax_along(x, axis: int):
-    """log(softmax(x)) as x - max - log(sum(exp(x - max))): no overflow, no log(0) underflow."""
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+from ...shared.attrs import op_axis
+from ...shared.nn import check_label_shape, log_softmax_along, softmax_cross_entropy
 
 
 def softmax_along(x, axis: int):
@@ -25,12 +19,12 @@ def softmax_along(x, axis: int):
 
 
 def softmax(op):
-    axis = _axis(op, "X")
+    axis = op_axis(op, "X")
     return lambda x: softmax_along(x, axis)
 
 
 def log_softmax(op):
-    axis = _axis(op, "X")
+    axis = op_axis(op, "X")
     return lambda x: log_softmax_along(x, axis)
 
 
@@ -40,21 +34,6 @@ def _hard_label_index(label, x_ndim: int, axis: int):
     if label.ndim < x_ndim:
         label = np.expand_dims(label, axis)
     return label.astype(np.int64, copy=False)
-
-
-def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") -> None:
-    """Labels must have the run-time shape x's declared shape promised (-1 dims can differ at run time): x's own
-    (``axis`` None: soft labels), or x's with size 1 on ``axis`` or without it (hard labels). numpy would
-    broadcast a mismatch into a loss of another shape."""
-    shape = np.shape(label)
-    if axis is None:
-        allowed = [tuple(x_shape)]
-    else:
-        allowed = [tuple(1 if i == axis else d for i, d in enumerate(x_shape)),
-                   tuple(d for i, d in enumerate(x_shape) if i != axis)]
-    if shape not in allowed:
-        raise ValueError(f"Label has run-time shape {list(shape)}, but {what} {list(x_shape)} needs "
-                         + " or ".join(str(list(a)) for a in allowed))
 
 
 def first_out_of_range(ids, size: int, what: str, ignored: int | None = None):
@@ -103,17 +82,11 @@ def cross_entropy(op):
 
 
 def softmax_with_cross_entropy(op):
-    axis, soft = _axis(op, "Logits"), op.attr("soft_label")
+    axis, soft = op_axis(op, "Logits"), op.attr("soft_label")
 
     def run(logits, label):
-        log_p = log_softmax_along(logits, axis)
-        if soft:
-            check_label_shape(label, logits.shape, None)
-            loss = -np.sum(label * log_p, axis=axis, keepdims=True)
-        else:
-            index, kept = _checked_labels(op, label, logits.shape, axis)
-            loss = np.where(kept, -np.take_along_axis(log_p, index, axis=axis), 0)
-        return np.exp(log_p), loss.astype(logits.dtype, copy=False)
+        p, loss = softmax_cross_entropy(logits, label, axis, soft, partial(_checked_labels, op))
+        return p, loss.astype(logits.dtype, copy=False)
 
     return run
 

@@ -1,8 +1,11 @@
 """Optimizer update kernels: numpy forms of the update rules in ``program/ops/optimizer.py``, each a new array
-per output (the run commits them to the scope only when the whole run succeeded)."""
+per output (the run commits them to the scope only when the whole run succeeded). RMSprop and Adagrad are written once
+for both engines (``shared/optimizer``)."""
 from __future__ import annotations
 
 import numpy as np
+
+from ...shared.optimizer import adagrad_update, rmsprop_update
 
 
 def sgd(op):
@@ -51,35 +54,6 @@ def lamb(op):
         p_norm, r_norm = np.linalg.norm(param.ravel()), np.linalg.norm(r.ravel())
         ratio = p_norm / r_norm if p_norm > 0 and r_norm > 0 else np.ones((), param.dtype)
         return param - (lr.reshape(()) * ratio) * r, m1, m2, b1p * b1, b2p * b2
-
-    return run
-
-
-def rmsprop_update(op, xp=np):
-    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment.
-    Written once over the array module ``xp``: numpy here, ``jax.numpy`` in the xla lowering."""
-    rho, eps, mu, centered = op.attr("rho"), op.attr("epsilon"), op.attr("momentum"), op.attr("centered")
-
-    def run(param, grad, lr, mean_square, mean_grad, moment):
-        mean_square = rho * mean_square + (1.0 - rho) * grad * grad
-        if centered:
-            mean_grad = rho * mean_grad + (1.0 - rho) * grad
-            avg = xp.sqrt(mean_square - mean_grad * mean_grad) + eps
-        else:
-            avg = xp.sqrt(mean_square) + eps
-        moment = mu * moment + grad / avg
-        return param - lr.reshape(()) * moment, mean_square, mean_grad, moment
-
-    return run
-
-
-def adagrad_update(op, xp=np):
-    """The sum of squared gradients scales each coordinate's step (``xp`` as ``rmsprop_update``'s)."""
-    eps = op.attr("epsilon")
-
-    def run(param, grad, lr, moment):
-        moment = moment + grad * grad
-        return param - lr.reshape(()) * grad / (xp.sqrt(moment) + eps), moment
 
     return run
 

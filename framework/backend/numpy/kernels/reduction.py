@@ -3,17 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _axes(op, rank: int):
-    dim = op.attr("dim")
-    if op.attr("reduce_all") or not dim:
-        return None
-    return tuple(d % rank for d in dim)
+from ...shared.reduction import axes_of
 
 
 def logsumexp(op):
     rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = _axes(op, rank), op.attr("keep_dim")
+    axis, keep = axes_of(op, rank), op.attr("keep_dim")
 
     def run(x):
         top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: no elements give -inf, not an error
@@ -28,7 +23,7 @@ def logsumexp(op):
 def prod_others(op):
     """Exclusive running products from both ends, multiplied: O(n) and no division, so zeros are exact."""
     rank = len(op.block.var(op.input("X")[0]).shape)
-    axes = _axes(op, rank)
+    axes = axes_of(op, rank)
     axes = list(range(rank)) if axes is None else sorted(axes)
     kept = [a for a in range(rank) if a not in axes]
     back = np.argsort(kept + axes)

@@ -1,4 +1,5 @@
-"""Lowerings of the convolution and pooling ops (``backend/numpy/kernels/conv.py``, ``pooling.py``).
+"""Lowerings of the convolution and pooling ops (``backend/numpy/kernels/conv.py``, ``pooling.py``), the windows
+read from the op as the numpy kernels read them (``shared/conv.py``).
 
 A convolution is one ``lax.conv_general_dilated`` over 1 to 3 spatial dims (N-C-spatial, filters
 O-I-spatial, full precision). Its gradients and the
@@ -24,8 +25,7 @@ from jax import lax
 
 from gradgen.program.ops.conv import transposed_size
 
-from ..numpy.kernels.im2col import Sweep
-from ..numpy.kernels.pooling import _Pooling as Pooling  # the attrs, sweep and divisor as numpy reads them
+from ...shared.conv import Pooling, Sweep
 
 __all__ = ["LOWERINGS"]
 

@@ -1,6 +1,6 @@
-"""Lowerings of the control-flow ops: ``cond`` as ``lax.cond``, ``while`` as ``lax.while_loop``, and ``call`` and
-``custom_gradient`` inlined (their forward body traced in place), each computing what its numpy kernel
-(``backend/numpy/kernels/control_flow.py``, ``custom.py``) computes.
+"""Lowerings of the control-flow ops: ``cond`` as ``lax.cond`` and ``while`` as ``lax.while_loop``, each computing
+what its numpy kernel (``backend/numpy/kernels/control_flow.py``) computes, and ``stash_read``, the xla engine's
+own stand-in for a gradient loop's op read back (``loop_stash``).
 
 A sub-block sees the op's ``Input`` vars and its parameters, as the numpy kernels feed it. Checks and History
 overflows stated inside a ``lax`` branch or loop body are values of that body, so they leave it as two carried
@@ -15,7 +15,7 @@ iterations sets the overflow flag (the step re-runs with more rows) unless ``row
 it fails as numpy does. Only the gradient loops read History (``grad_makers/control_flow.py``: a ``gather`` at a
 row below ``Steps``); any other reader could see the padding, so it is refused when the loop is lowered.
 A gradient loop reads the forward body's values back from a stash the forward loop keeps beside History
-instead of recomputing them, where ``runtime/loop_read_back`` proves they are the same values. A value the
+instead of recomputing them, where ``shared/loop_read_back`` proves they are the same values. A value the
 loop carries to its next iteration needs no stash row (History's next row holds it), nor does a gather of an
 outer array at a loop var (gathered again from History's row, or at ``start + t`` for a var counting up by
 one): XLA's loop pays per operation, and a row write is one.
@@ -32,12 +32,13 @@ from jax import lax
 
 from gradgen.program.describe import op_location
 
-from ...errors import ExecutionError
-from .context import Check, TraceContext
-from ...runtime.loop_read_back import forward_read_back, replays_of
-from .loop_stash import (Stash, counts_up, gather_at_loop_var, next_start, read_back_block, regather, row_reader,
-                         rows_already_kept, stash_read, stashes)
-from .lower_tensor import in_bounds, op_axis
+from ....errors import ExecutionError
+from ...shared.attrs import op_axis
+from ...shared.loop_read_back import forward_read_back, replays_of
+from ..context import Check, TraceContext
+from ..loop_stash import (Stash, counts_up, gather_at_loop_var, next_start, read_back_block, regather, row_reader,
+                          rows_already_kept, stash_read, stashes)
+from .indexing import in_bounds
 
 __all__ = ["LOWERINGS", "history_rows"]
 
@@ -111,15 +112,6 @@ def _traced_abstractly(ctx: TraceContext, block, outer: dict, params: Sequence[s
 
     jaxpr, values = jax.make_jaxpr(trace, return_shape=True)(xs)
     return _Abstract(found[0], found[1], bool(jaxpr.effects), list(values))
-
-
-def _traced_inline(ctx: TraceContext, block, env: dict, fetches: Sequence[str]) -> list:
-    """Trace ``block`` in place (not inside a ``lax`` body): its checks join ``ctx`` directly."""
-    where = ctx.where
-    try:
-        return ctx.trace_block(block, env, fetches)
-    finally:
-        ctx.where = where
 
 
 def _restate(ctx: TraceContext, checks: Sequence[Check], failed, ran=True) -> None:
@@ -238,7 +230,7 @@ def _while(op, ctx: TraceContext) -> Callable:
                                    jnp.where(test_failed >= 0, test_failed + len(checks), -1) if test_checks else None)
             return steps + 1, new, history, stash, going, failed, overflow | body_overflow | test_overflow
 
-        (going,) = _traced_inline(ctx, cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
+        (going,) = ctx.trace_inline(cond_block, {**outer, **dict(zip(cond_params, xs))}, [cond_out])
         history = tuple(_rows_like(rows, x) for x in xs)
         stash = tuple(_rows_like(rows, v) for v in traced.values[n:]) if rows else ()
         state = (jnp.int64(0), xs, history, stash, _truth(going, "the loop condition"), jnp.int32(-1),
@@ -383,27 +375,4 @@ def _in_gradient_loop(program, block) -> bool:
     return False
 
 
-# -- call and custom_gradient ----------------------------------------------------------------------------------
-def _inlined(params_attr: str, block_attr: str, outs_attr: str) -> Callable:
-    """A lowering that traces the op's block in place, fed its params (bound to ``X``) and ``Input`` vars."""
-    def factory(op, ctx: TraceContext) -> Callable:
-        block, outs = ctx.sub_block(op, block_attr), op.attr(outs_attr)
-        names = list(op.attr(params_attr)) + op.input("Input")
-        single = len(op.output("Out")) == 1
-
-        def fn(*values):
-            got = _traced_inline(ctx, block, dict(zip(names, values)), outs)
-            return got[0] if single else tuple(got)
-
-        return fn
-
-    return factory
-
-
-LOWERINGS = {
-    "cond": _cond,
-    "while": _while,
-    "call": _inlined("params", "block", "outs"),
-    "custom_gradient": _inlined("forward_params", "forward_block", "forward_outs"),
-    "stash_read": stash_read,
-}
+LOWERINGS = {"cond": _cond, "while": _while, "stash_read": stash_read}

@@ -5,7 +5,7 @@ reverse iteration reads its forward iteration's loop values from History at row 
 forward body's ops (a recompute) before the backward ops. A backend may let the forward loop keep those ops'
 values too, one row per iteration (a stash, like History), and the reverse loop read row ``index`` back: the
 same values, without the recompute (for an Elman RNN, two of its seven matmuls per step). Both backends do:
-the xla one in its traced loops (``backend/xla/lower_control.py``), the numpy one in its loop kernels
+the xla one in its traced loops (``backend/xla/lowerings/control_flow.py``), the numpy one in its loop kernels
 (``backend/numpy/kernels/control_flow.py``).
 
 A reverse body's op is read back when it is an op of the forward body (same type, attrs, inputs, outputs) and

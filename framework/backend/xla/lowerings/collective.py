@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 from jax.experimental import io_callback
 
-from ...runtime.communicator import communicator
+from ....runtime.communicator import communicator
 
 __all__ = ["LOWERINGS"]
 

@@ -22,7 +22,7 @@ from jax import lax
 
 from gradgen.program.ops.recurrent import ACTIVATIONS, GATES, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
-from .xp import XP
+from ..xp import XP
 
 __all__ = ["LOWERINGS"]
 

@@ -16,7 +16,7 @@ import numpy as np
 from gradgen.program.describe import describe_var
 from gradgen.program.shapes import format_shape
 
-from ..errors import ExecutionError, FeedError
+from ...errors import ExecutionError, FeedError
 
 __all__ = ["Declared", "as_declared", "checked_feeds", "conforms", "declared", "scope_value", "shape_matches"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..numpy.kernels.metrics import area_under_counts, label_ranks
+from ...shared.metrics import area_under_counts, label_ranks
 
 __all__ = ["LOWERINGS"]
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from gradgen.program.schema import OpSchema
 
-from ..derive import call_of
-from .xp import XP
+from ...derive import call_of
+from ..xp import XP
 
 __all__ = ["derived_lowering"]
 

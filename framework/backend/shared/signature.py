@@ -10,7 +10,7 @@ from typing import AbstractSet, NamedTuple, Sequence
 
 from gradgen.program.describe import describe_var, op_location
 
-from ..errors import ExecutionError, FeedError
+from ...errors import ExecutionError, FeedError
 
 __all__ = ["RunSignature", "is_persistable", "run_signature", "sources"]
 

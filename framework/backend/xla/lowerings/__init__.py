@@ -1,0 +1,26 @@
+"""One xla lowering per op type, gathered from one module per family, named as the numpy kernels' families
+(``backend/numpy/kernels/``) and gathered the same way (``shared/tables``): an op's lowering sits in the file of the
+same name as its kernel's.
+
+A lowering is ``LOWERINGS[op.type](op, ctx) -> fn`` (``context``): the numpy kernels' factory with a trace
+context; ``fn`` takes the op's input values as jax arrays and returns its outputs. An op that states its math
+(``OpSchema.compute``) has its lowering derived (``derived``), never written here.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from . import (collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing, linalg, logic,
+               lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent, reduction)
+from ...derive import with_derived
+from ...shared.tables import collect
+from .derived import derived_lowering
+
+__all__ = ["FAMILIES", "LOWERINGS"]
+
+FAMILIES = (creation, elementwise, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
+            conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
+
+LOWERINGS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "LOWERINGS"), derived_lowering, "xla lowering")
+"""op type -> ``lowering(op, ctx) -> fn``: derived from the op's ``compute`` (``derived``), or the family modules'
+own."""

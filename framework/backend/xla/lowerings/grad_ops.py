@@ -1,0 +1,58 @@
+"""Lowerings of the fused grad ops that do not state their math over ``xp`` (``backend/numpy/kernels/grad_ops.py``;
+the others are derived: ``derived``), computing what those kernels compute."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ...shared.attrs import op_axis, rank_of
+from ...shared.manipulation import slice_index
+from .indexing import in_range, scatter_rows
+from .manipulation import pieces
+
+__all__ = ["LOWERINGS"]
+
+
+def _softmax_grad(op, ctx):
+    """y * (dout - sum(dout * y, axis))."""
+    rank, axis = rank_of(op, "Out"), op_axis(op, "Out")
+
+    def run(y, dout):
+        if rank == 0:
+            return jnp.zeros_like(dout)
+        return (dout - jnp.sum(dout * y, axis=axis, keepdims=True)) * y
+
+    return run
+
+
+def _slice_grad(op, ctx):
+    axes, starts, ends, strides = op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides")
+
+    def run(x, dout):
+        return jnp.zeros(x.shape, dout.dtype).at[slice_index(x.shape, axes, starts, ends, strides)].set(dout)
+
+    return run
+
+
+def _gather_grad(op, ctx):
+    axis = op.attr("axis")
+
+    def run(x, index, dout):
+        index = in_range(ctx, index, x.shape[axis % x.ndim], "gather_grad")
+        return scatter_rows(jnp.zeros(x.shape, dout.dtype), index, dout, axis, add=True)
+
+    return run
+
+
+def _reshape_as(op, ctx):
+    return lambda x, target: jnp.reshape(x, target.shape)
+
+
+def _split_like(op, ctx):
+    axis = op.attr("axis")
+    return lambda x, *likes: pieces(x, axis, [t.shape[axis] for t in likes])
+
+
+LOWERINGS = {
+    "softmax_grad": _softmax_grad, "slice_grad": _slice_grad, "gather_grad": _gather_grad,
+    "reshape_as": _reshape_as, "split_like": _split_like,
+}

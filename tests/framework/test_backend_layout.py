@@ -1,0 +1,66 @@
+"""The backend folders are alike and keep to their own: the xla lowerings carry the numpy kernels' family file
+names, an op's lowering sits in the file named as its kernel's, no engine imports another's folder, and what they
+share lives in ``backend/shared``, which imports neither engine nor jax.
+
+Imports are read from the source (``test_import_cycles.import_graph``), so these run without jax, except the one
+that compares the two engines' tables.
+"""
+from __future__ import annotations
+
+import ast
+
+import networkx as nx
+import pytest
+
+from tests.framework.test_import_cycles import FRAMEWORK, import_graph
+
+BACKEND = FRAMEWORK / "backend"
+KERNELS = BACKEND / "numpy" / "kernels"
+LOWERINGS = BACKEND / "xla" / "lowerings"
+
+
+def _stems(folder) -> set[str]:
+    return {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+
+
+def _imports(prefix: str) -> dict[str, set[str]]:
+    """Each framework module under ``prefix`` -> the framework modules it imports."""
+    graph = import_graph(FRAMEWORK, "framework")
+    return {m: set(graph.successors(m)) for m in graph if m == prefix or m.startswith(prefix + ".")}
+
+
+def test_every_lowering_family_file_is_named_as_a_kernel_family_file():
+    assert _stems(LOWERINGS), "no lowering families found"
+    assert not _stems(LOWERINGS) - _stems(KERNELS)
+
+
+@pytest.mark.parametrize("engine,other", [("xla", "numpy"), ("numpy", "xla")])
+def test_an_engine_imports_nothing_of_the_other(engine, other):
+    reached = {m: sorted(t for t in targets if t.startswith(f"framework.backend.{other}"))
+               for m, targets in _imports(f"framework.backend.{engine}").items()}
+    assert not {m: t for m, t in reached.items() if t}
+
+
+def test_the_shared_place_reaches_no_engine_and_no_jax():
+    graph = import_graph(FRAMEWORK, "framework")
+    shared = [m for m in graph if m.startswith("framework.backend.shared")]
+    reached = set().union(*(nx.descendants(graph, m) for m in shared))
+    assert not {m for m in reached if m.startswith(("framework.backend.numpy", "framework.backend.xla"))}
+    for path in (BACKEND / "shared").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not [n for n in names if n.split(".")[0] == "jax"], path.name
+
+
+def test_an_op_lowered_and_kernelled_by_hand_sits_in_families_of_one_name():
+    pytest.importorskip("jax")
+    from gradgen.framework.backend.numpy.kernels import FAMILIES as KERNEL_FAMILIES
+    from gradgen.framework.backend.xla.lowerings import FAMILIES as LOWERING_FAMILIES
+
+    def family_of(families, table: str) -> dict[str, str]:
+        return {t: f.__name__.rsplit(".", 1)[-1] for f in families for t in getattr(f, table)}
+
+    kernels, lowerings = family_of(KERNEL_FAMILIES, "KERNELS"), family_of(LOWERING_FAMILIES, "LOWERINGS")
+    apart = {t: (kernels[t], lowerings[t]) for t in kernels.keys() & lowerings.keys() if kernels[t] != lowerings[t]}
+    assert not apart, f"op type -> (numpy kernel family, xla lowering family): {apart}"
