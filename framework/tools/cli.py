@@ -189,7 +189,8 @@ def cmd_check_grad(args) -> int:
     if elements > SWEEP_WARNING:
         print(f"gradgen: warning: checking {elements} elements runs the program {2 * elements} times; "
               "choose fewer vars with --wrt", file=sys.stderr)
-    print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))})")
+    print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))}); "
+          "rel error = |analytic - numeric| / (|numeric| + atol/rtol), ok when <= rtol")
     bar = progress(elements, elements > 100, "element")
     reports = check_gradients(program, loss.name, pairs, feed, scope, delta=delta, rtol=rtol, atol=atol,
                               on_element=bar.update)
@@ -351,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", help="comma-separated vars (default: floating-point feeds and parameters)")
     p.add_argument("--delta", type=float, help="finite-difference step (default: by dtype, 1e-6 for float64, "
                    "1e-3 for float32)")
-    p.add_argument("--rtol", type=float, help="relative tolerance (default: by dtype, 1e-5 / 5e-2)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: by dtype, 1e-5 / 5e-2): an element "
+                   "passes when |analytic - numeric| <= atol + rtol * |numeric|")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: by dtype, 1e-7 / 5e-3)")
     p.set_defaults(run=cmd_check_grad)
 
