@@ -27,6 +27,11 @@ from .cli_values import program_var as _var
 SWEEP_WARNING = 10_000
 """check-grad warns before sweeping more elements than this (each costs two runs of the program)."""
 
+SCREENSHOT_HELP = ("A picture of the page without a display: chromium --headless --no-sandbox --window-size=1600,1200 "
+                   "--screenshot=page.png file://$PWD/page.html (as root Chromium will not start without "
+                   "--no-sandbox; as another user leave it out and keep the sandbox).")
+"""The end of ``gradgen explain --help`` (design_docs/explain.md says the same)."""
+
 
 def _version() -> str:
     try:
@@ -365,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lay ops out top to bottom (default) or left to right")
     p.set_defaults(run=cmd_dot)
 
-    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory")
+    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory",
+                       epilog=SCREENSHOT_HELP)
     p.add_argument("program")
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
