@@ -18,9 +18,10 @@ import numpy as np
 from gradgen.program.errors import GradgenError
 
 from . import cli_onnx, cli_parallel, cli_run
-from .cli_run import backend_option, prepare, progress, runtime_options
-from .cli_values import CliError, load_feeds, parse_names, parse_shape_args
-from .cli_values import load_program as _load
+from .cli_feeds import program_feeds
+from .cli_files import load_program as _load
+from .cli_run import backend_option, check_values, prepare, progress, runtime_options
+from .cli_values import CliError, parse_names, parse_shape_args
 from .cli_values import program_var as _var
 
 
@@ -171,8 +172,9 @@ def cmd_check_grad(args) -> int:
     from .. import gradients
     from .gradcheck import check_gradients, tolerances_for
 
-    program, exe, scope = prepare(args)
-    feed = load_feeds(args.feed)
+    program, exe, scope, _ = prepare(args)
+    feed = program_feeds(program, args.feed, args.cast)
+    check_values(program, scope, feed)
     loss = _var(program, args.loss, "loss")
     if args.wrt:
         wrt = [_var(program, n, "--wrt var") for n in parse_names(args.wrt)]
@@ -301,9 +303,7 @@ def cmd_modes(args) -> int:
         _var(program, name, "--wrt var")
     if not outputs or not wrt:
         raise CliError("give --outputs and --wrt (comma-separated var names)")
-    values = load_feeds(args.feed)
-    for name in values:
-        _var(program, name, "fed var")
+    values = program_feeds(program, args.feed, args.cast)
     reports = compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats, values)
     print(modes_text(reports), end="")
     return 0
@@ -398,8 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", required=True, help="comma-separated vars to differentiate with respect to")
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
-    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy|NAME=FILE.npz|FILE.npz",
                    help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
+    p.add_argument("--cast", action="store_true", help="convert a feed to its var's declared dtype (as run --cast)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
     p.set_defaults(run=cmd_modes)
     for p in sub.choices.values():  # --debug after the subcommand too; SUPPRESS keeps one given before it

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .cli_values import CliError, count, describe_array, load_feeds, parse_names, save_arrays
-from .cli_values import load_program as _load
+from .cli_feeds import program_feeds
+from .cli_files import load_program as _load
+from .cli_files import open_program
+from .cli_values import CliError, count, describe_array, parse_names, save_arrays
 from .cli_values import program_var as _var
 
-__all__ = ["add_commands", "backend_option", "prepare", "progress", "runtime_options"]
+if TYPE_CHECKING:
+    from gradgen.program import Program
+
+    from ..runtime.executor import Executor
+    from ..runtime.scope import Scope
+
+__all__ = ["add_commands", "backend_option", "check_values", "prepare", "Prepared", "progress", "runtime_options"]
 
 PROFILE_STEPS = 40
 """``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
@@ -80,20 +89,47 @@ def _print_profile(exe, program) -> None:
     print(profile_text(program, exe.profile(program), top=PROFILE_STEPS), end="")
 
 
-def prepare(args):
-    """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
+class Prepared(NamedTuple):
+    """A program ready to run: its executor and scope (startup run, parameters loaded)."""
+
+    program: "Program"
+    executor: "Executor"
+    scope: "Scope"
+    fetches: tuple[str, ...]
+    """What an inference model folder fetches (empty for a program file)."""
+
+
+def prepare(args) -> Prepared:
+    """Load the program (a file or an inference model folder), run ``--startup`` and load ``--params``; without
+    either, load the parameters gradgen wrote with the program (an inference folder's, or import-onnx's
+    ``NAME.params.npz`` beside ``NAME.json``)."""
     from .. import Executor, Scope
     from ..io import load_params
 
-    program = _load(args.program)
+    files = open_program(args.program)
     exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
-    if args.params:
-        if not os.path.exists(args.params):
-            raise CliError(f"no such parameter file: {args.params}")
-        load_params(args.params, program, scope, strict=False)
-    return program, exe, scope
+    params = args.params or (None if args.startup else files.params)
+    if params:
+        if not os.path.exists(params):
+            raise CliError(f"no such parameter file: {params}")
+        load_params(params, files.program, scope, strict=False)
+    return Prepared(files.program, exe, scope, files.fetches)
+
+
+def check_values(program: "Program", scope: "Scope", feed: dict) -> None:
+    """A CliError, with command-line advice, when the program reads a persistable var that neither the scope
+    nor the feeds hold (the executor's own error would say what to call in Python)."""
+    from ..passes.prune import required_inputs
+
+    _, persistables = required_inputs(program.global_block())
+    missing = [n for n in persistables if n not in scope and n not in feed]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise CliError(f"the program reads {shown}, with no value given: give --params FILE.npz (what "
+                       "--save-params, save_inference_model or import-onnx wrote) or --startup FILE.json (the startup "
+                       "program that initializes them)")
 
 
 def cmd_run(args) -> int:
@@ -123,13 +159,13 @@ def _run(args, comm) -> int:
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1 (got {args.steps})")
-    program, exe, scope = prepare(args)
-    feed = load_feeds(args.feed)
-    for name in feed:
-        _var(program, name, "fed var")
+    program, exe, scope, named_fetches = prepare(args)
+    feed = program_feeds(program, args.feed, args.cast)
     if args.shard or args.shard_axis:
         feed = shard_feed(feed, comm, _shard_axes(args.shard_axis))
-    fetch = parse_names(args.fetch)
+    fetch = parse_names(args.fetch) or list(named_fetches)
+    if not fetch:
+        raise CliError("give --fetch: the vars to print, comma-separated (an inference model folder names its own)")
     for name in fetch:
         _var(program, name, "fetched var")
     if args.steps == 1 and not args.save_params and not args.memory:
@@ -137,6 +173,7 @@ def _run(args, comm) -> int:
         # training program then needs no labels (and updates nothing, which no-one could have seen anyway).
         # The memory report is about the whole program as written, so it turns this off.
         program = prune(program, fetch, feeds=list(feed))
+    check_values(program, scope, feed)
     speaks = comm.rank == 0  # only rank 0 prints and writes files
     values, measured = [], {}
     for step in progress(args.steps, args.steps > 1 and speaks):
@@ -172,11 +209,18 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
 
 
 def runtime_options(p) -> None:
-    """A program file to run, with its feeds, startup program and parameters."""
-    p.add_argument("program")
-    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy", help="a feed (repeatable)")
+    """A program to run (a file, or an inference model folder), with its feeds, startup program and parameters."""
+    p.add_argument("program", help="a program file (.json), or a folder save_inference_model wrote")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy|NAME=FILE.npz|FILE.npz",
+                   help="a feed: one array, the archive's array NAME (or its only one), or every array of the "
+                        "archive by its name (repeatable)")
+    p.add_argument("--cast", action="store_true",
+                   help="convert a feed to its var's declared dtype (float64 data into a float32 program): floats "
+                        "round to a narrower float; any other conversion only when no value changes")
     p.add_argument("--startup", help="a startup program to run first (initializes parameters)")
-    p.add_argument("--params", help="a parameter file (.npz) to load")
+    p.add_argument("--params", help="a parameter file (.npz) to load (default, without --startup: the one gradgen "
+                   "wrote with the program: an inference folder's, or NAME.params.npz beside NAME.json as "
+                   "import-onnx writes)")
 
 
 def add_commands(sub) -> None:
@@ -191,10 +235,10 @@ def add_commands(sub) -> None:
     backend_option(p, auto=True)
     p.set_defaults(run=cmd_example)
 
-    p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
-                       "runs only the ops the fetches need)")
+    p = sub.add_parser("run", help="run a program file (or inference model folder) and print fetched values "
+                       "(one run with no --save-params runs only the ops the fetches need)")
     runtime_options(p)
-    p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
+    p.add_argument("--fetch", help="comma-separated vars to fetch (default: the ones an inference model folder names)")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
     backend_option(p, auto=True)
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
