@@ -3,6 +3,7 @@ with the options and helpers they share with the other commands (a program, its 
 backend; a progress bar)."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, NamedTuple
@@ -12,7 +13,7 @@ import numpy as np
 from .cli_feeds import program_feeds
 from .cli_files import load_program as _load
 from .cli_files import open_program
-from .cli_values import CliError, count, describe_array, parse_names, save_arrays
+from .cli_values import CliError, brief_array, count, describe_array, parse_names, save_arrays
 from .cli_values import program_var as _var
 
 if TYPE_CHECKING:
@@ -25,6 +26,9 @@ __all__ = ["add_commands", "backend_option", "check_values", "prepare", "Prepare
 
 PROFILE_STEPS = 40
 """``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
+
+LOG_LINES = 10
+"""``gradgen run --steps N`` prints the fetched values this many times during the run unless ``--log-every`` says."""
 
 
 def progress(steps: int, enabled: bool, unit: str = "step"):
@@ -152,6 +156,24 @@ def _shard_axes(items: list[str]) -> dict[str, int]:
     return axes
 
 
+def _log_every(args) -> int:
+    """Steps between the lines ``run`` prints during a run: ``--log-every``, else about ``LOG_LINES`` a run."""
+    if args.log_every is not None:
+        return args.log_every
+    return math.ceil(args.steps / LOG_LINES) if args.steps > 1 else 0
+
+
+def _show_step(bar, done: int, steps: int, every: int, fetch: list[str], values) -> None:
+    """After step ``done`` of ``steps``: the first fetched number beside the bar, and every ``every`` steps a line
+    of all the fetched values (not after the last step: the values of that one print in full after the run)."""
+    first = next(((n, v) for n, v in zip(fetch, values) if np.size(v) == 1), None)
+    if first is not None:
+        bar.set_postfix_str(f"{first[0]} {brief_array(first[1])}", refresh=False)
+    if every and done % every == 0 and done < steps:
+        bar.write(f"step {done}/{steps}: " + ", ".join(f"{n} {brief_array(v)}" for n, v in zip(fetch, values)),
+                  file=sys.stdout)
+
+
 def _run(args, comm) -> int:
     from ..distributed import save_params_on_rank0, shard_feed
     from ..passes.prune import prune
@@ -176,11 +198,16 @@ def _run(args, comm) -> int:
     check_values(program, scope, feed)
     speaks = comm.rank == 0  # only rank 0 prints and writes files
     values, measured = [], {}
-    for step in progress(args.steps, args.steps > 1 and speaks):
+    every = _log_every(args)
+    bar = progress(args.steps, args.steps > 1 and speaks)
+    for step in bar:
         if step == 0 and args.memory and speaks:  # a loop's history is as long as this run's trip count
             values, measured = measured_run(exe, program, feed, fetch, scope)
         else:
             values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+        if speaks and args.steps > 1:
+            _show_step(bar, step + 1, args.steps, every, fetch, values)
+    bar.close()
     if args.memory and speaks:
         report = analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch, measured=measured)
         print(memory_text(report), end="")
@@ -240,6 +267,8 @@ def add_commands(sub) -> None:
     runtime_options(p)
     p.add_argument("--fetch", help="comma-separated vars to fetch (default: the ones an inference model folder names)")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
+    p.add_argument("--log-every", type=count, metavar="K", help=f"with --steps: print the fetched values every K "
+                   f"steps (default: {LOG_LINES} times a run; 0: only after the run)")
     backend_option(p, auto=True)
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "

@@ -15,7 +15,7 @@ from gradgen.program.errors import GradgenError
 from gradgen.program.files import write_atomically
 
 __all__ = ["CliError", "program_var", "ArgumentError", "parse_names", "split_pair", "count",
-           "parse_shape_args", "describe_array", "npy_file_name", "save_arrays"]
+           "parse_shape_args", "describe_array", "brief_array", "npy_file_name", "save_arrays"]
 
 
 class CliError(GradgenError):
@@ -86,6 +86,16 @@ def describe_array(value) -> str:
         return (f"{head} min {a.min():.6g}, max {a.max():.6g}, mean {a.mean():.6g}, "
                 f"std {a.std():.6g}")
     return f"{head} ({a.size} elements)"
+
+
+def brief_array(value) -> str:
+    """A short form for a line of a log: one number as itself (``0.312``), more as dtype, shape and mean."""
+    a = np.asarray(value)
+    if a.size == 1:
+        number = a.reshape(-1)[0]
+        return f"{number:.6g}" if np.issubdtype(a.dtype, np.floating) else str(number.item())
+    head = f"{a.dtype}{list(a.shape)}"
+    return f"{head} mean {a.mean():.6g}" if a.size and np.issubdtype(a.dtype, np.number) else head
 
 
 def npy_file_name(name: str) -> str:
