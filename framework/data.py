@@ -1,9 +1,12 @@
 """Feeding data: batch and shuffle numpy arrays or sample generators into feed dicts, with a progress bar.
 
-Two spellings of one job. gradgen's own:
+Two spellings of one job. gradgen's own, one progress bar for the whole run
+with the latest loss beside it (on a terminal only):
 
-    for feed in DataLoader({"x": xs, "y": ys}, batch_size=32, shuffle=True, seed=0):
-        exe.run(main, feed=feed, fetch_list=[loss])
+    loader = DataLoader({"x": xs, "y": ys}, batch_size=32, shuffle=True, seed=0)
+    for feed in loader.epochs(10):
+        (loss_value,) = exe.run(main, feed=feed, fetch_list=[loss])
+        loader.show(loss=loss_value)
 
 and Paddle's readers (functions returning an iterator of samples, one tuple
 per example) with ``batch``, ``shuffle`` and a ``DataFeeder`` that stacks a
@@ -135,7 +138,9 @@ class DataLoader:
     with ``feed_list`` (the data vars, in sample order). Every pass over the
     loader reshuffles (when ``shuffle``) from one seeded generator; readers
     shuffle within a buffer of ``buf_size`` samples. The progress bar (tqdm)
-    shows when ``progress`` is true and stderr is a terminal.
+    shows when ``progress`` is true and stderr is a terminal: ``epochs(n)``
+    draws one for a whole run of ``n`` passes, ``show(loss=...)`` puts the
+    latest loss beside it.
     """
 
     def __init__(self, data: Mapping[str, Any] | Reader, batch_size: int = 1, shuffle: bool = False,
@@ -145,6 +150,10 @@ class DataLoader:
             raise DataError(f"batch_size must be positive, got {batch_size}")
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), bool(drop_last)
         self.progress, self.desc, self.buf_size = progress, desc, int(buf_size)
+        self.epoch = 0
+        """The pass the latest batch is from (0-based)."""
+        self._bar: Any = None
+        self._shown: dict[str, float] = {}
         self._rng = np.random.default_rng(seed)
         self._arrays: dict[str, np.ndarray] | None = None
         if callable(data):
@@ -184,14 +193,49 @@ class DataLoader:
             yield self._feeder.feed(minibatch)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        batches = self._array_batches() if self._arrays is not None else self._reader_batches()
-        total = len(self) if self._arrays is not None else None
-        bar = tqdm(batches, total=total, desc=self.desc, unit="batch", file=sys.stderr,
+        """One pass over the data. Its bar leaves the screen when the pass ends, so passes in a loop of the
+        caller's own draw over one another instead of piling up; ``epochs(n)`` keeps one bar for the run."""
+        return self._passes(1, leave=False)
+
+    def epochs(self, count: int) -> Iterator[dict[str, np.ndarray]]:
+        """Every batch of ``count`` passes (each shuffled afresh, as ``for feed in loader`` is) under one progress
+        bar for the whole run, which stays on the screen at the end; ``self.epoch`` is the pass a batch is from.
+
+        >>> for feed in loader.epochs(10):
+        ...     (loss,) = exe.run(main, feed=feed, fetch_list=[avg_loss])
+        ...     loader.show(loss=loss)
+        """
+        if int(count) < 0:
+            raise DataError(f"epochs must be >= 0, got {count}")
+        return self._passes(int(count), leave=True)
+
+    def show(self, **values: Any) -> None:
+        """Show numbers beside the progress bar (the latest fetched loss: ``loader.show(loss=loss)``); each name
+        keeps its latest value until the run ends."""
+        for name, value in values.items():
+            if np.size(value) != 1:
+                raise DataError(f"show({name}=...) takes one number (a fetched loss), got shape {np.shape(value)}")
+            self._shown[name] = float(np.asarray(value).reshape(-1)[0])
+        if self._bar is not None:
+            self._bar.set_postfix(self._shown, refresh=False)
+
+    def _passes(self, count: int, leave: bool) -> Iterator[dict[str, np.ndarray]]:
+        total = count * len(self) if self._arrays is not None else None
+        bar = tqdm(total=total, desc=self.desc, unit="batch", file=sys.stderr, leave=leave, dynamic_ncols=True,
                    disable=None if self.progress else True)
+        self._bar, self._shown = bar, {}
         try:
-            yield from bar
+            for epoch in range(count):
+                self.epoch = epoch
+                if count > 1:
+                    bar.set_description(f"{self.desc + ': ' if self.desc else ''}epoch {epoch + 1}/{count}",
+                                        refresh=False)
+                for feed in self._array_batches() if self._arrays is not None else self._reader_batches():
+                    yield feed
+                    bar.update()
         finally:
             bar.close()
+            self._bar = None
 
 
 __all__ = ["DataLoader", "DataFeeder", "DataError", "batch", "shuffle", "Reader"]

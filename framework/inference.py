@@ -80,7 +80,10 @@ def save_inference_model(dirname: str | os.PathLike, feeds, fetches, program: Pr
     return written
 
 
-def _read_manifest(dirname: str) -> dict:
+def read_manifest(dirname: str | os.PathLike) -> dict:
+    """The checked manifest of an inference model folder (``model``, ``params``, ``feeds``, ``fetches``): what
+    ``load_inference_model`` and the ``gradgen`` command read first."""
+    dirname = os.fspath(dirname)
     path = os.path.join(dirname, MANIFEST)
     try:
         with open(path, "rb") as f:
@@ -115,7 +118,7 @@ def load_inference_model(dirname: str | os.PathLike, executor: Executor | None =
     call order and not needed.
     """
     dirname = os.fspath(dirname)
-    manifest = _read_manifest(dirname)
+    manifest = read_manifest(dirname)
     program = Program.load(os.path.join(dirname, model_filename or manifest["model"]))
     block = program.global_block()
     for name in manifest["feeds"] + manifest["fetches"]:
@@ -127,4 +130,4 @@ def load_inference_model(dirname: str | os.PathLike, executor: Executor | None =
     return program, list(manifest["feeds"]), [block.var(n) for n in manifest["fetches"]]
 
 
-__all__ = ["save_inference_model", "load_inference_model", "InferenceModelError", "MANIFEST"]
+__all__ = ["save_inference_model", "load_inference_model", "read_manifest", "InferenceModelError", "MANIFEST"]

@@ -10,7 +10,9 @@ order, a dict from var name to the name of its current tangent, nothing else:
 
 1. seed each input's tangent (the given var, or ones made by ``fill_any_like`` just
    before the first op that reads it), after the last op that writes the input;
-2. for each op up to the last one writing a target: if an input has a tangent, call
+2. for each op up to the last one writing a target, of those the targets depend on
+   (``prune.needed_ops``: a second call pushes nothing through the first one's tangent
+   ops): if an input has a tangent, call
    the op's tangent rule with a fresh ``Builder``, insert the ops it records right
    after the op (role ``forward_grad``, ``forward_op`` = the op), and map each output
    to its tangent; an output without one (a symbolic zero) is dropped from the map;
@@ -36,6 +38,7 @@ from gradgen.program.variable import Variable
 from ..errors import ForwardError
 from .backward import gradients
 from .backward_context import NameAllocator
+from .prune import needed_ops
 from .forward_context import RuleContext
 
 TANGENT_SUFFIX = "@TANGENT"
@@ -51,13 +54,15 @@ class ForwardPass:
         self.names = NameAllocator(program.global_block())
 
     # -- one block -------------------------------------------------------------
-    def walk(self, block, seeds: dict[int, list[tuple[str, object]]], end: int,
-             origin: list | None = None) -> dict[str, str]:
+    def walk(self, block, seeds: dict[int, list[tuple[str, object]]], end: int, origin: list | None = None,
+             needed: set[int] | None = None) -> dict[str, str]:
         """Push tangents through ops ``[0, end)`` of ``block``, inserting tangent ops; the tangents at the end.
 
         ``seeds[k]`` are ``(var, tangent)`` pairs that take effect after op ``k``
         (``-1``: before the first op); a tangent of ``_ONES`` is made on first read.
         ``origin[k]``, when given, is the op that op ``k`` copies (the tangent ops' ``forward_op``).
+        ``needed``, when given, holds the ops whose outputs the wanted tangents depend on: the others get no
+        tangent ops (their outputs lose their tangents), so a pass adds only what its targets need.
         """
         tangents: dict[str, object] = dict(seeds.get(-1, ()))
         original = list(block.ops[:end])
@@ -65,7 +70,8 @@ class ForwardPass:
         for k, op in enumerate(original):
             at = k + offset
             source = origin[k] if origin is not None else op
-            reads = [n for n in op.input_arg_names if n in tangents]
+            wanted = needed is None or k in needed
+            reads = [n for n in op.input_arg_names if n in tangents] if wanted else []
             for n in reads:
                 if tangents[n] is _ONES:
                     tangents[n] = self.ones(block, at, n, source)
@@ -254,7 +260,9 @@ def forward_gradients(targets, inputs, input_tangents=None) -> list[Variable | N
     forward_pass = ForwardPass(block.program)
     before = _Snapshot(block.program)
     try:
-        tangents = forward_pass.walk(block, seeds, end)
+        # Only the ops the targets depend on get tangent ops: not a forward op the targets do not read, nor the
+        # tangent ops an earlier call made (a second call used to push tangents through those too).
+        tangents = forward_pass.walk(block, seeds, end, needed=set(needed_ops(block, wanted)))
         found = []
         for t in targets:
             tangent = tangents.get(t.name)

@@ -18,14 +18,20 @@ import numpy as np
 from gradgen.program.errors import GradgenError
 
 from . import cli_onnx, cli_parallel, cli_run
-from .cli_run import backend_option, prepare, progress, runtime_options
-from .cli_values import CliError, load_feeds, parse_names, parse_shape_args
-from .cli_values import load_program as _load
+from .cli_feeds import program_feeds
+from .cli_files import load_program as _load
+from .cli_run import backend_option, check_values, prepare, progress, runtime_options
+from .cli_values import CliError, parse_names, parse_shape_args
 from .cli_values import program_var as _var
 
 
 SWEEP_WARNING = 10_000
 """check-grad warns before sweeping more elements than this (each costs two runs of the program)."""
+
+SCREENSHOT_HELP = ("A picture of the page without a display: chromium --headless --no-sandbox --window-size=1600,1200 "
+                   "--screenshot=page.png file://$PWD/page.html (as root Chromium will not start without "
+                   "--no-sandbox; as another user leave it out and keep the sandbox).")
+"""The end of ``gradgen explain --help`` (design_docs/explain.md says the same)."""
 
 
 def _version() -> str:
@@ -166,8 +172,9 @@ def cmd_check_grad(args) -> int:
     from .. import gradients
     from .gradcheck import check_gradients, tolerances_for
 
-    program, exe, scope = prepare(args)
-    feed = load_feeds(args.feed)
+    program, exe, scope, _ = prepare(args)
+    feed = program_feeds(program, args.feed, args.cast)
+    check_values(program, scope, feed)
     loss = _var(program, args.loss, "loss")
     if args.wrt:
         wrt = [_var(program, n, "--wrt var") for n in parse_names(args.wrt)]
@@ -189,7 +196,8 @@ def cmd_check_grad(args) -> int:
     if elements > SWEEP_WARNING:
         print(f"gradgen: warning: checking {elements} elements runs the program {2 * elements} times; "
               "choose fewer vars with --wrt", file=sys.stderr)
-    print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))})")
+    print(f"step {delta:g}, rtol {rtol:g}, atol {atol:g} ({', '.join(sorted({v.dtype for v in wrt}))}); "
+          "rel error = |analytic - numeric| / (|numeric| + atol/rtol), ok when <= rtol")
     bar = progress(elements, elements > 100, "element")
     reports = check_gradients(program, loss.name, pairs, feed, scope, delta=delta, rtol=rtol, atol=atol,
                               on_element=bar.update)
@@ -295,9 +303,7 @@ def cmd_modes(args) -> int:
         _var(program, name, "--wrt var")
     if not outputs or not wrt:
         raise CliError("give --outputs and --wrt (comma-separated var names)")
-    values = load_feeds(args.feed)
-    for name in values:
-        _var(program, name, "fed var")
+    values = program_feeds(program, args.feed, args.cast)
     reports = compare_modes(program, outputs, wrt, parse_shape_args(args.feed_shape), args.repeats, values)
     print(modes_text(reports), end="")
     return 0
@@ -351,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", help="comma-separated vars (default: floating-point feeds and parameters)")
     p.add_argument("--delta", type=float, help="finite-difference step (default: by dtype, 1e-6 for float64, "
                    "1e-3 for float32)")
-    p.add_argument("--rtol", type=float, help="relative tolerance (default: by dtype, 1e-5 / 5e-2)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: by dtype, 1e-5 / 5e-2): an element "
+                   "passes when |analytic - numeric| <= atol + rtol * |numeric|")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: by dtype, 1e-7 / 5e-3)")
     p.set_defaults(run=cmd_check_grad)
 
@@ -363,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lay ops out top to bottom (default) or left to right")
     p.set_defaults(run=cmd_dot)
 
-    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory")
+    p = sub.add_parser("explain", help="write an HTML page linking grad ops to forward ops and to memory",
+                       epilog=SCREENSHOT_HELP)
     p.add_argument("program")
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims of the memory timeline (repeatable; default 1)")
@@ -390,8 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrt", required=True, help="comma-separated vars to differentiate with respect to")
     p.add_argument("--feed-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="a feed's shape, to size the -1 dims (repeatable)")
-    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy",
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy|NAME=FILE.npz|FILE.npz",
                    help="a value to feed instead of random numbers (a loop count, labels; repeatable)")
+    p.add_argument("--cast", action="store_true", help="convert a feed to its var's declared dtype (as run --cast)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per mode (the median is reported)")
     p.set_defaults(run=cmd_modes)
     for p in sub.choices.values():  # --debug after the subcommand too; SUPPRESS keeps one given before it

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 
+from .cli_files import load_program as _load
+from .cli_files import params_beside
 from .cli_values import CliError, parse_names
-from .cli_values import load_program as _load
 from .cli_values import program_var as _var
 
 __all__ = ["add_commands", "cmd_export_onnx", "cmd_import_onnx"]
@@ -46,7 +47,8 @@ def cmd_import_onnx(args) -> int:
     program.save(args.output)
     written = ""
     if params:
-        out = args.params_out or os.path.splitext(args.output)[0] + ".params.npz"
+        beside = params_beside(args.output)  # where `gradgen run` looks for them
+        out = args.params_out or beside
         from ..io import save_params
         from ..runtime.scope import Scope
 
@@ -54,7 +56,7 @@ def cmd_import_onnx(args) -> int:
         for name, value in params.items():
             scope.set(name, value)
         save_params(out, program, scope)
-        written = f" and {out} ({len(params)} parameters)"
+        written = f" and {out} ({len(params)} parameters{'' if out == beside else '; run it with --params ' + out})"
     print(f"wrote {args.output}{written}; outputs: " + ", ".join(f"{k} -> {v}" for k, v in outputs.items()))
     return 0
 

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import tempfile
 
-from .cli_values import CliError, load_program as _load
+from .cli_files import load_program as _load
+from .cli_values import CliError
 
 __all__ = ["add_commands", "cmd_data_parallel", "cmd_launch"]
 

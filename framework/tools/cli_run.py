@@ -3,19 +3,32 @@ with the options and helpers they share with the other commands (a program, its 
 backend; a progress bar)."""
 from __future__ import annotations
 
+import math
 import os
 import sys
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .cli_values import CliError, count, describe_array, load_feeds, parse_names, save_arrays
-from .cli_values import load_program as _load
+from .cli_feeds import program_feeds
+from .cli_files import load_program as _load
+from .cli_files import open_program
+from .cli_values import CliError, brief_array, count, describe_array, parse_names, save_arrays
 from .cli_values import program_var as _var
 
-__all__ = ["add_commands", "backend_option", "prepare", "progress", "runtime_options"]
+if TYPE_CHECKING:
+    from gradgen.program import Program
+
+    from ..runtime.executor import Executor
+    from ..runtime.scope import Scope
+
+__all__ = ["add_commands", "backend_option", "check_values", "prepare", "Prepared", "progress", "runtime_options"]
 
 PROFILE_STEPS = 40
 """``--profile`` lists this many of the slowest block-0 steps (with the steps nested in them)."""
+
+LOG_LINES = 10
+"""``gradgen run --steps N`` prints the fetched values this many times during the run unless ``--log-every`` says."""
 
 
 def progress(steps: int, enabled: bool, unit: str = "step"):
@@ -80,20 +93,47 @@ def _print_profile(exe, program) -> None:
     print(profile_text(program, exe.profile(program), top=PROFILE_STEPS), end="")
 
 
-def prepare(args):
-    """Load the program, run the startup program and load params if given; return (program, executor, scope)."""
+class Prepared(NamedTuple):
+    """A program ready to run: its executor and scope (startup run, parameters loaded)."""
+
+    program: "Program"
+    executor: "Executor"
+    scope: "Scope"
+    fetches: tuple[str, ...]
+    """What an inference model folder fetches (empty for a program file)."""
+
+
+def prepare(args) -> Prepared:
+    """Load the program (a file or an inference model folder), run ``--startup`` and load ``--params``; without
+    either, load the parameters gradgen wrote with the program (an inference folder's, or import-onnx's
+    ``NAME.params.npz`` beside ``NAME.json``)."""
     from .. import Executor, Scope
     from ..io import load_params
 
-    program = _load(args.program)
+    files = open_program(args.program)
     exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
-    if args.params:
-        if not os.path.exists(args.params):
-            raise CliError(f"no such parameter file: {args.params}")
-        load_params(args.params, program, scope, strict=False)
-    return program, exe, scope
+    params = args.params or (None if args.startup else files.params)
+    if params:
+        if not os.path.exists(params):
+            raise CliError(f"no such parameter file: {params}")
+        load_params(params, files.program, scope, strict=False)
+    return Prepared(files.program, exe, scope, files.fetches)
+
+
+def check_values(program: "Program", scope: "Scope", feed: dict) -> None:
+    """A CliError, with command-line advice, when the program reads a persistable var that neither the scope
+    nor the feeds hold (the executor's own error would say what to call in Python)."""
+    from ..passes.prune import required_inputs
+
+    _, persistables = required_inputs(program.global_block())
+    missing = [n for n in persistables if n not in scope and n not in feed]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise CliError(f"the program reads {shown}, with no value given: give --params FILE.npz (what "
+                       "--save-params, save_inference_model or import-onnx wrote) or --startup FILE.json (the startup "
+                       "program that initializes them)")
 
 
 def cmd_run(args) -> int:
@@ -116,6 +156,24 @@ def _shard_axes(items: list[str]) -> dict[str, int]:
     return axes
 
 
+def _log_every(args) -> int:
+    """Steps between the lines ``run`` prints during a run: ``--log-every``, else about ``LOG_LINES`` a run."""
+    if args.log_every is not None:
+        return args.log_every
+    return math.ceil(args.steps / LOG_LINES) if args.steps > 1 else 0
+
+
+def _show_step(bar, done: int, steps: int, every: int, fetch: list[str], values) -> None:
+    """After step ``done`` of ``steps``: the first fetched number beside the bar, and every ``every`` steps a line
+    of all the fetched values (not after the last step: the values of that one print in full after the run)."""
+    first = next(((n, v) for n, v in zip(fetch, values) if np.size(v) == 1), None)
+    if first is not None:
+        bar.set_postfix_str(f"{first[0]} {brief_array(first[1])}", refresh=False)
+    if every and done % every == 0 and done < steps:
+        bar.write(f"step {done}/{steps}: " + ", ".join(f"{n} {brief_array(v)}" for n, v in zip(fetch, values)),
+                  file=sys.stdout)
+
+
 def _run(args, comm) -> int:
     from ..distributed import save_params_on_rank0, shard_feed
     from ..passes.prune import prune
@@ -123,13 +181,13 @@ def _run(args, comm) -> int:
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1 (got {args.steps})")
-    program, exe, scope = prepare(args)
-    feed = load_feeds(args.feed)
-    for name in feed:
-        _var(program, name, "fed var")
+    program, exe, scope, named_fetches = prepare(args)
+    feed = program_feeds(program, args.feed, args.cast)
     if args.shard or args.shard_axis:
         feed = shard_feed(feed, comm, _shard_axes(args.shard_axis))
-    fetch = parse_names(args.fetch)
+    fetch = parse_names(args.fetch) or list(named_fetches)
+    if not fetch:
+        raise CliError("give --fetch: the vars to print, comma-separated (an inference model folder names its own)")
     for name in fetch:
         _var(program, name, "fetched var")
     if args.steps == 1 and not args.save_params and not args.memory:
@@ -137,13 +195,19 @@ def _run(args, comm) -> int:
         # training program then needs no labels (and updates nothing, which no-one could have seen anyway).
         # The memory report is about the whole program as written, so it turns this off.
         program = prune(program, fetch, feeds=list(feed))
+    check_values(program, scope, feed)
     speaks = comm.rank == 0  # only rank 0 prints and writes files
     values, measured = [], {}
-    for step in progress(args.steps, args.steps > 1 and speaks):
+    every = _log_every(args)
+    bar = progress(args.steps, args.steps > 1 and speaks)
+    for step in bar:
         if step == 0 and args.memory and speaks:  # a loop's history is as long as this run's trip count
             values, measured = measured_run(exe, program, feed, fetch, scope)
         else:
             values = exe.run(program, feed=feed, fetch_list=fetch, scope=scope)
+        if speaks and args.steps > 1:
+            _show_step(bar, step + 1, args.steps, every, fetch, values)
+    bar.close()
     if args.memory and speaks:
         report = analyze_memory(program, {k: v.shape for k, v in feed.items()}, fetch, measured=measured)
         print(memory_text(report), end="")
@@ -172,11 +236,18 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
 
 
 def runtime_options(p) -> None:
-    """A program file to run, with its feeds, startup program and parameters."""
-    p.add_argument("program")
-    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy", help="a feed (repeatable)")
+    """A program to run (a file, or an inference model folder), with its feeds, startup program and parameters."""
+    p.add_argument("program", help="a program file (.json), or a folder save_inference_model wrote")
+    p.add_argument("--feed", action="append", default=[], metavar="NAME=FILE.npy|NAME=FILE.npz|FILE.npz",
+                   help="a feed: one array, the archive's array NAME (or its only one), or every array of the "
+                        "archive by its name (repeatable)")
+    p.add_argument("--cast", action="store_true",
+                   help="convert a feed to its var's declared dtype (float64 data into a float32 program): floats "
+                        "round to a narrower float; any other conversion only when no value changes")
     p.add_argument("--startup", help="a startup program to run first (initializes parameters)")
-    p.add_argument("--params", help="a parameter file (.npz) to load")
+    p.add_argument("--params", help="a parameter file (.npz) to load (default, without --startup: the one gradgen "
+                   "wrote with the program: an inference folder's, or NAME.params.npz beside NAME.json as "
+                   "import-onnx writes)")
 
 
 def add_commands(sub) -> None:
@@ -191,11 +262,13 @@ def add_commands(sub) -> None:
     backend_option(p, auto=True)
     p.set_defaults(run=cmd_example)
 
-    p = sub.add_parser("run", help="run a program file and print fetched values (one run with no --save-params "
-                       "runs only the ops the fetches need)")
+    p = sub.add_parser("run", help="run a program file (or inference model folder) and print fetched values "
+                       "(one run with no --save-params runs only the ops the fetches need)")
     runtime_options(p)
-    p.add_argument("--fetch", required=True, help="comma-separated vars to fetch")
+    p.add_argument("--fetch", help="comma-separated vars to fetch (default: the ones an inference model folder names)")
     p.add_argument("--steps", type=count, default=1, help="run this many times (e.g. training steps)")
+    p.add_argument("--log-every", type=count, metavar="K", help=f"with --steps: print the fetched values every K "
+                   f"steps (default: {LOG_LINES} times a run; 0: only after the run)")
     backend_option(p, auto=True)
     p.add_argument("--save-params", help="write the persistable vars to this .npz after the run")
     p.add_argument("--save", metavar="DIR", help="write each fetched value to DIR as NAME.npy (characters a file "

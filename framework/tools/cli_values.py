@@ -14,19 +14,12 @@ from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 from gradgen.program.files import write_atomically
 
-__all__ = ["CliError", "load_program", "program_var", "ArgumentError", "parse_names", "load_feeds", "count",
-           "parse_shape_args", "describe_array", "npy_file_name", "save_arrays"]
+__all__ = ["CliError", "program_var", "ArgumentError", "parse_names", "split_pair", "count",
+           "parse_shape_args", "describe_array", "brief_array", "npy_file_name", "save_arrays"]
 
 
 class CliError(GradgenError):
     """A command-line mistake: a missing file, an unknown var name, a malformed argument."""
-
-
-def load_program(path: str) -> Program:
-    """The program saved at ``path``, or a CliError when there is no such file."""
-    if not os.path.exists(path):
-        raise CliError(f"no such program file: {path}")
-    return Program.load(path)
 
 
 def program_var(program: Program, name: str, what: str):
@@ -49,30 +42,12 @@ def parse_names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
 
-def _split_pair(item: str, what: str) -> tuple[str, str]:
+def split_pair(item: str, what: str) -> tuple[str, str]:
+    """``"x=a.npy"`` -> ``("x", "a.npy")``, or an ArgumentError saying ``what`` must look like NAME=VALUE."""
     name, sep, value = item.partition("=")
     if not sep or not name or not value:
         raise ArgumentError(f"{what} must look like NAME=VALUE, got {item!r}")
     return name.strip(), value.strip()
-
-
-def load_feeds(items: list[str]) -> dict[str, np.ndarray]:
-    """``["x=x.npy", ...]`` -> ``{"x": array}``, loading with ``allow_pickle=False``."""
-    feeds = {}
-    for item in items:
-        name, path = _split_pair(item, "--feed")
-        if not os.path.exists(path):
-            raise ArgumentError(f"--feed {name}: no such file: {path}")
-        try:
-            loaded = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise ArgumentError(f"--feed {name}: {path} is not a .npy array file: {e}") from None
-        if not isinstance(loaded, np.ndarray):  # an .npz archive: a mapping of several arrays
-            loaded.close()
-            raise ArgumentError(f"--feed {name}: {path} is an .npz archive of several arrays; a feed is one "
-                                "array in a .npy file (np.save)")
-        feeds[name] = loaded
-    return feeds
 
 
 def count(text: str) -> int:
@@ -90,7 +65,7 @@ def parse_shape_args(items: list[str]) -> dict[str, tuple[int, ...]]:
     """``["x=64,1000"]`` -> ``{"x": (64, 1000)}``."""
     shapes = {}
     for item in items:
-        name, dims = _split_pair(item, "--feed-shape")
+        name, dims = split_pair(item, "--feed-shape")
         try:
             shape = tuple(int(d) for d in dims.split(","))
         except ValueError:
@@ -111,6 +86,16 @@ def describe_array(value) -> str:
         return (f"{head} min {a.min():.6g}, max {a.max():.6g}, mean {a.mean():.6g}, "
                 f"std {a.std():.6g}")
     return f"{head} ({a.size} elements)"
+
+
+def brief_array(value) -> str:
+    """A short form for a line of a log: one number as itself (``0.312``), more as dtype, shape and mean."""
+    a = np.asarray(value)
+    if a.size == 1:
+        number = a.reshape(-1)[0]
+        return f"{number:.6g}" if np.issubdtype(a.dtype, np.floating) else str(number.item())
+    head = f"{a.dtype}{list(a.shape)}"
+    return f"{head} mean {a.mean():.6g}" if a.size and np.issubdtype(a.dtype, np.number) else head
 
 
 def npy_file_name(name: str) -> str:

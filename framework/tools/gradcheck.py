@@ -22,6 +22,9 @@ from ..errors import ExecutionError
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope
 
+__all__ = ["Tolerances", "TOLERANCES", "tolerances_for", "numeric_gradients", "numeric_gradient", "GradReport",
+           "relative_errors", "compare", "check_gradients"]
+
 
 class Tolerances(NamedTuple):
     """Central-difference step and comparison tolerances for one floating-point dtype."""
@@ -118,7 +121,32 @@ class GradReport:
     var: str
     max_abs_error: float
     max_rel_error: float
+    """The largest of ``relative_errors``: ``ok`` exactly when it is at most the rtol of the check."""
     ok: bool
+
+
+def relative_errors(analytic: np.ndarray, numeric: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """``|analytic - numeric| / (|numeric| + atol / rtol)`` per element: at most ``rtol`` exactly when
+    ``|analytic - numeric| <= atol + rtol * |numeric|`` (numpy's ``allclose`` rule), so the one number a check
+    prints is the one it judges. Where ``|numeric|`` is well above ``atol / rtol`` this is the plain relative
+    error; near zero, where a relative error means nothing, the floor ``atol / rtol`` lets ``atol`` rule.
+    With ``rtol`` 0 only ``atol`` counts: 0 within it, infinite beyond it."""
+    err = np.abs(analytic - numeric)
+    if rtol <= 0:
+        return np.where(err <= atol, 0.0, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = err / (np.abs(numeric) + atol / rtol)
+    return np.where(err == 0, 0.0, rel)  # 0 / 0 where both the gradient and atol are 0
+
+
+def compare(var: str, analytic: np.ndarray, numeric: np.ndarray, rtol: float, atol: float) -> GradReport:
+    """The report on one gradient: ``ok`` when every element's ``relative_errors`` is at most ``rtol``."""
+    if analytic.shape != numeric.shape:
+        return GradReport(var, float("inf"), float("inf"), False)
+    err = np.abs(analytic - numeric)
+    rel = relative_errors(analytic, numeric, rtol, atol)
+    worst = float(rel.max(initial=0.0)) if not np.isnan(rel).any() else float("nan")
+    return GradReport(var, float(err.max(initial=0.0)), worst, bool(np.all(rel <= rtol)))
 
 
 def check_gradients(program, target: str, grads: Mapping[str, str], feed: Mapping[str, np.ndarray], scope: Scope,
@@ -133,12 +161,5 @@ def check_gradients(program, target: str, grads: Mapping[str, str], feed: Mappin
     reports = []
     for name, analytic in zip(names, fetched):
         numeric = numeric_gradient(program, feed, scope, target, name, delta, exe, on_element)
-        analytic = np.asarray(analytic, dtype=np.float64)
-        if analytic.shape != numeric.shape:
-            reports.append(GradReport(name, float("inf"), float("inf"), False))
-            continue
-        err = np.abs(analytic - numeric)
-        rel = err / np.maximum(np.abs(numeric), atol)
-        ok = bool(np.all(err <= atol + rtol * np.abs(numeric)))
-        reports.append(GradReport(name, float(err.max(initial=0.0)), float(rel.max(initial=0.0)), ok))
+        reports.append(compare(name, np.asarray(analytic, dtype=np.float64), numeric, rtol, atol))
     return reports

@@ -30,11 +30,11 @@ def test_params_given_a_npy_file(trained, tmp_path):  # noqa: F811
     _one_error_line(result, "not a gradgen parameter file (.npz)")
 
 
-def test_feed_given_a_npz_file(trained):  # noqa: F811
+def test_feed_given_an_npz_file_without_its_name(trained):  # noqa: F811
     out, _ = trained
     result = gradgen("run", out / "main.json", "--feed", f"x={out / 'params.npz'}", "--feed", f"y={out / 'y.npy'}",
                      "--fetch", "loss")
-    _one_error_line(result, "is an .npz archive of several arrays; a feed is one array in a .npy file")
+    _one_error_line(result, "the archive holds no array 'x' (it holds w1, w2, learning_rate_float64_0); give --feed ")
 
 
 @pytest.mark.parametrize("command", ["run", "example"])

@@ -51,3 +51,18 @@ def test_the_page_says_which_backend_runs_the_program(tmp_path):
         page = (tmp_path / f"{backend}.html").read_text(encoding="utf-8")
         assert said in page.replace("&mdash;", "-"), backend
         assert '"backend":"' + backend + '"' in page
+
+
+def test_the_help_and_the_doc_say_how_to_take_a_headless_screenshot_as_root():
+    """Issue 34: Chromium run as root refuses to start without --no-sandbox, which the docs did not say."""
+    from pathlib import Path
+
+    command = ("chromium --headless --no-sandbox --window-size=1600,1200 --screenshot=page.png "
+               "file://$PWD/page.html")
+    result = gradgen("explain", "--help")
+    assert result.returncode == 0
+    flat = " ".join(result.stdout.split())  # argparse wraps the epilog
+    assert command in flat and "as root Chromium will not start without --no-sandbox" in flat, result.stdout
+    doc = (Path(__file__).resolve().parents[2] / "design_docs" / "explain.md").read_text()
+    section = doc.split("### A screenshot without a display", 1)[1].split("###", 1)[0]
+    assert command in section and "Running as root without --no-sandbox is not supported" in section
