@@ -17,7 +17,7 @@ from typing import Callable
 
 import gradgen.program.layers as layers
 
-from ..doc_table import with_table_between, write_table_main
+from ..doc_table import DocTable
 from ..guard import program_guard
 from ..program import Program
 from ..variable import Variable
@@ -170,18 +170,12 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-def with_table(doc: str) -> str:
-    """``doc`` with the text between the marker lines replaced by the current table."""
-    return with_table_between(doc, BEGIN, END, markdown_table())
-
-
-def main(argv: list[str] | None = None) -> int:
-    return write_table_main("python -m gradgen.program.layers.names_table", __doc__.splitlines()[0], with_table,
-                            markdown_table, argv)
+TABLE = DocTable(BEGIN, END, markdown_table, "python -m gradgen.program.layers.names_table", __doc__.splitlines()[0])
+with_table, main = TABLE.with_table, TABLE.main
 
 
 __all__ = ["BEGIN", "END", "NAME", "INPUTS", "SAMPLES", "NOTES", "layers_taking_name", "build", "returned_names",
-           "markdown_table", "with_table", "main"]
+           "markdown_table", "TABLE", "with_table", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())
