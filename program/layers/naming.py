@@ -113,7 +113,6 @@ def named(layer: _Layer) -> _Layer:
         start = len(block.ops)
         return give_name(layer(*args, **kwargs), name, block, start)
 
-    call.names_its_result = True
     return call
 
 
