@@ -57,6 +57,7 @@ _PUBLIC = {
     "import_onnx": ".tools.onnx",
     "io": None,
     "fluid": None,
+    "paddle": None,
     "optimizer": None,
 }
 """Public name -> the module that defines it (None: the name is a submodule of this package)."""

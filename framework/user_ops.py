@@ -29,6 +29,7 @@ from gradgen.program import OP_SCHEMAS
 from gradgen.program.errors import GradgenError
 from gradgen.program.guard import default_main_program
 from gradgen.program.layers.helper import check_var
+from gradgen.program.layers.naming import named
 from gradgen.program.schema import Attr, schema
 
 from .backend.numpy.kernels import KERNELS
@@ -118,7 +119,7 @@ def register_op(type: str, *, inputs: Sequence[str], outputs: Sequence[str], ker
 
     layer.__name__ = type
     layer.__doc__ = spec.doc
-    return layer
+    return named(layer)  # name= names its first output, and a name the program has is an error, as for layers
 
 
 def unregister_op(type: str) -> None:

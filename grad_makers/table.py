@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from gradgen.program.doc_table import with_table_between, write_table_main
+from gradgen.program.doc_table import DocTable
 
 from . import FAMILIES, NON_DIFFERENTIABLE
 
@@ -34,17 +34,10 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-def with_table(doc: str) -> str:
-    """``doc`` with the text between the marker lines replaced by the current table."""
-    return with_table_between(doc, BEGIN, END, markdown_table())
+TABLE = DocTable(BEGIN, END, markdown_table, "python -m gradgen.grad_makers.table", __doc__.splitlines()[0])
+with_table, main = TABLE.with_table, TABLE.main
 
-
-def main(argv: list[str] | None = None) -> int:
-    return write_table_main("python -m gradgen.grad_makers.table", __doc__.splitlines()[0], with_table,
-                            markdown_table, argv)
-
-
-__all__ = ["markdown_table", "with_table", "main", "BEGIN", "END"]
+__all__ = ["markdown_table", "TABLE", "with_table", "main", "BEGIN", "END"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,9 +4,9 @@ refreshes it."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, NamedTuple
 
-__all__ = ["with_table_between", "write_table_main"]
+__all__ = ["with_table_between", "write_table_main", "DocTable"]
 
 
 def with_table_between(doc: str, begin: str, end: str, table: str) -> str:
@@ -34,3 +34,22 @@ def write_table_main(prog: str, description: str, update: Callable[[str], str], 
             f.write(updated)
     print(f"{args.write}: op table {'updated' if updated != doc else 'already current'}")
     return 0
+
+
+class DocTable(NamedTuple):
+    """One generated table: its doc's marker lines, the function that makes it, and its ``--write`` command
+    (``prog``, described by ``description``). ``with_table`` and ``main`` are what a table module exports."""
+
+    begin: str
+    end: str
+    make: Callable[[], str]
+    prog: str
+    description: str
+
+    def with_table(self, doc: str) -> str:
+        """``doc`` with the text between the marker lines replaced by the current table."""
+        return with_table_between(doc, self.begin, self.end, self.make())
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """``prog [--write DOC]``: print the table, or refresh it in DOC."""
+        return write_table_main(self.prog, self.description, self.with_table, self.make, argv)

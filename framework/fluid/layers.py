@@ -14,7 +14,8 @@ from typing import Sequence
 
 from gradgen.program import layers as _layers
 from gradgen.program.errors import ProgramError
-from gradgen.program.layers.helper import append, check_var
+from gradgen.program.layers.creation import as_operands
+from gradgen.program.layers.helper import append, append_into, check_var
 from gradgen.program.layers import *  # noqa: F401,F403  (the facade re-exports every layer under its own name)
 from gradgen.program.variable import Variable
 
@@ -86,12 +87,19 @@ def increment(x: Variable, value: float = 1.0, in_place: bool = True) -> Variabl
     """``x + value`` for a one-element ``x``, written into ``x`` itself when ``in_place`` (Paddle's default)."""
     if any(d != 1 for d in x.shape):
         raise ProgramError(f"increment needs a one-element x, got '{x.name}' {x.type_str()}")
-    return _layers.helper.append("increment", {"X": x}, {"step": float(value)}, name=x.name if in_place else None)
+    if in_place:
+        return append_into("increment", {"X": x}, x, {"step": float(value)})
+    return append("increment", {"X": x}, {"step": float(value)})
 
 
 def less_than(x: Variable, y: Variable, force_cpu=None, cond: Variable | None = None, name=None) -> Variable:
     """``x < y`` as bool, written into ``cond`` when given (how a Paddle ``While`` body updates its condition)."""
-    return _layers.less_than(x, y, name=cond.name if cond is not None else name)
+    if cond is None:
+        return _layers.less_than(x, y, name=name)
+    x, y = as_operands(x, y)
+    out = append_into("less_than", {"X": x, "Y": y}, cond)
+    out.stop_gradient = True  # a comparison carries no gradient, as layers.less_than's own output
+    return out
 
 
 def argsort(input: Variable, axis: int = -1, descending: bool = False, name=None) -> tuple[Variable, Variable]:

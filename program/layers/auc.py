@@ -24,6 +24,7 @@ from ..guard import default_main_program, default_startup_program
 from ..ops.metrics import COUNT_DTYPE, predict_problem
 from ..variable import Variable
 from .helper import check_var
+from .naming import named
 
 
 def _counter(name: str, size: int) -> Variable:
@@ -36,6 +37,7 @@ def _counter(name: str, size: int) -> Variable:
     return var
 
 
+@named
 def auc(input: Variable, label: Variable, num_thresholds: int = 2 ** 12 - 1,
         name: str | None = None) -> tuple[Variable, Variable, list[Variable]]:
     """(AUC over every run so far, this batch's AUC, [positive counts, negative counts]) of scores ``input``.
@@ -55,7 +57,8 @@ def auc(input: Variable, label: Variable, num_thresholds: int = 2 ** 12 - 1,
     base = name or default_main_program().unique_name("auc")
     stats = [_counter(f"{base}.stat_{kind}", num_thresholds + 1) for kind in ("pos", "neg")]
     block = default_main_program().current_block()
-    outs = [block.create_var(f"{base}.{kind}", [], COUNT_DTYPE, stop_gradient=True) for kind in ("auc", "batch_auc")]
+    outs = [block.create_var(out, [], COUNT_DTYPE, stop_gradient=True)
+            for out in (name or f"{base}.auc", f"{base}.batch_auc")]
     block.append_op("auc", {"Predict": [input], "Label": [label], "StatPos": [stats[0]], "StatNeg": [stats[1]]},
                     {"AUC": [outs[0]], "BatchAUC": [outs[1]], "StatPosOut": [stats[0]], "StatNegOut": [stats[1]]},
                     {"num_thresholds": num_thresholds})

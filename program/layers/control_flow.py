@@ -18,6 +18,7 @@ from ..guard import default_main_program
 from ..subblocks import building_block, check_writes_local, external_reads
 from ..variable import Variable
 from .helper import check_var, own_var
+from .naming import claim
 
 
 def _as_results(value, what: str) -> list[Variable]:
@@ -42,9 +43,12 @@ def cond(pred: Variable, true_fn: Callable[[], object], false_fn: Callable[[], o
     """The results of ``true_fn()`` if ``pred`` holds at run time, else of ``false_fn()``.
 
     Both functions are built into their own sub-block and must return the same
-    number of vars with matching dtypes and shapes. Returns one var or a tuple.
+    number of vars with matching dtypes and shapes. Returns one var or a tuple; with ``name``, one result is
+    ``name`` and several are ``name.0``, ``name.1``, ...
     """
     pred = own_var(pred, "cond's pred")
+    if name is not None:  # before the branches are built; their count decides the names claimed below
+        claim(name, "cond")
     program = default_main_program()
     parent = program.current_block()
     branches = []
@@ -62,6 +66,8 @@ def cond(pred: Variable, true_fn: Callable[[], object], false_fn: Callable[[], o
     inputs += [n for n in _outer_results(t_block, t_outs) + _outer_results(f_block, f_outs) if n not in inputs]
     base = name or program.unique_name("cond")
     outs = [base] if len(t_outs) == 1 else [f"{base}.{k}" for k in range(len(t_outs))]
+    if name is not None:
+        outs = [claim(n, "cond") for n in outs]
     parent.append_op("cond", {"Cond": [pred.name], "Input": inputs}, {"Out": outs},
                      {"true_block": t_block.idx, "false_block": f_block.idx, "true_outs": t_outs,
                       "false_outs": f_outs})
@@ -71,7 +77,8 @@ def cond(pred: Variable, true_fn: Callable[[], object], false_fn: Callable[[], o
 
 def while_loop(cond_fn: Callable[..., Variable], body_fn: Callable[..., object], loop_vars: Sequence[Variable],
                max_iterations: int | None = None, name: str | None = None) -> list[Variable]:
-    """Carry ``loop_vars`` through ``body_fn`` while ``cond_fn`` holds; returns their final values.
+    """Carry ``loop_vars`` through ``body_fn`` while ``cond_fn`` holds; returns their final values (with ``name``:
+    ``name.out0``, ``name.out1``, ...).
 
     ``cond_fn(*vars)`` returns a bool scalar var and ``body_fn(*vars)`` the
     next value of every loop var, each with the dtype and shape of the loop
@@ -85,6 +92,11 @@ def while_loop(cond_fn: Callable[..., Variable], body_fn: Callable[..., object],
     program = default_main_program()
     parent = program.current_block()
     base = name or program.unique_name("while")
+    outs = [f"{base}.out{k}" for k in range(len(loop_vars))]
+    history = [f"{base}.history{k}" for k in range(len(loop_vars))]
+    if name is not None:  # before the sub-blocks are built, so a name used twice leaves the program as it was
+        for n in outs + history + [f"{base}.steps"]:
+            claim(n, "while_loop")
 
     def sub_block(fn, role: str):
         block = program.create_block(parent.idx)
@@ -104,8 +116,6 @@ def while_loop(cond_fn: Callable[..., Variable], body_fn: Callable[..., object],
                            f"({', '.join(v.name for v in loop_vars)})")
     inputs = external_reads([c_block, b_block])
     inputs += [n for n in _outer_results(c_block, c_outs) + _outer_results(b_block, b_outs) if n not in inputs]
-    outs = [f"{base}.out{k}" for k in range(len(loop_vars))]
-    history = [f"{base}.history{k}" for k in range(len(loop_vars))]
     parent.append_op("while", {"X": [v.name for v in loop_vars], "Input": inputs},
                      {"Out": outs, "History": history, "Steps": [f"{base}.steps"]},
                      {"cond_block": c_block.idx, "body_block": b_block.idx, "cond_params": c_params,

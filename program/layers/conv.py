@@ -8,6 +8,7 @@ from ..initializer import Constant
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
+from .naming import named
 
 _WORDS = {1: "one int", 2: "a pair of ints", 3: "three ints"}
 
@@ -95,6 +96,7 @@ def _pool(dims: int, x: Variable, pool_size, pool_type: str, stride, padding, ex
                    "dilations": _per_dim(dilation, dims, "dilation")}, name=name)
 
 
+@named
 def conv1d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
            bias: bool = True, act: str | None = None, name: str | None = None) -> Variable:
     """A 1-D convolution layer over NCL input: ``conv2d``'s layer for one spatial dim (filter [O, C/groups, k],
@@ -102,6 +104,7 @@ def conv1d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dila
     return _conv(1, "conv1d", x, num_filters, filter_size, stride, padding, dilation, groups, bias, act, name)
 
 
+@named
 def conv2d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
            bias: bool = True, act: str | None = None, name: str | None = None) -> Variable:
     """A 2-D convolution layer: creates its OIHW filter (Xavier) and ``[num_filters]`` bias (zeros) parameters,
@@ -109,6 +112,7 @@ def conv2d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dila
     return _conv(2, "conv2d", x, num_filters, filter_size, stride, padding, dilation, groups, bias, act, name)
 
 
+@named
 def conv3d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
            bias: bool = True, act: str | None = None, name: str | None = None) -> Variable:
     """A 3-D convolution layer over NCDHW input (filter [O, C/groups, kd, kh, kw], parameters ``conv3d_0.w_0``,
@@ -116,6 +120,7 @@ def conv3d(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dila
     return _conv(3, "conv3d", x, num_filters, filter_size, stride, padding, dilation, groups, bias, act, name)
 
 
+@named
 def conv1d_transpose(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
                      output_padding=0, bias: bool = True, act: str | None = None,
                      name: str | None = None) -> Variable:
@@ -124,6 +129,7 @@ def conv1d_transpose(x: Variable, num_filters: int, filter_size, stride=1, paddi
                            output_padding, bias, act, name)
 
 
+@named
 def conv2d_transpose(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
                      output_padding=0, bias: bool = True, act: str | None = None,
                      name: str | None = None) -> Variable:
@@ -135,6 +141,7 @@ def conv2d_transpose(x: Variable, num_filters: int, filter_size, stride=1, paddi
                            output_padding, bias, act, name)
 
 
+@named
 def conv3d_transpose(x: Variable, num_filters: int, filter_size, stride=1, padding=0, dilation=1, groups: int = 1,
                      output_padding=0, bias: bool = True, act: str | None = None,
                      name: str | None = None) -> Variable:
@@ -143,12 +150,14 @@ def conv3d_transpose(x: Variable, num_filters: int, filter_size, stride=1, paddi
                            output_padding, bias, act, name)
 
 
+@named
 def pool1d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, exclusive: bool = True,
            ceil_mode: bool = False, dilation=1, name=None) -> Variable:
     """``pool2d`` over NCL input; ``padding`` is an int or [before, after]."""
     return _pool(1, x, pool_size, pool_type, stride, padding, exclusive, ceil_mode, dilation, name)
 
 
+@named
 def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, exclusive: bool = True,
            ceil_mode: bool = False, name=None, dilation=1) -> Variable:
     """Max or average pooling; ``stride`` defaults to ``pool_size`` (non-overlapping windows).
@@ -160,6 +169,7 @@ def pool2d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=
     return _pool(2, x, pool_size, pool_type, stride, padding, exclusive, ceil_mode, dilation, name)
 
 
+@named
 def pool3d(x: Variable, pool_size, pool_type: str = "max", stride=None, padding=0, exclusive: bool = True,
            ceil_mode: bool = False, dilation=1, name=None) -> Variable:
     """``pool2d`` over NCDHW input; ``padding`` is an int, three, or six ((before, after) per dim)."""

@@ -9,7 +9,8 @@ from ..errors import ProgramError
 from ..guard import default_main_program, default_startup_program
 from ..initializer import XavierUniform
 from ..variable import Variable
-from .helper import append, check_var, own_var
+from .helper import append, append_into, check_var
+from .naming import named
 
 
 def data(name: str, shape: Sequence[int | None], dtype="float32") -> Variable:
@@ -43,12 +44,14 @@ def create_parameter(shape: Sequence[int], dtype="float32", name: str | None = N
     return var
 
 
+@named
 def fill_constant(shape: Sequence[int], dtype, value: int | float, name: str | None = None) -> Variable:
     """A tensor of ``shape`` filled with ``value``, which ``dtype`` must hold exactly (an int stays exact)."""
     return append("fill_constant", {}, {"shape": list(shape), "dtype": normalize_dtype(dtype), "value": value},
                   name=name, stop_gradient=True)
 
 
+@named
 def uniform_random(shape: Sequence[int], dtype="float32", min: float = -1.0, max: float = 1.0, seed: int = 0,
                    name: str | None = None, redraw: bool = False) -> Variable:
     """Uniform samples in [min, max) (Paddle's ``layers.uniform_random``). ``seed=0`` takes the program's next
@@ -58,6 +61,7 @@ def uniform_random(shape: Sequence[int], dtype="float32", min: float = -1.0, max
     return _random("uniform_random", shape, dtype, {"min": float(min), "max": float(max)}, seed, name, redraw)
 
 
+@named
 def gaussian_random(shape: Sequence[int], mean: float = 0.0, std: float = 1.0, seed: int = 0, dtype="float32",
                     name: str | None = None, redraw: bool = False) -> Variable:
     """Normal samples (Paddle's ``layers.gaussian_random``, same argument order); ``seed`` and ``redraw`` as
@@ -129,8 +133,9 @@ def ones_like(x: Variable, dtype=None) -> Variable:
 
 def assign(x: Variable, output: Variable | None = None) -> Variable:
     """Out = x; writes into ``output`` when given."""
-    name = own_var(output, "assign's output").name if output is not None else None
-    return append("assign", {"X": check_var(x, "x")}, name=name)
+    if output is not None:
+        return append_into("assign", {"X": check_var(x, "x")}, output)
+    return append("assign", {"X": check_var(x, "x")})
 
 
 def cast(x: Variable, dtype) -> Variable:

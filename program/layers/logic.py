@@ -5,8 +5,10 @@ from ..dtypes import normalize_dtype
 from ..variable import Variable
 from .creation import as_operands
 from .helper import append, check_var
+from .naming import named
 
 
+@named
 def where(cond: Variable, x, y, name=None) -> Variable:
     """x where ``cond`` holds, else y (all three broadcast)."""
     x, y = as_operands(x, y)
@@ -20,7 +22,7 @@ def _compare(op_type: str):
 
     layer.__name__ = op_type
     layer.__doc__ = f"Elementwise {op_type}(x, y) as bool, with broadcasting (logical ones take bools)."
-    return layer
+    return named(layer)
 
 
 less_than = _compare("less_than")
@@ -34,22 +36,26 @@ logical_or = _compare("logical_or")
 logical_xor = _compare("logical_xor")
 
 
+@named
 def logical_not(x: Variable, name=None) -> Variable:
     """Elementwise not of bool ``x``."""
     return append("logical_not", {"X": check_var(x, "x")}, name=name, stop_gradient=True)
 
 
+@named
 def argmax(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variable:
     return append("argmax", {"X": check_var(x, "x")}, {"axis": axis, "keep_dim": keep_dim}, name=name,
                   stop_gradient=True)
 
 
+@named
 def argmin(x: Variable, axis: int, keep_dim: bool = False, name=None) -> Variable:
     """The int64 index of the smallest value along ``axis`` (the first one on ties)."""
     return append("argmin", {"X": check_var(x, "x")}, {"axis": axis, "keep_dim": keep_dim}, name=name,
                   stop_gradient=True)
 
 
+@named
 def one_hot(x: Variable, depth: int, dtype="float32", name=None) -> Variable:
     return append("one_hot", {"X": check_var(x, "x")}, {"depth": depth, "dtype": normalize_dtype(dtype)}, name=name,
                   stop_gradient=True)

@@ -13,6 +13,7 @@ from ..errors import ProgramError
 from ..variable import Variable
 from .helper import check_var
 from .manipulation import reshape
+from .naming import named
 from .math import abs, log, minimum, multiply, scale, square, subtract
 from .reduction import mean, reduce_sum
 
@@ -40,16 +41,19 @@ def _reduce(x: Variable, reduction: str, name) -> Variable:
     return reduce_sum(x, name=name) if reduction == "sum" else x
 
 
+@named
 def square_error_cost(input: Variable, label: Variable, name=None) -> Variable:
     """(input - label)^2 per element (broadcasting), as Paddle's ``square_error_cost``."""
     return square(_residual(input, label, "square_error_cost"), name=name)
 
 
+@named
 def mse_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
     """The mean (or sum, or none) of (input - label)^2."""
     return _reduce(square(_residual(input, label, "mse_loss")), reduction, name)
 
 
+@named
 def l1_loss(input: Variable, label: Variable, reduction: str = "mean", name=None) -> Variable:
     """The mean (or sum, or none) of |input - label|."""
     return _reduce(abs(_residual(input, label, "l1_loss")), reduction, name)
@@ -67,11 +71,13 @@ def _huber(r: Variable, delta: float) -> Variable:
     return scale(square(q), 0.5) + scale(a - q, float(delta))
 
 
+@named
 def huber_loss(input: Variable, label: Variable, delta: float = 1.0, name=None) -> Variable:
     """Huber's loss of the residual label - input per element: quadratic within ``delta``, linear beyond."""
     return scale(_huber(subtract(*_floats("huber_loss", input, label)[::-1]), float(delta)), 1.0, name=name)
 
 
+@named
 def smooth_l1(x: Variable, y: Variable, inside_weight: Variable | None = None,
               outside_weight: Variable | None = None, sigma: float = 1.0, name=None) -> Variable:
     """Paddle's ``smooth_l1``: per element 0.5 (sigma r)^2 if |r| < 1/sigma^2 else |r| - 0.5/sigma^2, with
@@ -89,6 +95,7 @@ def smooth_l1(x: Variable, y: Variable, inside_weight: Variable | None = None,
     return reshape(rows, [-1, 1], name=name)
 
 
+@named
 def log_loss(input: Variable, label: Variable, epsilon: float = 1e-4, name=None) -> Variable:
     """-label log(input + eps) - (1 - label) log(1 - input + eps) per element: input is a probability."""
     check_var(input, "input")

@@ -16,6 +16,7 @@ from ..errors import ProgramError
 from ..variable import Variable
 from .creation import as_operands, with_number
 from .helper import append, check_var
+from .naming import named
 
 
 def _binary(op_type: str, x, y, name=None) -> Variable:
@@ -25,6 +26,7 @@ def _binary(op_type: str, x, y, name=None) -> Variable:
     return append(op_type, {"X": x, "Y": y}, name=name)
 
 
+@named
 def add(x, y, name=None) -> Variable:
     """x + y with broadcasting; a Python number on either side becomes a ``scale`` op."""
     if isinstance(y, Number) and isinstance(x, Variable):
@@ -35,6 +37,7 @@ def add(x, y, name=None) -> Variable:
     return _binary("elementwise_add", x, y, name)
 
 
+@named
 def subtract(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
         x, y = with_number(x, y)
@@ -45,6 +48,7 @@ def subtract(x, y, name=None) -> Variable:
     return _binary("elementwise_sub", x, y, name)
 
 
+@named
 def multiply(x, y, name=None) -> Variable:
     if isinstance(y, Number) and isinstance(x, Variable):
         x, y = with_number(x, y)
@@ -54,6 +58,7 @@ def multiply(x, y, name=None) -> Variable:
     return _binary("elementwise_mul", x, y, name)
 
 
+@named
 def divide(x, y, name=None) -> Variable:
     """x / y, true division: integers divide to float64, as in Python and numpy."""
     if isinstance(y, Number) and isinstance(x, Variable):
@@ -62,11 +67,13 @@ def divide(x, y, name=None) -> Variable:
     return _binary("elementwise_div", x, y, name)
 
 
+@named
 def negative(x: Variable, name=None) -> Variable:
     """-x, in x's dtype (exact on integers)."""
     return multiply(check_var(x, "x"), -1, name=name)
 
 
+@named
 def pow(x, y, name=None) -> Variable:
     """x ** y; a number exponent becomes the unary ``pow`` op (``square`` for 2). An integer var keeps its
     dtype under a whole exponent >= 0 (``elementwise_pow``) and is cast to float64 under any other."""
@@ -80,14 +87,17 @@ def pow(x, y, name=None) -> Variable:
     return _binary("elementwise_pow", x, y, name)
 
 
+@named
 def maximum(x, y, name=None) -> Variable:
     return _binary("elementwise_max", x, y, name)
 
 
+@named
 def minimum(x, y, name=None) -> Variable:
     return _binary("elementwise_min", x, y, name)
 
 
+@named
 def remainder(x, y, fmod: bool = False, name=None) -> Variable:
     """x mod y: the sign of y (Python's ``%``, the floor quotient's remainder), or with ``fmod`` the sign of x
     (C's fmod, the truncated quotient's)."""
@@ -97,21 +107,25 @@ def remainder(x, y, fmod: bool = False, name=None) -> Variable:
     return append("elementwise_mod", {"X": x, "Y": y}, {"fmod": bool(fmod)}, name=name)
 
 
+@named
 def scale(x: Variable, scale: float = 1.0, bias: float = 0.0, name=None) -> Variable:
     """x * scale + bias."""
     return append("scale", {"X": check_var(x, "x")}, {"scale": scale, "bias": bias}, name=name)
 
 
+@named
 def clip(x: Variable, min: float, max: float, name=None) -> Variable:
     if min > max:
         raise ProgramError(f"clip: min {min} is greater than max {max}")
     return append("clip", {"X": check_var(x, "x")}, {"min": min, "max": max}, name=name)
 
 
+@named
 def leaky_relu(x: Variable, alpha: float = 0.01, name=None) -> Variable:
     return append("leaky_relu", {"X": check_var(x, "x")}, {"alpha": alpha}, name=name)
 
 
+@named
 def elu(x: Variable, alpha: float = 1.0, name=None) -> Variable:
     """x where x > 0, else alpha * (exp(x) - 1)."""
     return append("elu", {"X": check_var(x, "x")}, {"alpha": alpha}, name=name)
@@ -123,7 +137,7 @@ def _unary(op_type: str):
 
     layer.__name__ = op_type
     layer.__doc__ = f"Elementwise {op_type}(x)."
-    return layer
+    return named(layer)
 
 
 relu = _unary("relu")
@@ -151,22 +165,26 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@named
 def mish(x: Variable, name=None) -> Variable:
     """x * tanh(softplus(x)) (Misra 2019; YOLOv4's activation)."""
     return multiply(x, tanh(softplus(x)), name=name)
 
 
+@named
 def hardswish(x: Variable, name=None) -> Variable:
     """x * relu6(x + 3) / 6 (MobileNetV3; PyTorch's ``hardswish``). Its gradient at x = -3 is 0 and at x = 3
     is 1, clip's one-sided rule; PyTorch gives -0.5 and 1.5 there."""
     return multiply(x, scale(clip(scale(x, 1.0, 3.0), 0.0, 6.0), 1.0 / 6.0), name=name)
 
 
+@named
 def selu(x: Variable, alpha: float = SELU_ALPHA, gamma: float = SELU_SCALE, name=None) -> Variable:
     """gamma * elu(x, alpha), with the self-normalizing constants by default (ONNX's ``Selu``, same attrs)."""
     return scale(elu(x, alpha), gamma, name=name)
 
 
+@named
 def logsigmoid(x: Variable, name=None) -> Variable:
     """log(sigmoid(x)) as -softplus(-x): finite and accurate for large |x|."""
     return negative(softplus(negative(x)), name=name)

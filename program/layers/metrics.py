@@ -13,8 +13,10 @@ from ..errors import ProgramError
 from ..ops.metrics import AVERAGES, top_k_problem
 from ..variable import Variable
 from .helper import append, check_var
+from .naming import named
 
 
+@named
 def accuracy(input: Variable, label: Variable, k: int = 1, name=None) -> Variable:
     """The fraction of rows whose integer ``label`` is among the ``k`` largest scores (last axis of ``input``).
 
@@ -45,6 +47,7 @@ def _precision_recall(input: Variable, label: Variable, average: str, pos_label:
     return out
 
 
+@named
 def precision(input: Variable, label: Variable, average: str = "binary", pos_label: int = 1, name=None) -> Variable:
     """Of the rows predicted as a class (their argmax, the first class on ties), the fraction labelled so: class
     ``pos_label``'s (``average="binary"``) or the unweighted mean over classes (``"macro"``); 0 for a class never
@@ -52,6 +55,7 @@ def precision(input: Variable, label: Variable, average: str = "binary", pos_lab
     return _precision_recall(input, label, average, pos_label, name, "Precision")
 
 
+@named
 def recall(input: Variable, label: Variable, average: str = "binary", pos_label: int = 1, name=None) -> Variable:
     """Of the rows labelled as a class, the fraction predicted so (their argmax): class ``pos_label``'s or the macro
     mean, 0 for a class never labelled. A 0-d value in ``input``'s dtype."""

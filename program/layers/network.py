@@ -18,6 +18,7 @@ from ..param_attr import ParamAttr, to_param_attr
 from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
+from .naming import named
 
 
 def _fc_inputs(x, input) -> tuple[list[Variable], bool]:
@@ -53,6 +54,7 @@ def _param_from_attr(attr: ParamAttr, default_name: str, shape, dtype: str, init
                             initializer=attr.initializer if attr.initializer is not None else initializer)
 
 
+@named
 def fc(x: Variable | None = None, size: int | None = None, act: str | None = None, bias: bool = True,
        name: str | None = None, *, input=None, param_attr=None, bias_attr=None,
        num_flatten_dims: int | None = None) -> Variable:
@@ -93,6 +95,7 @@ def fc(x: Variable | None = None, size: int | None = None, act: str | None = Non
     return append(act, {"X": out}) if act else out
 
 
+@named
 def dropout(x: Variable, p: float = 0.5, is_test: bool = False, seed: int | None = None, name=None) -> Variable:
     """Zero elements with probability ``p`` in training and scale the rest by 1/(1-p); identity with is_test."""
     program = default_main_program()
@@ -103,6 +106,7 @@ def dropout(x: Variable, p: float = 0.5, is_test: bool = False, seed: int | None
     return out
 
 
+@named
 def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str | None = None, *, input=None,
               param_attr=None) -> Variable:
     """Rows of a ``[vocabulary, width]`` table (``size``) at the integers of ``ids``.
@@ -120,9 +124,10 @@ def embedding(ids: Variable | None = None, size=None, dtype="float32", name: str
         raise ProgramError("embedding: param_attr=False would leave no table")
     default = f"{name}.w" if name else f"{default_main_program().unique_name('embedding')}.w_0"
     w = _param_from_attr(attr, default, list(size), normalize_dtype(dtype))
-    return append("lookup_table", {"W": w, "Ids": ids})
+    return append("lookup_table", {"W": w, "Ids": ids}, name=name)
 
 
+@named
 def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, scale: bool = True,
                shift: bool = True, name: str | None = None) -> Variable:
     """Normalize over the dims from ``begin_norm_axis`` on, then scale and shift per element of those dims.
@@ -144,7 +149,7 @@ def layer_norm(x: Variable, begin_norm_axis: int = -1, epsilon: float = 1e-5, sc
         inputs["Bias"] = create_parameter(normalized, x.dtype, name=f"{base}.bias" if name else f"{base}.b_0",
                                           initializer=Constant(0.0))
     y, _, _ = append("layer_norm", inputs, {"begin_norm_axis": begin, "epsilon": epsilon},
-                     out_slots=("Y", "Mean", "Variance"), name=program.unique_name(f"{base}.y"))
+                     out_slots=("Y", "Mean", "Variance"), name=name or program.unique_name(f"{base}.y"))
     return y
 
 
@@ -159,6 +164,7 @@ def _running_stat(like: Variable, name: str, value: float) -> Variable:
     return var
 
 
+@named
 def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_test: bool = False,
                name: str | None = None, running_variance: str = "population") -> Variable:
     """Per-channel (axis 1) normalization by batch statistics in training, running statistics with is_test.
@@ -175,7 +181,7 @@ def batch_norm(x: Variable, momentum: float = 0.9, epsilon: float = 1e-5, is_tes
     bias = create_parameter([c], x.dtype, name=f"{base}.bias", initializer=Constant(0.0))
     mean = _running_stat(x, f"{base}.mean", 0.0)
     var = _running_stat(x, f"{base}.variance", 1.0)
-    y_name = program.unique_name(f"{base}.y")
+    y_name = name or program.unique_name(f"{base}.y")
     program.current_block().append_op(
         "batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": var},
         {"Y": [y_name], "MeanOut": [mean.name], "VarianceOut": [var.name]},
@@ -211,6 +217,7 @@ def _grouped_norm(layer: str, x: Variable, groups: int, epsilon: float, scale: b
     return append(act, {"X": y}) if act is not None else y
 
 
+@named
 def group_norm(x: Variable, groups: int, epsilon: float = 1e-5, scale: bool = True, shift: bool = True,
                act: str | None = None, name: str | None = None) -> Variable:
     """Normalize each sample's channels (axis 1) in ``groups`` groups, each group over its channels and all
@@ -219,6 +226,7 @@ def group_norm(x: Variable, groups: int, epsilon: float = 1e-5, scale: bool = Tr
     return _grouped_norm("group_norm", check_var(x, "x"), groups, epsilon, scale, shift, act, name)
 
 
+@named
 def instance_norm(x: Variable, epsilon: float = 1e-5, scale: bool = True, shift: bool = True,
                   name: str | None = None) -> Variable:
     """Normalize each sample's every channel over its spatial positions, then scale and shift per channel:

@@ -5,12 +5,15 @@ from ..errors import ProgramError
 from ..ops.nn import IGNORE_INDEX
 from ..variable import Variable
 from .helper import append, check_var
+from .naming import named
 
 
+@named
 def softmax(x: Variable, axis: int = -1, name=None) -> Variable:
     return append("softmax", {"X": check_var(x, "x")}, {"axis": axis}, name=name)
 
 
+@named
 def log_softmax(x: Variable, axis: int = -1, name=None) -> Variable:
     return append("log_softmax", {"X": check_var(x, "x")}, {"axis": axis}, name=name)
 
@@ -41,6 +44,7 @@ def _reduced(loss: Variable, label: Variable, soft_label: bool, ignore_index: in
     return append("elementwise_div", {"X": total, "Y": count})
 
 
+@named
 def cross_entropy(input: Variable, label: Variable, soft_label: bool = False, ignore_index: int = IGNORE_INDEX,
                   reduction: str = "none", name=None) -> Variable:
     """-log(input[label]) over the last axis of probabilities; the result keeps that axis with size 1.
@@ -50,10 +54,12 @@ def cross_entropy(input: Variable, label: Variable, soft_label: bool = False, ig
     """
     _check_reduction(reduction)
     loss = append("cross_entropy", {"X": check_var(input, "input"), "Label": check_var(label, "label")},
-                  {"soft_label": soft_label, "ignore_index": ignore_index}, name=name)
+                  {"soft_label": soft_label, "ignore_index": ignore_index},
+                  name=name if reduction == "none" else None)
     return _reduced(loss, label, soft_label, ignore_index, reduction)
 
 
+@named
 def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bool = False, axis: int = -1,
                                return_softmax: bool = False, ignore_index: int = IGNORE_INDEX,
                                reduction: str = "none", name=None):
@@ -62,17 +68,19 @@ def softmax_with_cross_entropy(logits: Variable, label: Variable, soft_label: bo
     A hard label equal to ``ignore_index`` gives loss 0 and no gradient; any other label outside
     [0, classes) is a run-time error. The loss has one value per row (the class axis kept as size 1), or
     with ``reduction`` "sum" their sum, "mean" their sum divided by the rows kept (Paddle's and PyTorch's
-    ``cross_entropy``).
+    ``cross_entropy``). With ``name``, the loss returned is ``name`` and the softmax ``name.softmax``.
     """
     _check_reduction(reduction)
-    softmax_out, loss = append("softmax_with_cross_entropy",
+    loss, softmax_out = append("softmax_with_cross_entropy",
                                {"Logits": check_var(logits, "logits"), "Label": check_var(label, "label")},
                                {"soft_label": soft_label, "axis": axis, "ignore_index": ignore_index},
-                               out_slots=("Softmax", "Loss"), name=name)
+                               out_slots=("Loss", "Softmax"), name=name if reduction == "none" else None,
+                               side=name)
     loss = _reduced(loss, label, soft_label, ignore_index, reduction)
     return (loss, softmax_out) if return_softmax else loss
 
 
+@named
 def sigmoid_cross_entropy_with_logits(x: Variable, label: Variable, name=None) -> Variable:
     return append("sigmoid_cross_entropy_with_logits", {"X": check_var(x, "x"), "Label": check_var(label, "label")},
                   name=name)

@@ -19,6 +19,7 @@ from ..variable import Variable
 from .creation import create_parameter
 from .helper import append, check_var
 from .manipulation import concat, slice, squeeze, stack, transpose
+from .naming import named
 
 
 def _defaults(name: str) -> tuple:
@@ -93,9 +94,10 @@ def _recurrent(cell: str, x: Variable, hidden_size: int, num_layers: int, bidire
                 finals[k].append(v)
         seq = concat(outs, axis=2) if dirs == 2 else outs[0]
     y = transpose(seq, [1, 0, 2]) if batch_first else seq
-    return y, [stack(f, axis=0) for f in finals]
+    return y, [stack(f, axis=0, name=f"{name}.{slot}" if name else None) for f, slot in zip(finals, "hc")]
 
 
+@named
 def lstm(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool = False, batch_first: bool = False,
          initial_states: tuple[Variable, Variable] | None = None, sequence_length: Variable | None = None,
          bias: bool = True, name: str | None = None, activations: Activations | None = None,
@@ -115,6 +117,7 @@ def lstm(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool
     return y, (h, c)
 
 
+@named
 def gru(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool = False, batch_first: bool = False,
         initial_state: Variable | None = None, sequence_length: Variable | None = None, bias: bool = True,
         linear_before_reset: bool = True, name: str | None = None, activations: Activations | None = None,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..variable import Variable
 from .helper import append, check_var
+from .naming import named
 
 
 def _dims(dim) -> list[int]:
@@ -19,7 +20,7 @@ def _reduce(op_type: str):
 
     layer.__name__ = op_type
     layer.__doc__ = f"{op_type[7:]} over ``dim`` (an int, a list, or None for every dim)."
-    return layer
+    return named(layer)
 
 
 reduce_sum = _reduce("reduce_sum")
@@ -31,6 +32,7 @@ logsumexp = _reduce("logsumexp")
 logsumexp.__doc__ = "log(sum(exp(x))) over ``dim`` (an int, a list, or None for every dim), computed stably."
 
 
+@named
 def mean(x: Variable, name=None) -> Variable:
     """The mean of every element: a scalar."""
     return append("mean", {"X": check_var(x, "x")}, name=name)

@@ -13,11 +13,12 @@
 # limitations under the License.
 
 # Ported from PaddlePaddle/book, 01.fit_a_line/train.py (license above),
-# to show that Paddle Fluid code runs on gradgen. Only the imports differ (gradgen's fluid facade; `paddle` gives
-# batch/shuffle and synthetic data; no downloads).
+# to show that Paddle Fluid code runs on gradgen. The import lines name gradgen's `paddle` and `fluid`; the data
+# is what paddle.dataset.uci_housing reads from paddle.dataset.common.DATA_HOME (the test writes a synthetic
+# housing.data there; gradgen downloads nothing).
 #
-# Edits to the book's code: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it no longer turns a
-# one-element array into a float, and the book prints [1]-shaped rows with %.2f).
+# Edits to the book's code besides the imports: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it
+# no longer turns a one-element array into a float, and the book prints [1]-shaped rows with %.2f).
 
 from __future__ import print_function
 
@@ -27,8 +28,8 @@ import argparse
 import math
 import numpy
 
+from gradgen.framework import paddle  # import paddle
 from gradgen.framework import fluid  # import paddle.fluid as fluid
-from tests.paddle.book import synthetic_paddle as paddle  # import paddle
 
 
 def parse_args():

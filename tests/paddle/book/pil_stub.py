@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .synthetic_paddle import DIGITS
+from .synthetic_data import DIGITS
 
 
 class _Picture:

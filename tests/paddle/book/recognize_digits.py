@@ -13,13 +13,15 @@
 # limitations under the License.
 
 # Ported from PaddlePaddle/book, 02.recognize_digits/train.py (license
-# above), to show that Paddle Fluid code runs on gradgen. Only the imports differ (gradgen's fluid facade;
-# `paddle` gives batch/shuffle and synthetic digits; a PIL stand-in draws image/infer_3.png).
-# The test runs the multilayer perceptron, as the book's "uncomment for MLP" line does.
+# above), to show that Paddle Fluid code runs on gradgen. The import lines name gradgen's `paddle` and `fluid`,
+# and a PIL stand-in (Pillow is not installed here) draws image/infer_3.png; the data is what
+# paddle.dataset.mnist reads from paddle.dataset.common.DATA_HOME (the test writes synthetic MNIST files there;
+# gradgen downloads nothing). The tests run the multilayer perceptron, as the book's "uncomment for MLP" line
+# does, and the convolutional network the book runs by default.
 #
-# Edits to the book's code: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it no longer turns a
-# one-element array into a float; fluid.layers.mean returns shape [1] as Paddle 1.x's does, accuracy a 0-d value
-# as gradgen's layers do).
+# Edits to the book's code besides the imports: 2, marked EDIT, both demanded by numpy >= 2.4 on Paddle too (it
+# no longer turns a one-element array into a float; fluid.layers.mean returns shape [1] as Paddle 1.x's does,
+# accuracy a 0-d value as gradgen's layers do).
 
 from __future__ import print_function
 
@@ -27,8 +29,8 @@ import os
 import argparse
 from tests.paddle.book.pil_stub import Image  # from PIL import Image
 import numpy
+from gradgen.framework import paddle  # import paddle
 from gradgen.framework import fluid  # import paddle.fluid as fluid
-from tests.paddle.book import synthetic_paddle as paddle  # import paddle
 
 
 def parse_args():
