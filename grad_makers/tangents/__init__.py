@@ -15,7 +15,7 @@ from types import ModuleType
 
 from . import (activation, control_flow, conv, custom, elementwise, grad_ops, indexing, manipulation, nn, normalization,
                recurrent, reduction, scan, special)
-from .base import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
+from ..tangent_rules import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
 
 FAMILIES: tuple[ModuleType, ...] = (activation, special, elementwise, reduction, scan, manipulation, indexing, nn,
                                     normalization, grad_ops, conv, control_flow, custom, recurrent)

@@ -3,35 +3,7 @@
 from __future__ import annotations
 
 from .. import activation as reverse
-from .base import by_name, tangent_rule
-
-
-def slope(maker):
-    """``dout = f'(x) * dx`` with the slope the grad maker keeps (from the input or from the output)."""
-    formula, of_output = maker.slope, maker.slope_of == "Out"
-
-    def rule(g, op):
-        t = op.tangent("X")
-        if t is None:
-            return {}
-        v = op.output("Out") if of_output else op.input("X")
-        return {"Out": g.mul(t, formula(g, v, **by_name(formula, 2, op)))}
-
-    return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
-
-
-def diagonal(maker):
-    """The grad maker's ``rule(g, x, out, dout)`` applied to the tangent in place of ``dout``."""
-    formula = maker.rule
-
-    def rule(g, op):
-        t = op.tangent("X")
-        if t is None:
-            return {}
-        return {"Out": formula(g, op.input("X"), op.output("Out"), t, **by_name(formula, 4, op))}
-
-    return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
-
+from ..tangent_rules import diagonal, slope, tangent_rule
 
 exp_tangent = slope(reverse.exp_grad)
 reciprocal_tangent = slope(reverse.reciprocal_grad)
@@ -59,6 +31,6 @@ def scale_tangent(g, op):
     return {"Out": g.scale(t, op.attr("scale"))} if t is not None else {}
 
 
-__all__ = ["slope", "diagonal", "exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent",
+__all__ = ["exp_tangent", "reciprocal_tangent", "square_tangent", "pow_tangent", "sin_tangent",
            "cos_tangent", "abs_tangent", "softplus_tangent", "log_tangent", "sqrt_tangent", "sigmoid_tangent", "tanh_tangent",
            "relu_tangent", "leaky_relu_tangent", "clip_tangent", "gelu_tangent", "scale_tangent"]

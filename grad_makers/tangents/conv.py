@@ -2,7 +2,7 @@
 pooling is linear and max pooling moves with each window's argmax (``pool2d_select``)."""
 from __future__ import annotations
 
-from .base import tangent_rule, total
+from ..tangent_rules import tangent_rule, total
 
 
 def _bilinear(a_slot: str, b_slot: str, out: str):

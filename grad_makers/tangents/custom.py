@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gradgen.program.dtypes import is_float
 
-from .base import tangent_rule, zeros_for_missing
+from ..tangent_rules import tangent_rule, zeros_for_missing
 
 
 def _spread(values: list, positions: list[int], size: int) -> list:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import elementwise as reverse
-from .base import at_shape, tangent_rule, total
+from ..tangent_rules import at_shape, tangent_rule, total
 
 
 def _sides(op):

@@ -8,7 +8,7 @@ their slope reads.
 from __future__ import annotations
 
 from ..activation import INV_SQRT_2PI
-from .base import linear_in, tangent_rule, total
+from ..tangent_rules import linear_in, tangent_rule, total
 
 masked_tangent = linear_in("relu_grad", "leaky_relu_grad", "clip_grad", "reduce_mean_grad", "slice_grad",
                            "gather_grad", "pool2d_grad", slot="Out@GRAD", out="X@GRAD")

@@ -3,7 +3,7 @@ movement of the tangents (zeros standing in for an input without one); top_k's v
 elements it chose, and so do sort's (ties: the lower index, as the kernel and the reverse rule choose)."""
 from __future__ import annotations
 
-from .base import linear_in, tangent_rule, zeros_for_missing
+from ..tangent_rules import linear_in, tangent_rule, zeros_for_missing
 
 take_along_axis_tangent = linear_in("take_along_axis")
 take_along_axis_grad_tangent = linear_in("take_along_axis_grad", slot="Out@GRAD", out="X@GRAD")

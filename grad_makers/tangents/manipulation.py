@@ -1,7 +1,7 @@
 """Tangents of ops that move elements: every one is linear, so the tangent moves the same way."""
 from __future__ import annotations
 
-from .base import linear_in, tangent_rule, zeros_for_missing
+from ..tangent_rules import linear_in, tangent_rule, zeros_for_missing
 
 moved_tangent = linear_in("assign", "cast", "broadcast_to", "reduce_as", "reshape", "squeeze", "unsqueeze",
                           "reshape_as", "transpose", "slice", "gather", "flatten", "tril", "triu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from gradgen.program.shapes import normalize_axis
 
 from .. import nn as reverse
-from .base import linear_in, tangent_rule, total
+from ..tangent_rules import linear_in, tangent_rule, total
 
 
 def _axis(op, name: str) -> int:

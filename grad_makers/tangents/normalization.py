@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import normalization as reverse
 from ..normalization import Norm
-from .base import tangent_rule, total
+from ..tangent_rules import tangent_rule, total
 
 _EMITS = reverse._ORDINARY
 

@@ -10,7 +10,7 @@ from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_sl
 
 from ..builder import RuleError
 from ..recurrent import CELLS, given_params, jvp
-from .base import tangent_rule, total
+from ..tangent_rules import tangent_rule, total
 
 _JVPS = tuple(f"{c}_jvp" for c in CELLS)
 

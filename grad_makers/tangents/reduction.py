@@ -4,7 +4,7 @@ evenly among the elements that tie for it, as the reverse rule splits the gradie
 from __future__ import annotations
 
 from ..families import kept, reduced_axes
-from .base import linear_in, tangent_rule
+from ..tangent_rules import linear_in, tangent_rule
 
 sum_like_tangent = linear_in("reduce_sum", "reduce_mean", "mean")
 

@@ -4,7 +4,7 @@ rule already builds (the product's Hessian is symmetric), exact at zeros."""
 from __future__ import annotations
 
 from .. import scan as reverse
-from .base import linear_in, tangent_rule
+from ..tangent_rules import linear_in, tangent_rule
 from .reduction import weighted_sum
 
 cumsum_tangent = linear_in("cumsum")

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from .. import special as reverse
 from ..families import kept
-from .activation import diagonal, slope
-from .base import tangent_rule, total
+from ..tangent_rules import diagonal, slope, tangent_rule, total
 from .reduction import weighted_sum
 
 erf_tangent = slope(reverse.erf_grad)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Protocol, Sequence
 
-from ..base import OpView
-from ..builder import Builder, total
+from .base import OpView
+from .builder import Builder, total
 
 
 class TangentContext(OpView, Protocol):
@@ -35,7 +35,7 @@ TangentRule = Callable[[Builder, TangentContext], Tangents]
 
 
 def tangent_rule(*op_types: str, emits: Sequence[str]) -> Callable[[TangentRule], TangentRule]:
-    """Tag a function as the tangent rule of ``op_types``; ``tangents/__init__.py`` collects tagged rules.
+    """Tag a function as the tangent rule of ``op_types``; ``tangents`` collects tagged rules.
 
     ``emits`` lists the op types the rule may record; the builder refuses any other.
     """
@@ -79,10 +79,39 @@ def linear_in(*op_types: str, slot: str = "X", out: str = "Out", emits: Sequence
     return tangent_rule(*op_types, emits=tuple(emits) if emits is not None else op_types)(rule)
 
 
+def slope(maker) -> TangentRule:
+    """``dout = f'(x) * dx`` for a maker made by ``families.from_input``/``from_output``: the slope it keeps,
+    read from the input or from the output as the maker reads it."""
+    formula, of_output = maker.slope, maker.slope_of == "Out"
+
+    def rule(g: Builder, op: TangentContext) -> Tangents:
+        t = op.tangent("X")
+        if t is None:
+            return {}
+        v = op.output("Out") if of_output else op.input("X")
+        return {"Out": g.mul(t, formula(g, v, **by_name(formula, 2, op)))}
+
+    return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
+
+
+def diagonal(maker) -> TangentRule:
+    """A unary op's Jacobian is diagonal, so ``J t`` is ``J^T t``: the ``families.unary`` maker's
+    ``rule(g, x, out, dout)`` applied to the tangent in place of ``dout``."""
+    formula = maker.rule
+
+    def rule(g: Builder, op: TangentContext) -> Tangents:
+        t = op.tangent("X")
+        if t is None:
+            return {}
+        return {"Out": formula(g, op.input("X"), op.output("Out"), t, **by_name(formula, 4, op))}
+
+    return tangent_rule(*maker.grad_of, emits=maker.emits)(rule)
+
+
 def zeros_for_missing(g: Builder, names: Sequence[str], tangents: Sequence) -> list:
     """``tangents`` with each None replaced by zeros shaped like the var at the same place of ``names``."""
     return [g.fill_zeros_like(n) if t is None else t for n, t in zip(names, tangents)]
 
 
 __all__ = ["TangentContext", "Tangents", "TangentRule", "tangent_rule", "by_name", "total", "at_shape", "linear_in",
-           "zeros_for_missing"]
+           "slope", "diagonal", "zeros_for_missing"]
