@@ -68,13 +68,17 @@ def at_shape(g: Builder, op: TangentContext, value, name: str, out: str) -> Any:
 
 def linear_in(*op_types: str, slot: str = "X", out: str = "Out", emits: Sequence[str] | None = None) -> TangentRule:
     """An op linear in input ``slot`` (its other inputs are indices, masks or shapes): the tangent is the op
-    itself applied to that input's tangent, with the other inputs and the attrs as they are."""
+    itself applied to that input's tangent, with the other inputs and the attrs as they are. An output slot
+    of several vars (split's pieces) gets one tangent each."""
 
     def rule(g: Builder, op: TangentContext) -> Tangents:
         t = op.tangent(slot)
         if t is None:
             return {}
-        return {out: g.op(op.type, {**op.input_slots(), slot: t}, op.attrs, outputs=out)}
+        inputs, count = {**op.input_slots(), slot: t}, len(op.outputs(out))
+        if count == 1:
+            return {out: g.op(op.type, inputs, op.attrs, outputs=out)}
+        return g.op(op.type, inputs, op.attrs, outputs={out: count})
 
     return tangent_rule(*op_types, emits=tuple(emits) if emits is not None else op_types)(rule)
 
