@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import control_flow, custom, recurrent
-from .. import FAMILIES as GRAD_MAKER_FAMILIES
+from .. import FAMILIES
 from ..tangent_rules import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
-
-FAMILIES: tuple[ModuleType, ...] = GRAD_MAKER_FAMILIES + (control_flow, custom, recurrent)
 
 
 def collect(families) -> dict[str, TangentRule]:
