@@ -1,4 +1,5 @@
-"""Gradients and tangents of running and whole products and sums: cumsum, and reduce_prod exactly at zeros, at every order.
+"""Gradients and tangents of running and whole products and sums: cumsum, and reduce_prod exactly at zeros, at
+every order.
 
 reduce_prod's gradient is, for each element, the product of all the others.
 Dividing the product by the element fails at zeros (one zero: only that

@@ -1,11 +1,13 @@
 """What every tangent rule shares: the tag, the view of the op it pushes tangents through, and small helpers.
 
 A tangent rule is a pure function ``rule(g, op) -> {output slot: tangent}``:
-forward mode's counterpart of a grad maker. ``op`` (a ``TangentContext``)
-describes the op and the tangents of its inputs (``op.tangent(slot)``, None
-where an input has none: a symbolic zero); ``g`` (the makers' ``Builder``)
-records the ops that compute the output tangents. A rule returns None for an
-output without a tangent, and never sees numbers.
+forward mode's counterpart of a grad maker, written in the same family module
+right after the op's maker (``activation.py``: ``exp_tangent = slope(exp_grad)``).
+``op`` (a ``TangentContext``) describes the op and the tangents of its inputs
+(``op.tangent(slot)``, None where an input has none: a symbolic zero); ``g``
+(the makers' ``Builder``) records the ops that compute the output tangents. A
+rule returns None for an output without a tangent, and never sees numbers.
+``tangents.py`` gathers the tagged rules into ``TANGENT_RULES``.
 """
 from __future__ import annotations
 
