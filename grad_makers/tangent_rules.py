@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Protocol, Sequence
 
-from .base import OpView
+from .base import OpView, tag_rule
 from .builder import Builder, total
 
 
@@ -41,14 +41,7 @@ def tangent_rule(*op_types: str, emits: Sequence[str]) -> Callable[[TangentRule]
 
     ``emits`` lists the op types the rule may record; the builder refuses any other.
     """
-
-    def tag(fn: TangentRule) -> TangentRule:
-        fn.tangent_of = tuple(op_types)  # type: ignore[attr-defined]
-        fn.emits = tuple(emits)  # type: ignore[attr-defined]
-        fn.allowed = frozenset(emits)  # type: ignore[attr-defined]
-        return fn
-
-    return tag
+    return tag_rule("tangent_of", op_types, emits)
 
 
 def by_name(rule: Callable, fixed: int, op: TangentContext) -> dict[str, Any]:

@@ -17,19 +17,13 @@ from types import ModuleType
 from typing import Iterable
 
 from . import FAMILIES
+from .base import gather
 from .tangent_rules import TangentContext, TangentRule, Tangents, by_name, linear_in, tangent_rule, total
 
 
 def collect(families: Iterable[ModuleType]) -> dict[str, TangentRule]:
     """Op type -> its tangent rule, from the tagged functions of ``families``; an op type tagged twice fails."""
-    table: dict[str, TangentRule] = {}
-    for family in families:
-        for fn in vars(family).values():
-            for op_type in getattr(fn, "tangent_of", ()):
-                if op_type in table and table[op_type] is not fn:
-                    raise RuntimeError(f"op type '{op_type}' has two tangent rules ({family.__name__})")
-                table[op_type] = fn
-    return table
+    return gather(families, "tangent_of")
 
 
 TANGENT_RULES: dict[str, TangentRule] = collect(FAMILIES)
