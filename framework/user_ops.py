@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.grad_makers import GRAD_MAKERS
 from gradgen.grad_makers.base import grad_maker
-from gradgen.grad_makers.tangents import TANGENT_RULES, tangent_rule
+from gradgen.grad_makers.tangent_rules import tangent_rule
+from gradgen.grad_makers.tangents import TANGENT_RULES
 from gradgen.program import OP_SCHEMAS
 from gradgen.program.errors import GradgenError
 from gradgen.program.guard import default_main_program

@@ -14,25 +14,13 @@ from types import ModuleType
 
 from . import (activation, control_flow, conv, custom, elementwise, grad_ops, indexing, linalg, manipulation,
                network, nn, normalization, recurrent, reduction, scan, special)
-from .base import GradContext, Grads, Maker, grad_maker
+from .base import GradContext, Grads, Maker, gather, grad_maker
 from .builder import Builder, OpDesc, Ref, RuleError, SubBlock
 
 FAMILIES: tuple[ModuleType, ...] = (activation, elementwise, linalg, reduction, manipulation, nn, grad_ops, conv,
                                     network, normalization, control_flow, special, scan, indexing, custom, recurrent)
 
-
-def _collect(families) -> dict[str, Maker]:
-    table: dict[str, Maker] = {}
-    for family in families:
-        for fn in vars(family).values():
-            for op_type in getattr(fn, "grad_of", ()):
-                if op_type in table and table[op_type] is not fn:
-                    raise RuntimeError(f"op type '{op_type}' has two grad makers ({family.__name__})")
-                table[op_type] = fn
-    return table
-
-
-GRAD_MAKERS: dict[str, Maker] = _collect(FAMILIES)
+GRAD_MAKERS: dict[str, Maker] = gather(FAMILIES, "grad_of")
 """op type -> its grad maker."""
 
 NON_DIFFERENTIABLE: frozenset[str] = frozenset({

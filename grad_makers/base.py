@@ -11,7 +11,8 @@ needed, and appends the rest.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from types import ModuleType
+from typing import Any, Callable, Iterable, Protocol, Sequence, TypeVar
 
 from gradgen.program.schema import TensorType
 
@@ -51,15 +52,15 @@ Grads = dict[str, Any]
 Maker = Callable[[Builder, GradContext], Grads]
 
 
-def grad_maker(*op_types: str, emits: tuple[str, ...]) -> Callable[[Maker], Maker]:
-    """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers.
+Rule = TypeVar("Rule", bound=Callable)
 
-    ``emits`` lists the op types the maker may record (for ``gradgen ops`` and
-    the op table in backward.md); the builder refuses any other type.
-    """
 
-    def tag(fn: Maker) -> Maker:
-        fn.grad_of = tuple(op_types)  # type: ignore[attr-defined]
+def tag_rule(kind: str, op_types: Sequence[str], emits: Sequence[str]) -> Callable[[Rule], Rule]:
+    """The decorator that tags a rule as ``kind`` (``grad_of``, ``tangent_of``) of ``op_types``, with the op
+    types it may record (``emits``; the builder refuses any other)."""
+
+    def tag(fn: Rule) -> Rule:
+        setattr(fn, kind, tuple(op_types))
         fn.emits = tuple(emits)  # type: ignore[attr-defined]
         fn.allowed = frozenset(emits)  # type: ignore[attr-defined]
         return fn
@@ -67,4 +68,25 @@ def grad_maker(*op_types: str, emits: tuple[str, ...]) -> Callable[[Maker], Make
     return tag
 
 
-__all__ = ["OpView", "GradContext", "Grads", "Maker", "grad_maker"]
+def gather(families: Iterable[ModuleType], kind: str) -> dict[str, Callable]:
+    """Op type -> the function of ``families`` tagged ``kind`` for it; an op type tagged twice fails."""
+    table: dict[str, Callable] = {}
+    for family in families:
+        for fn in vars(family).values():
+            for op_type in getattr(fn, kind, ()):
+                if op_type in table and table[op_type] is not fn:
+                    raise RuntimeError(f"op type '{op_type}' is tagged {kind} by two functions ({family.__name__})")
+                table[op_type] = fn
+    return table
+
+
+def grad_maker(*op_types: str, emits: tuple[str, ...]) -> Callable[[Maker], Maker]:
+    """Tag a function as the grad maker of ``op_types``; ``grad_makers/__init__.py`` collects tagged makers.
+
+    ``emits`` lists the op types the maker may record (for ``gradgen ops`` and
+    the op table in backward.md); the builder refuses any other type.
+    """
+    return tag_rule("grad_of", op_types, emits)
+
+
+__all__ = ["OpView", "GradContext", "Grads", "Maker", "tag_rule", "gather", "grad_maker"]

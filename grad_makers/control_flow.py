@@ -1,4 +1,5 @@
-"""Gradients of ``cond`` and ``while``: control-flow ops whose gradient sub-blocks are recorded, not built.
+"""Gradients and tangents of ``cond`` and ``while``: control-flow ops whose gradient sub-blocks are recorded,
+not built.
 
 Both makers describe their gradient sub-blocks with ``g.sub_block()`` (see
 ``builder.SubBlock``): the ops to copy from a forward block (a recompute),
@@ -18,6 +19,18 @@ again (second order through loops and branches).
   read by the body). Each reverse iteration reads the forward loop values of
   its iteration from ``History``, re-runs the body's forward ops, and runs
   the body's backward ops.
+
+Their tangents are control-flow ops too, whose sub-blocks are copies of the
+forward blocks with forward mode run inside (``op.tangent_block``, built by the
+forward pass):
+
+- ``cond``'s tangent is a ``cond`` on the same predicate: each branch re-runs its
+  forward ops and pushes the tangents of the cond's inputs through them.
+- ``while``'s tangent is a ``while`` that carries, beside every loop var, the
+  tangent of each float loop var: its body re-runs one forward iteration and
+  pushes the carried tangents (and those of the outer inputs it reads) through.
+  The forward values it recomputes are its first outputs; the tangents follow,
+  in ``Out`` and in ``History`` (the tangent of the record a backward loop reads).
 """
 from __future__ import annotations
 
@@ -25,6 +38,7 @@ from gradgen.program.dtypes import is_float
 
 from .base import grad_maker
 from .builder import Builder, SubBlock
+from .tangent_rules import tangent_rule, zeros_for_missing
 
 
 def _picked(values: list, keep: list[bool]) -> list:
@@ -55,6 +69,22 @@ def cond_grad(g, op):
                  {"true_block": branches[0], "false_block": branches[1], "true_outs": branches[0].results,
                   "false_outs": branches[1].results}, outputs={"Out": len(inputs)})["Out"]
     return {"Input": _spread(grads, wanted)}
+
+
+@tangent_rule("cond", emits=("cond",))
+def cond_tangent(g, op):
+    seeds = [(x, t) for x, t in zip(op.inputs("Input"), op.tangents("Input")) if t is not None]
+    moving = [is_float(op.dtype(o)) for o in op.outputs("Out")]
+    if not seeds or not any(moving):
+        return {}
+    branches = {}
+    for key in ("true", "false"):
+        branches[key] = op.tangent_block(op.attr(f"{key}_block"), _picked(op.attr(f"{key}_outs"), moving), seeds)
+    (true_idx, _, true_outs), (false_idx, _, false_outs) = branches["true"], branches["false"]
+    made = g.op("cond", {"Cond": op.input("Cond"), "Input": op.reads([true_idx, false_idx])},
+                {"true_block": true_idx, "false_block": false_idx, "true_outs": true_outs, "false_outs": false_outs},
+                outputs={"Out": sum(moving)})["Out"]
+    return {"Out": _spread(made, moving)}
 
 
 def _countdown(g: Builder, types: list) -> SubBlock:
@@ -114,4 +144,29 @@ def while_grad(g, op):
     return {"X": [x_grads.get(k) for k in range(len(xs))], "Input": _spread(outs[1 + len(carried):], in_wanted)}
 
 
-__all__ = ["cond_grad", "while_grad"]
+@tangent_rule("while", emits=("while", "fill_zeros_like"))
+def while_tangent(g, op):
+    xs, x_tangents = op.inputs("X"), op.tangents("X")
+    seeds = [(n, t) for n, t in zip(op.inputs("Input"), op.tangents("Input")) if t is not None]
+    carried = [is_float(op.dtype(x)) for x in xs]
+    if not seeds and all(t is None for t in _picked(x_tangents, carried)):
+        return {}
+    cond_params, body_params, body_outs = op.attr("cond_params"), op.attr("body_params"), op.attr("body_outs")
+    cond_idx, cond_extra, _ = op.tangent_block(op.attr("cond_block"), [], [], carried=_picked(cond_params, carried),
+                                               keep=[op.attr("cond_out")])
+    body_idx, body_extra, body_tangents = op.tangent_block(
+        op.attr("body_block"), _picked(body_outs, carried), seeds, carried=_picked(body_params, carried),
+        keep=body_outs)
+    init = list(xs) + zeros_for_missing(g, _picked(xs, carried), _picked(x_tangents, carried))
+    n = len(init)
+    made = g.op("while", {"X": init, "Input": op.reads([cond_idx, body_idx])},
+                {"cond_block": cond_idx, "body_block": body_idx, "cond_params": list(cond_params) + cond_extra,
+                 "cond_out": op.attr("cond_out"), "body_params": list(body_params) + body_extra,
+                 "body_outs": list(body_outs) + body_tangents, "max_iterations": op.attr("max_iterations")},
+                outputs={"Out": n, "History": n, "Steps": 1})
+    # The tangent loop's own records of the carried tangents are the tangents of the forward records
+    # (a backward loop that reads History needs them: forward over reverse).
+    return {"Out": _spread(made["Out"][len(xs):], carried), "History": _spread(made["History"][len(xs):], carried)}
+
+
+__all__ = ["cond_grad", "cond_tangent", "while_grad", "while_tangent"]

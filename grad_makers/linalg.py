@@ -1,4 +1,5 @@
-"""matmul's gradient is two matmuls (one per input), with batch-broadcast dims summed back.
+"""matmul's gradient is two matmuls (one per input), with batch-broadcast dims summed back; its tangent, and
+einsum's, is the product rule: one product per moving operand, that operand replaced by its tangent, summed.
 
 Where the batch dims of X only ever meet a matrix or vector Y (``x[..., k] @ y``, X not transposed), Y's
 gradient folds them instead: ``reshape(x, [-1, k])^T @ reshape(dout, [-1, n])`` is one 2-D product, where
@@ -10,6 +11,7 @@ from gradgen.program.einsum_equation import Equation, parse_einsum, spell
 
 from .base import grad_maker
 from .families import summed_back
+from .tangent_rules import tangent_rule, total
 
 # For out = op_x(X) @ op_y(Y), where op_* transposes when the attr says so:
 # (transpose_x, transpose_y) -> for each input, (A, B, transpose_a, transpose_b) of the product giving it.
@@ -78,6 +80,14 @@ def matmul_grad(g, op):
     return grads
 
 
+@tangent_rule("matmul", emits=("matmul", "elementwise_add"))
+def matmul_tangent(g, op):
+    """d(X @ Y) = dX @ Y + X @ dY, with the op's transposes."""
+    x, y, tx, ty = op.input("X"), op.input("Y"), op.tangent("X"), op.tangent("Y")
+    tr = (op.attr("transpose_x"), op.attr("transpose_y"))
+    return {"Out": total(g, [tx and g.matmul(tx, y, *tr), ty and g.matmul(x, ty, *tr)])}
+
+
 def _einsum_parts(op) -> tuple[Equation, list[str], list[tuple[int, ...]]]:
     xs = op.inputs("Operands")
     shapes = [op.shape(x) for x in xs]
@@ -118,4 +128,12 @@ def einsum_grad(g, op):
     return {"Operands": grads}
 
 
-__all__ = ["folded_shapes", "matmul_grad", "einsum_grad"]
+@tangent_rule("einsum", emits=("einsum", "elementwise_add"))
+def einsum_tangent(g, op):
+    """The product rule: one einsum per moving operand, that operand replaced by its tangent, summed."""
+    xs, ts = op.inputs("Operands"), op.tangents("Operands")
+    return {"Out": total(g, [t and g.op("einsum", {"Operands": xs[:k] + [t] + xs[k + 1:]}, op.attrs)
+                             for k, t in enumerate(ts)])}
+
+
+__all__ = ["folded_shapes", "matmul_grad", "matmul_tangent", "einsum_grad", "einsum_tangent"]

@@ -1,4 +1,5 @@
-"""Gradients of batch_norm and layer_norm (the fused grad ops), and of those grad ops, so second order works.
+"""Gradients and tangents of batch_norm and layer_norm (the fused grad ops), and of those grad ops, so second
+order works.
 
 Both normalizations are ``Y = widen(Scale) * xhat + widen(Bias)`` with
 ``xhat = (X - mu) * r``, ``r = (var + epsilon) ** -0.5`` and mu, var the
@@ -27,6 +28,7 @@ from gradgen.program.shapes import normalize_axis
 
 from .base import grad_maker
 from .builder import Builder, total
+from .tangent_rules import tangent_rule
 
 _ORDINARY = ("unsqueeze", "squeeze", "reduce_mean", "reduce_sum", "elementwise_sub", "elementwise_mul",
              "elementwise_div", "elementwise_add", "square", "scale", "pow", "broadcast_to")
@@ -114,6 +116,10 @@ def affine(op, slot: str) -> str | None:
     return names[0] if names else None
 
 
+def _slot_tangent(op, slot: str):
+    return op.tangent(slot) if op.inputs(slot) else None
+
+
 def _norm_grad_outputs(g: Builder, op_type: str, inputs: dict, attrs: dict, scale, bias) -> dict[str, Any]:
     """Record the fused grad op; its outputs by input slot (Scale, Bias only when asked for)."""
     counts = {"X@GRAD": 1, **({"Scale@GRAD": 1} if scale else {}), **({"Bias@GRAD": 1} if bias else {})}
@@ -140,6 +146,21 @@ def layer_norm_grad(g, op):
     return grads
 
 
+@tangent_rule("layer_norm", emits=_ORDINARY)
+def layer_norm_tangent(g, op):
+    """Y's tangent, and the statistics': Mean moves by mean(tX), Variance by 2 mean(xhat tX) / r."""
+    tx, ts, tb = op.tangent("X"), _slot_tangent(op, "Scale"), _slot_tangent(op, "Bias")
+    if tx is None and ts is None and tb is None:
+        return {}
+    norm = layer_norm_view(g, op)
+    out = {"Y": norm.output_tangent(affine(op, "Scale"), tx, ts, tb)}
+    if tx is not None:
+        out["Mean"] = g.reduce_mean(tx, norm.group)
+        out["Variance"] = g.div(g.scale(g.reduce_mean(g.mul(norm.xhat, tx), norm.group), 2.0),
+                                g.squeeze(norm.r, norm.group))
+    return out
+
+
 # -- batch norm -------------------------------------------------------------------------------------------------
 def batch_norm_view(g: Builder, op) -> Norm:
     """batch_norm's (or batch_norm_grad's) structure: the batch statistics of X recomputed, or the running
@@ -159,6 +180,16 @@ def batch_norm_grad(g, op):
               "Variance": op.input("Variance") if test else None, "Y@GRAD": op.grad("Y")}
     attrs = {"epsilon": op.attr("epsilon"), "is_test": test}
     return {**_norm_grad_outputs(g, "batch_norm_grad", inputs, attrs, True, True), "Mean": None, "Variance": None}
+
+
+@tangent_rule("batch_norm", emits=_ORDINARY)
+def batch_norm_tangent(g, op):
+    """Y's tangent, the statistics moving with X in training (fixed under is_test); the running statistics
+    get none."""
+    tx, ts, tb = op.tangent("X"), op.tangent("Scale"), op.tangent("Bias")
+    if tx is None and ts is None and tb is None:
+        return {}
+    return {"Y": batch_norm_view(g, op).output_tangent(op.input("Scale"), tx, ts, tb)}
 
 
 # -- the fused grad ops, differentiated -----------------------------------------------------------------------
@@ -190,10 +221,38 @@ def _grad_of_grad(view: Callable[[Builder, Any], Norm], name: str):
     return maker
 
 
+def _grad_op_tangent(view: Callable[[Builder, Any], Norm]):
+    """X@GRAD moves by curvature(tX) + adj(c's tangent), c = dY * Scale; Scale@GRAD by narrow(tdY xhat +
+    dY adj(tX)); Bias@GRAD by narrow(tdY)."""
+    def rule(g, op):
+        tx, t_dy = op.tangent("X"), op.tangent("Y@GRAD")
+        scale, ts = affine(op, "Scale"), _slot_tangent(op, "Scale")
+        if tx is None and t_dy is None and ts is None:
+            return {}
+        norm, dy = view(g, op), op.input("Y@GRAD")
+        c = norm.scaled(dy, scale)
+        moved_c = total(g, [t_dy and norm.scaled(t_dy, scale),
+                            ts and g.mul(dy, norm.widen(ts))])
+        xt = tx and norm.adj(tx)
+        out = {"X@GRAD": total(g, [tx and norm.curvature(c, op.output("X@GRAD"), tx),
+                                   moved_c and norm.adj(moved_c)])}
+        if op.outputs("Scale@GRAD"):
+            out["Scale@GRAD"] = total(g, [t_dy and norm.narrow(g.mul(t_dy, norm.xhat)),
+                                          xt and norm.narrow(g.mul(dy, xt))])
+        if op.outputs("Bias@GRAD"):
+            out["Bias@GRAD"] = t_dy and norm.narrow(t_dy)
+        return out
+
+    return rule
+
+
 layer_norm_grad_grad = grad_maker("layer_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(layer_norm_view, "layer_norm_grad_grad"))
+layer_norm_grad_tangent = tangent_rule("layer_norm_grad", emits=_ORDINARY)(_grad_op_tangent(layer_norm_view))
 batch_norm_grad_grad = grad_maker("batch_norm_grad", emits=_ORDINARY)(
     _grad_of_grad(batch_norm_view, "batch_norm_grad_grad"))
+batch_norm_grad_tangent = tangent_rule("batch_norm_grad", emits=_ORDINARY)(_grad_op_tangent(batch_norm_view))
 
-__all__ = ["Norm", "affine", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order", "layer_norm_grad",
-           "batch_norm_grad", "layer_norm_grad_grad", "batch_norm_grad_grad"]
+__all__ = ["Norm", "affine", "normalized", "statistics", "layer_norm_view", "batch_norm_view", "second_order",
+           "layer_norm_grad", "layer_norm_tangent", "batch_norm_grad", "batch_norm_tangent", "layer_norm_grad_grad",
+           "layer_norm_grad_tangent", "batch_norm_grad_grad", "batch_norm_grad_tangent"]

@@ -1,4 +1,4 @@
-"""Gradients of the fused recurrent ops (lstm, gru) and of their gradient ops, so second order works.
+"""Gradients and tangents of the fused recurrent ops (lstm, gru) and of their gradient ops, so second order works.
 
 With F the recurrence (inputs theta -> outputs), J its Jacobian and dF the output gradients:
 
@@ -10,6 +10,11 @@ lstm_grad's gradient is one lstm_jvp (its tangents in the direction a, H_dF bein
 gradient is again lstm_jvp ops as long as it needs no third derivative of F: cotangents u on J t and v on the
 second output give t: J^T u + H_dF v, s: J v, theta: H_u t + H_s v, dF: none; the term left out,
 ``D^3F[dF, t, v]`` (in theta) and ``D^2F[t, v]`` (in dF), is third order, refused with a RuleError.
+
+The tangents are ``<cell>_jvp`` ops as well: lstm's is J t; lstm_grad's is H_dF t + J^T s (t, s the tangents
+of its inputs and of dF). lstm_jvp's tangent is again lstm_jvp ops when only its linear inputs move (the
+tangents t, s and dF): J t' and H_dF t' + H_dF' t + J^T s'; when theta itself moves it needs third
+derivatives, refused with a RuleError.
 """
 from __future__ import annotations
 
@@ -17,8 +22,10 @@ from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_sl
 
 from .base import grad_maker
 from .builder import RuleError, total
+from .tangent_rules import tangent_rule
 
 CELLS = tuple(PARAMS)
+_JVPS = tuple(f"{c}_jvp" for c in CELLS)
 
 
 def primal_inputs(op, cell: str) -> dict:
@@ -50,6 +57,10 @@ def _cotangents(op, slots, name) -> dict:
     return {s: op.grad(name(s)) for s in slots if op.outputs(name(s)) and op.has_grad(name(s))}
 
 
+def _tangents(op, slots, name=lambda s: s) -> dict:
+    return {s: t for s in slots if op.inputs(name(s)) and (t := op.tangent(name(s))) is not None}
+
+
 @grad_maker(*CELLS, emits=tuple(f"{c}_grad" for c in CELLS))
 def recurrent_grad(g, op):
     """J^T dF in one fused op."""
@@ -59,7 +70,16 @@ def recurrent_grad(g, op):
     return {p: outs[grad_slot(p)][0] for p in given}
 
 
-@grad_maker(*(f"{c}_grad" for c in CELLS), emits=tuple(f"{c}_jvp" for c in CELLS))
+@tangent_rule(*CELLS, emits=_JVPS)
+def recurrent_tangent(g, op):
+    """J t."""
+    t = _tangents(op, PARAMS[op.type])
+    if not t:
+        return {}
+    return jvp(g, op, op.type, t, {}, {}, list(OUTPUTS[op.type]), [])
+
+
+@grad_maker(*(f"{c}_grad" for c in CELLS), emits=_JVPS)
 def recurrent_grad_grad(g, op):
     """In theta H_dF a, in dF J a: the tangents of the forward and its gradient in the direction a."""
     cell = op.type.removesuffix("_grad")
@@ -69,7 +89,19 @@ def recurrent_grad_grad(g, op):
     return {**{p: res[grad_slot(p)] for p in given_params(op, cell)}, **{grad_slot(o): res[o] for o in cot}}
 
 
-@grad_maker(*(f"{c}_jvp" for c in CELLS), emits=(*(f"{c}_jvp" for c in CELLS), "elementwise_add"))
+@tangent_rule(*(f"{c}_grad" for c in CELLS), emits=_JVPS)
+def recurrent_grad_tangent(g, op):
+    """H_dF t + J^T s."""
+    cell = op.type.removesuffix("_grad")
+    params, outs = given_params(op, cell), OUTPUTS[cell]
+    t, s = _tangents(op, params), _tangents(op, outs, grad_slot)
+    if not t and not s:
+        return {}
+    res = jvp(g, op, cell, t, _present(op, outs, grad_slot), s, [], params)
+    return {grad_slot(p): res[grad_slot(p)] for p in params}
+
+
+@grad_maker(*_JVPS, emits=(*_JVPS, "elementwise_add"))
 def recurrent_jvp_grad(g, op):
     """t: J^T u + H_dF v; s: J v; theta: H_u t + H_s v (see the module docstring)."""
     cell = op.type.removesuffix("_jvp")
@@ -90,4 +122,28 @@ def recurrent_jvp_grad(g, op):
     return grads
 
 
-__all__ = ["CELLS", "primal_inputs", "given_params", "jvp", "recurrent_grad", "recurrent_grad_grad", "recurrent_jvp_grad"]
+@tangent_rule(*_JVPS, emits=(*_JVPS, "elementwise_add"))
+def recurrent_jvp_tangent(g, op):
+    """J t' and H_dF t' + H_dF' t + J^T s' (t', dF', s' the tangents of the inputs t, dF, s)."""
+    cell = op.type.removesuffix("_jvp")
+    params, outs = given_params(op, cell), OUTPUTS[cell]
+    if _tangents(op, params):
+        raise RuleError(f"forward mode through {op.type} in its primal inputs needs third derivatives of the "
+                        f"{cell} recurrence, which gradgen does not build")
+    t2, df2, s2 = (_tangents(op, params, tangent_slot), _tangents(op, outs, grad_slot),
+                   _tangents(op, outs, lambda o: tangent_slot(grad_slot(o))))
+    if not (t2 or df2 or s2):
+        return {}
+    t, df = _present(op, params, tangent_slot), _present(op, outs, grad_slot)
+    want_out = [o for o in outs if op.outputs(tangent_slot(o))]
+    want_grad = [p for p in params if op.outputs(tangent_slot(grad_slot(p)))]
+    first = jvp(g, op, cell, t2, df, s2, want_out, want_grad)
+    second = jvp(g, op, cell, t, df2, {}, [], want_grad) if df2 and t else {}
+    out = {tangent_slot(o): first[o] for o in want_out}
+    out.update({tangent_slot(grad_slot(p)): total(g, [first[grad_slot(p)], second.get(grad_slot(p))])
+                for p in want_grad})
+    return out
+
+
+__all__ = ["CELLS", "primal_inputs", "given_params", "jvp", "recurrent_grad", "recurrent_tangent",
+           "recurrent_grad_grad", "recurrent_grad_tangent", "recurrent_jvp_grad", "recurrent_jvp_tangent"]

@@ -1,4 +1,5 @@
-"""Gradients of running and whole products and sums: cumsum, and reduce_prod exactly at zeros, at every order.
+"""Gradients and tangents of running and whole products and sums: cumsum, and reduce_prod exactly at zeros, at
+every order.
 
 reduce_prod's gradient is, for each element, the product of all the others.
 Dividing the product by the element fails at zeros (one zero: only that
@@ -14,6 +15,10 @@ as the same two running products on dual numbers (value, t-part), each a
 log-depth scan of ``slice``, ``pad`` and ``elementwise_mul``/``add``: a
 polynomial in x and w made of ops with exact gradients, so the third and
 higher orders are exact too. The scan needs the reduced size at compile time.
+
+Tangents: running sums are linear; a product moves by sum(prod_others(x) * dx),
+and prod_others by its derivative in the tangent's direction, which its grad
+maker already builds (the product's Hessian is symmetric), exact at zeros.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from gradgen.program.shapes import numel
 from .base import grad_maker
 from .builder import RuleError
 from .families import linear, reduced_axes, reduction
+from .reduction import weighted_sum
+from .tangent_rules import linear_in, tangent_rule
 
 BIG = 2 ** 62
 """A slice end past any dim (slicing clamps it)."""
@@ -31,11 +38,21 @@ BIG = 2 ** 62
 cumsum_grad = linear("cumsum", emits=("cumsum",), transpose=lambda g, dout, axis, exclusive, reverse: g.op(
     "cumsum", {"X": dout}, {"axis": axis, "exclusive": exclusive, "reverse": not reverse}))
 """Running sums are linear; their adjoint runs the other way (exclusive stays exclusive)."""
+cumsum_tangent = linear_in("cumsum")
 
 reduce_prod_grad = reduction(
     "reduce_prod", emits=("unsqueeze", "prod_others", "elementwise_mul"),
     rule=lambda g, x, out, dout, dim, reduce_all: g.mul(
         dout, g.op("prod_others", {"X": x}, {"dim": dim, "reduce_all": reduce_all})))
+
+
+@tangent_rule("reduce_prod", emits=("prod_others", "elementwise_mul", "reduce_sum"))
+def reduce_prod_tangent(g, op):
+    x, t = op.input("X"), op.tangent("X")
+    if t is None:
+        return {}
+    others = g.op("prod_others", {"X": x}, {"dim": op.attr("dim"), "reduce_all": op.attr("reduce_all")})
+    return {"Out": weighted_sum(g, op, t, others)}
 
 
 def _shifted(g, v, rank: int, axis: int, d: int, reverse: bool, fill: float):
@@ -90,5 +107,11 @@ def prod_others_grad(g, op):
     return {"X": others_product_derivative(g, op, op.input("X"), op.grad("Out"))}
 
 
-__all__ = ["cumsum_grad", "reduce_prod_grad", "prod_others_grad", "exclusive_cumprod_dual",
-           "others_product_derivative", "BIG"]
+@tangent_rule("prod_others", emits=prod_others_grad.emits)
+def prod_others_tangent(g, op):
+    t = op.tangent("X")
+    return {"Out": others_product_derivative(g, op, op.input("X"), t)} if t is not None else {}
+
+
+__all__ = ["cumsum_grad", "cumsum_tangent", "reduce_prod_grad", "reduce_prod_tangent", "prod_others_grad",
+           "prod_others_tangent", "exclusive_cumprod_dual", "others_product_derivative", "BIG"]

@@ -109,7 +109,8 @@ class ForwardPass:
         if rule is None:
             moving = [n for n in op.input_arg_names if n in tangents]
             raise ForwardError(f"{where} has no tangent rule, but tangents reach it through "
-                               f"{', '.join(repr(n) for n in moving)}; give it one in grad_makers/tangents, or "
+                               f"{', '.join(repr(n) for n in moving)}; give it one beside its grad maker "
+                               "(grad_makers/<family>.py; a user op: register_op(tangent=...)), or "
                                "leave those vars out of the inputs")
         g = Builder(rule.allowed)
         label = (op.output_arg_names or [op.type])[0]

@@ -1,4 +1,4 @@
-"""What a tangent rule sees during the forward-mode pass (``grad_makers.tangents.base.TangentContext``)."""
+"""What a tangent rule sees during the forward-mode pass (``grad_makers.tangent_rules.TangentContext``)."""
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -1,6 +1,8 @@
-"""Every op with a grad maker has a tangent rule, and tangent rules emit only ops forward mode can push through."""
+"""Every op with a grad maker has a tangent rule, beside the maker, and tangent rules emit only ops forward mode can
+push through."""
 from __future__ import annotations
 
+from gradgen import grad_makers
 from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE
 from gradgen.grad_makers.tangents import FAMILIES, TANGENT_RULES, collect
 from gradgen.program import OP_SCHEMAS
@@ -27,3 +29,21 @@ def test_every_op_a_rule_emits_is_registered_and_has_a_rule_itself():
 
 def test_collecting_twice_is_the_same_table():
     assert collect(FAMILIES) == TANGENT_RULES
+
+
+def _holder(attr: str) -> dict[str, str]:
+    """Op type -> the family module whose namespace holds the function tagged for it with ``attr``."""
+    return {op_type: family.__name__ for family in grad_makers.FAMILIES for fn in vars(family).values()
+            for op_type in getattr(fn, attr, ())}
+
+
+def test_each_tangent_rule_sits_in_the_module_of_its_grad_maker():
+    """One op, one place: an op's forward rule is stated beside its reverse rule, as JAX's defjvp is."""
+    makers, rules = _holder("grad_of"), _holder("tangent_of")
+    apart = {op_type: (makers.get(op_type), module) for op_type, module in rules.items()
+             if makers.get(op_type) != module}
+    assert not apart, f"op -> (its maker's module, its tangent rule's module): {apart}"
+
+
+def test_the_tangent_rules_are_gathered_from_the_grad_makers_families():
+    assert FAMILIES is grad_makers.FAMILIES

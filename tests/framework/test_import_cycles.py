@@ -12,8 +12,10 @@ import networkx as nx
 import pytest
 
 import gradgen.framework
+import gradgen.grad_makers
 
 FRAMEWORK = Path(gradgen.framework.__file__).parent
+GRAD_MAKERS = Path(gradgen.grad_makers.__file__).parent
 
 
 def _module_name(path: Path, root: Path, package: str) -> str:
@@ -74,7 +76,7 @@ def test_the_graph_reader_sees_relative_and_package_imports():
 
 
 @pytest.mark.parametrize("root,package", [(FRAMEWORK / "runtime", "runtime"), (NUMPY, NUMPY_PACKAGE),
-                                          (FRAMEWORK, "framework")])
+                                          (FRAMEWORK, "framework"), (GRAD_MAKERS, "grad_makers")])
 def test_no_module_imports_in_a_cycle(root, package):
     cycles = list(nx.simple_cycles(import_graph(root, package)))
     assert not cycles, f"import cycles: {cycles}"

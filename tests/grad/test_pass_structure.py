@@ -59,13 +59,14 @@ def test_every_op_type_is_differentiable_or_declared_not():
     assert set(GRAD_MAKERS) <= set(OP_SCHEMAS), sorted(set(GRAD_MAKERS) - set(OP_SCHEMAS))
 
 
-def test_every_grad_makers_module_lists_its_public_names_and_makers_in_all():
+def test_every_grad_makers_module_lists_its_public_names_makers_and_tangent_rules_in_all():
     for info in pkgutil.iter_modules(grad_makers.__path__):
         module = importlib.import_module(f"gradgen.grad_makers.{info.name}")
         assert isinstance(getattr(module, "__all__", None), list), f"{info.name} has no __all__"
         assert all(hasattr(module, name) for name in module.__all__), info.name
-        tagged = {name for name, value in vars(module).items() if getattr(value, "grad_of", None)}
-        assert tagged <= set(module.__all__), f"{info.name}: makers not in __all__: {tagged - set(module.__all__)}"
+        tagged = {name for name, value in vars(module).items()
+                  if getattr(value, "grad_of", None) or getattr(value, "tangent_of", None)}
+        assert tagged <= set(module.__all__), f"{info.name}: rules not in __all__: {tagged - set(module.__all__)}"
 
 
 def test_an_op_without_a_maker_on_the_path_is_a_clear_error(monkeypatch):
