@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import Any
 
 from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 from gradgen.program.guard import default_main_program
 from gradgen.program.serialize import write_atomically
+from gradgen.program.variable import var_names
 
 from .io import load_params, save_params
 from .passes.prune import prune, required_inputs
@@ -37,18 +38,6 @@ class InferenceModelError(GradgenError):
     """An inference model folder that cannot be written or read as asked."""
 
 
-def _names(items, what: str) -> list[str]:
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-        items = [items]
-    names = []
-    for item in items:
-        name = item if isinstance(item, str) else getattr(item, "name", None)
-        if not isinstance(name, str):
-            raise InferenceModelError(f"{what} must be Variables or names, got {type(item).__name__}")
-        names.append(name)
-    return names
-
-
 def save_inference_model(dirname: str | os.PathLike, feeds, fetches, program: Program | Any = None,
                          scope: Scope | Any = None, *, main_program: Program | None = None,
                          model_filename: str | None = None, params_filename: str | None = None) -> list[str]:
@@ -62,7 +51,8 @@ def save_inference_model(dirname: str | os.PathLike, feeds, fetches, program: Pr
         program, scope = scope, None
     program = main_program or program or default_main_program()
     scope = global_scope() if scope is None else scope
-    feed_names, fetch_names = _names(feeds, "feeds"), _names(fetches, "fetches")
+    feed_names = var_names(feeds, "feeds", InferenceModelError)
+    fetch_names = var_names(fetches, "fetches", InferenceModelError)
     infer = prune(program, fetch_names, feeds=feed_names, for_test=True)
     _, persistables = required_inputs(infer.global_block())
     missing = [n for n in persistables if n not in scope]

@@ -87,4 +87,18 @@ class Variable:
     __hash__ = object.__hash__
 
 
-__all__ = ["Variable"]
+def var_names(items, what: str, error: type[Exception] = ProgramError) -> list[str]:
+    """The names of ``items``: one name or Variable, or a sequence of them (what every API that takes var names
+    accepts); ``error`` (raised with ``what`` named) for anything else."""
+    if isinstance(items, (str, bytes, Variable)) or not isinstance(items, (list, tuple)):
+        items = [items]
+    names = []
+    for item in items:
+        name = item.name if isinstance(item, Variable) else item
+        if not isinstance(name, str):
+            raise error(f"{what} must be Variables or var names, got {type(item).__name__}")
+        names.append(name)
+    return names
+
+
+__all__ = ["Variable", "var_names"]

@@ -24,6 +24,7 @@ from gradgen.program import OP_SCHEMAS, Program
 from gradgen.program.describe import describe_var, op_location
 from gradgen.program.errors import ProgramError
 from gradgen.program.subblocks import owned_blocks
+from gradgen.program.variable import Variable, var_names
 
 
 class PruneError(ProgramError):
@@ -111,9 +112,9 @@ def _set_test_mode(program: Program) -> None:
                 block.set_attr(op, "is_test", True)
 
 
-def prune(program: Program, fetches: Sequence[str], feeds: Sequence[str] | None = None,
+def prune(program: Program, fetches: Sequence[str | Variable], feeds: Sequence[str | Variable] | None = None,
           for_test: bool = False) -> Program:
-    """A copy of ``program`` holding only the ops the final values of ``fetches`` depend on.
+    """A copy of ``program`` holding only the ops the final values of ``fetches`` (names or Variables) depend on.
 
     ``feeds`` (names) cut the walk and must supply every non-persistable
     input the kept ops read (a PruneError names the op that lacks one); with
@@ -122,7 +123,7 @@ def prune(program: Program, fetches: Sequence[str], feeds: Sequence[str] | None 
     makes an inference program: every kept op must be a forward op, and ops
     with an ``is_test`` attr (dropout, batch norm) switch to inference.
     """
-    fetches, feed_list = list(fetches), list(feeds or ())
+    fetches, feed_list = var_names(fetches, "fetches", PruneError), var_names(list(feeds or ()), "feeds", PruneError)
     if not fetches:
         raise PruneError("prune needs at least one fetch")
     source = program.global_block()

@@ -94,8 +94,8 @@ def test_the_plan_runs_each_op_once_in_block_order_with_its_own_kernel():
         x = L.data("x", [-1, 4], "float64")
         w = L.create_parameter([4, 4], "float64", name="w")
         loss = L.reduce_mean(L.relu(x @ w))
-        append_backward(loss)
-    plan = Executor(backend="numpy", check_types=False).plan_for(main, ["x"], [loss.name])
+        ((_, w_grad),) = append_backward(loss)
+    plan = Executor(backend="numpy", check_types=False).plan_for(main, ["x"], [loss.name, w_grad.name])
     block = main.global_block()
     assert [s.index for s in plan.steps] == list(range(len(block.ops)))
     for step in plan.steps:  # no wrapper: the very function the op's factory builds

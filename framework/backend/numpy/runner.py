@@ -16,6 +16,7 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ..shared.conformance import checked_feeds, scope_value
+from ..shared.signature import unneeded_ops
 from ...runtime.per_version import PerVersion
 from ...runtime.place import CPUPlace
 from ...runtime.scope import Scope
@@ -80,7 +81,8 @@ class NumpyRunner:
         plan = per_program.get(key)
         if plan is None:
             start = time.perf_counter()
-            plan = build_plan(program.global_block(), key[0], key[1], options)
+            block = program.global_block()
+            plan = build_plan(block, key[0], key[1], options, skip=unneeded_ops(block, key[1]))
             per_program[key] = plan
             built(time.perf_counter() - start)
         return plan

@@ -129,7 +129,7 @@ class CompiledBlock:
     """``block`` compiled for one run signature; call it with the run's arrays."""
 
     def __init__(self, block, feeds: Sequence[str], from_scope: Sequence[str], fetches: Sequence[str],
-                 commits: Sequence[str], device=None):
+                 commits: Sequence[str], device=None, skipped: frozenset[int] = frozenset()):
         _use_persistent_cache()
         self.block, self.device = block, device
         self.feeds, self.from_scope = tuple(feeds), tuple(from_scope)
@@ -139,7 +139,9 @@ class CompiledBlock:
         self._executables: "OrderedDict[tuple, _Executable]" = OrderedDict()
         self._rows = INITIAL_HISTORY_ROWS
         self._host_state: dict = {}  # kept across traces (``TraceContext.host_state``)
-        self._host_ops = {i: op for i, op in enumerate(block.ops) if op.type in HOST_COMPUTED}
+        self._skipped = frozenset(skipped)
+        """Ops the run leaves out (``shared/signature.unneeded_ops``): not traced."""
+        self._host_ops = {i: op for i, op in enumerate(block.ops) if op.type in HOST_COMPUTED and i not in skipped}
         self._host_names = [n for op in self._host_ops.values() for n in op.output_arg_names]
         self._host_draws = [random_draw(op) for op in self._host_ops.values()]
         """Made once: a ``redraw`` op's draw holds its stream, a new sample each run, as on the numpy backend."""
@@ -154,7 +156,7 @@ class CompiledBlock:
 
         def step(feed_values, donated_values, kept_values, host_values):
             ctx = TraceContext(history_capacity=rows, host_state=self._host_state,
-                               precomputed=frozenset(self._host_ops))
+                               precomputed=frozenset(self._host_ops) | self._skipped)
             ctx.trace_block = lambda b, env, fetches: trace_block(b, env, fetches, ctx)
             env = dict(zip(self._host_names, host_values))
             env.update(zip(feeds, feed_values))

@@ -45,8 +45,8 @@ class TraceContext:
     where: str = ""
     """The op being traced, as errors name it (set by ``trace``)."""
     precomputed: frozenset = frozenset()
-    """Indexes of block-0 ops whose outputs the step receives as inputs, computed on the host (``compile``'s
-    ``HOST_COMPUTED``): the trace binds them and skips the op."""
+    """Indexes of block-0 ops the trace skips: those whose outputs the step receives as inputs, computed on the
+    host (``compile``'s ``HOST_COMPUTED``), and those the run leaves out (``shared/signature.unneeded_ops``)."""
     host_state: dict = field(default_factory=dict)
     """State a lowering keeps on the host across the traces of one compiled block (a dropout's random stream:
     one per block, whatever the run-time shapes, as the numpy backend keeps one per plan)."""

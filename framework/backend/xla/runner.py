@@ -88,7 +88,7 @@ class XlaRunner:
                 raise ExecutionError(f"the {self.name} backend cannot run this program ({len(found)} op"
                                      f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
             compiled = CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
-                                                  self.device)
+                                     self.device, sig.skipped)
             entry = _Entry(compiled, block, (*feed_names, *sig.from_scope))
             per_program[key] = entry
         return entry

@@ -42,7 +42,7 @@ def trace_block(block, env: Mapping[str, Any], fetches: Sequence[str], ctx: Trac
     env = dict(env)
     top = block.idx == 0
     for index, op in enumerate(block.ops):
-        if top and index in ctx.precomputed:  # its outputs came in with the step's inputs
+        if top and index in ctx.precomputed:  # computed on the host, or not run at all
             continue
         where = op_location(block, index, op.type, op.callsite)
         factory = LOWERINGS.get(op.type)
