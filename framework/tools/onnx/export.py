@@ -38,14 +38,9 @@ IR_VERSION = 8
 UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
-_RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
-OWN_EXPORTS = {
-    **{t: "one ONNX Reduce node, axes from dim" for t in lower_math.REDUCE},
-    "mean": "one ReduceMean over every axis", "reduce_mean_grad": _RUN_TIME_SIZES,
-    "layer_norm": "one LayerNormalization node (its Variance from the node's inverse standard deviation)",
-    "layer_norm_grad": _RUN_TIME_SIZES,
-}
-"""op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export."""
+OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS}
+"""op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export (each family
+module says so beside its lowering)."""
 
 LOWERINGS = with_derived({**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS,
                           **lower_norm.LOWERINGS, **lower_conv.LOWERINGS, **lower_control.LOWERINGS,

@@ -15,7 +15,7 @@ from gradgen.program.ops import reduction
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
 
-__all__ = ["LOWERINGS", "erf", "log1p", "reduce_axes"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS", "RUN_TIME_SIZES", "erf", "log1p", "reduce_axes"]
 
 REDUCE = {t: o for t, o in reduction.ONNX.items() if t != "logsumexp"}
 """The reductions that are one ONNX Reduce node, from their family (``program/ops/reduction.ONNX``); logsumexp is
@@ -40,7 +40,7 @@ def erf(ctx: Lowering, z: str, dtype: str) -> str:
     erf(z) = 2/sqrt(pi) * z * exp(-z^2) * sum_n (2 z^2)^n / (1 * 3 * ... * (2n + 1)) by Horner's rule in a
     ``Loop``, with z clamped to [-6, 6] first (no cancellation, so it is accurate to a few ulps). Beyond that
     erf(z) is +-1 in float64, and is given as exactly that (the series at 6 falls an ulp short: 1 + erf(-inf)
-    must be 0, so that gelu(-inf) is NaN and gelu(-40) is -0, as on the engines)."""
+    must be 0, so that x * (1 + erf(x / sqrt 2)) / 2 is NaN at -inf and -0 at -40, as on the engines)."""
     g = ctx.g
     if dtype != "float64":
         return g.node("Erf", [z])
@@ -307,3 +307,8 @@ LOWERINGS = {
     "logsumexp": logsumexp, "prod_others": prod_others,
 }
 """gradgen op type -> lowering."""
+
+RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
+OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "mean": "one ReduceMean over every axis",
+               "reduce_mean_grad": RUN_TIME_SIZES}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

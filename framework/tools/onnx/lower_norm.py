@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from .context import Lowering
 from .graph import fill_value
-from .lower_math import reduce_node
+from .lower_math import RUN_TIME_SIZES, reduce_node
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
 
 def _begin(ctx: Lowering) -> int:
@@ -87,3 +87,7 @@ def batch_norm_grad(ctx):
 
 
 LOWERINGS = {"layer_norm": layer_norm, "layer_norm_grad": layer_norm_grad, "batch_norm_grad": batch_norm_grad}
+
+OWN_EXPORTS = {"layer_norm": "one LayerNormalization node (its Variance from the node's inverse standard deviation)",
+               "layer_norm_grad": RUN_TIME_SIZES}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""
