@@ -108,7 +108,7 @@ def reduce_mean_grad(xp, x, dout, *, dim, keep_dim, reduce_all):
     axes = _axes(x, dim, reduce_all)
     count = max(math.prod(x.shape[a] for a in axes), 1)
     shared = (dout if keep_dim else xp.expand_dims(dout, axes)) / count
-    return shared * xp.ones(x.shape, dout.dtype)
+    return xp.astype(xp.broadcast_to(shared, x.shape), dout.dtype, copy=True)  # an array of its own, not a view
 
 
 COMPUTE = {"reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": _extreme("max"),
