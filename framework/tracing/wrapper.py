@@ -53,12 +53,22 @@ class Function:
         return f"gradgen.function {self.fn.__qualname__}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        traced, feed = self._traced(args, kwargs)
+        values = self.executor.run(traced.main, feed=feed, fetch_list=traced.fetches, scope=self.scope)
+        return rebuild(traced.template, values)
+
+    def build(self, *args: Any, **kwargs: Any) -> Program:
+        """Build (or find) the program for these arguments and initialize the scope, without running it: to read
+        the program, or set parameters in ``scope``, before the first step (``jax.jit(f).lower``'s place)."""
+        return self._traced(args, kwargs)[0].main
+
+    def _traced(self, args: tuple, kwargs: dict) -> tuple[Trace, dict]:
+        """The trace of this call's signature, built on first sight, and the call's feed."""
         bound = bind(self.fn, args, kwargs)
         signature, feed = signature_of(self._where, bound, self.exact_shapes)
         traced = self._traces.get(signature) or self._build(bound, signature)
         self._last = signature
-        values = self.executor.run(traced.main, feed=feed, fetch_list=traced.fetches, scope=self.scope)
-        return rebuild(traced.template, values)
+        return traced, feed
 
     def _build(self, bound, signature: Signature) -> Trace:
         """Trace ``signature``'s programs, initialize what they add to the scope, and cache them."""
