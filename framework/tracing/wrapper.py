@@ -34,7 +34,7 @@ class Function:
     """
 
     def __init__(self, fn: Callable, optimizer: Any = None, backend: str | Executor | None = None,
-                 exact_shapes: bool = False):
+                 exact_shapes: bool = False, scope: Scope | None = None):
         if not callable(fn):
             raise FunctionError(f"gradgen.function wraps a Python function, got {type(fn).__name__} {fn!r:.60}")
         functools.update_wrapper(self, fn)
@@ -43,7 +43,7 @@ class Function:
         self.exact_shapes = exact_shapes
         self.executor = backend if isinstance(backend, Executor) else Executor(
             **({} if backend is None else {"backend": backend}))
-        self.scope = Scope()
+        self.scope = Scope() if scope is None else scope
         self._traces: dict[Signature, Trace] = {}
         self._made_by: dict[str, Signature] = {}
         self._last: Signature | None = None
@@ -110,7 +110,7 @@ class Function:
 
 
 def function(fn: Callable | None = None, *, optimizer: Any = None, backend: str | Executor | None = None,
-             exact_shapes: bool = False) -> Any:
+             exact_shapes: bool = False, scope: Scope | None = None) -> Any:
     """Run a Python function of ``layers`` as a gradgen program: ``function(fn)``, ``@function`` or
     ``@function(optimizer=...)``.
 
@@ -128,6 +128,8 @@ def function(fn: Callable | None = None, *, optimizer: Any = None, backend: str 
     A signature is (argument names, dtypes, ranks, every dim but the first) plus the static values.
 
     ``backend`` is an engine's name (``Executor(backend=...)``) or an ``Executor``; by default ``Executor()``.
+    ``scope`` shares another function's parameters: ``predict = function(model, scope=train_step.scope)`` reads
+    what ``train_step`` trains, since both name the parameters they build alike when they build the same layers.
 
         >>> @function(optimizer=optimizer.SGD(0.01))
         ... def step(x, y):
@@ -135,6 +137,6 @@ def function(fn: Callable | None = None, *, optimizer: Any = None, backend: str 
         >>> loss = step(xs, ys)            # a 0-d numpy array; step.program is what ran
     """
     def wrap(f: Callable) -> Function:
-        return Function(f, optimizer=optimizer, backend=backend, exact_shapes=exact_shapes)
+        return Function(f, optimizer=optimizer, backend=backend, exact_shapes=exact_shapes, scope=scope)
 
     return wrap if fn is None else wrap(fn)

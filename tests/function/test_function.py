@@ -123,11 +123,12 @@ def test_int_and_float_static_values_are_different_keys():
     assert len(step.programs) == 2
 
 
-def test_the_program_prints_saves_and_loads(tmp_path):
+def test_the_program_prints_saves_explains_and_loads(tmp_path):
     step = function(mlp_loss, optimizer=optimizer.SGD(learning_rate=1e-3))
     step(XS, YS)
     text = str(step.program)
     assert "x" in text and "sgd(Param=w1" in text and "w1@GRAD" in text
+    assert step.program.explain().startswith("<!DOCTYPE html>")
     step.program.save(tmp_path / "main.json")
     step.startup_program.save(tmp_path / "startup.json")
     loaded = Program.load(tmp_path / "main.json")
@@ -179,3 +180,32 @@ def test_gradgen_function_is_the_same_callable():
     assert callable(gradgen.function) and top is gradgen.function and top.Function is Function
     assert isinstance(gradgen.function(lambda x: x), Function)
     assert isinstance(gradgen.function(optimizer=None)(lambda x: x), Function)
+
+
+def test_the_xla_backend_runs_the_same_function():
+    from gradgen.framework import backends
+    from tests.extras import require
+
+    require(None if "xla" in backends() else "jax", "pip install -e '.[xla]'")
+    numpy_step = function(mlp_loss, optimizer=optimizer.Adam(1e-2))
+    xla_step = function(mlp_loss, optimizer=optimizer.Adam(1e-2), backend="xla")
+    np.testing.assert_allclose([float(xla_step(XS, YS)) for _ in range(5)],
+                               [float(numpy_step(XS, YS)) for _ in range(5)], rtol=1e-12)
+
+
+def test_a_prediction_function_shares_the_training_scope():
+    def model(x):
+        return layers.fc(layers.fc(x, 8, act="tanh"), 3)
+
+    @function(optimizer=optimizer.SGD(0.05))
+    def train(x, y):
+        return layers.reduce_mean(layers.square(model(x) - y))
+
+    predict = function(model, scope=train.scope)
+    before = predict(XS)
+    first = float(train(XS, YS))
+    for _ in range(10):
+        train(XS, YS)
+    after = predict(XS)
+    assert predict.scope is train.scope and not np.allclose(before, after)
+    assert float(np.mean((after - YS) ** 2)) < first
