@@ -42,12 +42,12 @@ class Signature(NamedTuple):
         return ", ".join([str(i) for i in self.inputs] + [f"{name}={value!r}" for name, _, value in self.static])
 
 
-def bind(fn: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
-    """``args`` and ``kwargs`` bound to ``fn``'s parameters, defaults filled in."""
+def bind(fn: Callable, args: tuple, kwargs: dict, where: str) -> inspect.BoundArguments:
+    """``args`` and ``kwargs`` bound to ``fn``'s parameters, defaults filled in. ``where`` names ``fn`` in errors."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as e:
-        raise FunctionError(f"gradgen.function {fn.__qualname__}: {e}") from None
+        raise FunctionError(f"{where}: {e}") from None
     bound.apply_defaults()
     return bound
 

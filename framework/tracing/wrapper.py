@@ -28,8 +28,8 @@ __all__ = ["Function", "function"]
 class Function:
     """A Python function of layers and the programs built from it, one per call signature, sharing one scope.
 
-    Calling it with numpy arrays (and any hashable Python values) returns numpy arrays in the structure the
-    function returned Variables. ``scope`` holds the parameters and optimizer state between calls; ``programs``
+    Calling it with numpy arrays (and any hashable Python values) returns numpy arrays, in the structure in which
+    the function returned its Variables. ``scope`` holds the parameters and optimizer state between calls; ``programs``
     maps each ``Signature`` to its main program; ``program`` and ``startup_program`` are those of the last call.
     """
 
@@ -39,18 +39,15 @@ class Function:
             raise FunctionError(f"gradgen.function wraps a Python function, got {type(fn).__name__} {fn!r:.60}")
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self._where = f"gradgen.function {getattr(fn, '__qualname__', repr(fn))}"
         self.optimizer = optimizer
         self.exact_shapes = exact_shapes
-        self.executor = backend if isinstance(backend, Executor) else Executor(
-            **({} if backend is None else {"backend": backend}))
+        self.executor = (backend if isinstance(backend, Executor) else
+                         Executor() if backend is None else Executor(backend=backend))
         self.scope = Scope() if scope is None else scope
         self._traces: dict[Signature, Trace] = {}
         self._made_by: dict[str, Signature] = {}
         self._last: Signature | None = None
-
-    @property
-    def _where(self) -> str:
-        return f"gradgen.function {self.fn.__qualname__}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced, feed = self._traced(args, kwargs)
@@ -64,7 +61,7 @@ class Function:
 
     def _traced(self, args: tuple, kwargs: dict) -> tuple[Trace, dict]:
         """The trace of this call's signature, built on first sight, and the call's feed."""
-        bound = bind(self.fn, args, kwargs)
+        bound = bind(self.fn, args, kwargs, self._where)
         signature, feed = signature_of(self._where, bound, self.exact_shapes)
         traced = self._traces.get(signature) or self._build(bound, signature)
         self._last = signature
@@ -106,7 +103,7 @@ class Function:
         return self._last
 
     def __repr__(self) -> str:
-        return f"<gradgen.function {self.fn.__qualname__}: {len(self._traces)} program(s)>"
+        return f"<{self._where}: {len(self._traces)} program(s)>"
 
 
 def function(fn: Callable | None = None, *, optimizer: Any = None, backend: str | Executor | None = None,

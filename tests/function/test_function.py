@@ -209,3 +209,11 @@ def test_a_prediction_function_shares_the_training_scope():
     after = predict(XS)
     assert predict.scope is train.scope and not np.allclose(before, after)
     assert float(np.mean((after - YS) ** 2)) < first
+
+
+def test_a_partial_is_a_function_too():
+    from functools import partial
+
+    scaled = function(partial(lambda x, k: layers.scale(x, k), k=3.0))
+    np.testing.assert_array_equal(scaled(XS), 3 * XS)
+    assert "partial" in repr(scaled) and "1 program(s)" in repr(scaled)
