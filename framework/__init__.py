@@ -1,6 +1,7 @@
 """gradgen's engine: passes over programs, the runtime that runs them, and the tools around both.
 
     from gradgen.framework import Executor, append_backward, gradients, optimizer
+    from gradgen.framework import function     # a Python function of layers -> a cached program (tracing/)
 
 The folders are the architecture: ``passes/`` (programs -> programs: the backward pass,
 recompute, data parallel), ``runtime/`` (the executor, the scope, the commit), ``backend/`` (one folder
@@ -29,6 +30,8 @@ _PUBLIC = {
     "register_op": ".user_ops",
     "unregister_op": ".user_ops",
     "Executor": ".runtime.executor",
+    "function": ".tracing",
+    "Function": ".tracing",
     "backends": ".backend",
     "CPUPlace": ".runtime.place",
     "CUDAPlace": ".runtime.place",
@@ -46,6 +49,7 @@ _PUBLIC = {
     "NanInfError": ".errors",
     "BackwardError": ".errors",
     "ForwardError": ".errors",
+    "FunctionError": ".errors",
     "ParamFileError": ".errors",
     "data_parallel": ".passes.data_parallel",
     "init_parallel": ".runtime.communicator",

@@ -31,3 +31,9 @@ class DistributedError(GradgenError):
 
 class ForwardError(GradgenError):
     """The forward-mode pass cannot push tangents through the program as asked."""
+
+
+class FunctionError(GradgenError):
+    """A ``gradgen.function`` that cannot build or run its program as called: an argument that is neither an array
+    nor a hashable Python value, a result that is not made of Variables, a loss that is not a scalar, a parameter
+    another call made with another dtype or shape."""

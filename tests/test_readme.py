@@ -103,5 +103,5 @@ def test_readme_code_and_sessions_run_as_shown(tmp_path, monkeypatch):
             ran["session"] += 1
         else:  # an unchecked block may show commands (install, tests, MPI), never their output
             assert lang == "sh", f"README.md block {k} shows output but is no `$ ` session this test checks"
-    assert ran == {"python": 4, "session": 4}  # every block this test is meant to check was found
+    assert ran == {"python": 5, "session": 4}  # every block this test is meant to check was found
 

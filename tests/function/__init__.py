@@ -1,0 +1,1 @@
+"""Tests of gradgen.function: a Python function of layers run as a cached program."""
