@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradgen.framework import Scope, scope_guard
+from gradgen.program import Program, program_guard
 from tests.extras import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +48,8 @@ def run(*tags: str, namespace: dict | None = None) -> tuple[dict, str]:
     """Run the blocks in order in one namespace; (the namespace, what they printed)."""
     namespace = {"__name__": "__function_doc__"} if namespace is None else namespace
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    # the blocks use the default programs and the global scope, as a reader's script would: fresh ones here
+    with contextlib.redirect_stdout(printed), program_guard(Program(), Program()), scope_guard(Scope()):
         for tag in tags:
             exec(compile(BLOCKS[tag], f"design_docs/function.md {tag}", "exec"), namespace)
             if tag == "gpt-data":
