@@ -30,27 +30,36 @@ def weighted_sum(g, op, t, weight):
     return g.reduce_sum(g.mul(t, weight), reduced_axes(op), keep_dim=op.attr("keep_dim"))
 
 
+def tie_shares(g, x, extreme, op, amount):
+    """``amount / count`` at the elements of ``x`` equal to ``extreme`` (``count`` of them in their slice) and
+    ``amount / count * 0`` elsewhere: 0, or NaN throughout a slice where none is equal (a NaN extreme: 0 / 0).
+    A select, not a product with the 0/1 mask, which XLA rewrites to 0 where the quotient is not finite."""
+    hit = g.compare("equal", x, extreme)
+    share = g.div(amount, g.reduce_sum(g.cast(hit, op.dtype(x)), reduced_axes(op), keep_dim=True))
+    return g.where(hit, share, g.scale(share, 0.0))
+
+
 def _split_among_ties(g, x, out, dout, op):
-    """dx = dout * mask / count: the elements equal to the extreme share its gradient evenly (PyTorch's amax,
+    """dx = dout / count at the elements equal to the extreme: they share its gradient evenly (PyTorch's amax,
     JAX), so the gradient sums to dout however many elements tie."""
-    mask = g.cast(g.compare("equal", x, out), op.dtype(x))
-    return g.mul(g.div(mask, g.reduce_sum(mask, reduced_axes(op), keep_dim=True)), dout)
+    return tie_shares(g, x, out, op, dout)
 
 
-reduce_extreme_grad = reduction("reduce_max", "reduce_min", rule=_split_among_ties, emits=(
-    "unsqueeze", "equal", "cast", "reduce_sum", "elementwise_div", "elementwise_mul"))
+_TIE_OPS = ("unsqueeze", "equal", "cast", "reduce_sum", "elementwise_div", "scale", "where")
+
+reduce_extreme_grad = reduction("reduce_max", "reduce_min", rule=_split_among_ties, emits=_TIE_OPS)
 
 
-@tangent_rule("reduce_max", "reduce_min", emits=("unsqueeze", "equal", "cast", "reduce_sum", "elementwise_div",
-                                                 "elementwise_mul"))
+@tangent_rule("reduce_max", "reduce_min", emits=(*_TIE_OPS, "fill_any_like", "elementwise_mul"))
 def reduce_extreme_tangent(g, op):
     """d out = sum(t * hit / count(hit)): with k elements tied for the extreme, it moves by their mean tangent."""
     x, t = op.input("X"), op.tangent("X")
     if t is None:
         return {}
-    hit = g.cast(g.compare("equal", x, kept(g, op, op.output("Out"))), op.dtype(x))
-    return {"Out": weighted_sum(g, op, t, g.div(hit, g.reduce_sum(hit, reduced_axes(op), keep_dim=True)))}
+    out = kept(g, op, op.output("Out"))
+    return {"Out": weighted_sum(g, op, t, tie_shares(g, x, out, op, g.op("fill_any_like", {"X": out},
+                                                                            {"value": 1.0})))}
 
 
-__all__ = ["reduce_sum_grad", "reduce_mean_grad", "mean_grad", "sum_like_tangent", "weighted_sum",
+__all__ = ["reduce_sum_grad", "reduce_mean_grad", "mean_grad", "sum_like_tangent", "weighted_sum", "tie_shares",
            "reduce_extreme_grad", "reduce_extreme_tangent"]

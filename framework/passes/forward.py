@@ -210,6 +210,17 @@ def _as_list(values) -> list:
     return [values] if isinstance(values, Variable) else list(values)
 
 
+def _check_made_in_time(block, k: int, x: str, t: str, x_made: int, end: int) -> None:
+    """A ForwardError when input tangent ``t`` is made after an op that reads input ``x``: the tangent ops go
+    right after each op they follow, where ``t`` does not exist yet."""
+    made = max((i for i, op in enumerate(block.ops) if t in op.output_arg_names), default=-1)
+    reader = next((i for i in range(x_made + 1, end) if x in block.ops[i].input_arg_names), None)
+    if reader is not None and made >= reader:
+        op = block.ops[made]
+        raise ForwardError(f"input_tangents[{k}] '{t}' is made by op #{made} ({op.type}), after op #{reader} "
+                           f"({block.ops[reader].type}) reads input '{x}': make the tangent before the ops it moves")
+
+
 def _check(targets: list[Variable], inputs: list[Variable], input_tangents: list) -> None:
     if not targets:
         raise ForwardError("forward_gradients needs at least one target")
@@ -256,8 +267,10 @@ def forward_gradients(targets, inputs, input_tangents=None) -> list[Variable | N
         for n in op.output_arg_names:
             last_write[n] = i
     seeds: dict[int, list[tuple[str, object]]] = {}
-    for x, t in zip(inputs, input_tangents):
+    for k, (x, t) in enumerate(zip(inputs, input_tangents)):
         seeds.setdefault(last_write.get(x.name, -1), []).append((x.name, _ONES if t is None else t.name))
+        if t is not None:
+            _check_made_in_time(block, k, x.name, t.name, last_write.get(x.name, -1), end)
     forward_pass = ForwardPass(block.program)
     before = _Snapshot(block.program)
     try:

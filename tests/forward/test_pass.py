@@ -166,3 +166,16 @@ def test_ops_the_targets_do_not_depend_on_get_no_tangent_ops():
     made_for = [op.forward_op.type for op in main.global_block().ops if op.role == "forward_grad"]
     assert "cos" not in made_for and "exp" in made_for, made_for
     assert side.name in main.global_block().vars
+
+
+def test_an_input_tangent_made_after_the_ops_it_moves_is_refused_at_build_time():
+    """Its tangent ops would be inserted before it exists (a FeedError at run time, naming the wrong cause)."""
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [3], "float64")
+        y = layers.tanh(x)
+        late = layers.fill_constant([3], "float64", 1.0)
+        with pytest.raises(ForwardError, match=r"'fill_constant_0' is made by op #1 \(fill_constant\), after op #0 "
+                                               r"\(tanh\) reads input 'x'"):
+            forward_gradients([y], [x], [late])
+    assert [op.type for op in main.global_block().ops] == ["tanh", "fill_constant"]  # nothing added
