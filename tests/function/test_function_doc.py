@@ -88,7 +88,14 @@ def test_the_pytorch_gpt_trains():
         import torch  # noqa: F401
     except ImportError:
         require("torch", "pip install -e '.[oracle]'")
-    namespace, _ = run("gpt-data", "gpt-torch")
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # its two OpenMP threads and numpy's OpenBLAS ones fight in one process: 17 s, not 1
+    try:
+        namespace, _ = run("gpt-data", "gpt-torch")
+    finally:
+        torch.set_num_threads(threads)
     assert falls(namespace["losses"]) and len(namespace["sample"]) == 40
 
 

@@ -14,6 +14,7 @@ from argparse import Namespace
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from gradgen.framework import Executor, Scope, load_inference_model, paddle, scope_guard
 from gradgen.program import Program, program_guard
@@ -29,7 +30,9 @@ def fresh(tmp_path, monkeypatch):
     synthetic_data.write_mnist(home)
     monkeypatch.setattr(paddle.dataset.common, "DATA_HOME", str(home))
     random.seed(0)
-    with program_guard(Program(), Program()), scope_guard(Scope()):
+    # One BLAS thread: the book's products are small, and with this machine's OPENBLAS_CORETYPE=Haswell two
+    # OpenBLAS threads made LeNet's batched conv products 0.3 s each (35 s for the test; 2 s with one thread).
+    with program_guard(Program(), Program()), scope_guard(Scope()), threadpool_limits(1):
         yield tmp_path
 
 
