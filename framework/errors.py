@@ -34,6 +34,6 @@ class ForwardError(GradgenError):
 
 
 class FunctionError(GradgenError):
-    """A ``gradgen.function`` that cannot build or run its program as called: an argument that is neither an array
+    """A ``gradgen.framework.function`` that cannot build or run its program as called: an argument that is neither an array
     nor a hashable Python value, a result that is not made of Variables, a loss that is not a scalar, a parameter
     another call made with another dtype or shape."""

@@ -1,4 +1,4 @@
-"""From a Python function of layers to a cached program: ``gradgen.framework.function`` (also ``gradgen.function``).
+"""From a Python function of layers to a cached program: ``gradgen.framework.function``.
 
 ``signature`` says what one program is built for, ``build`` traces it, ``outputs`` maps what the function
 returned to fetches and back, ``state`` keeps parameters in the function's scope across programs, and

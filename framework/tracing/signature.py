@@ -1,6 +1,6 @@
 """A call's signature: which arguments are fed arrays (name, dtype, declared shape) and which are static values.
 
-``gradgen.function`` builds one program per signature. An array argument becomes a ``layers.data`` var named
+``gradgen.framework.function`` builds one program per signature. An array argument becomes a ``layers.data`` var named
 after its parameter; its first dim is declared -1 (any batch size), the others exactly, so a new batch size
 reuses the program and a new dtype, rank or feature size builds another. Any other argument is static: a
 hashable Python value (int, float, str, None, a tuple of them) handed to the function as it is, and part of

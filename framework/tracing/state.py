@@ -38,7 +38,7 @@ def check_agrees(scope: Scope, startup: Program, made_by: dict[str, Signature], 
         raise FunctionError(
             f"{where}: '{name}' in its scope is {held.dtype.name}{format_shape(held.shape)}, {made}, but this "
             f"call ({changed}) declares it {dtype}{format_shape(shape)}; call it with the arguments as before, or "
-            f"use a new gradgen.function for these")
+            f"use a new gradgen.framework.function for these")
 
 
 def initialize(scope: Scope, startup: Program, executor: Any) -> list[str]:

@@ -36,10 +36,10 @@ class Function:
     def __init__(self, fn: Callable, optimizer: Any = None, backend: str | Executor | None = None,
                  exact_shapes: bool = False, scope: Scope | None = None):
         if not callable(fn):
-            raise FunctionError(f"gradgen.function wraps a Python function, got {type(fn).__name__} {fn!r:.60}")
+            raise FunctionError(f"gradgen.framework.function wraps a Python function, got {type(fn).__name__} {fn!r:.60}")
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self._where = f"gradgen.function {getattr(fn, '__qualname__', repr(fn))}"
+        self._where = f"gradgen.framework.function {getattr(fn, '__qualname__', repr(fn))}"
         self.optimizer = optimizer
         self.exact_shapes = exact_shapes
         self.executor = (backend if isinstance(backend, Executor) else

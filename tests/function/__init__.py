@@ -1,1 +1,1 @@
-"""Tests of gradgen.function: a Python function of layers run as a cached program."""
+"""Tests of gradgen.framework.function: a Python function of layers run as a cached program."""

@@ -1,4 +1,4 @@
-"""``gradgen.function``: the same training as the classic form, one program per signature, parameters kept."""
+"""``gradgen.framework.function``: the same training as the classic form, one program per signature, parameters kept."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -173,13 +173,12 @@ def test_a_backend_by_name_or_executor():
     assert by_executor.executor is exe and by_name.executor.backend == "numpy"
 
 
-def test_gradgen_function_is_the_same_callable():
-    import gradgen.function
-    from gradgen import function as top
+def test_gradgen_framework_function_is_one_callable_in_both_forms():
+    import gradgen.framework
 
-    assert callable(gradgen.function) and top is gradgen.function and top.Function is Function
-    assert isinstance(gradgen.function(lambda x: x), Function)
-    assert isinstance(gradgen.function(optimizer=None)(lambda x: x), Function)
+    assert callable(gradgen.framework.function) and gradgen.framework.function is function
+    assert isinstance(gradgen.framework.function(lambda x: x), Function)
+    assert isinstance(gradgen.framework.function(optimizer=None)(lambda x: x), Function)
 
 
 def test_the_xla_backend_runs_the_same_function():

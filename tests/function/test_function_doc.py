@@ -125,7 +125,7 @@ def test_the_jax_hessian_vector_product_agrees():
 
 
 def readme_mlp_lines() -> tuple[int, int]:
-    """Lines of the README's MLP in today's form (its first Python block) and with ``gradgen.function``."""
+    """Lines of the README's MLP in today's form (its first Python block) and with ``gradgen.framework.function``."""
     bodies = [body for lang, body in FENCE.findall((ROOT / "README.md").read_text()) if lang == "python"]
     with_function = [body for body in bodies if "@function" in body]
     assert len(with_function) == 1

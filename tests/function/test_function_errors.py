@@ -1,4 +1,4 @@
-"""``gradgen.function``'s errors: each a ``FunctionError`` that names the argument or value at fault."""
+"""``gradgen.framework.function``'s errors: each a ``FunctionError`` that names the argument or value at fault."""
 from __future__ import annotations
 
 import numpy as np
