@@ -238,6 +238,16 @@ class SchemaTables(NamedTuple):
                             tuple(n for n in names if schema.attrs[n].default is REQUIRED))
 
 
+def xp_function(name: str) -> Callable[..., Any]:
+    """The ``compute`` of an op that is one function of the array namespace: ``xp.<name>(*inputs)`` (as
+    PyTensor's ``nfunc_spec`` names numpy's function for an elementwise op)."""
+    def compute(xp, *inputs):
+        return getattr(xp, name)(*inputs)
+
+    compute.__name__ = compute.__qualname__ = name
+    return compute
+
+
 def same_as(slot: str, out: str = "Out") -> InferFn:
     """Infer function for ops whose single output has the type of input ``slot``."""
 
@@ -258,5 +268,5 @@ def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr]
 __all__ = [
     "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "DtypeRule", "OpSchema",
     "SchemaTables",
-    "same_as", "schema"
+    "same_as", "schema", "xp_function"
 ]

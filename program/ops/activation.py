@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
-from ..schema import Attr, TensorType, same_as, schema
+from ..schema import Attr, TensorType, same_as, schema, xp_function
 
 
 def _scale(ctx):
@@ -84,25 +84,17 @@ INV_SQRT2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 COMPUTE = {
+    **{t: xp_function(t) for t in ("tanh", "exp", "log", "sqrt", "abs", "sin", "cos", "sign", "erf")},
     "relu": lambda xp, x: xp.maximum(x, 0),
     "sigmoid": sigmoid,
-    "tanh": lambda xp, x: xp.tanh(x),
-    "exp": lambda xp, x: xp.exp(x),
-    "log": lambda xp, x: xp.log(x),
-    "sqrt": lambda xp, x: xp.sqrt(x),
     "square": lambda xp, x: x * x,
-    "abs": lambda xp, x: xp.abs(x),
-    "sin": lambda xp, x: xp.sin(x),
-    "cos": lambda xp, x: xp.cos(x),
     "gelu": gelu,
     "softplus": softplus,
     "reciprocal": lambda xp, x: 1.0 / x,
-    "sign": lambda xp, x: xp.sign(x),
     "leaky_relu": lambda xp, x, *, alpha: xp.where(x > 0, x, x * alpha),
     "scale": scale,
     "clip": lambda xp, x, *, min, max: xp.clip(x, min, max),
     "pow": lambda xp, x, *, factor: xp.pow(x, factor),
-    "erf": lambda xp, x: xp.erf(x),
     "silu": lambda xp, x: x * sigmoid(xp, x),
     "elu": lambda xp, x, *, alpha: xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0))),
     "relu_grad": relu_grad,

@@ -7,7 +7,7 @@ and numpy's, so Out is float64.
 from __future__ import annotations
 
 from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES
-from ..schema import Attr, TensorType, schema
+from ..schema import Attr, TensorType, schema, xp_function
 from ..shapes import broadcast_shapes
 
 
@@ -31,15 +31,10 @@ _NOTES = {"elementwise_div": " Integers divide truly, to float64.",
           "elementwise_pow": " An integer to a negative integer power is a run-time error (numpy's rule).",
           "elementwise_max": " On bools: or.", "elementwise_min": " On bools: and."}
 
-COMPUTE = {
-    "elementwise_add": lambda xp, x, y: xp.add(x, y),
-    "elementwise_sub": lambda xp, x, y: xp.subtract(x, y),
-    "elementwise_mul": lambda xp, x, y: xp.multiply(x, y),
-    "elementwise_div": lambda xp, x, y: xp.divide(x, y),
-    "elementwise_pow": lambda xp, x, y: xp.pow(x, y),
-    "elementwise_max": lambda xp, x, y: xp.maximum(x, y),
-    "elementwise_min": lambda xp, x, y: xp.minimum(x, y),
-}
+COMPUTE = {t: xp_function(name) for t, name in {
+    "elementwise_add": "add", "elementwise_sub": "subtract", "elementwise_mul": "multiply",
+    "elementwise_div": "divide", "elementwise_pow": "pow", "elementwise_max": "maximum",
+    "elementwise_min": "minimum"}.items()}
 """op type -> its computation over ``xp`` (``OpSchema.compute``): the array API's functions, NaN winning in max
 and min. An engine whose own promotion differs from numpy's (jax divides int32 by int32 in float32) computes
 in the declared dtype: the xla engine casts the inputs to it first."""

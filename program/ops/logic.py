@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..dtypes import DTYPES, INT_DTYPES
-from ..schema import Attr, TensorType, schema
+from ..schema import Attr, TensorType, schema, xp_function
 from ..shapes import broadcast_shapes, normalize_axis
 
 
@@ -40,18 +40,10 @@ def _one_hot(ctx):
 COMPARISONS = ("less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
-COMPUTE = {
-    "less_than": lambda xp, x, y: xp.less(x, y),
-    "less_equal": lambda xp, x, y: xp.less_equal(x, y),
-    "greater_than": lambda xp, x, y: xp.greater(x, y),
-    "greater_equal": lambda xp, x, y: xp.greater_equal(x, y),
-    "equal": lambda xp, x, y: xp.equal(x, y),
-    "not_equal": lambda xp, x, y: xp.not_equal(x, y),
-    "logical_and": lambda xp, x, y: xp.logical_and(x, y),
-    "logical_or": lambda xp, x, y: xp.logical_or(x, y),
-    "logical_xor": lambda xp, x, y: xp.logical_xor(x, y),
-    "logical_not": lambda xp, x: xp.logical_not(x),
-}
+COMPUTE = {t: xp_function(name) for t, name in {
+    "less_than": "less", "less_equal": "less_equal", "greater_than": "greater", "greater_equal": "greater_equal",
+    "equal": "equal", "not_equal": "not_equal", "logical_and": "logical_and", "logical_or": "logical_or",
+    "logical_xor": "logical_xor", "logical_not": "logical_not"}.items()}
 """op type -> its computation over ``xp`` (``OpSchema.compute``)."""
 
 ONNX = {"less_than": "Less", "less_equal": "LessOrEqual", "greater_than": "Greater", "greater_equal": "GreaterOrEqual",
