@@ -83,6 +83,16 @@ def relu_grad(xp, y, dout):
 INV_SQRT2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
+OUTPUT_SLOPES = {
+    "relu": lambda xp, y, v: (v > 0).astype(v.dtype),
+    "sigmoid": lambda xp, y, v: (1.0 - y) * y,
+    "tanh": lambda xp, y, v: 1.0 - y * y,
+    "softplus": lambda xp, y, v: 1.0 - xp.exp(-y),
+}
+"""op type -> its derivative written in its output ``y``: ``slope(xp, y, v)``, ``v`` y's plain value where the
+slope is piecewise (a mask must not carry a dual number's part). The fused grads from the output and the LSTM/GRU
+gate activations (``recurrent.ACTIVATIONS``) read these."""
+
 COMPUTE = {
     **{t: xp_function(t) for t in ("tanh", "exp", "log", "sqrt", "abs", "sin", "cos", "sign", "erf")},
     "relu": lambda xp, x: xp.maximum(x, 0),
@@ -98,8 +108,8 @@ COMPUTE = {
     "silu": lambda xp, x: x * sigmoid(xp, x),
     "elu": lambda xp, x, *, alpha: xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0))),
     "relu_grad": relu_grad,
-    "tanh_grad": lambda xp, y, dout: (1.0 - y * y) * dout,
-    "sigmoid_grad": lambda xp, y, dout: (1.0 - y) * y * dout,
+    "tanh_grad": lambda xp, y, dout: OUTPUT_SLOPES["tanh"](xp, y, y) * dout,
+    "sigmoid_grad": lambda xp, y, dout: OUTPUT_SLOPES["sigmoid"](xp, y, y) * dout,
 }
 """op type -> its computation over ``xp`` (``OpSchema.compute``)."""
 
@@ -144,5 +154,5 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["COMPUTE", "EXACT_ON_INTS", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad",
-           "relu_grad", "scale", "sigmoid", "softplus"]
+__all__ = ["COMPUTE", "EXACT_ON_INTS", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES", "SCHEMAS",
+           "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]

@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 from ..dtypes import INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, shapes_agree
-from .activation import COMPUTE
+from .activation import COMPUTE, OUTPUT_SLOPES
 
 PARAMS = {"lstm": ("X", "W", "R", "WB", "RB", "H0", "C0"), "gru": ("X", "W", "R", "WB", "RB", "H0")}
 """Each cell's differentiable inputs, in slot order (X, W, R required)."""
@@ -39,10 +39,10 @@ class GateActivation(NamedTuple):
     defaults: tuple = ()
 
 
-def _as_op(op_type: str, slope: Callable) -> GateActivation:
-    """The activation that is gradgen's op ``op_type``: that op's own ``compute``."""
-    compute = COMPUTE[op_type]
-    return GateActivation(lambda xp, x, a, b: compute(xp, x), slope)
+def _as_op(op_type: str) -> GateActivation:
+    """The activation that is gradgen's op ``op_type``: that op's own ``compute`` and output slope."""
+    compute, slope = COMPUTE[op_type], OUTPUT_SLOPES[op_type]
+    return GateActivation(lambda xp, x, a, b: compute(xp, x), lambda xp, y, v, a, b: slope(xp, y, v))
 
 
 def _relu_like_slope(xp, y, v, alpha, beta):
@@ -66,10 +66,7 @@ def _softsign_slope(xp, y, v, alpha, beta):
 
 
 ACTIVATIONS: dict[str, GateActivation] = {
-    "relu": _as_op("relu", lambda xp, y, v, a, b: _relu_like_slope(xp, y, v, 0.0, b)),
-    "sigmoid": _as_op("sigmoid", lambda xp, y, v, a, b: y * (1.0 - y)),
-    "tanh": _as_op("tanh", lambda xp, y, v, a, b: 1.0 - y * y),
-    "softplus": _as_op("softplus", lambda xp, y, v, a, b: 1.0 - xp.exp(-y)),
+    **{t: _as_op(t) for t in OUTPUT_SLOPES},
     "affine": GateActivation(lambda xp, x, a, b: a * x + b, lambda xp, y, v, a, b: a + 0.0 * y, (1.0, 0.0)),
     "leakyrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= 0, x, a * x), _relu_like_slope, (0.01,)),
     "thresholdedrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= a, x, 0.0),
@@ -80,8 +77,8 @@ ACTIVATIONS: dict[str, GateActivation] = {
     "elu": GateActivation(lambda xp, x, a, b: COMPUTE["elu"](xp, x, alpha=a), _elu_slope, (1.0,)),
     "softsign": GateActivation(lambda xp, x, a, b: x / (1.0 + xp.abs(x)), _softsign_slope),
 }
-"""ONNX's activations for LSTM/GRU by lowercase name. Those gradgen has as ops take that op's ``compute``;
-ONNX gives ScaledTanh (alpha tanh(beta x)) no defaults, gradgen takes 1, 1 (plain tanh)."""
+"""ONNX's activations for LSTM/GRU by lowercase name. Those gradgen has as ops take that op's ``compute`` and
+output slope (``activation.OUTPUT_SLOPES``); ONNX gives ScaledTanh (alpha tanh(beta x)) no defaults, gradgen takes 1, 1 (plain tanh)."""
 
 DEFAULT_ACTIVATIONS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh")}
 """Each cell's activations when none are given: LSTM f (gates), g (cell input), h (cell output); GRU f, g."""
