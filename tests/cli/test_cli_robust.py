@@ -62,7 +62,12 @@ def test_ctrl_c_is_one_line_and_exit_code_130(tmp_path):
         if line.startswith("## after append_backward"):
             break
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:  # a child that missed the signal must not outlive the test (one ran on for 50 minutes)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130
     assert stderr == "gradgen: interrupted\n"
 
