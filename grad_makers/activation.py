@@ -3,7 +3,7 @@ differentiated again.
 
 Ops whose derivative is a mask (relu, leaky_relu, clip), reads only the output
 (tanh, sigmoid) or needs a special function (gelu) use a fused grad op that is
-linear in ``Out@GRAD``; its own maker (in ``grad_ops``) is one line.
+linear in ``Out@GRAD``; its own makers (second order) are at the end of this file.
 
 Each tangent rule, on the line after its maker, reuses the maker's formula: an
 elementwise Jacobian is diagonal, so ``J t`` is ``J^T t`` and what the maker
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from .families import from_input, from_output, linear, unary
-from .tangent_rules import diagonal, slope, tangent_rule
+from .base import grad_maker
+from .tangent_rules import diagonal, linear_in, slope, tangent_rule, total
 
 
 def _fused_of_output(grad_type: str):
@@ -77,9 +78,70 @@ gelu_tangent = diagonal(gelu_grad)
 
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
+
+# The fused grad ops above are themselves differentiable (second order, forward-over-reverse): each is linear in
+# Out@GRAD, and the output-slope and gelu ones also move with the value their slope reads.
+
+masked_grad_grad = linear(
+    "relu_grad", "leaky_relu_grad", "clip_grad", slot="Out@GRAD", out="X@GRAD",
+    emits=("relu_grad", "leaky_relu_grad", "clip_grad"),
+    transpose=lambda g, dd, op: g.op(op.type, {**op.input_slots(), "Out@GRAD": dd}, op.attrs, outputs="X@GRAD"))
+"""Self-adjoint masks: the same op applied to the incoming gradient."""
+masked_grad_tangent = linear_in("relu_grad", "leaky_relu_grad", "clip_grad", slot="Out@GRAD", out="X@GRAD")
+
+
+@grad_maker("tanh_grad", "sigmoid_grad", emits=("tanh_grad", "sigmoid_grad", "elementwise_mul", "scale"))
+def output_slope_grad_grad(g, op):
+    """dX = dOut * f'(Out) with f' = 1 - Out^2 (tanh) or Out (1 - Out) (sigmoid).
+
+    In dOut the map is linear and self-adjoint: the same op on the incoming
+    gradient ddX. In Out: ddX * dOut * f''(Out), with f'' = -2 Out or 1 - 2 Out.
+    """
+    out, dout, dd = op.input("Out"), op.input("Out@GRAD"), op.grad("X@GRAD")
+    curvature = g.scale(out, -2.0, 0.0 if op.type == "tanh_grad" else 1.0)
+    return {"Out@GRAD": g.op(op.type, {"Out": out, "Out@GRAD": dd}, outputs="X@GRAD"),
+            "Out": g.mul(g.mul(dd, dout), curvature)}
+
+
+@tangent_rule("tanh_grad", "sigmoid_grad", emits=("tanh_grad", "sigmoid_grad", "elementwise_mul", "scale",
+                                                  "elementwise_add"))
+def output_slope_tangent(g, op):
+    """X@GRAD = dOut * f'(Out): the same op on dOut's tangent, plus dOut * f''(Out) * Out's tangent,
+    f'' = -2 Out (tanh) or 1 - 2 Out (sigmoid) as functions of Out."""
+    out, dout = op.input("Out"), op.input("Out@GRAD")
+    t_out, t_dout = op.tangent("Out"), op.tangent("Out@GRAD")
+    curvature = t_out and g.scale(out, -2.0, 0.0 if op.type == "tanh_grad" else 1.0)
+    return {"X@GRAD": total(g, [t_dout and g.op(op.type, {"Out": out, "Out@GRAD": t_dout}, outputs="X@GRAD"),
+                                t_out and g.mul(g.mul(t_out, dout), curvature)])}
+
+
+@grad_maker("gelu_grad", emits=("gelu_grad", "square", "scale", "exp", "elementwise_mul"))
+def gelu_grad_grad(g, op):
+    """gelu_grad = dout * (Phi(x) + x phi(x)); its x-derivative is dout * phi(x) * (2 - x^2)."""
+    x, dout, dd = op.input("X"), op.input("Out@GRAD"), op.grad("X@GRAD")
+    sq = g.square(x)
+    slope = g.mul(g.scale(g.exp(g.scale(sq, -0.5)), INV_SQRT_2PI), g.scale(sq, -1.0, 2.0))
+    return {"Out@GRAD": g.op("gelu_grad", {"X": x, "Out@GRAD": dd}, outputs="X@GRAD"),
+            "X": g.mul(g.mul(slope, dout), dd)}
+
+
+@tangent_rule("gelu_grad", emits=("gelu_grad", "square", "scale", "exp", "elementwise_mul", "elementwise_add"))
+def gelu_grad_tangent(g, op):
+    """gelu_grad = dOut * gelu'(x), with gelu''(x) = phi(x) * (2 - x^2)."""
+    x, dout, tx, t_dout = op.input("X"), op.input("Out@GRAD"), op.tangent("X"), op.tangent("Out@GRAD")
+    through_x = None
+    if tx is not None:
+        sq = g.square(x)
+        curvature = g.mul(g.scale(g.exp(g.scale(sq, -0.5)), INV_SQRT_2PI), g.scale(sq, -1.0, 2.0))
+        through_x = g.mul(g.mul(curvature, dout), tx)
+    return {"X@GRAD": total(g, [t_dout and g.op("gelu_grad", {"X": x, "Out@GRAD": t_dout}, outputs="X@GRAD"),
+                                through_x])}
+
+
 __all__ = ["exp_grad", "exp_tangent", "reciprocal_grad", "reciprocal_tangent", "square_grad", "square_tangent",
            "pow_grad", "pow_tangent", "sin_grad", "sin_tangent", "cos_grad", "cos_tangent", "abs_grad", "abs_tangent",
            "softplus_grad", "softplus_tangent", "log_grad", "log_tangent", "sqrt_grad", "sqrt_tangent", "scale_grad",
            "scale_tangent", "sigmoid_grad", "sigmoid_tangent", "tanh_grad", "tanh_tangent", "relu_grad",
            "relu_tangent", "leaky_relu_grad", "leaky_relu_tangent", "clip_grad", "clip_tangent", "gelu_grad",
-           "gelu_tangent", "INV_SQRT_2PI"]
+           "gelu_tangent", "INV_SQRT_2PI", "masked_grad_grad", "masked_grad_tangent", "output_slope_grad_grad",
+           "output_slope_tangent", "gelu_grad_grad", "gelu_grad_tangent"]

@@ -245,6 +245,7 @@ def xp_function(name: str) -> Callable[..., Any]:
         return getattr(xp, name)(*inputs)
 
     compute.__name__ = compute.__qualname__ = name
+    compute.xp_name = name
     return compute
 
 

@@ -9,7 +9,10 @@ true division, first casts the var to float64 (``t * 2.5``, ``t / 2``).
 """
 from __future__ import annotations
 
+import math
 from numbers import Integral, Number
+
+import numpy as np
 
 from ..dtypes import INT_DTYPES
 from ..errors import ProgramError
@@ -150,7 +153,6 @@ square = _unary("square")
 abs = _unary("abs")
 sin = _unary("sin")
 cos = _unary("cos")
-gelu = _unary("gelu")
 softplus = _unary("softplus")
 reciprocal = _unary("reciprocal")
 sign = _unary("sign")
@@ -190,8 +192,30 @@ def logsigmoid(x: Variable, name=None) -> Variable:
     return negative(softplus(negative(x)), name=name)
 
 
+@named
+def gelu(x: Variable, approximate: bool = False, name=None) -> Variable:
+    """x * Phi(x), Phi the standard normal CDF (the ``gelu`` op). ``approximate=True`` (Paddle's flag, PyTorch's
+    ``approximate="tanh"``) composes the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) instead."""
+    if not approximate:
+        return append("gelu", {"X": check_var(x, "x")}, name=name)
+    inner = scale(add(x, scale(multiply(square(x), x), 0.044715)), math.sqrt(2.0 / math.pi))
+    return multiply(x, scale(tanh(inner), 0.5, 0.5), name=name)
+
+
+ONNX_COMPOSITES = {
+    "Mish": (mish, {}),
+    "HardSwish": (hardswish, {}),
+    # ONNX's defaults are the float32 roundings of the constants (PyTorch's and gradgen's are exact).
+    "Selu": (selu, {"alpha": ("alpha", float(np.float32(SELU_ALPHA)), float),
+                    "gamma": ("gamma", float(np.float32(SELU_SCALE)), float)}),
+    "Gelu": (gelu, {"approximate": ("approximate", "none", {"none": False, "tanh": True}.__getitem__)}),
+}
+"""ONNX operator -> (the layer that composes it, {layer keyword: (ONNX attr, its default, attr -> keyword value)}):
+the ONNX import of the activations above (their export is that of the ops they are made of)."""
+
+
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "pow", "maximum", "minimum", "scale", "clip", "leaky_relu",
     "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "sin", "cos", "gelu", "softplus", "reciprocal",
-    "sign", "elu", "erf", "silu", "remainder", "mish", "hardswish", "selu", "logsigmoid", "SELU_ALPHA", "SELU_SCALE"
+    "sign", "elu", "erf", "silu", "remainder", "mish", "hardswish", "selu", "logsigmoid", "SELU_ALPHA", "SELU_SCALE", "ONNX_COMPOSITES"
 ]

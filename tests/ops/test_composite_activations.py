@@ -1,9 +1,9 @@
-"""mish, hardswish, selu and logsigmoid: compositions of existing ops (``program/layers/math.py``).
+"""mish, hardswish, selu, logsigmoid and gelu's tanh form: compositions of existing ops (``program/layers/math.py``).
 
 Values against PyTorch's functions over the whole domain (infinities, NaN, huge magnitudes, the kinks), on
 both engines; finite-difference gradients of first and second order in float64 over several shapes, with
 the xla engine's gradients equal to the reference's; ONNX export run in ONNX Runtime, and ONNX's own
-``Mish``, ``HardSwish`` and ``Selu`` nodes imported and checked against ONNX's reference evaluator.
+``Mish``, ``HardSwish``, ``Selu`` and ``Gelu`` (both forms) nodes imported and checked against ONNX's reference evaluator.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 from tests.grad.checking import check_op_gradients
 
-LAYERS = {"mish": layers.mish, "hardswish": layers.hardswish, "selu": layers.selu, "logsigmoid": layers.logsigmoid}
+LAYERS = {"mish": layers.mish, "hardswish": layers.hardswish, "selu": layers.selu, "logsigmoid": layers.logsigmoid,
+          "gelu_tanh": lambda x: layers.gelu(x, approximate=True)}
 DOMAIN = np.array([-np.inf, -1e30, -710.0, -100.0, -88.0, -20.0, -3.0, -2.9, -1.0, -1e-8, -0.0, 0.0, 1e-8, 0.5, 3.0,
                    3.1, 20.0, 88.0, 100.0, 710.0, 1e30, np.inf, np.nan])
 ENGINES = ["numpy", "xla"]
@@ -38,7 +39,8 @@ def _torch(name: str, x: np.ndarray) -> np.ndarray:
     import torch
     import torch.nn.functional as F
 
-    fn = {"mish": F.mish, "hardswish": F.hardswish, "selu": F.selu, "logsigmoid": F.logsigmoid}[name]
+    fn = {"mish": F.mish, "hardswish": F.hardswish, "selu": F.selu, "logsigmoid": F.logsigmoid,
+          "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[name]
     return fn(torch.from_numpy(x)).numpy()
 
 
@@ -125,7 +127,8 @@ def test_export_runs_in_onnx_runtime(name):
 
 
 @pytest.mark.parametrize("node,attrs", [("Mish", {}), ("HardSwish", {}), ("Selu", {}),
-                                        ("Selu", {"alpha": 1.5, "gamma": 2.0})])
+                                        ("Selu", {"alpha": 1.5, "gamma": 2.0}), ("Gelu", {}),
+                                        ("Gelu", {"approximate": "tanh"})])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_onnx_nodes_import_as_the_composition(node, attrs, dtype):
     _need("onnx", "onnx")
@@ -145,3 +148,16 @@ def test_onnx_nodes_import_as_the_composition(node, attrs, dtype):
     (got,) = Executor().run(program, feed={"x": x}, fetch_list=[outs["y"]], scope=Scope())
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-7)
+
+
+def test_a_gelu_node_of_an_unknown_form_is_an_import_error_naming_the_attr():
+    _need("onnx", "onnx")
+    from onnx import TensorProto, helper
+
+    from gradgen.framework.tools.onnx import OnnxImportError, import_onnx
+
+    graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], approximate="sigmoid")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(OnnxImportError, match="approximate"):
+        import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))

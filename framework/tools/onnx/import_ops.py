@@ -109,18 +109,6 @@ def leaky_relu(ctx):
     ctx.out("leaky_relu", {"X": ctx.x(0)}, {"alpha": float(ctx.attr("alpha", 0.01))})
 
 
-def gelu(ctx):
-    if ctx.attr("approximate", "none") == "none":
-        return ctx.out("gelu", {"X": ctx.x(0)})
-    # the tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-    x = ctx.x(0)
-    cube = ctx.tmp("elementwise_mul", {"X": ctx.tmp("square", {"X": x}), "Y": x})
-    inner = ctx.tmp("elementwise_add", {"X": x, "Y": ctx.tmp("scale", {"X": cube}, {"scale": 0.044715})})
-    t = ctx.tmp("tanh", {"X": ctx.tmp("scale", {"X": inner}, {"scale": float(np.sqrt(2.0 / np.pi))})})
-    half = ctx.tmp("scale", {"X": t}, {"scale": 0.5, "bias": 0.5})
-    ctx.out("elementwise_mul", {"X": x, "Y": half})
-
-
 def clip(ctx):
     _floats_only(ctx)
     if ctx.opset < 11:

@@ -1,9 +1,9 @@
 """ONNX op type -> the function that imports a node of it, gathered from the importer modules."""
 from __future__ import annotations
 
-import numpy as np
-
 from gradgen.program.layers import math as L
+
+from .errors import NotImportable
 
 from .import_control import (
     if_, loop,
@@ -15,7 +15,7 @@ from .import_nn import (
 from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
-    concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
+    concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gemm, leaky_relu, matmul,
     mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
     slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
@@ -23,25 +23,25 @@ from .import_ops import (
 __all__ = ["COMPOSITES", "IMPORTERS"]
 
 
-def _composite(layer, **attrs):
-    """An ONNX activation that is a composition of gradgen ops: the layer function that composes it, on input 0
-    (floats only), with ``attrs`` mapping the layer's keywords to (ONNX attr name, default)."""
+def _composite(layer, attrs: dict):
+    """An ONNX activation that gradgen writes as a composition (``layers.math.ONNX_COMPOSITES``): the layer that
+    composes it, on input 0 (floats only), its keywords read from the node's attrs."""
     def translate(ctx):
         _floats_only(ctx)
-        given = {kw: float(ctx.attr(onnx_name, default)) for kw, (onnx_name, default) in attrs.items()}
+        given = {}
+        for kw, (onnx_name, default, convert) in attrs.items():
+            value = ctx.attr(onnx_name, default)
+            try:
+                given[kw] = convert(value)
+            except (KeyError, TypeError, ValueError):
+                raise NotImportable(f"attr '{onnx_name}' = {value!r} is not one gradgen knows") from None
         x = ctx.importer.block().var(ctx.x(0))
         ctx.bind(0, layer(x, **given).name)
 
     return translate
 
 
-COMPOSITES = {
-    "Mish": _composite(L.mish),
-    "HardSwish": _composite(L.hardswish),
-    # ONNX's defaults are the float32 roundings of the constants (PyTorch's and gradgen's are exact).
-    "Selu": _composite(L.selu, alpha=("alpha", float(np.float32(L.SELU_ALPHA))),
-                       gamma=("gamma", float(np.float32(L.SELU_SCALE)))),
-}
+COMPOSITES = {onnx_type: _composite(layer, attrs) for onnx_type, (layer, attrs) in L.ONNX_COMPOSITES.items()}
 """ONNX activations gradgen writes as compositions (``program/layers/math.py``)."""
 
 
@@ -52,7 +52,7 @@ IMPORTERS = {
     **{t: _reduce(o) for t, o in REDUCE.items()},
     **COMPOSITES,
     "Sum": _variadic("elementwise_add"), "Max": _variadic("elementwise_max"), "Min": _variadic("elementwise_min"),
-    "Neg": neg, "LeakyRelu": leaky_relu, "Gelu": gelu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
+    "Neg": neg, "LeakyRelu": leaky_relu, "Clip": clip, "MatMul": matmul, "Gemm": gemm,
     "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Reshape": reshape, "Flatten": flatten,
     "Transpose": transpose, "Concat": concat, "Split": split, "Slice": slice_, "Squeeze": squeeze,
     "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where,

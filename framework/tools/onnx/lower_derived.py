@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
 from .context import Lowering
@@ -118,8 +119,9 @@ XP = SimpleNamespace(
     equal=operator.eq, not_equal=operator.ne, greater=operator.gt, greater_equal=operator.ge, less=operator.lt,
     less_equal=operator.le, logical_and=operator.and_, logical_or=operator.or_, logical_xor=operator.xor,
     logical_not=_not,
-    abs=_unary("Abs"), exp=_unary("Exp"), log=_unary("Log"), sqrt=_unary("Sqrt"), tanh=_unary("Tanh"),
-    sin=_unary("Sin"), cos=_unary("Cos"), sign=_unary("Sign"),
+    **{schema.compute.xp_name: _unary(schema.onnx) for schema in OP_SCHEMAS.values()
+       if hasattr(schema.compute, "xp_name") and schema.onnx and len(schema.inputs) == 1
+       and schema.onnx not in NO_FLOAT64},
     expm1=lambda x: _unary("Exp")(x) - 1,
     log1p=lambda x: Value(log1p(x.ctx, x.name, x.dtype.name), x.dtype, x.ndim, x.ctx),
     erf=lambda x: Value(erf(x.ctx, x.name, x.dtype.name), x.dtype, x.ndim, x.ctx),
@@ -127,7 +129,9 @@ XP = SimpleNamespace(
     asarray=lambda value, dtype=None: np.asarray(value, dtype=dtype),
     float16=np.float16, float32=np.float32, float64=np.float64,
 )
-"""The ONNX graph as ``xp``: what the ops' formulas use of numpy (``expm1`` as exp - 1: ONNX has no Expm1)."""
+"""The ONNX graph as ``xp``: what the ops' formulas use of numpy. ``xp.<name>`` of an op whose compute is that one
+function (``schema.xp_function``) and whose schema names one ONNX node is that node; ``expm1`` is exp - 1 (ONNX
+has no Expm1), ``erf`` and ``log1p`` are the float64-exact forms of ``lower_math``."""
 
 
 def _one_node(onnx_op: str, schema: OpSchema) -> Callable[[Lowering], None]:
