@@ -75,9 +75,10 @@ def assert_near(got, want, dtype: str, what: str, tol: dict = TOL) -> None:
 
 class Imported:
     """An imported model (``import_onnx``'s ``options``) with a loss ``sum(output * R)`` (R fed) appended, its
-    parameters' gradients (``grads``, in the order of ``trainable``), and optionally SGD updates."""
+    parameters' gradients (``grads``, in the order of ``trainable``), and optionally SGD updates, run on
+    ``backend``."""
 
-    def __init__(self, model: bytes, lr: float | None = None, **options):
+    def __init__(self, model: bytes, lr: float | None = None, backend: str = "numpy", **options):
         self.program, self.params, outputs = import_onnx(model, **options)
         (self.out_name,) = outputs.values()
         startup = Program()
@@ -95,7 +96,7 @@ class Imported:
         self.scope = Scope()
         for name, value in self.params.items():
             self.scope.set(name, value)
-        self.exe = Executor(backend="numpy")
+        self.exe = Executor(backend=backend)
         self.exe.run(startup, scope=self.scope)
 
     def run(self, feed: dict, r: np.ndarray, fetch: list) -> list:
