@@ -50,6 +50,9 @@ class RunSettings(NamedTuple):
     """The backend's own options object, or None for its defaults (numpy: ``PlanOptions``)."""
     profiler: Any
     """A ``runtime.profile.Profiler`` the run's steps are timed into, or None."""
+    threads: int | None = None
+    """The threads an engine's pools run with (``Executor(threads=N)``), or None: the cores other work leaves
+    free, at most what the pools' own settings allow (numpy: ``backend/numpy/threads.py``)."""
 
 
 class Runner(Protocol):

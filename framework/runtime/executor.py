@@ -68,11 +68,18 @@ class Executor:
     checks, the kernel table; the backend reads them). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
     ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
+    ``threads`` sets how many threads the engine's pools use (numpy: its BLAS products); left as None, the
+    numpy engine uses the cores other processes leave free, at most what its BLAS was told
+    (``backend/numpy/threads.py``).
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
-                 options: Any = None, profile: bool = False, backend: str = DEFAULT_BACKEND):
+                 options: Any = None, profile: bool = False, backend: str = DEFAULT_BACKEND,
+                 threads: int | None = None):
         self.place = check_place(place)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ExecutionError(f"threads must be a positive int or None, got {threads!r}")
+        self.threads = threads
         self.backend = backend
         if backend == AUTO and not isinstance(self.place, CPUPlace):
             raise ExecutionError(f"backend 'auto' chooses between the numpy backend and a compiled one, and the "
@@ -93,13 +100,14 @@ class Executor:
 
     def _settings(self) -> RunSettings:
         """The settings the backends read, as they are now (the check flags may change between runs)."""
-        return RunSettings(self.place, self.check_types, self.check_nan_inf, self.options, self._profiler)
+        return RunSettings(self.place, self.check_types, self.check_nan_inf, self.options, self._profiler,
+                           self.threads)
 
     def _auto_runner(self) -> AutoRunner:
         """The runner of ``backend="auto"``: numpy, and the first installed compiled backend if there is one."""
         compiled = next((name for name in backends() if name != DEFAULT_BACKEND), None)
         def plain() -> RunSettings:  # the compiled backend's own settings: no per-op checks, no options
-            return RunSettings(self.place, False, False, None, None)
+            return RunSettings(self.place, False, False, None, None, self.threads)
 
         return AutoRunner(runner(DEFAULT_BACKEND, self._settings), runner(compiled, plain) if compiled else None,
                           self._chose)

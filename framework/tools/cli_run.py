@@ -13,7 +13,7 @@ import numpy as np
 from .cli_feeds import program_feeds
 from .cli_files import load_program as _load
 from .cli_files import open_program
-from .cli_values import CliError, brief_array, count, describe_array, parse_names, save_arrays
+from .cli_values import CliError, brief_array, count, describe_array, parse_names, positive, save_arrays
 from .cli_values import program_var as _var
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def cmd_example(args) -> int:
         ex.make_optimizer().minimize(ex.loss)
     print("## after append_backward and the optimizer (generated ops name the forward op they came from)\n")
     print(ex.main)
-    exe, scope = Executor(profile=args.profile, backend=args.backend), Scope()
+    exe, scope = Executor(profile=args.profile, backend=args.backend, threads=args.threads), Scope()
     exe.run(ex.startup, scope=scope)
     steps = ex.steps if args.steps is None else args.steps
     first = last = None
@@ -111,7 +111,8 @@ def prepare(args) -> Prepared:
     from ..io import load_params
 
     files = open_program(args.program)
-    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy")), Scope()
+    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy"),
+                          threads=getattr(args, "threads", None)), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
     params = args.params or (None if args.startup else files.params)
@@ -233,6 +234,10 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
     p.add_argument("--backend", choices=list(BACKENDS) + ([AUTO] if auto else []), default=DEFAULT_BACKEND,
                    help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla]; auto: "
                                 "each program's first runs try both, the faster runs the rest, --profile says which)")
+    if auto:
+        p.add_argument("--threads", type=positive, metavar="N",
+                       help="threads for the engine's pools (numpy: its BLAS products; default: the cores other "
+                            "work leaves free, at most what OPENBLAS_NUM_THREADS allows)")
 
 
 def runtime_options(p) -> None:

@@ -14,7 +14,7 @@ from gradgen.program import Program
 from gradgen.program.errors import GradgenError
 from gradgen.program.files import write_atomically
 
-__all__ = ["CliError", "program_var", "ArgumentError", "parse_names", "split_pair", "count",
+__all__ = ["CliError", "program_var", "ArgumentError", "parse_names", "split_pair", "count", "positive",
            "parse_shape_args", "describe_array", "brief_array", "npy_file_name", "save_arrays"]
 
 
@@ -58,6 +58,14 @@ def count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number >= 1 (``--threads``)."""
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
 
 

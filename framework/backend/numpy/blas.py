@@ -49,8 +49,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_at", "prepare_gemm",
-           "provider_threads", "use_blas"]
+__all__ = ["GEMM_DTYPES", "PROVIDER", "Provider", "SMALL_PRODUCT", "gemm", "gemm_at", "numpy_openblas",
+           "prepare_gemm", "provider_threads", "use_blas"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 GEMM_DTYPES = (np.dtype("float32"), np.dtype("float64"))
@@ -97,7 +97,7 @@ def _declare_batch(fns: dict) -> dict:
     return fns
 
 
-def _numpy_openblas() -> Provider | None:
+def numpy_openblas() -> Provider | None:
     """The OpenBLAS bundled in numpy's wheel (64-bit indexes, ``scipy_`` symbol prefix), or None."""
     libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so"))):
@@ -159,7 +159,7 @@ def _brief_spin(lib_dir: str) -> Callable[[], None] | None:
 
 def _numpy_blas_threads() -> int:
     """How many threads numpy's BLAS runs with now: what the user asked of it, or its default."""
-    numpy_lib = _numpy_openblas()
+    numpy_lib = numpy_openblas()
     if numpy_lib is None:
         return os.cpu_count() or 1
     fn = numpy_lib.lib.scipy_openblas_get_num_threads64_
@@ -176,7 +176,7 @@ def provider_threads(provider: Provider) -> int:
     return int(fn())
 
 
-_LOADERS = {"numpy": _numpy_openblas, "mkl": _mkl}
+_LOADERS = {"numpy": numpy_openblas, "mkl": _mkl}
 
 
 def _intel_cpu() -> bool:
@@ -194,10 +194,10 @@ def _intel_cpu() -> bool:
 
 def _choose(name: str) -> Provider | None:
     if name == "auto":
-        return (_mkl() if _intel_cpu() else None) or _numpy_openblas()
+        return (_mkl() if _intel_cpu() else None) or numpy_openblas()
     if name not in _LOADERS:
         raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: auto, {', '.join(_LOADERS)})")
-    return _LOADERS[name]() or (_numpy_openblas() if name != "numpy" else None)
+    return _LOADERS[name]() or (numpy_openblas() if name != "numpy" else None)
 
 
 PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "auto")

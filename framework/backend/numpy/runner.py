@@ -1,7 +1,8 @@
 """Runs on the numpy backend: plans cached per program version, names and options; a run walks its plan's steps
 and commits what changed.
 
-A run: look up (or build) the plan for this program version and these feed and fetch names (``plan``); check
+A run: set the BLAS threads (``threads``: the executor's, or the cores other work leaves free); look up (or
+build) the plan for this program version and these feed and fetch names (``plan``); check
 the feeds and the scope's persistable values against their declared types (``shared/conformance``); walk the
 plan's steps, dropping each intermediate array after its last use (``run``); then, only if every op succeeded,
 write the persistable vars the run changed into the scope, all at once.
@@ -25,6 +26,7 @@ from .checks import declared_type, finite
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .run import run_plan
+from .threads import blas_threads, free_cores
 
 __all__ = ["NumpyRunner", "make_runner"]
 
@@ -92,7 +94,8 @@ class NumpyRunner:
         """One run: the fetched arrays; the scope gets the changed persistables only if the whole run succeeds.
         ``mark(phase)`` ends each phase (``runtime/profile.PHASES``); ``agreed()`` raises before the commit when
         the other ranks of a data-parallel run were fed other shapes."""
-        with scope.run_lock:
+        threads = self._settings().threads
+        with scope.run_lock, blas_threads(threads or free_cores(), exact=threads is not None):
             plan = self.plan_for(program, list(feed), fetch_names, built)
             mark("plan")
             env = self._initial_env(plan, feed, scope)

@@ -40,6 +40,10 @@ def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
     if given.check_nan_inf or given.check_types or given.options is not None:
         raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                              f"'{NAME}' checks types while it compiles and has no per-op checks")
+    if given.threads is not None:
+        raise ExecutionError(f"threads={given.threads}: XLA sizes its CPU thread pool once, when jax starts; set "
+                             f"XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads="
+                             f"{given.threads}' before the first jax import, and leave threads to None")
     return XlaRunner(given.place)
 
 

@@ -1,0 +1,134 @@
+"""The numpy engine's BLAS threads: the cores other processes leave free (``backend/numpy/threads.py``), or
+``Executor(threads=N)`` / ``--threads N``; the pools get their own counts back after each run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from importlib.util import find_spec
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, ExecutionError, Scope, register_op, unregister_op
+from gradgen.framework.backend.numpy import threads
+from gradgen.program import Program, layers, program_guard
+from tests.extras import require
+
+
+class Counters:
+    """Fake readings: the machine's busy CPU seconds, this process's CPU seconds, the wall clock."""
+
+    def __init__(self):
+        self.busy, self.own, self.now = 100.0, 10.0, 1000.0
+
+    def advance(self, wall: float, others: float, own: float) -> None:
+        self.now += wall
+        self.own += own
+        self.busy += others + own
+
+    def meter(self, cpus: int) -> threads.CoreMeter:
+        return threads.CoreMeter(cpus, busy=lambda: self.busy, own=lambda: self.own, clock=lambda: self.now)
+
+
+@pytest.mark.parametrize("cpus,others,own,free", [
+    (2, 0.0, 0.0, 2), (2, 1.0, 0.0, 1), (2, 2.0, 0.0, 1), (2, 0.0, 2.0, 2), (2, 1.0, 1.0, 1), (8, 2.6, 3.0, 5),
+    (8, 0.3, 8.0, 8)])
+def test_free_cores_are_the_cpus_less_what_other_processes_kept_busy(cpus, others, own, free):
+    counters = Counters()
+    meter = counters.meter(cpus)
+    meter.free()  # the first reading
+    counters.advance(1.0, others, own)
+    assert meter.free() == free
+
+
+def test_the_counters_are_read_at_most_once_per_sample_interval():
+    counters = Counters()
+    meter = counters.meter(2)
+    meter.free()
+    counters.advance(threads.SAMPLE_SECONDS / 2, 0.5, 0.0)
+    assert meter.free() == meter.free()  # still the first estimate: no new reading yet
+    counters.advance(threads.SAMPLE_SECONDS, 2.0 * threads.SAMPLE_SECONDS * 1.5, 0.0)
+    assert meter.free() == 1
+
+
+def test_without_cpu_counters_every_usable_cpu_counts_as_free():
+    assert threads.CoreMeter(3, busy=lambda: None).free() == 3
+
+
+def test_another_busy_process_takes_a_core_from_the_estimate():
+    """A real reading: a process spinning on a core (the machine may be busier still: the estimate can only
+    fall)."""
+    meter = threads.CoreMeter()
+    meter.free()
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(1.0)
+        meter.free()  # the reading that covers the spinner's first second
+        time.sleep(1.0)
+        assert meter.free() <= max(1, meter.cpus - 1)
+    finally:
+        spinner.kill()
+        spinner.wait(timeout=10)
+
+
+def _pool_counts() -> list[int]:
+    return [get() for get, _ in threads._pools()]
+
+
+def test_a_block_runs_at_n_threads_and_the_pools_get_their_counts_back():
+    before = _pool_counts()
+    assert before, "numpy's OpenBLAS is found"
+    with threads.blas_threads(1):
+        assert _pool_counts() == [1] * len(before)
+    assert _pool_counts() == before
+
+
+def test_a_limit_the_user_set_stands_unless_the_count_is_exact():
+    before = _pool_counts()
+    with threads.blas_threads(1, exact=True):
+        with threads.blas_threads(64):  # an overlapping run: at most the counts the pools had before any
+            assert _pool_counts() == before
+        with threads.blas_threads(64, exact=True):
+            assert _pool_counts() == [64] * len(before)
+    assert _pool_counts() == before
+
+
+def _observed_threads_program():
+    """A program whose one op records the BLAS threads of the run it is in."""
+    seen = []
+
+    def kernel(x):
+        seen.append(_pool_counts())
+        return x.copy()
+
+    op = register_op("blas_threads_probe", inputs=["X"], outputs=["Out"], kernel=kernel, grad=None)
+    main = Program()
+    with program_guard(main, Program()):
+        out = op(layers.data("x", [2], "float64"))
+    return main, out, seen
+
+
+def test_executor_threads_set_the_pools_for_the_run_only():
+    main, out, seen = _observed_threads_program()
+    try:
+        before = _pool_counts()
+        Executor(threads=1).run(main, feed={"x": np.ones(2)}, fetch_list=[out], scope=Scope())
+        assert seen[-1] == [1] * len(before)
+        assert _pool_counts() == before
+        Executor().run(main, feed={"x": np.ones(2)}, fetch_list=[out], scope=Scope())
+        assert all(1 <= n <= was for n, was in zip(seen[-1], before))
+    finally:
+        unregister_op("blas_threads_probe")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_threads_must_be_a_positive_int(bad):
+    with pytest.raises(ExecutionError, match="threads"):
+        Executor(threads=bad)
+
+
+def test_the_xla_engine_says_how_to_size_its_pool():
+    require(None if find_spec("jax") else "jax", "pip install -e '.[xla]'")
+    with pytest.raises(ExecutionError, match="XLA_FLAGS"):
+        Executor(backend="xla", threads=1)
