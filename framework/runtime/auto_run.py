@@ -1,28 +1,36 @@
-"""``Executor(backend="auto")``: each program runs on the numpy backend and on the compiled one for a few runs, then
-on whichever was faster, and the profile says which and why.
+"""``Executor(backend="auto")``: each program runs on the numpy backend while the compiled one compiles it, then on
+both in turn until one is clearly faster, then on that one; the profile says which and why.
 
 Why measure instead of a rule: which engine wins depends on the program and the machine. On the anchors'
-workloads (design_docs/backends.md, "Choosing a backend") XLA runs a tanh RNN's step 5x faster than the numpy
+workloads (design_docs/backends.md, "Choosing a backend") XLA runs a tanh RNN's step 3x faster than the numpy
 backend and the seed MLP's 2x slower; ResNet blocks are faster on numpy, LeNet and a transformer block on XLA.
 
-The trial, per program version, feed names and fetch names (a ``Trial``):
+The trial, per program version, feed and fetch names, and feed shapes (a ``Trial``; a changed batch size is a
+new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs are the numpy backend's: a program run once or twice (a startup program) is
-   never compiled.
-2. ``COMPILED_WARM`` runs on the compiled backend, not timed: the first compiles the step, the second still runs
-   slower than the rest (measured: the anchors' RNN 254, 6.8, then 4.0-4.4 ms; LeNet 252, 19.5, then 8.2-8.8).
-3. ``ROUNDS`` rounds of one run on each, alternating, timed from the call to the fetched arrays; the backend with
-   the smaller median runs every later run. A run that fails counts for neither and is run again in the trial.
+   never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops stay there (XLA's compile time and memory
+   grow faster than the program: a 4,000-op chain did not compile in 290 s).
+2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
+   stay on numpy until it is ready: no run waits on a compile. A compile that fails leaves the program on numpy
+   and says why. (A runner without ``prepare`` compiles in its first run.)
+3. ``COMPILED_WARM`` runs on the compiled backend, not timed (the first run after a compile still runs slower
+   than the rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
+4. Rounds of one run on each, alternating, timed from the call to the fetched arrays, until the two sets of
+   times separate (the faster's upper quartile below the slower's lower quartile) after at least
+   ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the
+   smaller median runs every later run. A run that fails counts for neither and is run again in the trial.
 
 Both backends compute the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds
 either's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the
 speed. What stays on the numpy backend without a trial: programs with collective ops (every rank must run the
-same engine, and their timings differ), programs the compiled backend cannot run (the reason is given), and
-every program when no compiled backend is installed.
+same engine, and their timings differ), programs the compiled backend cannot run (the reason is given), large
+programs (above), and every program when no compiled backend is installed.
 """
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -30,56 +38,116 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["COMPILED_WARM", "NUMPY_FIRST", "ROUNDS", "AutoRunner", "Trial"]
+__all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "TRIAL_SECONDS",
+           "AutoRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
 
-COMPILED_WARM = 2
-"""Untimed runs on the compiled backend before its timed ones (its compile, and one more warm-up)."""
+COMPILED_WARM = 1
+"""Untimed runs on the compiled backend after its compile, before its timed ones."""
 
-ROUNDS = 3
-"""Timed runs on each backend before choosing (after the compiled backend's first, compiling, run)."""
+MIN_ROUNDS = 3
+"""Timed runs on each backend before a choice may be made."""
+
+MAX_ROUNDS = 15
+"""Timed runs on each backend after which the smaller median wins even if the times still overlap."""
+
+TRIAL_SECONDS = 2.0
+"""Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
+
+MAX_COMPILED_OPS = 2500
+"""Ops (all blocks) above which a program is not compiled (design_docs/backends.md, "Compile time")."""
+
+
+def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
+    """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
+    upper = statistics.quantiles(fast, n=4, method="inclusive")[2]
+    lower = statistics.quantiles(slow, n=4, method="inclusive")[0]
+    return upper < lower
 
 
 class Trial:
-    """Where the runs of one program version and names go: the next backend to run, the times so far, the choice."""
+    """Where the runs of one program version, names and feed shapes go: the next backend, the times so far, the
+    choice."""
 
-    def __init__(self, compiled_name: str | None, stays_because: str | None = None):
+    def __init__(self, compiled_name: str | None, stays_because: str | None = None, background: bool = False):
         self.compiled_name = compiled_name
-        self.plan = [] if stays_because else (["numpy"] * NUMPY_FIRST + [compiled_name] * COMPILED_WARM
-                                              + [compiled_name, "numpy"] * ROUNDS)
-        """The backends of the coming trial runs, in order; empty once chosen."""
-        self.untimed = 0 if stays_because else NUMPY_FIRST + COMPILED_WARM
-        """How many of the first planned runs are not timed (the numpy plan build, the compile, a warm-up)."""
-        self.seconds: dict[str, list[float]] = {"numpy": [], compiled_name: []} if compiled_name else {"numpy": []}
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
+        self.numpy_left = NUMPY_FIRST
+        self.compile: str = "due" if background else "inline"
+        """How the compiled backend gets its step: "due" (a background compile is to start), "running", "ready",
+        or "inline" (its first run compiles, untimed)."""
+        self.warm_left = COMPILED_WARM + (1 if not background else 0)
+        self.seconds: dict[str, list[float]] = {"numpy": [], compiled_name: []} if compiled_name else {"numpy": []}
+        self._spent = 0.0
+        self.told = False
+        """Whether the executor has heard of the choice (a background compile may make it between runs)."""
 
     def next_backend(self) -> str:
         """The backend the next run goes to."""
-        return self.chosen if self.chosen is not None else self.plan[0]
+        if self.chosen is not None:
+            return self.chosen
+        if self.numpy_left or self.compile in ("due", "running"):
+            return "numpy"
+        if self.warm_left:
+            return self.compiled_name
+        numpy_runs, compiled_runs = len(self.seconds["numpy"]), len(self.seconds[self.compiled_name])
+        return self.compiled_name if compiled_runs <= numpy_runs else "numpy"
+
+    def compiled(self, problem: str | None) -> None:
+        """The background compile finished: ready, or ``problem`` (the program then stays on numpy)."""
+        if problem is None:
+            self.compile = "ready"
+        else:
+            self.chosen, self.reason = "numpy", f"{self.compiled_name} could not compile it: {problem}"
 
     def ran(self, backend: str, seconds: float) -> None:
         """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
         if self.chosen is not None:
             return
-        self.plan.pop(0)
-        if self.untimed:
-            self.untimed -= 1
-        else:
-            self.seconds[backend].append(seconds)
-        if not self.plan:
-            medians = {name: statistics.median(times) for name, times in self.seconds.items()}
-            self.chosen = min(medians, key=lambda name: (medians[name], name != "numpy"))
-            shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
-            self.reason = f"median run over {ROUNDS} runs each: {shown}"
+        if self.numpy_left:
+            self.numpy_left -= 1
+            return
+        if self.compile in ("due", "running"):
+            return  # numpy while the compile runs beside it: slowed by it, not timed
+        if self.warm_left:
+            if backend == self.compiled_name:
+                self.warm_left -= 1
+            return
+        self.seconds[backend].append(seconds)
+        self._spent += seconds
+        self._decide()
+
+    def _decide(self) -> None:
+        numpy_times, compiled_times = self.seconds["numpy"], self.seconds[self.compiled_name]
+        rounds = min(len(numpy_times), len(compiled_times))
+        if rounds < MIN_ROUNDS or len(numpy_times) != len(compiled_times):
+            return
+        medians = {name: statistics.median(times) for name, times in self.seconds.items()}
+        fast, slow = sorted(medians, key=lambda name: (medians[name], name != "numpy"))
+        clear = separated(self.seconds[fast], self.seconds[slow])
+        if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
+            return
+        self.chosen = fast
+        shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
+        how = "apart" if clear else "overlapping"
+        self.reason = f"median run over {rounds} runs each ({how}): {shown}"
+
+
+def _op_count(program) -> int:
+    return sum(len(block.ops) for block in program.blocks)
+
+
+def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
 
 
 class AutoRunner:
     """One executor's runs with ``backend="auto"``: the numpy runner, the compiled one (None when no compiled
-    backend is installed), and a Trial per program version and names. ``chose(program, backend, reason)`` is told
-    of each choice (the executor's profile shows it)."""
+    backend is installed), and a Trial per program version, names and feed shapes. ``chose(program, backend,
+    reason)`` is told of each choice (the executor's profile shows it)."""
 
     def __init__(self, numpy_runner, compiled_runner, chose: Callable[[Any, str, str], None],
                  clock: Callable[[], float] = time.perf_counter):
@@ -91,17 +159,24 @@ class AutoRunner:
         self._chose, self._clock = chose, clock
         self._trials = PerVersion()
 
-    def trial(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> Trial:
-        """The Trial of ``program``'s present version for these names (a new one after the program changed)."""
+    def trial(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str]) -> Trial:
+        """The Trial of ``program``'s present version for these names and feed shapes (a new one after the
+        program changed)."""
         per_program = self._trials.entries(program)
-        key = (tuple(sorted(feed_names)), tuple(fetch_names))
+        key = (tuple(sorted(feed)), tuple(fetch_names), _feed_shapes(feed))
         found = per_program.get(key)
         if found is None:
-            found = Trial(self.compiled_name, self._stays_on_numpy(program))
+            background = hasattr(self.runners.get(self.compiled_name), "prepare")
+            found = Trial(self.compiled_name, self._stays_on_numpy(program), background)
             per_program[key] = found
-            if found.chosen is not None:
-                self._chose(program, found.chosen, found.reason)
+            self._tell(program, found)
         return found
+
+    def _tell(self, program, trial: Trial) -> None:
+        """Tell the executor of the trial's choice, once."""
+        if trial.chosen is not None and not trial.told:
+            trial.told = True
+            self._chose(program, trial.chosen, trial.reason)
 
     def _stays_on_numpy(self, program) -> str | None:
         """Why ``program`` runs on numpy without a trial, or None."""
@@ -109,21 +184,45 @@ class AutoRunner:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
+        ops = _op_count(program)
+        if ops > MAX_COMPILED_OPS:
+            return (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the compile's time and "
+                    f"memory grow faster than the program)")
         problems = self.runners[self.compiled_name].problems(program.global_block())
         if problems:
             return f"{self.compiled_name} cannot run it: " + "; ".join(problems)
         return None
 
+    def _start_compile(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
+                       scope: Scope) -> None:
+        """Compile the step for this trial in a background thread; the trial hears when it is done."""
+        trial.compile = "running"
+        compiled = self.runners[self.compiled_name]
+        feed = dict(feed)
+        fetch_names = list(fetch_names)
+
+        def work() -> None:
+            try:
+                compiled.prepare(program, feed, fetch_names, scope)
+            except Exception as e:  # noqa: BLE001 - any failure leaves the program on numpy, with the reason
+                trial.compiled(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                return
+            trial.compiled(None)
+
+        threading.Thread(target=work, name="gradgen-auto-compile", daemon=True).start()
+
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run on the backend the program's trial names (``runtime/executor``'s runner contract)."""
-        trial = self.trial(program, list(feed), fetch_names)
+        trial = self.trial(program, feed, fetch_names)
         backend = trial.next_backend()
         if trial.chosen is not None:
+            self._tell(program, trial)  # (a background compile may have failed since the last run)
             return self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
+        if trial.compile == "due" and not trial.numpy_left:
+            self._start_compile(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
         trial.ran(backend, self._clock() - start)
-        if trial.chosen is not None:
-            self._chose(program, trial.chosen, trial.reason)
+        self._tell(program, trial)
         return out

@@ -1,14 +1,18 @@
 """``Executor(backend="auto")``: the trial's order and choice (with stand-in runners and a fake clock), the
-programs that stay on numpy and why, the same training as the numpy backend, a fresh trial after an edit, and the
+background compile, a trial per feed shape, the programs that stay on numpy and why, the same training as the numpy backend, a fresh trial after an edit, and the
 choice in the profile and on the command line."""
 from __future__ import annotations
+
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
-from gradgen.framework.runtime.auto_run import COMPILED_WARM, NUMPY_FIRST, ROUNDS, AutoRunner
+from gradgen.framework.runtime import auto_run
+from gradgen.framework.runtime.auto_run import COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -56,12 +60,16 @@ def _auto(numpy_cost: float, compiled_cost: float, problems=lambda block: [], fa
     return runner, log, told
 
 
-def _runs(runner, program, n: int) -> None:
+def _runs(runner, program, n: int, feed=None) -> None:
     for _ in range(n):
         try:
-            runner.run(program, {"x": None}, ["loss"], None, True, None, None, None)
+            runner.run(program, feed or {"x": np.zeros((2, 4))}, ["loss"], None, True, None, None, None)
         except ExecutionError:
             pass
+
+
+INLINE_WARM = COMPILED_WARM + 1
+"""A runner without ``prepare`` compiles in its first run: that run is untimed too."""
 
 
 @pytest.mark.parametrize("numpy_cost,compiled_cost,want", [(1.0, 0.2, "xla"), (0.2, 1.0, "numpy"),
@@ -69,23 +77,23 @@ def _runs(runner, program, n: int) -> None:
 def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy_cost, compiled_cost, want):
     runner, log, told = _auto(numpy_cost, compiled_cost)
     program = _program()
-    trial_runs = NUMPY_FIRST + COMPILED_WARM + 2 * ROUNDS
+    trial_runs = NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS
     _runs(runner, program, trial_runs - 1)
     assert told == []  # still trying
     _runs(runner, program, 1 + 4)
-    warm = NUMPY_FIRST + COMPILED_WARM
-    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST:warm] == ["xla"] * COMPILED_WARM
-    assert sorted(log[warm:trial_runs]) == ["numpy"] * ROUNDS + ["xla"] * ROUNDS
+    warm = NUMPY_FIRST + INLINE_WARM
+    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST:warm] == ["xla"] * INLINE_WARM
+    assert sorted(log[warm:trial_runs]) == ["numpy"] * MIN_ROUNDS + ["xla"] * MIN_ROUNDS
     assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
     assert len(told) == 1 and told[0][0] == want
     assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
 
 
 def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
-    first_timed = NUMPY_FIRST + COMPILED_WARM + 1
+    first_timed = NUMPY_FIRST + INLINE_WARM + 1
     runner, log, told = _auto(1.0, 0.2, fail_on={first_timed})  # the first timed xla run fails
     program = _program()
-    _runs(runner, program, NUMPY_FIRST + COMPILED_WARM + 2 * ROUNDS)
+    _runs(runner, program, NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS)
     assert told == []  # one run short
     _runs(runner, program, 1)
     assert told and told[0][0] == "xla"
@@ -143,15 +151,19 @@ def _trained(backend: str, steps: int = 14, profile: bool = False):
     exe, scope = Executor(backend=backend, profile=profile), Scope()
     exe.run(startup, scope=scope)
     feed = {"x": rng.standard_normal((8, 6)), "y": rng.standard_normal((8, 1))}
-    losses = [exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(steps)]
+    losses = []
+    while len(losses) < steps or (backend == "auto" and exe.backend_choice(main_program) is None):
+        losses.append(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])
+        if backend == "auto" and len(losses) > 5000:
+            raise AssertionError("auto made no choice in 5000 runs")
     params = {p.name: np.array(scope[p.name]) for p in main_program.global_block().all_parameters()}
     return losses, params, exe, main_program
 
 
 def test_auto_trains_as_the_numpy_backend_and_says_what_it_chose():
     need_jax()
-    want_losses, want_params, _, _ = _trained("numpy")
-    got_losses, got_params, exe, program = _trained("auto", profile=True)
+    got_losses, got_params, exe, program = _trained("auto", profile=True)  # until it has chosen
+    want_losses, want_params, _, _ = _trained("numpy", steps=len(got_losses))
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-12, atol=1e-14)
     for name, value in want_params.items():
         np.testing.assert_allclose(got_params[name], value, rtol=1e-12, atol=1e-14, err_msg=name)
@@ -168,5 +180,101 @@ def test_auto_refuses_a_gpu_place():
 
 def test_the_command_line_runs_auto_and_profiles_the_choice(tmp_path, capsys):
     need_jax()
-    assert main(["example", "mlp", "--steps", "12", "--backend", "auto", "--profile"]) == 0
+    # enough steps (about a millisecond each) for the background compile (about a second) and the trial
+    assert main(["example", "mlp", "--steps", "3000", "--backend", "auto", "--profile", "--quiet",
+                 "--out", str(tmp_path / "out")]) == 0
     assert "backend: auto chose " in capsys.readouterr().out
+
+
+class _Preparing(_StandIn):
+    """A compiled stand-in whose ``prepare`` (the background compile) waits for ``go`` and may fail."""
+
+    def __init__(self, *args, fails: bool = False, **kw):
+        super().__init__(*args, **kw)
+        self.go, self.done, self.fails, self.prepared = threading.Event(), threading.Event(), fails, []
+
+    def prepare(self, program, feed, fetch_names, scope):
+        self.prepared.append(tuple(np.shape(feed["x"])))
+        try:
+            assert self.go.wait(10)
+            if self.fails:
+                raise ExecutionError("RESOURCE_EXHAUSTED: out of memory while compiling")
+        finally:
+            self.done.set()
+
+
+def _auto_preparing(numpy_cost: float, compiled_cost: float, fails: bool = False):
+    clock, log, told = _Clock(), [], []
+    compiled = _Preparing("xla", clock, compiled_cost, log, fails=fails)
+    runner = AutoRunner(_StandIn("numpy", clock, numpy_cost, log), compiled,
+                        lambda program, backend, reason: told.append((backend, reason)), clock)
+    return runner, compiled, log, told
+
+
+def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_background():
+    runner, compiled, log, told = _auto_preparing(1.0, 0.2)
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + 7)  # the compile was started by the third run and has not finished
+    assert log == ["numpy"] * (NUMPY_FIRST + 7) and compiled.prepared == [(2, 4)] and told == []
+    compiled.go.set()
+    assert compiled.done.wait(10)
+    time.sleep(0.05)  # the thread marks the trial ready after prepare returns
+    log.clear()
+    _runs(runner, program, COMPILED_WARM + 2 * MIN_ROUNDS + 2)
+    assert log[:COMPILED_WARM] == ["xla"] * COMPILED_WARM  # no compiling run: prepare did it
+    assert sorted(log[COMPILED_WARM:COMPILED_WARM + 2 * MIN_ROUNDS]) == ["numpy"] * MIN_ROUNDS + ["xla"] * MIN_ROUNDS
+    assert log[-2:] == ["xla", "xla"] and told[0][0] == "xla" and "apart" in told[0][1]
+
+
+def test_a_compile_that_fails_in_the_background_leaves_the_program_on_numpy_and_says_why():
+    runner, compiled, log, told = _auto_preparing(1.0, 0.2, fails=True)
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + 1)
+    compiled.go.set()
+    assert compiled.done.wait(10)
+    time.sleep(0.05)
+    _runs(runner, program, 5)
+    assert set(log) == {"numpy"}
+    assert told == [("numpy", "xla could not compile it: ExecutionError: RESOURCE_EXHAUSTED: out of memory "
+                               "while compiling")]
+
+
+def test_times_that_overlap_keep_the_trial_going_until_max_rounds(monkeypatch):
+    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
+    runner, log, told = _auto(0.0, 0.0)
+    # both backends take 0.9, 1.1 and 1.0 in every three runs, in different orders: the times never separate
+    for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
+        runner.runners[name].run = _noisy(runner.runners[name], iter(cycle * 100))
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS)
+    assert told == []  # overlapping: no choice yet
+    _runs(runner, program, 2 * (MAX_ROUNDS - MIN_ROUNDS))
+    assert len(told) == 1 and "overlapping" in told[0][1] and f"over {MAX_ROUNDS} runs" in told[0][1]
+
+
+def _noisy(stand_in, costs):
+    def run(*args):
+        stand_in.log.append(stand_in.name)
+        stand_in.clock.now += next(costs)
+        return [stand_in.name]
+
+    return run
+
+
+def test_another_batch_size_is_a_trial_of_its_own():
+    runner, compiled, log, told = _auto_preparing(1.0, 0.2)
+    compiled.go.set()
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + 1)
+    _runs(runner, program, NUMPY_FIRST + 1, feed={"x": np.zeros((5, 4))})
+    assert compiled.done.wait(10)
+    time.sleep(0.05)
+    assert compiled.prepared == [(2, 4), (5, 4)]
+
+
+def test_programs_above_the_op_limit_are_not_compiled(monkeypatch):
+    monkeypatch.setattr(auto_run, "MAX_COMPILED_OPS", 2)
+    runner, log, told = _auto(1.0, 0.2)
+    _runs(runner, _program(), 8)
+    assert set(log) == {"numpy"} and "programs of more than 2 are not compiled" in told[0][1]
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import jax
 import numpy as np
 
 from ...errors import ExecutionError
@@ -133,6 +134,25 @@ class XlaRunner:
                 scope.update(new, as_is=True)  # a fed persistable is the feed's for this run only: not committed
         mark("commit")
         return fetched
+
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
+        """Compile the step for these names and the shapes and dtypes of these feeds and of the scope's values,
+        without running it: ``backend="auto"`` calls it from a background thread while the numpy backend runs.
+        Only shapes and dtypes are read (the scope's arrays may be lent to a run meanwhile)."""
+        entry = self.compiled_for(program, list(feed), fetch_names)
+        compiled, block = entry.compiled, program.global_block()
+        checked = checked_feeds(block, feed, entry.declared)
+
+        def abstract(value) -> Any:
+            return jax.ShapeDtypeStruct(tuple(np.shape(value)), np.dtype(value.dtype))
+
+        scope_values = []
+        for name in compiled.from_scope:
+            value = scope.own(name)
+            if value is None or not hasattr(value, "dtype"):
+                value = scope_value(block, scope, name, entry.declared[name])
+            scope_values.append(abstract(value))
+        compiled.executable([abstract(checked[name]) for name in compiled.feeds], scope_values)
 
     @staticmethod
     def _scope_value(block, scope: Scope, name: str, want) -> Any:
