@@ -3,11 +3,18 @@
 Every ``Executor()`` a test makes checks that each kernel returns the dtype and shape its output var declares
 (``Executor(check_types=...)`` defaults to the environment variable ``GRADGEN_CHECK_TYPES``), so a kernel that
 drifts from its schema fails the suite. Run with ``GRADGEN_CHECK_TYPES=0`` to see the suite without the checks.
+
+``Executor()`` runs on the numpy reference here (``GRADGEN_BACKEND=numpy``), not on the engine a user's
+``Executor()`` picks by measurement (``backend="auto"``): every test then sees one engine whatever the timings,
+and no test starts background compiles. The engines are compared with each other by tests of their own
+(tests/backends, tests/differential), and the default's choice by tests/backends/test_auto.py.
 """
 from __future__ import annotations
 
 import os
 
+from gradgen.framework.backend import BACKEND_ENV
 from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
 
 os.environ.setdefault(CHECK_TYPES_ENV, "1")
+os.environ.setdefault(BACKEND_ENV, "numpy")

@@ -13,15 +13,19 @@ The analyses every backend shares (run signature, conformance, loop read-back) l
 """
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from importlib.util import find_spec
 from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
 
-__all__ = ["AUTO", "BACKENDS", "DEFAULT_BACKEND", "RunSettings", "Runner", "backends", "load_backend", "runner"]
+__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "RunSettings", "Runner", "backends",
+           "default_backend", "load_backend", "runner"]
 
 DEFAULT_BACKEND = "numpy"
+"""The reference interpreter, always installed: what ``Executor()`` runs on when no compiled backend is
+(``default_backend``), and what ``auto`` compares the compiled one with."""
 
 AUTO = "auto"
 """Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backend on each program's
@@ -69,6 +73,30 @@ class Runner(Protocol):
 
     def problems(self, block) -> list[str]:
         """The ops of ``block`` this backend cannot run, one line each (empty: it runs them all)."""
+
+
+BACKEND_ENV = "GRADGEN_BACKEND"
+"""With this environment variable set to an engine's name (or ``auto``), ``Executor()`` uses it (the test suite
+sets ``numpy``: the engines are compared with each other by tests of their own)."""
+
+
+def default_backend(place, options: Any = None, check_nan_inf: bool = False, check_types: bool | None = None
+                    ) -> str:
+    """The engine ``Executor()`` runs on when the caller names none: ``GRADGEN_BACKEND`` if set; else on a GPU the
+    first installed compiled backend; else ``auto`` when a compiled backend is installed (each program's runs
+    go to the engine measured faster for it) and the caller asked for nothing only numpy does (per-op checks,
+    plan options); else ``numpy``."""
+    named = os.environ.get(BACKEND_ENV)
+    if named:
+        if named not in BACKENDS and named != AUTO:
+            raise ExecutionError(f"{BACKEND_ENV}={named!r}: the backends are {', '.join(BACKENDS)} and {AUTO}")
+        return named
+    compiled = [name for name in backends() if name != DEFAULT_BACKEND]
+    if type(place).__name__ == "CUDAPlace":
+        return compiled[0] if compiled else DEFAULT_BACKEND
+    if compiled and not (options is not None or check_nan_inf or check_types):
+        return AUTO
+    return DEFAULT_BACKEND
 
 
 def backends() -> list[str]:

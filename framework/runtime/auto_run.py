@@ -39,7 +39,7 @@ from .rank_runs import has_collectives
 from .scope import Scope
 
 __all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "TRIAL_SECONDS",
-           "AutoRunner", "Trial", "separated"]
+           "AutoRunner", "LazyRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -96,12 +96,12 @@ class Trial:
         numpy_runs, compiled_runs = len(self.seconds["numpy"]), len(self.seconds[self.compiled_name])
         return self.compiled_name if compiled_runs <= numpy_runs else "numpy"
 
-    def compiled(self, problem: str | None) -> None:
-        """The background compile finished: ready, or ``problem`` (the program then stays on numpy)."""
-        if problem is None:
+    def compiled(self, why_not: str | None) -> None:
+        """The background compile finished: ready, or ``why_not`` (the program then stays on numpy)."""
+        if why_not is None:
             self.compile = "ready"
         else:
-            self.chosen, self.reason = "numpy", f"{self.compiled_name} could not compile it: {problem}"
+            self.chosen, self.reason = "numpy", why_not
 
     def ran(self, backend: str, seconds: float) -> None:
         """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
@@ -144,19 +144,45 @@ def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
     return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
 
 
+class LazyRunner:
+    """A compiled backend's runner, made on first use: importing one costs seconds (jax), which a program run
+    once or twice, or an ``Executor()`` made and not used, should not pay. ``backend="auto"`` first uses it in
+    its background compile."""
+
+    def __init__(self, name: str, make: Callable[[], Any]):
+        self.name, self._make, self._made, self._lock = name, make, None, threading.Lock()
+
+    def made(self):
+        """The runner, made now if it is not yet."""
+        with self._lock:
+            if self._made is None:
+                self._made = self._make()
+            return self._made
+
+    def problems(self, block) -> list[str]:
+        return self.made().problems(block)
+
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
+        self.made().prepare(program, feed, fetch_names, scope)
+
+    def run(self, *args) -> list:
+        return self.made().run(*args)
+
+
 class AutoRunner:
     """One executor's runs with ``backend="auto"``: the numpy runner, the compiled one (None when no compiled
     backend is installed), and a Trial per program version, names and feed shapes. ``chose(program, backend,
-    reason)`` is told of each choice (the executor's profile shows it)."""
+    reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the executor's
+    settings keep every run on numpy, or None."""
 
     def __init__(self, numpy_runner, compiled_runner, chose: Callable[[Any, str, str], None],
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, numpy_only: Callable[[], str | None] = lambda: None):
         self.runners = {"numpy": numpy_runner}
         self.compiled_name = None
         if compiled_runner is not None:
             self.compiled_name = compiled_runner.name
             self.runners[self.compiled_name] = compiled_runner
-        self._chose, self._clock = chose, clock
+        self._chose, self._clock, self._numpy_only = chose, clock, numpy_only
         self._trials = PerVersion()
 
     def trial(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str]) -> Trial:
@@ -182,16 +208,22 @@ class AutoRunner:
         """Why ``program`` runs on numpy without a trial, or None."""
         if self.compiled_name is None:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
+        pinned = self._numpy_only()
+        if pinned:
+            return pinned
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
         ops = _op_count(program)
         if ops > MAX_COMPILED_OPS:
             return (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the compile's time and "
                     f"memory grow faster than the program)")
-        problems = self.runners[self.compiled_name].problems(program.global_block())
-        if problems:
-            return f"{self.compiled_name} cannot run it: " + "; ".join(problems)
+        if not hasattr(self.runners[self.compiled_name], "prepare"):  # else asked in the background (a jax import)
+            return self._cannot_run(program)
         return None
+
+    def _cannot_run(self, program) -> str | None:
+        problems = self.runners[self.compiled_name].problems(program.global_block())
+        return f"{self.compiled_name} cannot run it: " + "; ".join(problems) if problems else None
 
     def _start_compile(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
                        scope: Scope) -> None:
@@ -203,11 +235,13 @@ class AutoRunner:
 
         def work() -> None:
             try:
-                compiled.prepare(program, feed, fetch_names, scope)
+                why_not = self._cannot_run(program)
+                if why_not is None:
+                    compiled.prepare(program, feed, fetch_names, scope)
             except Exception as e:  # noqa: BLE001 - any failure leaves the program on numpy, with the reason
-                trial.compiled(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-                return
-            trial.compiled(None)
+                message = str(e).splitlines()[0] if str(e) else ""
+                why_not = f"{self.compiled_name} could not compile it: {type(e).__name__}: {message}"
+            trial.compiled(why_not)
 
         threading.Thread(target=work, name="gradgen-auto-compile", daemon=True).start()
 

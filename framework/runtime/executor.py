@@ -20,9 +20,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.guard import default_main_program
 
-from ..backend import AUTO, DEFAULT_BACKEND, RunSettings, Runner, backends, runner
+from ..backend import AUTO, DEFAULT_BACKEND, RunSettings, Runner, backends, default_backend, runner
 from ..errors import ExecutionError
-from .auto_run import AutoRunner
+from .auto_run import AutoRunner, LazyRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .communicator import abort_on_error, communicator, guard_launched_process
 from .per_version import PerVersion
@@ -74,9 +74,10 @@ class Executor:
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
-                 options: Any = None, profile: bool = False, backend: str = DEFAULT_BACKEND,
+                 options: Any = None, profile: bool = False, backend: str | None = None,
                  threads: int | None = None):
         self.place = check_place(place)
+        backend = default_backend(self.place, options, check_nan_inf, check_types) if backend is None else backend
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ExecutionError(f"threads must be a positive int or None, got {threads!r}")
         self.threads = threads
@@ -87,6 +88,7 @@ class Executor:
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
         self.check_types = os.environ.get(CHECK_TYPES_ENV) == "1" if check_types is None else check_types
+        self._asked_check_types = bool(check_types)
         self.options = options
         self._profiler = Profiler() if profile else None
         self._choices = PerVersion()
@@ -97,6 +99,13 @@ class Executor:
                         runner(backend, self._settings if backend == DEFAULT_BACKEND else asked))
         self.plans_built = 0
         self._collective = PerVersion()
+
+    def _numpy_only(self) -> str | None:
+        """Why ``backend="auto"`` keeps this executor's runs on numpy whatever the timings: the per-op checks and
+        plan options the caller asked for are the numpy backend's."""
+        asked = [name for name, on in (("check_nan_inf", self.check_nan_inf), ("options", self.options is not None),
+                                       ("check_types", self._asked_check_types)) if on]
+        return f"{', '.join(asked)}: the numpy backend's settings" if asked else None
 
     def _settings(self) -> RunSettings:
         """The settings the backends read, as they are now (the check flags may change between runs)."""
@@ -109,8 +118,8 @@ class Executor:
         def plain() -> RunSettings:  # the compiled backend's own settings: no per-op checks, no options
             return RunSettings(self.place, False, False, None, None, self.threads)
 
-        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), runner(compiled, plain) if compiled else None,
-                          self._chose)
+        lazy = LazyRunner(compiled, partial(runner, compiled, plain)) if compiled else None
+        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazy, self._chose, numpy_only=self._numpy_only)
 
     def _chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""

@@ -111,7 +111,7 @@ def prepare(args) -> Prepared:
     from ..io import load_params
 
     files = open_program(args.program)
-    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", "numpy"),
+    exe, scope = Executor(profile=getattr(args, "profile", False), backend=getattr(args, "backend", None),
                           threads=getattr(args, "threads", None)), Scope()
     if args.startup:
         exe.run(_load(args.startup), scope=scope)
@@ -231,9 +231,11 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
     that run it) lets the executor choose by measurement."""
     from ..backend import AUTO, BACKENDS, DEFAULT_BACKEND
 
-    p.add_argument("--backend", choices=list(BACKENDS) + ([AUTO] if auto else []), default=DEFAULT_BACKEND,
-                   help=help or "the engine that runs the program (default numpy; xla needs gradgen[xla]; auto: "
-                                "each program's first runs try both, the faster runs the rest, --profile says which)")
+    p.add_argument("--backend", choices=list(BACKENDS) + ([AUTO] if auto else []),
+                   default=None if auto else DEFAULT_BACKEND,
+                   help=help or "the engine that runs the program (default: auto where a compiled backend is "
+                                "installed, else numpy; xla needs gradgen[xla]; auto runs numpy while xla compiles, "
+                                "then both in turn, then the faster; --profile says which)")
     if auto:
         p.add_argument("--threads", type=positive, metavar="N",
                        help="threads for the engine's pools (numpy: its BLAS products; default: the cores other "

@@ -278,3 +278,64 @@ def test_programs_above_the_op_limit_are_not_compiled(monkeypatch):
     _runs(runner, _program(), 8)
     assert set(log) == {"numpy"} and "programs of more than 2 are not compiled" in told[0][1]
 
+
+
+def test_executor_runs_on_auto_by_default_unless_asked_for_what_only_numpy_does(monkeypatch):
+    need_jax()
+    from gradgen.framework.backend import BACKEND_ENV, default_backend
+    from gradgen.framework.backend.numpy.plan_data import PlanOptions
+
+    monkeypatch.delenv(BACKEND_ENV)
+    assert Executor().backend == "auto"
+    for asked in ({"check_nan_inf": True}, {"check_types": True}, {"options": PlanOptions()}):
+        assert Executor(**asked).backend == "numpy", asked
+    assert default_backend(CUDAPlace(0)) == "xla"  # (Executor would refuse it here: jax sees no GPU)
+    monkeypatch.setenv(BACKEND_ENV, "xla")
+    assert Executor().backend == "xla"
+    monkeypatch.setenv(BACKEND_ENV, "tpu")
+    with pytest.raises(ExecutionError, match="GRADGEN_BACKEND='tpu'"):
+        Executor()
+
+
+def test_numpy_settings_keep_an_auto_executor_on_numpy_and_say_why():
+    need_jax()
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        loss = layers.reduce_mean(layers.fc(layers.data("x", [-1, 4], "float64"), 2))
+    exe, scope = Executor(backend="auto", check_nan_inf=True), Scope()
+    exe.run(startup, scope=scope)
+    for _ in range(3):
+        exe.run(main_program, feed={"x": np.ones((2, 4))}, fetch_list=[loss], scope=scope)
+    assert exe.backend_choice(main_program) == ("numpy", "check_nan_inf: the numpy backend's settings")
+
+
+DEFAULT_RUNS = """
+import subprocess, sys, time
+import numpy as np
+from gradgen.framework import Executor, Scope
+from gradgen.program import Program, layers, program_guard
+main, startup = Program(), Program()
+with program_guard(main, startup):
+    loss = layers.reduce_mean(layers.fc(layers.data("x", [-1, 4], "float32"), 3))
+exe, scope = Executor(), Scope()
+exe.run(startup, scope=scope)
+start = time.perf_counter()
+for _ in range(2):
+    exe.run(main, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[loss], scope=scope)
+print(exe.backend, "jax" in sys.modules, round(time.perf_counter() - start, 3))
+for _ in range(3):  # the third run starts the compile in the background; the process then ends mid-compile
+    exe.run(main, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[loss], scope=scope)
+"""
+
+
+def test_the_default_imports_no_compiled_backend_for_two_runs_and_a_process_may_end_mid_compile():
+    need_jax()
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GRADGEN_BACKEND"}
+    done = subprocess.run([sys.executable, "-c", DEFAULT_RUNS], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    backend, imported, _seconds = done.stdout.split()
+    assert (backend, imported) == ("auto", "False")
