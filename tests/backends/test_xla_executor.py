@@ -340,3 +340,42 @@ def test_another_librarys_array_of_another_dtype_is_refused_not_cast(backend):
         exe.run(main, feed={"x": jnp.zeros((4, 3), "float32"), "y": np.zeros((4, 1))}, fetch_list=[loss], scope=scope)
     got = exe.run(main, feed={"x": [[1.0, 2.0, 3.0]], "y": [[0.5]]}, fetch_list=[loss], scope=scope)[0]
     assert got.dtype == np.float64  # a list still takes the declared dtype
+
+
+def _regression_fetching_a_huge_constant(rows: int):
+    """The regression step, plus a [rows, 1] float64 constant the run can fetch."""
+    main, startup, loss = _regression()
+    with program_guard(main, startup):
+        huge = layers.fill_constant([rows, 1], "float64", 1.0)
+    return main, startup, loss, huge
+
+
+def test_an_allocation_xla_cannot_make_is_an_execution_error_naming_the_op_and_commits_nothing():
+    """4 EiB (more than any address space, so no machine tries): XLA's RESOURCE_EXHAUSTED becomes gradgen's error
+    naming the op whose output it was; the scope's values, which a run lends to XLA, are still there."""
+    need_jax()
+    main, startup, loss, huge = _regression_fetching_a_huge_constant(2 ** 59)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    before = scope["w"].copy()
+    with pytest.raises(ExecutionError, match=r"RESOURCE_EXHAUSTED(.|\n)*op #\d+ \(fill_constant\)(.|\n)*"
+                                             rf"makes {huge.name} float64\[{2 ** 59}, 1\](.|\n)*"
+                                             r"run inputs: .*x float64\[4, 3\](.|\n)*nothing was committed"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss, huge], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)  # the executor and the scope still work
+    assert not np.array_equal(scope["w"], before)
+
+
+def test_a_shape_no_array_can_hold_is_refused_before_xla_compiles_it():
+    """XLA's compiler aborts the whole process on a byte size past int64 (a C++ terminate): refused first."""
+    need_jax()
+    main, startup, loss, huge = _regression_fetching_a_huge_constant(2 ** 62)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    before = scope["w"].copy()
+    with pytest.raises(ExecutionError, match=rf"op #\d+ \(fill_constant\).*makes {huge.name} "
+                                             rf"float64\[{2 ** 62}, 1\].*more than any array can hold"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss, huge], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
