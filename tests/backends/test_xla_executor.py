@@ -379,3 +379,17 @@ def test_a_shape_no_array_can_hold_is_refused_before_xla_compiles_it():
                                              rf"float64\[{2 ** 62}, 1\].*more than any array can hold"):
         exe.run(main, feed=_feed(4), fetch_list=[loss, huge], scope=scope)
     np.testing.assert_array_equal(scope["w"], before)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_a_jax_array_whose_memory_is_gone_is_a_feed_error_not_jaxs(backend):
+    need_jax()
+    import jax
+
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend=backend), Scope()
+    exe.run(startup, scope=scope)
+    gone = jax.device_put(np.ones((4, 3)))
+    gone.delete()
+    with pytest.raises(FeedError, match="feed 'x' cannot be read as an array: RuntimeError: Array has been deleted"):
+        exe.run(main, feed={**_feed(4), "x": gone}, fetch_list=[loss], scope=scope)

@@ -123,7 +123,7 @@ class XlaRunner:
         # A feed already of this backend's arrays goes in as it is (no copy to host memory and back), unless the
         # run also reads it from the scope and may lend its memory.
         checked = checked_feeds(block, feed, entry.declared, own=lambda value: own_array(value) and
-                                not any(value is held for held in scope_values))
+                                not value.is_deleted() and not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
         try:
