@@ -393,3 +393,30 @@ def test_a_jax_array_whose_memory_is_gone_is_a_feed_error_not_jaxs(backend):
     gone.delete()
     with pytest.raises(FeedError, match="feed 'x' cannot be read as an array: RuntimeError: Array has been deleted"):
         exe.run(main, feed={**_feed(4), "x": gone}, fetch_list=[loss], scope=scope)
+
+
+def test_a_call_that_fails_after_taking_the_scope_values_says_they_are_lost_and_reads_say_so(monkeypatch):
+    """What is left of the all-or-nothing promise under donation: an executable that ran before fails (memory
+    taken by someone else since) after XLA took the values it was lent. Simulated: the call deletes its lent
+    arrays and raises as XLA does. The error names them, and a read says so instead of returning garbage."""
+    need_jax()
+    import jax
+
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)  # the executable has run once: it lends w itself
+    (entry,) = exe._runner._compiled.entries(main).values()
+    (executable,) = entry.compiled._executables.values()
+
+    def fails_after_taking(feed_values, donated, kept, host):
+        for value in donated:
+            value.delete()
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 7 bytes.")
+
+    monkeypatch.setattr(executable, "compiled", fails_after_taking)
+    with pytest.raises(ExecutionError, match=r"RESOURCE_EXHAUSTED(.|\n)*the largest op outputs: (.|\n)*"
+                                             r"taken the memory of scope value\(s\) w, which are lost"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    with pytest.raises(ExecutionError, match="scope value 'w' is lost: a failed run"):
+        scope["w"]
