@@ -54,9 +54,11 @@ class Scope:
             try:
                 return value if type(value) is np.ndarray else np.asarray(value)
             except RuntimeError as e:
-                raise ExecutionError(f"scope value '{name}' is lost: a failed run on a compiled backend had lent "
-                                     f"its memory ({e}); reload it (load_params) or run the startup program "
-                                     "again") from None
+                if getattr(value, "is_deleted", lambda: False)():
+                    raise ExecutionError(f"scope value '{name}' is lost: a failed run on a compiled backend had "
+                                         f"lent its memory ({e}); reload it (load_params) or run the startup "
+                                         "program again") from None
+                raise ExecutionError(f"scope value '{name}' cannot be read: {type(e).__name__}: {e}") from None
 
     def get(self, name: str, default=None):
         try:
