@@ -30,10 +30,35 @@ class Scope:
         while scope is not None:
             if name in scope._vars:
                 value = scope._vars[name]
-                # a compiled backend's array (``update(..., as_is=True)``) reads as a numpy view of it
-                return value if type(value) is np.ndarray else np.asarray(value)
+                return value if type(value) is np.ndarray else scope._backend_read(name, value)
             scope = scope.parent
         raise KeyError(name)
+
+    def _backend_read(self, name: str, value) -> np.ndarray:
+        """A compiled backend's array (``update(..., as_is=True)``) read as a numpy view of it, safe from any thread.
+
+        A run may lend the memory of the array it is about to replace to its new value (buffer donation): from
+        the call until its commit the stored array is dead, and reading it fails. That run holds this scope's
+        ``run_lock`` until it commits, so a read that finds a lent array waits for the lock and reads again,
+        then gets the committed value. A view once made is the reader's: the backend lends no memory a view
+        still reads (runs cost nothing more; only a read that meets a lent array waits for the run).
+        """
+        try:
+            return np.asarray(value)
+        except RuntimeError:  # lent to the run under way (jax: "Array has been deleted")
+            pass
+        with self.run_lock:
+            value = self._vars.get(name)
+            if value is None:
+                raise KeyError(name)
+            try:
+                return value if type(value) is np.ndarray else np.asarray(value)
+            except RuntimeError as e:
+                if getattr(value, "is_deleted", lambda: False)():
+                    raise ExecutionError(f"scope value '{name}' is lost: a failed run on a compiled backend had "
+                                         f"lent its memory ({e}); reload it (load_params) or run the startup "
+                                         "program again") from None
+                raise ExecutionError(f"scope value '{name}' cannot be read: {type(e).__name__}: {e}") from None
 
     def get(self, name: str, default=None):
         try:

@@ -340,3 +340,83 @@ def test_another_librarys_array_of_another_dtype_is_refused_not_cast(backend):
         exe.run(main, feed={"x": jnp.zeros((4, 3), "float32"), "y": np.zeros((4, 1))}, fetch_list=[loss], scope=scope)
     got = exe.run(main, feed={"x": [[1.0, 2.0, 3.0]], "y": [[0.5]]}, fetch_list=[loss], scope=scope)[0]
     assert got.dtype == np.float64  # a list still takes the declared dtype
+
+
+def _regression_fetching_a_huge_constant(rows: int):
+    """The regression step, plus a [rows, 1] float64 constant the run can fetch."""
+    main, startup, loss = _regression()
+    with program_guard(main, startup):
+        huge = layers.fill_constant([rows, 1], "float64", 1.0)
+    return main, startup, loss, huge
+
+
+def test_an_allocation_xla_cannot_make_is_an_execution_error_naming_the_op_and_commits_nothing():
+    """4 EiB (more than any address space, so no machine tries): XLA's RESOURCE_EXHAUSTED becomes gradgen's error
+    naming the op whose output it was; the scope's values, which a run lends to XLA, are still there."""
+    need_jax()
+    main, startup, loss, huge = _regression_fetching_a_huge_constant(2 ** 59)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    before = scope["w"].copy()
+    with pytest.raises(ExecutionError, match=r"RESOURCE_EXHAUSTED(.|\n)*op #\d+ \(fill_constant\)(.|\n)*"
+                                             rf"makes {huge.name} float64\[{2 ** 59}, 1\](.|\n)*"
+                                             r"run inputs: .*x float64\[4, 3\](.|\n)*nothing was committed"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss, huge], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)  # the executor and the scope still work
+    assert not np.array_equal(scope["w"], before)
+
+
+def test_a_shape_no_array_can_hold_is_refused_before_xla_compiles_it():
+    """XLA's compiler aborts the whole process on a byte size past int64 (a C++ terminate): refused first."""
+    need_jax()
+    main, startup, loss, huge = _regression_fetching_a_huge_constant(2 ** 62)
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    before = scope["w"].copy()
+    with pytest.raises(ExecutionError, match=rf"op #\d+ \(fill_constant\).*makes {huge.name} "
+                                             rf"float64\[{2 ** 62}, 1\].*more than any array can hold"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss, huge], scope=scope)
+    np.testing.assert_array_equal(scope["w"], before)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_a_jax_array_whose_memory_is_gone_is_a_feed_error_not_jaxs(backend):
+    need_jax()
+    import jax
+
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend=backend), Scope()
+    exe.run(startup, scope=scope)
+    gone = jax.device_put(np.ones((4, 3)))
+    gone.delete()
+    with pytest.raises(FeedError, match="feed 'x' cannot be read as an array: RuntimeError: Array has been deleted"):
+        exe.run(main, feed={**_feed(4), "x": gone}, fetch_list=[loss], scope=scope)
+
+
+def test_a_call_that_fails_after_taking_the_scope_values_says_they_are_lost_and_reads_say_so(monkeypatch):
+    """What is left of the all-or-nothing promise under donation: an executable that ran before fails (memory
+    taken by someone else since) after XLA took the values it was lent. Simulated: the call deletes its lent
+    arrays and raises as XLA does. The error names them, and a read says so instead of returning garbage."""
+    need_jax()
+    import jax
+
+    main, startup, loss = _regression()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)  # the executable has run once: it lends w itself
+    (entry,) = exe._runner._compiled.entries(main).values()
+    (executable,) = entry.compiled._executables.values()
+
+    def fails_after_taking(feed_values, donated, kept, host):
+        for value in donated:
+            value.delete()
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 7 bytes.")
+
+    monkeypatch.setattr(executable, "compiled", fails_after_taking)
+    with pytest.raises(ExecutionError, match=r"RESOURCE_EXHAUSTED(.|\n)*the largest op outputs: (.|\n)*"
+                                             r"taken the memory of scope value\(s\) w, which are lost"):
+        exe.run(main, feed=_feed(4), fetch_list=[loss], scope=scope)
+    with pytest.raises(ExecutionError, match="scope value 'w' is lost: a failed run"):
+        scope["w"]

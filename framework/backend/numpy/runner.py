@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ..shared.conformance import checked_feeds, scope_value
-from ..shared.signature import unneeded_ops
+from ..shared.signature import skipped_ops
 from ...runtime.per_version import PerVersion
 from ...runtime.place import CPUPlace
 from ...runtime.scope import Scope
@@ -84,7 +84,7 @@ class NumpyRunner:
         if plan is None:
             start = time.perf_counter()
             block = program.global_block()
-            plan = build_plan(block, key[0], key[1], options, skip=unneeded_ops(block, key[1]))
+            plan = build_plan(block, key[0], key[1], options, skip=skipped_ops(block, key[0], key[1]))
             per_program[key] = plan
             built(time.perf_counter() - start)
         return plan

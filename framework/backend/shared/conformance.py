@@ -66,7 +66,10 @@ def as_declared(block, name: str, value: Any, what: str, error: type) -> np.ndar
     """
     var = block.find_var(name)
     if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "dtype") and hasattr(value, "shape"):
-        value = np.asarray(value)  # an array with a dtype of its own: read as it is, then checked below
+        try:  # an array with a dtype of its own: read as it is, then checked below
+            value = np.asarray(value)
+        except Exception as e:  # another library's array that cannot be read (a jax array whose memory is gone)
+            raise error(f"{what} '{name}' cannot be read as an array: {type(e).__name__}: {e}") from None
     if not isinstance(value, (np.ndarray, np.generic)):
         try:
             value = np.asarray(value, dtype=var.dtype)

@@ -123,6 +123,9 @@ class _Executable:
         self.compiled, self.ctx, self.history_of, self.seconds, self.text = compiled, ctx, history_of, seconds, text
         self.donates = donates
         """Whether the call reuses the memory of the scope values it updates (their arrays are dead after it)."""
+        self.proven = False
+        """Whether a call has succeeded: until then the call lends copies of the scope values, so a call that
+        fails (an allocation XLA cannot make) leaves the scope's own arrays alive."""
 
 
 class CompiledBlock:
@@ -236,6 +239,8 @@ class CompiledBlock:
                        if isinstance(g, np.random.Generator)} if exe.ctx.overflow else {}  # re-run needs them
             donated, kept = self._split(scope_values)
             with x64():
+                if exe.donates and not exe.proven:  # once per executable: the copies are lent, not the scope's
+                    donated = tuple(jnp.array(v, copy=True) if own_array(v) else v for v in donated)
                 values, status = exe.compiled(tuple(feed_values), donated, kept, host)
             status = np.asarray(status) if status is not None else _NO_STATUS  # waits for the run
             at = 1 if exe.ctx.overflow else 0
@@ -246,6 +251,7 @@ class CompiledBlock:
                 exe = None
                 continue
             break
+        exe.proven = True
         passed, steps = status[at:at + len(exe.ctx.flags)], status[at + len(exe.ctx.flags):]
         if not passed.all():
             check = exe.ctx.checks[int(np.argmin(passed))]  # the first that failed

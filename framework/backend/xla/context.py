@@ -51,6 +51,10 @@ class TraceContext:
     """State a lowering keeps on the host across the traces of one compiled block (a dropout's random stream:
     one per block, whatever the run-time shapes, as the numpy backend keeps one per plan)."""
 
+    sizes: list = field(default_factory=list)
+    """(where, var, shape, dtype, bytes) of every op output traced: an allocation the compiled run cannot make
+    names the op whose output it was (``failures.run_failed``)."""
+
     pullbacks: dict = field(default_factory=dict)
     """A forward op's ``jax.vjp`` pullback and the traced inputs it was taken at, by (op type, input names): its
     gradient op in the same trace, reading the very same values, pulls back through it instead of running the

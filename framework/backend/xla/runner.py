@@ -27,6 +27,7 @@ from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from .compile import CompiledBlock, device_for, own_array
+from .failures import compile_failed, run_failed
 from .refused import problems
 
 __all__ = ["XlaRunner", "make_runner"]
@@ -55,6 +56,11 @@ def _compiles_told(compiled, built: Callable[[float], None]) -> Iterator[None]:
     yield
     if compiled.compiles != before:
         built(compiled.compile_seconds - seconds)
+
+
+def _deleted(value: Any) -> bool:
+    """Whether ``value`` is a backend array whose memory a failed call took (jax: ``is_deleted()``)."""
+    return own_array(value) and value.is_deleted()
 
 
 class _Entry:
@@ -106,7 +112,11 @@ class XlaRunner:
         data-parallel run were fed other shapes)."""
         with scope.run_lock:
             fetched = self._run_locked(program, feed, fetch_names, scope, mark, built, agreed)
-        out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
+        try:
+            out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
+        except Exception as e:  # an asynchronous failure of the run, met when its result is read
+            raise ExecutionError(f"block 0: reading the fetched values of the xla run failed: {type(e).__name__}: "
+                                 f"{e} (the run's updates were committed)") from e
         mark("fetch")
         return out
 
@@ -118,15 +128,23 @@ class XlaRunner:
         # A feed already of this backend's arrays goes in as it is (no copy to host memory and back), unless the
         # run also reads it from the scope and may lend its memory.
         checked = checked_feeds(block, feed, entry.declared, own=lambda value: own_array(value) and
-                                not any(value is held for held in scope_values))
+                                not value.is_deleted() and not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
-        with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
-            executable = compiled.executable(feed_values, scope_values)
+        try:
+            with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
+                executable = compiled.executable(feed_values, scope_values)
+        except Exception as e:  # jax's or XLA's own error: raised as gradgen's
+            raise compile_failed(block, e) from e
         mark("plan")
         with held_interrupts() if executable.donates else nullcontext():
-            with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
-                fetched, committed = compiled(feed_values, scope_values, executable)
+            try:
+                with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
+                    fetched, committed = compiled(feed_values, scope_values, executable)
+            except Exception as e:
+                lost = [n for n, v in zip(compiled.from_scope, scope_values) if _deleted(v)]
+                raise run_failed(block, e, executable.ctx.sizes, (*compiled.feeds, *compiled.from_scope),
+                                 (*feed_values, *scope_values), lost) from e
             mark("loop")
             new = {name: value for name, value in zip(compiled.commits, committed) if name not in feed}
             agreed()  # a data-parallel run: every rank was fed the same shapes (else nothing is committed)

@@ -17,6 +17,7 @@ from gradgen.program.describe import op_location
 from ...errors import ExecutionError
 from ..shared.conformance import shape_matches
 from .context import TraceContext
+from .failures import refuse_impossible_size
 from .lowerings import LOWERINGS
 
 __all__ = ["scope_name", "trace_block"]
@@ -27,11 +28,14 @@ def scope_name(block, index: int, op_type: str) -> str:
     return f"b{block.idx}/op{index}:{op_type}"
 
 
-def _checked(block, where: str, name: str, value) -> None:
+def _checked(block, where: str, name: str, value, ctx: TraceContext) -> None:
+    """Refuse an output of another type than its var declares, or of a size no array can have (XLA's compiler
+    would abort the process); record its size for the errors of the compiled run (``failures``)."""
+    shape, dtype = tuple(jnp.shape(value)), np.dtype(jnp.result_type(value))
+    ctx.sizes.append((where, name, shape, dtype, refuse_impossible_size(where, name, shape, dtype)))
     var = block.find_var(name)
     if var is None:
         return
-    shape, dtype = tuple(jnp.shape(value)), np.dtype(jnp.result_type(value))
     if dtype != np.dtype(var.dtype) or not shape_matches(var.shape, shape):
         raise ExecutionError(f"{where}: its xla lowering makes {name} {dtype.name}{list(shape)}, but the var "
                              f"declares {var.type_str()} (a bug of the lowering: please report it)")
@@ -61,6 +65,6 @@ def trace_block(block, env: Mapping[str, Any], fetches: Sequence[str], ctx: Trac
         if len(values) != len(names):
             raise ExecutionError(f"{where}: its xla lowering returned {len(values)} outputs for {len(names)} vars")
         for name, value in zip(names, values):
-            _checked(block, where, name, value)
+            _checked(block, where, name, value, ctx)
             env[name] = value
     return [env[n] for n in fetches]
