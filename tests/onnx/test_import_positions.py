@@ -12,7 +12,8 @@ from tests.onnx.runtime import require
 def _model(nodes, inputs, outputs, opset: int = 17):
     from onnx import helper
 
-    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", opset)])
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _run(model, feed: dict) -> list:

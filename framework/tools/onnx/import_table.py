@@ -17,8 +17,8 @@ from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    floor, mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
-    slice_, split, squeeze, transpose, trilu, unsqueeze, where,
+    mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
+    slice_, split, squeeze, transpose, trilu, unsqueeze, where, floor,
 )
 
 __all__ = ["COMPOSITES", "IMPORTERS"]
