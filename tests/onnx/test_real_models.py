@@ -6,11 +6,12 @@ outputs and every parameter's gradient at each step, every parameter (and, in tr
 statistic) after it.
 
 Inference exports are compared with the module in eval mode (batch norm by its running statistics, dropout the
-identity). The training-mode EfficientNet is imported as it comes: a PyTorch export takes PyTorch's running-
-variance rule (``bn_running_variance`` left unset). It is exported with stochastic depth's drop probability 0: the RandomUniformLike node stays in the graph
-(the module draws on every training forward) but keeps every example, so the comparison is exact; the real
-drop rate is checked to import and to drop whole examples at its rate. Dropout in a training-mode export
-cannot match PyTorch's masks: it is checked to import as gradgen's dropout with the right rate and scaling.
+identity). The training-mode EfficientNet is imported as it comes (a PyTorch export takes PyTorch's
+running-variance rule) and exported with stochastic depth's drop probability 0: the RandomUniformLike node
+stays in the graph (the module draws on every training forward) but keeps every example, so the comparison is
+exact; the real drop rate is checked to import and to drop whole examples at its rate. Dropout in a
+training-mode export cannot match PyTorch's masks: it is checked to import as gradgen's dropout with the right
+rate and scaling.
 
 Tolerances: the importer's own (``STEP_TOL``: 1e-5 in float32, 1e-10 in float64, relative to the largest
 magnitude compared), except the training-mode EfficientNet: batch statistics of 8 values per channel make its
