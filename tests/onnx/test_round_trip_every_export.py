@@ -71,11 +71,12 @@ def round_trip(program: Program, fetch: list[str], feed: dict, scope: Scope, *, 
     for name, var in outputs.items():  # each output under its own name in the imported program
         assert var == name and imported.global_block().has_var(var), f"{what}: output {name!r} is var {var!r}"
     with np.errstate(all="ignore"):
-        want = Executor().run(program, feed=feed, fetch_list=fetch, scope=scope)  # updates scope's persistables
+        reference = Executor(backend="numpy")
+        want = reference.run(program, feed=feed, fetch_list=fetch, scope=scope)  # updates scope's persistables
         back = Scope()
         for name, value in values.items():
             back.set(name, value)
-        got = Executor().run(imported, feed=feed, fetch_list=names, scope=back)
+        got = reference.run(imported, feed=feed, fetch_list=names, scope=back)
     for name, g, w in zip(names, got, want + [scope[n[:-len(UPDATED)]] for n in names[len(fetch):]]):
         assert_same(g, w, f"{what}: {name}")
     return names
