@@ -125,6 +125,57 @@ def test_the_traced_formulas_round_trip_on_special_values(dtype):
     assert checked >= 10
 
 
+NONFINITE_EXPORT_DIFFERS = {
+    "gather_grad": "exported as a one-hot matmul: an infinite gradient times the 0 of a row never gathered is NaN",
+    "prod_others": "exported as a product of rows with 1 on the diagonal: inf * 0 is met in another order",
+    "pool2d_grad": "max pooling's gradient exported as a pick of each window's first max: NaN windows pick otherwise",
+    "conv2d_transpose": "fewer NaN than gradgen's kernel where infinities meet zeros (not traced further)",
+    "conv2d_input_grad": "exported as a transposed convolution: as conv2d_transpose",
+}
+"""Op types whose export puts NaN in other places than gradgen's kernel on inputs with infinities or NaN. ONNX
+Runtime computes what the re-import computes: a difference of the export, not of the import (open)."""
+
+
+def _with_special_values(case, rng):
+    """``case`` with a third of each float input's elements replaced by infinities, NaN, signed zeros, huge values."""
+    from tests.framework.op_harness import Case
+
+    specials = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e30, -1e30, 80.0, -80.0, 750.0])
+
+    def spoil(a):
+        a = np.array(a)
+        if a.dtype.kind != "f" or a.size == 0:
+            return a
+        flat = a.reshape(-1)
+        at = rng.choice(flat.size, size=max(1, flat.size // 3), replace=False)
+        flat[at] = rng.choice(specials, size=at.size)
+        return a
+
+    inputs = {k: [spoil(x) for x in v] if isinstance(v, list) else spoil(v) for k, v in case.inputs.items()}
+    return Case(case.op, inputs, None, case.attrs, case.n_outputs, case.label)
+
+
+def test_every_one_op_case_with_special_values_round_trips_but_the_known_exports():
+    rng = np.random.default_rng(0)
+    differs, ran = {}, 0
+    for case in CASES:
+        main, op, feed = one_op_program(_with_special_values(case, rng))
+        fetch = [n for names in op.outputs.values() for n in names]
+        try:
+            with np.errstate(all="ignore"):
+                Executor(backend="numpy").run(main, feed=feed, fetch_list=fetch, scope=Scope())
+        except Exception:  # noqa: BLE001 - an op that refuses such inputs (an index out of range) has no result
+            continue
+        ran += 1
+        try:
+            round_trip(main, fetch, feed, Scope(), include_updates=False, what=case.id)
+        except AssertionError as e:
+            differs.setdefault(case.op, str(e).splitlines()[0])
+    assert ran > 1300
+    assert set(differs) <= set(NONFINITE_EXPORT_DIFFERS), {k: v for k, v in differs.items()
+                                                           if k not in NONFINITE_EXPORT_DIFFERS}
+
+
 def test_the_one_op_cases_cover_every_exportable_op_type():
     require("onnx")
     from gradgen.framework.tools.onnx.export import LOWERINGS
