@@ -112,3 +112,19 @@ def test_max_and_min_over_an_empty_axis_are_onnxs_infinities(op, value):
     (got,) = _run(model, {"x": np.zeros((3, 0, 2), np.float32)})
     np.testing.assert_array_equal(got, np.full((3, 2), value, np.float32))
     assert got.dtype == np.float32
+
+
+@pytest.mark.parametrize("start, limit, delta", [(0.0, np.nan, 1.0), (0.0, np.inf, 1.0), (1.0, 5.0, 0.0)])
+def test_a_range_that_has_no_length_is_refused_by_name(start, limit, delta):
+    require("onnx")
+    from onnx import helper, TensorProto
+
+    from gradgen.framework import import_onnx
+    from gradgen.framework.tools.onnx import OnnxImportError
+
+    consts = [helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.DOUBLE, [], [v]))
+              for n, v in (("a", start), ("b", limit), ("c", delta))]
+    model = _model(consts + [helper.make_node("Range", ["a", "b", "c"], ["r"], name="range")], [],
+                   [helper.make_tensor_value_info("r", TensorProto.DOUBLE, None)])
+    with pytest.raises(OnnxImportError, match=r"node #3 'range' \(Range\): .*start .*limit .*delta"):
+        import_onnx(model)

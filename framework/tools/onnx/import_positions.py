@@ -36,8 +36,8 @@ def range_(ctx) -> None:
         start, stop, step = (ctx.const(k) for k in range(3))
         if not all(v.size == 1 for v in (start, stop, step)):
             raise NotImportable("start, limit and delta must be scalars")
-        if step.reshape(-1)[0] == 0:
-            raise NotImportable("delta 0")
+        if step.reshape(-1)[0] == 0 or not all(np.isfinite(v).all() for v in (start, stop, step)):
+            raise NotImportable(f"start {start.item()}, limit {stop.item()}, delta {step.item()} (finite, delta not 0)")
         dtype, (first, last, by) = start.dtype, (v.item() for v in (start, stop, step))
         count = max(0, -((first - last) // by) if dtype.kind in "iu" else math.ceil((last - first) / by))
         check_size([count], dtype.itemsize, "the range", ctx.importer.limits)
