@@ -88,5 +88,6 @@ def add_commands(sub) -> None:
                    help="the most steps a Loop may take at run time (default: %(default)s)")
     p.add_argument("--bn-running-variance", choices=RUNNING_VARIANCES,
                    help="what a training-mode BatchNormalization's running variance moves toward: the batch's "
-                        "population variance (ONNX's rule, the default) or its unbiased one (PyTorch's)")
+                        "population variance (ONNX's rule) or its unbiased one (PyTorch's); default: unbiased "
+                        "for a model PyTorch exported, population for any other")
     p.set_defaults(run=cmd_import_onnx)

@@ -55,12 +55,8 @@ OPTIMIZERS = {
     "rmsprop_plain": lambda: optimizer.RMSProp(0.05), "adagrad": lambda: optimizer.Adagrad(0.05)}
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_a_training_step_with_each_optimizer_runs_in_onnx_runtime_as_in_the_executor(name, dtype):
-    """A two-layer MLP's step after two executor steps (so the states are not their initial values):
-    every parameter and optimizer state ONNX Runtime computes equals the executor's third step."""
-    export_onnx = _export()
+def optimizer_program(name: str, dtype: str):
+    """A two-layer MLP trained by optimizer ``name``; (main, startup, loss, feed)."""
     rng = np.random.default_rng(1)
     main, startup = Program(), Program()
     with program_guard(main, startup):
@@ -69,6 +65,16 @@ def test_a_training_step_with_each_optimizer_runs_in_onnx_runtime_as_in_the_exec
         loss = layers.mean(layers.square(layers.fc(h, 2) - y))
         OPTIMIZERS[name]().minimize(loss)
     feed = {"x": rng.standard_normal((5, 3)).astype(dtype), "y": rng.standard_normal((5, 2)).astype(dtype)}
+    return main, startup, loss, feed
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_a_training_step_with_each_optimizer_runs_in_onnx_runtime_as_in_the_executor(name, dtype):
+    """A two-layer MLP's step after two executor steps (so the states are not their initial values):
+    every parameter and optimizer state ONNX Runtime computes equals the executor's third step."""
+    export_onnx = _export()
+    main, startup, loss, feed = optimizer_program(name, dtype)
     exe, scope = Executor(), Scope()
     exe.run(startup, scope=scope)
     for _ in range(2):
@@ -193,17 +199,24 @@ def test_unknown_dims_stay_unknown_so_any_batch_runs(batch):
     assert_close(got["conv.w@NEW"], scope["conv.w"], "conv.w")
 
 
-@pytest.mark.parametrize("rows", [1, 4])
-def test_a_gradient_over_unknown_broadcast_dims_sums_them_when_they_turn_out_to_be_1(rows):
-    export_onnx = _export()
-    from gradgen.framework import import_onnx
-
+def broadcast_gradient_program():
+    """The gradients of sum((x * y)^2) for x, y of [-1, 3]: y broadcasts when its rows turn out to be 1; (main,
+    [dx, dy])."""
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", [-1, 3], "float64")
         y = layers.data("y", [-1, 3], "float64")
         loss = layers.reduce_sum(layers.square(x * y))
         dx, dy = gradients(loss, [x, y])
+    return main, [dx, dy]
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_gradient_over_unknown_broadcast_dims_sums_them_when_they_turn_out_to_be_1(rows):
+    export_onnx = _export()
+    from gradgen.framework import import_onnx
+
+    main, (dx, dy) = broadcast_gradient_program()
     assert "reduce_as" in {op.type for op in main.global_block().ops}
     rng = np.random.default_rng(rows)
     feed = {"x": rng.standard_normal((4, 3)), "y": rng.standard_normal((rows, 3))}  # y broadcast when rows == 1

@@ -85,8 +85,8 @@ def test_a_data_parallel_program_is_refused_with_every_collective_op_listed():
         export_onnx(startup)
 
 
-def test_a_custom_gradient_exports_its_forward_body_and_its_gradient_rule():
-    export_onnx = _export()
+def custom_gradient_program():
+    """tanh(x) * 2 with a user's gradient rule (clip the incoming gradient); (main, y, dx)."""
     main = Program()
     with program_guard(main, Program()):
         x = layers.data("x", [2, 3], "float64")
@@ -96,6 +96,12 @@ def test_a_custom_gradient_exports_its_forward_body_and_its_gradient_rule():
         y = clipped(x)
         loss = layers.reduce_sum(layers.square(y))
         (dx,) = gradients(loss, [x])
+    return main, y, dx
+
+
+def test_a_custom_gradient_exports_its_forward_body_and_its_gradient_rule():
+    export_onnx = _export()
+    main, y, dx = custom_gradient_program()
     assert "custom_gradient" in {op.type for op in main.global_block().ops}
     assert "call" in {op.type for op in main.global_block().ops}
     feed = {"x": np.random.default_rng(5).standard_normal((2, 3))}

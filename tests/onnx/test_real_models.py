@@ -6,11 +6,12 @@ outputs and every parameter's gradient at each step, every parameter (and, in tr
 statistic) after it.
 
 Inference exports are compared with the module in eval mode (batch norm by its running statistics, dropout the
-identity). The training-mode EfficientNet is imported with ``bn_running_variance="unbiased"`` (PyTorch's
-rule) and exported with stochastic depth's drop probability 0: the RandomUniformLike node stays in the graph
-(the module draws on every training forward) but keeps every example, so the comparison is exact; the real
-drop rate is checked to import and to drop whole examples at its rate. Dropout in a training-mode export
-cannot match PyTorch's masks: it is checked to import as gradgen's dropout with the right rate and scaling.
+identity). The training-mode EfficientNet is imported as it comes (a PyTorch export takes PyTorch's
+running-variance rule) and exported with stochastic depth's drop probability 0: the RandomUniformLike node
+stays in the graph (the module draws on every training forward) but keeps every example, so the comparison is
+exact; the real drop rate is checked to import and to drop whole examples at its rate. Dropout in a
+training-mode export cannot match PyTorch's masks: it is checked to import as gradgen's dropout with the right
+rate and scaling.
 
 Tolerances: the importer's own (``STEP_TOL``: 1e-5 in float32, 1e-10 in float64, relative to the largest
 magnitude compared), except the training-mode EfficientNet: batch statistics of 8 values per channel make its
@@ -90,8 +91,7 @@ def _setup(name: str, dtype: str):
     batches = [batch(tdtype) for _ in range(STEPS)]
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     model = export(module, (batches[0],), input_names=["x"], training=mode)
-    options = {"bn_running_variance": "unbiased"} if training else {}
-    return module, model, batches, options
+    return module, model, batches
 
 
 def _running_stats(imported: Imported) -> list[str]:
@@ -123,9 +123,9 @@ def _fine_tune(name: str, dtype: str, twin: bool = False):
     """Five SGD steps of PyTorch and of the import side by side, a fresh batch and loss weights each step;
     yields (step, what, gradgen's, PyTorch's, the float64 twin's or None); ``twin``: a float64 copy of the
     module steps alongside on the same (widened) batches."""
-    module, model, batches, options = _setup(name, dtype)
+    module, model, batches = _setup(name, dtype)
     lr = MODELS[name][4]
-    imported = Imported(model, lr=lr, **options)
+    imported = Imported(model, lr=lr)
     torch_side = _Side(module, lr)
     twin_side = _Side(copy.deepcopy(module).double(), lr) if twin else None
     assert sorted(v.name for v in imported.trainable) == sorted(torch_side.params), "every parameter imported"
@@ -221,7 +221,7 @@ def test_efficientnet_b0_with_its_stochastic_depth_imports_and_trains():
     torch.manual_seed(0)
     module = _perturbed(EfficientNetB0())
     x = torch.randn(2, 3, 32, 32)
-    imported = Imported(_training_export(module, x), lr=LR, bn_running_variance="unbiased")
+    imported = Imported(_training_export(module, x), lr=LR)
     residuals = sum(isinstance(m, StochasticDepth) for m in module.modules())
     assert [op.type for op in imported.program.global_block().ops].count("uniform_random") == residuals == 9
     before = np.array(imported.scope["classifier.weight"])

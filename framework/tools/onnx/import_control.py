@@ -42,7 +42,16 @@ def if_(ctx):
                        lambda: _vars(ctx, ctx.import_subgraph(else_g, {})))
     outs = outs if isinstance(outs, tuple) else (outs,)
     for k, v in enumerate(outs):
-        ctx.bind(k, v.name)
+        _bind_named(ctx, k, v.name)
+
+
+def _bind_named(ctx, k: int, var: str) -> None:
+    """Bind output k to ``var``, a result of cond or while (which name their results themselves): through an
+    assign named after the ONNX output when the names differ, so a model's outputs keep their names (gradgen's
+    export names them after the vars they were: a round trip gives back ``loss``, not ``cond_0``)."""
+    if var == ctx.node.output[k]:
+        return ctx.bind(k, var)
+    ctx.out("assign", {"X": var}, k=k)
 
 
 def _vars(ctx, names):
@@ -95,10 +104,8 @@ def loop(ctx):
     # The trip count is often INT64_MAX, a bound on a loop its condition ends: the run is capped instead.
     finals = layers.while_loop(keep_going, step, [zero, go] + values,
                                max_iterations=ctx.importer.limits.max_loop_iterations)
+    history = block.ops[-1].output("History")
     for k in range(n):
-        ctx.bind(k, finals[2 + k].name)
-    if n_scan:
-        while_op = block.ops[-1]
-        history = while_op.output("History")
-        for j, k in enumerate(scan_of):
-            ctx.bind(n + j, history[2 + k])
+        _bind_named(ctx, k, finals[2 + k].name)
+    for j, k in enumerate(scan_of):
+        _bind_named(ctx, n + j, history[2 + k])

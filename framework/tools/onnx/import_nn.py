@@ -287,7 +287,7 @@ def batch_norm(ctx):
     mean and variance (initializers) are updated in place on every run, as ONNX's outputs define them:
     momentum * running + (1 - momentum) * batch statistic (ONNX's momentum weighs the old value, as gradgen's
     does; the batch variance is the population one, as ONNX specifies, or the unbiased one, as PyTorch's
-    BatchNorm has it, when the import is asked to: ``import_onnx(bn_running_variance=...)``)."""
+    BatchNorm has it, for a PyTorch export or when the import is asked to: ``import_onnx(bn_running_variance=...)``)."""
     training = _training(ctx)
     if len(ctx.node.output) > 3 and any(ctx.node.output[3:]):
         raise NotImportable("the saved_mean/saved_var outputs")
@@ -310,19 +310,22 @@ def batch_norm(ctx):
             ctx.bind(k, name)
 
 
-def running_variance_hint(model, program) -> str | None:
-    """A note for an import of a PyTorch export with training-mode batch norms left at ONNX's population
-    variance: PyTorch's running variance moves toward the unbiased one. None for any other model."""
-    if not model.producer_name.lower().startswith("pytorch"):
-        return None
-    trained = sum(op.type == "batch_norm" and not op.attr("is_test") for b in program.blocks for op in b.ops)
-    if not trained:
-        return None
-    return (f"this {model.producer_name} export has {trained} training-mode BatchNormalization node(s): their "
-            "running variance is updated with the batch's population variance, as ONNX defines it, while "
-            "PyTorch's BatchNorm uses the unbiased (n - 1) one; import_onnx(bn_running_variance='unbiased') "
-            "(gradgen import-onnx --bn-running-variance unbiased) follows PyTorch, 'population' keeps ONNX's "
-            "rule and silences this note")
+def from_pytorch(model) -> bool:
+    """Whether PyTorch's exporter wrote ``model`` (its ``producer_name`` is "pytorch")."""
+    producer = model.producer_name
+    if isinstance(producer, bytes):
+        producer = producer.decode("utf-8", "replace")
+    return producer.lower().startswith("pytorch")
+
+
+def default_running_variance(model) -> str:
+    """The ``running_variance`` of an import's training-mode batch norms when the caller does not choose:
+    "unbiased" for a PyTorch export, whose BatchNorm moves its running variance toward the batch's unbiased
+    variance (its training-mode export keeps the module's rule, which ONNX's BatchNormalization cannot state),
+    else "population", ONNX's definition."""
+    return "unbiased" if from_pytorch(model) else "population"
+
+
 def layer_norm(ctx):
     """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
     only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are

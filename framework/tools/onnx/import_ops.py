@@ -91,6 +91,19 @@ def mod(ctx):
     ctx.out("elementwise_mod", {"X": ctx.x(0), "Y": ctx.x(1)}, {"fmod": bool(ctx.attr("fmod", 0))})
 
 
+def floor(ctx):
+    """Floor, which gradgen has no op for, exactly from its fraction r = fmod(x, 1) (C's fmod is exact): x - r
+    truncates, one less where r < 0; x itself where r is 0 or NaN (whole numbers, -0.0, the infinities, NaN)."""
+    _floats_only(ctx)
+    x, dt = ctx.x(0), ctx.dtype(0)
+    one, zero = (ctx.tmp("fill_constant", {}, {"shape": [], "dtype": dt, "value": v}) for v in (1.0, 0.0))
+    r = ctx.tmp("elementwise_mod", {"X": x, "Y": one}, {"fmod": True})
+    whole = ctx.tmp("elementwise_sub", {"X": x, "Y": r})
+    up = ctx.tmp("where", {"Condition": ctx.tmp("greater_than", {"X": r, "Y": zero}), "X": whole, "Y": x})
+    down = ctx.tmp("scale", {"X": whole}, {"bias": -1.0})
+    ctx.out("where", {"Condition": ctx.tmp("less_than", {"X": r, "Y": zero}), "X": down, "Y": up})
+
+
 def neg(ctx):
     _floats_only(ctx)
     ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
@@ -187,9 +200,20 @@ def _reduce(op_type, squared: bool = False):
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
         if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
-            raise NotImportable("max/min over an empty axis")
+            return _empty_extreme(ctx, x, axes, keep, op_type)
         ctx.out(op_type, {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
     return translate
+
+
+def _empty_extreme(ctx, x: str, axes: list[int], keep: bool, op_type: str) -> None:
+    """ReduceMax/ReduceMin over an axis of size 0, which ONNX defines as -inf/+inf for floats (gradgen's ops refuse
+    it at run time): those values in the reduced shape (that of the sum, 0 everywhere). Integers are refused:
+    ONNX's value is the type's extreme, which the fill's float attr does not hold exactly."""
+    if ctx.dtype(0) not in FLOATS:
+        raise NotImportable(f"{op_type} of {ctx.dtype(0)} over an empty axis (ONNX: the type's extreme value)")
+    total = ctx.tmp("reduce_sum", {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+    value = -np.inf if op_type == "reduce_max" else np.inf
+    ctx.out("fill_any_like", {"X": total}, {"value": value, "dtype": ctx.dtype(0)})
 
 
 def reshape(ctx):

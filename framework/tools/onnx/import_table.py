@@ -12,12 +12,13 @@ from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
     instance_norm, layer_norm, scatter_elements, scatter_nd, top_k,
 )
+from .import_positions import eye_like, range_, size
 from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gemm, leaky_relu, matmul,
     mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
-    slice_, split, squeeze, transpose, trilu, unsqueeze, where,
+    slice_, split, squeeze, transpose, trilu, unsqueeze, where, floor,
 )
 
 __all__ = ["COMPOSITES", "IMPORTERS"]
@@ -68,5 +69,6 @@ IMPORTERS = {
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
     "Trilu": trilu,
     "LSTM": lstm, "GRU": gru,
+    "Size": size, "Range": range_, "EyeLike": eye_like, "Floor": floor,
 }
 """ONNX op type (default domain) -> translation function."""

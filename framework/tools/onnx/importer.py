@@ -11,7 +11,6 @@ function its op type has in ``import_table.IMPORTERS``; ``If`` and ``Loop`` beco
 from __future__ import annotations
 
 import os
-import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -29,7 +28,7 @@ from . import import_table
 from .errors import NotImportable, OnnxImportError
 from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
 from .import_fold import fold, foldable
-from .import_nn import running_variance_hint
+from .import_nn import default_running_variance
 from .import_checks import (check_defined_once, check_node, check_opset, load_model, numpy_dtype, tensor_value,
                             written_decimal)
 from .limits import ImportLimits
@@ -435,9 +434,9 @@ def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constan
     ``max_constant_bytes`` bounds the tensors the import itself makes (``ConstantOfShape``, the index of a
     strided ``Slice``) and ``max_loop_iterations`` the steps of each ``Loop`` at run time (``ImportLimits``).
     ``bn_running_variance`` is what the running variance of a training-mode ``BatchNormalization`` moves
-    toward: "population" (the default, ONNX's definition) or "unbiased" (n / (n - 1) times it, what PyTorch's
-    ``BatchNorm`` does, so an import of its training-mode export fine-tunes as it does). Left unset, an import
-    of a PyTorch export with such nodes warns that the two differ (the choice is never made from the producer).
+    toward: "population" (ONNX's definition) or "unbiased" (n / (n - 1) times it, what PyTorch's ``BatchNorm``
+    does). Left unset, it is "unbiased" for a model PyTorch exported (``producer_name`` "pytorch"), so that its
+    training-mode export fine-tunes as the module does, and "population" for any other.
     Any malformed model raises ``OnnxImportError`` naming the node at fault; unsupported nodes are listed
     all at once.
 
@@ -450,9 +449,6 @@ def import_onnx(model: "onnx.ModelProto | str | os.PathLike | bytes", *, constan
     if bn_running_variance not in (None, *RUNNING_VARIANCES):
         raise OnnxImportError(f"bn_running_variance must be 'population' or 'unbiased', got {bn_running_variance!r}")
     importer = Importer(model, constants or {}, ImportLimits(int(max_constant_bytes), int(max_loop_iterations)),
-                        bn_running_variance or "population")
+                        bn_running_variance or default_running_variance(model))
     program, params = importer.run()
-    hint = running_variance_hint(model, program) if bn_running_variance is None else None
-    if hint:
-        warnings.warn(hint, stacklevel=3)
     return program, params, importer.outputs

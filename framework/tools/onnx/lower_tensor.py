@@ -194,25 +194,23 @@ def gather(ctx):
 
 
 def gather_grad(ctx):
-    # np.add.at as a product with a one-hot matrix: dx (moved, [n, rest]) = onehot(index)^T @ dout (moved, [k, rest])
+    # np.add.at as ONNX's ScatterElements with reduction "add" onto zeros shaped like X: Out@GRAD viewed as
+    # [X's dims before the axis, the flattened index, X's dims after it], each index broadcast along it (negative
+    # ones count from the end, as gather's do). Only the gathered rows receive a gradient (a one-hot matmul, the
+    # export before, put 0 * inf = NaN in all the others)
     g, x, rank = ctx.g, ctx.x("X"), ctx.rank("X")
-    axis, dt = ctx.attr("axis") % rank, ctx.dtype("Out@GRAD")
-    xshape = shape_of(ctx, x)
-    n = g.node("Gather", [xshape, g.ints([axis])])
-    index = g.node("Reshape", [ctx.x("Index"), g.ints([-1])])
-    index = g.node("Where", [g.node("Less", [index, g.const(np.int64(0))]), g.node("Add", [index, n]), index])
-    hot = g.node("Cast", [g.node("Equal", [g.node("Unsqueeze", [index, g.ints([-1])]),
-                                           g.node("Range", [g.const(np.int64(0)), g.node("Squeeze", [n]),
-                                                            g.const(np.int64(1))])])],
-                 to=onnx_dtype(dt))
-    parts = [g.node("Slice", [xshape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
-             g.node("Slice", [xshape, g.ints([axis + 1]), g.ints([rank])])]
-    dout = g.node("Reshape", [ctx.x("Out@GRAD"), g.node("Concat", parts, axis=0)])
-    perm = [axis] + [a for a in range(rank) if a != axis]
-    flat = g.node("Flatten", [g.node("Transpose", [dout], perm=perm)], axis=1)
-    moved = g.node("MatMul", [g.node("Transpose", [hot], perm=[1, 0]), flat])
-    moved = g.node("Reshape", [moved, g.node("Gather", [xshape, g.ints(perm)])])
-    ctx.emit("Transpose", [moved], slot="X@GRAD", perm=[int(a) for a in np.argsort(perm)])
+    axis, dt, dout = ctx.attr("axis") % rank, ctx.dtype("Out@GRAD"), ctx.x("Out@GRAD")
+    index = ctx.x("Index")
+    if ctx.rank("Index") != 1:  # Out@GRAD's index dims merged into one (its own dims around them copied)
+        index = g.node("Reshape", [index, g.ints([-1])])
+        douts, after = shape_of(ctx, dout), axis + ctx.rank("Index")
+        parts = [g.node("Slice", [douts, g.ints([0]), g.ints([axis])]), g.ints([-1]),
+                 g.node("Slice", [douts, g.ints([after]), g.ints([after + rank - axis - 1])])]
+        dout = g.node("Reshape", [dout, g.node("Concat", parts, axis=0)])
+    along = g.node("Reshape", [index, g.ints([1] * axis + [-1] + [1] * (rank - axis - 1))])
+    zeros = g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(0.0, dt))
+    ctx.emit("ScatterElements", [zeros, g.node("Expand", [along, shape_of(ctx, dout)]), dout], slot="X@GRAD",
+             axis=axis, reduction="add")
 
 
 def lookup_table(ctx):
