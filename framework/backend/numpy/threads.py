@@ -94,18 +94,11 @@ def free_cores() -> int:
     return _METER.free()
 
 
-def _openblas_calls(lib: ctypes.CDLL) -> tuple[Callable[[], int], Callable[[int], None]] | None:
+def _thread_calls(lib: ctypes.CDLL, get_name: str, set_name: str
+                  ) -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """A BLAS library's (get thread count, set thread count) functions, or None where it lacks them."""
     try:
-        get, put = lib.scipy_openblas_get_num_threads64_, lib.scipy_openblas_set_num_threads64_
-    except AttributeError:
-        return None
-    get.restype, put.argtypes = ctypes.c_int, [ctypes.c_int]
-    return get, put
-
-
-def _mkl_calls(lib: ctypes.CDLL) -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    try:
-        get, put = lib.MKL_Get_Max_Threads, lib.MKL_Set_Num_Threads
+        get, put = getattr(lib, get_name), getattr(lib, set_name)
     except AttributeError:
         return None
     get.restype, put.argtypes = ctypes.c_int, [ctypes.c_int]
@@ -117,10 +110,12 @@ def _pools() -> list[tuple[Callable[[], int], Callable[[int], None]]]:
     library, the GEMM provider."""
     pools = []
     numpy_blas = blas.numpy_openblas()
-    if numpy_blas is not None and (calls := _openblas_calls(numpy_blas.lib)):
+    if numpy_blas is not None and (calls := _thread_calls(numpy_blas.lib, "scipy_openblas_get_num_threads64_",
+                                                          "scipy_openblas_set_num_threads64_")):
         pools.append(calls)
     provider = blas.PROVIDER
-    if provider is not None and provider.name == "mkl" and (calls := _mkl_calls(provider.lib)):
+    if provider is not None and provider.name == "mkl" and (
+            calls := _thread_calls(provider.lib, "MKL_Get_Max_Threads", "MKL_Set_Num_Threads")):
         pools.append(calls)
     return pools
 
