@@ -9,8 +9,9 @@ The trial, per program version, feed and fetch names, and feed shapes (a ``Trial
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs are the numpy backend's: a program run once or twice (a startup program) is
-   never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops stay there (XLA's compile time and memory
-   grow faster than the program: a 4,000-op chain did not compile in 290 s).
+   never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than
+   ``MAX_FUSED_CHAIN`` elementwise ops, stay there (XLA's compile time grows faster than the program: a
+   4,000-op chain did not compile in 290 s).
 2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
    stay on numpy until it is ready: no run waits on a compile. A compile that fails leaves the program on numpy
    and says why. (A runner without ``prepare`` compiles in its first run.)
@@ -25,7 +26,7 @@ Both backends compute the same values (float64 to 1e-12, float32 to 1e-5: tests/
 either's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the
 speed. What stays on the numpy backend without a trial: programs with collective ops (every rank must run the
 same engine, and their timings differ), programs the compiled backend cannot run (the reason is given), large
-programs (above), and every program when no compiled backend is installed.
+programs and long elementwise chains (above), and every program when no compiled backend is installed.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "TRIAL_SECONDS",
-           "AutoRunner", "LazyRunner", "Trial", "separated"]
+__all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_FUSED_CHAIN", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
+           "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "longest_fused_chain", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -58,6 +59,13 @@ TRIAL_SECONDS = 2.0
 
 MAX_COMPILED_OPS = 2500
 """Ops (all blocks) above which a program is not compiled (design_docs/backends.md, "Compile time")."""
+
+MAX_FUSED_CHAIN = 500
+"""The longest chain of elementwise ops (each reading the last) that is compiled. XLA fuses such a chain into
+one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length: a chain of 500 (tanh,
+scale) pairs whose result two products read compiled in 0.35 s at 300 pairs and not in 100 s at 500, in plain
+JAX as in gradgen (measured; ``xla_backend_optimization_level=0`` compiles it in 0.6 s but runs it 3-4x
+slower). A compile cannot be stopped once started, so the trial does not start one it may not finish."""
 
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
@@ -140,6 +148,25 @@ def _op_count(program) -> int:
     return sum(len(block.ops) for block in program.blocks)
 
 
+def _elementwise_types() -> frozenset:
+    from gradgen.program.ops import activation, elementwise
+
+    return frozenset(activation.COMPUTE) | frozenset(elementwise.COMPUTE)
+
+
+def longest_fused_chain(block) -> int:
+    """The most elementwise ops one after another in ``block`` (each reading an output of the one before)."""
+    fusible, depth, longest = _elementwise_types(), {}, 0
+    for op in block.ops:
+        if op.type not in fusible:
+            continue
+        here = 1 + max((depth.get(name, 0) for name in op.input_arg_names), default=0)
+        for name in op.output_arg_names:
+            depth[name] = here
+        longest = max(longest, here)
+    return longest
+
+
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
     return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
 
@@ -217,6 +244,10 @@ class AutoRunner:
         if ops > MAX_COMPILED_OPS:
             return (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the compile's time and "
                     f"memory grow faster than the program)")
+        chain = longest_fused_chain(program.global_block())
+        if chain > MAX_FUSED_CHAIN:
+            return (f"a chain of {chain} elementwise ops: chains of more than {MAX_FUSED_CHAIN} are not compiled "
+                    f"(XLA fuses them into one loop whose compile time grows faster than its length)")
         if not hasattr(self.runners[self.compiled_name], "prepare"):  # else asked in the background (a jax import)
             return self._cannot_run(program)
         return None
@@ -243,7 +274,10 @@ class AutoRunner:
                 why_not = f"{self.compiled_name} could not compile it: {type(e).__name__}: {message}"
             trial.compiled(why_not)
 
-        threading.Thread(target=work, name="gradgen-auto-compile", daemon=True).start()
+        # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
+        # compiler aborts the process: "FATAL: exception not rethrown"). Programs whose compile could take long
+        # are not compiled (MAX_COMPILED_OPS).
+        threading.Thread(target=work, name="gradgen-auto-compile", daemon=False).start()
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:

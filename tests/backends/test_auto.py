@@ -339,3 +339,16 @@ def test_the_default_imports_no_compiled_backend_for_two_runs_and_a_process_may_
     assert done.returncode == 0, done.stderr
     backend, imported, _seconds = done.stdout.split()
     assert (backend, imported) == ("auto", "False")
+
+
+def test_a_long_elementwise_chain_is_not_compiled_and_the_choice_says_why():
+    main_program = Program()
+    with program_guard(main_program, Program()):
+        h = layers.data("x", [-1, 4], "float64")
+        for k in range(auto_run.MAX_FUSED_CHAIN // 2 + 1):
+            h = layers.tanh(layers.scale(h, 0.5))
+        layers.fc(h, 2)
+    assert auto_run.longest_fused_chain(main_program.global_block()) == 2 * (auto_run.MAX_FUSED_CHAIN // 2 + 1)
+    runner, log, told = _auto(1.0, 0.2)
+    _runs(runner, main_program, 6, feed={"x": np.zeros((2, 4))})
+    assert set(log) == {"numpy"} and "elementwise ops" in told[0][1]

@@ -1,0 +1,85 @@
+"""Programs of 1k to 32k ops on an engine: the first run's time, the peak memory, and the longest later run
+against the steady step (issue 32, "Compiles that scale and never stall a run").
+
+    python -m tests.bench.compile_scale                       # the default Executor(), 1k, 4k, 16k, 32k ops
+    python -m tests.bench.compile_scale --engine xla --sizes 1000,2000,3000
+
+The program is the issue's chain: x -> (scale, tanh) repeated -> fc -> mean, with its backward and SGD, so
+the op count grows with the chain. Each size runs in a process of its own with an empty compile cache; peak
+memory is the process's maximum resident set (``ru_maxrss``). "Longest wait" is the slowest of the runs after
+the first, over the median of the last ten: a run that waited for a compile shows here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+__all__ = ["main", "measure"]
+
+
+def measure(engine: str, steps: int, runs: int) -> dict:
+    """Build the chain of ``steps`` (scale, tanh) pairs, run it ``runs`` times on ``engine`` ("auto": the
+    default ``Executor()``)."""
+    import resource
+    import statistics
+
+    import numpy as np
+
+    from gradgen.framework import Executor, Scope, optimizer
+    from gradgen.program import Program, layers, program_guard
+
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        h = layers.data("x", [-1, 16], "float32")
+        for k in range(steps):
+            h = layers.tanh(layers.scale(h, 0.9 + 0.0001 * k))
+        loss = layers.reduce_mean(layers.fc(h, 4))
+        optimizer.SGD(0.01).minimize(loss)
+    ops = len(main_program.global_block().ops)
+    exe, scope = Executor(backend=None if engine == "auto" else engine), Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)}
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
+        times.append(time.perf_counter() - start)
+    steady = statistics.median(times[-10:])
+    choice = exe.backend_choice(main_program)
+    return {"ops": ops, "first_s": times[0], "steady_s": steady, "longest_wait": max(times[1:]) / steady,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "choice": choice and choice[0]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", default="auto")
+    parser.add_argument("--sizes", default="1000,4000,16000,32000",
+                        help="ops, roughly (2 per chain step: x is not trained, so the chain has no backward)")
+    parser.add_argument("--runs", type=int, default=40)
+    args = parser.parse_args(argv)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for size in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
+            env.pop("GRADGEN_BACKEND", None)
+            code = (f"import json; from tests.bench.compile_scale import measure; "
+                    f"print(json.dumps(measure({args.engine!r}, {max(1, size // 2)}, {args.runs})))")
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
+                                  timeout=900)
+        if done.returncode:
+            print(f"| ~{size} | failed: {done.stderr.strip().splitlines()[-1]} |", flush=True)
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"| {r['ops']} | {r['first_s']:.2f} | {r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | "
+              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
