@@ -15,8 +15,9 @@ from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
 
 from .import_dims import of_shape, reshape_target
+from .import_slice_rule import onnx_slice_range
 
-__all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
+__all__ = ["padded", "safe_sqrt", "is_nan", "is_inf", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
 VARIADIC = frozenset({"Max", "Min", "Sum"})
 """ONNX operators that take any number of inputs: imported as chains (``import_table._variadic``)."""
@@ -67,11 +68,29 @@ def _variadic(op_type):
 
 
 def _unary(op_type):
+    """A one-node activation; on integers only the ops exact on them (Abs, Sign: ``activation.EXACT_ON_INTS``)."""
     def translate(ctx):
-        if op_type != "assign":
+        if op_type != "assign" and op_type not in activation.EXACT_ON_INTS:
             _floats_only(ctx)
         ctx.out(op_type, {"X": ctx.x(0)})
     return translate
+
+
+def is_nan(ctx):
+    """IsNaN -> x != x (true for NaN alone, IEEE's rule, which no engine may rewrite away)."""
+    _floats_only(ctx)
+    ctx.out("not_equal", {"X": ctx.x(0), "Y": ctx.x(0)})
+
+
+def is_inf(ctx):
+    """IsInf -> x == inf, x == -inf, or either (``detect_positive`` / ``detect_negative``)."""
+    _floats_only(ctx)
+    x, signs = ctx.x(0), [s for s, attr in ((1, "detect_positive"), (-1, "detect_negative")) if ctx.attr(attr, 1)]
+    hits = [ctx.tmp("equal", {"X": x, "Y": ctx.tmp("fill_any_like", {"X": x}, {"value": s * float("inf")})})
+            for s in signs]
+    if not hits:
+        return ctx.out("fill_any_like", {"X": x}, {"value": 0, "dtype": "bool"})
+    ctx.out("logical_or", {"X": hits[0], "Y": hits[1]}) if len(hits) == 2 else ctx.out("assign", {"X": hits[0]})
 
 
 def _compare(op_type):
@@ -92,8 +111,8 @@ def mod(ctx):
 
 
 def neg(ctx):
-    _floats_only(ctx)
-    ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
+    """Neg -> scale by -1, which on integers is exact in their dtype (INT64_MIN stays itself, as it wraps)."""
+    ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1})
 
 
 def elu(ctx):
@@ -187,21 +206,36 @@ def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
     return None
 
 
-def _reduce(op_type, squared: bool = False):
-    """A reduction; ``squared``: of the input's squares (ReduceSumSquare)."""
+def _reduce(op_type, of: str | None = None, then=None):
+    """A reduction, of input 0 or of ``of`` (a unary op: square for ReduceSumSquare, abs for ReduceL1) of it;
+    ``then(ctx, reduced)`` appends the ops after it (ReduceL2's square root) and returns the result."""
     def translate(ctx):
         axes, keep = _axes(ctx), bool(ctx.attr("keepdims", 1))
-        x = ctx.tmp("square", {"X": ctx.x(0)}) if squared else ctx.x(0)
+        x = ctx.tmp(of, {"X": ctx.x(0)}) if of else ctx.x(0)
         if axes == [] or axes is None:
-            if ctx.attr("noop_with_empty_axes", 0):
-                return ctx.out("assign", {"X": x})
+            if ctx.attr("noop_with_empty_axes", 0):  # each element alone: ``of`` and ``then`` still apply
+                return ctx.out("assign", {"X": then(ctx, x) if then else x})
             axes = list(range(ctx.rank(0)))
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
         if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
             raise NotImportable("max/min over an empty axis")
-        ctx.out(op_type, {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+        attrs = {"dim": axes, "keep_dim": keep, "reduce_all": False}
+        if then is None:
+            return ctx.out(op_type, {"X": x}, attrs)
+        ctx.out("assign", {"X": then(ctx, ctx.tmp(op_type, {"X": x}, attrs))})
     return translate
+
+
+def safe_sqrt(ctx, s: str) -> str:
+    """sqrt(s) of a sum of squares, with gradient 0 where s is 0 (PyTorch's rule for a norm of zeros, which is
+    the subgradient of least norm) rather than 0 * inf = NaN: where(s == 0, 0, sqrt(where(s == 0, 1, s))).
+    Neither branch's gradient is ever inf, so the second derivative is finite too."""
+    _floats_only(ctx)
+    zero = ctx.tmp("equal", {"X": s, "Y": ctx.tmp("fill_zeros_like", {"X": s})})
+    safe = ctx.tmp("where", {"Condition": zero, "X": ctx.tmp("fill_any_like", {"X": s}, {"value": 1.0}), "Y": s})
+    return ctx.tmp("where", {"Condition": zero, "X": ctx.tmp("fill_zeros_like", {"X": s}),
+                             "Y": ctx.tmp("sqrt", {"X": safe})})
 
 
 def reshape(ctx):
@@ -284,7 +318,7 @@ def slice_(ctx):
             raise NotImportable(f"a step of {step} along an axis of unknown size")
         if step == 0:
             raise NotImportable("a slice step of 0")
-        picked = range(size)[slice(clamp(start), clamp(end), step)]  # a range: nothing made yet
+        picked = onnx_slice_range(start, end, step, size)  # a range: nothing made yet
         if len(picked) == 0:
             raise NotImportable("a strided slice that picks nothing")
         check_size([len(picked)], 8, "the index of a strided slice", ctx.importer.limits)
@@ -294,7 +328,7 @@ def slice_(ctx):
     ctx.out("assign", {"X": x})
 
 
-def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
+def padded(ctx, x: str, axes: list[int], pads: list[int], value: int | float) -> str:
     """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop."""
     rank = len(ctx.importer.block().var(x).shape)
     if len(pads) != 2 * len(axes):
@@ -306,9 +340,15 @@ def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
             x = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [max(-begin, 0)],
                                             "ends": [end if end < 0 else 2 ** 62]})
         widths[2 * a], widths[2 * a + 1] = max(begin, 0), max(end, 0)
-    if any(widths):
-        x = ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": float(value)})
-    return x
+    if not any(widths):
+        return x
+    if ctx.importer.block().var(x).dtype in FLOATS or float(value) == value:
+        return ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": float(value)})
+    # an integer no float holds (pad's value is a float attr): zeros padded, plus value times a 0/1 border
+    border = ctx.tmp("pad", {"X": ctx.tmp("fill_zeros_like", {"X": x})}, {"paddings": widths, "pad_value": 1.0})
+    fill = ctx.tmp("fill_any_like", {"X": border}, {"value": int(value)})
+    return ctx.tmp("elementwise_add", {"X": ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": 0.0}),
+                                       "Y": ctx.tmp("elementwise_mul", {"X": border, "Y": fill})})
 
 
 def pad(ctx):
@@ -316,7 +356,7 @@ def pad(ctx):
         raise NotImportable(f"mode={ctx.attr('mode')}")
     rank = ctx.rank(0)
     pads = [int(p) for p in ctx.attr("pads")] if ctx.opset < 11 else ctx.ints(1)
-    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else (float(ctx.scalar(2)) if ctx.has(2) else 0.0)
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else (ctx.scalar(2) if ctx.has(2) else 0.0)
     axes = [ctx.axis(a, rank) for a in ctx.ints(3)] if ctx.has(3) else list(range(rank))
     ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
 
@@ -381,7 +421,7 @@ def _arg_translate(ctx, op_type: str):
     check_size([size], 8, "the reversed index of select_last_index=1", ctx.importer.limits)
     backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
     first = ctx.tmp(op_type, {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
-    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
+    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": size - 1})
     ctx.out("elementwise_sub", {"X": last, "Y": first})
 
 
@@ -465,7 +505,7 @@ def constant_of_shape(ctx):
         raise NotImportable(f"value must have one element, got {value.size}")
     like = ctx.shape_source(0)
     if like is not None:
-        return ctx.out("fill_any_like", {"X": like}, {"value": float(value.reshape(-1)[0]), "dtype": value.dtype.name})
+        return ctx.out("fill_any_like", {"X": like}, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype.name})
     dims = ctx.ints(0)
     check_size(dims, value.itemsize, "the filled tensor", ctx.importer.limits)
     ctx.bind_const(0, np.full(dims, value.reshape(-1)[0], dtype=value.dtype))

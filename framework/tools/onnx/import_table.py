@@ -16,7 +16,7 @@ from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
+    is_inf, is_nan, mod, neg, not_, pad, safe_sqrt, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
     slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
@@ -63,7 +63,8 @@ IMPORTERS = {
     "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
     "RandomUniform": random_uniform, "RandomNormal": random_normal,
     "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod,
-    "ReduceSumSquare": _reduce("reduce_sum", squared=True),
+    "ReduceSumSquare": _reduce("reduce_sum", of="square"), "ReduceL1": _reduce("reduce_sum", of="abs"),
+    "ReduceL2": _reduce("reduce_sum", of="square", then=safe_sqrt), "IsNaN": is_nan, "IsInf": is_inf,
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
     "Trilu": trilu,

@@ -340,13 +340,15 @@ class Importer:
         return var
 
     def constant_var(self, name: str, value: np.ndarray) -> str:
-        """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter."""
+        """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter.
+        The fill value is the element as a Python int or float (``.item()``), never a float of an int: an int64
+        2**53 + 1 or INT64_MAX stays exactly itself."""
         dtype = _dtype_of(value)
         flat = value.reshape(-1)
         if flat.size and (flat == flat[0]).all() and dtype != "bool":
             var = self.fresh(name)
             self.block().append_op("fill_constant", {}, {"Out": [var]},
-                                   {"shape": list(value.shape), "dtype": dtype, "value": float(flat[0])})
+                                   {"shape": list(value.shape), "dtype": dtype, "value": flat[0].item()})
             return var
         var = self.fresh(name)
         self.main.global_block().create_var(var, value.shape, dtype, persistable=True, is_parameter=True,

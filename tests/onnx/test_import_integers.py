@@ -1,0 +1,162 @@
+"""Integers through the ONNX importer are exact: every path by which an integer constant of a model reaches the
+program (Constant's value / value_int / value_ints, initializers, ConstantOfShape, Slice starts and ends, Pad's
+value, Gather of constants, folding, shape arithmetic) carries 2**53 + 1, -(2**53 + 1), INT64_MAX and INT64_MIN
+unchanged, on the numpy and the xla engine, checked element for element against ONNX Runtime.
+A float anywhere on the way would turn 2**53 + 1 into 2**53 and INT64_MAX into a number no int64 holds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.onnx.runtime import require, run_ort
+
+INT64_MAX, INT64_MIN = 2 ** 63 - 1, -2 ** 63
+VALUES = [2 ** 53 + 1, -(2 ** 53 + 1), INT64_MAX, INT64_MIN]
+X = np.array([0, 1, -1, 7], np.int64)
+
+
+def _onnx():
+    require("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    return TensorProto, helper, numpy_helper
+
+
+def _model(nodes, outputs, inits=(), x_shape=(4,)):
+    TensorProto, helper, _ = _onnx()
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, list(x_shape))],
+                              [helper.make_tensor_value_info(o, TensorProto.INT64, None) for o in outputs],
+                              initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _tensor(name, values):
+    return _onnx()[2].from_array(np.asarray(values, np.int64), name)
+
+
+def _paths(v: int) -> dict:
+    """Path name -> (nodes, outputs, initializers, x's shape) of a model computing with the constant ``v``."""
+    _, helper, _ = _onnx()
+    node = helper.make_node
+    at = lambda *nodes: list(nodes)  # noqa: E731
+    return {
+        "Constant value, scalar": (at(node("Constant", [], ["k"], value=_tensor("k", v)),
+                                      node("Add", ["x", "k"], ["y"])), ["y"], [], (4,)),
+        "Constant value, unequal": (at(node("Constant", [], ["k"], value=_tensor("k", [v, 0, v, 1])),
+                                       node("Sub", ["x", "k"], ["y"])), ["y"], [], (4,)),
+        "Constant value_int": (at(node("Constant", [], ["k"], value_int=v), node("Add", ["x", "k"], ["y"])),
+                               ["y"], [], (4,)),
+        "Constant value_ints": (at(node("Constant", [], ["k"], value_ints=[v, v, v, v]),
+                                   node("Mul", ["x", "k"], ["y"])), ["y"], [], (4,)),
+        "Constant value_ints, unequal": (at(node("Constant", [], ["k"], value_ints=[v, 3, -v if v != INT64_MIN
+                                                                                    else 5, 0]),
+                                            node("Add", ["x", "k"], ["y"])), ["y"], [], (4,)),
+        "initializer, scalar": (at(node("Add", ["x", "k"], ["y"])), ["y"], [_tensor("k", v)], (4,)),
+        "initializer, vector": (at(node("Max", ["x", "k"], ["y"])), ["y"], [_tensor("k", [v, 1, v, 2])], (4,)),
+        "ConstantOfShape, folded": (at(node("ConstantOfShape", ["s"], ["k"], value=_tensor("v", [v])),
+                                       node("Add", ["x", "k"], ["y"])), ["y"], [_tensor("s", [4])], (4,)),
+        "ConstantOfShape, run-time shape": (at(node("Shape", ["x"], ["s"]),
+                                               node("ConstantOfShape", ["s"], ["k"], value=_tensor("v", [v])),
+                                               node("Add", ["x", "k"], ["y"])), ["y"], [], (None,)),
+        "folded arithmetic": (at(node("Constant", [], ["a"], value=_tensor("a", v)),
+                                 node("Constant", [], ["b"], value=_tensor("b", [1, -1, 0, 2])),
+                                 node("Add", ["a", "b"], ["k"]), node("Sub", ["k", "x"], ["y"])), ["y"], [], (4,)),
+        "Gather of a constant": (at(node("Gather", ["table", "i"], ["k"], axis=0),
+                                    node("Add", ["x", "k"], ["y"])), ["y"],
+                                 [_tensor("table", [v, 5, v - 1 if v != INT64_MIN else v + 1]),
+                                  _tensor("i", [0, 2, 1, 0])], (4,)),
+        "Pad value": (at(node("Pad", ["x", "pads", "value"], ["y"])), ["y"],
+                      [_tensor("pads", [1, 2]), _tensor("value", v)], (4,)),
+        "Slice ends": (at(node("Slice", ["x", "starts", "ends"], ["y"])), ["y"],
+                       [_tensor("starts", [1 if v > 0 else v]), _tensor("ends", [v if v > 0 else INT64_MAX])], (4,)),
+        "Slice ends, run-time length": (at(node("Slice", ["x", "starts", "ends"], ["y"])), ["y"],
+                                        [_tensor("starts", [1 if v > 0 else v]),
+                                         _tensor("ends", [v if v > 0 else INT64_MAX])], (None,)),
+        "Slice backwards": (at(node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])), ["y"],
+                            [_tensor("starts", [v]), _tensor("ends", [INT64_MIN]), _tensor("axes", [0]),
+                             _tensor("steps", [-1])], (4,)),
+        "shape arithmetic": (at(node("Shape", ["x"], ["s"]), node("Concat", ["s", "three"], ["ss"], axis=0),
+                                node("Add", ["ss", "k"], ["t"]),
+                                node("Slice", ["t", "starts", "ends", "axes", "steps"], ["y"])), ["y"],
+                             [_tensor("three", [3]), _tensor("k", [0, v]), _tensor("starts", [INT64_MAX]),
+                              _tensor("ends", [-2]), _tensor("axes", [0]), _tensor("steps", [-1])], (None,)),
+    }
+
+
+def _reference(model, x):
+    """ONNX Runtime's results: its Slice clamps as ONNX's text says; onnx's ReferenceEvaluator slices as Python
+    does, which for a negative step and a start below -size picks nothing where ONNX starts at index 0."""
+    return list(run_ort(model, {"x": x}).values())
+
+
+def _gradgen(model, x, backend):
+    from gradgen.framework import Executor, Scope
+    from gradgen.framework.tools.onnx import import_onnx
+
+    program, params, outputs = import_onnx(model)
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    return Executor(backend=backend).run(program, feed={"x": x}, fetch_list=list(outputs.values()), scope=scope)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+@pytest.mark.parametrize("v", VALUES, ids=["2**53+1", "-(2**53+1)", "INT64_MAX", "INT64_MIN"])
+def test_every_integer_constant_path_is_exact(v, backend):
+    if backend == "xla":
+        require("jax")
+    wrong = []
+    for path, (nodes, outputs, inits, shape) in _paths(v).items():
+        model = _model(nodes, outputs, inits, shape)
+        want = _reference(model, X)
+        try:
+            got = _gradgen(model, X, backend)
+        except Exception as e:  # noqa: BLE001 - every path is reported, not just the first
+            wrong.append(f"{path}: {type(e).__name__}: {str(e).splitlines()[0]}")
+            continue
+        for g, w in zip(got, want):
+            if g.dtype != w.dtype or g.shape != w.shape or not np.array_equal(g, w):
+                wrong.append(f"{path}: {g!r}, want {w!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_slice_backwards_from_below_the_start_picks_the_first_element_as_onnx_says():
+    """ONNX clamps a negative step's start into [0, size - 1]: a start below -size begins at index 0 (Python's
+    slice would pick nothing there)."""
+    from gradgen.framework.tools.onnx.import_slice_rule import onnx_slice_range
+
+    assert list(onnx_slice_range(-100, INT64_MIN, -1, 4)) == [0]
+    assert list(onnx_slice_range(INT64_MAX, INT64_MIN, -2, 5)) == [4, 2, 0]
+    assert list(onnx_slice_range(1, INT64_MAX, 1, 4)) == [1, 2, 3]
+    assert list(onnx_slice_range(INT64_MIN, -1, 1, 4)) == [0, 1, 2]
+    assert list(onnx_slice_range(-2, -1, -1, 4)) == []
+
+
+def test_a_pytorch_open_ended_slice_imports_and_computes_as_pytorch():
+    """``x[:, 1:]`` (LLaMA's rotary halves) exports its end as INT64_MAX; ``x.flip`` and negative starts too."""
+    torch = require("torch")
+    import io
+
+    from onnx import load_from_string
+
+    class Halves(torch.nn.Module):
+        def forward(self, x):
+            return x[:, 1:] * 2, x[:, : x.shape[1] // 2], x[:, -2:]
+
+    x = torch.arange(12, dtype=torch.float64).reshape(2, 6)
+    buf = io.BytesIO()
+    torch.onnx.export(Halves(), (x,), buf, dynamo=False, opset_version=17, input_names=["x"],
+                      dynamic_axes={"x": {0: "b"}})
+    model = load_from_string(buf.getvalue())
+    assert any(n.op_type == "Slice" for n in model.graph.node)
+    from gradgen.framework import Executor, Scope
+    from gradgen.framework.tools.onnx import import_onnx
+
+    program, params, outputs = import_onnx(model)
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    got = Executor(backend="numpy").run(program, feed={"x": x.numpy()}, fetch_list=list(outputs.values()),
+                                        scope=scope)
+    for g, w in zip(got, Halves()(x)):
+        np.testing.assert_array_equal(g, w.numpy())
