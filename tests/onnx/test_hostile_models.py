@@ -126,8 +126,53 @@ def test_an_output_name_that_is_not_utf8_is_an_error_naming_the_node():
 
     model = _model([helper.make_node("Relu", ["x"], ["yQ"], name="r")], [_info("x", [2])], [_info("yQ", None)])
     data = model.SerializeToString().replace(b"yQ", b"y\xff")
-    with pytest.raises(OnnxImportError, match=r"node #0 'r' \(Relu\).*output slot 'Out' holds a bytes"):
+    with pytest.raises(OnnxImportError, match=r"model\.graph\.node\[0\] 'r' \(Relu\)\.output\[0\] is not UTF-8 text"):
         import_onnx(data)
+
+
+@pytest.mark.parametrize("field", ["producer_name", "graph.doc_string", "graph.node[0].domain",
+                                   "graph.node[0].attribute[0].name", "graph.initializer[0].name"])
+def test_a_text_field_that_is_not_utf8_is_an_error_naming_the_field(field):
+    """ONNX is proto2: its parser keeps a string field's bytes, so such a field reads back as bytes (a
+    ``producer_name`` of bytes once escaped as a TypeError from the PyTorch-export check)."""
+    import_onnx, OnnxImportError = _tools()
+    from onnx import ModelProto, helper
+
+    model = _model([helper.make_node("Gemm", ["x", "w"], ["y"], name="g", alpha=0.5)], [_info("x", [2, 3])],
+                   [_info("y", None)], [_ints("w", np.ones((3, 2), np.int64))])
+    model.producer_name = "pytorch"
+    owner, name = field.rsplit(".", 1) if "." in field else ("", field)
+    setattr(eval(f"model.{owner}") if owner else model, name, "QzMARKzQ")  # noqa: S307 - a fixed field path
+    garbled = ModelProto()
+    garbled.ParseFromString(model.SerializeToString().replace(b"QzMARKzQ", b"pyt\xff\xfe\xfdch"))
+    where = re.escape(field).replace(r"node\[0\]", r"node\[0\] 'g' \(Gemm\)")
+    with pytest.raises(OnnxImportError, match=rf"model\.{where} is not UTF-8 text"):
+        import_onnx(garbled)
+
+
+def test_an_attr_that_refers_to_a_function_attr_outside_a_function_is_an_error_naming_the_node():
+    import_onnx, OnnxImportError = _tools()
+    from onnx import helper
+
+    attr = helper.make_attribute("alpha", 0.5)
+    attr.ref_attr_name = "scale"
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], name="g")
+    node.attribute.append(attr)
+    model = _model([node], [_info("x", [2, 3])], [_info("y", None)], [_ints("w", np.ones((3, 2)))])
+    with pytest.raises(OnnxImportError, match=r"node #0 'g' \(Gemm\): attr 'alpha' refers to 'scale'"):
+        import_onnx(model)
+
+
+def test_a_string_attr_that_is_not_utf8_is_an_error_naming_the_node():
+    import_onnx, OnnxImportError = _tools()
+    from onnx import helper
+
+    node = helper.make_node("Conv", ["x", "k"], ["y"], name="c", auto_pad="SAME_UPPER")
+    node.attribute[0].s = b"SAME\xff"
+    model = _model([node], [_info("x", [1, 1, 4, 4])], [_info("y", None)],
+                   [_ints("k", np.ones((1, 1, 3, 3)))])
+    with pytest.raises(OnnxImportError, match=r"node #0 'c' \(Conv\): attr 'auto_pad' is not UTF-8 text"):
+        import_onnx(model)
 
 
 # -- memory bombs and endless loops ------------------------------------------------------------------------------------

@@ -275,7 +275,7 @@ def concat(ctx):
 
 
 def split(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = ctx.axis(int(ctx.attr("axis", 0)), ctx.rank(0))
     n = len(ctx.node.output)
     if "split" in ctx.attrs:
         sizes = [int(s) for s in ctx.attr("split")]
@@ -305,6 +305,8 @@ def slice_(ctx):
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise NotImportable(f"{len(starts)} starts, {len(ends)} ends, {len(axes)} axes and {len(steps)} steps")
     clamp = lambda v: int(max(min(v, 2 ** 62), -2 ** 62))  # noqa: E731
+    for a in axes:
+        ctx.axis(int(a), ctx.rank(0))
     if all(s == 1 for s in steps):
         return ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes],
                                                   "starts": [clamp(s) for s in starts],

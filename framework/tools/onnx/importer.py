@@ -52,13 +52,25 @@ def _shape(value_info) -> tuple[int, ...] | None:
 
 
 def _attr_value(attr) -> Any:
-    """A node attr's value; FLOAT and FLOATS (stored as float32 by ONNX) as the decimals written."""
+    """A node attr's value; FLOAT and FLOATS (stored as float32 by ONNX) as the decimals written; STRING and
+    STRINGS (bytes in the file) as text, which they must be."""
     value = helper.get_attribute_value(attr)
     if attr.type == onnx.AttributeProto.FLOAT:
         return written_decimal(value)
     if attr.type == onnx.AttributeProto.FLOATS:
         return [written_decimal(v) for v in value]
+    if attr.type == onnx.AttributeProto.STRING:
+        return _text(attr.name, value)
+    if attr.type == onnx.AttributeProto.STRINGS:
+        return [_text(attr.name, v) for v in value]
     return value
+
+
+def _text(name: str, value: bytes) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        raise NotImportable(f"attr '{name}' is not UTF-8 text: {value[:40]!r}") from None
 
 
 class Graph:
