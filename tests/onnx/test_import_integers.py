@@ -65,6 +65,14 @@ def _paths(v: int) -> dict:
                                     node("Add", ["x", "k"], ["y"])), ["y"],
                                  [_tensor("table", [v, 5, v - 1 if v != INT64_MIN else v + 1]),
                                   _tensor("i", [0, 2, 1, 0])], (4,)),
+        "Div, folded": (at(node("Div", ["k", "d"], ["q"]), node("Add", ["x", "q"], ["y"])), ["y"],
+                        [_tensor("k", [v, v, v - 1 if v != INT64_MIN else v + 1, v]), _tensor("d", [1, -3, 3, 7])],
+                        (4,)),
+        "Div, run-time": (at(node("Sub", ["k", "x"], ["n"]), node("Div", ["n", "d"], ["y"])), ["y"],
+                          [_tensor("k", v if v < 0 else v - 7), _tensor("d", [1, -3, 2, 7])], (4,)),
+        "Clip bounds": (at(node("Add", ["x", "k"], ["n"]), node("Clip", ["n", "lo", "hi"], ["y"])), ["y"],
+                        [_tensor("k", v if v < 0 else v - 7), _tensor("lo", v if v < 0 else v - 7),
+                         _tensor("hi", v + 1 if v < 0 else v - 7)], (4,)),
         "Pad value": (at(node("Pad", ["x", "pads", "value"], ["y"])), ["y"],
                       [_tensor("pads", [1, 2]), _tensor("value", v)], (4,)),
         "Slice ends": (at(node("Slice", ["x", "starts", "ends"], ["y"])), ["y"],
@@ -160,3 +168,35 @@ def test_a_pytorch_open_ended_slice_imports_and_computes_as_pytorch():
                                         scope=scope)
     for g, w in zip(got, Halves()(x)):
         np.testing.assert_array_equal(g, w.numpy())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_integer_div_truncates_exactly_over_the_whole_int64_range(backend):
+    """ONNX's Div of int64 truncates toward zero; float64 holds only 53 bits, so the import corrects the float
+    quotient in int64 (``import_ops._integer_div``). 4,000 pairs of every magnitude and sign, and the edges."""
+    if backend == "xla":
+        require("jax")
+    TensorProto, helper, _ = _onnx()
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 64, size=(2, 4000))
+    x, y = (rng.integers(INT64_MIN, INT64_MAX, size=(2, 4000), dtype=np.int64, endpoint=True)
+            >> np.minimum(bits, 63).astype(np.int64))
+    y[y == 0] = 1
+    edges = [(INT64_MAX, 1), (INT64_MAX, -1), (INT64_MIN, 1), (INT64_MIN, 2), (INT64_MIN, INT64_MIN),
+             (INT64_MAX, INT64_MIN), (INT64_MIN + 1, INT64_MAX), (2 ** 53 + 1, 1), (-(2 ** 62) - 3, 3), (5, -7)]
+    x = np.concatenate([x, [e[0] for e in edges]]).astype(np.int64)
+    y = np.concatenate([y, [e[1] for e in edges]]).astype(np.int64)
+    keep = ~((x == INT64_MIN) & (y == -1))  # the one quotient int64 cannot hold
+    x, y = x[keep], y[keep]
+    graph = helper.make_graph([helper.make_node("Div", ["x", "y"], ["q"])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.INT64, [len(x)]) for n in "xy"],
+                              [helper.make_tensor_value_info("q", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    from gradgen.framework import Executor
+    from gradgen.framework.tools.onnx import import_onnx
+
+    program, _, outputs = import_onnx(model)
+    (got,) = Executor(backend=backend).run(program, feed={"x": x, "y": y}, fetch_list=list(outputs.values()))
+    want = [abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1) for a, b in zip(x.tolist(), y.tolist())]
+    wrong = [(a, b, g, w) for a, b, g, w in zip(x.tolist(), y.tolist(), got.tolist(), want) if g != w]
+    assert not wrong, f"{len(wrong)} wrong quotients, e.g. {wrong[:5]}"

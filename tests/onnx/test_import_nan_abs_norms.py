@@ -1,5 +1,5 @@
 """Importer entries met in ``transformers`` models: IsNaN (every ``sdpa`` attention with a padding mask), IsInf,
-Abs / Neg / Sign of integers (T5's relative position buckets), ReduceL2 (``torch.norm``, ConvNeXt V2's global
+Abs / Neg / Sign / Relu / Clip of integers (T5's relative position buckets), ReduceL2 (``torch.norm``, ConvNeXt V2's global
 response norm), ReduceL1: against ONNX Runtime on both engines, and ReduceL2's gradient against finite differences
 (first and second order, float64) and against PyTorch at an all-zero row, where it is 0."""
 from __future__ import annotations
@@ -60,6 +60,12 @@ def _cases():
         "Abs int64": (_model("Abs", I64, ints.shape), ints),
         "Neg int64": (_model("Neg", I64, ints.shape), ints),
         "Sign int64": (_model("Sign", I64, ints.shape), ints),
+        "Relu int64": (_model("Relu", I64, ints.shape), ints),
+        "Clip int64": (_model("Clip", I64, ints.shape, [numpy_helper.from_array(np.array(-(2 ** 53 + 1)), "lo"),
+                                                       numpy_helper.from_array(np.array(2 ** 53 + 1), "hi")],
+                              ["lo", "hi"]), ints),
+        "Clip int64 above": (_model("Clip", I64, ints.shape, [numpy_helper.from_array(np.array(7), "lo")], ["lo"]),
+                             ints),
         "Abs int32": (_model("Abs", TensorProto.INT32, ints.shape), (ints % 1000 - 500).astype(np.int32)),
         "ReduceL2": (_model("ReduceL2", D, rows.shape, [axes], ["axes"]), rows),
         "ReduceL2 all": (_model("ReduceL2", F, rows.shape, keepdims=0), rows.astype(np.float32)),

@@ -49,11 +49,25 @@ def _binary(op_type):
 
 
 def _integer_div(ctx):
-    """ONNX's integer Div truncates: (x - fmod(x, y)) / y divides exactly, and gradgen's true division of
-    integers (in float64) is exact for them up to 2 ** 53; cast back to the operands' type."""
+    """ONNX's integer Div truncates. w = x - fmod(x, y) is a multiple of y, and gradgen's true division of
+    integers (in float64) gives w / y exactly while |w| <= 2**53; cast back to the operands' type.
+
+    int64 beyond 2**53: float64 rounds w, so the quotient q0 may be off by a few (at most ~2**10, and 1 where
+    |y| is large). The error is exact in int64: d = w - q0 * y = (q - q0) * y (wrapping arithmetic is exact
+    modulo 2**64 and the true d is small), and d / y in float64 is within 1e-12 of the whole number q - q0,
+    so rounding it gives the correction. q0 is cast from a float clipped below 2**63 (no cast overflows)."""
     x, y, dtype = ctx.x(0), ctx.x(1), ctx.dtype(0)
     whole = ctx.tmp("elementwise_sub", {"X": x, "Y": ctx.tmp("elementwise_mod", {"X": x, "Y": y}, {"fmod": True})})
-    ctx.out("cast", {"X": ctx.tmp("elementwise_div", {"X": whole, "Y": y})}, {"out_dtype": dtype})
+    quotient = ctx.tmp("elementwise_div", {"X": whole, "Y": y})
+    if dtype != "int64":
+        return ctx.out("cast", {"X": quotient}, {"out_dtype": dtype})
+    inside = ctx.tmp("clip", {"X": quotient}, {"min": -2.0 ** 63, "max": float(np.nextafter(2.0 ** 63, 0))})
+    first = ctx.tmp("cast", {"X": inside}, {"out_dtype": dtype})
+    missed = ctx.tmp("elementwise_sub", {"X": whole, "Y": ctx.tmp("elementwise_mul", {"X": first, "Y": y})})
+    steps = ctx.tmp("elementwise_div", {"X": missed, "Y": y})  # a whole number, to within 1e-12
+    rounded = ctx.tmp("elementwise_add", {"X": steps, "Y": ctx.tmp("scale", {"X": ctx.tmp("sign", {"X": steps})},
+                                                                            {"scale": 0.5})})
+    ctx.out("elementwise_add", {"X": first, "Y": ctx.tmp("cast", {"X": rounded}, {"out_dtype": dtype})})
 
 
 def _variadic(op_type):
@@ -68,8 +82,11 @@ def _variadic(op_type):
 
 
 def _unary(op_type):
-    """A one-node activation; on integers only the ops exact on them (Abs, Sign: ``activation.EXACT_ON_INTS``)."""
+    """A one-node activation; on integers only the ops exact on them (Abs, Sign: ``activation.EXACT_ON_INTS``)
+    and Relu, as max(x, 0)."""
     def translate(ctx):
+        if op_type == "relu" and ctx.dtype(0) not in FLOATS:
+            return ctx.out("elementwise_max", {"X": ctx.x(0), "Y": ctx.tmp("fill_zeros_like", {"X": ctx.x(0)})})
         if op_type != "assign" and op_type not in activation.EXACT_ON_INTS:
             _floats_only(ctx)
         ctx.out(op_type, {"X": ctx.x(0)})
@@ -141,13 +158,29 @@ def gelu(ctx):
 
 
 def clip(ctx):
-    _floats_only(ctx)
+    if ctx.dtype(0) not in FLOATS:
+        return _integer_clip(ctx)
     if ctx.opset < 11:
         lo, hi = ctx.attr("min", -np.inf), ctx.attr("max", np.inf)
     else:
         lo = float(ctx.scalar(1)) if ctx.has(1) else -np.inf
         hi = float(ctx.scalar(2)) if ctx.has(2) else np.inf
     ctx.out("clip", {"X": ctx.x(0)}, {"min": float(lo), "max": float(hi)})
+
+
+def _integer_clip(ctx):
+    """Clip of integers (opset 12 on): max with the lower bound, min with the upper, each bound a tensor of x's
+    type (clip's float attrs would round an int64 bound beyond 2**53)."""
+    if ctx.opset < 12 or ctx.dtype(0) == "bool":
+        raise NotImportable(f"Clip of {ctx.dtype(0)} at opset {ctx.opset}")
+    x = ctx.x(0)
+    for k, op_type in ((1, "elementwise_max"), (2, "elementwise_min")):
+        if ctx.has(k):
+            bound = ctx.x(k)
+            if ctx.importer.block().var(bound).dtype != ctx.dtype(0):
+                raise NotImportable(f"bound {k} of type {ctx.importer.block().var(bound).dtype}, x {ctx.dtype(0)}")
+            x = ctx.tmp(op_type, {"X": x, "Y": bound})
+    ctx.out("assign", {"X": x})
 
 
 def _matmul_operand(ctx, k: int, axis: int) -> str:
