@@ -34,6 +34,17 @@ def _tensor(name, values):
     return _onnx()[2].from_array(np.asarray(values, np.int64), name)
 
 
+def _loop_body():
+    """i, c, v -> (i < 2, v + 1): three steps unless the trip count stops it first."""
+    TensorProto, helper, _ = _onnx()
+    info = helper.make_tensor_value_info
+    return helper.make_graph(
+        [helper.make_node("Add", ["v", "one"], ["v2"]), helper.make_node("Less", ["i", "two"], ["c2"])], "body",
+        [info("i", TensorProto.INT64, []), info("c", TensorProto.BOOL, []), info("v", TensorProto.INT64, [4])],
+        [info("c2", TensorProto.BOOL, []), info("v2", TensorProto.INT64, [4])],
+        initializer=[_tensor("one", 1), _tensor("two", 2)])
+
+
 def _paths(v: int) -> dict:
     """Path name -> (nodes, outputs, initializers, x's shape) of a model computing with the constant ``v``."""
     _, helper, _ = _onnx()
@@ -73,6 +84,8 @@ def _paths(v: int) -> dict:
         "Clip bounds": (at(node("Add", ["x", "k"], ["n"]), node("Clip", ["n", "lo", "hi"], ["y"])), ["y"],
                         [_tensor("k", v if v < 0 else v - 7), _tensor("lo", v if v < 0 else v - 7),
                          _tensor("hi", v + 1 if v < 0 else v - 7)], (4,)),
+        "Loop trip count": (at(node("Loop", ["n", "go", "x"], ["y"], body=_loop_body())), ["y"],
+                            [_tensor("n", v), _onnx()[2].from_array(np.array(True), "go")], (4,)),
         "Pad value": (at(node("Pad", ["x", "pads", "value"], ["y"])), ["y"],
                       [_tensor("pads", [1, 2]), _tensor("value", v)], (4,)),
         "Slice ends": (at(node("Slice", ["x", "starts", "ends"], ["y"])), ["y"],
