@@ -1,7 +1,7 @@
 """Importer entries met in ``transformers`` models: IsNaN (every ``sdpa`` attention with a padding mask), IsInf,
-Abs / Neg / Sign / Relu / Clip of integers (T5's relative position buckets), ReduceL2 (``torch.norm``, ConvNeXt V2's global
-response norm), ReduceL1: against ONNX Runtime on both engines, and ReduceL2's gradient against finite differences
-(first and second order, float64) and against PyTorch at an all-zero row, where it is 0."""
+Abs / Neg / Sign / Relu / Clip of integers (T5's relative position buckets), ReduceL2 (``torch.norm``, ConvNeXt
+V2's global response norm), ReduceL1: against ONNX Runtime on both engines, and ReduceL2's gradient against
+finite differences (first and second order, float64) and against PyTorch at an all-zero row, where it is 0."""
 from __future__ import annotations
 
 import numpy as np

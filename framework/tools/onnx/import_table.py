@@ -16,8 +16,8 @@ from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
     concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gelu, gemm, leaky_relu, matmul,
-    is_inf, is_nan, mod, neg, not_, pad, safe_sqrt, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
-    slice_, split, squeeze, transpose, trilu, unsqueeze, where,
+    is_inf, is_nan, mod, neg, not_, pad, safe_sqrt, random_normal, random_normal_like, random_uniform,
+    random_uniform_like, reshape, shape, slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
 __all__ = ["COMPOSITES", "IMPORTERS"]
