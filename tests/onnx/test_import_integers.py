@@ -84,6 +84,9 @@ def _paths(v: int) -> dict:
         "Clip bounds": (at(node("Add", ["x", "k"], ["n"]), node("Clip", ["n", "lo", "hi"], ["y"])), ["y"],
                         [_tensor("k", v if v < 0 else v - 7), _tensor("lo", v if v < 0 else v - 7),
                          _tensor("hi", v + 1 if v < 0 else v - 7)], (4,)),
+        "Trilu k": (at(node("Reshape", ["x", "square"], ["m"]), node("Trilu", ["m", "k"], ["y"], upper=1),
+                       node("Trilu", ["m", "k"], ["z"], upper=0)), ["y", "z"],
+                    [_tensor("square", [2, 2]), _tensor("k", v)], (4,)),
         "Loop trip count": (at(node("Loop", ["n", "go", "x"], ["y"], body=_loop_body())), ["y"],
                             [_tensor("n", v), _onnx()[2].from_array(np.array(True), "go")], (4,)),
         "Pad value": (at(node("Pad", ["x", "pads", "value"], ["y"])), ["y"],
@@ -213,3 +216,28 @@ def test_integer_div_truncates_exactly_over_the_whole_int64_range(backend):
     want = [abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1) for a, b in zip(x.tolist(), y.tolist())]
     wrong = [(a, b, g, w) for a, b, g, w in zip(x.tolist(), y.tolist(), got.tolist(), want) if g != w]
     assert not wrong, f"{len(wrong)} wrong quotients, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("v", VALUES, ids=["2**53+1", "-(2**53+1)", "INT64_MAX", "INT64_MIN"])
+def test_an_integer_no_tensor_can_use_as_a_shape_or_index_is_refused_by_name(v):
+    """Reshape, TopK and Gather given the same values: no tensor of 4 elements has such a dim, k or index, so the
+    import (or, for an index gradgen reads only at run time, the run) is a gradgen error, never a wrapped or
+    rounded number; Expand to [v, 4] is refused, or (2**53 + 1, which broadcasting allows) declares exactly it."""
+    _, helper, _ = _onnx()
+    from gradgen.framework.tools.onnx import import_onnx
+    from gradgen.program.errors import GradgenError
+
+    node = helper.make_node
+    refused = {
+        "Reshape": ([node("Reshape", ["x", "to"], ["y"])], [_tensor("to", [v, 4])]),
+        "TopK": ([node("TopK", ["x", "k"], ["y", "i"])], [_tensor("k", [v])]),
+        "Gather": ([node("Gather", ["x", "i"], ["y"])], [_tensor("i", [v, 0])]),
+    }
+    for name, (nodes, inits) in refused.items():
+        with pytest.raises(GradgenError):
+            _gradgen(_model(nodes, ["y"], inits), X, "numpy")
+    try:
+        program, _, outputs = import_onnx(_model([node("Expand", ["x", "to"], ["y"])], ["y"], [_tensor("to", [v, 4])]))
+    except GradgenError:
+        return
+    assert program.global_block().var(outputs["y"]).shape == (v, 4)

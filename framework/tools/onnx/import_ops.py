@@ -292,7 +292,11 @@ def flatten(ctx):
 
 
 def trilu(ctx):
+    """Trilu -> triu or tril. A diagonal k beyond +-2**40 keeps or drops the whole matrix as +-2**40 does (no dim
+    is that long), so it is clamped there: the engines compute k + 1 or -k (INT64_MAX wrapped to a wrong mask
+    on xla, INT64_MIN overflowed in numpy)."""
     k = int(ctx.scalar(1)) if ctx.has(1) else 0
+    k = max(min(k, 2 ** 40), -2 ** 40)
     ctx.out("triu" if ctx.attr("upper", 1) else "tril", {"X": ctx.x(0)}, {"diagonal": k})
 
 
