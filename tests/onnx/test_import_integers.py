@@ -147,7 +147,7 @@ def test_every_integer_constant_path_is_exact(v, backend):
 def test_a_slice_backwards_from_below_the_start_picks_the_first_element_as_onnx_says():
     """ONNX clamps a negative step's start into [0, size - 1]: a start below -size begins at index 0 (Python's
     slice would pick nothing there)."""
-    from gradgen.framework.tools.onnx.import_slice_rule import onnx_slice_range
+    from gradgen.framework.tools.onnx.import_integer_rules import onnx_slice_range
 
     assert list(onnx_slice_range(-100, INT64_MIN, -1, 4)) == [0]
     assert list(onnx_slice_range(INT64_MAX, INT64_MIN, -2, 5)) == [4, 2, 0]

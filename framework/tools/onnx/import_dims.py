@@ -15,7 +15,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .errors import NotImportable
-from .import_slice_rule import onnx_slice_range, wrapped
+from .import_integer_rules import onnx_slice_range, wrapped
 
 __all__ = ["Dim", "ShapeVector", "VECTOR_OPS", "of_shape", "evaluate", "reshape_target"]
 

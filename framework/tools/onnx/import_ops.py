@@ -15,7 +15,7 @@ from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
 
 from .import_dims import of_shape, reshape_target
-from .import_slice_rule import onnx_slice_range
+from .import_integer_rules import onnx_slice_range
 
 __all__ = ["padded", "safe_sqrt", "is_nan", "is_inf", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
