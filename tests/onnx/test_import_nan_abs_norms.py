@@ -148,3 +148,41 @@ def test_reduce_l2_gradient_at_an_all_zero_row_is_zero_as_pytorch_gives(backend)
     assert np.isfinite(got).all(), got
     np.testing.assert_array_equal(got[0], 0.0)
     np.testing.assert_allclose(got, tx.grad.numpy(), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "xla"])
+def test_t5_relative_position_buckets_exported_by_pytorch_match_it(backend):
+    """T5's ``_relative_position_bucket`` (bidirectional), as PyTorch exports it: Abs of int64, a Log of the
+    float cast, a Cast back, Min and Where on int64; relative positions fed at run time."""
+    torch = require("torch")
+    require("onnx")
+    if backend == "xla":
+        require("jax")
+    import io
+    import math
+
+    from onnx import load_from_string
+
+    class Buckets(torch.nn.Module):
+        def forward(self, relative_position):
+            half = 16 // 2
+            buckets = (relative_position > 0).to(torch.long) * half
+            distance = torch.abs(relative_position)
+            exact = half // 2
+            far = exact + (torch.log(distance.float() / exact) / math.log(128 / exact) * (half - exact)).to(torch.long)
+            far = torch.min(far, torch.full_like(far, half - 1))
+            return buckets + torch.where(distance < exact, distance, far)
+
+    positions = torch.arange(-300, 300, 7, dtype=torch.long).reshape(1, -1)
+    buf = io.BytesIO()
+    torch.onnx.export(Buckets(), (positions,), buf, dynamo=False, opset_version=17, input_names=["p"],
+                      dynamic_axes={"p": {0: "n", 1: "m"}})
+    model = load_from_string(buf.getvalue())
+    assert "Abs" in {n.op_type for n in model.graph.node}
+    from gradgen.framework import Executor
+
+    program, scope, outputs = _import(model)
+    (got,) = Executor(backend=backend).run(program, feed={"p": positions.numpy()}, fetch_list=list(outputs.values()),
+                                           scope=scope)
+    np.testing.assert_array_equal(got, Buckets()(positions).numpy())
+    assert got.dtype == np.int64
