@@ -241,3 +241,35 @@ def test_an_integer_no_tensor_can_use_as_a_shape_or_index_is_refused_by_name(v):
     except GradgenError:
         return
     assert program.global_block().var(outputs["y"]).shape == (v, 4)
+
+
+@pytest.mark.parametrize("start,end", [(-1, 0), (0, 2 ** 63 - 1), (-2 ** 63, 1), (1, 2), (-1, None), (2 ** 40, None),
+                                       (2 ** 40, 2 ** 40 + 1), (-2 ** 63, -2 ** 63 + 1)])
+def test_a_shape_of_run_time_dims_with_start_and_end_is_onnx_s_slice_of_it(start, end):
+    """Shape's start and end count from the back when negative and are clamped (INT64_MAX, INT64_MIN); the
+    entries picked of a shape with a run-time dim are the ones ONNX Runtime gives (start=-1, end=0 is empty: it
+    was once read as the last dim). Reshape(m, Concat(those entries, [-1])) shows which were picked."""
+    TensorProto, helper, _ = _onnx()
+    attrs = {"start": start} if end is None else {"start": start, "end": end}
+    nodes = [helper.make_node("Shape", ["m"], ["s"], **attrs), helper.make_node("Concat", ["s", "rest"], ["to"], axis=0),
+             helper.make_node("Reshape", ["m", "to"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("m", TensorProto.FLOAT, [None, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[_tensor("rest", [-1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m = np.arange(15, dtype=np.float32).reshape(5, 3)
+    want = run_ort(model, {"m": m})["y"]
+    got = _gradgen_fed(model, {"m": m})[0]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def _gradgen_fed(model, feed):
+    from gradgen.framework import Executor, Scope
+    from gradgen.framework.tools.onnx import import_onnx
+
+    program, params, outputs = import_onnx(model)
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    return Executor(backend="numpy").run(program, feed=feed, fetch_list=list(outputs.values()), scope=scope)

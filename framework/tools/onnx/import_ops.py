@@ -495,15 +495,16 @@ def shape(ctx):
     the known dims and the run-time ones as ``Dim``s, and, for the whole shape or one run-time dim, the var it
     is the shape of (``Expand``/``Reshape``/``ConstantOfShape`` of it, ``reduce_as``'s export)."""
     s = ctx.shape(0)
+    # start and end count from the back when negative and are clamped to [0, rank], as a Slice's
+    picked = onnx_slice_range(int(ctx.attr("start", 0)), int(ctx.attr("end", len(s))), 1, len(s))
     if -1 in s:
-        start, end = ctx.attr("start", 0), ctx.attr("end", None)
-        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), start, end)
-        if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
-            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
-        elif not start and end is None:
+        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), picked.start, picked.stop)
+        if len(picked) == 1 and s[picked.start] < 0:  # one run-time dim: see reduce_as_if
+            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), picked.start)
+        if len(picked) == len(s):
             ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
-    ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
+    ctx.bind_const(0, np.asarray(s, np.int64)[picked.start: picked.stop])
 
 
 def _random_like(op_type: str, params: dict[str, tuple[str, float]], like: bool = True):
