@@ -12,6 +12,7 @@ from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
     instance_norm, layer_norm, scatter_elements, scatter_nd, top_k,
 )
+from .import_range import range_
 from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
@@ -67,7 +68,7 @@ IMPORTERS = {
     "ReduceL2": _reduce("reduce_sum", of="square", then=safe_sqrt), "IsNaN": is_nan, "IsInf": is_inf,
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
-    "Trilu": trilu,
+    "Trilu": trilu, "Range": range_,
     "LSTM": lstm, "GRU": gru,
 }
 """ONNX op type (default domain) -> translation function."""
