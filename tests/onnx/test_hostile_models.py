@@ -270,3 +270,17 @@ def test_the_command_takes_the_limits_as_flags(tmp_path):
     assert result.returncode == 1 and "over the import limit of 32" in result.stderr, result.stderr
     result = gradgen("import-onnx", tmp_path / "m.onnx", "-o", tmp_path / "p.json", "--max-loop-iterations", "9")
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("op_type", ["Squeeze", "Slice"])
+def test_an_axis_0_of_a_scalar_is_an_error_naming_the_node(op_type):
+    """gradgen's axis rule lets a scalar have axis 0 (for reductions), which squeeze's and slice's shape
+    inference then indexed: an IndexError escaped (found by the hostile run, seeds 12 and 0)."""
+    import_onnx, OnnxImportError = _tools()
+    from onnx import helper
+
+    inputs = ["x", "ax"] if op_type == "Squeeze" else ["x", "ax", "ax", "ax"]
+    model = _model([helper.make_node(op_type, inputs, ["y"], name="n")], [_info("x", [])], [_info("y", None)],
+                   [_ints("ax", [0])])
+    with pytest.raises(OnnxImportError, match=rf"node #0 'n' \({op_type}\): axis 0 is out of range for rank 0"):
+        import_onnx(model)

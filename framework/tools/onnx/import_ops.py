@@ -412,8 +412,8 @@ def einsum(ctx):
 
 
 def squeeze(ctx):
-    axes = _axes(ctx)
-    ctx.out("squeeze", {"X": ctx.x(0)}, {"axes": axes or []})
+    axes = [ctx.axis(a, ctx.rank(0)) for a in _axes(ctx) or []]  # in range: a scalar has no axis 0 to squeeze
+    ctx.out("squeeze", {"X": ctx.x(0)}, {"axes": axes})
 
 
 def unsqueeze(ctx):
