@@ -284,3 +284,14 @@ def test_an_axis_0_of_a_scalar_is_an_error_naming_the_node(op_type):
                    [_ints("ax", [0])])
     with pytest.raises(OnnxImportError, match=rf"node #0 'n' \({op_type}\): axis 0 is out of range for rank 0"):
         import_onnx(model)
+
+
+def test_a_max_over_axis_0_of_a_scalar_imports_as_gradgen_reads_it():
+    """ReduceMax of a scalar with axes [0] checked the axis for emptiness by indexing a shape of no dims (an
+    IndexError escaped); a scalar's axis 0 is gradgen's "nothing to reduce", as ReduceSum's already was."""
+    import_onnx, _ = _tools()
+    from onnx import helper
+
+    model = _model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[0])], [_info("x", [])], [_info("y", None)])
+    program, _, outputs = import_onnx(model)
+    assert program.global_block().var(outputs["y"]).shape == ()

@@ -251,7 +251,9 @@ def _reduce(op_type, of: str | None = None, then=None):
             axes = list(range(ctx.rank(0)))
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
-        if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
+        if ctx.rank(0):  # in range (a scalar's axis 0 is gradgen's "nothing to reduce")
+            axes = [ctx.axis(int(a), ctx.rank(0)) for a in axes]
+        if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes if ctx.rank(0)]:
             raise NotImportable("max/min over an empty axis")
         attrs = {"dim": axes, "keep_dim": keep, "reduce_all": False}
         if then is None:
