@@ -40,7 +40,7 @@ def _ints(name, values):
 
 
 def test_seeded_mutations_of_small_models_give_a_program_or_an_onnx_import_error():
-    """Two thousand mutants of fifteen seed models (bytes cut, flipped and appended; inputs dropped, added and
+    """Two thousand mutants of seventeen seed models (bytes cut, flipped and appended; inputs dropped, added and
     renamed; attrs of wrong kinds and extreme values; element types, dims, initializers and opsets changed;
     nodes copied and removed; the same in If and Loop bodies)."""
     import_onnx, OnnxImportError = _tools()
