@@ -295,3 +295,17 @@ def test_a_max_over_axis_0_of_a_scalar_imports_as_gradgen_reads_it():
     model = _model([helper.make_node("ReduceMax", ["x"], ["y"], axes=[0])], [_info("x", [])], [_info("y", None)])
     program, _, outputs = import_onnx(model)
     assert program.global_block().var(outputs["y"]).shape == ()
+
+
+def test_a_reshape_of_opset_1_takes_its_shape_attr_or_is_an_error_naming_the_node():
+    """Reshape before opset 5 has one input and the shape as an attr; its second input was read regardless (an
+    IndexError escaped when a mutant moved a model to opset 1)."""
+    import_onnx, OnnxImportError = _tools()
+    from onnx import helper
+
+    reshape = helper.make_node("Reshape", ["x"], ["y"], name="r", shape=[3, 2])
+    program, _, outputs = import_onnx(_model([reshape], [_info("x", [2, 3])], [_info("y", None)], opset=1))
+    assert program.global_block().var(outputs["y"]).shape == (3, 2)
+    with pytest.raises(OnnxImportError, match=r"node #0 'r' \(Reshape\): missing attr 'shape'"):
+        import_onnx(_model([helper.make_node("Reshape", ["x"], ["y"], name="r")], [_info("x", [2, 3])],
+                           [_info("y", None)], opset=1))

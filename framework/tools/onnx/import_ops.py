@@ -283,6 +283,8 @@ def reshape(ctx):
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
     if ctx.attr("allowzero", 0):
         raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
+    if not ctx.has(1):  # Reshape-1 (before opset 5) takes the shape as an attr
+        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.attr_ints("shape")})
     vector = ctx.graph.lookup_vector(ctx.node.input[1])
     if vector is not None:
         return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(vector.entries, ctx.x(0), ctx.rank(0))})
