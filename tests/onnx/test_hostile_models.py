@@ -309,3 +309,14 @@ def test_a_reshape_of_opset_1_takes_its_shape_attr_or_is_an_error_naming_the_nod
     with pytest.raises(OnnxImportError, match=r"node #0 'r' \(Reshape\): missing attr 'shape'"):
         import_onnx(_model([helper.make_node("Reshape", ["x"], ["y"], name="r")], [_info("x", [2, 3])],
                            [_info("y", None)], opset=1))
+
+
+def test_a_top_k_of_opset_1_takes_its_k_attr():
+    """TopK before opset 10 has K as an attr; its absent second input was read (an IndexError escaped)."""
+    import_onnx, _ = _tools()
+    from onnx import helper
+
+    top = helper.make_node("TopK", ["x"], ["v", "i"], name="t", k=2, axis=1)
+    program, _, outputs = import_onnx(_model([top], [_info("x", [2, 3])], [_info("v", None), _info("i", None, 7)],
+                                             opset=1))
+    assert program.global_block().var(outputs["v"]).shape == (2, 2)
