@@ -1,7 +1,8 @@
 """Hostile ONNX input for the importer: small valid seed models made with ``onnx.helper``, and seeded mutations of
 them (their bytes, their nodes, attrs, types, shapes and initializers), as a fuzzer would make them.
 
-    python -m tests.onnx.hostile [N]     # import N mutants and list what escaped other than OnnxImportError
+    python -m tests.onnx.hostile [N [SEED]]   # import N mutants; list what escaped other than OnnxImportError
+                                              # and count the imported, refused and escaped
 """
 from __future__ import annotations
 
@@ -90,6 +91,20 @@ def _models():
                                    node("Concat", ["u", "minus_one"], ["to"], name="concat", axis=0),
                                    node("Reshape", ["x", "to"], ["y"], name="reshape")], [x23], [y],
                                   [const("one", 1), const("two", 2), const("ax", [0]), const("minus_one", [-1])]),
+        "scalar": model([node("Unsqueeze", ["s", "ax"], ["u"], name="unsqueeze"),
+                         node("Softmax", ["u"], ["p"], name="softmax", axis=0),
+                         node("ReduceMax", ["p"], ["y"], name="max", axes=[0], keepdims=0)],
+                        [info("s", f, [])], [y], [const("ax", [0])]),
+        "new_entries": model([node("Shape", ["x"], ["s"], name="shape", start=0),
+                              node("Gather", ["s", "one"], ["n"], name="gather", axis=0),
+                              node("Range", ["zero", "n", "one"], ["r"], name="range"),
+                              node("Abs", ["r"], ["a"], name="abs"), node("Cast", ["a"], ["af"], name="cast", to=f),
+                              node("IsNaN", ["x"], ["nan"], name="isnan"),
+                              node("Where", ["nan", "x", "af"], ["w"], name="where"),
+                              node("Trilu", ["w", "k"], ["t"], name="trilu", upper=0),
+                              node("ReduceL2", ["t"], ["y"], name="l2", axes=[1])],
+                             [info("x", f, [3, None])], [y],
+                             [const("zero", 0), const("one", 1), const("k", 2 ** 62)]),
         "run_time_shape": model([node("Shape", ["x"], ["s"], name="shape"),
                                  node("Gather", ["s", "zero"], ["b"], name="gather", axis=0),
                                  node("Unsqueeze", ["b", "ax"], ["u"], name="unsqueeze"),
@@ -108,7 +123,14 @@ def seeds() -> dict:
     return _models()
 
 
-_BIG = [0, -1, 1, 2, 3, -7, 2 ** 31, 2 ** 62, -(2 ** 63), 12000]
+_BIG = [0, -1, 1, 2, 3, -7, 2 ** 31, 2 ** 62, -(2 ** 63), 12000, 2 ** 63 - 1, 2 ** 53 + 1, -(2 ** 31) - 1]
+
+_TEXT_FIELDS = ("producer_name", "producer_version", "domain", "doc_string", "graph.name", "graph.doc_string",
+                "node.name", "node.op_type", "node.domain", "node.doc_string", "node.input", "node.output",
+                "attr.name", "attr.s", "attr.doc_string", "input.name", "output.name", "init.name")
+"""Text fields of a model that a mutant may fill with bytes that are not UTF-8 (``_garble_text``)."""
+
+_MARK = "QzMARKzQ"
 
 
 def _random_attr(rng: random.Random, name: str, declared=None):
@@ -147,7 +169,7 @@ def _mutate_proto(model, rng: random.Random) -> None:
     nodes = list(graph.node)
     names = [n for nd in nodes for n in list(nd.input) + list(nd.output)] + [i.name for i in graph.input] or ["x"]
     node = rng.choice(nodes) if nodes else None
-    kind = rng.randrange(18)
+    kind = rng.randrange(24)
     if kind == 0 and node is not None and len(node.input):
         del node.input[rng.randrange(len(node.input))]
     elif kind == 1 and node is not None:
@@ -168,7 +190,7 @@ def _mutate_proto(model, rng: random.Random) -> None:
         node.attribute.extend(kept + [_random_attr(rng, name, declared.get(name))])
     elif kind == 7 and node is not None:
         node.op_type = rng.choice(_op_types())
-    elif kind == 8:
+    elif kind == 8 and len(graph.input) + len(graph.output):
         target = rng.choice(list(graph.input) + list(graph.output))
         target.type.tensor_type.elem_type = rng.choice([0, 8, 14, 16, 17, 23, 99])
     elif kind == 9 and len(graph.input):
@@ -198,6 +220,40 @@ def _mutate_proto(model, rng: random.Random) -> None:
         graph.output[rng.randrange(len(graph.output))].name = rng.choice(names + ["never"])
     elif kind == 16 and len(graph.input):
         del graph.input[rng.randrange(len(graph.input))].type.tensor_type.shape.dim[:]
+    elif kind == 18 and node is not None and len(node.attribute):
+        node.attribute[rng.randrange(len(node.attribute))].ref_attr_name = rng.choice(["alpha", "", "\u00e9", "x"])
+    elif kind == 19 and node is not None:
+        node.domain = rng.choice(["ai.onnx", "ai.onnx.ml", "com.microsoft", "\u00e9", "x" * 300, " "])
+    elif kind == 20 and node is not None:
+        ints = [a for a in node.attribute if a.type in (a.INT, a.INTS)]
+        if ints:
+            a = rng.choice(ints)
+            huge = [2 ** 63 - 1, -(2 ** 63), 2 ** 53 + 1, -1, -(2 ** 31), 2 ** 31, 2 ** 32 + 1]
+            if a.type == a.INT:
+                a.i = rng.choice(huge)
+            else:
+                del a.ints[:]
+                a.ints.extend(rng.choice(huge) for _ in range(rng.randrange(1, 5)))
+    elif kind == 21 and node is not None:
+        attr = node.attribute.add()  # an attr whose declared type and value disagree, or of no type at all
+        attr.name = rng.choice(["axis", "perm", "to", "value", "alpha", "keepdims", ""])
+        attr.type = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 11, 13, 0])
+        if rng.random() < 0.5:
+            attr.s = rng.choice([b"abc", b"\xff\xfe", b""])
+        else:
+            attr.floats.extend([1.0, float("nan")])
+    elif kind == 22:
+        model.producer_name = rng.choice(["pytorch", "PyTorch", "", "\u00e9" * 50, "tf2onnx"])
+        model.doc_string = rng.choice(["", "x" * 1000, "\u00e9"])
+        model.graph.doc_string = rng.choice(["", "\u00e9"])
+    elif kind == 23 and node is not None:
+        func = model.functions.add()  # a model-local function named like a node's op (gradgen does not inline them)
+        func.name, func.domain = node.op_type, rng.choice(["", "custom"])
+        func.input.extend(list(node.input))
+        func.output.extend(list(node.output))
+        func.node.add().CopyFrom(node)
+        if rng.random() < 0.5:
+            node.domain = func.domain
     elif node is not None:
         for a in node.attribute:
             if a.type == a.GRAPH:
@@ -238,6 +294,35 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     return data + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 32)))
 
 
+def _garble_text(model, rng: random.Random):
+    """``model`` with one text field holding bytes that are not UTF-8 (as a file may: ONNX is proto2, whose parser
+    keeps such bytes, and reading the field gives ``bytes``), or None when the chosen field is not there."""
+    from onnx import ModelProto
+
+    graph = model.graph
+    field = rng.choice(_TEXT_FIELDS)
+    owner, _, name = field.rpartition(".")
+    nodes, attrs = list(graph.node), [a for nd in graph.node for a in nd.attribute]
+    target = {"": model, "graph": graph, "node": rng.choice(nodes) if nodes else None,
+              "attr": rng.choice(attrs) if attrs else None,
+              "input": rng.choice(graph.input) if len(graph.input) else None,
+              "output": rng.choice(graph.output) if len(graph.output) else None,
+              "init": rng.choice(graph.initializer) if len(graph.initializer) else None}[owner]
+    if target is None:
+        return None
+    if name in ("input", "output"):
+        values = getattr(target, name)
+        if not len(values):
+            return None
+        values[rng.randrange(len(values))] = _MARK
+    else:
+        setattr(target, name, _MARK.encode() if name == "s" else _MARK)
+    garbled = ModelProto()
+    garbled.ParseFromString(model.SerializeToString().replace(_MARK.encode(), rng.choice(
+        [b"\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8", b"pytorch\xc3", b"\xed\xa0\x80abcde"])))
+    return garbled
+
+
 def mutants(n: int, seed: int = 0):
     """``n`` hostile inputs: (what was done, a ModelProto or the bytes of a file)."""
     from onnx import ModelProto
@@ -255,32 +340,49 @@ def mutants(n: int, seed: int = 0):
         changes = rng.randrange(1, 4)
         for _ in range(changes):
             _mutate_proto(model, rng)
+        if rng.random() < 0.1:
+            garbled = _garble_text(model, rng)
+            if garbled is not None:
+                yield f"{name}: {changes} changes, text not UTF-8", garbled
+                continue
         yield f"{name}: {changes} changes", model
 
 
-def escapes(n: int, seed: int = 0, path: str = "/tmp/hostile.onnx") -> Counter:
-    """Import ``n`` mutants; count the exceptions other than OnnxImportError by type and raise site."""
+def escapes(n: int, seed: int = 0, path: str = "/tmp/hostile.onnx", outcomes: Counter | None = None) -> Counter:
+    """Import ``n`` mutants; count the exceptions other than OnnxImportError by type and raise site (and, in
+    ``outcomes`` if given, how many were imported, refused and escaped)."""
     import traceback
+    import warnings
 
     from gradgen.framework import import_onnx
     from gradgen.framework.tools.onnx import OnnxImportError
 
     found: Counter = Counter()
+    outcomes = Counter() if outcomes is None else outcomes
     for what, model in mutants(n, seed):
         if isinstance(model, bytes):
             with open(path, "wb") as f:
                 f.write(model)
             model = path
         try:
-            import_onnx(model)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import_onnx(model)
+            outcomes["imported"] += 1
         except OnnxImportError:
-            pass
+            outcomes["refused"] += 1
         except Exception as e:  # noqa: BLE001 - what the fuzzer is looking for
+            outcomes["escaped"] += 1
             frame = traceback.extract_tb(e.__traceback__)[-1]
-            found[f"{type(e).__name__} at {frame.filename.split('/')[-1]}:{frame.lineno} ({what})"] += 1
+            found[f"{type(e).__name__} at {frame.filename.split('/')[-1]}:{frame.lineno} ({what}): "
+                  f"{str(e)[:120]}"] += 1
     return found
 
 
 if __name__ == "__main__":
-    for line, count in escapes(int(sys.argv[1]) if len(sys.argv) > 1 else 300).most_common():
+    counts: Counter = Counter()
+    n, seed = (int(sys.argv[1]) if len(sys.argv) > 1 else 300), (int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    for line, count in escapes(n, seed, outcomes=counts).most_common():
         print(f"{count:5d}  {line}")
+    print(f"{n} mutants (seed {seed}): {counts['imported']} imported, {counts['refused']} refused, "
+          f"{counts['escaped']} escaped")

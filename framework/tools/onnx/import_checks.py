@@ -21,7 +21,7 @@ from gradgen.program.dtypes import DTYPES
 from .errors import NotImportable, OnnxImportError
 from .limits import ImportLimits
 
-__all__ = ["load_model", "check_opset", "check_node", "check_defined_once", "numpy_dtype",
+__all__ = ["load_model", "check_text", "check_opset", "check_node", "check_defined_once", "numpy_dtype",
            "tensor_value", "check_size", "written_decimal"]
 
 
@@ -49,7 +49,35 @@ def load_model(source) -> onnx.ModelProto:
         raise OnnxImportError(f"import_onnx needs an onnx.ModelProto, a path or bytes, got {type(source).__name__}")
     if not model.HasField("graph") or not model.graph.output:
         raise OnnxImportError("the model has no graph outputs (an empty or truncated model file?)")
+    check_text(model, "model")
     return model
+
+
+def check_text(message, where: str) -> None:
+    """OnnxImportError naming the field if a text field of ``message`` or of any message in it is not UTF-8.
+
+    ONNX's messages are proto2, whose parser keeps a string field's bytes as they are in the file: a
+    ``producer_name`` or node name of bytes that are not UTF-8 reads back as ``bytes``, not ``str``, and would
+    break any code that treats it as text."""
+    for field, value in message.ListFields():
+        if field.type not in (field.TYPE_STRING, field.TYPE_MESSAGE):
+            continue
+        repeated = _repeated(field)
+        for k, item in enumerate(value if repeated else [value]):
+            at = f"{where}.{field.name}" + (f"[{k}]" if repeated else "")
+            if field.type == field.TYPE_MESSAGE:
+                if field.message_type.name == "NodeProto" and isinstance(item.name, str) and isinstance(
+                        item.op_type, str):
+                    at += f" '{item.name}' ({item.op_type})"  # the node as the importer's errors name it
+                check_text(item, at)
+            elif not isinstance(item, str):
+                raise OnnxImportError(f"{at} is not UTF-8 text: {bytes(item)[:40]!r}")
+
+
+def _repeated(field) -> bool:
+    """Whether a protobuf field is repeated (``is_repeated`` from protobuf 6 on, ``label`` before)."""
+    repeated = getattr(field, "is_repeated", None)
+    return repeated if repeated is not None else field.label == field.LABEL_REPEATED
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
@@ -106,6 +134,9 @@ def check_node(node, opset: int) -> None:
         if attr.name in seen:
             raise NotImportable(f"attr '{attr.name}' given twice")
         seen.add(attr.name)
+        if attr.ref_attr_name:
+            raise NotImportable(f"attr '{attr.name}' refers to '{attr.ref_attr_name}', an attr of an enclosing "
+                                "function (only a function body may refer; the importer reads a graph)")
         if attr.type != spec[0]:
             raise NotImportable(f"attr '{attr.name}' is of kind {_kind(attr.type)}, {node.op_type} takes "
                                 f"{_kind(spec[0])}")

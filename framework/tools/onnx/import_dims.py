@@ -15,6 +15,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .errors import NotImportable
+from .import_integer_rules import onnx_slice_range, wrapped
 
 __all__ = ["Dim", "ShapeVector", "VECTOR_OPS", "of_shape", "evaluate", "reshape_target"]
 
@@ -94,7 +95,8 @@ def _slice(node, attrs, data, starts=None, ends=None, axes=None, steps=None):
     start, end, step = _one(starts, "starts"), _one(ends, "ends"), _one(steps, "steps", 1)
     if step == 0:
         raise NotImportable("a slice step of 0")
-    return ShapeVector(data.entries[slice(start, end, step)], False, data.dtype)
+    picked = onnx_slice_range(start, end, step, len(data.entries))
+    return ShapeVector(tuple(data.entries[i] for i in picked), False, data.dtype)
 
 
 def _unsqueeze(node, attrs, data, axes=None):
@@ -140,7 +142,7 @@ def _arithmetic(fn):
         out = []
         for i in range(n):
             x, y = pick(a, i), pick(b, i)
-            out.append(fn(x, y) if isinstance(x, int) and isinstance(y, int) else None)
+            out.append(wrapped(fn(x, y), a.dtype) if isinstance(x, int) and isinstance(y, int) else None)
         return ShapeVector(tuple(out), a.scalar and b.scalar, a.dtype)
     return evaluate_
 

@@ -84,12 +84,20 @@ def cumsum(ctx):
                                         "reverse": bool(ctx.attr("reverse", 0))})
 
 
-def _whole_axis(ctx, axis: int) -> bool:
-    """Whether TopK's K (input 1) is the length of X's ``axis``: a constant equal to its static size, or
-    that dim read at run time (``Shape`` of X with start..end the one axis)."""
-    if ctx.is_const(1):
-        return ctx.shape(0)[axis] >= 0 and int(ctx.scalar(1)) == ctx.shape(0)[axis]
-    return ctx.graph.lookup_symbol("dims", ctx.node.input[1]) == (ctx.x(0), axis)
+def _k(ctx) -> int | None:
+    """TopK's K: the ``k`` attr before opset 10, input 1 from then on; None when that input is known only at
+    run time."""
+    if ctx.opset < 10:
+        return int(ctx.attr("k"))
+    return int(ctx.scalar(1)) if ctx.is_const(1) else None
+
+
+def _whole_axis(ctx, axis: int, k: int | None) -> bool:
+    """Whether TopK's K is the length of X's ``axis``: a constant equal to its static size, or that dim read at
+    run time (``Shape`` of X with start..end the one axis)."""
+    if k is not None:
+        return ctx.shape(0)[axis] >= 0 and k == ctx.shape(0)[axis]
+    return ctx.has(1) and ctx.graph.lookup_symbol("dims", ctx.node.input[1]) == (ctx.x(0), axis)
 
 
 def top_k(ctx):
@@ -98,11 +106,12 @@ def top_k(ctx):
     axis = ctx.axis(int(ctx.attr("axis", -1)), ctx.rank(0))
     largest = bool(ctx.attr("largest", 1))
     names = {"Out": [ctx.node.output[0]], "Indices": [ctx.node.output[1]]}
-    if _whole_axis(ctx, axis):
+    k = _k(ctx)
+    if _whole_axis(ctx, axis, k):
         names = ctx.op("sort", {"X": ctx.x(0)}, {"axis": axis, "descending": largest}, names=names)
     else:
-        names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": int(ctx.scalar(1)), "axis": axis, "largest": largest},
-                       names=names)
+        k = int(ctx.scalar(1)) if k is None else k  # a run-time K that is not the whole axis: refused by name
+        names = ctx.op("top_k", {"X": ctx.x(0)}, {"k": k, "axis": axis, "largest": largest}, names=names)
     ctx.bind(0, names["Out"][0])
     ctx.bind(1, names["Indices"][0])
 

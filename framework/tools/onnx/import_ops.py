@@ -15,8 +15,9 @@ from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype, tensor_value
 
 from .import_dims import of_shape, reshape_target
+from .import_integer_rules import onnx_slice_range
 
-__all__ = ["padded", "BINARY", "UNARY", "COMPARE", "REDUCE"]
+__all__ = ["padded", "safe_sqrt", "is_nan", "is_inf", "BINARY", "UNARY", "COMPARE", "REDUCE"]
 
 VARIADIC = frozenset({"Max", "Min", "Sum"})
 """ONNX operators that take any number of inputs: imported as chains (``import_table._variadic``)."""
@@ -48,11 +49,25 @@ def _binary(op_type):
 
 
 def _integer_div(ctx):
-    """ONNX's integer Div truncates: (x - fmod(x, y)) / y divides exactly, and gradgen's true division of
-    integers (in float64) is exact for them up to 2 ** 53; cast back to the operands' type."""
+    """ONNX's integer Div truncates. w = x - fmod(x, y) is a multiple of y, and gradgen's true division of
+    integers (in float64) gives w / y exactly while |w| <= 2**53; cast back to the operands' type.
+
+    int64 beyond 2**53: float64 rounds w, so the quotient q0 may be off by a few (at most ~2**10, and 1 where
+    |y| is large). The error is exact in int64: d = w - q0 * y = (q - q0) * y (wrapping arithmetic is exact
+    modulo 2**64 and the true d is small), and d / y in float64 is within 1e-12 of the whole number q - q0,
+    so rounding it gives the correction. q0 is cast from a float clipped below 2**63 (no cast overflows)."""
     x, y, dtype = ctx.x(0), ctx.x(1), ctx.dtype(0)
     whole = ctx.tmp("elementwise_sub", {"X": x, "Y": ctx.tmp("elementwise_mod", {"X": x, "Y": y}, {"fmod": True})})
-    ctx.out("cast", {"X": ctx.tmp("elementwise_div", {"X": whole, "Y": y})}, {"out_dtype": dtype})
+    quotient = ctx.tmp("elementwise_div", {"X": whole, "Y": y})
+    if dtype != "int64":
+        return ctx.out("cast", {"X": quotient}, {"out_dtype": dtype})
+    inside = ctx.tmp("clip", {"X": quotient}, {"min": -2.0 ** 63, "max": float(np.nextafter(2.0 ** 63, 0))})
+    first = ctx.tmp("cast", {"X": inside}, {"out_dtype": dtype})
+    missed = ctx.tmp("elementwise_sub", {"X": whole, "Y": ctx.tmp("elementwise_mul", {"X": first, "Y": y})})
+    steps = ctx.tmp("elementwise_div", {"X": missed, "Y": y})  # a whole number, to within 1e-12
+    rounded = ctx.tmp("elementwise_add", {"X": steps, "Y": ctx.tmp("scale", {"X": ctx.tmp("sign", {"X": steps})},
+                                                                            {"scale": 0.5})})
+    ctx.out("elementwise_add", {"X": first, "Y": ctx.tmp("cast", {"X": rounded}, {"out_dtype": dtype})})
 
 
 def _variadic(op_type):
@@ -67,11 +82,32 @@ def _variadic(op_type):
 
 
 def _unary(op_type):
+    """A one-node activation; on integers only the ops exact on them (Abs, Sign: ``activation.EXACT_ON_INTS``)
+    and Relu, as max(x, 0)."""
     def translate(ctx):
-        if op_type != "assign":
+        if op_type == "relu" and ctx.dtype(0) not in FLOATS:
+            return ctx.out("elementwise_max", {"X": ctx.x(0), "Y": ctx.tmp("fill_zeros_like", {"X": ctx.x(0)})})
+        if op_type != "assign" and op_type not in activation.EXACT_ON_INTS:
             _floats_only(ctx)
         ctx.out(op_type, {"X": ctx.x(0)})
     return translate
+
+
+def is_nan(ctx):
+    """IsNaN -> x != x (true for NaN alone, IEEE's rule, which no engine may rewrite away)."""
+    _floats_only(ctx)
+    ctx.out("not_equal", {"X": ctx.x(0), "Y": ctx.x(0)})
+
+
+def is_inf(ctx):
+    """IsInf -> x == inf, x == -inf, or either (``detect_positive`` / ``detect_negative``)."""
+    _floats_only(ctx)
+    x, signs = ctx.x(0), [s for s, attr in ((1, "detect_positive"), (-1, "detect_negative")) if ctx.attr(attr, 1)]
+    hits = [ctx.tmp("equal", {"X": x, "Y": ctx.tmp("fill_any_like", {"X": x}, {"value": s * float("inf")})})
+            for s in signs]
+    if not hits:
+        return ctx.out("fill_any_like", {"X": x}, {"value": 0, "dtype": "bool"})
+    ctx.out("logical_or", {"X": hits[0], "Y": hits[1]}) if len(hits) == 2 else ctx.out("assign", {"X": hits[0]})
 
 
 def _compare(op_type):
@@ -105,8 +141,8 @@ def floor(ctx):
 
 
 def neg(ctx):
-    _floats_only(ctx)
-    ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1.0})
+    """Neg -> scale by -1, which on integers is exact in their dtype (INT64_MIN stays itself, as it wraps)."""
+    ctx.out("scale", {"X": ctx.x(0)}, {"scale": -1})
 
 
 def elu(ctx):
@@ -123,13 +159,29 @@ def leaky_relu(ctx):
 
 
 def clip(ctx):
-    _floats_only(ctx)
+    if ctx.dtype(0) not in FLOATS:
+        return _integer_clip(ctx)
     if ctx.opset < 11:
         lo, hi = ctx.attr("min", -np.inf), ctx.attr("max", np.inf)
     else:
         lo = float(ctx.scalar(1)) if ctx.has(1) else -np.inf
         hi = float(ctx.scalar(2)) if ctx.has(2) else np.inf
     ctx.out("clip", {"X": ctx.x(0)}, {"min": float(lo), "max": float(hi)})
+
+
+def _integer_clip(ctx):
+    """Clip of integers (opset 12 on): max with the lower bound, min with the upper, each bound a tensor of x's
+    type (clip's float attrs would round an int64 bound beyond 2**53)."""
+    if ctx.opset < 12 or ctx.dtype(0) == "bool":
+        raise NotImportable(f"Clip of {ctx.dtype(0)} at opset {ctx.opset}")
+    x = ctx.x(0)
+    for k, op_type in ((1, "elementwise_max"), (2, "elementwise_min")):
+        if ctx.has(k):
+            bound = ctx.x(k)
+            if ctx.importer.block().var(bound).dtype != ctx.dtype(0):
+                raise NotImportable(f"bound {k} of type {ctx.importer.block().var(bound).dtype}, x {ctx.dtype(0)}")
+            x = ctx.tmp(op_type, {"X": x, "Y": bound})
+    ctx.out("assign", {"X": x})
 
 
 def _matmul_operand(ctx, k: int, axis: int) -> str:
@@ -188,20 +240,26 @@ def _axes(ctx, attr_since: int | None = None) -> list[int] | None:
     return None
 
 
-def _reduce(op_type, squared: bool = False):
-    """A reduction; ``squared``: of the input's squares (ReduceSumSquare)."""
+def _reduce(op_type, of: str | None = None, then=None):
+    """A reduction, of input 0 or of ``of`` (a unary op: square for ReduceSumSquare, abs for ReduceL1) of it;
+    ``then(ctx, reduced)`` appends the ops after it (ReduceL2's square root) and returns the result."""
     def translate(ctx):
         axes, keep = _axes(ctx), bool(ctx.attr("keepdims", 1))
-        x = ctx.tmp("square", {"X": ctx.x(0)}) if squared else ctx.x(0)
+        x = ctx.tmp(of, {"X": ctx.x(0)}) if of else ctx.x(0)
         if axes == [] or axes is None:
-            if ctx.attr("noop_with_empty_axes", 0):
-                return ctx.out("assign", {"X": x})
+            if ctx.attr("noop_with_empty_axes", 0):  # each element alone: ``of`` and ``then`` still apply
+                return ctx.out("assign", {"X": then(ctx, x) if then else x})
             axes = list(range(ctx.rank(0)))
         if ctx.var(0).dtype not in FLOATS and op_type in ("reduce_mean", "logsumexp"):
             raise NotImportable(f"{op_type} of integers")
-        if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes]:
+        if ctx.rank(0):  # in range (a scalar's axis 0 is gradgen's "nothing to reduce")
+            axes = [ctx.axis(int(a), ctx.rank(0)) for a in axes]
+        if op_type in ("reduce_max", "reduce_min") and 0 in [ctx.shape(0)[a] for a in axes if ctx.rank(0)]:
             return _empty_extreme(ctx, x, axes, keep, op_type)
-        ctx.out(op_type, {"X": x}, {"dim": axes, "keep_dim": keep, "reduce_all": False})
+        attrs = {"dim": axes, "keep_dim": keep, "reduce_all": False}
+        if then is None:
+            return ctx.out(op_type, {"X": x}, attrs)
+        ctx.out("assign", {"X": then(ctx, ctx.tmp(op_type, {"X": x}, attrs))})
     return translate
 
 
@@ -216,6 +274,17 @@ def _empty_extreme(ctx, x: str, axes: list[int], keep: bool, op_type: str) -> No
     ctx.out("fill_any_like", {"X": total}, {"value": value, "dtype": ctx.dtype(0)})
 
 
+def safe_sqrt(ctx, s: str) -> str:
+    """sqrt(s) of a sum of squares, with gradient 0 where s is 0 (PyTorch's rule for a norm of zeros, which is
+    the subgradient of least norm) rather than 0 * inf = NaN: where(s == 0, 0, sqrt(where(s == 0, 1, s))).
+    Neither branch's gradient is ever inf, so the second derivative is finite too."""
+    _floats_only(ctx)
+    zero = ctx.tmp("equal", {"X": s, "Y": ctx.tmp("fill_zeros_like", {"X": s})})
+    safe = ctx.tmp("where", {"Condition": zero, "X": ctx.tmp("fill_any_like", {"X": s}, {"value": 1.0}), "Y": s})
+    return ctx.tmp("where", {"Condition": zero, "X": ctx.tmp("fill_zeros_like", {"X": s}),
+                             "Y": ctx.tmp("sqrt", {"X": safe})})
+
+
 def reshape(ctx):
     unit = ctx.graph.lookup_symbol("unit_dims", ctx.node.input[0])
     if unit is not None:
@@ -226,6 +295,8 @@ def reshape(ctx):
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
     if ctx.attr("allowzero", 0):
         raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
+    if not ctx.has(1):  # Reshape-1 (before opset 5) takes the shape as an attr
+        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.attr_ints("shape")})
     vector = ctx.graph.lookup_vector(ctx.node.input[1])
     if vector is not None:
         return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(vector.entries, ctx.x(0), ctx.rank(0))})
@@ -237,7 +308,11 @@ def flatten(ctx):
 
 
 def trilu(ctx):
+    """Trilu -> triu or tril. A diagonal k beyond +-2**40 keeps or drops the whole matrix as +-2**40 does (no dim
+    is that long), so it is clamped there: the engines compute k + 1 or -k (INT64_MAX wrapped to a wrong mask
+    on xla, INT64_MIN overflowed in numpy)."""
     k = int(ctx.scalar(1)) if ctx.has(1) else 0
+    k = max(min(k, 2 ** 40), -2 ** 40)
     ctx.out("triu" if ctx.attr("upper", 1) else "tril", {"X": ctx.x(0)}, {"diagonal": k})
 
 
@@ -253,7 +328,7 @@ def concat(ctx):
 
 
 def split(ctx):
-    axis = int(ctx.attr("axis", 0))
+    axis = ctx.axis(int(ctx.attr("axis", 0)), ctx.rank(0))
     n = len(ctx.node.output)
     if "split" in ctx.attrs:
         sizes = [int(s) for s in ctx.attr("split")]
@@ -283,6 +358,8 @@ def slice_(ctx):
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise NotImportable(f"{len(starts)} starts, {len(ends)} ends, {len(axes)} axes and {len(steps)} steps")
     clamp = lambda v: int(max(min(v, 2 ** 62), -2 ** 62))  # noqa: E731
+    for a in axes:
+        ctx.axis(int(a), ctx.rank(0))
     if all(s == 1 for s in steps):
         return ctx.out("slice", {"X": ctx.x(0)}, {"axes": [int(a) for a in axes],
                                                   "starts": [clamp(s) for s in starts],
@@ -296,7 +373,7 @@ def slice_(ctx):
             raise NotImportable(f"a step of {step} along an axis of unknown size")
         if step == 0:
             raise NotImportable("a slice step of 0")
-        picked = range(size)[slice(clamp(start), clamp(end), step)]  # a range: nothing made yet
+        picked = onnx_slice_range(start, end, step, size)  # a range: nothing made yet
         if len(picked) == 0:
             raise NotImportable("a strided slice that picks nothing")
         check_size([len(picked)], 8, "the index of a strided slice", ctx.importer.limits)
@@ -306,7 +383,7 @@ def slice_(ctx):
     ctx.out("assign", {"X": x})
 
 
-def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
+def padded(ctx, x: str, axes: list[int], pads: list[int], value: int | float) -> str:
     """``x`` with constant padding (``pads`` as ONNX orders them: all begins, then all ends); negative pads crop."""
     rank = len(ctx.importer.block().var(x).shape)
     if len(pads) != 2 * len(axes):
@@ -318,9 +395,15 @@ def padded(ctx, x: str, axes: list[int], pads: list[int], value: float) -> str:
             x = ctx.tmp("slice", {"X": x}, {"axes": [a], "starts": [max(-begin, 0)],
                                             "ends": [end if end < 0 else 2 ** 62]})
         widths[2 * a], widths[2 * a + 1] = max(begin, 0), max(end, 0)
-    if any(widths):
-        x = ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": float(value)})
-    return x
+    if not any(widths):
+        return x
+    if ctx.importer.block().var(x).dtype in FLOATS or float(value) == value:
+        return ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": float(value)})
+    # an integer no float holds (pad's value is a float attr): zeros padded, plus value times a 0/1 border
+    border = ctx.tmp("pad", {"X": ctx.tmp("fill_zeros_like", {"X": x})}, {"paddings": widths, "pad_value": 1.0})
+    fill = ctx.tmp("fill_any_like", {"X": border}, {"value": int(value)})
+    return ctx.tmp("elementwise_add", {"X": ctx.tmp("pad", {"X": x}, {"paddings": widths, "pad_value": 0.0}),
+                                       "Y": ctx.tmp("elementwise_mul", {"X": border, "Y": fill})})
 
 
 def pad(ctx):
@@ -328,7 +411,7 @@ def pad(ctx):
         raise NotImportable(f"mode={ctx.attr('mode')}")
     rank = ctx.rank(0)
     pads = [int(p) for p in ctx.attr("pads")] if ctx.opset < 11 else ctx.ints(1)
-    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else (float(ctx.scalar(2)) if ctx.has(2) else 0.0)
+    value = float(ctx.attr("value", 0.0)) if ctx.opset < 11 else (ctx.scalar(2) if ctx.has(2) else 0.0)
     axes = [ctx.axis(a, rank) for a in ctx.ints(3)] if ctx.has(3) else list(range(rank))
     ctx.out("assign", {"X": padded(ctx, ctx.x(0), axes, pads, value)})
 
@@ -345,8 +428,8 @@ def einsum(ctx):
 
 
 def squeeze(ctx):
-    axes = _axes(ctx)
-    ctx.out("squeeze", {"X": ctx.x(0)}, {"axes": axes or []})
+    axes = [ctx.axis(a, ctx.rank(0)) for a in _axes(ctx) or []]  # in range: a scalar has no axis 0 to squeeze
+    ctx.out("squeeze", {"X": ctx.x(0)}, {"axes": axes})
 
 
 def unsqueeze(ctx):
@@ -393,7 +476,7 @@ def _arg_translate(ctx, op_type: str):
     check_size([size], 8, "the reversed index of select_last_index=1", ctx.importer.limits)
     backwards = ctx.importer.constant_var(f"{ctx.node.output[0]}_reversed", np.arange(size - 1, -1, -1, dtype=np.int64))
     first = ctx.tmp(op_type, {"X": ctx.tmp("gather", {"X": ctx.x(0), "Index": backwards}, {"axis": axis})}, attrs)
-    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": float(size - 1)})
+    last = ctx.tmp("fill_constant", {}, {"shape": [], "dtype": "int64", "value": size - 1})
     ctx.out("elementwise_sub", {"X": last, "Y": first})
 
 
@@ -428,15 +511,16 @@ def shape(ctx):
     the known dims and the run-time ones as ``Dim``s, and, for the whole shape or one run-time dim, the var it
     is the shape of (``Expand``/``Reshape``/``ConstantOfShape`` of it, ``reduce_as``'s export)."""
     s = ctx.shape(0)
+    # start and end count from the back when negative and are clamped to [0, rank], as a Slice's
+    picked = onnx_slice_range(int(ctx.attr("start", 0)), int(ctx.attr("end", len(s))), 1, len(s))
     if -1 in s:
-        start, end = ctx.attr("start", 0), ctx.attr("end", None)
-        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), start, end)
-        if end is not None and end == start + 1 and s[start] < 0:  # one run-time dim: see reduce_as_if
-            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), start % len(s))
-        elif not start and end is None:
+        ctx.graph.vectors[ctx.node.output[0]] = of_shape(s, ctx.x(0), picked.start, picked.stop)
+        if len(picked) == 1 and s[picked.start] < 0:  # one run-time dim: see reduce_as_if
+            ctx.graph.dims[ctx.node.output[0]] = (ctx.x(0), picked.start)
+        if len(picked) == len(s):
             ctx.graph.shapes[ctx.node.output[0]] = ctx.x(0)
         return None
-    ctx.bind_const(0, np.asarray(s, np.int64)[ctx.attr("start", 0): ctx.attr("end", None)])
+    ctx.bind_const(0, np.asarray(s, np.int64)[picked.start: picked.stop])
 
 
 def _random_like(op_type: str, params: dict[str, tuple[str, float]], like: bool = True):
@@ -477,7 +561,7 @@ def constant_of_shape(ctx):
         raise NotImportable(f"value must have one element, got {value.size}")
     like = ctx.shape_source(0)
     if like is not None:
-        return ctx.out("fill_any_like", {"X": like}, {"value": float(value.reshape(-1)[0]), "dtype": value.dtype.name})
+        return ctx.out("fill_any_like", {"X": like}, {"value": value.reshape(-1)[0].item(), "dtype": value.dtype.name})
     dims = ctx.ints(0)
     check_size(dims, value.itemsize, "the filled tensor", ctx.importer.limits)
     ctx.bind_const(0, np.full(dims, value.reshape(-1)[0], dtype=value.dtype))

@@ -12,13 +12,14 @@ from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
     instance_norm, layer_norm, scatter_elements, scatter_nd, top_k,
 )
-from .import_positions import eye_like, range_, size
+from .import_positions import eye_like, size
+from .import_range import range_
 from .import_recurrent import gru, lstm
 from .import_ops import (
     BINARY, COMPARE, REDUCE, UNARY, _arg, _floats_only, _binary, _compare, _reduce, _softmax, _unary, _variadic, cast, clip,
-    concat, constant, constant_of_shape, einsum, elu, expand, flatten, gather, gemm, leaky_relu, matmul,
-    mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape, shape,
-    slice_, split, squeeze, transpose, trilu, unsqueeze, where, floor,
+    concat, constant, constant_of_shape, einsum, elu, expand, flatten, floor, gather, gemm, is_inf, is_nan, leaky_relu,
+    matmul, mod, neg, not_, pad, random_normal, random_normal_like, random_uniform, random_uniform_like, reshape,
+    safe_sqrt, shape, slice_, split, squeeze, transpose, trilu, unsqueeze, where,
 )
 
 __all__ = ["COMPOSITES", "IMPORTERS"]
@@ -64,11 +65,12 @@ IMPORTERS = {
     "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
     "RandomUniform": random_uniform, "RandomNormal": random_normal,
     "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod,
-    "ReduceSumSquare": _reduce("reduce_sum", squared=True),
+    "ReduceSumSquare": _reduce("reduce_sum", of="square"), "ReduceL1": _reduce("reduce_sum", of="abs"),
+    "ReduceL2": _reduce("reduce_sum", of="square", then=safe_sqrt), "IsNaN": is_nan, "IsInf": is_inf,
     "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
-    "Trilu": trilu,
+    "Trilu": trilu, "Range": range_,
     "LSTM": lstm, "GRU": gru,
-    "Size": size, "Range": range_, "EyeLike": eye_like, "Floor": floor,
+    "Size": size, "EyeLike": eye_like, "Floor": floor,
 }
 """ONNX op type (default domain) -> translation function."""

@@ -51,13 +51,25 @@ def _shape(value_info) -> tuple[int, ...] | None:
 
 
 def _attr_value(attr) -> Any:
-    """A node attr's value; FLOAT and FLOATS (stored as float32 by ONNX) as the decimals written."""
+    """A node attr's value; FLOAT and FLOATS (stored as float32 by ONNX) as the decimals written; STRING and
+    STRINGS (bytes in the file) as text, which they must be."""
     value = helper.get_attribute_value(attr)
     if attr.type == onnx.AttributeProto.FLOAT:
         return written_decimal(value)
     if attr.type == onnx.AttributeProto.FLOATS:
         return [written_decimal(v) for v in value]
+    if attr.type == onnx.AttributeProto.STRING:
+        return _text(attr.name, value)
+    if attr.type == onnx.AttributeProto.STRINGS:
+        return [_text(attr.name, v) for v in value]
     return value
+
+
+def _text(name: str, value: bytes) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        raise NotImportable(f"attr '{name}' is not UTF-8 text: {value[:40]!r}") from None
 
 
 class Graph:
@@ -339,13 +351,15 @@ class Importer:
         return var
 
     def constant_var(self, name: str, value: np.ndarray) -> str:
-        """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter."""
+        """A constant used as data: ``fill_constant`` when all its elements are equal, else a frozen parameter.
+        The fill value is the element as a Python int or float (``.item()``), never a float of an int: an int64
+        2**53 + 1 or INT64_MAX stays exactly itself."""
         dtype = _dtype_of(value)
         flat = value.reshape(-1)
         if flat.size and (flat == flat[0]).all() and dtype != "bool":
             var = self.fresh(name)
             self.block().append_op("fill_constant", {}, {"Out": [var]},
-                                   {"shape": list(value.shape), "dtype": dtype, "value": float(flat[0])})
+                                   {"shape": list(value.shape), "dtype": dtype, "value": flat[0].item()})
             return var
         var = self.fresh(name)
         self.main.global_block().create_var(var, value.shape, dtype, persistable=True, is_parameter=True,
