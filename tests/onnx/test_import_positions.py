@@ -78,11 +78,12 @@ def test_a_range_to_a_run_time_limit_it_cannot_enumerate_is_refused():
 
     nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
              helper.make_node("Squeeze", ["s"], ["dim"]),
-             helper.make_node("Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [], [2])),
-             helper.make_node("Range", ["two", "dim", "two"], ["r"])]
+             helper.make_node("Constant", [], ["back"], value=helper.make_tensor("back", TensorProto.INT64, [], [-1])),
+             helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", TensorProto.INT64, [], [1])),
+             helper.make_node("Range", ["back", "dim", "one"], ["r"])]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1])],
                    [helper.make_tensor_value_info("r", TensorProto.INT64, None)])
-    with pytest.raises(OnnxImportError, match=r"node #3 .*\(Range\): a Range to a limit known only at run time"):
+    with pytest.raises(OnnxImportError, match=r"node #4 .*\(Range\): start -1 and step 1 with a run-time limit"):
         import_onnx(model)
 
 

@@ -19,7 +19,7 @@ __all__ = ["range_"]
 def _count(start, limit, delta, integer: bool) -> int:
     """ONNX's number of elements: max(ceil((limit - start) / delta), 0); exact for integers."""
     if delta == 0:
-        raise NotImportable("a Range step of 0")
+        raise NotImportable(f"start {start}, limit {limit}, delta 0 (a Range step of 0 has no length)")
     n = -((start - limit) // delta) if integer else int(np.ceil((limit - start) / delta))
     return max(n, 0)
 
