@@ -32,6 +32,8 @@ def c99_pow(x: float, y: float) -> float:
     """C99's pow (Annex F): Python's math.pow, which raises where C returns a pole or NaN."""
     try:
         return math.pow(x, y)
+    except OverflowError:
+        return math.copysign(math.inf, x) if y == int(y) and int(y) % 2 == 1 else math.inf
     except ValueError:
         if x == 0:  # a pole: 0 to a negative power
             odd = y == int(y) and int(y) % 2 == 1
@@ -47,7 +49,7 @@ def _assert_ieee_equal(got, want, what: str) -> None:
     close = np.isclose(got, want, rtol=4 * np.finfo(got.dtype).eps, atol=0)
     same = close & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
     bad = np.flatnonzero(~same)
-    assert not bad.size, f"{what}: got {got.flat[bad]} where C99 gives {want.flat[bad]} (at {bad})"
+    assert not bad.size, f"{what}: got {got.flat[bad]} where IEEE 754 and C99 give {want.flat[bad]} (at {bad})"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -64,3 +66,35 @@ def test_pow_follows_c99_at_every_special_value(engine, dtype):
     for k, y in enumerate(EXPONENTS * 2):
         want = [c99_pow(float(a), y) for a in x]
         _assert_ieee_equal(got[k], want, f"{engine} pow(x, {y}{' as a var' if k >= len(EXPONENTS) else ''})")
+
+
+REWRITTEN = {
+    "log(exp(x))": (lambda x, y: layers.log(layers.exp(x)), lambda x, y: np.log(np.exp(x))),
+    "log(pow(x, y))": (lambda x, y: layers.log(layers.pow(x, y)), lambda x, y: np.log(c99_pows(x, y))),
+    "exp(x) * exp(y)": (lambda x, y: layers.exp(x) * layers.exp(y), lambda x, y: np.exp(x) * np.exp(y)),
+    "log(1 / sqrt(x))": (lambda x, y: layers.log(layers.reciprocal(layers.sqrt(x))),
+                         lambda x, y: np.log(1 / np.sqrt(x))),
+    "cross_entropy(exp(x))": (lambda x, y: layers.cross_entropy(layers.exp(x), layers.exp(y), soft_label=True),
+                              lambda x, y: -np.sum(np.exp(y) * np.log(np.exp(x)), axis=-1, keepdims=True)),
+}
+"""Compositions XLA's algebraic simplifier rewrites as if floats were real numbers, each with its IEEE value written
+in plain numpy, one op at a time."""
+
+
+def c99_pows(x, y):
+    """C99's pow of each pair, in x's dtype."""
+    pairs = zip(x.ravel().tolist(), y.ravel().tolist())
+    return np.array([c99_pow(a, b) for a, b in pairs]).reshape(x.shape).astype(x.dtype)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_no_engine_rewrites_a_composition_into_another_ieee_result(engine, dtype):
+    """XLA once gave log(exp(800)) = 800 (inf), log(pow(-2, 0.5)) = 0.35 (NaN), exp(800) * exp(-800) = 1 (NaN)."""
+    x = np.array([[800.0, -800.0, 60.0, -2.0], [-0.0, 1.0, np.inf, 3.0]], dtype)
+    y = np.array([[-800.0, 800.0, -60.0, 0.5], [2.0, 0.5, 0.5, -1.5]], dtype)
+    got = _run(engine, lambda a, b: [build(a, b) for build, _ in REWRITTEN.values()], {"x": x, "y": y})
+    for (name, (_, ieee)), value in zip(REWRITTEN.items(), got):
+        with np.errstate(all="ignore"):
+            want = ieee(x, y)
+        _assert_ieee_equal(value, want, f"{engine} {name}")
