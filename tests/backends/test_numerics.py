@@ -98,3 +98,27 @@ def test_no_engine_rewrites_a_composition_into_another_ieee_result(engine, dtype
         with np.errstate(all="ignore"):
             want = ieee(x, y)
         _assert_ieee_equal(value, want, f"{engine} {name}")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_scaled_score_at_its_rows_max_exponentiates_to_one(engine):
+    """softmax(0.1 * x @ x^T) with scores near 7e25 (float32): the max's own entry is 1 before normalizing. XLA's CPU
+    code fused the 0.1 multiply into ``x - max`` (one rounding fewer) and got the product's rounding error there,
+    -2.7e4 or 1e17, so exp gave 0 or inf and the rows NaN (once stepped around in the differential test's
+    generator as ``KNOWN_XLA``)."""
+    x = np.zeros((1, 1, 2, 4), np.float32)
+    x[0, 0, 0] = [0.1, -0.2, 0.3, 0.05]
+    x[0, 0, 1] = [3.87360542e12, 1.03184335e12, 2.61070761e13, 2.01199374e12]
+
+    def build(v):
+        scores = layers.scale(layers.matmul(v, v, transpose_y=True), 0.1)
+        label = layers.fill_constant([1, 1, 2, 1], "int64", 1)
+        return [layers.softmax(scores), layers.log_softmax(scores),
+                layers.softmax_with_cross_entropy(scores, label, return_softmax=True)[0],
+                layers.logsumexp(scores, dim=[3])]
+
+    softmax, log_softmax, loss, logsumexp = _run(engine, build, {"x": x})
+    np.testing.assert_array_equal(softmax, [[[[0, 1], [0, 1]]]])
+    np.testing.assert_array_equal(log_softmax[..., 1], [[[0, 0]]])
+    np.testing.assert_array_equal(loss, [[[[0], [0]]]])
+    assert np.isfinite(logsumexp).all() and logsumexp[0, 0, 1] == np.float32(7.01697035e25)

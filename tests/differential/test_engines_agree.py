@@ -4,13 +4,9 @@
 their backward and an optimizer update, every fetched value compared by ``compare.mismatches``. The XLA
 compiles dominate (about 0.13 s a piece), so the seeds are split over two worker processes, one per core.
 
-Known engine differences the generator steps around, each with its repro (remove the step-around when the
-engine is fixed):
-
-- ``KNOWN_XLA``: XLA's CPU code for ``softmax(x @ x^T)`` on one [2, 3, 4, 4] float32 batch turned rows with
-  no NaN and no infinity into NaN, where another row's score overflowed to inf and other heads held NaN
-  (numpy: the row's exact softmax [0, 0, 0, 1]). Reproduced in plain JAX (``jit`` of the same four lines);
-  not reproduced on any slice of that batch. The generator clips the scores' inputs to +-1e4.
+Known engine differences the generator steps around, each with its repro: none today. Each once listed here is
+fixed and tested on its own (``tests/backends/test_numerics.py``): XLA's fused ``softmax(x @ x^T)`` turning rows
+NaN (``KNOWN_XLA`` until issue 33).
 """
 from __future__ import annotations
 
@@ -30,7 +26,6 @@ PROGRAMS = 500
 PIECES = 4
 WORKERS = 2
 TIMEOUT_S = 600
-KNOWN_XLA = "softmax(x @ x^T) rows turned NaN: the scores' inputs are clipped (random_programs._batched)"
 
 
 def check_seeds(seeds: list[int], engine: str) -> tuple[int, int, list[str]]:

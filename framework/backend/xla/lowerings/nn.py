@@ -13,7 +13,7 @@ from functools import partial
 import jax.numpy as jnp
 
 from ...shared.attrs import op_axis, out_dtype
-from ...shared.nn import check_label_shape, log_softmax_along, softmax_cross_entropy
+from ...shared.nn import check_label_shape, log_softmax_along, minus_max, softmax_cross_entropy
 from ..xp import as_computed
 
 __all__ = ["LOWERINGS"]
@@ -23,7 +23,7 @@ def _softmax(op, ctx):
     axis = op_axis(op, "X")
 
     def run(x):
-        e = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+        e = jnp.exp(minus_max(x, jnp.max(x, axis=axis, keepdims=True), jnp))
         return e / jnp.sum(e, axis=axis, keepdims=True)
 
     return run
