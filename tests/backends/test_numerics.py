@@ -9,6 +9,7 @@ import pytest
 
 from gradgen.framework import Executor, Scope
 from gradgen.program import Program, layers, program_guard
+from gradgen.program.layers.helper import append
 from tests.backends.xla_harness import need_jax
 
 ENGINES = ("numpy", "xla")
@@ -122,3 +123,61 @@ def test_a_scaled_score_at_its_rows_max_exponentiates_to_one(engine):
     np.testing.assert_array_equal(log_softmax[..., 1], [[[0, 0]]])
     np.testing.assert_array_equal(loss, [[[[0], [0]]]])
     assert np.isfinite(logsumexp).all() and logsumexp[0, 0, 1] == np.float32(7.01697035e25)
+
+
+def _naive_conv(x, w, stride: int, pad: int, dilation: int, groups: int):
+    """(output, a function of the output gradient giving (input gradient, filter gradient)) of the 2-D convolution
+    of the zero-padded x, one product at a time: the padding's zeros are multiplied (0 * inf is NaN, as in
+    PyTorch); the input gradient, the adjoint, has products only with the input."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = [(s + 2 * pad - dilation * (k - 1) - 1) // stride + 1 for s, k in ((h, kh), (wd, kw))]
+    taps = [(i, j, a, b) for i in range(oh) for j in range(ow) for a in range(kh) for b in range(kw)]
+    group = [oc // (o // groups) for oc in range(o)]
+    out = np.zeros((n, o, oh, ow))
+    for oc, (i, j, a, b) in ((oc, t) for oc in range(o) for t in taps):
+        r, s = i * stride + a * dilation, j * stride + b * dilation
+        out[:, oc, i, j] += np.sum(xp[:, group[oc] * cg:(group[oc] + 1) * cg, r, s] * w[oc, :, a, b], axis=1)
+
+    def grads(dout):
+        dx, dw = np.zeros((n, c, h + 2 * pad, wd + 2 * pad)), np.zeros_like(w)
+        for oc, (i, j, a, b) in ((oc, t) for oc in range(o) for t in taps):
+            r, s = i * stride + a * dilation, j * stride + b * dilation
+            dw[oc, :, a, b] += np.sum(xp[:, group[oc] * cg:(group[oc] + 1) * cg, r, s] * dout[:, oc, i, j, None], 0)
+            if pad <= r < h + pad and pad <= s < wd + pad:
+                dx[:, group[oc] * cg:(group[oc] + 1) * cg, r, s] += w[oc, :, a, b] * dout[:, oc, i, j, None]
+        return dx[:, :, pad:h + pad, pad:wd + pad], dw
+
+    return out, grads
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("stride,pad,dilation,groups", [(1, 1, 1, 1), (1, 2, 1, 2), (2, 1, 2, 1), (1, 1, 2, 2)])
+def test_a_convolution_multiplies_its_padding_zeros_and_its_adjoint_has_none(engine, stride, pad, dilation, groups):
+    """Infinities and NaN next to the padding: the filter's gradient and the output take them times the padding's
+    zeros (NaN), the input's gradient has no such product. XLA's convolution skipped the padding (finite filter
+    gradients, and outputs where an infinite filter tap met it); numpy's stride-1 input gradient multiplied an
+    infinite filter by the zeros padding the output gradient. PyTorch gives this test's values."""
+    rng = np.random.default_rng(stride * 100 + pad * 10 + dilation + groups)
+    x, w = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((4, 2 // groups, 3, 2))
+    w[0, 0, 0, 0], w[1, 0, 2, 1] = np.inf, np.nan
+    with np.errstate(all="ignore"):
+        out, grads = _naive_conv(x, w, stride, pad, dilation, groups)
+    dout = rng.standard_normal(out.shape)
+    dout[0, 0, 0, 0], dout[1, 2, -1, -1], dout[0, 3, 0, -1] = np.inf, -np.inf, np.nan
+    attrs = {"strides": [stride] * 2, "paddings": [pad] * 2, "dilations": [dilation] * 2, "groups": groups}
+
+    def build(xv, wv, dv):
+        return [append("conv2d", {"Input": xv, "Filter": wv}, attrs, out_slots=("Output",)),
+                append("conv2d_input_grad", {"Filter": wv, "Output@GRAD": dv, "Input": xv}, attrs,
+                       out_slots=("Input@GRAD",)),
+                append("conv2d_filter_grad", {"Input": xv, "Output@GRAD": dv, "Filter": wv}, attrs,
+                       out_slots=("Filter@GRAD",))]
+
+    got = _run(engine, build, {"x": x, "w": w, "d": dout})
+    with np.errstate(all="ignore"):
+        want = [out, *grads(dout)]
+    for name, g, v in zip(("output", "input gradient", "filter gradient"), got, want):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(v), err_msg=f"{engine} {name}: NaN elsewhere")
+        np.testing.assert_allclose(g, v, rtol=1e-12, atol=1e-12, err_msg=f"{engine} {name}")

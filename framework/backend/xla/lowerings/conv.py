@@ -52,8 +52,49 @@ def _transposed_in(fn, like_shape: tuple, dtype, cotangent):
     return result
 
 
+def _reads_padding(op, size: int, kernel: int, out: int, dim: int) -> np.ndarray:
+    """[kernel, out] bools along spatial ``dim``: the tap at kernel offset k of the window at output position p
+    reads the zero padding, not the input of length ``size``."""
+    stride, pad, dilation = op.attr("strides")[dim], op.attr("paddings")[dim], op.attr("dilations")[dim]
+    at = np.arange(out)[None, :] * stride + np.arange(kernel)[:, None] * dilation - pad
+    return (at < 0) | (at >= size)
+
+
+def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, over_kernel: bool):
+    """Where the products with the zero padding that XLA's convolution skips are NaN, as the convolution of the
+    zero-padded input has them (0 * inf, 0 * NaN): ``bad`` [O, *spatial] marks the non-finite values the padding
+    multiplies, over the kernel (the filter, for the output) or over the output positions (the output's gradient,
+    for the filter's gradient). Returns [O, *spatial of the other side] bools, one spatial dim at a time: a tap
+    reads padding when it does along any dim."""
+    nan = None
+    for d in range(len(kernel)):
+        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)
+        if not hits.any():
+            continue
+        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, kernel_d or out_d]
+        reach = hits if over_kernel else hits.T  # [from, to]
+        spread = (along.astype(jnp.float32) @ jnp.asarray(reach, jnp.float32)) > 0
+        shape = [1] * (1 + len(kernel))
+        shape[0], shape[1 + d] = spread.shape
+        spread = spread.reshape(shape)
+        nan = spread if nan is None else nan | spread
+    return nan
+
+
 def _conv2d(op, ctx):
-    return _conv_of(op)
+    """The convolution of the zero-padded input: a non-finite filter tap that meets the padding makes NaN there
+    (0 * inf), which XLA's convolution, skipping the padding, would not (PyTorch and the numpy kernel do)."""
+    conv = _conv_of(op)
+
+    def run(x, w):
+        out = conv(x, w)
+        bad = ~jnp.isfinite(w)
+        nan = _zeros_times(op, jnp.any(bad, axis=1), x.shape[2:], w.shape[2:], out.shape[2:], over_kernel=True)
+        if nan is None:
+            return out
+        return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
+
+    return run
 
 
 def _conv2d_input_grad(op, ctx):
@@ -63,8 +104,19 @@ def _conv2d_input_grad(op, ctx):
 
 
 def _conv2d_filter_grad(op, ctx):
+    """The convolution's adjoint in its filter, with the padding's zeros multiplied in: a non-finite output gradient
+    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give."""
     conv = _conv_of(op)
-    return lambda x, gout, w: _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+
+    def run(x, gout, w):
+        grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+        bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
+        nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], over_kernel=False)
+        if nan is None:
+            return grad
+        return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
+
+    return run
 
 
 def _conv2d_transpose(op, ctx):
