@@ -2,7 +2,8 @@
 
 ``piece(rng, k)`` appends one small random computation to the program being built: a float chain over a
 3-D or 4-D input (elementwise ops with broadcasting, 3-D and 4-D products followed by reshape, transpose and
-slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop), whose
+slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop, powers
+and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose
 loss gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
 division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge and tiny values, in empty,
 size-1 and larger batches that meet the program's -1 dims at run time.
@@ -25,10 +26,15 @@ __all__ = ["Built", "build"]
 UNARY = ("relu", "tanh", "sigmoid", "exp", "square", "abs", "sin", "cos", "softplus", "silu", "gelu", "erf",
          "sqrt", "log", "reciprocal", "sign", "elu", "leaky_relu")
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
-SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1e15, -1e15, 1e-30, 88.0, -88.0, 710.0, -710.0)
-"""Values some feeds hold: signed zeros, NaN, infinities, exp's overflow edges (float32 at 88, float64 at 710),
-and large and tiny magnitudes. Large is 1e15, whose products stay finite in float32: a sum of products near
-float32's limit overflows or not by the order of its additions, which an engine may choose."""
+SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1e15, -1e15, 1e-30, 88.0, -87.0, 710.0, -708.0)
+"""Values some feeds hold: signed zeros, NaN, infinities, exp's overflow edges (float32 at 88, float64 at 710)
+and its last normal results below (-87 and -708: XLA's CPU code flushes subnormals to zero, so exp(-88) in float32
+is 0 there and 6e-39 on numpy, ``design_docs/numerics.md``), and large and tiny magnitudes. Large is 1e15, whose
+products stay finite in float32: a sum of products near float32's limit overflows or not by the order of its
+additions, which an engine may choose."""
+
+NORMAL_EXP_FLOOR = {"float32": -87.0, "float64": -708.0}
+"""Below these, exp's result is subnormal, which XLA's CPU code flushes to zero (``SPECIALS``)."""
 
 
 @dataclass
@@ -79,6 +85,45 @@ def _unary(p: _Piece, x):
     if kind in ("sin", "cos"):
         x = L.clip(x, -100.0, 100.0)
     return getattr(L, kind)(x)
+
+
+POWERS = (0.5, -0.5, 2.0, 3.0, -1.0, 1.0 / 3.0, 0.0)
+"""Exponents of ``_power``: C99's special cases meet them at the feeds' zeros, infinities and NaN (numpy once
+took x ** 0.5 as sqrt(x): NaN at -inf)."""
+
+
+def _power(p: _Piece, x):
+    """x to a number, or to a fed exponent that holds special values too (its own zeros, infinities, NaN)."""
+    if p.rng.random() < 0.5:
+        factor = float(p.rng.choice(POWERS))
+        p.note(f"pow {factor:.3g}")
+        return L.pow(x, factor)
+    p.note("pow[fed exponent]")
+    return L.pow(x, p.data(tuple(x.shape[1:])))
+
+
+def _overflow(p: _Piece, x):
+    """Compositions XLA's algebraic simplifier rewrote as if floats were real: log(exp(x)) (x at 88 or 710 has
+    exp overflow), exp(x) * exp(y) with y fed (inf * 0 where one overflows and the other underflows),
+    log(x ** 0.5). exp's inputs are clipped below at ``NORMAL_EXP_FLOOR``: a subnormal exp is 0 on XLA. Not
+    exp(x) * exp(-x): its gradient is 0 by cancellation, and an FMA (an engine's choice) leaves a rounding there."""
+    kind = int(p.rng.integers(3))
+    p.note(("log(exp)", "exp(x)*exp(y)", "log(pow)")[kind])
+
+    def exp(v):
+        return L.exp(L.clip(v, NORMAL_EXP_FLOOR[p.dtype], float("inf")))
+
+    if kind == 0:
+        return L.log(exp(x))
+    if kind == 1:
+        return exp(x) * exp(p.data(tuple(x.shape[1:])))
+    return L.log(L.pow(x, 0.5))
+
+
+def _softmax(p: _Piece, x):
+    """softmax over the last axis of the chain itself: its infinities and NaN, and large finite values."""
+    p.note("softmax")
+    return L.softmax(L.scale(x, 0.5))
 
 
 def _binary(p: _Piece, x):
@@ -149,13 +194,20 @@ def _norm(p: _Piece, x):
 
 
 def _conv(p: _Piece, x):
-    """A 3x3 convolution keeping the size, then 2x2 pooling and back up by repeating (4-D inputs only)."""
+    """A 3x3 convolution keeping the size (padding 1, or padding 2 with dilation 2), then 2x2 pooling and back up
+    by repeating, or a padded 3x3 pooling keeping the size (4-D inputs only). Infinities and NaN reach the padding
+    in the forward values and in the gradients: the padding's zeros multiply them (``design_docs/numerics.md``)."""
     if len(x.shape) != 4:
         return _unary(p, x)
     c = x.shape[1]
     kind = p.rng.choice(("max", "avg"))
-    p.note(f"conv2d, pool2d {kind}")
-    y = L.conv2d(x, c, 3, padding=1, name=f"p{p.k}_conv{len(p.steps)}")
+    dilated = p.rng.random() < 0.3
+    p.note(f"conv2d{' dilated' if dilated else ''}, pool2d {kind}")
+    y = L.conv2d(x, c, 3, padding=2 if dilated else 1, dilation=2 if dilated else 1,
+                 name=f"p{p.k}_conv{len(p.steps)}")
+    if p.rng.random() < 0.3:
+        p.note("pool2d padded")
+        return y + L.pool2d(y, 3, kind, stride=1, padding=1)
     if x.shape[2] % 2 or x.shape[3] % 2:
         return y
     pooled = L.pool2d(y, 2, kind, stride=2)
@@ -186,7 +238,8 @@ def _loop(p: _Piece, x):
     return h
 
 
-STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop)
+STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop, _power,
+         _overflow, _softmax)
 
 
 def _float_piece(p: _Piece) -> None:

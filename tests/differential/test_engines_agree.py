@@ -89,10 +89,13 @@ def test_the_comparison_catches_what_an_engine_could_get_wrong():
 
 def test_pieces_cover_what_the_issue_lists():
     """Over the seeds the test runs: every kind of step, both float dtypes, both integer dtypes, empty and
-    size-1 batches, and special values in the feeds."""
-    seen, dtypes, batches, special = set(), set(), set(), 0
+    size-1 batches, and special values in the feeds; among the steps the numeric contract's cases
+    (``design_docs/numerics.md``): pow by a number and by a fed exponent, the compositions XLA's simplifier
+    rewrote, padded and dilated convolutions, padded pooling, softmax of the chain and of attention's scores."""
+    seen, dtypes, batches, special, lines = set(), set(), set(), 0, []
     for seed in range(0, PROGRAMS, 5):
         built = build(seed, PIECES)
+        lines += built.described
         for line in built.described:
             head, steps = line.split(": ", 1)
             dtypes.add(head.split("(")[1].split(",")[0])
@@ -100,6 +103,9 @@ def test_pieces_cover_what_the_issue_lists():
             seen.update(step.split("[")[0].split(" ")[0] for step in steps.split(", "))
         special += any(np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all() for v in built.feed.values())
     for step in ("matmul", "batched", "reduce_sum", "reduce_max", "softmax", "conv2d", "batch_norm",
-                 "layer_norm", "cond", "while", "SGD", "Momentum", "int"):
+                 "layer_norm", "cond", "while", "SGD", "Momentum", "int", "pow", "log(exp)", "exp(x)*exp(y)",
+                 "log(pow)"):
         assert step in seen, step
+    for kind in ("pow[fed exponent]", "conv2d dilated", "pool2d padded", "pool2d max", "pool2d avg"):
+        assert any(kind in line for line in lines), kind
     assert dtypes == {"float32", "float64", "int32", "int64"} and {0, 1} <= batches and special > 10
