@@ -181,3 +181,19 @@ def test_a_convolution_multiplies_its_padding_zeros_and_its_adjoint_has_none(eng
     for name, g, v in zip(("output", "input gradient", "filter gradient"), got, want):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(v), err_msg=f"{engine} {name}: NaN elsewhere")
         np.testing.assert_allclose(g, v, rtol=1e-12, atol=1e-12, err_msg=f"{engine} {name}")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integers_divide_truly_in_float64_and_wrap_in_their_dtype(engine, dtype):
+    """int / int is float64 computed in float64 (xla once divided int32 by int32 in float32 and widened:
+    0.3333333432674408 for 1 / 3); + and * wrap in the declared dtype."""
+    info = np.iinfo(dtype)
+    a = np.array([1, 2, -7, info.max, info.min, 123456789], dtype)
+    b = np.array([3, 3, 2, 7, -3, 1000003], dtype)
+    got_div, got_add, got_mul = _run(engine, lambda x, y: [layers.divide(x, y), x + y, x * y], {"a": a, "b": b})
+    assert got_div.dtype == np.float64 and got_add.dtype == got_mul.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got_div, [float(p) / float(q) for p, q in zip(a.tolist(), b.tolist())])
+    wrap = lambda v: (v - int(info.min)) % (1 << info.bits) + int(info.min)  # noqa: E731
+    np.testing.assert_array_equal(got_add, [wrap(p + q) for p, q in zip(a.tolist(), b.tolist())])
+    np.testing.assert_array_equal(got_mul, [wrap(p * q) for p, q in zip(a.tolist(), b.tolist())])
