@@ -93,20 +93,28 @@ took x ** 0.5 as sqrt(x): NaN at -inf)."""
 
 
 def _power(p: _Piece, x):
-    """x to a number, or to a fed exponent that holds special values too (its own zeros, infinities, NaN)."""
+    """A fed base (with its zeros, infinities and NaN) to a number or to a fed exponent holding special values too,
+    added to x. Not the chain as the base: XLA's CPU code flushes a subnormal base to zero, and a negative power of
+    it is inf there, finite on numpy."""
+    base = p.data(tuple(x.shape[1:]))
     if p.rng.random() < 0.5:
         factor = float(p.rng.choice(POWERS))
         p.note(f"pow {factor:.3g}")
-        return L.pow(x, factor)
+        return x + L.pow(base, factor)
     p.note("pow[fed exponent]")
-    return L.pow(x, p.data(tuple(x.shape[1:])))
+    return x + L.pow(base, p.data(tuple(x.shape[1:])))
 
 
 def _overflow(p: _Piece, x):
     """Compositions XLA's algebraic simplifier rewrote as if floats were real: log(exp(x)) (x at 88 or 710 has
-    exp overflow), exp(x) * exp(y) with y fed (inf * 0 where one overflows and the other underflows),
-    log(x ** 0.5). exp's inputs are clipped below at ``NORMAL_EXP_FLOOR``: a subnormal exp is 0 on XLA. Not
-    exp(x) * exp(-x): its gradient is 0 by cancellation, and an FMA (an engine's choice) leaves a rounding there."""
+    exp overflow), exp(x) * exp(y) with y fed (inf * 0 where one overflows and the other underflows), and
+    log(y ** 0.5) added to x, y fed (NaN for a negative y, where the rewrite gave 0.5 log|y|).
+
+    Stepped around, each an engine's choice rather than a wrong answer: exp's inputs are clipped below at
+    ``NORMAL_EXP_FLOOR`` and log(pow) takes fed values, never the chain's, since XLA's CPU code flushes subnormal
+    results and inputs to zero (log of a subnormal is -47 on numpy, -inf there); the product passes through tanh,
+    as values near float32's limit would make later sums overflow or not by their order of additions; not
+    exp(x) * exp(-x), whose gradient is 0 by cancellation, left as a rounding by an FMA."""
     kind = int(p.rng.integers(3))
     p.note(("log(exp)", "exp(x)*exp(y)", "log(pow)")[kind])
 
@@ -116,8 +124,8 @@ def _overflow(p: _Piece, x):
     if kind == 0:
         return L.log(exp(x))
     if kind == 1:
-        return exp(x) * exp(p.data(tuple(x.shape[1:])))
-    return L.log(L.pow(x, 0.5))
+        return L.tanh(exp(x) * exp(p.data(tuple(x.shape[1:]))))
+    return x + L.log(L.pow(p.data(tuple(x.shape[1:])), 0.5))
 
 
 def _softmax(p: _Piece, x):
