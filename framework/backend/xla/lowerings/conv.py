@@ -82,19 +82,11 @@ def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, over_ker
 
 
 def _conv2d(op, ctx):
-    """The convolution of the zero-padded input: a non-finite filter tap that meets the padding makes NaN there
-    (0 * inf), which XLA's convolution, skipping the padding, would not (PyTorch and the numpy kernel do)."""
-    conv = _conv_of(op)
-
-    def run(x, w):
-        out = conv(x, w)
-        bad = ~jnp.isfinite(w)
-        nan = _zeros_times(op, jnp.any(bad, axis=1), x.shape[2:], w.shape[2:], out.shape[2:], over_kernel=True)
-        if nan is None:
-            return out
-        return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
-
-    return run
+    """XLA's convolution, which skips the padding: a non-finite filter tap beside it gives the finite sum of the
+    other products where the numpy kernel and PyTorch give NaN (0 * inf). Not marked here: a branch on the filter's
+    finiteness, the cheapest mark found, made the ResNet anchor's step 10-20% slower (``design_docs/numerics.md``);
+    a non-finite filter means training has already diverged."""
+    return _conv_of(op)
 
 
 def _conv2d_input_grad(op, ctx):
@@ -110,11 +102,17 @@ def _conv2d_filter_grad(op, ctx):
 
     def run(x, gout, w):
         grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
-        bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
-        nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], over_kernel=False)
-        if nan is None:
+        if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
+                   enumerate(zip(x.shape[2:], w.shape[2:], gout.shape[2:]))):
             return grad
-        return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
+
+        def marked(grad):
+            bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
+            nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], over_kernel=False)
+            return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
+
+        # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
+        return lax.cond(jnp.isfinite(jnp.sum(gout)), lambda grad: grad, marked, grad)
 
     return run
 
