@@ -60,20 +60,18 @@ def _reads_padding(op, size: int, kernel: int, out: int, dim: int) -> np.ndarray
     return (at < 0) | (at >= size)
 
 
-def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, over_kernel: bool):
-    """Where the products with the zero padding that XLA's convolution skips are NaN, as the convolution of the
-    zero-padded input has them (0 * inf, 0 * NaN): ``bad`` [O, *spatial] marks the non-finite values the padding
-    multiplies, over the kernel (the filter, for the output) or over the output positions (the output's gradient,
-    for the filter's gradient). Returns [O, *spatial of the other side] bools, one spatial dim at a time: a tap
-    reads padding when it does along any dim."""
+def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
+    """Where the filter gradient's products with the zero padding, which XLA's convolution skips, are NaN, as the
+    convolution of the zero-padded input has them (0 * inf, 0 * NaN): ``bad`` [O, *out] marks the output
+    gradient's non-finite values. Returns [O, *kernel] bools, one spatial dim at a time: a tap reads padding when
+    it does along any dim."""
     nan = None
     for d in range(len(kernel)):
-        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)
+        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
         if not hits.any():
             continue
-        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, kernel_d or out_d]
-        reach = hits if over_kernel else hits.T  # [from, to]
-        spread = (along.astype(jnp.float32) @ jnp.asarray(reach, jnp.float32)) > 0
+        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, out_d]
+        spread = (along.astype(jnp.float32) @ jnp.asarray(hits.T, jnp.float32)) > 0  # [O, kernel_d]
         shape = [1] * (1 + len(kernel))
         shape[0], shape[1 + d] = spread.shape
         spread = spread.reshape(shape)
@@ -108,7 +106,7 @@ def _conv2d_filter_grad(op, ctx):
 
         def marked(grad):
             bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
-            nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], over_kernel=False)
+            nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:])
             return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
 
         # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
