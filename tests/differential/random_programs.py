@@ -2,7 +2,8 @@
 
 ``piece(rng, k)`` appends one small random computation to the program being built: a float chain over a
 3-D or 4-D input (elementwise ops with broadcasting, 3-D and 4-D products followed by reshape, transpose and
-slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop), whose
+slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop, powers
+and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose
 loss gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
 division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge and tiny values, in empty,
 size-1 and larger batches that meet the program's -1 dims at run time.
@@ -25,10 +26,15 @@ __all__ = ["Built", "build"]
 UNARY = ("relu", "tanh", "sigmoid", "exp", "square", "abs", "sin", "cos", "softplus", "silu", "gelu", "erf",
          "sqrt", "log", "reciprocal", "sign", "elu", "leaky_relu")
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
-SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1e15, -1e15, 1e-30, 88.0, -88.0, 710.0, -710.0)
-"""Values some feeds hold: signed zeros, NaN, infinities, exp's overflow edges (float32 at 88, float64 at 710),
-and large and tiny magnitudes. Large is 1e15, whose products stay finite in float32: a sum of products near
-float32's limit overflows or not by the order of its additions, which an engine may choose."""
+SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf, 1e15, -1e15, 1e-30, 88.0, -87.0, 710.0, -708.0)
+"""Values some feeds hold: signed zeros, NaN, infinities, exp's overflow edges (float32 at 88, float64 at 710)
+and its last normal results below (-87 and -708: XLA's CPU code flushes subnormals to zero, so exp(-88) in float32
+is 0 there and 6e-39 on numpy, ``design_docs/numerics.md``), and large and tiny magnitudes. Large is 1e15, whose
+products stay finite in float32: a sum of products near float32's limit overflows or not by the order of its
+additions, which an engine may choose."""
+
+NORMAL_EXP_FLOOR = {"float32": -87.0, "float64": -708.0}
+"""Below these, exp's result is subnormal, which XLA's CPU code flushes to zero (``SPECIALS``)."""
 
 
 @dataclass
@@ -81,6 +87,53 @@ def _unary(p: _Piece, x):
     return getattr(L, kind)(x)
 
 
+POWERS = (0.5, -0.5, 2.0, 3.0, -1.0, 1.0 / 3.0, 0.0)
+"""Exponents of ``_power``: C99's special cases meet them at the feeds' zeros, infinities and NaN (numpy once
+took x ** 0.5 as sqrt(x): NaN at -inf)."""
+
+
+def _power(p: _Piece, x):
+    """A fed base (with its zeros, infinities and NaN) to a number or to a fed exponent holding special values too,
+    added to x. Not the chain as the base: XLA's CPU code flushes a subnormal base to zero, and a negative power of
+    it is inf there, finite on numpy."""
+    base = p.data(tuple(x.shape[1:]))
+    if p.rng.random() < 0.5:
+        factor = float(p.rng.choice(POWERS))
+        p.note(f"pow {factor:.3g}")
+        return x + L.pow(base, factor)
+    p.note("pow[fed exponent]")
+    return x + L.pow(base, p.data(tuple(x.shape[1:])))
+
+
+def _overflow(p: _Piece, x):
+    """Compositions XLA's algebraic simplifier rewrote as if floats were real: log(exp(x)) (x at 88 or 710 has
+    exp overflow), exp(x) * exp(y) with y fed (inf * 0 where one overflows and the other underflows), and
+    log(y ** 0.5) added to x, y fed (NaN for a negative y, where the rewrite gave 0.5 log|y|).
+
+    Stepped around, each an engine's choice rather than a wrong answer: exp's inputs are clipped below at
+    ``NORMAL_EXP_FLOOR`` and log(pow) takes fed values, never the chain's, since XLA's CPU code flushes subnormal
+    results and inputs to zero (log of a subnormal is -47 on numpy, -inf there); the product passes through tanh,
+    as values near float32's limit would make later sums overflow or not by their order of additions; not
+    exp(x) * exp(-x), whose gradient is 0 by cancellation, left as a rounding by an FMA."""
+    kind = int(p.rng.integers(3))
+    p.note(("log(exp)", "exp(x)*exp(y)", "log(pow)")[kind])
+
+    def exp(v):
+        return L.exp(L.clip(v, NORMAL_EXP_FLOOR[p.dtype], float("inf")))
+
+    if kind == 0:
+        return L.log(exp(x))
+    if kind == 1:
+        return L.tanh(exp(x) * exp(p.data(tuple(x.shape[1:]))))
+    return x + L.log(L.pow(p.data(tuple(x.shape[1:])), 0.5))
+
+
+def _softmax(p: _Piece, x):
+    """softmax over the last axis of the chain itself: its infinities and NaN, and large finite values."""
+    p.note("softmax")
+    return L.softmax(L.scale(x, 0.5))
+
+
 def _binary(p: _Piece, x):
     """x op y with y of x's shape, of its last dim only (broadcast), or a parameter of its last dims."""
     kind = p.rng.choice(BINARY)
@@ -120,12 +173,10 @@ def _product(p: _Piece, x):
 
 
 def _batched(p: _Piece, x):
-    """Attention's shape: x @ x^T over the last two dims, softmax, then back onto x. The scores' inputs are
-    clipped to +-1e4 (NaN stays NaN): XLA's CPU code for this fusion turned whole rows without NaN or infinity
-    into NaN when another row's score overflowed to inf and other heads held NaN (``KNOWN_XLA`` in
-    ``test_engines_agree``: seed 15 of the unclipped generator)."""
+    """Attention's shape: x @ x^T over the last two dims, softmax, then back onto x. Scores reach 1e29 from the
+    feeds' 1e15: XLA's CPU code fuses the softmax's scale into its ``x - max``, and the max's own entry once came
+    out as the product's rounding error (``shared.nn.minus_max``)."""
     p.note("batched matmul, softmax")
-    x = L.clip(x, -1e4, 1e4)
     scores = L.matmul(x, x, transpose_y=True)
     return L.matmul(L.softmax(L.scale(scores, 0.1)), x)
 
@@ -151,13 +202,20 @@ def _norm(p: _Piece, x):
 
 
 def _conv(p: _Piece, x):
-    """A 3x3 convolution keeping the size, then 2x2 pooling and back up by repeating (4-D inputs only)."""
+    """A 3x3 convolution keeping the size (padding 1, or padding 2 with dilation 2), then 2x2 pooling and back up
+    by repeating, or a padded 3x3 pooling keeping the size (4-D inputs only). Infinities and NaN reach the padding
+    in the forward values and in the gradients: the padding's zeros multiply them (``design_docs/numerics.md``)."""
     if len(x.shape) != 4:
         return _unary(p, x)
     c = x.shape[1]
     kind = p.rng.choice(("max", "avg"))
-    p.note(f"conv2d, pool2d {kind}")
-    y = L.conv2d(x, c, 3, padding=1, name=f"p{p.k}_conv{len(p.steps)}")
+    dilated = p.rng.random() < 0.3
+    p.note(f"conv2d{' dilated' if dilated else ''}, pool2d {kind}")
+    y = L.conv2d(x, c, 3, padding=2 if dilated else 1, dilation=2 if dilated else 1,
+                 name=f"p{p.k}_conv{len(p.steps)}")
+    if p.rng.random() < 0.3:
+        p.note("pool2d padded")
+        return y + L.pool2d(y, 3, kind, stride=1, padding=1)
     if x.shape[2] % 2 or x.shape[3] % 2:
         return y
     pooled = L.pool2d(y, 2, kind, stride=2)
@@ -188,7 +246,8 @@ def _loop(p: _Piece, x):
     return h
 
 
-STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop)
+STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop, _power,
+         _overflow, _softmax)
 
 
 def _float_piece(p: _Piece) -> None:

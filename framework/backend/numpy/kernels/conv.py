@@ -110,11 +110,12 @@ def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype) -> np.ndarray:
     """conv2d's adjoint in its input: ``gout`` [N, O, *out] spread back over an N-C-spatial array of ``shape``.
 
     With stride 1, ``gout`` is first widened to the padded input's size in every spatial dim but the first
-    (``im2col.add_wide_columns``): a few percent more product, a much cheaper scatter."""
+    (``im2col.add_wide_columns``): a few percent more product, a much cheaper scatter. Not with a non-finite filter:
+    its products with the widening's zeros would be NaN (0 * inf) where the adjoint has no product at all."""
     o, cg = w.shape[:2]
     (n, c), size, got = shape[:2], shape[2:], gout.shape[2:]
     padded = sweep.padded_size(size)
-    wide = all(s == 1 for s in sweep.strides) and len(size) > 1
+    wide = all(s == 1 for s in sweep.strides) and len(size) > 1 and bool(np.isfinite(w).all())
     rows = (got[0],) + padded[1:] if wide else got
     taps, pixels = math.prod(sweep.kernel), math.prod(rows)
     result = np.empty(shape, dtype)
@@ -162,14 +163,17 @@ def conv2d_input_grad(op):
     it beats im2col's scatter: for a grouped convolution (the scatter over many small groups is slow: a depthwise
     3x3 on 96 channels of 16x16, batch 32, 16.2 ms as a scatter, 4.5 ms as a convolution) and where the forward
     convolution runs as ``shifted`` products (ResNet's 64-channel 3x3: 28.3 -> 18.5 ms). An ungrouped one with
-    few channels stays the scatter (LeNet's: 1.1 against 2.4 ms as a convolution)."""
+    few channels stays the scatter (LeNet's: 1.1 against 2.4 ms as a convolution). A non-finite filter stays the
+    scatter too: that convolution multiplies it by the zeros padding the output gradient, NaN (0 * inf) where the
+    adjoint has no product (PyTorch and XLA agree; ``design_docs/numerics.md``)."""
     groups, sweeper = op.attr("groups"), _sweeper(op)
 
     def run(w, gout, x):
         sweep = sweeper(w.shape)
         adjoint = _adjoint_sweep(sweep)
-        if adjoint is not None and (groups > 1 or shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations,
-                                                                  sweep.pads, groups, x.dtype)):
+        faster = groups > 1 or shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups,
+                                               x.dtype)
+        if adjoint is not None and faster and np.isfinite(w).all():
             return _convolved(gout, _adjoint_filter(w, groups), adjoint, groups)
         return _input_grad(w, gout, x.shape, sweep, groups, x.dtype)
 

@@ -52,7 +52,38 @@ def _transposed_in(fn, like_shape: tuple, dtype, cotangent):
     return result
 
 
+def _reads_padding(op, size: int, kernel: int, out: int, dim: int) -> np.ndarray:
+    """[kernel, out] bools along spatial ``dim``: the tap at kernel offset k of the window at output position p
+    reads the zero padding, not the input of length ``size``."""
+    stride, pad, dilation = op.attr("strides")[dim], op.attr("paddings")[dim], op.attr("dilations")[dim]
+    at = np.arange(out)[None, :] * stride + np.arange(kernel)[:, None] * dilation - pad
+    return (at < 0) | (at >= size)
+
+
+def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
+    """Where the filter gradient's products with the zero padding, which XLA's convolution skips, are NaN, as the
+    convolution of the zero-padded input has them (0 * inf, 0 * NaN): ``bad`` [O, *out] marks the output
+    gradient's non-finite values. Returns [O, *kernel] bools, one spatial dim at a time: a tap reads padding when
+    it does along any dim."""
+    nan = None
+    for d in range(len(kernel)):
+        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
+        if not hits.any():
+            continue
+        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, out_d]
+        spread = (along.astype(jnp.float32) @ jnp.asarray(hits.T, jnp.float32)) > 0  # [O, kernel_d]
+        shape = [1] * (1 + len(kernel))
+        shape[0], shape[1 + d] = spread.shape
+        spread = spread.reshape(shape)
+        nan = spread if nan is None else nan | spread
+    return nan
+
+
 def _conv2d(op, ctx):
+    """XLA's convolution, which skips the padding: a non-finite filter tap beside it gives the finite sum of the
+    other products where the numpy kernel and PyTorch give NaN (0 * inf). Not marked here: a branch on the filter's
+    finiteness, the cheapest mark found, made the ResNet anchor's step 10-20% slower (``design_docs/numerics.md``);
+    a non-finite filter means training has already diverged."""
     return _conv_of(op)
 
 
@@ -63,8 +94,25 @@ def _conv2d_input_grad(op, ctx):
 
 
 def _conv2d_filter_grad(op, ctx):
+    """The convolution's adjoint in its filter, with the padding's zeros multiplied in: a non-finite output gradient
+    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give."""
     conv = _conv_of(op)
-    return lambda x, gout, w: _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+
+    def run(x, gout, w):
+        grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+        if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
+                   enumerate(zip(x.shape[2:], w.shape[2:], gout.shape[2:]))):
+            return grad
+
+        def marked(grad):
+            bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
+            nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:])
+            return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
+
+        # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
+        return lax.cond(jnp.isfinite(jnp.sum(gout)), lambda grad: grad, marked, grad)
+
+    return run
 
 
 def _conv2d_transpose(op, ctx):

@@ -13,7 +13,8 @@ from functools import partial
 import jax.numpy as jnp
 
 from ...shared.attrs import op_axis, out_dtype
-from ...shared.nn import check_label_shape, log_softmax_along, softmax_cross_entropy
+from ...shared.nn import check_label_shape, log_softmax_along, minus_max, softmax_cross_entropy
+from ..xp import as_computed
 
 __all__ = ["LOWERINGS"]
 
@@ -22,7 +23,7 @@ def _softmax(op, ctx):
     axis = op_axis(op, "X")
 
     def run(x):
-        e = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+        e = jnp.exp(minus_max(x, jnp.max(x, axis=axis, keepdims=True), jnp))
         return e / jnp.sum(e, axis=axis, keepdims=True)
 
     return run
@@ -53,7 +54,7 @@ def _cross_entropy(op, ctx):
     if op.attr("soft_label"):
         def soft(x, label):
             check_label_shape(label, x.shape, None, "X")
-            return (-jnp.sum(label * jnp.log(x), axis=-1, keepdims=True)).astype(dtype)
+            return (-jnp.sum(label * jnp.log(as_computed(x)), axis=-1, keepdims=True)).astype(dtype)
 
         return soft
 
