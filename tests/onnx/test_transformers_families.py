@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.onnx.runtime import require
-from tests.onnx.torch_models import STEP_TOL, Imported, assert_near, export, torch, widened_to_float64
+from tests.onnx.torch_models import STEP_TOL, TOL, Imported, assert_near, export, torch, widened_to_float64
 
 transformers = require("transformers")
 
@@ -53,6 +53,12 @@ FAMILIES = {
         intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), add_pooling_layer=False),
 }
 IMAGES = ("convnextv2", "vit")
+FLOAT32_INSIDE = {
+    "llama": "LlamaRMSNorm takes its mean square in float32 whatever the model's dtype",
+    "t5": "T5LayerNorm takes its mean square in float32, and the relative position buckets a float32 log",
+}
+"""Families whose float64 modules compute parts in float32 (an ONNX Cast to float and back in the export): in
+float64 they agree with PyTorch to float32's rounding, not float64's."""
 
 
 class LastHidden(torch.nn.Module):
@@ -130,16 +136,22 @@ def test_outputs_and_gradients_match_pytorch(family, dtype, engine):
     r = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
     (out * torch.from_numpy(r)).sum().backward()
     fetched = imported.run(_feed(model, args), r, [imported.out_name] + list(imported.grads))
-    assert_near(fetched[0], out.detach().numpy(), dtype, "output")
-    by_name = dict(module.named_parameters())
+    tol = TOL["float32"] if family in FLOAT32_INSIDE else TOL[dtype]
+    assert_near(fetched[0], out.detach().numpy(), dtype, "output", {dtype: tol})
+    # the parameters the output depends on (ConvNeXt's last LayerNorm serves only its pooled output)
+    by_name = {k: v for k, v in module.named_parameters() if v.grad is not None}
     assert sorted(v.name for v in imported.trainable) == sorted(by_name), "every parameter imported as one"
     for var, grad in zip(imported.trainable, fetched[1:]):
-        assert_near(grad, by_name[var.name].grad.numpy(), dtype, f"d loss / d {var.name}")
+        assert_near(grad, by_name[var.name].grad.numpy(), dtype, f"d loss / d {var.name}", {dtype: tol})
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("training", [False, True], ids=["eval-export", "training-export"])
+SGD_CASES = [(f, e, False) for f in sorted(FAMILIES) for e in ENGINES] + [(f, "numpy", True) for f in sorted(FAMILIES)]
+"""Every family on every engine from PyTorch's default (eval-mode) export; the training-mode export (the same
+graph here: no batch norm, dropout 0) on the reference only, to keep the suite's time."""
+
+
+@pytest.mark.parametrize("family,engine,training", SGD_CASES,
+                         ids=[f"{f}-{e}-{'training' if t else 'eval'}-export" for f, e, t in SGD_CASES])
 def test_five_sgd_steps_match_pytorch(family, engine, training):
     if engine == "xla":
         require("jax")
@@ -154,5 +166,10 @@ def test_five_sgd_steps_match_pytorch(family, engine, training):
         (module(*args) * torch.from_numpy(r)).sum().backward()
         sgd.step()
         imported.run(_feed(model, args), r, [])
+    tol = STEP_TOL["float32"] if family in FLOAT32_INSIDE else STEP_TOL[dtype]
+    trained = {v.name for v in imported.trainable}
     for pname, value in module.named_parameters():
-        assert_near(imported.scope[pname], value.detach().numpy(), dtype, f"{pname} after {STEPS} steps", STEP_TOL)
+        if value.grad is None:  # no part of the output: not in the export
+            assert pname not in trained
+            continue
+        assert_near(imported.scope[pname], value.detach().numpy(), dtype, f"{pname} after {STEPS} steps", {dtype: tol})
