@@ -82,7 +82,8 @@ def _cell(result: dict | None, why: str) -> str:
 def _ratio(result: dict | None, peer: dict | None) -> str:
     if not (result and peer):
         return "-"
-    return f"{statistics.median(result['ms']) / statistics.median(peer['ms']):.2f}"
+    ratio = statistics.median(result["ms"]) / statistics.median(peer["ms"])
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
 
 
 def _loss_cell(result: dict | None, reference: dict | None, rtol: float) -> tuple[str, bool]:
@@ -151,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     lines, where_each, passed = check(workloads, args.cpu, steps, warmup, check_steps, args.rtol, clock)
     print(f"\nGPU check{' in --cpu mode (not a benchmark: fewer steps)' if args.cpu else ''}: median ms per "
           f"float32 training step over {steps} steps after {warmup} warm-up steps, each system in its own process; "
-          "full float32 products everywhere (no TF32); a ratio below 1 means gradgen is faster. Ran: "
+          "full float32 products everywhere (no TF32); the batch held on the device by all three (gradgen is fed "
+          "jax arrays); a ratio below 1 means gradgen is faster. Ran: "
           + "; ".join(where_each.values()) + ".\n")
     print("\n".join(lines))
     print(f"\n{'PASSED' if passed else 'FAILED'}: gradgen's losses "

@@ -58,7 +58,10 @@ fi
 if [[ $mode == installed ]]; then
     [[ -x $venv/bin/python ]] || timeout 120 "$base_python" -m venv --system-site-packages "$venv"
     say "installing gradgen (editable, no dependencies) into $venv beside $base_python's own packages"
-    timeout 300 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$root"
+    if ! timeout 300 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$root"; then
+        say "gradgen did not install without the network: $base_python needs setuptools 64 or newer and wheel"
+        exit 1
+    fi
 else
     [[ -x $venv/bin/python ]] || timeout 120 "$base_python" -m venv "$venv"
     jax_spec="jax[${GRADGEN_JAX_CUDA:-cuda13}]>=0.10.2,<0.11"   # gradgen's xla extra pins jax's minor release

@@ -85,8 +85,19 @@ def _rnn(layers, wl: Workload):
 _BUILDERS = {"lenet": _lenet, "resnet": _resnet, "transformer": _transformer, "rnn": _rnn}
 
 
-def gradgen_step(wl: Workload, place=None, backend: str = "numpy") -> Callable[[], float]:
-    """One training step of ``wl`` on ``Executor(place, backend=backend)``, from the workload's parameters."""
+def _placed(feed: dict[str, np.ndarray], device) -> dict:
+    """The feed as jax arrays on ``device`` once (int64 kept: jax would make it int32 outside x64 mode)."""
+    import jax
+
+    with jax.enable_x64(True):
+        return {name: jax.device_put(value, device) for name, value in feed.items()}
+
+
+def gradgen_step(wl: Workload, place=None, backend: str = "numpy", feed_device=None) -> Callable[[], float]:
+    """One training step of ``wl`` on ``Executor(place, backend=backend)``, from the workload's parameters.
+
+    ``feed_device``: a jax device to hold the batch, as the JAX and PyTorch versions hold theirs, so no step
+    copies it from host memory (the xla engine takes a feed of its own arrays as it is)."""
     from gradgen.framework import Executor, Scope, optimizer
     from gradgen.program import Program, layers, program_guard
 
@@ -102,6 +113,8 @@ def gradgen_step(wl: Workload, place=None, backend: str = "numpy") -> Callable[[
     if declared != set(wl.params):
         raise ValueError(f"{wl.name}: the program's parameters {sorted(declared)} are not the workload's "
                          f"{sorted(wl.params)}")
+    if feed_device is not None:
+        feed = _placed(feed, feed_device)
     exe, scope = Executor(place, backend=backend), Scope()
     exe.run(startup, scope=scope)
     for name, value in wl.params.items():

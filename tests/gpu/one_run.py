@@ -30,7 +30,10 @@ def _no_gpu(message: str) -> SystemExit:
 
 
 def _jax_device(gpu: bool):
-    import jax
+    try:
+        import jax
+    except ModuleNotFoundError:
+        raise _no_gpu(f"jax is not installed for {sys.executable}") from None
 
     if not gpu:
         return jax.devices("cpu")[0]
@@ -45,7 +48,10 @@ def _jax_device(gpu: bool):
 
 
 def _torch_device(gpu: bool) -> str:
-    import torch
+    try:
+        import torch
+    except ModuleNotFoundError:
+        raise _no_gpu(f"torch is not installed for {sys.executable}") from None
 
     if not gpu:
         return "cpu"
@@ -57,10 +63,10 @@ def _torch_device(gpu: bool) -> str:
 
 def preflight(gpu: bool) -> dict:
     """What jax and torch run on: the device each will use, and their versions."""
+    jax_device, torch_device = _jax_device(gpu), _torch_device(gpu)
     import jax
     import torch
 
-    jax_device, torch_device = _jax_device(gpu), _torch_device(gpu)
     name = torch.cuda.get_device_name(0) if gpu else "CPU"
     return {"jax": f"jax {jax.__version__} on {jax_device.device_kind}", "torch": f"torch {torch.__version__}"
             f" on {name}", "device": name}
@@ -76,7 +82,7 @@ def _make_step(system: str, workload: str, gpu: bool):
 
         from .gradgen_models import gradgen_step
         device = _jax_device(gpu)
-        return (gradgen_step(wl, CUDAPlace(0) if gpu else None, "xla"),
+        return (gradgen_step(wl, CUDAPlace(0) if gpu else None, "xla", feed_device=device),
                 f"gradgen's xla engine (jax {_version('jax')}) on {device.device_kind}")
     if system == "jax":
         from .jax_models import jax_step
