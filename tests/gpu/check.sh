@@ -57,6 +57,13 @@ fi
 
 if [[ $mode == installed ]]; then
     [[ -x $venv/bin/python ]] || timeout 120 "$base_python" -m venv --system-site-packages "$venv"
+    # --system-site-packages reaches only the base interpreter's packages: when python3 is itself a venv (as on
+    # images that keep torch and jax in one), a .pth file adds every package folder it sees behind the new venv's.
+    seen_by_base=$("$base_python" -c 'import os, sys, sysconfig
+std = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+print("\n".join(p for p in sys.path if p and os.path.isdir(p) and p not in std and not p.endswith("lib-dynload")))')
+    venv_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    printf '%s\n' "$seen_by_base" > "$venv_site/gradgen_gpu_check_base.pth"
     say "installing gradgen (editable, no dependencies) into $venv beside $base_python's own packages"
     if ! timeout 300 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$root"; then
         say "gradgen did not install without the network: $base_python needs setuptools 64 or newer and wheel"
