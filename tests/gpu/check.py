@@ -63,7 +63,8 @@ def _child(args: list[str], cpu: bool, clock: Clock) -> tuple[dict | None, str]:
         return None, f"timed out after {timeout:.0f} s"
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        return None, ("no GPU: " if done.returncode == NO_GPU else "failed: ") + tail[0][:300].replace("|", "/")  # kept out of the table's columns
+        message = tail[0][:300].replace("|", "/")  # a '|' would split the table's columns
+        return None, ("no GPU: " if done.returncode == NO_GPU else "failed: ") + message
     return json.loads(done.stdout.strip().splitlines()[-1]), ""
 
 
