@@ -1,0 +1,1 @@
+"""The GPU check: four training workloads on gradgen's GPU engine, plain JAX and PyTorch (``check.sh``)."""
