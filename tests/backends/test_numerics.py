@@ -158,8 +158,7 @@ def test_a_convolution_multiplies_its_padding_zeros_and_its_adjoint_has_none(eng
     """Infinities and NaN next to the padding: the filter's gradient and the output take them times the padding's
     zeros (NaN), the input's gradient has no such product. XLA's convolution skipped the padding (finite filter
     gradients); numpy's stride-1 input gradient multiplied an infinite filter by the zeros padding the output
-    gradient. PyTorch gives this test's values. xla's output with a non-finite filter is not held (``numerics.md``:
-    its cost)."""
+    gradient, and its output with a non-finite filter was finite there. PyTorch gives this test's values."""
     rng = np.random.default_rng(stride * 100 + pad * 10 + dilation + groups)
     x, w = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((4, 2 // groups, 3, 2))
     w[0, 0, 0, 0], w[1, 0, 2, 1] = np.inf, np.nan
@@ -180,7 +179,7 @@ def test_a_convolution_multiplies_its_padding_zeros_and_its_adjoint_has_none(eng
     with np.errstate(all="ignore"):
         want = [out, *grads(dout)]
     checked = zip(("output", "input gradient", "filter gradient"), got, want)
-    for name, g, v in list(checked)[engine == "xla":]:  # xla's output with a non-finite filter: numerics.md
+    for name, g, v in checked:
         np.testing.assert_array_equal(np.isnan(g), np.isnan(v), err_msg=f"{engine} {name}: NaN elsewhere")
         np.testing.assert_allclose(g, v, rtol=1e-12, atol=1e-12, err_msg=f"{engine} {name}")
 

@@ -79,12 +79,45 @@ def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
     return nan
 
 
+def _taps_meet_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
+    """Where the convolution's products of a non-finite filter tap with the zero padding, which XLA's convolution
+    skips, are NaN, as the convolution of the zero-padded input has them: ``bad`` [O, *kernel] marks the filter's
+    non-finite taps (any input channel). Returns [O, *out] bools, one spatial dim at a time: a window's tap reads
+    padding when it does along any dim."""
+    nan = None
+    for d in range(len(kernel)):
+        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
+        if not hits.any():
+            continue
+        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, kernel_d]
+        spread = (along.astype(jnp.float32) @ jnp.asarray(hits, jnp.float32)) > 0  # [O, out_d]
+        shape = [1] * (1 + len(kernel))
+        shape[0], shape[1 + d] = spread.shape
+        spread = spread.reshape(shape)
+        nan = spread if nan is None else nan | spread
+    return nan
+
+
 def _conv2d(op, ctx):
-    """XLA's convolution, which skips the padding: a non-finite filter tap beside it gives the finite sum of the
-    other products where the numpy kernel and PyTorch give NaN (0 * inf). Not marked here: a branch on the filter's
-    finiteness, the cheapest mark found, made the ResNet anchor's step 10-20% slower (``design_docs/numerics.md``);
-    a non-finite filter means training has already diverged."""
-    return _conv_of(op)
+    """XLA's convolution, which skips the padding, with the padding's zeros multiplied in: a non-finite filter tap
+    whose window reads padding makes that output NaN (0 * inf), as the numpy kernel and PyTorch give. The mark is
+    a branch on the filter's sum, so a finite filter costs one look at it."""
+    conv = _conv_of(op)
+
+    def run(x, w):
+        out = conv(x, w)
+        if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
+                   enumerate(zip(x.shape[2:], w.shape[2:], out.shape[2:]))):
+            return out
+
+        def marked(out):
+            bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
+            nan = _taps_meet_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:])
+            return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
+
+        return lax.cond(jnp.isfinite(jnp.sum(w)), lambda out: out, marked, out)
+
+    return run
 
 
 def _conv2d_input_grad(op, ctx):
