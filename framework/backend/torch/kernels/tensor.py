@@ -15,7 +15,7 @@ from ...shared.creation import like_dtype, random_draw
 from ...shared.manipulation import slice_index
 from ..xp import torch_dtype
 
-__all__ = ["KERNELS", "NEGATIVE_STRIDES"]
+__all__ = ["KERNELS"]
 
 
 def _declared(op, slot: str) -> torch.dtype:
@@ -137,21 +137,34 @@ def split(op):
     return run
 
 
-NEGATIVE_STRIDES = "torch tensors take no negative slice step"
+def _positions(index: tuple, shape) -> list[tuple[int, torch.Tensor]]:
+    """Per sliced axis, the positions a ``slice_index`` takes (torch slicing takes no negative step)."""
+    return [(a, torch.arange(*s.indices(shape[a]))) for a, s in enumerate(index) if s != slice(None)]
 
 
 def slice_(op):
     index = slice_index((0,) * rank_of(op), op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides"))
-    return lambda x: x[index]
+    if all((s.step or 1) > 0 for s in index):
+        return lambda x: x[index]  # Python slicing clamps out-of-range bounds, as numpy does
+
+    def run(x):
+        for a, at in _positions(index, x.shape):
+            x = torch.index_select(x, a, at)
+        return x
+
+    return run
 
 
 def slice_grad(op):
     axes, starts, ends, strides = op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides")
 
     def run(x, dout):
-        dx = torch.zeros(tuple(x.shape), dtype=dout.dtype)
-        dx[slice_index(x.shape, axes, starts, ends, strides)] = dout
-        return dx
+        grad = dout
+        for a, at in _positions(slice_index(x.shape, axes, starts, ends, strides), x.shape):
+            shape = list(grad.shape)
+            shape[a] = x.shape[a]
+            grad = torch.zeros(shape, dtype=dout.dtype).index_copy(a, at, grad)
+        return grad
 
     return run
 
