@@ -138,10 +138,10 @@ def test_a_program_with_an_op_it_lacks_is_refused_naming_the_op_before_anything_
         x = layers.data("x", [-1, 3], "float64")
         w = layers.create_parameter([3, 3], "float64", name="w")
         layers.assign(layers.matmul(x, w), w)
-        out = layers.cumsum(x, axis=1)
+        out = layers.argsort(x, axis=1)
     scope = Scope()
     scope.set("w", np.eye(3))
-    with pytest.raises(ExecutionError, match=r"op #\d+ \(cumsum\).*no torch kernel"):
+    with pytest.raises(ExecutionError, match=r"op #\d+ \(argsort\).*no torch kernel"):
         Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[out], scope=scope)
     np.testing.assert_array_equal(scope["w"], np.eye(3))
 
@@ -179,3 +179,32 @@ def _one_program():
     with program_guard(main, Program()):
         layers.fill_constant([1], "float32", 1.0)
     return main
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy's 0 * inf, meant
+@pytest.mark.parametrize("kind,padding,exclusive", [("max", 0, True), ("max", 1, True), ("avg", 1, True),
+                                                    ("avg", 1, False)])
+@pytest.mark.parametrize("trouble", ["ties", "nan input", "inf gradient"])
+def test_pooling_and_its_gradient_on_aten_equal_numpys_with_ties_nan_and_inf(kind, padding, exclusive, trouble):
+    """The shapes ATen pools itself: which maximum takes a window's gradient on ties, a NaN input, an infinite
+    gradient spread over a max window (0 * inf) all as the numpy kernels have them."""
+    need_torch()
+    from gradgen.program import Program, layers, program_guard
+    from gradgen.framework import gradients
+    rng = np.random.default_rng(3)
+    x_value = np.round(rng.standard_normal((2, 3, 6, 6)))  # few distinct values: ties in most windows
+    g_value = rng.standard_normal((2, 3, 3 + padding, 3 + padding))
+    if trouble == "nan input":
+        x_value[0, 1, 2, 3] = np.nan
+    if trouble == "inf gradient":
+        g_value[1, 2, 1, 1] = np.inf
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3, 6, 6], "float64")
+        g = layers.data("g", list(g_value.shape), "float64")
+        out = layers.pool2d(x, 2, kind, stride=2, padding=padding, exclusive=exclusive)
+        (x_grad,) = gradients([layers.reduce_sum(out * g)], [x])
+    feed = {"x": x_value, "g": g_value}
+    want = run_on("numpy", main, feed, [out, x_grad])
+    got = run_on("torch", main, feed, [out, x_grad])
+    assert_same(want, got, ["out", "x@GRAD"], f"{kind} {trouble}")

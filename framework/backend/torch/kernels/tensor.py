@@ -13,6 +13,7 @@ from gradgen.program.shapes import unsqueezed
 from ...shared.attrs import op_axis, rank_of
 from ...shared.creation import like_dtype, random_draw
 from ...shared.manipulation import slice_index
+from ...shared.optimizer import adagrad_update, rmsprop_update
 from ..xp import torch_dtype
 
 __all__ = ["KERNELS"]
@@ -285,6 +286,76 @@ def adam(op):
     return run
 
 
+# -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
+def where(op):
+    return lambda cond, x, y: torch.where(cond, x, y)
+
+
+def _arg_extreme(pick):
+    def factory(op):
+        rank = len(op.block.var(op.input("X")[0]).shape)
+        axis, keep = op.attr("axis") % max(rank, 1), op.attr("keep_dim")
+
+        def run(x):
+            if not x.ndim:
+                return torch.zeros((), dtype=torch.int64)
+            return pick(x, dim=axis, keepdim=keep).to(torch.int64)  # the first index on ties (torch's rule too)
+
+        return run
+
+    return factory
+
+
+def tril(op):
+    k = op.attr("diagonal")
+    return lambda x: torch.tril(x, k)
+
+
+def triu(op):
+    k = op.attr("diagonal")
+    return lambda x: torch.triu(x, k)
+
+
+def pad(op):
+    pads, value = op.attr("paddings"), op.attr("pad_value")
+    widths = [pads[2 * i + j] for i in reversed(range(len(pads) // 2)) for j in (0, 1)]
+    if not widths:
+        return lambda x: x
+    return lambda x: torch.nn.functional.pad(x, widths, value=value)
+
+
+def cumsum(op):
+    axis, exclusive, reverse = op.attr("axis"), op.attr("exclusive"), op.attr("reverse")
+
+    def run(x):
+        ax = axis % x.ndim
+        y = torch.flip(x, (ax,)) if reverse else x
+        out = torch.cumsum(y, dim=ax, dtype=y.dtype)
+        if exclusive:  # the sum before each element: 0, then the running sums without the last one
+            out = torch.cat([torch.zeros_like(torch.narrow(out, ax, 0, min(1, out.shape[ax]))),
+                             torch.narrow(out, ax, 0, max(out.shape[ax] - 1, 0))], dim=ax)
+        return torch.flip(out, (ax,)) if reverse else out
+
+    return run
+
+
+def increment(op):
+    step = op.attr("step")
+    return lambda x: x + (step if x.dtype.is_floating_point else int(step))
+
+
+def elementwise_mod(op):
+    """An integer divisor of zero is an error (numpy's kernel raises too); floats give NaN there."""
+    fn = torch.fmod if op.attr("fmod") else torch.remainder
+
+    def run(x, y):
+        if not y.dtype.is_floating_point and not bool(torch.all(y)):
+            raise ZeroDivisionError("integer remainder by zero")
+        return fn(x, y)
+
+    return run
+
+
 KERNELS = {
     "fill_constant": fill_constant, "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like,
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
@@ -294,4 +365,7 @@ KERNELS = {
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
     "sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam,
+    "rmsprop": lambda op: rmsprop_update(op, torch), "adagrad": lambda op: adagrad_update(op, torch),
+    "where": where, "argmax": _arg_extreme(torch.argmax), "argmin": _arg_extreme(torch.argmin), "tril": tril,
+    "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,
 }
