@@ -185,9 +185,9 @@ def _one_program():
 @pytest.mark.parametrize("kind,padding,exclusive", [("max", 0, True), ("max", 1, True), ("avg", 1, True),
                                                     ("avg", 1, False)])
 @pytest.mark.parametrize("trouble", ["ties", "nan input", "inf gradient"])
-def test_pooling_and_its_gradient_on_aten_equal_numpys_with_ties_nan_and_inf(kind, padding, exclusive, trouble):
-    """The shapes ATen pools itself: which maximum takes a window's gradient on ties, a NaN input, an infinite
-    gradient spread over a max window (0 * inf) all as the numpy kernels have them."""
+def test_pooling_and_its_gradient_equal_numpys_with_ties_nan_and_inf(kind, padding, exclusive, trouble):
+    """Which maximum takes a window's gradient on ties, a NaN input, an infinite gradient spread over a max window
+    (0 * inf), padded windows: all as the numpy kernels have them."""
     need_torch()
     from gradgen.program import Program, layers, program_guard
     from gradgen.framework import gradients

@@ -1,6 +1,9 @@
 """Convolutions on ATen (oneDNN on the CPU): ``aten.convolution`` forward and ``aten.convolution_backward`` for
-each gradient, 1 to 3 spatial dims; pooling over the window's taps, as the numpy kernels pool (the same first
-maximum taking a max window's gradient, ties and NaN included, the same divisor: ``shared/conv.Pooling``)."""
+each gradient, 1 to 3 spatial dims. Pooling goes over the window's taps, as the numpy kernels pool (the same first
+maximum taking a max window's gradient, ties and NaN included, the same divisor: ``shared/conv.Pooling``), not
+through ATen's pooling: on LeNet's [64, 6, 24, 24] float32, one thread, ``aten.max_pool2d`` took 0.87 ms and the
+four taps' maximum 0.074; the gradient by masks 0.61 ms, ATen's (``max_pool2d_with_indices`` and its backward)
+0.94."""
 from __future__ import annotations
 
 import math
@@ -95,30 +98,10 @@ def _first_maxima(pool: Pooling, x: torch.Tensor):
     return sweep, out, masks
 
 
-def _aten_window(pool: Pooling, x: torch.Tensor):
-    """(kernel, strides, pads, dilations) for ATen's own 2-D pooling where it pools as gradgen does, else None:
-    no ceil mode (ATen's last-window rule differs), each pad the same on both sides and at most half the window
-    (ATen's limit), no dilation for an average (ATen's average has none)."""
-    if x.ndim != 4 or pool.ceil_mode:
-        return None
-    before, after = pool.pads[0::2], pool.pads[1::2]
-    if list(before) != list(after) or any(2 * p > k for p, k in zip(before, pool.ksize)):
-        return None
-    if pool.kind == "avg" and any(d != 1 for d in pool.dilations):
-        return None
-    return list(pool.ksize), list(pool.strides), list(before), list(pool.dilations)
-
-
 def pool2d(op):
     pool = Pooling(op)
 
     def run(x):
-        window = _aten_window(pool, x)
-        if window is not None and x.numel():
-            kernel, strides, pads, dilations = window
-            if pool.kind == "max":  # NaN wins, as in np.maximum; which index wins does not change the value
-                return _aten.max_pool2d(x, kernel, strides, pads, dilations, False)
-            return _aten.avg_pool2d(x, kernel, strides, pads, False, not pool.exclusive, None)
         _, out, taps = _taps(pool, x, -math.inf if pool.kind == "max" else 0.0)
         result = taps[0]
         for t in taps[1:]:
@@ -143,17 +126,6 @@ def pool2d_grad(op):
     pool = Pooling(op)
 
     def run(x, gout):
-        window = _aten_window(pool, x)
-        if window is not None and x.numel() and gout.numel():
-            kernel, strides, pads, dilations = window
-            if pool.kind == "avg":
-                return _aten.avg_pool2d_backward(gout, x, kernel, strides, pads, False, not pool.exclusive, None)
-            # ATen's scatter sends each window's gradient to its first maximum, as the masks do; the masks also
-            # spread a NaN or infinite gradient (0 * inf) and pick a NaN input: those take the masks' way
-            if bool(torch.isfinite(gout).all()) and not bool(torch.isnan(x).any()):
-                _, where = _aten.max_pool2d_with_indices(x, kernel, strides, pads, dilations, False)
-                return _aten.max_pool2d_with_indices_backward(gout, x, kernel, strides, pads, dilations, False,
-                                                              where)
         if pool.kind == "max":
             sweep, _, masks = _first_maxima(pool, x)
             shares = (m * gout for m in masks)
