@@ -24,7 +24,7 @@ from ...runtime.scope import Scope
 from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from ..numpy.threads import free_cores  # the machine's free-core meter (engine-neutral; belongs in shared/)
+from ..numpy.threads import blas_threads, free_cores  # the free-core meter and BLAS pools: engine-neutral
 from .refused import problems
 from .walk import build_steps, walk
 
@@ -116,7 +116,9 @@ class TorchRunner:
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, the caller's own); the scope gets the changed persistables only if
         the whole run succeeds."""
-        with scope.run_lock, _threads(self._settings().threads), torch.inference_mode():
+        threads = self._settings().threads
+        with scope.run_lock, _threads(threads), blas_threads(threads or free_cores(), exact=threads is not None), \
+                torch.inference_mode():
             entry = self.entry_for(program, list(feed), fetch_names, built)
             mark("plan")
             block, sig = program.global_block(), entry.sig
