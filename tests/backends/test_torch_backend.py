@@ -208,3 +208,35 @@ def test_pooling_and_its_gradient_equal_numpys_with_ties_nan_and_inf(kind, paddi
     want = run_on("numpy", main, feed, [out, x_grad])
     got = run_on("torch", main, feed, [out, x_grad])
     assert_same(want, got, ["out", "x@GRAD"], f"{kind} {trouble}")
+
+
+def test_threads_are_set_for_the_run_and_put_back(monkeypatch):
+    """``Executor(threads=1)``: the kernels run with one torch thread, and torch's own count is back after the run."""
+    need_torch()
+    import torch
+
+    import gradgen.framework.backend.torch.walk as walk
+    from gradgen.program import Program, layers, program_guard
+    main = Program()
+    with program_guard(main, Program()):
+        out = layers.scale(layers.data("x", [2], "float64"), 2.0)
+    seen, scale = [], walk.KERNELS["scale"]
+
+    def spying(op):  # the count a kernel runs with
+        run = scale(op)
+        return lambda *xs: (seen.append(torch.get_num_threads()), run(*xs))[1]
+
+    monkeypatch.setattr(walk, "KERNELS", {**walk.KERNELS, "scale": spying})
+    before = torch.get_num_threads()
+    (got,) = Executor(backend="torch", threads=1).run(main, feed={"x": np.array([1.0, 2.0])}, fetch_list=[out],
+                                                      scope=Scope())
+    np.testing.assert_array_equal(got, [2.0, 4.0])
+    assert seen == [1] and torch.get_num_threads() == before
+
+
+def test_executor_never_picks_the_torch_engine_by_itself(monkeypatch):
+    from gradgen.framework import backend
+    from gradgen.framework.runtime.place import CPUPlace
+    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
+    monkeypatch.setattr(backend, "backends", lambda: ["numpy", "torch"])
+    assert backend.default_backend(CPUPlace()) == "numpy"
