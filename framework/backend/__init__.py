@@ -35,7 +35,7 @@ first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
 BACKENDS: dict[str, tuple[str | None, str]] = {
     "numpy": (None, "the reference interpreter: numpy kernels run one op at a time, in block order; always installed"),
     "xla": ("jax", "the whole block as one XLA computation through jax: pip install 'gradgen[xla]'"),
-    "torch": ("torch", "block 0 run op by op on PyTorch CPU tensors (eager ATen, oneDNN convolutions): pip install torch"),
+    "torch": ("torch", "block 0 op by op on PyTorch CPU tensors (eager ATen, oneDNN convolutions): pip install torch"),
 }
 """name -> (the package it needs, or None; what it is)."""
 
