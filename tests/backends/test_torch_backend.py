@@ -240,3 +240,31 @@ def test_executor_never_picks_the_torch_engine_by_itself(monkeypatch):
     monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "backends", lambda: ["numpy", "torch"])
     assert backend.default_backend(CPUPlace()) == "numpy"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy's 0 * inf, meant
+@pytest.mark.parametrize("where", ["input", "gradient"])
+def test_a_padded_convolution_with_an_infinite_operand_gives_numpys_nan(where):
+    """oneDNN never multiplies the padding it leaves implicit; numpy's padded columns meet an infinite operand as
+    0 * inf = NaN (float32: torch runs float64 convolutions through its own padded columns). Found by random programs (a filter gradient inf where numpy has NaN). (An infinite filter is
+    left out: numpy's stride-1 input gradient widens the output gradient with zeros, which makes NaN in a column
+    no product of real values reaches; the torch engine does not follow that.)"""
+    need_torch()
+    from gradgen.framework import gradients
+    from gradgen.program import Program, layers, program_guard
+    rng = np.random.default_rng(5)
+    x_value = rng.standard_normal((2, 3, 5, 5)).astype("float32")
+    w_value = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    g_value = rng.standard_normal((2, 4, 5, 5)).astype("float32")
+    {"input": x_value, "filter": w_value, "gradient": g_value}[where][0, 1, 0, 0] = np.inf
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3, 5, 5], "float32")
+        g = layers.data("g", [2, 4, 5, 5], "float32")
+        out = layers.conv2d(x, 4, 3, padding=1, bias=False, name="k")
+        grads = gradients([layers.reduce_sum(out * g)], [x, main.global_block().var("k.w")])
+    feed, fetch = {"x": x_value, "g": g_value}, [out, *grads]
+    want = run_on("numpy", main, feed, fetch, {"k.w": w_value})
+    got = run_on("torch", main, feed, fetch, {"k.w": w_value})
+    assert_same(want, got, ["out", "x@GRAD", "w@GRAD"], where)
+    assert any(not np.isfinite(v).all() for v in want)  # the case the test is about

@@ -22,23 +22,45 @@ def _geometry(op):
     return list(op.attr("strides")), list(op.attr("paddings")), list(op.attr("dilations")), op.attr("groups")
 
 
+def _finite(*xs: torch.Tensor) -> bool:
+    return all(bool(torch.isfinite(x).all()) for x in xs if x.dtype.is_floating_point)
+
+
+def _padded_input(x: torch.Tensor, pads) -> torch.Tensor:
+    """``x`` with its zero padding made real: oneDNN never multiplies the padding it leaves implicit, so an
+    infinite or NaN operand met there gives inf where numpy's padded columns give 0 * inf = NaN."""
+    widths = [p for d in reversed(range(len(pads))) for p in (pads[d], pads[d])]
+    return torch.nn.functional.pad(x, widths)
+
+
 def conv2d(op):
     strides, pads, dilations, groups = _geometry(op)
+    zeros, padded = [0] * len(strides), any(pads)
 
     def run(x, w):
-        return _aten.convolution(x, w, None, strides, pads, dilations, False, [0] * len(strides), groups)
+        if padded and not _finite(x, w):
+            return _aten.convolution(_padded_input(x, pads), w, None, strides, zeros, dilations, False, zeros, groups)
+        return _aten.convolution(x, w, None, strides, pads, dilations, False, zeros, groups)
 
     return run
 
 
 def _backward(op, wanted: int):
-    """conv2d's gradient in its input (``wanted`` 0) or its filter (1), from ``aten.convolution_backward``."""
+    """conv2d's gradient in its input (``wanted`` 0) or its filter (1), from ``aten.convolution_backward``; with a
+    non-finite operand, over the explicitly padded input (``_padded_input``), cropped back for the input's."""
     strides, pads, dilations, groups = _geometry(op)
-    mask = [wanted == 0, wanted == 1, False]
+    mask, zeros, padded = [wanted == 0, wanted == 1, False], [0] * len(strides), any(pads)
 
     def grad(x, w, gout):
-        return _aten.convolution_backward(gout, x, w, None, strides, pads, dilations, False, [0] * len(strides),
-                                          groups, mask)[wanted]
+        if padded and not _finite(x, w, gout):
+            xp = _padded_input(x, pads)
+            got = _aten.convolution_backward(gout, xp, w, None, strides, zeros, dilations, False, zeros, groups,
+                                             mask)[wanted]
+            if wanted == 1:
+                return got
+            return got[(slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pads, x.shape[2:]))]
+        return _aten.convolution_backward(gout, x, w, None, strides, pads, dilations, False, zeros, groups,
+                                          mask)[wanted]
 
     return grad
 
