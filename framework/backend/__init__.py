@@ -3,13 +3,14 @@
 This module is the one interface between the executor (``runtime/``) and the engines: ``runner(name, settings)``
 gives the ``Runner`` of backend ``name`` (its package's ``make_runner``), and the executor knows nothing else of
 it. ``numpy`` is the reference interpreter of numpy kernels (always there); ``xla`` lowers a whole block to one
-XLA computation through jax (the ``gradgen[xla]`` extra). A backend's package is imported on first use, so
-gradgen imports and runs without the extras; ``backends()`` lists the ones whose requirements are installed.
-The analyses every backend shares (run signature, conformance, loop read-back) live in ``backend/shared``.
+XLA computation through jax (the ``gradgen[xla]`` extra); ``torch`` runs block 0 op by op on PyTorch CPU tensors.
+A backend's package is imported on first use, so gradgen imports and runs without the extras; ``backends()``
+lists the ones whose requirements are installed. The analyses every backend shares (run signature, conformance,
+loop read-back) live in ``backend/shared``.
 
     >>> from gradgen.framework import backends
     >>> backends()                       # doctest: +SKIP
-    ['numpy', 'xla']
+    ['numpy', 'xla', 'torch']
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
 
-__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "RunSettings", "Runner", "backends",
+__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "RunSettings", "Runner", "backends",
            "default_backend", "load_backend", "runner"]
 
 DEFAULT_BACKEND = "numpy"
@@ -34,10 +35,15 @@ first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
 BACKENDS: dict[str, tuple[str | None, str]] = {
     "numpy": (None, "the reference interpreter: numpy kernels run one op at a time, in block order; always installed"),
     "xla": ("jax", "the whole block as one XLA computation through jax: pip install 'gradgen[xla]'"),
+    "torch": ("torch", "block 0 op by op on PyTorch CPU tensors (eager ATen, oneDNN convolutions): pip install torch"),
 }
 """name -> (the package it needs, or None; what it is)."""
 
-_MODULES = {"numpy": ".numpy", "xla": ".xla"}
+NOT_BY_DEFAULT = ("torch",)
+"""Engines ``Executor()`` never picks by itself (only when named): the torch engine is new and not yet weighed by
+``auto``'s trial against the others."""
+
+_MODULES = {"numpy": ".numpy", "xla": ".xla", "torch": ".torch"}
 
 
 class RunSettings(NamedTuple):
@@ -91,7 +97,7 @@ def default_backend(place, options: Any = None, check_nan_inf: bool = False, che
         if named not in BACKENDS and named != AUTO:
             raise ExecutionError(f"{BACKEND_ENV}={named!r}: the backends are {', '.join(BACKENDS)} and {AUTO}")
         return named
-    compiled = [name for name in backends() if name != DEFAULT_BACKEND]
+    compiled = [name for name in backends() if name not in (DEFAULT_BACKEND, *NOT_BY_DEFAULT)]
     if type(place).__name__ == "CUDAPlace":
         return compiled[0] if compiled else DEFAULT_BACKEND
     if compiled and not (options is not None or check_nan_inf or check_types):

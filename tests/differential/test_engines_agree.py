@@ -43,7 +43,9 @@ def check_seeds(seeds: list[int], engine: str) -> tuple[int, int, list[str]]:
 
 
 def _compiled_engines() -> list[str]:
-    return [name for name in backends() if name != "numpy"]
+    # torch refuses control flow (cond, while), which the random programs hold; its kernels are held to numpy's by
+    # tests/backends/test_torch_backend.py instead
+    return [name for name in backends() if name not in ("numpy", "torch")]
 
 
 @pytest.mark.parametrize("engine", _compiled_engines() or [pytest.param("xla", marks=pytest.mark.skip("no engine"))])

@@ -1,0 +1,22 @@
+"""The torch engine's kernel table: one factory per op type, ``factory(op) -> fn(*input tensors)`` returning the
+output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
+``compute`` (``derived``) where it has one, else hand-written (``tensor``, ``conv``, ``nn``); an op in neither is
+refused (``refused.problems``)."""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from ...derive import with_derived
+from ...shared.tables import collect
+from . import conv, nn, tensor
+from .derived import derived_kernel
+
+__all__ = ["FAMILIES", "FASTER", "KERNELS"]
+
+FAMILIES = (tensor, conv, nn)
+
+FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
+"""op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
+
+KERNELS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "KERNELS"), derived_kernel, "torch kernel", FASTER)
+"""op type -> kernel factory."""

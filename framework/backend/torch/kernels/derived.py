@@ -1,0 +1,45 @@
+"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp`` = torch (``xp.XP``).
+
+torch promotes otherwise than numpy (int32 / int32 is float32 in torch, float64 in numpy), so, as the xla engine
+does, an op with one non-bool output and all its inputs given computes in the dtype it declares: each input of
+another dtype is cast to it first, and the result is cast to it. A bool result (a comparison) compares its inputs
+as they are; an op with several outputs or optional slots (layer norm) states its working dtype in its ``compute``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from gradgen.program.schema import OpSchema
+
+from ...derive import call_of
+from ..xp import XP, torch_dtype
+
+__all__ = ["derived_kernel"]
+
+
+def _as(value, dtype: torch.dtype) -> torch.Tensor:
+    value = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    return value if value.dtype == dtype else value.to(dtype)
+
+
+def derived_kernel(schema: OpSchema) -> Callable:
+    """The kernel factory of an op with a ``compute``."""
+    compute = schema.compute
+
+    def factory(op) -> Callable:
+        attrs, np_dtypes, args, pick = call_of(schema, op)
+        dtypes = [torch_dtype(d) for d in np_dtypes]
+        if len(dtypes) > 1 or args is not None or pick is not None:
+            def run(*xs):
+                result = compute(XP, *(xs if args is None else args(xs)), **attrs)
+                result = result if pick is None else pick(result)
+                return _as(result, dtypes[0]) if len(dtypes) == 1 else tuple(map(_as, result, dtypes))
+            return run
+        (dtype,) = dtypes
+        if dtype == torch.bool:
+            return lambda *xs: _as(compute(XP, *xs, **attrs), dtype)
+        return lambda *xs: _as(compute(XP, *(x if x.dtype == dtype else x.to(dtype) for x in xs), **attrs), dtype)
+
+    return factory

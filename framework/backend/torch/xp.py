@@ -1,0 +1,126 @@
+"""The array namespace the torch engine hands to an op's ``compute`` (``OpSchema.compute``): numpy's names for
+torch's functions. torch spells some of them otherwise (``dim``/``keepdim``, ``amax``, ``clamp``) and takes no
+Python number where numpy does (``maximum(x, 0)``), so each is a small function here rather than ``torch`` itself.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+__all__ = ["XP", "torch_dtype"]
+
+_DTYPES: dict[np.dtype, torch.dtype] = {}
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """torch's dtype for a numpy dtype (or name); a torch dtype is returned as it is."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    dtype = np.dtype(dtype)
+    found = _DTYPES.get(dtype)
+    if found is None:
+        found = _DTYPES[dtype] = torch.from_numpy(np.empty(0, dtype)).dtype
+    return found
+
+
+def _tensor(value, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a tensor: a Python number takes ``like``'s dtype (numpy 2's rule for weak scalars)."""
+    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=like.dtype)
+
+
+def _pair(a, b):
+    if not isinstance(a, torch.Tensor):
+        return _tensor(a, b), b
+    return a, _tensor(b, a)
+
+
+def _axes(x: torch.Tensor, axis) -> tuple[int, ...] | None:
+    if axis is None:
+        return None
+    return tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+
+
+def _sum(x, axis=None, keepdims=False, dtype=None):
+    axes = _axes(x, axis)
+    dtype = None if dtype is None else torch_dtype(dtype)
+    if axes == ():  # numpy: no axis summed; torch would read () as every axis
+        return x if dtype is None else x.to(dtype)
+    if axes is None:
+        return torch.sum(x, dtype=dtype) if not keepdims else torch.sum(x, dim=tuple(range(x.ndim)), keepdim=True,
+                                                                         dtype=dtype)
+    return torch.sum(x, dim=axes, keepdim=keepdims, dtype=dtype)
+
+
+def _prod(x, axis=None, keepdims=False, dtype=None):
+    axes = tuple(range(x.ndim)) if axis is None else _axes(x, axis)
+    out = x if dtype is None else x.to(torch_dtype(dtype))
+    for a in sorted((a % x.ndim for a in axes), reverse=True):
+        out = torch.prod(out, dim=a, keepdim=keepdims)
+    return out
+
+
+def _extreme(fn):
+    def reduce(x, axis=None, keepdims=False):
+        axes = tuple(range(x.ndim)) if axis is None else _axes(x, axis)
+        if axes == ():
+            return x
+        return fn(x, dim=axes, keepdim=keepdims)
+    return reduce
+
+
+def _maximum(a, b):
+    return torch.maximum(*_pair(a, b))
+
+
+def _minimum(a, b):
+    return torch.minimum(*_pair(a, b))
+
+
+def _where(cond, a, b):
+    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+        return torch.where(cond, torch.tensor(a), torch.tensor(b))
+    return torch.where(cond, *_pair(a, b))
+
+
+def _binary(fn):
+    return lambda a, b: fn(*_pair(a, b))
+
+
+def _isdtype(dtype, kind: str) -> bool:
+    if kind == "integral":
+        return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+    if kind == "real floating":
+        return dtype.is_floating_point
+    if kind == "bool":
+        return dtype == torch.bool
+    raise NotImplementedError(f"isdtype kind {kind!r}")
+
+
+def _expand_dims(x, axis):
+    axes = sorted(a % (x.ndim + len(_axes(x, axis))) for a in _axes(x, axis))
+    for a in axes:
+        x = torch.unsqueeze(x, a)
+    return x
+
+
+XP = SimpleNamespace(
+    add=_binary(torch.add), subtract=_binary(torch.subtract), multiply=_binary(torch.multiply),
+    divide=_binary(torch.true_divide), pow=_binary(torch.pow), maximum=_maximum, minimum=_minimum,
+    less=_binary(torch.lt), less_equal=_binary(torch.le), greater=_binary(torch.gt), greater_equal=_binary(torch.ge),
+    equal=_binary(torch.eq), not_equal=_binary(torch.ne), logical_and=_binary(torch.logical_and),
+    logical_or=_binary(torch.logical_or), logical_xor=_binary(torch.logical_xor), logical_not=torch.logical_not,
+    where=_where, clip=lambda x, lo, hi: torch.clamp(x, lo, hi),
+    exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, erf=torch.erf, tanh=torch.tanh,
+    sqrt=torch.sqrt, abs=torch.abs, sign=torch.sign, sin=torch.sin, cos=torch.cos,
+    sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
+    reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
+    broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
+    astype=lambda x, dtype, copy=False: x.to(torch_dtype(dtype), copy=copy),
+    asarray=lambda v, dtype=None: torch.as_tensor(v, dtype=None if dtype is None else torch_dtype(dtype)),
+    isdtype=_isdtype,
+    float16=torch.float16, float32=torch.float32, float64=torch.float64, int32=torch.int32, int64=torch.int64,
+    bool=torch.bool,
+)
+"""numpy's names, over torch tensors: a plain namespace, one attribute lookup per function."""
