@@ -101,7 +101,9 @@ def _taps_meet_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
 def _conv2d(op, ctx):
     """XLA's convolution, which skips the padding, with the padding's zeros multiplied in: a non-finite filter tap
     whose window reads padding makes that output NaN (0 * inf), as the numpy kernel and PyTorch give. The mark is
-    a branch on the filter's sum, so a finite filter costs one look at it."""
+    built from the filter alone ([O, *out] bools, small) and applied by a ``where`` XLA fuses into what follows:
+    the ResNet anchor's xla step 249.5 against 242.9 ms without it (quiet machine, alternating); as a branch on
+    the filter's finiteness (``lax.cond``) it took 285 ms."""
     conv = _conv_of(op)
 
     def run(x, w):
@@ -110,12 +112,9 @@ def _conv2d(op, ctx):
                    enumerate(zip(x.shape[2:], w.shape[2:], out.shape[2:]))):
             return out
 
-        def marked(out):
-            bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
-            nan = _taps_meet_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:])
-            return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
-
-        return lax.cond(jnp.isfinite(jnp.sum(w)), lambda out: out, marked, out)
+        bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
+        nan = _taps_meet_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:])
+        return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
 
     return run
 
