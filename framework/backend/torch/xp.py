@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from gradgen.program.ops import OP_SCHEMAS
+
 __all__ = ["XP", "torch_dtype"]
 
 _DTYPES: dict[np.dtype, torch.dtype] = {}
@@ -110,10 +112,11 @@ XP = SimpleNamespace(
     divide=_binary(torch.true_divide), pow=_binary(torch.pow), maximum=_maximum, minimum=_minimum,
     less=_binary(torch.lt), less_equal=_binary(torch.le), greater=_binary(torch.gt), greater_equal=_binary(torch.ge),
     equal=_binary(torch.eq), not_equal=_binary(torch.ne), logical_and=_binary(torch.logical_and),
-    logical_or=_binary(torch.logical_or), logical_xor=_binary(torch.logical_xor), logical_not=torch.logical_not,
+    logical_or=_binary(torch.logical_or), logical_xor=_binary(torch.logical_xor),
     where=_where, clip=lambda x, lo, hi: torch.clamp(x, lo, hi),
-    exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, erf=torch.erf, tanh=torch.tanh,
-    sqrt=torch.sqrt, abs=torch.abs, sign=torch.sign, sin=torch.sin, cos=torch.cos,
+    **{schema.compute.xp_name: getattr(torch, schema.compute.xp_name) for schema in OP_SCHEMAS.values()
+       if hasattr(schema.compute, "xp_name") and len(schema.inputs) == 1},
+    log1p=torch.log1p, expm1=torch.expm1,
     sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
     reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
     broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
@@ -123,4 +126,7 @@ XP = SimpleNamespace(
     float16=torch.float16, float32=torch.float32, float64=torch.float64, int32=torch.int32, int64=torch.int64,
     bool=torch.bool,
 )
-"""numpy's names, over torch tensors: a plain namespace, one attribute lookup per function."""
+"""numpy's names, over torch tensors: a plain namespace, one attribute lookup per function. The unary functions
+that are an op's whole compute (``schema.xp_function``) are torch's functions of the same names, but ``sign``
+(NaN stays NaN, as numpy and the array API have it)."""
+XP.sign = lambda x: torch.where(torch.isnan(x), x, torch.sign(x))  # torch.sign(NaN) is 0; numpy's is NaN
