@@ -151,11 +151,11 @@ def _trained(backend: str, steps: int = 14, profile: bool = False):
     exe, scope = Executor(backend=backend, profile=profile), Scope()
     exe.run(startup, scope=scope)
     feed = {"x": rng.standard_normal((8, 6)), "y": rng.standard_normal((8, 1))}
-    losses = []
+    losses, start = [], time.monotonic()
     while len(losses) < steps or (backend == "auto" and exe.backend_choice(main_program) is None):
         losses.append(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])
-        if backend == "auto" and len(losses) > 5000:
-            raise AssertionError("auto made no choice in 5000 runs")
+        if time.monotonic() - start > 120:  # the compile runs beside the steps (and may first import jax)
+            raise AssertionError(f"auto made no choice in 120 s ({len(losses)} runs)")
     params = {p.name: np.array(scope[p.name]) for p in main_program.global_block().all_parameters()}
     return losses, params, exe, main_program
 
