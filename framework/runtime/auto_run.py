@@ -8,8 +8,8 @@ backend and the seed MLP's 2x slower; ResNet blocks are faster on numpy, LeNet a
 The trial, per program version, feed and fetch names, and feed shapes (a ``Trial``; a changed batch size is a
 new trial, so each shape runs on its own winner):
 
-1. The first ``NUMPY_FIRST`` runs are the numpy backend's: a program run once or twice (a startup program) is
-   never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than
+1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than
    ``MAX_FUSED_CHAIN`` elementwise ops, stay there (XLA's compile time grows faster than the program: a
    4,000-op chain did not compile in 290 s).
 2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
@@ -40,10 +40,15 @@ from .rank_runs import has_collectives
 from .scope import Scope
 
 __all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_FUSED_CHAIN", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
-           "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "longest_fused_chain", "separated"]
+           "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "longest_fused_chain", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
+
+NUMPY_SECONDS_FIRST = 0.5
+"""Seconds of runs a program spends on numpy before the compiled backend is tried: a job shorter than a compile
+(the jax import and the compile take 1-2 s of a core) never pays for one (a digits CNN trained in 0.17 s on
+numpy took 1.38 s when its compile started at the third run; tests/bench/partial_batch.py)."""
 
 COMPILED_WARM = 1
 """Untimed runs on the compiled backend after its compile, before its timed ones."""
@@ -84,6 +89,8 @@ class Trial:
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
         self.numpy_left = NUMPY_FIRST
+        self.numpy_seconds = 0.0
+        """Run time spent on numpy before the trial: the compile starts only after ``NUMPY_SECONDS_FIRST``."""
         self.compile: str = "due" if background else "inline"
         """How the compiled backend gets its step: "due" (a background compile is to start), "running", "ready",
         or "inline" (its first run compiles, untimed)."""
@@ -116,7 +123,9 @@ class Trial:
         if self.chosen is not None:
             return
         if self.numpy_left:
-            self.numpy_left -= 1
+            self.numpy_seconds += seconds
+            if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
+                self.numpy_left -= 1
             return
         if self.compile in ("due", "running"):
             return  # numpy while the compile runs beside it: slowed by it, not timed

@@ -20,6 +20,12 @@ from gradgen.program import Program, layers, program_guard
 from tests.backends.xla_harness import need_jax
 
 
+@pytest.fixture(autouse=True)
+def _trial_from_the_third_run(monkeypatch):
+    """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test)."""
+    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
+
+
 class _Clock:
     def __init__(self):
         self.now = 0.0
@@ -352,3 +358,13 @@ def test_a_long_elementwise_chain_is_not_compiled_and_the_choice_says_why():
     runner, log, told = _auto(1.0, 0.2)
     _runs(runner, main_program, 6, feed={"x": np.zeros((2, 4))})
     assert set(log) == {"numpy"} and "elementwise ops" in told[0][1]
+
+
+def test_a_job_shorter_than_the_run_time_threshold_is_never_compiled(monkeypatch):
+    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.5)
+    runner, log, told = _auto(0.01, 0.001)  # 10 ms numpy runs: the trial starts after 50 of them
+    program = _program()
+    _runs(runner, program, 49)
+    assert log == ["numpy"] * 49
+    _runs(runner, program, 1 + INLINE_WARM + 2 * MIN_ROUNDS + 1)
+    assert log[50:50 + INLINE_WARM] == ["xla"] * INLINE_WARM and told[0][0] == "xla"
