@@ -2,7 +2,7 @@
 numpy's methods (a numpy array, a traced jax array), or only shapes and attrs."""
 from __future__ import annotations
 
-__all__ = ["slice_index", "summed_to_shape"]
+__all__ = ["section_sizes", "slice_index", "summed_to_shape"]
 
 
 def slice_index(shape, axes, starts, ends, strides=()) -> tuple:
@@ -12,6 +12,17 @@ def slice_index(shape, axes, starts, ends, strides=()) -> tuple:
     for a, s, e, st in zip(axes, starts, ends, strides or [1] * len(axes)):
         index[a % len(shape)] = slice(s, e, st)
     return tuple(index)
+
+
+def section_sizes(sections, size: int, axis: int) -> list[int]:
+    """``split``'s piece sizes along an axis of ``size``: ``sections`` with its one -1 (if any) given the rest; a
+    ValueError when they do not add up (a rest of -2 would "add up" and cut a piece short)."""
+    sizes = list(sections)
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
+    if sum(sizes) != size or min(sizes) < 0:
+        raise ValueError(f"sections {list(sections)} do not add up to size {size} of axis {axis}")
+    return sizes
 
 
 def summed_to_shape(x, shape):

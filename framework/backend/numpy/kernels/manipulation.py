@@ -8,7 +8,7 @@ import numpy as np
 from gradgen.program.shapes import unsqueezed
 
 from ...shared.attrs import op_axis, rank_of
-from ...shared.manipulation import slice_index, summed_to_shape
+from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 
 
 def sum_(op):
@@ -71,11 +71,7 @@ def split(op):
     lead = (slice(None),) * axis
 
     def run(x):
-        size, sizes = x.shape[axis], list(sections)
-        if -1 in sizes:
-            sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
-        if sum(sizes) != size or min(sizes) < 0:  # a rest of -2 would "add up" and cut a piece short
-            raise ValueError(f"sections {sections} do not add up to size {size} of axis {axis}")
+        sizes = section_sizes(sections, x.shape[axis], axis)
         pieces, start = [], 0
         for s in sizes:
             pieces.append(x[lead + (slice(start, start + s),)])

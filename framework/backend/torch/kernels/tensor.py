@@ -12,7 +12,7 @@ from gradgen.program.shapes import unsqueezed
 
 from ...shared.attrs import op_axis, rank_of
 from ...shared.creation import like_dtype, random_draw
-from ...shared.manipulation import slice_index
+from ...shared.manipulation import section_sizes, slice_index
 from ...shared.optimizer import adagrad_update, rmsprop_update
 from ..xp import torch_dtype
 
@@ -133,11 +133,7 @@ def split(op):
     axis, sections = op_axis(op), list(op.attr("sections"))
 
     def run(x):
-        size, sizes = x.shape[axis], list(sections)
-        if -1 in sizes:
-            sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
-        if sum(sizes) != size or min(sizes) < 0:
-            raise ValueError(f"sections {sections} do not add up to size {size} of axis {axis}")
+        sizes = section_sizes(sections, x.shape[axis], axis)
         pieces = torch.split(x, sizes, dim=axis)
         return pieces[0] if len(pieces) == 1 else tuple(pieces)
 

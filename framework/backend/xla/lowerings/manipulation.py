@@ -13,7 +13,7 @@ import numpy as np
 from gradgen.program.shapes import unsqueezed
 
 from ...shared.attrs import op_axis, out_dtype, rank_of
-from ...shared.manipulation import slice_index, summed_to_shape
+from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 from .indexing import in_range, take_rows
 
 __all__ = ["LOWERINGS", "pieces"]
@@ -99,11 +99,7 @@ def _split(op, ctx):
     axis, sections = op_axis(op), list(op.attr("sections"))
 
     def run(x):
-        size, sizes = x.shape[axis], list(sections)
-        if -1 in sizes:
-            sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
-        if sum(sizes) != size or min(sizes) < 0:
-            raise ValueError(f"sections {sections} do not add up to size {size} of axis {axis}")
+        sizes = section_sizes(sections, x.shape[axis], axis)
         return pieces(x, axis, sizes)
 
     return run
