@@ -4,6 +4,7 @@ PyTorch and ONNX Runtime; what is refused is refused by name."""
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -72,8 +73,10 @@ def test_position_ids_of_a_dynamic_sequence_length_match_pytorch(backend):
             return torch.arange(n)[None, :] + 0 * ids, torch.arange(2, n, 3), torch.arange(n, dtype=torch.int32)
 
     buf = io.BytesIO()
-    torch.onnx.export(Positions(), (torch.zeros(2, 11, dtype=torch.long),), buf, dynamo=False, opset_version=17,
-                      input_names=["ids"], dynamic_axes={"ids": {0: "b", 1: "s"}})
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation notice
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Positions(), (torch.zeros(2, 11, dtype=torch.long),), buf, dynamo=False, opset_version=17,
+                          input_names=["ids"], dynamic_axes={"ids": {0: "b", 1: "s"}})
     model = load_from_string(buf.getvalue())
     assert "Range" in {n.op_type for n in model.graph.node}
     program, _, outputs = import_onnx(model)

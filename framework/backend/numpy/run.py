@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError, NanInfError
@@ -62,9 +64,14 @@ def run_plan(plan: Plan, env: dict, steps: Sequence[Step] | None = None, first: 
     its callsite and its inputs' run-time types; a failed check raises the
     check's error; a NaN found inside a sub-block keeps its type and says
     which op of this block ran the sub-block.
+
+    numpy's floating-point warnings are off inside (log(0) is -inf, a NaN cast is whatever the program says):
+    IEEE results are the program's semantics on every engine (``numerics.md``), and a program checks them
+    with ``check_nan_inf``, not with numpy's warnings, which the other engines never give.
     """
     try:
-        run_steps(plan.steps if steps is None else steps, env, first)
+        with np.errstate(all="ignore"):
+            run_steps(plan.steps if steps is None else steps, env, first)
     except StepFailed as failed:
         _raise_public(plan, failed, env)
 
