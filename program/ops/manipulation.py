@@ -128,6 +128,8 @@ def _slice(ctx):
     if not len(axes) == len(starts) == len(ends):
         ctx.fail(f"axes, starts and ends differ in length: {axes}, {starts}, {ends}")
     shape = list(x.shape)
+    if axes and not shape:
+        ctx.fail(f"X is a scalar (rank 0): it has no axis {axes[0]} to slice")
     for a, s, e, st in zip(normalize_axes(axes, len(shape)), starts, ends, slice_strides(ctx)):
         if shape[a] >= 0:
             shape[a] = len(range(*slice(s, e, st).indices(shape[a])))
@@ -155,6 +157,8 @@ def _cumsum(ctx):
 
 def _squeeze(ctx):
     x = ctx.input("X")
+    if ctx.attr("axes") and not x.shape:
+        ctx.fail(f"X is a scalar (rank 0): it has no axis {ctx.attr('axes')[0]} to squeeze")
     axes = set(normalize_axes(ctx.attr("axes"), len(x.shape)))
     if not axes:
         if -1 in x.shape:

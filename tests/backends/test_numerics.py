@@ -198,3 +198,19 @@ def test_integers_divide_truly_in_float64_and_wrap_in_their_dtype(engine, dtype)
     wrap = lambda v: (v - int(info.min)) % (1 << info.bits) + int(info.min)  # noqa: E731
     np.testing.assert_array_equal(got_add, [wrap(p + q) for p, q in zip(a.tolist(), b.tolist())])
     np.testing.assert_array_equal(got_mul, [wrap(p * q) for p, q in zip(a.tolist(), b.tolist())])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("diagonal", [2 ** 63 - 1, -2 ** 63, 2 ** 40 + 3, -(2 ** 50)])
+def test_a_triangle_past_any_matrix_is_all_or_nothing(engine, diagonal):
+    """tril/triu with a diagonal beyond any matrix: the whole matrix or none of it (xla wrapped INT64_MAX into a
+    wrong mask, numpy raised OverflowError on INT64_MIN)."""
+    x = np.arange(12.0).reshape(3, 4) + 1.0
+
+    def build(v):
+        return [append(t, {"X": v}, {"diagonal": diagonal}) for t in ("tril", "triu")]
+
+    lower, upper = _run(engine, build, {"x": x})
+    keep_all = diagonal > 0
+    np.testing.assert_array_equal(lower, x if keep_all else np.zeros_like(x))
+    np.testing.assert_array_equal(upper, np.zeros_like(x) if keep_all else x)

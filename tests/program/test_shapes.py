@@ -93,3 +93,15 @@ def test_incompatible_inputs_name_block_op_vars_and_shapes(fn, specs, message):
         _build(fn, *specs)
     text = str(err.value)
     assert "block 0, op #0" in text and "in0: " in text and "created at test_shapes.py:" in text
+
+
+@pytest.mark.parametrize("build", [lambda x: layers.squeeze(x, [0]), lambda x: layers.slice(x, [0], [0], [1])],
+                         ids=["squeeze", "slice"])
+def test_a_scalar_has_no_axis_to_squeeze_or_slice(build):
+    """A scalar's axis 0 means "nothing" to a reduction, but squeeze and slice would read its size: an OpError
+    naming the op, not an IndexError from inside shape inference."""
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [], "float64")
+        with pytest.raises(OpError, match=r"X is a scalar \(rank 0\): it has no axis 0"):
+            build(x)

@@ -7,7 +7,7 @@ import numpy as np
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, rank_of
+from ...shared.attrs import op_axis, rank_of, triangle_diagonal
 from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 
 
@@ -155,12 +155,12 @@ def flatten(op):
 
 
 def tril(op):
-    k = op.attr("diagonal")
+    k = triangle_diagonal(op)
     return lambda x: np.tril(x, k)  # numpy masks the last two dims of any batch
 
 
 def triu(op):
-    k = op.attr("diagonal")
+    k = triangle_diagonal(op)
     return lambda x: np.triu(x, k)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, rank_of
+from ...shared.attrs import op_axis, rank_of, triangle_diagonal
 from ...shared.creation import like_dtype, random_draw
 from ...shared.manipulation import section_sizes, slice_index
 from ...shared.optimizer import adagrad_update, rmsprop_update
@@ -309,12 +309,12 @@ def _arg_extreme(pick):
 
 
 def tril(op):
-    k = op.attr("diagonal")
+    k = triangle_diagonal(op)
     return lambda x: torch.tril(x, k)
 
 
 def triu(op):
-    k = op.attr("diagonal")
+    k = triangle_diagonal(op)
     return lambda x: torch.triu(x, k)
 
 

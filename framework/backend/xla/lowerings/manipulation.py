@@ -12,7 +12,7 @@ import numpy as np
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, out_dtype, rank_of
+from ...shared.attrs import op_axis, out_dtype, rank_of, triangle_diagonal
 from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 from .indexing import in_range, take_rows
 
@@ -154,7 +154,7 @@ def _flatten(op, ctx):
 
 def _triangle(fn):
     """tril/triu: the last two dims of any batch masked at the op's ``diagonal``."""
-    return lambda op, ctx: (lambda x, k=op.attr("diagonal"): fn(x, k))
+    return lambda op, ctx: (lambda x, k=triangle_diagonal(op): fn(x, k))
 
 
 LOWERINGS = {
