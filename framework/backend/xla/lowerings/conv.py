@@ -60,37 +60,19 @@ def _reads_padding(op, size: int, kernel: int, out: int, dim: int) -> np.ndarray
     return (at < 0) | (at >= size)
 
 
-def _zeros_times(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
-    """Where the filter gradient's products with the zero padding, which XLA's convolution skips, are NaN, as the
-    convolution of the zero-padded input has them (0 * inf, 0 * NaN): ``bad`` [O, *out] marks the output
-    gradient's non-finite values. Returns [O, *kernel] bools, one spatial dim at a time: a tap reads padding when
-    it does along any dim."""
+def _meets_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, onto_kernel: bool):
+    """Where products with the zero padding, which XLA's convolution skips, are NaN, as the convolution of the
+    zero-padded input has them (0 * inf, 0 * NaN). ``bad`` marks non-finite values per output channel: the output
+    gradient's, [O, *out], giving [O, *kernel] filter taps (``onto_kernel``); or the filter's, [O, *kernel],
+    giving [O, *out] outputs. One spatial dim at a time: a window's tap reads padding when it does along any
+    dim, so each dim's ``any`` is carried through that dim's static (kernel offset, output position) pairs."""
     nan = None
     for d in range(len(kernel)):
         hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
         if not hits.any():
             continue
-        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, out_d]
-        spread = (along.astype(jnp.float32) @ jnp.asarray(hits.T, jnp.float32)) > 0  # [O, kernel_d]
-        shape = [1] * (1 + len(kernel))
-        shape[0], shape[1 + d] = spread.shape
-        spread = spread.reshape(shape)
-        nan = spread if nan is None else nan | spread
-    return nan
-
-
-def _taps_meet_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple):
-    """Where the convolution's products of a non-finite filter tap with the zero padding, which XLA's convolution
-    skips, are NaN, as the convolution of the zero-padded input has them: ``bad`` [O, *kernel] marks the filter's
-    non-finite taps (any input channel). Returns [O, *out] bools, one spatial dim at a time: a window's tap reads
-    padding when it does along any dim."""
-    nan = None
-    for d in range(len(kernel)):
-        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
-        if not hits.any():
-            continue
-        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, kernel_d]
-        spread = (along.astype(jnp.float32) @ jnp.asarray(hits, jnp.float32)) > 0  # [O, out_d]
+        along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, size of bad's dim d]
+        spread = (along.astype(jnp.float32) @ jnp.asarray(hits.T if onto_kernel else hits, jnp.float32)) > 0
         shape = [1] * (1 + len(kernel))
         shape[0], shape[1 + d] = spread.shape
         spread = spread.reshape(shape)
@@ -113,7 +95,7 @@ def _conv2d(op, ctx):
             return out
 
         bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
-        nan = _taps_meet_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:])
+        nan = _meets_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:], onto_kernel=False)
         return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
 
     return run
@@ -138,7 +120,7 @@ def _conv2d_filter_grad(op, ctx):
 
         def marked(grad):
             bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
-            nan = _zeros_times(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:])
+            nan = _meets_padding(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], onto_kernel=True)
             return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
 
         # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
