@@ -45,6 +45,18 @@ def _dtypes(*like_param: str) -> dict:
     return {"Param": FLOAT_DTYPES, **{slot: "Param" for slot in like_param}}
 
 
+def sgd(xp, param, grad, lr):
+    """Param - lr * Grad (the learning rate a one-element array)."""
+    return param - grad * lr.reshape(())
+
+
+def momentum(xp, param, grad, velocity, lr, *, mu, use_nesterov):
+    """(ParamOut, VelocityOut): v = mu * Velocity + Grad; Param - lr * v, or with Nesterov Param - lr * (Grad + mu v)."""
+    v = velocity * mu + grad
+    step = grad + v * mu if use_nesterov else v
+    return param - step * lr.reshape(()), v
+
+
 _ADAM_INPUTS = ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"]
 _ADAM_OUTPUTS = ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"]
 _ADAM_PAIRS = (("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
@@ -55,13 +67,13 @@ _ADAM_DTYPES = _dtypes("Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow",
 
 SCHEMAS = (
     schema("sgd", ["Param", "Grad", "LearningRate"], ["ParamOut"], _same_as_param(("Param", "ParamOut")),
-           doc="ParamOut = Param - LearningRate * Grad.", dtypes=_dtypes("Grad", "LearningRate")),
+           doc="ParamOut = Param - LearningRate * Grad.", dtypes=_dtypes("Grad", "LearningRate"), compute=sgd),
     schema("momentum", ["Param", "Grad", "Velocity", "LearningRate"], ["ParamOut", "VelocityOut"],
            _same_as_param(("Param", "ParamOut"), ("Velocity", "VelocityOut")),
            {"mu": Attr("float", 0.9), "use_nesterov": Attr("bool", False)},
            doc="VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut "
                "(Nesterov: Param - lr * (Grad + mu * VelocityOut)).",
-           dtypes=_dtypes("Grad", "Velocity", "LearningRate")),
+           dtypes=_dtypes("Grad", "Velocity", "LearningRate"), compute=momentum),
     schema("adam", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS), _ADAM_ATTRS,
            doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.", dtypes=_ADAM_DTYPES),
     schema("rmsprop", ["Param", "Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment"],
@@ -98,4 +110,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS"]
+__all__ = ["SCHEMAS", "momentum", "sgd"]

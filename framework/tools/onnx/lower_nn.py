@@ -12,7 +12,7 @@ from .context import Lowering
 from .graph import fill_value, onnx_dtype
 from .lower_math import log1p, reduce_node
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
 
 def _axis(ctx: Lowering, slot: str) -> int:
@@ -268,6 +268,10 @@ LOWERINGS = {
     "clip_by_global_norm": clip_by_global_norm,
 }
 """gradgen op type -> lowering."""
+
+OWN_EXPORTS = {"sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
+                      "xp does not trace", "momentum": "two outputs (the derived export takes one)"}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""
 
 
 def _dropout_limit(op) -> str | None:

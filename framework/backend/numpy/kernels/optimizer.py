@@ -8,22 +8,6 @@ import numpy as np
 from ...shared.optimizer import adagrad_update, rmsprop_update
 
 
-def sgd(op):
-    return lambda param, grad, lr: param - grad * lr.reshape(())
-
-
-def momentum(op):
-    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
-
-    def run(param, grad, velocity, lr):
-        lr = lr.reshape(())
-        v = velocity * mu + grad  # v = mu * velocity + grad
-        step = grad + v * mu if nesterov else v
-        return param - step * lr, v
-
-    return run
-
-
 def adam(op):
     """``adamw`` is this kernel with its ``coeff``: the parameter the step is taken from is
     ``param * (1 - lr coeff)`` (torch.optim.AdamW's order: shrink, then step)."""
@@ -81,6 +65,6 @@ def clip_by_global_norm(op):
     return run
 
 
-KERNELS = {"sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop_update,
+KERNELS = {"adam": adam, "adamw": adam, "lamb": lamb, "rmsprop": rmsprop_update,
            "adagrad": adagrad_update, "global_norm": global_norm,
            "clip_by_global_norm": clip_by_global_norm}

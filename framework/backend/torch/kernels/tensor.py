@@ -255,20 +255,6 @@ def one_hot(op):
 
 
 # -- optimizer updates ------------------------------------------------------------------------------------------
-def sgd(op):
-    return lambda param, grad, lr: param - grad * lr.reshape(())
-
-
-def momentum(op):
-    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
-
-    def run(param, grad, velocity, lr):
-        lr = lr.reshape(())
-        v = velocity * mu + grad
-        step = grad + v * mu if nesterov else v
-        return param - step * lr, v
-
-    return run
 
 
 def adam(op):
@@ -366,7 +352,7 @@ KERNELS = {
     "concat": concat, "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
-    "sgd": sgd, "momentum": momentum, "adam": adam, "adamw": adam,
+    "adam": adam, "adamw": adam,
     "rmsprop": lambda op: rmsprop_update(op, torch), "adagrad": lambda op: adagrad_update(op, torch),
     "where": where, "argmax": _arg_extreme(torch.argmax), "argmin": _arg_extreme(torch.argmin), "tril": tril,
     "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,

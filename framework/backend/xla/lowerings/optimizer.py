@@ -22,21 +22,6 @@ def _cast_to_declared(op, fn):
     return lambda *xs: tuple(v.astype(d) for v, d in zip(fn(*xs), dtypes))
 
 
-def _sgd(op, ctx):
-    return lambda param, grad, lr: (param - grad * lr.reshape(())).astype(param.dtype)
-
-
-def _momentum(op, ctx):
-    mu, nesterov = op.attr("mu"), op.attr("use_nesterov")
-
-    def run(param, grad, velocity, lr):
-        v = velocity * mu + grad
-        step = grad + v * mu if nesterov else v
-        return param - step * lr.reshape(()), v
-
-    return _cast_to_declared(op, run)
-
-
 def _adam(op, ctx):
     """Adam, and AdamW with its ``coeff``: the step is taken from ``param * (1 - lr coeff)``."""
     b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
@@ -104,6 +89,6 @@ def _clip_by_global_norm(op, ctx):
 
 
 LOWERINGS = {
-    "sgd": _sgd, "momentum": _momentum, "adam": _adam, "adamw": _adam, "lamb": _lamb, "rmsprop": _rmsprop,
+    "adam": _adam, "adamw": _adam, "lamb": _lamb, "rmsprop": _rmsprop,
     "adagrad": _adagrad, "global_norm": _global_norm, "clip_by_global_norm": _clip_by_global_norm,
 }
