@@ -110,3 +110,25 @@ def test_gradients_whose_shared_input_changes_between_them_run_apart():
     plain, plain_fetch, _, _, _ = _conv_with_both_gradients()
     unscaled = run_on("numpy", plain, feed, plain_fetch, w)
     np.testing.assert_allclose(want[2], 3.0 * unscaled[2], rtol=1e-12)  # the rewrite is seen: the test can fail
+
+
+@pytest.mark.parametrize("size,stride,padding,dilation,ceil", [
+    (2, 2, 0, 1, False), (3, 1, 1, 1, False), (3, 2, 1, 2, False), (2, 2, [0, 1, 1, 0], 1, False),
+    (3, 2, 0, 1, True), (2, 1, 0, 1, False)])
+def test_max_pooling_gradient_on_aten_equals_numpys_with_ties(size, stride, padding, dilation, ceil):
+    """ATen's max pooling gradient where it applies (even padding, no ceil mode) and the masks where not: the
+    same first maximum of each window on ties."""
+    need_torch()
+    from gradgen.framework import gradients
+    from gradgen.program import Program, layers, program_guard
+    x_value = np.round(np.random.default_rng(8).standard_normal((2, 3, 7, 7)))  # few values: ties everywhere
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3, 7, 7], "float32")
+        out = layers.pool2d(x, size, "max", stride=stride, padding=padding, ceil_mode=ceil, dilation=dilation)
+        g = layers.data("g", list(out.shape), "float32")
+        (x_grad,) = gradients([layers.reduce_sum(out * g)], [x])
+    feed = {"x": x_value.astype("float32"),
+            "g": np.random.default_rng(9).standard_normal(out.shape).astype("float32")}
+    want = run_on("numpy", main, feed, [out, x_grad])
+    assert_same(want, run_on("torch", main, feed, [out, x_grad]), ["out", "x@GRAD"], "pool")
