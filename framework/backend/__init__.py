@@ -29,8 +29,8 @@ DEFAULT_BACKEND = "numpy"
 (``default_backend``), and what ``auto`` compares the compiled one with."""
 
 AUTO = "auto"
-"""Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backend on each program's
-first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
+"""Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backends on each program's
+first runs and runs the rest on the fastest (``runtime/auto_run.py``)."""
 
 BACKENDS: dict[str, tuple[str | None, str]] = {
     "numpy": (None, "the reference interpreter: numpy kernels run one op at a time, in block order; always installed"),
@@ -39,9 +39,10 @@ BACKENDS: dict[str, tuple[str | None, str]] = {
 }
 """name -> (the package it needs, or None; what it is)."""
 
-NOT_BY_DEFAULT = ("torch",)
-"""Engines ``Executor()`` never picks by itself (only when named): the torch engine is new and not yet weighed by
-``auto``'s trial against the others."""
+NOT_BY_DEFAULT: tuple[str, ...] = ()
+"""Engines ``Executor()`` never picks by itself (only when named). Empty: ``auto`` weighs every installed engine
+(the torch engine since it ran ResNet blocks fastest; a program it cannot run, control flow among them, leaves it
+out of that program's trial)."""
 
 _MODULES = {"numpy": ".numpy", "xla": ".xla", "torch": ".torch"}
 

@@ -40,7 +40,8 @@ from .rank_runs import has_collectives
 from .scope import Scope
 
 __all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_FUSED_CHAIN", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
-           "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "longest_fused_chain", "separated"]
+           "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS", "WHOLE_BLOCK", "AutoRunner", "LazyRunner", "Trial",
+           "longest_fused_chain", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -65,6 +66,10 @@ TRIAL_SECONDS = 2.0
 MAX_COMPILED_OPS = 2500
 """Ops (all blocks) above which a program is not compiled (design_docs/backends.md, "Compile time")."""
 
+WHOLE_BLOCK = ("xla",)
+"""The compiled backends that compile a whole block into one computation: the op and chain limits below are
+theirs (the torch engine runs op by op: its "compile" is its plan of steps)."""
+
 MAX_FUSED_CHAIN = 500
 """The longest chain of elementwise ops (each reading the last) that is compiled. XLA fuses such a chain into
 one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length: a chain of 500 (tanh,
@@ -82,75 +87,109 @@ def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
 
 class Trial:
     """Where the runs of one program version, names and feed shapes go: the next backend, the times so far, the
-    choice."""
+    choice. ``candidates`` are the compiled backends in the trial beside numpy (``background[name]``: whether its
+    step is prepared in a background thread, else its first run prepares it, untimed); a candidate whose compile
+    fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen."""
 
-    def __init__(self, compiled_name: str | None, stays_because: str | None = None, background: bool = False):
-        self.compiled_name = compiled_name
+    def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
+                 background: Mapping[str, bool] | bool = False):
+        self.candidates = [] if stays_because else list(candidates)
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
         self.numpy_left = NUMPY_FIRST
         self.numpy_seconds = 0.0
-        """Run time spent on numpy before the trial: the compile starts only after ``NUMPY_SECONDS_FIRST``."""
-        self.compile: str = "due" if background else "inline"
-        """How the compiled backend gets its step: "due" (a background compile is to start), "running", "ready",
-        or "inline" (its first run compiles, untimed)."""
-        self.warm_left = COMPILED_WARM + (1 if not background else 0)
-        self.seconds: dict[str, list[float]] = {"numpy": [], compiled_name: []} if compiled_name else {"numpy": []}
+        """Run time spent on numpy before the trial: the compiles start only after ``NUMPY_SECONDS_FIRST``."""
+        ahead = background if isinstance(background, Mapping) else {name: background for name in self.candidates}
+        self.compile: dict[str, str] = {name: "due" if ahead[name] else "inline" for name in self.candidates}
+        """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready", or
+        "inline" (its first run compiles, untimed)."""
+        self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
+        self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
+        self.dropped: dict[str, str] = {}
+        """candidate -> why it left the trial."""
         self._spent = 0.0
+        self._lock = threading.Lock()
+        """Background compiles report while the runs go on."""
         self.told = False
         """Whether the executor has heard of the choice (a background compile may make it between runs)."""
 
-    def next_backend(self) -> str:
-        """The backend the next run goes to."""
-        if self.chosen is not None:
-            return self.chosen
-        if self.numpy_left or self.compile in ("due", "running"):
-            return "numpy"
-        if self.warm_left:
-            return self.compiled_name
-        numpy_runs, compiled_runs = len(self.seconds["numpy"]), len(self.seconds[self.compiled_name])
-        return self.compiled_name if compiled_runs <= numpy_runs else "numpy"
+    def compiling(self) -> bool:
+        """Whether a candidate's background compile is yet to start or still running."""
+        return any(state in ("due", "running") for state in self.compile.values())
 
-    def compiled(self, why_not: str | None) -> None:
-        """The background compile finished: ready, or ``why_not`` (the program then stays on numpy)."""
-        if why_not is None:
-            self.compile = "ready"
-        else:
-            self.chosen, self.reason = "numpy", why_not
+    def next_backend(self) -> str:
+        """The backend the next run goes to: numpy first and while any compile runs, then each candidate's
+        untimed warm runs, then the backend with the fewest timed runs (a candidate before numpy on a tie)."""
+        with self._lock:
+            if self.chosen is not None:
+                return self.chosen
+            if self.numpy_left or self.compiling():
+                return "numpy"
+            warming = next((name for name in self.candidates if self.warm_left[name]), None)
+            if warming is not None:
+                return warming
+            return min([*self.candidates, "numpy"], key=lambda name: len(self.seconds[name]))
+
+    def drop(self, name: str, why: str) -> None:
+        """Candidate ``name`` leaves the trial (``why``); numpy is chosen when none is left."""
+        with self._lock:
+            self._drop(name, why)
+
+    def _drop(self, name: str, why: str) -> None:
+        if name not in self.candidates:
+            return
+        self.candidates.remove(name)
+        for table in (self.compile, self.warm_left, self.seconds):
+            table.pop(name, None)
+        self.dropped[name] = why
+        if not self.candidates and self.chosen is None:
+            self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
+
+    def compiled(self, name: str, why_not: str | None) -> None:
+        """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""
+        with self._lock:
+            if why_not is None:
+                if name in self.compile:
+                    self.compile[name] = "ready"
+            else:
+                self._drop(name, why_not)
 
     def ran(self, backend: str, seconds: float) -> None:
         """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
-        if self.chosen is not None:
-            return
-        if self.numpy_left:
-            self.numpy_seconds += seconds
-            if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
-                self.numpy_left -= 1
-            return
-        if self.compile in ("due", "running"):
-            return  # numpy while the compile runs beside it: slowed by it, not timed
-        if self.warm_left:
-            if backend == self.compiled_name:
-                self.warm_left -= 1
-            return
-        self.seconds[backend].append(seconds)
-        self._spent += seconds
-        self._decide()
+        with self._lock:
+            if self.chosen is not None:
+                return
+            if self.numpy_left:
+                self.numpy_seconds += seconds
+                if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
+                    self.numpy_left -= 1
+                return
+            if self.compiling():
+                return  # numpy while a compile runs beside it: slowed by it, not timed
+            if any(self.warm_left.values()):
+                if self.warm_left.get(backend):
+                    self.warm_left[backend] -= 1
+                return
+            self.seconds[backend].append(seconds)
+            self._spent += seconds
+            self._decide()
 
     def _decide(self) -> None:
-        numpy_times, compiled_times = self.seconds["numpy"], self.seconds[self.compiled_name]
-        rounds = min(len(numpy_times), len(compiled_times))
-        if rounds < MIN_ROUNDS or len(numpy_times) != len(compiled_times):
+        names = ["numpy", *self.candidates]
+        counts = {len(self.seconds[name]) for name in names}
+        rounds = min(counts)
+        if rounds < MIN_ROUNDS or len(counts) != 1:
             return
-        medians = {name: statistics.median(times) for name, times in self.seconds.items()}
-        fast, slow = sorted(medians, key=lambda name: (medians[name], name != "numpy"))
-        clear = separated(self.seconds[fast], self.seconds[slow])
+        medians = {name: statistics.median(self.seconds[name]) for name in names}
+        fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
+        clear = all(separated(self.seconds[fast], self.seconds[other]) for other in others)
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
         self.chosen = fast
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
-        self.reason = f"median run over {rounds} runs each ({how}): {shown}"
+        left = "".join(f"; {why}" for why in self.dropped.values())
+        self.reason = f"median run over {rounds} runs each ({how}): {shown}{left}"
 
 
 def _op_count(program) -> int:
@@ -206,18 +245,19 @@ class LazyRunner:
 
 
 class AutoRunner:
-    """One executor's runs with ``backend="auto"``: the numpy runner, the compiled one (None when no compiled
-    backend is installed), and a Trial per program version, names and feed shapes. ``chose(program, backend,
-    reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the executor's
-    settings keep every run on numpy, or None."""
+    """One executor's runs with ``backend="auto"``: the numpy runner, the compiled ones (a runner, a list of them,
+    or None when none is installed), and a Trial per program version, names and feed shapes. ``chose(program,
+    backend, reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the
+    executor's settings keep every run on numpy, or None."""
 
-    def __init__(self, numpy_runner, compiled_runner, chose: Callable[[Any, str, str], None],
+    def __init__(self, numpy_runner, compiled_runners, chose: Callable[[Any, str, str], None],
                  clock: Callable[[], float] = time.perf_counter, numpy_only: Callable[[], str | None] = lambda: None):
-        self.runners = {"numpy": numpy_runner}
-        self.compiled_name = None
-        if compiled_runner is not None:
-            self.compiled_name = compiled_runner.name
-            self.runners[self.compiled_name] = compiled_runner
+        if compiled_runners is None:
+            compiled_runners = []
+        elif not isinstance(compiled_runners, (list, tuple)):
+            compiled_runners = [compiled_runners]
+        self.runners = {"numpy": numpy_runner, **{found.name: found for found in compiled_runners}}
+        self.compiled_names = [found.name for found in compiled_runners]
         self._chose, self._clock, self._numpy_only = chose, clock, numpy_only
         self._trials = PerVersion()
 
@@ -228,8 +268,10 @@ class AutoRunner:
         key = (tuple(sorted(feed)), tuple(fetch_names), _feed_shapes(feed))
         found = per_program.get(key)
         if found is None:
-            background = hasattr(self.runners.get(self.compiled_name), "prepare")
-            found = Trial(self.compiled_name, self._stays_on_numpy(program), background)
+            background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
+            found = Trial(self.compiled_names, self._stays_on_numpy(program), background)
+            for name, why in self._left_out(program, background).items():
+                found.drop(name, why)
             per_program[key] = found
             self._tell(program, found)
         return found
@@ -241,52 +283,71 @@ class AutoRunner:
             self._chose(program, trial.chosen, trial.reason)
 
     def _stays_on_numpy(self, program) -> str | None:
-        """Why ``program`` runs on numpy without a trial, or None."""
-        if self.compiled_name is None:
+        """Why ``program`` runs on numpy without a trial, whatever the compiled backends, or None."""
+        if not self.compiled_names:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
         pinned = self._numpy_only()
         if pinned:
             return pinned
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
-        ops = _op_count(program)
-        if ops > MAX_COMPILED_OPS:
-            return (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the compile's time and "
-                    f"memory grow faster than the program)")
-        chain = longest_fused_chain(program.global_block())
-        if chain > MAX_FUSED_CHAIN:
-            return (f"a chain of {chain} elementwise ops: chains of more than {MAX_FUSED_CHAIN} are not compiled "
-                    f"(XLA fuses them into one loop whose compile time grows faster than its length)")
-        if not hasattr(self.runners[self.compiled_name], "prepare"):  # else asked in the background (a jax import)
-            return self._cannot_run(program)
         return None
 
-    def _cannot_run(self, program) -> str | None:
-        problems = self.runners[self.compiled_name].problems(program.global_block())
-        return f"{self.compiled_name} cannot run it: " + "; ".join(problems) if problems else None
+    def _left_out(self, program, background: Mapping[str, bool]) -> dict[str, str]:
+        """The compiled backends that sit this program's trial out, and why: a whole-block compiler
+        (``WHOLE_BLOCK``) for a program too large or with too long an elementwise chain; a backend that runs in
+        its first run (no background ``prepare``) and cannot run the program (asked now: a backend with
+        ``prepare`` is asked in the background, where its import costs no run)."""
+        out: dict[str, str] = {}
+        ops, chain = None, None
+        for name in self.compiled_names:
+            if name in WHOLE_BLOCK:
+                ops = _op_count(program) if ops is None else ops
+                if ops > MAX_COMPILED_OPS:
+                    out[name] = (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the "
+                                 f"compile's time and memory grow faster than the program)")
+                    continue
+                chain = longest_fused_chain(program.global_block()) if chain is None else chain
+                if chain > MAX_FUSED_CHAIN:
+                    out[name] = (f"a chain of {chain} elementwise ops: chains of more than {MAX_FUSED_CHAIN} are "
+                                 f"not compiled (XLA fuses them into one loop whose compile time grows faster than "
+                                 f"its length)")
+                    continue
+            if not background[name]:
+                why = self._cannot_run(name, program)
+                if why:
+                    out[name] = why
+        return out
 
-    def _start_compile(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
-                       scope: Scope) -> None:
-        """Compile the step for this trial in a background thread; the trial hears when it is done."""
-        trial.compile = "running"
-        compiled = self.runners[self.compiled_name]
-        feed = dict(feed)
-        fetch_names = list(fetch_names)
+    def _cannot_run(self, name: str, program) -> str | None:
+        problems = self.runners[name].problems(program.global_block())
+        return f"{name} cannot run it: " + "; ".join(problems) if problems else None
+
+    def _start_compiles(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
+                        scope: Scope) -> None:
+        """Compile the step of each candidate whose compile is due, each in a background thread; the trial hears
+        when each is done."""
+        for name in [name for name, state in trial.compile.items() if state == "due"]:
+            trial.compile[name] = "running"
+            self._start_compile(trial, name, program, dict(feed), list(fetch_names), scope)
+
+    def _start_compile(self, trial: Trial, name: str, program, feed: dict, fetch_names: list, scope: Scope) -> None:
+        compiled = self.runners[name]
 
         def work() -> None:
             try:
-                why_not = self._cannot_run(program)
+                why_not = self._cannot_run(name, program)
                 if why_not is None:
                     compiled.prepare(program, feed, fetch_names, scope)
-            except Exception as e:  # noqa: BLE001 - any failure leaves the program on numpy, with the reason
+            except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
-                why_not = f"{self.compiled_name} could not compile it: {type(e).__name__}: {message}"
-            trial.compiled(why_not)
+                why_not = f"{name} could not compile it: {type(e).__name__}: {message}"
+            trial.compiled(name, why_not)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Programs whose compile could take long
         # are not compiled (MAX_COMPILED_OPS).
-        threading.Thread(target=work, name="gradgen-auto-compile", daemon=False).start()
+        threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False).start()
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
@@ -296,8 +357,8 @@ class AutoRunner:
         if trial.chosen is not None:
             self._tell(program, trial)  # (a background compile may have failed since the last run)
             return self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
-        if trial.compile == "due" and not trial.numpy_left:
-            self._start_compile(trial, program, feed, fetch_names, scope)
+        if not trial.numpy_left and "due" in trial.compile.values():
+            self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
         trial.ran(backend, self._clock() - start)

@@ -234,12 +234,16 @@ def test_threads_are_set_for_the_run_and_put_back(monkeypatch):
     assert seen == [1] and torch.get_num_threads() == before
 
 
-def test_executor_never_picks_the_torch_engine_by_itself(monkeypatch):
+def test_executor_weighs_the_torch_engine_by_itself(monkeypatch):
+    """With torch installed, Executor() is auto, whose trial includes the torch engine (tests/backends/
+    test_auto_three.py); a GPU place still goes to xla."""
     from gradgen.framework import backend
-    from gradgen.framework.runtime.place import CPUPlace
+    from gradgen.framework.runtime.place import CPUPlace, CUDAPlace
     monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "backends", lambda: ["numpy", "torch"])
-    assert backend.default_backend(CPUPlace()) == "numpy"
+    assert backend.NOT_BY_DEFAULT == () and backend.default_backend(CPUPlace()) == "auto"
+    monkeypatch.setattr(backend, "backends", lambda: ["numpy", "xla", "torch"])
+    assert backend.default_backend(CUDAPlace(0)) == "xla"
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy's 0 * inf, meant

@@ -112,6 +112,12 @@ class TorchRunner:
             built(time.perf_counter() - start)
         return entry
 
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
+        """Build the steps of runs with these names before the first (``backend="auto"`` does it in a background
+        thread, so that neither torch's import nor a refusal costs a run); an ExecutionError where the engine
+        cannot run the program."""
+        self.entry_for(program, list(feed), list(fetch_names), lambda seconds: None)
+
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, the caller's own); the scope gets the changed persistables only if
