@@ -132,3 +132,38 @@ def test_max_pooling_gradient_on_aten_equals_numpys_with_ties(size, stride, padd
             "g": np.random.default_rng(9).standard_normal(out.shape).astype("float32")}
     want = run_on("numpy", main, feed, [out, x_grad])
     assert_same(want, run_on("torch", main, feed, [out, x_grad]), ["out", "x@GRAD"], "pool")
+
+
+def test_batch_statistics_kept_for_the_gradient_die_with_their_tensor_and_match_a_recomputation():
+    need_torch()
+    import gc
+
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import saved_stats
+    from gradgen.program import Program
+    main = Program()
+    block = main.global_block()
+    for name, shape in (("x", [6, 3, 2, 2]), ("s", [3]), ("b", [3]), ("m", [3]), ("v", [3]), ("dy", [6, 3, 2, 2])):
+        block.create_var(name, shape, "float64")
+    for name in ("y", "mo", "vo", "dx", "ds", "db"):
+        block.create_var(name, [6, 3, 2, 2] if name in ("y", "dx") else [3], "float64")
+    forward = block.append_op("batch_norm", {"X": ["x"], "Scale": ["s"], "Bias": ["b"], "Mean": ["m"],
+                                             "Variance": ["v"]}, {"Y": ["y"], "MeanOut": ["mo"], "VarianceOut": ["vo"]})
+    backward = block.append_op("batch_norm_grad", {"X": ["x"], "Scale": ["s"], "Y@GRAD": ["dy"]},
+                               {"X@GRAD": ["dx"], "Scale@GRAD": ["ds"], "Bias@GRAD": ["db"]})
+    from gradgen.framework.backend.torch.kernels import KERNELS
+    gen = torch.Generator().manual_seed(0)
+    x, dy = torch.randn(6, 3, 2, 2, generator=gen, dtype=torch.float64), torch.randn(6, 3, 2, 2, dtype=torch.float64)
+    stats = [torch.randn(3, dtype=torch.float64) for _ in range(3)] + [torch.ones(3, dtype=torch.float64)]
+    recomputed = KERNELS["batch_norm_grad"](backward)(x, stats[0], dy)
+    KERNELS["batch_norm"](forward)(x, *stats)
+    assert saved_stats.kept(x, 1e-5) is not None and saved_stats.kept(x.clone(), 1e-5) is None
+    assert saved_stats.kept(x, 1e-3) is None  # another epsilon: not these statistics
+    from_kept = KERNELS["batch_norm_grad"](backward)(x, stats[0], dy)
+    for a, b in zip(recomputed, from_kept):
+        assert torch.equal(a, b)  # bit for bit
+    held = len(saved_stats._KEPT)
+    del x
+    gc.collect()
+    assert len(saved_stats._KEPT) == held - 1
