@@ -1,32 +1,35 @@
-"""``Executor(backend="auto")``: each program runs on the numpy backend while the compiled one compiles it, then on
-both in turn until one is clearly faster, then on that one; the profile says which and why.
+"""``Executor(backend="auto")``: each program runs on the numpy backend while the compiled ones (the candidates:
+xla, torch) prepare it, then on each in turn until one is clearly the fastest, then on that one; the profile
+says which and why.
 
 Why measure instead of a rule: which engine wins depends on the program and the machine. On the anchors'
 workloads (design_docs/backends.md, "Choosing a backend") XLA runs a tanh RNN's step 3x faster than the numpy
-backend and the seed MLP's 2x slower; ResNet blocks are faster on numpy, LeNet and a transformer block on XLA.
+backend and the seed MLP's 2x slower; ResNet blocks are fastest on the torch engine (oneDNN's convolutions).
 
 The trial, per program version, feed and fetch names, and feed shapes (a ``Trial``; a changed batch size is a
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
-   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than
-   ``MAX_FUSED_CHAIN`` elementwise ops, stay there (XLA's compile time grows faster than the program: a
-   4,000-op chain did not compile in 290 s).
-2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
-   stay on numpy until it is ready: no run waits on a compile. A compile that fails leaves the program on numpy
-   and says why. (A runner without ``prepare`` compiles in its first run.)
-3. ``COMPILED_WARM`` runs on the compiled backend, not timed (the first run after a compile still runs slower
-   than the rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
-4. Rounds of one run on each, alternating, timed from the call to the fetched arrays, until the two sets of
-   times separate (the faster's upper quartile below the slower's lower quartile) after at least
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. Programs
+   of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than ``MAX_FUSED_CHAIN`` elementwise ops, leave
+   the whole-block compilers (``WHOLE_BLOCK``: xla) out of their trial (XLA's compile time grows faster than the
+   program: a 4,000-op chain did not compile in 290 s).
+2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
+   imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
+   compile. A candidate whose compile fails, or that cannot run the program, leaves the trial and the choice
+   says why. (A runner without ``prepare`` compiles in its first run.)
+3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
+   rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
+4. Rounds of one run on each, in turn, timed from the call to the fetched arrays, until the fastest's times
+   separate from every other's (its upper quartile below each other's lower quartile) after at least
    ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the
-   smaller median runs every later run. A run that fails counts for neither and is run again in the trial.
+   smallest median runs every later run. A run that fails counts for none and is run again in the trial.
 
-Both backends compute the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds
-either's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the
-speed. What stays on the numpy backend without a trial: programs with collective ops (every rank must run the
-same engine, and their timings differ), programs the compiled backend cannot run (the reason is given), large
-programs and long elementwise chains (above), and every program when no compiled backend is installed.
+Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
+one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
+What stays on the numpy backend without a trial: programs with collective ops (every rank must run the same
+engine, and their timings differ), programs no candidate can run (the reasons are given), and every program when
+no compiled backend is installed.
 """
 from __future__ import annotations
 
