@@ -116,6 +116,14 @@ class Trial:
         self.told = False
         """Whether the executor has heard of the choice (a background compile may make it between runs)."""
 
+    def start_due(self) -> list[str]:
+        """The candidates whose background compile is due, now marked running (the caller starts them)."""
+        with self._lock:
+            due = [name for name, state in self.compile.items() if state == "due"]
+            for name in due:
+                self.compile[name] = "running"
+            return due
+
     def compiling(self) -> bool:
         """Whether a candidate's background compile is yet to start or still running."""
         return any(state in ("due", "running") for state in self.compile.values())
@@ -330,8 +338,7 @@ class AutoRunner:
                         scope: Scope) -> None:
         """Compile the step of each candidate whose compile is due, each in a background thread; the trial hears
         when each is done."""
-        for name in [name for name, state in trial.compile.items() if state == "due"]:
-            trial.compile[name] = "running"
+        for name in trial.start_due():
             self._start_compile(trial, name, program, dict(feed), list(fetch_names), scope)
 
     def _start_compile(self, trial: Trial, name: str, program, feed: dict, fetch_names: list, scope: Scope) -> None:
@@ -360,7 +367,7 @@ class AutoRunner:
         if trial.chosen is not None:
             self._tell(program, trial)  # (a background compile may have failed since the last run)
             return self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
-        if not trial.numpy_left and "due" in trial.compile.values():
+        if not trial.numpy_left:
             self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
