@@ -140,7 +140,7 @@ def test_batch_statistics_kept_for_the_gradient_die_with_their_tensor_and_match_
 
     import torch
 
-    from gradgen.framework.backend.torch.kernels import saved_stats
+    from gradgen.framework.backend.torch.kernels import kept
     from gradgen.program import Program
     main = Program()
     block = main.global_block()
@@ -158,12 +158,39 @@ def test_batch_statistics_kept_for_the_gradient_die_with_their_tensor_and_match_
     stats = [torch.randn(3, dtype=torch.float64) for _ in range(3)] + [torch.ones(3, dtype=torch.float64)]
     recomputed = KERNELS["batch_norm_grad"](backward)(x, stats[0], dy)
     KERNELS["batch_norm"](forward)(x, *stats)
-    assert saved_stats.kept(x, 1e-5) is not None and saved_stats.kept(x.clone(), 1e-5) is None
-    assert saved_stats.kept(x, 1e-3) is None  # another epsilon: not these statistics
+    assert kept.kept(x, ("batch_norm", 1e-5)) is not None and kept.kept(x.clone(), ("batch_norm", 1e-5)) is None
+    assert kept.kept(x, ("batch_norm", 1e-3)) is None  # another epsilon: not these statistics
     from_kept = KERNELS["batch_norm_grad"](backward)(x, stats[0], dy)
     for a, b in zip(recomputed, from_kept):
         assert torch.equal(a, b)  # bit for bit
-    held = len(saved_stats._KEPT)
+    held = len(kept._KEPT)
     del x
     gc.collect()
-    assert len(saved_stats._KEPT) == held - 1
+    assert len(kept._KEPT) == held - 1
+
+
+def test_max_pooling_keeps_its_indices_only_for_a_gradient_the_block_computes():
+    need_torch()
+    import torch
+
+    from gradgen.framework import gradients
+    from gradgen.framework.backend.torch.kernels import KERNELS, kept
+    from gradgen.program import Program, layers, program_guard
+    for with_gradient in (True, False):
+        main = Program()
+        with program_guard(main, Program()):
+            x = layers.data("x", [2, 3, 6, 6], "float32")
+            out = layers.pool2d(x, 2, "max")
+            if with_gradient:
+                gradients([layers.reduce_sum(out)], [x])
+        pool = next(op for op in main.global_block().ops if op.type == "pool2d")
+        value = torch.randn(2, 3, 6, 6)
+        got = KERNELS["pool2d"](pool)(value)
+        key = ("max_pool", ((2, 2), (2, 2), (0, 0), (1, 1)))
+        assert (kept.kept(value, key) is not None) == with_gradient
+        if with_gradient:
+            grad = next(op for op in main.global_block().ops if op.type == "pool2d_grad")
+            gout = torch.randn(2, 3, 3, 3)
+            from_kept = KERNELS["pool2d_grad"](grad)(value, gout)
+            assert torch.equal(from_kept, KERNELS["pool2d_grad"](grad)(value.clone(), gout))  # recomputed: the same
+            assert torch.equal(got, torch.nn.functional.max_pool2d(value, 2))

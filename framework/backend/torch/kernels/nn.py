@@ -12,7 +12,7 @@ from gradgen.program.ops.network import running_variance_factor
 from ...shared.attrs import op_axis
 from ...shared.nn import check_label_shape
 from ...shared.reduction import axes_of
-from . import saved_stats
+from . import kept
 from .finite import all_finite
 
 __all__ = ["KERNELS"]
@@ -120,7 +120,7 @@ def _normalized(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: f
     the unbiased variance, rescaled here."""
     mean, unbiased = torch.zeros(x.shape[1], dtype=x.dtype), torch.zeros(x.shape[1], dtype=x.dtype)
     y, saved_mean, rstd = _aten.native_batch_norm(x, scale, bias, mean, unbiased, True, 1.0, eps)
-    saved_stats.keep(x, eps, saved_mean, rstd)
+    kept.keep(x, ("batch_norm", eps), (saved_mean, rstd))
     count = x.numel() // x.shape[1]
     return y, mean, unbiased * ((count - 1) / count)
 
@@ -166,7 +166,7 @@ def batch_norm(op):
 
 def batch_norm_grad(op):
     """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel kept
-    for this tensor (``saved_stats``), else recomputed by ``native_batch_norm``; on ResNet's [32, 64, 32, 32] float32, two threads, 2.4 ms against 5 for the
+    for this tensor (``kept``), else recomputed by ``native_batch_norm``; on ResNet's [32, 64, 32, 32] float32, two threads, 2.4 ms against 5 for the
     formulas below); float16 and an empty batch take the formulas."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
 
@@ -203,7 +203,7 @@ def batch_norm_grad(op):
             mean, var = rest[0], rest[1]
             return tuple(_aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps,
                                                           [True, True, True]))
-        stats = saved_stats.kept(x, eps)
+        stats = kept.kept(x, ("batch_norm", eps))
         _, mean, rstd = (None, *stats) if stats else _aten.native_batch_norm(x, None, None, None, None, True, 0.0, eps)
         return tuple(_aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps,
                                                       [True, True, True]))
