@@ -78,8 +78,12 @@ def _wrong_type(value, declared) -> str | None:
     dtype, rank, fixed = declared
     if not isinstance(value, torch.Tensor):
         return f"a {type(value).__name__}, not a tensor"
-    if value.dtype != dtype or value.ndim != rank or any(value.shape[a] != d for a, d in fixed):
-        return f"{value.dtype}{list(value.shape)}"
+    shape = value.shape
+    if value.dtype != dtype or len(shape) != rank:
+        return f"{value.dtype}{list(shape)}"
+    for axis, size in fixed:  # a plain loop: a generator per output (70 a LeNet step) showed in its profile
+        if shape[axis] != size:
+            return f"{value.dtype}{list(shape)}"
     return None
 
 
