@@ -9,12 +9,11 @@ The trial, per program version, feed and fetch names, and feed shapes (a ``Trial
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
-   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. Programs of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than
-   ``MAX_FUSED_CHAIN`` elementwise ops, stay there (XLA's compile time grows faster than the program: a
-   4,000-op chain did not compile in 290 s).
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled.
 2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
-   stay on numpy until it is ready: no run waits on a compile. A compile that fails leaves the program on numpy
-   and says why. (A runner without ``prepare`` compiles in its first run.)
+   stay on numpy until it is ready: no run waits on a compile. A compile that fails, or one the compiled backend
+   declines because it might not finish (its runner's ``declines``: xla compiles a long block in pieces, but a
+   long block with control flow compiles whole), leaves the program on numpy and says why. (A runner without ``prepare`` compiles in its first run.)
 3. ``COMPILED_WARM`` runs on the compiled backend, not timed (the first run after a compile still runs slower
    than the rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
 4. Rounds of one run on each, alternating, timed from the call to the fetched arrays, until the two sets of
@@ -25,8 +24,8 @@ new trial, so each shape runs on its own winner):
 Both backends compute the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds
 either's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the
 speed. What stays on the numpy backend without a trial: programs with collective ops (every rank must run the
-same engine, and their timings differ), programs the compiled backend cannot run (the reason is given), large
-programs and long elementwise chains (above), and every program when no compiled backend is installed.
+same engine, and their timings differ), programs the compiled backend cannot run or declines (the reason is
+given), and every program when no compiled backend is installed.
 """
 from __future__ import annotations
 
@@ -39,8 +38,8 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_FUSED_CHAIN", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
-           "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "longest_fused_chain", "separated"]
+__all__ = ["COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS",
+           "AutoRunner", "LazyRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -61,17 +60,6 @@ MAX_ROUNDS = 15
 
 TRIAL_SECONDS = 2.0
 """Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
-
-MAX_COMPILED_OPS = 2500
-"""Ops (all blocks) above which a program is not compiled (design_docs/backends.md, "Compile time")."""
-
-MAX_FUSED_CHAIN = 500
-"""The longest chain of elementwise ops (each reading the last) that is compiled. XLA fuses such a chain into
-one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length: a chain of 500 (tanh,
-scale) pairs whose result two products read compiled in 0.35 s at 300 pairs and not in 100 s at 500, in plain
-JAX as in gradgen (measured; ``xla_backend_optimization_level=0`` compiles it in 0.6 s but runs it 3-4x
-slower). A compile cannot be stopped once started, so the trial does not start one it may not finish."""
-
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
     """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
@@ -153,29 +141,6 @@ class Trial:
         self.reason = f"median run over {rounds} runs each ({how}): {shown}"
 
 
-def _op_count(program) -> int:
-    return sum(len(block.ops) for block in program.blocks)
-
-
-def _elementwise_types() -> frozenset:
-    from gradgen.program.ops import activation, elementwise
-
-    return frozenset(activation.COMPUTE) | frozenset(elementwise.COMPUTE)
-
-
-def longest_fused_chain(block) -> int:
-    """The most elementwise ops one after another in ``block`` (each reading an output of the one before)."""
-    fusible, depth, longest = _elementwise_types(), {}, 0
-    for op in block.ops:
-        if op.type not in fusible:
-            continue
-        here = 1 + max((depth.get(name, 0) for name in op.input_arg_names), default=0)
-        for name in op.output_arg_names:
-            depth[name] = here
-        longest = max(longest, here)
-    return longest
-
-
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
     return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
 
@@ -200,6 +165,10 @@ class LazyRunner:
 
     def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
         self.made().prepare(program, feed, fetch_names, scope)
+
+    def declines(self, program) -> str | None:
+        declines = getattr(self.made(), "declines", None)
+        return declines(program) if declines is not None else None
 
     def run(self, *args) -> list:
         return self.made().run(*args)
@@ -249,21 +218,17 @@ class AutoRunner:
             return pinned
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
-        ops = _op_count(program)
-        if ops > MAX_COMPILED_OPS:
-            return (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the compile's time and "
-                    f"memory grow faster than the program)")
-        chain = longest_fused_chain(program.global_block())
-        if chain > MAX_FUSED_CHAIN:
-            return (f"a chain of {chain} elementwise ops: chains of more than {MAX_FUSED_CHAIN} are not compiled "
-                    f"(XLA fuses them into one loop whose compile time grows faster than its length)")
         if not hasattr(self.runners[self.compiled_name], "prepare"):  # else asked in the background (a jax import)
             return self._cannot_run(program)
         return None
 
     def _cannot_run(self, program) -> str | None:
-        problems = self.runners[self.compiled_name].problems(program.global_block())
-        return f"{self.compiled_name} cannot run it: " + "; ".join(problems) if problems else None
+        runner = self.runners[self.compiled_name]
+        problems = runner.problems(program.global_block())
+        if problems:
+            return f"{self.compiled_name} cannot run it: " + "; ".join(problems)
+        declines = getattr(runner, "declines", None)
+        return declines(program) if declines is not None else None
 
     def _start_compile(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
                        scope: Scope) -> None:
@@ -284,8 +249,8 @@ class AutoRunner:
             trial.compiled(why_not)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
-        # compiler aborts the process: "FATAL: exception not rethrown"). Programs whose compile could take long
-        # are not compiled (MAX_COMPILED_OPS).
+        # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are
+        # declined (the runner's ``declines``).
         threading.Thread(target=work, name="gradgen-auto-compile", daemon=False).start()
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
