@@ -1,7 +1,7 @@
 """The xla engine's input gradient and transposed convolution (``backend/xla/lowerings/conv.py``): the shapes
 where XLA's compiler aborted the process run, in a subprocess so that an abort fails this test instead of ending
 the run, and give numpy's values; infinities and NaN in the filter and the output gradient land where the numpy
-kernel, the exact adjoint, puts them (``numerics.md``, rule 5)."""
+kernel, the exact adjoint, puts them (``numerics.md``, rule 5), in the filter gradient too."""
 from __future__ import annotations
 
 import subprocess
@@ -78,12 +78,13 @@ def test_an_aborting_shape_is_recognised_and_a_common_one_is_not():
 NON_FINITE = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0])
 
 
-@pytest.mark.parametrize("op_type", ["conv2d_input_grad", "conv2d_transpose"])
+@pytest.mark.parametrize("op_type", ["conv2d_input_grad", "conv2d_transpose", "conv2d_filter_grad"])
 def test_non_finite_filters_and_gradients_give_numpys_nan(op_type):
-    """Every input gradient and transposed convolution case (1 to 3 spatial dims, strides, paddings, dilations,
-    groups), five times with 1 to a quarter of the filter's and the gradient's elements infinite, NaN or zero:
+    """Every input gradient, transposed convolution and filter gradient case (1 to 3 spatial dims, strides,
+    paddings, dilations, groups), five times with 1 to a quarter of each input's elements infinite, NaN or zero:
     XLA's transposed convolution multiplied an infinite filter by the zeros between and around the gradient, and
-    with groups an infinite gradient by the zeros of other groups' filters (NaN where the adjoint has none)."""
+    with groups an infinite gradient by the zeros of other groups' filters; its grouped filter gradient did the
+    same with the input and the gradient (NaN where the adjoint has none)."""
     need_jax()
     rng = np.random.default_rng(3)
     cases = [c for c in CASES if c.op == op_type]

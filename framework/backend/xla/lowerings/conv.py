@@ -174,13 +174,32 @@ def _conv2d_input_grad(op, ctx):
     return lambda w, gout, x: _input_adjoint(op, w, gout, x.shape)
 
 
+def _filter_grad_by_taps(op, x, gout, w_shape):
+    """conv's adjoint in its filter, tap by tap: per kernel offset, the window's strided view of the zero-padded
+    input times the output gradient, summed over the batch and the output positions, per group (an einsum).
+    The padding's zeros are multiplied, as the numpy kernel does; no product crosses groups."""
+    sweep = _sweep_of(op, w_shape)
+    groups, n, out = op.attr("groups"), x.shape[0], gout.shape[2:]
+    o, cg = w_shape[:2]
+    grouped = gout.reshape(n, groups, o // groups, *out)
+    taps = [jnp.einsum("ngc...,ngo...->goc", t.reshape(n, groups, cg, *out), grouped, precision=_HIGHEST)
+            .reshape(o, cg) for t in _taps(_padded(x, sweep, 0.0), sweep, out)]
+    return jnp.stack(taps, axis=-1).reshape(w_shape)
+
+
 def _conv2d_filter_grad(op, ctx):
     """The convolution's adjoint in its filter, with the padding's zeros multiplied in: a non-finite output gradient
-    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give."""
+    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give. With
+    groups and a non-finite input or output gradient, tap by tap (``_filter_grad_by_taps``): XLA's grouped filter
+    gradient multiplies them by zeros of other groups (NaN where no product of the gradient has one)."""
     conv = _conv_of(op)
 
     def run(x, gout, w):
         grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+        if op.attr("groups") > 1:  # XLA's grouped filter gradient multiplies other groups' values by zeros
+            finite = jnp.isfinite(jnp.sum(gout)) & jnp.isfinite(jnp.sum(x))
+            exact = lambda grad, x, gout: _filter_grad_by_taps(op, x, gout, w.shape)  # noqa: E731
+            return lax.cond(finite, lambda grad, x, gout: grad, exact, grad, x, gout)
         if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
                    enumerate(zip(x.shape[2:], w.shape[2:], gout.shape[2:]))):
             return grad
