@@ -166,3 +166,14 @@ def test_auto_declines_only_what_compiles_whole_and_is_too_long(monkeypatch):
     assert pieces.declines(looped) is None
     monkeypatch.setattr(pieces, "MAX_WHOLE_OPS", 2)
     assert "with control flow" in pieces.declines(looped)
+
+
+def test_the_lowered_text_of_a_block_in_pieces_shows_each_piece(monkeypatch):
+    from gradgen.framework.backend.xla.show import lowered_text
+
+    monkeypatch.setattr(pieces, "PIECE_OPS", 6)
+    main_program, _, loss, _ = _mlp()
+    text = lowered_text(main_program, ["x", "ids"], [loss.name], batch=2)
+    count = len(pieces.cuts(main_program.global_block(), frozenset()))
+    assert count > 2 and text.count("// piece ") == count and f"// piece {count} of {count}: ops #" in text
+    assert text.count("module @") == count

@@ -91,6 +91,7 @@ class PiecewiseBlock:
             later |= {n for i in piece for n in block.ops[i].input_arg_names}
         outputs.reverse()
         self._pieces = []
+        self._spans = [(piece[0], piece[-1]) for piece in pieces]
         every = frozenset(range(len(block.ops)))
         for piece, outs in zip(pieces, outputs):
             inputs = tuple(_read_before_written(block, piece))
@@ -117,7 +118,9 @@ class PiecewiseBlock:
             env.update(zip(piece.fetches, exe.compiled.out_info[0]))
             parts.append(exe)
             sizes += exe.ctx.sizes
-            texts.append(exe.text)
+            if keep_text:
+                first, last = self._spans[len(texts)]
+                texts.append(f"// piece {len(texts) + 1} of {len(self._pieces)}: ops #{first} to #{last}\n{exe.text}")
         text = "\n".join(texts) if keep_text else None
         return _Executables(parts, _Sizes(sizes), text)
 
