@@ -8,12 +8,26 @@ What each family brings that the importer must get right:
 - LLaMA: rotary position embeddings (``x[..., :half]`` and ``x[..., half:]``: slices whose end is INT64_MAX),
   grouped-query attention (2 key/value heads for 4 query heads), RMSNorm, ``sdpa`` attention with a causal and
   a padding mask (``IsNaN`` in the mask's arithmetic).
+- Mistral and Qwen2: the same with a separate ``head_dim`` (Mistral) and biases on q/k/v (Qwen2).
 - T5: relative position buckets (``Abs`` and ``Log`` of int64 distances, ``Min``/``Where`` over int64).
 - ConvNeXt V2: global response norm (``torch.norm`` over the spatial dims: ``ReduceL2``), channels-first
   LayerNorm, depthwise 7x7 convolutions.
 - BERT, GPT-2 and ViT: post-norm and pre-norm attention with padding and causal masks, patch embeddings.
+- ALBERT: one layer's parameters used by every layer (their gradients summed), a factorized embedding.
+- Swin: shifted windows (``torch.roll`` as ``Slice`` and ``Concat``), window partition by reshapes and
+  transposes, padding to whole windows, the relative position bias table gathered into an ``sdpa`` float mask,
+  patch merging.
+- Whisper's encoder: two 1-d convolutions (stride 2), GELU, sinusoidal positions (trained here: the import
+  cannot know PyTorch freezes them).
+- Wav2Vec2's feature encoder: strided 1-d convolutions on a raw waveform, group norm with a group per channel.
+- ResNet, MobileNetV2, EfficientNet and RegNet: batch norm (eval-mode exports against the module in eval mode,
+  training-mode exports against it in training mode with the running statistics after each step: PyTorch's
+  unbiased running-variance rule), max pooling (ResNet), ReLU6 and depthwise convolutions (MobileNetV2), SiLU,
+  squeeze-and-excitation and ``ZeroPad2d`` before strided depthwise convolutions (EfficientNet), grouped
+  convolutions and squeeze-and-excitation (RegNet Y).
 
-``transformers`` is in the ``oracle`` extra, test-only, as torch is.
+``transformers`` is in the ``oracle`` extra, test-only, as torch is. MobileNetV2 is a slow family (``SLOW``):
+``GRADGEN_SLOW_FAMILIES=1`` runs all its cases.
 """
 from __future__ import annotations
 
