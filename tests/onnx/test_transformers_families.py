@@ -21,7 +21,7 @@ What each family brings that the importer must get right:
   cannot know PyTorch freezes them).
 - Wav2Vec2's feature encoder: strided 1-d convolutions on a raw waveform, group norm with a group per channel.
 - ResNet, MobileNetV2, EfficientNet and RegNet: batch norm (eval-mode exports against the module in eval mode,
-  training-mode exports against it in training mode with the running statistics after each step: PyTorch's
+  training-mode exports against it in training mode, with the running statistics after five steps: PyTorch's
   unbiased running-variance rule), max pooling (ResNet), ReLU6 and depthwise convolutions (MobileNetV2), SiLU,
   squeeze-and-excitation and ``ZeroPad2d`` before strided depthwise convolutions (EfficientNet), grouped
   convolutions and squeeze-and-excitation (RegNet Y).
@@ -211,7 +211,7 @@ def _feed(model: bytes, args: tuple) -> dict:
 
 
 SLOW = ("mobilenetv2",)
-"""Families whose every case is a slow run (MobileNetV2's 17 blocks: 25 s on the test machine's two cores), set
+"""Families whose every case is a slow run (MobileNetV2's 17 blocks: 33 s for its six cases on the test machine's two cores), set
 ``GRADGEN_SLOW_FAMILIES=1`` to run them; the suite runs its float32 outputs and gradients on the reference."""
 
 
