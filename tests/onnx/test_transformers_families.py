@@ -211,8 +211,9 @@ def _feed(model: bytes, args: tuple) -> dict:
 
 
 SLOW = ("mobilenetv2",)
-"""Families whose every case is a slow run (MobileNetV2's 17 blocks: 33 s for its six cases on the test machine's two cores), set
-``GRADGEN_SLOW_FAMILIES=1`` to run them; the suite runs its float32 outputs and gradients on the reference."""
+"""Families whose cases are a slow run (MobileNetV2's 17 blocks: 33 s for its six cases on the test machine's two
+cores), set ``GRADGEN_SLOW_FAMILIES=1`` to run them; the suite runs its float32 outputs and gradients on the
+reference."""
 
 
 def _sampled(case: tuple, in_suite: bool):
