@@ -10,14 +10,13 @@ The trial, per program version, feed and fetch names, and feed shapes (a ``Trial
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
-   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. Programs
-   of more than ``MAX_COMPILED_OPS`` ops, or with a chain of more than ``MAX_FUSED_CHAIN`` elementwise ops, leave
-   the whole-block compilers (``WHOLE_BLOCK``: xla) out of their trial (XLA's compile time grows faster than the
-   program: a 4,000-op chain did not compile in 290 s).
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
    imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
-   compile. A candidate whose compile fails, or that cannot run the program, leaves the trial and the choice
-   says why. (A runner without ``prepare`` compiles in its first run.)
+   compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
+   not finish (its runner's ``declines``: xla compiles a long block in pieces, but a long block with control
+   flow compiles whole) leaves the trial and the choice says why. (A runner without ``prepare`` compiles in its
+   first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
    rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
 4. Rounds of one run on each, in turn, timed from the call to the fetched arrays, until the fastest's times
@@ -28,8 +27,8 @@ new trial, so each shape runs on its own winner):
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
 What stays on the numpy backend without a trial: programs with collective ops (every rank must run the same
-engine, and their timings differ), programs no candidate can run (the reasons are given), and every program when
-no compiled backend is installed.
+engine, and their timings differ), programs every candidate cannot run or declines (the reasons are given), and
+every program when no compiled backend is installed.
 """
 from __future__ import annotations
 
@@ -38,13 +37,13 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from ..backend import WEIGHED_FOR
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["COMPILED_WARM", "MAX_COMPILED_OPS", "MAX_FUSED_CHAIN", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
-           "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS", "WHOLE_BLOCK", "AutoRunner", "LazyRunner", "Trial",
-           "longest_fused_chain", "separated"]
+__all__ = ["COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS",
+           "AutoRunner", "LazyRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -65,21 +64,6 @@ MAX_ROUNDS = 15
 
 TRIAL_SECONDS = 2.0
 """Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
-
-MAX_COMPILED_OPS = 2500
-"""Ops (all blocks) above which a program is not compiled (design_docs/backends.md, "Compile time")."""
-
-WHOLE_BLOCK = ("xla",)
-"""The compiled backends that compile a whole block into one computation: the op and chain limits below are
-theirs (the torch engine runs op by op: its "compile" is its plan of steps)."""
-
-MAX_FUSED_CHAIN = 500
-"""The longest chain of elementwise ops (each reading the last) that is compiled. XLA fuses such a chain into
-one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length: a chain of 500 (tanh,
-scale) pairs whose result two products read compiled in 0.35 s at 300 pairs and not in 100 s at 500, in plain
-JAX as in gradgen (measured; ``xla_backend_optimization_level=0`` compiles it in 0.6 s but runs it 3-4x
-slower). A compile cannot be stopped once started, so the trial does not start one it may not finish."""
-
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
     """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
@@ -203,29 +187,6 @@ class Trial:
         self.reason = f"median run over {rounds} runs each ({how}): {shown}{left}"
 
 
-def _op_count(program) -> int:
-    return sum(len(block.ops) for block in program.blocks)
-
-
-def _elementwise_types() -> frozenset:
-    from gradgen.program.ops import activation, elementwise
-
-    return frozenset(activation.COMPUTE) | frozenset(elementwise.COMPUTE)
-
-
-def longest_fused_chain(block) -> int:
-    """The most elementwise ops one after another in ``block`` (each reading an output of the one before)."""
-    fusible, depth, longest = _elementwise_types(), {}, 0
-    for op in block.ops:
-        if op.type not in fusible:
-            continue
-        here = 1 + max((depth.get(name, 0) for name in op.input_arg_names), default=0)
-        for name in op.output_arg_names:
-            depth[name] = here
-        longest = max(longest, here)
-    return longest
-
-
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
     return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
 
@@ -250,6 +211,10 @@ class LazyRunner:
 
     def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
         self.made().prepare(program, feed, fetch_names, scope)
+
+    def declines(self, program) -> str | None:
+        declines = getattr(self.made(), "declines", None)
+        return declines(program) if declines is not None else None
 
     def run(self, *args) -> list:
         return self.made().run(*args)
@@ -305,25 +270,17 @@ class AutoRunner:
         return None
 
     def _left_out(self, program, background: Mapping[str, bool]) -> dict[str, str]:
-        """The compiled backends that sit this program's trial out, and why: a whole-block compiler
-        (``WHOLE_BLOCK``) for a program too large or with too long an elementwise chain; a backend that runs in
-        its first run (no background ``prepare``) and cannot run the program (asked now: a backend with
-        ``prepare`` is asked in the background, where its import costs no run)."""
+        """The compiled backends that sit ``program``'s trial out, and why: one weighed only for programs with
+        certain ops (``backend.WEIGHED_FOR``) where it holds none; one without a background ``prepare`` (it compiles
+        in its first run) that cannot run the program or declines it, asked now (a backend with ``prepare`` is
+        asked in the background, where its import costs no run)."""
         out: dict[str, str] = {}
-        ops, chain = None, None
+        held = {op.type for op in program.global_block().ops}
         for name in self.compiled_names:
-            if name in WHOLE_BLOCK:
-                ops = _op_count(program) if ops is None else ops
-                if ops > MAX_COMPILED_OPS:
-                    out[name] = (f"{ops} ops: programs of more than {MAX_COMPILED_OPS} are not compiled (the "
-                                 f"compile's time and memory grow faster than the program)")
-                    continue
-                chain = longest_fused_chain(program.global_block()) if chain is None else chain
-                if chain > MAX_FUSED_CHAIN:
-                    out[name] = (f"a chain of {chain} elementwise ops: chains of more than {MAX_FUSED_CHAIN} are "
-                                 f"not compiled (XLA fuses them into one loop whose compile time grows faster than "
-                                 f"its length)")
-                    continue
+            wanted = WEIGHED_FOR.get(name)
+            if wanted and not held.intersection(wanted):
+                out[name] = f"{name} is weighed only for programs with {', '.join(wanted[:1])} (backend.WEIGHED_FOR)"
+                continue
             if not background[name]:
                 why = self._cannot_run(name, program)
                 if why:
@@ -331,8 +288,14 @@ class AutoRunner:
         return out
 
     def _cannot_run(self, name: str, program) -> str | None:
-        problems = self.runners[name].problems(program.global_block())
-        return f"{name} cannot run it: " + "; ".join(problems) if problems else None
+        """Why backend ``name`` leaves ``program``'s trial: ops it cannot run, or a compile it declines because it
+        might not finish (its runner's ``declines``), or None."""
+        runner = self.runners[name]
+        problems = runner.problems(program.global_block())
+        if problems:
+            return f"{name} cannot run it: " + "; ".join(problems)
+        declines = getattr(runner, "declines", None)
+        return declines(program) if declines is not None else None
 
     def _start_compiles(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
                         scope: Scope) -> None:
@@ -355,8 +318,8 @@ class AutoRunner:
             trial.compiled(name, why_not)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
-        # compiler aborts the process: "FATAL: exception not rethrown"). Programs whose compile could take long
-        # are not compiled (MAX_COMPILED_OPS).
+        # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are
+        # declined (the runner's ``declines``).
         threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False).start()
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,

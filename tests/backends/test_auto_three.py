@@ -23,6 +23,12 @@ def _trial_from_the_third_run(monkeypatch):
     monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
 
 
+@pytest.fixture
+def _every_program(monkeypatch):
+    """The stand-ins' program has no convolution: weigh torch for it anyway."""
+    monkeypatch.setattr(auto_run, "WEIGHED_FOR", {})
+
+
 def _three(costs: dict, torch_problems=lambda block: []):
     clock, log, told = _Clock(), [], []
     runner = AutoRunner(_StandIn("numpy", clock, costs["numpy"], log),
@@ -32,6 +38,7 @@ def _three(costs: dict, torch_problems=lambda block: []):
     return runner, log, told
 
 
+@pytest.mark.usefixtures("_every_program")
 @pytest.mark.parametrize("want", ["numpy", "xla", "torch"])
 def test_the_fastest_of_three_is_kept(want):
     costs = {"numpy": 1.0, "xla": 1.0, "torch": 1.0, want: 0.3}
@@ -50,6 +57,7 @@ def test_the_fastest_of_three_is_kept(want):
     assert all(f"{name} {cost * 1e3:.3g} ms" in told[0][1] for name, cost in costs.items())
 
 
+@pytest.mark.usefixtures("_every_program")
 def test_an_engine_that_cannot_run_the_program_sits_its_trial_out():
     refused = "block 0, op #3 (while): no torch kernel"
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1}, torch_problems=lambda block: [refused])
@@ -58,6 +66,21 @@ def test_an_engine_that_cannot_run_the_program_sits_its_trial_out():
     assert told[0][0] == "xla" and f"torch cannot run it: {refused}" in told[0][1]
 
 
+def test_torch_is_weighed_only_for_programs_with_a_convolution():
+    """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, a convolution
+    brings it in."""
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS + 1)
+    assert "torch" not in log and told[0][0] == "xla" and "torch is weighed only for programs with conv2d" in told[0][1]
+    conv = Program()
+    with program_guard(conv, Program()):
+        layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + 3 * MIN_ROUNDS + 1, feed={"x": np.zeros((2, 1, 4, 4))})
+    assert told[0][0] == "torch"
+
+
+@pytest.mark.usefixtures("_every_program")
 def test_numpy_is_kept_when_every_compiled_engine_refuses_and_the_reasons_say_so():
     runner = AutoRunner(_StandIn("numpy", _Clock(), 1.0, []),
                         [_StandIn("xla", _Clock(), 0.1, [], problems=lambda block: ["op a"]),
@@ -88,13 +111,16 @@ def test_a_while_loop_runs_under_auto_with_torch_installed_and_stays_off_torch(m
     need_torch()
     exe = _auto_on_torch_only(monkeypatch)
     main = Program()
-    with program_guard(main, Program()):
+    with program_guard(main, Program()):  # a convolution (torch is weighed) and a while loop (it cannot run it)
+        image = layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, bias=False, name="c")
         limit = layers.data("n", [], "int64")
         i = layers.fill_constant([], "int64", 0)
-        total = layers.fill_constant([], "float64", 0.0)
+        total = layers.reduce_sum(image)
         _, result = layers.while_loop(lambda i, s: layers.less_than(i, limit),
                                       lambda i, s: [i + 1, s + 1.5], [i, total])
-    (got,) = _until_chosen(exe, main, {"n": np.array(4, np.int64)}, [result], Scope())
+    scope = Scope()
+    scope.set("c.w", np.zeros((2, 1, 3, 3)))
+    (got,) = _until_chosen(exe, main, {"n": np.array(4, np.int64), "x": np.ones((1, 1, 4, 4))}, [result], scope)
     assert float(got) == 6.0
     backend, reason = exe.backend_choice(main)
     assert backend == "numpy" and "torch cannot run it" in reason and "(while)" in reason

@@ -108,3 +108,42 @@ def test_a_range_with_a_run_time_start_or_a_float_step_is_refused_by_name():
     for start, delta in ((-1, 1), (0, -1), (0, 0)):
         with pytest.raises(OnnxImportError, match=r"\(Range\): start -?\d+ and step -?\d+ with a run-time limit"):
             import_onnx(model(start, delta))
+
+
+def _run_time_range_model(form: str):
+    """A Range named 'positions' with some input known only at run time, as ``form`` says; the graph input is
+    ``x`` [2, n] float, ``k`` a scalar int64."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = {"zero": 0, "one": 1, "ten": 10}
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Add", ["n", "one"], ["n1"])]
+    start, limit, step = {"start fed": ("k", "ten", "one"), "step fed": ("zero", "ten", "k"),
+                          "start a dim": ("n", "ten", "one"), "limit computed": ("zero", "n1", "one"),
+                          "start and step fed": ("k", "n", "k")}[form]
+    nodes.append(helper.make_node("Range", [start, limit, step], ["y"], name="positions"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, None]),
+                                           helper.make_tensor_value_info("k", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+                              initializer=[numpy_helper.from_array(np.array(v, np.int64), n)
+                                           for n, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("form, said", [
+    ("start fed", "start 'k' known only at run time"), ("step fed", "step 'k' known only at run time"),
+    ("start a dim", "start 'n' known only at run time"),
+    ("limit computed", "limit 'n1' computed at run time, not one dim of a var's shape"),
+    ("start and step fed", "start 'k', limit 'n' and step 'k' known only at run time")])
+def test_a_range_whose_length_follows_from_values_is_refused_naming_the_node_and_input(form, said):
+    """ONNX Runtime runs each model (its length is data); the import refuses it as an OnnxImportError naming the
+    node, its type, the input at fault and what a Range may be, never a wrong length."""
+    require("onnx")
+    from gradgen.framework.tools.onnx import OnnxImportError, import_onnx
+
+    model = _run_time_range_model(form)
+    ran = run_ort(model, {"x": np.zeros((2, 4), np.float32), "k": np.array(2, np.int64)})["y"]
+    assert ran.dtype == np.int64 and ran.size > 0
+    with pytest.raises(OnnxImportError, match=rf"'positions' \(Range\): {said}: a Range's length must follow from "
+                                              r"shapes, not from values"):
+        import_onnx(model)

@@ -26,8 +26,9 @@ from ...runtime.scope import Scope
 from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from .compile import CompiledBlock, device_for, own_array
+from .compile import device_for, own_array
 from .failures import compile_failed, run_failed
+from .pieces import compiled_block, declines
 from .refused import problems
 
 __all__ = ["XlaRunner", "make_runner"]
@@ -85,6 +86,11 @@ class XlaRunner:
         """The ops of ``block`` xla cannot run (``table.problems``)."""
         return problems(block)
 
+    @staticmethod
+    def declines(program) -> str | None:
+        """Why ``backend="auto"`` should not start compiling ``program`` (``pieces.declines``), or None."""
+        return declines(program)
+
     def compiled_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str]) -> _Entry:
         """The cached compiled block of ``program``'s block 0 for these names; refused whole, naming every op the
         backend cannot run, before anything runs."""
@@ -98,8 +104,8 @@ class XlaRunner:
             if found:
                 raise ExecutionError(f"the {self.name} backend cannot run this program ({len(found)} op"
                                      f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
-            compiled = CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
-                                     self.device, sig.skipped)
+            compiled = compiled_block(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits,
+                                      self.device, sig.skipped)
             entry = _Entry(compiled, block, (*feed_names, *sig.from_scope))
             per_program[key] = entry
         return entry

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ..shared.signature import run_signature
-from .compile import CompiledBlock
+from .pieces import compiled_block
 
 __all__ = ["lowered_text"]
 
@@ -22,10 +22,10 @@ def _example(var, batch: int) -> np.ndarray:
 
 def lowered_text(program, feed_names: Sequence[str], fetch_names: Sequence[str], batch: int = 1) -> str:
     """The StableHLO text of block 0 of ``program`` for a run fed ``feed_names`` and fetching ``fetch_names``,
-    with every -1 dim taken as ``batch``."""
+    with every -1 dim taken as ``batch``; a block compiled in pieces shows each piece's module in turn."""
     block = program.global_block()
     sig = run_signature(block, feed_names, fetch_names)
-    compiled = CompiledBlock(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits)
+    compiled = compiled_block(block, sig.feeds, sig.from_scope, sig.fetches, sig.commits, skipped=sig.skipped)
     feeds = [_example(block.var(n), batch) for n in sig.feeds]
     scope = [_example(block.var(n), batch) for n in sig.from_scope]
     return compiled.executable(feeds, scope, keep_text=True).text

@@ -15,6 +15,11 @@ from .import_dims import Dim
 
 __all__ = ["range_"]
 
+SUPPORTED = ("a Range's length must follow from shapes, not from values (gradgen's shapes come from the feeds' "
+             "shapes), so its start and step must be constants and its limit a constant or one dim of a var "
+             "(Shape -> Gather)")
+"""What a refused Range is told it may be."""
+
 
 def _count(start, limit, delta, integer: bool) -> int:
     """ONNX's number of elements: max(ceil((limit - start) / delta), 0); exact for integers."""
@@ -45,11 +50,14 @@ def range_(ctx) -> None:
     """Range -> a constant, or the integers of one run-time dim (see the module's docstring)."""
     if all(ctx.is_const(k) for k in range(3)):
         return _constant(ctx)
-    vector = ctx.graph.lookup_vector(ctx.node.input[1]) if ctx.has(1) else None
+    run_time = [f"{what} '{ctx.node.input[k]}'" for k, what in enumerate(("start", "limit", "step"))
+                if not ctx.is_const(k)]
+    if len(run_time) > 1 or not run_time[0].startswith("limit"):
+        listed = ", ".join(run_time[:-1]) + " and " + run_time[-1] if len(run_time) > 1 else run_time[0]
+        raise NotImportable(f"{listed} known only at run time: {SUPPORTED}")
+    vector = ctx.graph.lookup_vector(ctx.node.input[1])
     if vector is None or len(vector.entries) != 1 or not isinstance(vector.entries[0], Dim):
-        raise NotImportable("a limit that is neither a constant nor one run-time dim of a var")
-    if not (ctx.is_const(0) and ctx.is_const(2)):
-        raise NotImportable("a start or step known only at run time")
+        raise NotImportable(f"{run_time[0]} computed at run time, not one dim of a var's shape: {SUPPORTED}")
     start, delta = ctx.scalar(0), ctx.scalar(2)
     if ctx.const(0).dtype.kind not in "iu" or ctx.const(2).dtype.kind not in "iu" or start < 0 or delta <= 0:
         raise NotImportable(f"start {start} and step {delta} with a run-time limit (integers, start >= 0, step > 0)")

@@ -213,27 +213,58 @@ def _counts(ctx: Lowering, geo: Geometry, dtype: str) -> np.ndarray:
     return counts.reshape(1, 1, *geo.out).astype(dtype)
 
 
+def _window_has_nan(ctx: Lowering, cols: str, last: int) -> str:
+    """[N, C, *out, 1] bools: whether each window (the taps on axis ``last``) holds a NaN."""
+    g, dt = ctx.g, ctx.dtype("X")
+    flags = g.node("Cast", [g.node("IsNaN", [cols])], to=onnx_dtype(dt))
+    return g.node("Greater", [g.node("ReduceMax", [flags], axes=[last], keepdims=1), ctx.scalar(0.0, dt)])
+
+
 def _first_max(ctx: Lowering, geo: Geometry) -> str:
-    """[N, C, *out, K] bools marking the first maximum of each window of X."""
-    g = ctx.g
+    """[N, C, *out, K] bools marking the first maximum of each window of X, a NaN being the maximum where the
+    window holds one (its first NaN), as the kernels pick. Stated without ArgMax (ONNX leaves its NaN to each
+    runtime) and without trusting ReduceMax with NaN (ONNX Runtime's skips it): the taps equal to the window's
+    max, or its NaN taps where it has one, and of those the one with no earlier hit (an exclusive running count)."""
+    g, last = ctx.g, 2 + geo.dims
     cols = stacked(ctx, windows(ctx, ctx.x("X"), geo, -np.inf, ctx.dtype("X")))
-    best = g.node("ArgMax", [cols], axis=2 + geo.dims, keepdims=1, select_last_index=0)
-    return g.node("Equal", [best, g.const(np.arange(geo.taps, dtype=np.int64))])
+    nan, has_nan = g.node("IsNaN", [cols]), _window_has_nan(ctx, cols, last)
+    top = g.node("ReduceMax", [cols], axes=[last], keepdims=1)
+    hit = g.node("Or", [g.node("And", [has_nan, nan]),
+                        g.node("And", [g.node("Not", [has_nan]), g.node("Equal", [cols, top])])])
+    earlier = g.node("CumSum", [g.node("Cast", [hit], to=onnx_dtype("int64")), g.const(np.int64(last))], exclusive=1)
+    return g.node("And", [hit, g.node("Equal", [earlier, g.const(np.int64(0))])])
+
+
+def _max_pool_ieee(ctx: Lowering, standard: dict, spread: dict) -> list[str]:
+    """The inputs of a ``Where`` that is ``MaxPool`` with IEEE's max: NaN for a window holding a NaN (ONNX Runtime's
+    MaxPool skips it) and -inf for a window of -inf and padding only (it starts from the dtype's lowest finite
+    value). A second MaxPool over a code per element (2 for NaN, 1 above -inf, 0 at -inf) tells the windows apart."""
+    g, x, dt = ctx.g, ctx.x("X"), ctx.dtype("X")
+    nan = g.node("Mul", [g.node("Cast", [g.node("IsNaN", [x])], to=onnx_dtype(dt)), ctx.scalar(2.0, dt)])
+    code = g.node("Add", [nan, g.node("Cast", [g.node("Greater", [x, ctx.scalar(-np.inf, dt)])], to=onnx_dtype(dt))])
+    kind = g.node("MaxPool", [code], **standard, **spread)
+    top = g.node("MaxPool", [x], **standard, **spread)
+    top = g.node("Where", [g.node("Less", [kind, ctx.scalar(0.5, dt)]), ctx.scalar(-np.inf, dt), top])
+    return [g.node("Greater", [kind, ctx.scalar(1.5, dt)]), ctx.scalar(np.nan, dt), top]
 
 
 def pool2d(ctx):
     geo, dt = _pool_geometry(ctx), ctx.dtype("X")
     standard = {"kernel_shape": list(geo.kernel), "strides": list(geo.strides), "pads": geo.before + geo.after}
     maximum, dilated = ctx.attr("pooling_type") == "max", any(d != 1 for d in geo.dilations)
+    g, nan = ctx.g, ctx.scalar(np.nan, dt)
+    # a window holding a NaN is NaN, as np.maximum gives; ONNX Runtime's MaxPool and ReduceMax skip NaN
     if not ctx.attr("ceil_mode"):  # ONNX's ceil mode keeps other last windows than Paddle's: windows then
         if maximum:  # MaxPool ignores padding, as the kernel's -inf padding does
             spread = {"dilations": list(geo.dilations)} if dilated else {}
-            return ctx.emit("MaxPool", [ctx.x("X")], **standard, **spread)
+            return ctx.emit("Where", _max_pool_ieee(ctx, standard, spread))
         if dt == "float32" and not dilated:  # AveragePool has dilations from opset 19 only
             return ctx.emit("AveragePool", [ctx.x("X")], count_include_pad=int(not ctx.attr("exclusive")), **standard)
     cols = stacked(ctx, windows(ctx, ctx.x("X"), geo, -np.inf if maximum else 0.0, dt))
     if maximum:
-        return ctx.set(reduce_node(ctx, "ReduceMax", cols, [2 + geo.dims], False, out=ctx.name()))
+        last = 2 + geo.dims
+        top = g.node("ReduceMax", [cols], axes=[last], keepdims=1)
+        return ctx.emit("Squeeze", [g.node("Where", [_window_has_nan(ctx, cols, last), nan, top]), g.ints([last])])
     total = reduce_node(ctx, "ReduceSum", cols, [2 + geo.dims], False)
     ctx.emit("Div", [total, ctx.g.const(_counts(ctx, geo, dt))])
 
@@ -242,7 +273,9 @@ def pool2d_grad(ctx):
     g, geo, dt = ctx.g, _pool_geometry(ctx), ctx.dtype("X")
     gout = ctx.x("Out@GRAD")
     if ctx.attr("pooling_type") == "max":
-        gcols = g.node("Where", [_first_max(ctx, geo), g.node("Unsqueeze", [gout, g.ints([-1])]), ctx.scalar(0.0, dt)])
+        # times the 0/1 mask, not a select: a non-finite incoming value spreads NaN over its window, as the kernels
+        gcols = g.node("Mul", [g.node("Cast", [_first_max(ctx, geo)], to=onnx_dtype(dt)),
+                               g.node("Unsqueeze", [gout, g.ints([-1])])])
         parts = unstacked(ctx, gcols, geo)
     else:
         parts = [g.node("Div", [gout, g.const(_counts(ctx, geo, dt))])] * geo.taps

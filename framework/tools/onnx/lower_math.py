@@ -193,8 +193,12 @@ def logsumexp(ctx):
 
 
 def prod_others(ctx):
-    # per element, the product of the others along the reduced axes: move those axes last and flatten them to n,
-    # repeat the row n times with the diagonal set to 1, and multiply along the row (no division: zeros are exact)
+    # per element, the product of the others along the reduced axes, multiplied in the engines' order (their
+    # exclusive running products from both ends: x0 * ... * x(i-1), times x(n-1) * ... * x(i+1)), so that
+    # overflow, 0 * inf and NaN fall where they do there. Move the reduced axes last and flatten them to n; row i
+    # of an [n, n] matrix holds the factors of element i's prefix in order and 1 elsewhere (multiplying by 1 is
+    # exact), and so does the reversed row for its suffix; ReduceProd multiplies each row in index order in
+    # ONNX Runtime as in numpy. No division: zeros are exact.
     g, x, dt, rank = ctx.g, ctx.x(), ctx.dtype(), ctx.rank()
     if rank == 0:
         return ctx.finish(g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1, dt)))
@@ -207,10 +211,16 @@ def prod_others(ctx):
     # the flat shape spelled out, not with -1: a zero-size kept dim would leave -1 undetermined
     flat = g.node("Reshape", [moved, g.node("Concat", [g.node("Slice", [moved_shape, g.ints([0]),
                                                                           g.ints([len(kept)])]), n], axis=0)])
-    square_ = g.node("ConstantOfShape", [g.node("Concat", [n, n], axis=0)], value=fill_value(0, dt))
-    eye = g.node("Cast", [g.node("EyeLike", [square_])], to=onnx_dtype("bool"))
-    rows = g.node("Where", [eye, ctx.scalar(1, dt), g.node("Unsqueeze", [flat, g.ints([-2])])])
-    others = reduce_node(ctx, "ReduceProd", rows, [len(kept) + 1], False)
+    ones = g.node("ConstantOfShape", [n], value=fill_value(1, "int64"))
+    up = g.node("CumSum", [ones, g.const(np.int64(0))], exclusive=1)  # 0 .. n-1
+    down = g.node("CumSum", [ones, g.const(np.int64(0))], exclusive=1, reverse=1)  # n-1 .. 0
+    row = g.node("Unsqueeze", [up, g.ints([-1])])  # [n, 1]: element i
+    one = ctx.scalar(1, dt)
+    before = g.node("Where", [g.node("Less", [up, row]), g.node("Unsqueeze", [flat, g.ints([-2])]), one])
+    reversed_ = g.node("Gather", [flat, down], axis=len(kept))
+    after = g.node("Where", [g.node("Less", [row, down]), g.node("Unsqueeze", [reversed_, g.ints([-2])]), one])
+    others = g.node("Mul", [reduce_node(ctx, "ReduceProd", before, [len(kept) + 1], False),
+                            reduce_node(ctx, "ReduceProd", after, [len(kept) + 1], False)])
     back = g.node("Reshape", [others, moved_shape])
     ctx.emit("Transpose", [back], perm=[int(i) for i in np.argsort(kept + axes)])
 

@@ -101,19 +101,105 @@ def _conv2d(op, ctx):
     return run
 
 
+def _sweep_of(op, w_shape) -> Sweep:
+    """The op's kernel sweep (its paddings on both sides of each dim) for a filter of ``w_shape``."""
+    pads = tuple(p for p in op.attr("paddings") for _ in (0, 1))
+    return Sweep(tuple(w_shape[2:]), tuple(op.attr("strides")), tuple(op.attr("dilations")), pads)
+
+
+def _adjoint_by_taps(op, w, gout, shape: tuple):
+    """conv's adjoint in its input, tap by tap: per kernel offset (row-major), the products of that filter tap and
+    the output gradient (one einsum over each group's output channels, [N, C, *out]), spread by the stride's
+    gaps (an interior-padded ``lax.pad``) and added where the tap reads in the padded input, which is then cut
+    to ``shape``. Products only between the filter and the output gradient (``numerics.md``, rule 5), and no
+    convolution for XLA to rewrite. A loop over the taps, so that one tap's arrays are live at a time."""
+    sweep = _sweep_of(op, w.shape)
+    groups, (n, o), cg, out = op.attr("groups"), gout.shape[:2], w.shape[1], gout.shape[2:]
+    grouped = gout.reshape(n, groups, o // groups, *out)
+    taps = jnp.moveaxis(w.reshape(groups, o // groups, cg, -1), -1, 0)  # [taps, groups, O/G, C/G]
+    starts = jnp.asarray([[i * dl for i, dl in zip(at, sweep.dilations)] for at in np.ndindex(*sweep.kernel)])
+    gaps = [(0, 0, 0), (0, 0, 0)] + [(0, 0, st - 1) for st in sweep.strides]
+    padded = (n, groups * cg) + tuple(size + 2 * p for size, p in zip(shape[2:], op.attr("paddings")))
+
+    def add_tap(t, total):
+        share = jnp.einsum("ngo...,goc->ngc...", grouped, taps[t], precision=_HIGHEST).reshape(n, groups * cg, *out)
+        spread = lax.pad(share, jnp.zeros((), share.dtype), gaps)
+        at = (0, 0, *(starts[t, d] for d in range(len(out))))
+        return lax.dynamic_update_slice(total, lax.dynamic_slice(total, at, spread.shape) + spread, at)
+
+    total = lax.fori_loop(0, taps.shape[0], add_tap, jnp.zeros(padded, gout.dtype))
+    pads = op.attr("paddings")
+    return lax.slice(total, (0, 0, *pads), (n, groups * cg, *(p + size for p, size in zip(pads, shape[2:]))))
+
+
+def _swap_aborts(op, w_shape, size) -> bool:
+    """Whether the transposed convolution of the input gradient has a dim XLA's operand swap keeps as a "group"
+    dim (no padding, undilated, the stride's zeros as many as the kernel's taps: kernel == stride >= 2, padding
+    kernel - 1, a size the windows tile exactly). Swapping such a convolution, XLA's algebraic simplifier
+    keeps that dim's window while the operands' sizes change, fails its own shape check and aborts the process
+    (jax 0.10.2: x [2, 2, 5, 4, 3], filter [4, 2, 3, 2, 3], stride 2, padding 1; and in 2-D, x [2, 2, 4, 2],
+    filter [4, 2, 2, 3], strides (2, 1), padding 1). Whether it swaps depends on its cost model, so every
+    convolution with such a dim is kept away from it."""
+    for n, k, s, p, d in zip(size, w_shape[2:], op.attr("strides"), op.attr("paddings"), op.attr("dilations")):
+        out = (n + 2 * p - (k - 1) * d - 1) // s + 1
+        low = (k - 1) * d - p  # the transposed convolution's padding of the strided output gradient
+        high = n - (out - 1) * s - 1 - low + (k - 1) * d
+        if k == s >= 2 and d == 1 and low == 0 and high == 0:
+            return True
+    return False
+
+
+def _input_adjoint(op, w, gout, shape: tuple):
+    """The input gradient (or transposed convolution) of ``gout`` at ``shape``: XLA's transposed convolution for a
+    finite filter (and, with groups, a finite ``gout``); tap by tap otherwise, as XLA's multiplies the filter by
+    the zeros between and around the output gradient (0 * inf), and with groups an infinite ``gout`` by zeros
+    of other groups, which the adjoint has not; and tap by tap where XLA would abort compiling it
+    (``_swap_aborts``)."""
+    if _swap_aborts(op, w.shape, shape[2:]):
+        return _adjoint_by_taps(op, w, gout, shape)
+    conv = _conv_of(op)
+    result = _transposed_in(lambda v: conv(v, w), shape, gout.dtype, gout)
+    finite = jnp.all(jnp.isfinite(w))
+    if op.attr("groups") > 1:
+        finite = finite & jnp.isfinite(jnp.sum(gout))  # finite when every element is (or taps: a huge sum)
+    # the convolution stays outside the branch: inside a conditional XLA's CPU convolution ran 100 times slower.
+    # The branch not taken still costs: a lone [32, 64, 32, 32] gradient 14 -> 17.5 ms; the ResNet anchor's xla
+    # step, within its noise (numerics.md)
+    exact = lambda result, w, gout: _adjoint_by_taps(op, w, gout, shape)  # noqa: E731
+    return lax.cond(finite, lambda result, w, gout: result, exact, result, w, gout)
+
+
 def _conv2d_input_grad(op, ctx):
     """The convolution's adjoint in its input; positions no window reached get zero."""
-    conv = _conv_of(op)
-    return lambda w, gout, x: _transposed_in(lambda v: conv(v, w), x.shape, x.dtype, gout)
+    return lambda w, gout, x: _input_adjoint(op, w, gout, x.shape)
+
+
+def _filter_grad_by_taps(op, x, gout, w_shape):
+    """conv's adjoint in its filter, tap by tap: per kernel offset, the window's strided view of the zero-padded
+    input times the output gradient, summed over the batch and the output positions, per group (an einsum).
+    The padding's zeros are multiplied, as the numpy kernel does; no product crosses groups."""
+    sweep = _sweep_of(op, w_shape)
+    groups, n, out = op.attr("groups"), x.shape[0], gout.shape[2:]
+    o, cg = w_shape[:2]
+    grouped = gout.reshape(n, groups, o // groups, *out)
+    taps = [jnp.einsum("ngc...,ngo...->goc", t.reshape(n, groups, cg, *out), grouped, precision=_HIGHEST)
+            .reshape(o, cg) for t in _taps(_padded(x, sweep, 0.0), sweep, out)]
+    return jnp.stack(taps, axis=-1).reshape(w_shape)
 
 
 def _conv2d_filter_grad(op, ctx):
     """The convolution's adjoint in its filter, with the padding's zeros multiplied in: a non-finite output gradient
-    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give."""
+    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give. With
+    groups and a non-finite input or output gradient, tap by tap (``_filter_grad_by_taps``): XLA's grouped filter
+    gradient multiplies them by zeros of other groups (NaN where no product of the gradient has one)."""
     conv = _conv_of(op)
 
     def run(x, gout, w):
         grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
+        if op.attr("groups") > 1:  # XLA's grouped filter gradient multiplies other groups' values by zeros
+            finite = jnp.isfinite(jnp.sum(gout)) & jnp.isfinite(jnp.sum(x))
+            exact = lambda grad, x, gout: _filter_grad_by_taps(op, x, gout, w.shape)  # noqa: E731
+            return lax.cond(finite, lambda grad, x, gout: grad, exact, grad, x, gout)
         if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
                    enumerate(zip(x.shape[2:], w.shape[2:], gout.shape[2:]))):
             return grad
@@ -132,13 +218,13 @@ def _conv2d_filter_grad(op, ctx):
 def _conv2d_transpose(op, ctx):
     """conv2d_input_grad of the filter read as a convolution's filter [O = C_in, C_out/groups, *kernel], at the
     size the attrs give."""
-    conv, groups, extra = _conv_of(op), op.attr("groups"), op.attr("output_padding")
+    groups, extra = op.attr("groups"), op.attr("output_padding")
     strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
 
     def run(x, w):
         size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
                 zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
-        return _transposed_in(lambda v: conv(v, w), (x.shape[0], w.shape[1] * groups, *size), x.dtype, x)
+        return _input_adjoint(op, w, x, (x.shape[0], w.shape[1] * groups, *size))
 
     return run
 

@@ -1,0 +1,115 @@
+"""Does the default ``Executor()`` pick the faster engine? Fresh processes per case, each checked in place
+(issue 32: "0 wrong picks over 10 fresh processes for each of the six cases").
+
+    python -m tests.bench.choice                       # 10 processes for each of the six cases
+    python -m tests.bench.choice --cases lenet,rnn --processes 3
+
+Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
+transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
+(``backend_choice``), then times every engine ``auto`` weighs with executors of their own, alternating one step
+each, in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
+the chosen engine's median is more than ``MARGIN`` above the fastest's. Time with the machine otherwise quiet.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+__all__ = ["CASES", "MARGIN", "main", "probe"]
+
+CASES = ("seed-f32", "seed-f64", "lenet", "resnet", "transformer", "rnn")
+MARGIN = 0.10
+"""How much slower than the fastest engine a pick may be and still count as right: closer than that, timing noise
+decides, and either engine is as good."""
+
+_NOT_PASSED = ("GRADGEN_BACKEND", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+"""Not passed to the processes: the default engine is under test, and the OpenBLAS variables some machines set pin
+numpy's BLAS to older kernels than a user's machine would run (the anchors' ``run.sh`` unsets them too)."""
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_ANCHORS = os.path.join(os.path.dirname(_ROOT), "shared", "anchors", "workloads")
+
+
+def _step_and_executor(case: str, backend: str | None, folder: str):
+    """(one training step as a function, its executor, its program) of ``case`` on ``backend`` (None: the default)."""
+    from . import engine_steps, steps
+
+    if case.startswith("seed-"):
+        main_program, startup, loss, feed, values = steps.mlp_program(*steps.case_data(case))
+    else:
+        main_program, startup, loss, feed, values = engine_steps._program(case, folder)
+    exe, scope = engine_steps._initialized(startup, values, backend)
+    return (lambda: float(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])), exe, main_program
+
+
+def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
+    """One process's pick for ``case`` and the engines' medians measured after it (seconds per step)."""
+    from gradgen.framework.backend import backends, NOT_BY_DEFAULT
+
+    step, exe, program = _step_and_executor(case, None, folder)
+    start, runs = time.perf_counter(), 0
+    while exe.backend_choice(program) is None and time.perf_counter() - start < budget_s:
+        step()
+        runs += 1
+    choice = exe.backend_choice(program)
+    weighed = [name for name in backends() if name not in NOT_BY_DEFAULT]
+    engines = {name: _step_and_executor(case, name, folder)[0] for name in weighed}
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for fn in engines.values():
+        fn(), fn()  # compiled and warm
+    for _ in range(rounds):
+        for name, fn in engines.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    return {"case": case, "chosen": choice[0] if choice else None, "why": choice[1] if choice else None,
+            "runs_to_choose": runs, "seconds_to_choose": time.perf_counter() - start if choice else None,
+            "medians": medians}
+
+
+def _verdict(row: dict) -> str:
+    medians, chosen = row["medians"], row["chosen"]
+    if chosen is None:
+        return "no choice"
+    fastest = min(medians.values())
+    return "wrong" if medians[chosen] > (1 + MARGIN) * fastest else "right"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--budget", type=float, default=120.0, help="seconds a process may take to choose")
+    parser.add_argument("--rounds", type=int, default=15, help="timed steps per engine after the choice")
+    parser.add_argument("--anchors", default=_ANCHORS, help="the anchors' workloads folder (wl.py)")
+    args = parser.parse_args(argv)
+    print("| case | process | chosen | medians (ms) | verdict | runs to choose |")
+    print("|---|---:|---|---|---|---:|")
+    wrong = total = 0
+    for case in args.cases.split(","):
+        for k in range(args.processes):
+            code = (f"import json; from tests.bench.choice import probe; "
+                    f"print(json.dumps(probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds})))")
+            env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, env=env,
+                                  timeout=args.budget + 600)
+            if done.returncode:
+                print(f"| {case} | {k} | failed: {done.stderr.strip().splitlines()[-1]} | | | |", flush=True)
+                continue
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            verdict = _verdict(row)
+            wrong += verdict != "right"
+            total += 1
+            shown = ", ".join(f"{n} {v * 1e3:.2f}" for n, v in sorted(row["medians"].items()))
+            print(f"| {case} | {k} | {row['chosen']} | {shown} | {verdict} | {row['runs_to_choose']} |", flush=True)
+    print(f"\n{wrong} wrong or missing picks in {total} processes")
+
+
+if __name__ == "__main__":
+    main()
