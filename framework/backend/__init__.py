@@ -21,7 +21,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
 
-__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "RunSettings", "Runner", "backends",
+__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "WEIGHED_FOR", "RunSettings", "Runner",
+           "backends",
            "default_backend", "load_backend", "runner"]
 
 DEFAULT_BACKEND = "numpy"
@@ -29,8 +30,8 @@ DEFAULT_BACKEND = "numpy"
 (``default_backend``), and what ``auto`` compares the compiled one with."""
 
 AUTO = "auto"
-"""Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backend on each program's
-first runs and runs the rest on the faster (``runtime/auto_run.py``)."""
+"""Not an engine: ``Executor(backend="auto")`` tries numpy and the installed compiled backends on each program's
+first runs and runs the rest on the fastest (``runtime/auto_run.py``)."""
 
 BACKENDS: dict[str, tuple[str | None, str]] = {
     "numpy": (None, "the reference interpreter: numpy kernels run one op at a time, in block order; always installed"),
@@ -39,9 +40,17 @@ BACKENDS: dict[str, tuple[str | None, str]] = {
 }
 """name -> (the package it needs, or None; what it is)."""
 
-NOT_BY_DEFAULT = ("torch",)
-"""Engines ``Executor()`` never picks by itself (only when named): the torch engine is new and not yet weighed by
-``auto``'s trial against the others."""
+NOT_BY_DEFAULT: tuple[str, ...] = ()
+"""Engines ``Executor()`` never picks by itself (only when named). Empty: ``auto`` weighs every installed engine
+(the torch engine since it ran ResNet blocks fastest), for the programs ``WEIGHED_FOR`` gives; a program it
+cannot run, control flow among them, leaves it out of that program's trial."""
+
+WEIGHED_FOR: dict[str, tuple[str, ...]] = {"torch": ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")}
+"""Engines ``auto`` weighs only for programs holding one of these op types (block 0), asked without importing the
+engine. The torch engine is there for oneDNN's convolutions; elsewhere its op-by-op walk lost to numpy or xla in
+every measurement (the anchors' transformer: numpy 144 ms, xla 88.8, torch 121), and its background import
+(torch's, a few seconds of a core) starves behind a program of fast steps: the GIL goes to the import thread
+only between them (an MLP of 1 ms steps had not imported it in 120 s)."""
 
 _MODULES = {"numpy": ".numpy", "xla": ".xla", "torch": ".torch"}
 

@@ -1,31 +1,34 @@
-"""``Executor(backend="auto")``: each program runs on the numpy backend while the compiled one compiles it, then on
-both in turn until one is clearly faster, then on that one; the profile says which and why.
+"""``Executor(backend="auto")``: each program runs on the numpy backend while the compiled ones (the candidates:
+xla, torch) prepare it, then on each in turn until one is clearly the fastest, then on that one; the profile
+says which and why.
 
 Why measure instead of a rule: which engine wins depends on the program and the machine. On the anchors'
 workloads (design_docs/backends.md, "Choosing a backend") XLA runs a tanh RNN's step 3x faster than the numpy
-backend and the seed MLP's 2x slower; ResNet blocks are faster on numpy, LeNet and a transformer block on XLA.
+backend and the seed MLP's 2x slower; ResNet blocks are fastest on the torch engine (oneDNN's convolutions).
 
 The trial, per program version, feed and fetch names, and feed shapes (a ``Trial``; a changed batch size is a
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
    program run once or twice (a startup program), or a job shorter than a compile, is never compiled.
-2. Then the compiled backend compiles the step in a background thread (its runner's ``prepare``), and the runs
-   stay on numpy until it is ready: no run waits on a compile. A compile that fails, or one the compiled backend
-   declines because it might not finish (its runner's ``declines``: xla compiles a long block in pieces, but a
-   long block with control flow compiles whole), leaves the program on numpy and says why. (A runner without ``prepare`` compiles in its first run.)
-3. ``COMPILED_WARM`` runs on the compiled backend, not timed (the first run after a compile still runs slower
-   than the rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
-4. Rounds of one run on each, alternating, timed from the call to the fetched arrays, until the two sets of
-   times separate (the faster's upper quartile below the slower's lower quartile) after at least
+2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
+   imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
+   compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
+   not finish (its runner's ``declines``: xla compiles a long block in pieces, but a long block with control
+   flow compiles whole) leaves the trial and the choice says why. (A runner without ``prepare`` compiles in its
+   first run.)
+3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
+   rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
+4. Rounds of one run on each, in turn, timed from the call to the fetched arrays, until the fastest's times
+   separate from every other's (its upper quartile below each other's lower quartile) after at least
    ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the
-   smaller median runs every later run. A run that fails counts for neither and is run again in the trial.
+   smallest median runs every later run. A run that fails counts for none and is run again in the trial.
 
-Both backends compute the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds
-either's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the
-speed. What stays on the numpy backend without a trial: programs with collective ops (every rank must run the
-same engine, and their timings differ), programs the compiled backend cannot run or declines (the reason is
-given), and every program when no compiled backend is installed.
+Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
+one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
+What stays on the numpy backend without a trial: programs with collective ops (every rank must run the same
+engine, and their timings differ), programs every candidate cannot run or declines (the reasons are given), and
+every program when no compiled backend is installed.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from ..backend import WEIGHED_FOR
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
@@ -70,75 +74,117 @@ def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
 
 class Trial:
     """Where the runs of one program version, names and feed shapes go: the next backend, the times so far, the
-    choice."""
+    choice. ``candidates`` are the compiled backends in the trial beside numpy (``background[name]``: whether its
+    step is prepared in a background thread, else its first run prepares it, untimed); a candidate whose compile
+    fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen."""
 
-    def __init__(self, compiled_name: str | None, stays_because: str | None = None, background: bool = False):
-        self.compiled_name = compiled_name
+    def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
+                 background: Mapping[str, bool] | bool = False):
+        self.candidates = [] if stays_because else list(candidates)
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
         self.numpy_left = NUMPY_FIRST
         self.numpy_seconds = 0.0
-        """Run time spent on numpy before the trial: the compile starts only after ``NUMPY_SECONDS_FIRST``."""
-        self.compile: str = "due" if background else "inline"
-        """How the compiled backend gets its step: "due" (a background compile is to start), "running", "ready",
-        or "inline" (its first run compiles, untimed)."""
-        self.warm_left = COMPILED_WARM + (1 if not background else 0)
-        self.seconds: dict[str, list[float]] = {"numpy": [], compiled_name: []} if compiled_name else {"numpy": []}
+        """Run time spent on numpy before the trial: the compiles start only after ``NUMPY_SECONDS_FIRST``."""
+        ahead = background if isinstance(background, Mapping) else {name: background for name in self.candidates}
+        self.compile: dict[str, str] = {name: "due" if ahead[name] else "inline" for name in self.candidates}
+        """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready", or
+        "inline" (its first run compiles, untimed)."""
+        self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
+        self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
+        self.dropped: dict[str, str] = {}
+        """candidate -> why it left the trial."""
         self._spent = 0.0
+        self._lock = threading.Lock()
+        """Background compiles report while the runs go on."""
         self.told = False
         """Whether the executor has heard of the choice (a background compile may make it between runs)."""
 
-    def next_backend(self) -> str:
-        """The backend the next run goes to."""
-        if self.chosen is not None:
-            return self.chosen
-        if self.numpy_left or self.compile in ("due", "running"):
-            return "numpy"
-        if self.warm_left:
-            return self.compiled_name
-        numpy_runs, compiled_runs = len(self.seconds["numpy"]), len(self.seconds[self.compiled_name])
-        return self.compiled_name if compiled_runs <= numpy_runs else "numpy"
+    def start_due(self) -> list[str]:
+        """The candidates whose background compile is due, now marked running (the caller starts them)."""
+        with self._lock:
+            due = [name for name, state in self.compile.items() if state == "due"]
+            for name in due:
+                self.compile[name] = "running"
+            return due
 
-    def compiled(self, why_not: str | None) -> None:
-        """The background compile finished: ready, or ``why_not`` (the program then stays on numpy)."""
-        if why_not is None:
-            self.compile = "ready"
-        else:
-            self.chosen, self.reason = "numpy", why_not
+    def compiling(self) -> bool:
+        """Whether a candidate's background compile is yet to start or still running."""
+        return any(state in ("due", "running") for state in self.compile.values())
+
+    def next_backend(self) -> str:
+        """The backend the next run goes to: numpy first and while any compile runs, then each candidate's
+        untimed warm runs, then the backend with the fewest timed runs (a candidate before numpy on a tie)."""
+        with self._lock:
+            if self.chosen is not None:
+                return self.chosen
+            if self.numpy_left or self.compiling():
+                return "numpy"
+            warming = next((name for name in self.candidates if self.warm_left[name]), None)
+            if warming is not None:
+                return warming
+            return min([*self.candidates, "numpy"], key=lambda name: len(self.seconds[name]))
+
+    def drop(self, name: str, why: str) -> None:
+        """Candidate ``name`` leaves the trial (``why``); numpy is chosen when none is left."""
+        with self._lock:
+            self._drop(name, why)
+
+    def _drop(self, name: str, why: str) -> None:
+        if name not in self.candidates:
+            return
+        self.candidates.remove(name)
+        for table in (self.compile, self.warm_left, self.seconds):
+            table.pop(name, None)
+        self.dropped[name] = why
+        if not self.candidates and self.chosen is None:
+            self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
+
+    def compiled(self, name: str, why_not: str | None) -> None:
+        """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""
+        with self._lock:
+            if why_not is None:
+                if name in self.compile:
+                    self.compile[name] = "ready"
+            else:
+                self._drop(name, why_not)
 
     def ran(self, backend: str, seconds: float) -> None:
         """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
-        if self.chosen is not None:
-            return
-        if self.numpy_left:
-            self.numpy_seconds += seconds
-            if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
-                self.numpy_left -= 1
-            return
-        if self.compile in ("due", "running"):
-            return  # numpy while the compile runs beside it: slowed by it, not timed
-        if self.warm_left:
-            if backend == self.compiled_name:
-                self.warm_left -= 1
-            return
-        self.seconds[backend].append(seconds)
-        self._spent += seconds
-        self._decide()
+        with self._lock:
+            if self.chosen is not None:
+                return
+            if self.numpy_left:
+                self.numpy_seconds += seconds
+                if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
+                    self.numpy_left -= 1
+                return
+            if self.compiling():
+                return  # numpy while a compile runs beside it: slowed by it, not timed
+            if any(self.warm_left.values()):
+                if self.warm_left.get(backend):
+                    self.warm_left[backend] -= 1
+                return
+            self.seconds[backend].append(seconds)
+            self._spent += seconds
+            self._decide()
 
     def _decide(self) -> None:
-        numpy_times, compiled_times = self.seconds["numpy"], self.seconds[self.compiled_name]
-        rounds = min(len(numpy_times), len(compiled_times))
-        if rounds < MIN_ROUNDS or len(numpy_times) != len(compiled_times):
+        names = ["numpy", *self.candidates]
+        counts = {len(self.seconds[name]) for name in names}
+        rounds = min(counts)
+        if rounds < MIN_ROUNDS or len(counts) != 1:
             return
-        medians = {name: statistics.median(times) for name, times in self.seconds.items()}
-        fast, slow = sorted(medians, key=lambda name: (medians[name], name != "numpy"))
-        clear = separated(self.seconds[fast], self.seconds[slow])
+        medians = {name: statistics.median(self.seconds[name]) for name in names}
+        fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
+        clear = all(separated(self.seconds[fast], self.seconds[other]) for other in others)
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
         self.chosen = fast
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
-        self.reason = f"median run over {rounds} runs each ({how}): {shown}"
+        left = "".join(f"; {why}" for why in self.dropped.values())
+        self.reason = f"median run over {rounds} runs each ({how}): {shown}{left}"
 
 
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
@@ -175,18 +221,19 @@ class LazyRunner:
 
 
 class AutoRunner:
-    """One executor's runs with ``backend="auto"``: the numpy runner, the compiled one (None when no compiled
-    backend is installed), and a Trial per program version, names and feed shapes. ``chose(program, backend,
-    reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the executor's
-    settings keep every run on numpy, or None."""
+    """One executor's runs with ``backend="auto"``: the numpy runner, the compiled ones (a runner, a list of them,
+    or None when none is installed), and a Trial per program version, names and feed shapes. ``chose(program,
+    backend, reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the
+    executor's settings keep every run on numpy, or None."""
 
-    def __init__(self, numpy_runner, compiled_runner, chose: Callable[[Any, str, str], None],
+    def __init__(self, numpy_runner, compiled_runners, chose: Callable[[Any, str, str], None],
                  clock: Callable[[], float] = time.perf_counter, numpy_only: Callable[[], str | None] = lambda: None):
-        self.runners = {"numpy": numpy_runner}
-        self.compiled_name = None
-        if compiled_runner is not None:
-            self.compiled_name = compiled_runner.name
-            self.runners[self.compiled_name] = compiled_runner
+        if compiled_runners is None:
+            compiled_runners = []
+        elif not isinstance(compiled_runners, (list, tuple)):
+            compiled_runners = [compiled_runners]
+        self.runners = {"numpy": numpy_runner, **{found.name: found for found in compiled_runners}}
+        self.compiled_names = [found.name for found in compiled_runners]
         self._chose, self._clock, self._numpy_only = chose, clock, numpy_only
         self._trials = PerVersion()
 
@@ -197,8 +244,10 @@ class AutoRunner:
         key = (tuple(sorted(feed)), tuple(fetch_names), _feed_shapes(feed))
         found = per_program.get(key)
         if found is None:
-            background = hasattr(self.runners.get(self.compiled_name), "prepare")
-            found = Trial(self.compiled_name, self._stays_on_numpy(program), background)
+            background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
+            found = Trial(self.compiled_names, self._stays_on_numpy(program), background)
+            for name, why in self._left_out(program, background).items():
+                found.drop(name, why)
             per_program[key] = found
             self._tell(program, found)
         return found
@@ -210,48 +259,68 @@ class AutoRunner:
             self._chose(program, trial.chosen, trial.reason)
 
     def _stays_on_numpy(self, program) -> str | None:
-        """Why ``program`` runs on numpy without a trial, or None."""
-        if self.compiled_name is None:
+        """Why ``program`` runs on numpy without a trial, whatever the compiled backends, or None."""
+        if not self.compiled_names:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
         pinned = self._numpy_only()
         if pinned:
             return pinned
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
-        if not hasattr(self.runners[self.compiled_name], "prepare"):  # else asked in the background (a jax import)
-            return self._cannot_run(program)
         return None
 
-    def _cannot_run(self, program) -> str | None:
-        runner = self.runners[self.compiled_name]
+    def _left_out(self, program, background: Mapping[str, bool]) -> dict[str, str]:
+        """The compiled backends that sit ``program``'s trial out, and why: one weighed only for programs with
+        certain ops (``backend.WEIGHED_FOR``) where it holds none; one without a background ``prepare`` (it compiles
+        in its first run) that cannot run the program or declines it, asked now (a backend with ``prepare`` is
+        asked in the background, where its import costs no run)."""
+        out: dict[str, str] = {}
+        held = {op.type for op in program.global_block().ops}
+        for name in self.compiled_names:
+            wanted = WEIGHED_FOR.get(name)
+            if wanted and not held.intersection(wanted):
+                out[name] = f"{name} is weighed only for programs with {', '.join(wanted[:1])} (backend.WEIGHED_FOR)"
+                continue
+            if not background[name]:
+                why = self._cannot_run(name, program)
+                if why:
+                    out[name] = why
+        return out
+
+    def _cannot_run(self, name: str, program) -> str | None:
+        """Why backend ``name`` leaves ``program``'s trial: ops it cannot run, or a compile it declines because it
+        might not finish (its runner's ``declines``), or None."""
+        runner = self.runners[name]
         problems = runner.problems(program.global_block())
         if problems:
-            return f"{self.compiled_name} cannot run it: " + "; ".join(problems)
+            return f"{name} cannot run it: " + "; ".join(problems)
         declines = getattr(runner, "declines", None)
         return declines(program) if declines is not None else None
 
-    def _start_compile(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
-                       scope: Scope) -> None:
-        """Compile the step for this trial in a background thread; the trial hears when it is done."""
-        trial.compile = "running"
-        compiled = self.runners[self.compiled_name]
-        feed = dict(feed)
-        fetch_names = list(fetch_names)
+    def _start_compiles(self, trial: Trial, program, feed: Mapping[str, Any], fetch_names: Sequence[str],
+                        scope: Scope) -> None:
+        """Compile the step of each candidate whose compile is due, each in a background thread; the trial hears
+        when each is done."""
+        for name in trial.start_due():
+            self._start_compile(trial, name, program, dict(feed), list(fetch_names), scope)
+
+    def _start_compile(self, trial: Trial, name: str, program, feed: dict, fetch_names: list, scope: Scope) -> None:
+        compiled = self.runners[name]
 
         def work() -> None:
             try:
-                why_not = self._cannot_run(program)
+                why_not = self._cannot_run(name, program)
                 if why_not is None:
                     compiled.prepare(program, feed, fetch_names, scope)
-            except Exception as e:  # noqa: BLE001 - any failure leaves the program on numpy, with the reason
+            except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
-                why_not = f"{self.compiled_name} could not compile it: {type(e).__name__}: {message}"
-            trial.compiled(why_not)
+                why_not = f"{name} could not compile it: {type(e).__name__}: {message}"
+            trial.compiled(name, why_not)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are
         # declined (the runner's ``declines``).
-        threading.Thread(target=work, name="gradgen-auto-compile", daemon=False).start()
+        threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False).start()
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
@@ -261,8 +330,8 @@ class AutoRunner:
         if trial.chosen is not None:
             self._tell(program, trial)  # (a background compile may have failed since the last run)
             return self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
-        if trial.compile == "due" and not trial.numpy_left:
-            self._start_compile(trial, program, feed, fetch_names, scope)
+        if not trial.numpy_left:
+            self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
         trial.ran(backend, self._clock() - start)

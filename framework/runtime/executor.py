@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gradgen.program.guard import default_main_program
 
-from ..backend import AUTO, DEFAULT_BACKEND, RunSettings, Runner, backends, default_backend, runner
+from ..backend import AUTO, DEFAULT_BACKEND, NOT_BY_DEFAULT, RunSettings, Runner, backends, default_backend, runner
 from ..errors import ExecutionError
 from .auto_run import AutoRunner, LazyRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
@@ -62,7 +62,8 @@ class Executor:
     ``backend`` names the engine (``gradgen.framework.backends()`` lists the installed ones): ``"numpy"``, the
     plan of numpy kernels, or a compiled one such as ``"xla"`` (``backend/xla/runner.py``), which compiles
     block 0 once per run signature and run-time shapes (``plans_built`` counts those compiles too); or
-    ``"auto"``: each program's first runs try both, and the faster runs the rest (``runtime/auto_run.py``;
+    ``"auto"``: each program's first runs try numpy and each installed compiled backend that can run it, and the
+    fastest runs the rest (``runtime/auto_run.py``;
     ``backend_choice(program)`` and the profile say which and why).
     ``options`` says how numpy plans are built (``PlanOptions``: loop read-back,
     checks, the kernel table; the backend reads them). ``plans_built`` counts compilations
@@ -83,7 +84,7 @@ class Executor:
         self.threads = threads
         self.backend = backend
         if backend == AUTO and not isinstance(self.place, CPUPlace):
-            raise ExecutionError(f"backend 'auto' chooses between the numpy backend and a compiled one, and the "
+            raise ExecutionError(f"backend 'auto' chooses among the numpy backend and the compiled ones, and the "
                                  f"numpy backend runs on the CPU; {self.place!r} needs backend='xla'")
         self._run_lock = threading.RLock()
         self.check_nan_inf = check_nan_inf
@@ -113,13 +114,14 @@ class Executor:
                            self.threads)
 
     def _auto_runner(self) -> AutoRunner:
-        """The runner of ``backend="auto"``: numpy, and the first installed compiled backend if there is one."""
-        compiled = next((name for name in backends() if name != DEFAULT_BACKEND), None)
-        def plain() -> RunSettings:  # the compiled backend's own settings: no per-op checks, no options
+        """The runner of ``backend="auto"``: numpy, and every installed compiled backend not in
+        ``NOT_BY_DEFAULT``, each made on first use."""
+        def plain() -> RunSettings:  # the compiled backends' own settings: no per-op checks, no options
             return RunSettings(self.place, False, False, None, None, self.threads)
 
-        lazy = LazyRunner(compiled, partial(runner, compiled, plain)) if compiled else None
-        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazy, self._chose, numpy_only=self._numpy_only)
+        lazies = [LazyRunner(name, partial(runner, name, plain)) for name in backends()
+                  if name != DEFAULT_BACKEND and name not in NOT_BY_DEFAULT]
+        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazies, self._chose, numpy_only=self._numpy_only)
 
     def _chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""

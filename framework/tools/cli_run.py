@@ -234,8 +234,9 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
     p.add_argument("--backend", choices=list(BACKENDS) + ([AUTO] if auto else []),
                    default=None if auto else DEFAULT_BACKEND,
                    help=help or "the engine that runs the program (default: auto where a compiled backend is "
-                                "installed, else numpy; xla needs gradgen[xla]; auto runs numpy while xla compiles, "
-                                "then both in turn, then the faster; --profile says which)")
+                                "installed, else numpy; xla needs gradgen[xla]; auto runs numpy while the compiled "
+                                "engines (xla, torch) prepare, then each in turn, then the fastest; --profile says "
+                                "which)")
     if auto:
         p.add_argument("--threads", type=positive, metavar="N",
                        help="threads for the engine's pools (numpy: its BLAS products; default: the cores other "

@@ -45,6 +45,13 @@ def make_runner(settings: Callable[[], RunSettings]) -> "TorchRunner":
     return TorchRunner(settings)
 
 
+PRODUCT_THREADS = 1
+"""numpy's BLAS threads for the engine's products (``kernels/tensor.matmul``): one, the engine's parallel work
+being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op torch's OpenMP threads
+spin on the cores OpenBLAS's threads then want. Measured in one process, interleaved, torch at two threads: the
+anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own 2.3 beside them,
+5.3 beside the thrashing engine); the transformer 345 and 125 ms."""
+
 _OWN_THREADS = torch.get_num_threads()
 """torch's own intra-op thread count (its default, or what the process set before the engine was loaded)."""
 
@@ -112,12 +119,18 @@ class TorchRunner:
             built(time.perf_counter() - start)
         return entry
 
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
+        """Build the steps of runs with these names before the first (``backend="auto"`` does it in a background
+        thread, so that neither torch's import nor a refusal costs a run); an ExecutionError where the engine
+        cannot run the program."""
+        self.entry_for(program, list(feed), list(fetch_names), lambda seconds: None)
+
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, the caller's own); the scope gets the changed persistables only if
         the whole run succeeds."""
         threads = self._settings().threads
-        with scope.run_lock, _threads(threads), blas_threads(threads or free_cores(), exact=threads is not None), \
+        with scope.run_lock, _threads(threads), blas_threads(PRODUCT_THREADS), \
                 torch.inference_mode():
             entry = self.entry_for(program, list(feed), fetch_names, built)
             mark("plan")

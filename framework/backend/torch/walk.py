@@ -11,7 +11,8 @@ from gradgen.program.describe import op_location
 
 from ...errors import ExecutionError
 from ..shared.signature import RunSignature, is_persistable
-from .kernels import KERNELS
+from .joint import pairs
+from .kernels import JOINT, KERNELS
 from .xp import torch_dtype
 
 __all__ = ["Step", "build_steps", "walk"]
@@ -32,39 +33,63 @@ def _declared(block, name: str):
     return (torch_dtype(var.dtype), len(var.shape), tuple((a, d) for a, d in enumerate(var.shape) if d != -1))
 
 
+def _kernel(block, i: int, make: Callable[[], Callable]) -> Callable:
+    try:
+        return make()
+    except Exception as e:
+        op = block.ops[i]
+        raise ExecutionError(f"{op_location(block, i, op.type, op.callsite)}: cannot build its torch kernel: "
+                             f"{type(e).__name__}: {e}") from e
+
+
 def build_steps(block, sig: RunSignature) -> list[Step]:
-    """The steps of a run of ``block`` with these names (the ops ``sig.skipped`` leaves out are not there)."""
+    """The steps of a run of ``block`` with these names (the ops ``sig.skipped`` leaves out are not there); a pair
+    of ops one kernel serves (``joint.pairs``) is one step at the first op's place, its index the first op's."""
     order = [i for i in range(len(block.ops)) if i not in sig.skipped]
-    last_use: dict[str, int] = {}
+    joined = pairs(block, order)
+    seconds = set(joined.values())
+    planned = []  # (op index, kernel, input names, output names)
     for i in order:
-        for name in (*block.ops[i].input_arg_names, *block.ops[i].output_arg_names):
-            last_use[name] = i
+        if i in seconds:
+            continue
+        op = block.ops[i]
+        if i in joined:
+            other = block.ops[joined[i]]
+            fn = _kernel(block, i, lambda: JOINT[op.type, other.type](op, other))
+            outs = (*op.output_arg_names, *other.output_arg_names)
+        else:
+            fn = _kernel(block, i, lambda: KERNELS[op.type](op))
+            outs = tuple(op.output_arg_names)
+        planned.append((i, fn, tuple(op.input_arg_names), outs))
+    last_use: dict[str, int] = {}
+    for at, (_, _, ins, outs) in enumerate(planned):
+        for name in (*ins, *outs):
+            last_use[name] = at
     keep = set(sig.fetches)
     dying: dict[int, list[str]] = {}
     for name, at in last_use.items():
         if name not in keep and not is_persistable(block, name):
             dying.setdefault(at, []).append(name)
-    steps = []
-    for i in order:
-        op = block.ops[i]
-        try:
-            fn = KERNELS[op.type](op)
-        except Exception as e:
-            raise ExecutionError(f"{op_location(block, i, op.type, op.callsite)}: cannot build its torch kernel: "
-                                 f"{type(e).__name__}: {e}") from e
-        outs = tuple(op.output_arg_names)
-        steps.append(Step(fn, tuple(op.input_arg_names), outs, tuple(_declared(block, n) for n in outs),
-                          tuple(dying.get(i, ())), i))
-    return steps
+    return [Step(fn, ins, outs, tuple(_declared(block, n) for n in outs), tuple(dying.get(at, ())), i)
+            for at, (i, fn, ins, outs) in enumerate(planned)]
 
 
 def _wrong_type(value, declared) -> str | None:
     dtype, rank, fixed = declared
     if not isinstance(value, torch.Tensor):
         return f"a {type(value).__name__}, not a tensor"
-    if value.dtype != dtype or value.ndim != rank or any(value.shape[a] != d for a, d in fixed):
-        return f"{value.dtype}{list(value.shape)}"
+    shape = value.shape
+    if value.dtype != dtype or len(shape) != rank:
+        return f"{value.dtype}{list(shape)}"
+    for axis, size in fixed:  # a plain loop: a generator per output (70 a LeNet step) showed in its profile
+        if shape[axis] != size:
+            return f"{value.dtype}{list(shape)}"
     return None
+
+
+def _writer(block, index: int, name: str) -> int:
+    """The index of the op that writes ``name``: the step's op, or the op it shares its step with (``joint``)."""
+    return next(i for i in range(index, len(block.ops)) if name in block.ops[i].output_arg_names)
 
 
 def walk(block, steps: Sequence[Step], env: dict) -> None:
@@ -87,8 +112,9 @@ def walk(block, steps: Sequence[Step], env: dict) -> None:
         for name, value, declared in zip(outs, values, types):
             wrong = _wrong_type(value, declared)
             if wrong is not None:
-                op = block.ops[index]
-                raise ExecutionError(f"{op_location(block, index, op.type, op.callsite)}: output '{name}' is {wrong}, "
+                at = _writer(block, index, name)
+                op = block.ops[at]
+                raise ExecutionError(f"{op_location(block, at, op.type, op.callsite)}: output '{name}' is {wrong}, "
                                      f"declared {block.var(name).dtype}{list(block.var(name).shape)} (torch kernel)")
             env[name] = value
         for name in dead:

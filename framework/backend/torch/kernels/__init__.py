@@ -11,7 +11,7 @@ from ...shared.tables import collect
 from . import conv, nn, tensor
 from .derived import derived_kernel
 
-__all__ = ["FAMILIES", "FASTER", "KERNELS"]
+__all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS"]
 
 FAMILIES = (tensor, conv, nn)
 
@@ -20,3 +20,7 @@ FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 
 KERNELS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "KERNELS"), derived_kernel, "torch kernel", FASTER)
 """op type -> kernel factory."""
+
+JOINT: Mapping[tuple[str, str], Callable] = collect(FAMILIES, "JOINT")
+"""(first op type, second op type) -> factory(first op, second op) of one kernel computing both ops' outputs from
+the first op's inputs (``joint.pairs`` says when two ops may share one)."""

@@ -1,0 +1,151 @@
+"""``backend="auto"`` among three engines (numpy, xla, torch): the fastest is kept, whichever it is; an engine that
+cannot run a program leaves that program's trial and the others still weigh it; and the real torch engine in the
+trial (its steps built in the background), on a program it refuses (a while loop) and one it runs."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, optimizer
+from gradgen.framework.runtime import auto_run
+from gradgen.framework.runtime.auto_run import COMPILED_WARM, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
+from gradgen.program import Program, layers, program_guard
+from tests.backends.test_auto import _Clock, _program, _runs, _StandIn
+from tests.backends.test_torch_backend import need_torch
+
+INLINE_WARM = COMPILED_WARM + 1
+
+
+@pytest.fixture(autouse=True)
+def _trial_from_the_third_run(monkeypatch):
+    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
+
+
+@pytest.fixture
+def _every_program(monkeypatch):
+    """The stand-ins' program has no convolution: weigh torch for it anyway."""
+    monkeypatch.setattr(auto_run, "WEIGHED_FOR", {})
+
+
+def _three(costs: dict, torch_problems=lambda block: []):
+    clock, log, told = _Clock(), [], []
+    runner = AutoRunner(_StandIn("numpy", clock, costs["numpy"], log),
+                        [_StandIn("xla", clock, costs["xla"], log),
+                         _StandIn("torch", clock, costs["torch"], log, problems=torch_problems)],
+                        lambda program, backend, reason: told.append((backend, reason)), clock)
+    return runner, log, told
+
+
+@pytest.mark.usefixtures("_every_program")
+@pytest.mark.parametrize("want", ["numpy", "xla", "torch"])
+def test_the_fastest_of_three_is_kept(want):
+    costs = {"numpy": 1.0, "xla": 1.0, "torch": 1.0, want: 0.3}
+    runner, log, told = _three(costs)
+    program = _program()
+    trial_runs = NUMPY_FIRST + 2 * INLINE_WARM + 3 * MIN_ROUNDS
+    _runs(runner, program, trial_runs - 1)
+    assert told == []  # one timed run short
+    _runs(runner, program, 1 + 3)
+    warm = NUMPY_FIRST + 2 * INLINE_WARM
+    assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST
+    assert log[NUMPY_FIRST:warm] == ["xla"] * INLINE_WARM + ["torch"] * INLINE_WARM
+    assert sorted(log[warm:trial_runs]) == sorted(["numpy", "xla", "torch"] * MIN_ROUNDS)
+    assert log[trial_runs:] == [want] * 3
+    assert len(told) == 1 and told[0][0] == want
+    assert all(f"{name} {cost * 1e3:.3g} ms" in told[0][1] for name, cost in costs.items())
+
+
+@pytest.mark.usefixtures("_every_program")
+def test_an_engine_that_cannot_run_the_program_sits_its_trial_out():
+    refused = "block 0, op #3 (while): no torch kernel"
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1}, torch_problems=lambda block: [refused])
+    _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS + 2)
+    assert "torch" not in log
+    assert told[0][0] == "xla" and f"torch cannot run it: {refused}" in told[0][1]
+
+
+def test_torch_is_weighed_only_for_programs_with_a_convolution():
+    """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, a convolution
+    brings it in."""
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS + 1)
+    assert "torch" not in log and told[0][0] == "xla" and "torch is weighed only for programs with conv2d" in told[0][1]
+    conv = Program()
+    with program_guard(conv, Program()):
+        layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + 3 * MIN_ROUNDS + 1, feed={"x": np.zeros((2, 1, 4, 4))})
+    assert told[0][0] == "torch"
+
+
+@pytest.mark.usefixtures("_every_program")
+def test_numpy_is_kept_when_every_compiled_engine_refuses_and_the_reasons_say_so():
+    runner = AutoRunner(_StandIn("numpy", _Clock(), 1.0, []),
+                        [_StandIn("xla", _Clock(), 0.1, [], problems=lambda block: ["op a"]),
+                         _StandIn("torch", _Clock(), 0.1, [], problems=lambda block: ["op b"])],
+                        lambda *told: None, _Clock())
+    trial = runner.trial(_program(), {"x": np.zeros((2, 4))}, ["loss"])
+    assert trial.chosen == "numpy" and trial.reason == "xla cannot run it: op a; torch cannot run it: op b"
+
+
+def _auto_on_torch_only(monkeypatch):
+    from gradgen.framework.runtime import executor
+    monkeypatch.setattr(executor, "backends", lambda: ["numpy", "torch"])
+    return Executor(backend="auto")
+
+
+def _until_chosen(exe, main, feed, fetch, scope, seconds: float = 30.0):
+    """Runs until auto has chosen (torch's import in the background takes a second or two)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        out = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+        if exe.backend_choice(main) is not None:
+            return out
+        time.sleep(0.02)  # the background thread's turn
+    raise AssertionError("no choice")
+
+
+def test_a_while_loop_runs_under_auto_with_torch_installed_and_stays_off_torch(monkeypatch):
+    need_torch()
+    exe = _auto_on_torch_only(monkeypatch)
+    main = Program()
+    with program_guard(main, Program()):  # a convolution (torch is weighed) and a while loop (it cannot run it)
+        image = layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, bias=False, name="c")
+        limit = layers.data("n", [], "int64")
+        i = layers.fill_constant([], "int64", 0)
+        total = layers.reduce_sum(image)
+        _, result = layers.while_loop(lambda i, s: layers.less_than(i, limit),
+                                      lambda i, s: [i + 1, s + 1.5], [i, total])
+    scope = Scope()
+    scope.set("c.w", np.zeros((2, 1, 3, 3)))
+    (got,) = _until_chosen(exe, main, {"n": np.array(4, np.int64), "x": np.ones((1, 1, 4, 4))}, [result], scope)
+    assert float(got) == 6.0
+    backend, reason = exe.backend_choice(main)
+    assert backend == "numpy" and "torch cannot run it" in reason and "(while)" in reason
+
+
+def test_auto_with_torch_trains_as_the_numpy_backend(monkeypatch):
+    need_torch()
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((8, 2, 6, 6)), rng.integers(0, 3, (8, 1))
+    results = {}
+    for name in ("numpy", "auto"):
+        main, startup = Program(), Program()
+        with program_guard(main, startup):
+            h = layers.conv2d(layers.data("x", [-1, 2, 6, 6], "float64"), 3, 3, act="relu", name="c")
+            logits = layers.fc(layers.reshape(h, [-1, 48]), 3, name="f")
+            loss = layers.mean(layers.softmax_with_cross_entropy(logits, layers.data("y", [-1, 1], "int64")))
+            optimizer.SGD(0.1).minimize(loss)
+        exe = _auto_on_torch_only(monkeypatch) if name == "auto" else Executor(backend="numpy")
+        scope = Scope()
+        exe.run(startup, scope=scope)
+        losses = [float(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)[0]) for _ in range(4)]
+        if name == "auto":
+            _until_chosen(exe, main, {"x": x, "y": y}, [loss], scope)
+            losses.append(float(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)[0]))
+            assert exe.backend_choice(main)[0] in ("numpy", "torch")
+            assert "torch" in exe.backend_choice(main)[1]  # weighed: its median is in the reason
+        results[name] = losses[:4]
+    np.testing.assert_allclose(results["auto"], results["numpy"], rtol=1e-12)
