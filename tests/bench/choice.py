@@ -6,8 +6,8 @@
 
 Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
 transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
-(``backend_choice``), then times every engine ``auto`` weighs with executors of their own, alternating one step
-each, in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
+(``backend_choice``), then times every engine ``auto`` weighs for the program with executors of their own, in
+rounds of a few steps each in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
 the chosen engine's median is more than ``MARGIN`` above the fastest's. Time with the machine otherwise quiet.
 """
 from __future__ import annotations
@@ -23,6 +23,8 @@ import time
 __all__ = ["CASES", "MARGIN", "main", "probe"]
 
 CASES = ("seed-f32", "seed-f64", "lenet", "resnet", "transformer", "rnn")
+BLOCK = 3
+"""Timed steps an engine runs in a row in each round, after one untimed step."""
 MARGIN = 0.10
 """How much slower than the fastest engine a pick may be and still count as right: closer than that, timing noise
 decides, and either engine is as good."""
@@ -49,7 +51,7 @@ def _step_and_executor(case: str, backend: str | None, folder: str):
 
 def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
     """One process's pick for ``case`` and the engines' medians measured after it (seconds per step)."""
-    from gradgen.framework.backend import backends, NOT_BY_DEFAULT
+    from gradgen.framework.backend import NOT_BY_DEFAULT, WEIGHED_FOR, backends
 
     step, exe, program = _step_and_executor(case, None, folder)
     start, runs = time.perf_counter(), 0
@@ -57,16 +59,18 @@ def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
         step()
         runs += 1
     choice = exe.backend_choice(program)
-    weighed = [name for name in backends() if name not in NOT_BY_DEFAULT]
+    held = {op.type for op in program.global_block().ops}
+    weighed = [name for name in backends() if name not in NOT_BY_DEFAULT
+               and (name not in WEIGHED_FOR or held.intersection(WEIGHED_FOR[name]))]
     engines = {name: _step_and_executor(case, name, folder)[0] for name in weighed}
     times: dict[str, list[float]] = {name: [] for name in engines}
-    for fn in engines.values():
-        fn(), fn()  # compiled and warm
     for _ in range(rounds):
         for name, fn in engines.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
+            fn()  # untimed: the engine before it may leave threads spinning (torch's OpenMP pool)
+            for _ in range(BLOCK):
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     return {"case": case, "chosen": choice[0] if choice else None, "why": choice[1] if choice else None,
             "runs_to_choose": runs, "seconds_to_choose": time.perf_counter() - start if choice else None,
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--budget", type=float, default=120.0, help="seconds a process may take to choose")
-    parser.add_argument("--rounds", type=int, default=15, help="timed steps per engine after the choice")
+    parser.add_argument("--rounds", type=int, default=7, help=f"rounds of {BLOCK} timed steps per engine")
     parser.add_argument("--anchors", default=_ANCHORS, help="the anchors' workloads folder (wl.py)")
     args = parser.parse_args(argv)
     print("| case | process | chosen | medians (ms) | verdict | runs to choose |")
