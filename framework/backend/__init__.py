@@ -71,7 +71,7 @@ class RunSettings(NamedTuple):
     """A ``runtime.profile.Profiler`` the run's steps are timed into, or None."""
     threads: int | None = None
     """The threads an engine's pools run with (``Executor(threads=N)``), or None: the cores other work leaves
-    free, at most what the pools' own settings allow (numpy: ``backend/numpy/threads.py``)."""
+    free (``backend/shared/cores.py``), at most what the pools' own settings allow (numpy: ``backend/numpy/threads.py``)."""
 
 
 class Runner(Protocol):

@@ -71,7 +71,7 @@ class Executor:
     ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
     ``threads`` sets how many threads the engine's pools use (numpy: its BLAS products); left as None, the
     numpy engine uses the cores other processes leave free, at most what its BLAS was told
-    (``backend/numpy/threads.py``).
+    (``backend/shared/cores.py``, ``backend/numpy/threads.py``).
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,

@@ -1,4 +1,4 @@
-"""The numpy engine's BLAS threads: the cores other processes leave free (``backend/numpy/threads.py``), or
+"""The numpy engine's BLAS threads: the cores other processes leave free (``backend/shared/cores.py``, ``backend/numpy/threads.py``), or
 ``Executor(threads=N)`` / ``--threads N``; the pools get their own counts back after each run."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from gradgen.framework import Executor, ExecutionError, Scope, register_op, unregister_op
 from gradgen.framework.backend.numpy import threads
+from gradgen.framework.backend.shared import cores
 from gradgen.program import Program, layers, program_guard
 from tests.extras import require
 
@@ -27,8 +28,8 @@ class Counters:
         self.own += own
         self.busy += others + own
 
-    def meter(self, cpus: int) -> threads.CoreMeter:
-        return threads.CoreMeter(cpus, busy=lambda: self.busy, own=lambda: self.own, clock=lambda: self.now)
+    def meter(self, cpus: int) -> cores.CoreMeter:
+        return cores.CoreMeter(cpus, busy=lambda: self.busy, own=lambda: self.own, clock=lambda: self.now)
 
 
 @pytest.mark.parametrize("cpus,others,own,free", [
@@ -46,20 +47,20 @@ def test_the_counters_are_read_at_most_once_per_sample_interval():
     counters = Counters()
     meter = counters.meter(2)
     meter.free()
-    counters.advance(threads.SAMPLE_SECONDS / 2, 0.5, 0.0)
+    counters.advance(cores.SAMPLE_SECONDS / 2, 0.5, 0.0)
     assert meter.free() == meter.free()  # still the first estimate: no new reading yet
-    counters.advance(threads.SAMPLE_SECONDS, 2.0 * threads.SAMPLE_SECONDS * 1.5, 0.0)
+    counters.advance(cores.SAMPLE_SECONDS, 2.0 * cores.SAMPLE_SECONDS * 1.5, 0.0)
     assert meter.free() == 1
 
 
 def test_without_cpu_counters_every_usable_cpu_counts_as_free():
-    assert threads.CoreMeter(3, busy=lambda: None).free() == 3
+    assert cores.CoreMeter(3, busy=lambda: None).free() == 3
 
 
 def test_another_busy_process_takes_a_core_from_the_estimate():
     """A real reading: a process spinning on a core (the machine may be busier still: the estimate can only
     fall)."""
-    meter = threads.CoreMeter()
+    meter = cores.CoreMeter()
     meter.free()
     spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"])
     try:

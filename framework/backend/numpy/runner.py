@@ -26,7 +26,8 @@ from .checks import declared_type, finite
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .run import run_plan
-from .threads import blas_threads, free_cores
+from ..shared.cores import free_cores
+from .threads import blas_threads
 
 __all__ = ["NumpyRunner", "make_runner"]
 

@@ -24,7 +24,8 @@ from ...runtime.scope import Scope
 from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from ..numpy.threads import blas_threads, free_cores  # the free-core meter and BLAS pools: engine-neutral
+from ..numpy.threads import blas_threads  # its products run on numpy's OpenBLAS (PRODUCT_THREADS)
+from ..shared.cores import free_cores
 from .refused import problems
 from .walk import build_steps, walk
 
