@@ -246,6 +246,21 @@ def test_executor_weighs_the_torch_engine_by_itself(monkeypatch):
     assert backend.default_backend(CUDAPlace(0)) == "xla"
 
 
+def conv_and_its_gradients(size: int, dtype: str):
+    """A padded 3x3 convolution of x [2, 3, size, size] into 4 channels (filter ``k.w``, no bias), and the gradients
+    of sum(out * g) in x and in the filter: (program, out, [x@GRAD, k.w@GRAD])."""
+    from gradgen.framework import gradients
+    from gradgen.program import Program, layers, program_guard
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [2, 3, size, size], dtype)
+        g = layers.data("g", [2, 4, size, size], dtype)
+        out = layers.conv2d(x, 4, 3, padding=1, bias=False, name="k")
+        grads = gradients([layers.reduce_sum(out * g)], [x, main.global_block().var("k.w")])
+    return main, out, grads
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy's 0 * inf, meant
 @pytest.mark.parametrize("where", ["input", "gradient"])
 def test_a_padded_convolution_with_an_infinite_operand_gives_numpys_nan(where):
@@ -254,19 +269,12 @@ def test_a_padded_convolution_with_an_infinite_operand_gives_numpys_nan(where):
     left out: numpy's stride-1 input gradient widens the output gradient with zeros, which makes NaN in a column
     no product of real values reaches; the torch engine does not follow that.)"""
     need_torch()
-    from gradgen.framework import gradients
-    from gradgen.program import Program, layers, program_guard
     rng = np.random.default_rng(5)
     x_value = rng.standard_normal((2, 3, 5, 5)).astype("float32")
     w_value = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     g_value = rng.standard_normal((2, 4, 5, 5)).astype("float32")
     {"input": x_value, "filter": w_value, "gradient": g_value}[where][0, 1, 0, 0] = np.inf
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [2, 3, 5, 5], "float32")
-        g = layers.data("g", [2, 4, 5, 5], "float32")
-        out = layers.conv2d(x, 4, 3, padding=1, bias=False, name="k")
-        grads = gradients([layers.reduce_sum(out * g)], [x, main.global_block().var("k.w")])
+    main, out, grads = conv_and_its_gradients(5, "float32")
     feed, fetch = {"x": x_value, "g": g_value}, [out, *grads]
     want = run_on("numpy", main, feed, fetch, {"k.w": w_value})
     got = run_on("torch", main, feed, fetch, {"k.w": w_value})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.backends.test_torch_backend import need_torch, run_on
+from tests.backends.test_torch_backend import conv_and_its_gradients, need_torch, run_on
 from tests.backends.xla_harness import assert_same
 from tests.framework.op_harness import Case, one_op_program
 
@@ -64,14 +64,7 @@ def test_relu_gradient_equals_numpys_with_nan_and_inf(out_trouble, grad_trouble)
 
 
 def _conv_with_both_gradients():
-    from gradgen.framework import gradients
-    from gradgen.program import Program, layers, program_guard
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [2, 3, 6, 6], "float64")
-        g = layers.data("g", [2, 4, 6, 6], "float64")
-        out = layers.conv2d(x, 4, 3, padding=1, bias=False, name="k")
-        grads = gradients([layers.reduce_sum(out * g)], [x, main.global_block().var("k.w")])
+    main, out, grads = conv_and_its_gradients(6, "float64")
     block = main.global_block()
     firsts = [i for i, op in enumerate(block.ops) if op.type == "conv2d_input_grad"]
     seconds = [i for i, op in enumerate(block.ops) if op.type == "conv2d_filter_grad"]
