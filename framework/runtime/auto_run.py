@@ -19,10 +19,14 @@ new trial, so each shape runs on its own winner):
    first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
    rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
-4. Rounds of one run on each, in turn, timed from the call to the fetched arrays, until the fastest's times
-   separate from every other's (its upper quartile below each other's lower quartile) after at least
-   ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the
-   smallest median runs every later run. A run that fails counts for none and is run again in the trial.
+4. Blocks of ``BLOCK_RUNS`` timed runs on each, in turn, timed from the call to the fetched arrays, until the
+   fastest's times separate from every other's (its upper quartile below each other's lower quartile) after at
+   least ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with
+   the smallest median runs every later run. A block that follows another backend's starts with untimed runs for
+   ``SETTLE_SECONDS``: one engine's thread pools slow the next one's runs for a while (numpy's OpenBLAS threads
+   spin after a product, torch's OpenMP threads after an op: on LeNet a torch-engine step took 7.1 ms right after
+   numpy steps, still 7.7 five steps later, and 3.9 alone). A run that fails counts for none and is run again in
+   the trial.
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -42,8 +46,8 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "TRIAL_SECONDS",
-           "AutoRunner", "LazyRunner", "Trial", "separated"]
+__all__ = ["BLOCK_RUNS", "COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST",
+           "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -58,6 +62,13 @@ COMPILED_WARM = 1
 
 MIN_ROUNDS = 3
 """Timed runs on each backend before a choice may be made."""
+
+BLOCK_RUNS = 3
+"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks)."""
+
+SETTLE_SECONDS = 0.2
+"""Untimed run time a block spends first when the run before it was another backend's (at least one run): the
+previous engine's pool threads spin for a while after its work (OpenBLAS's about 0.1 s)."""
 
 MAX_ROUNDS = 15
 """Timed runs on each backend after which the smaller median wins even if the times still overlap."""
@@ -95,6 +106,14 @@ class Trial:
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
         self._spent = 0.0
+        self._block: str | None = None
+        """The backend of the trial's current block of timed runs."""
+        self._block_timed = 0
+        self._settled: float | None = None
+        """Untimed run time the current block has spent settling, or None when it needs none (the run before it
+        was its own backend's)."""
+        self._last: str | None = None
+        """The backend of the last run."""
         self._lock = threading.Lock()
         """Background compiles report while the runs go on."""
         self.told = False
@@ -123,7 +142,12 @@ class Trial:
             warming = next((name for name in self.candidates if self.warm_left[name]), None)
             if warming is not None:
                 return warming
-            return min([*self.candidates, "numpy"], key=lambda name: len(self.seconds[name]))
+            if self._block in self.seconds and self._block_timed < BLOCK_RUNS:
+                return self._block
+            name = min([*self.candidates, "numpy"], key=lambda n: len(self.seconds[n]))
+            self._block, self._block_timed = name, 0
+            self._settled = 0.0 if name != self._last else None
+            return name
 
     def drop(self, name: str, why: str) -> None:
         """Candidate ``name`` leaves the trial (``why``); numpy is chosen when none is left."""
@@ -152,6 +176,7 @@ class Trial:
     def ran(self, backend: str, seconds: float) -> None:
         """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
         with self._lock:
+            self._last = backend
             if self.chosen is not None:
                 return
             if self.numpy_left:
@@ -165,7 +190,13 @@ class Trial:
                 if self.warm_left.get(backend):
                     self.warm_left[backend] -= 1
                 return
+            if backend != self._block:  # (a run the trial did not send: not timed)
+                return
+            if self._settled is not None and self._settled < SETTLE_SECONDS:  # after another backend's runs
+                self._settled += seconds
+                return
             self.seconds[backend].append(seconds)
+            self._block_timed += 1
             self._spent += seconds
             self._decide()
 

@@ -12,7 +12,8 @@ import pytest
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import auto_run
-from gradgen.framework.runtime.auto_run import COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
+from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
+                                                SETTLE_SECONDS, AutoRunner)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -77,19 +78,37 @@ def _runs(runner, program, n: int, feed=None) -> None:
 INLINE_WARM = COMPILED_WARM + 1
 """A runner without ``prepare`` compiles in its first run: that run is untimed too."""
 
+assert MIN_ROUNDS == BLOCK_RUNS  # (the schedules below: one round of blocks is the least trial)
+
+
+def blocks(costs: list[tuple[str, float]], after: str) -> list[str]:
+    """The runs of one round of the trial's blocks, in order, the run before them on ``after``: a block whose
+    backend differs from the run before it first settles (untimed runs until they took SETTLE_SECONDS, at least
+    one), then makes BLOCK_RUNS timed runs."""
+    runs, last = [], after
+    for name, cost in costs:
+        spent = 0.0 if name != last else SETTLE_SECONDS
+        while spent < SETTLE_SECONDS:
+            runs.append(name)
+            spent += cost
+        runs += [name] * BLOCK_RUNS
+        last = name
+    return runs
+
 
 @pytest.mark.parametrize("numpy_cost,compiled_cost,want", [(1.0, 0.2, "xla"), (0.2, 1.0, "numpy"),
                                                            (0.5, 0.5, "numpy")])
 def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy_cost, compiled_cost, want):
     runner, log, told = _auto(numpy_cost, compiled_cost)
     program = _program()
-    trial_runs = NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS
+    trial = blocks([("xla", compiled_cost), ("numpy", numpy_cost)], after="xla")
+    warm = NUMPY_FIRST + INLINE_WARM
+    trial_runs = warm + len(trial)
     _runs(runner, program, trial_runs - 1)
     assert told == []  # still trying
     _runs(runner, program, 1 + 4)
-    warm = NUMPY_FIRST + INLINE_WARM
     assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST and log[NUMPY_FIRST:warm] == ["xla"] * INLINE_WARM
-    assert sorted(log[warm:trial_runs]) == ["numpy"] * MIN_ROUNDS + ["xla"] * MIN_ROUNDS
+    assert log[warm:trial_runs] == trial  # in blocks; numpy's settles after xla's runs
     assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
     assert len(told) == 1 and told[0][0] == want
     assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
@@ -99,7 +118,7 @@ def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
     first_timed = NUMPY_FIRST + INLINE_WARM + 1
     runner, log, told = _auto(1.0, 0.2, fail_on={first_timed})  # the first timed xla run fails
     program = _program()
-    _runs(runner, program, NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS)
+    _runs(runner, program, NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.2), ("numpy", 1.0)], after="xla")))
     assert told == []  # one run short
     _runs(runner, program, 1)
     assert told and told[0][0] == "xla"
@@ -153,10 +172,10 @@ def _trained(backend: str, steps: int = 14, profile: bool = False):
         y = layers.data("y", [-1, 1], "float64")
         h = layers.fc(x, 16, act="tanh", name="h")
         loss = layers.reduce_mean(layers.square(layers.fc(h, 1, name="p") - y), name="loss")
-        optimizer.Adam(0.01).minimize(loss)
-    exe, scope = Executor(backend=backend, profile=profile), Scope()
+        optimizer.SGD(0.05).minimize(loss)  # (contracting near its minimum: the engines' last-bit differences
+    exe, scope = Executor(backend=backend, profile=profile), Scope()  # shrink, where Adam's grew over the trial)
     exe.run(startup, scope=scope)
-    feed = {"x": rng.standard_normal((8, 6)), "y": rng.standard_normal((8, 1))}
+    feed = {"x": rng.standard_normal((256, 6)), "y": rng.standard_normal((256, 1))}  # more rows than parameters
     losses, start = [], time.monotonic()
     while len(losses) < steps or (backend == "auto" and exe.backend_choice(main_program) is None):
         losses.append(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])
@@ -226,9 +245,10 @@ def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_backgroun
     assert compiled.done.wait(10)
     time.sleep(0.05)  # the thread marks the trial ready after prepare returns
     log.clear()
-    _runs(runner, program, COMPILED_WARM + 2 * MIN_ROUNDS + 2)
+    trial = blocks([("xla", 0.2), ("numpy", 1.0)], after="xla")
+    _runs(runner, program, COMPILED_WARM + len(trial) + 2)
     assert log[:COMPILED_WARM] == ["xla"] * COMPILED_WARM  # no compiling run: prepare did it
-    assert sorted(log[COMPILED_WARM:COMPILED_WARM + 2 * MIN_ROUNDS]) == ["numpy"] * MIN_ROUNDS + ["xla"] * MIN_ROUNDS
+    assert log[COMPILED_WARM:COMPILED_WARM + len(trial)] == trial
     assert log[-2:] == ["xla", "xla"] and told[0][0] == "xla" and "apart" in told[0][1]
 
 
@@ -254,7 +274,7 @@ def test_times_that_overlap_keep_the_trial_going_until_max_rounds(monkeypatch):
     program = _program()
     _runs(runner, program, NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS)
     assert told == []  # overlapping: no choice yet
-    _runs(runner, program, 2 * (MAX_ROUNDS - MIN_ROUNDS))
+    _runs(runner, program, 2 * (MAX_ROUNDS - MIN_ROUNDS) + 2 * MAX_ROUNDS // BLOCK_RUNS)  # (with the settling runs)
     assert len(told) == 1 and "overlapping" in told[0][1] and f"over {MAX_ROUNDS} runs" in told[0][1]
 
 
@@ -352,5 +372,5 @@ def test_a_job_shorter_than_the_run_time_threshold_is_never_compiled(monkeypatch
     program = _program()
     _runs(runner, program, 49)
     assert log == ["numpy"] * 49
-    _runs(runner, program, 1 + INLINE_WARM + 2 * MIN_ROUNDS + 1)
+    _runs(runner, program, 1 + INLINE_WARM + len(blocks([("xla", 0.001), ("numpy", 0.01)], after="xla")) + 1)
     assert log[50:50 + INLINE_WARM] == ["xla"] * INLINE_WARM and told[0][0] == "xla"

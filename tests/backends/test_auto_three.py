@@ -12,7 +12,7 @@ from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import COMPILED_WARM, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
 from gradgen.program import Program, layers, program_guard
-from tests.backends.test_auto import _Clock, _program, _runs, _StandIn
+from tests.backends.test_auto import _Clock, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch
 
 INLINE_WARM = COMPILED_WARM + 1
@@ -44,14 +44,15 @@ def test_the_fastest_of_three_is_kept(want):
     costs = {"numpy": 1.0, "xla": 1.0, "torch": 1.0, want: 0.3}
     runner, log, told = _three(costs)
     program = _program()
-    trial_runs = NUMPY_FIRST + 2 * INLINE_WARM + 3 * MIN_ROUNDS
+    trial = blocks([(name, costs[name]) for name in ("xla", "torch", "numpy")], after="torch")
+    warm = NUMPY_FIRST + 2 * INLINE_WARM
+    trial_runs = warm + len(trial)
     _runs(runner, program, trial_runs - 1)
     assert told == []  # one timed run short
     _runs(runner, program, 1 + 3)
-    warm = NUMPY_FIRST + 2 * INLINE_WARM
     assert log[:NUMPY_FIRST] == ["numpy"] * NUMPY_FIRST
     assert log[NUMPY_FIRST:warm] == ["xla"] * INLINE_WARM + ["torch"] * INLINE_WARM
-    assert sorted(log[warm:trial_runs]) == sorted(["numpy", "xla", "torch"] * MIN_ROUNDS)
+    assert log[warm:trial_runs] == trial
     assert log[trial_runs:] == [want] * 3
     assert len(told) == 1 and told[0][0] == want
     assert all(f"{name} {cost * 1e3:.3g} ms" in told[0][1] for name, cost in costs.items())
@@ -70,13 +71,14 @@ def test_torch_is_weighed_only_for_programs_with_a_convolution():
     """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, a convolution
     brings it in."""
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
-    _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + 2 * MIN_ROUNDS + 1)
+    _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.5), ("numpy", 1.0)], "xla")) + 1)
     assert "torch" not in log and told[0][0] == "xla" and "torch is weighed only for programs with conv2d" in told[0][1]
     conv = Program()
     with program_guard(conv, Program()):
         layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
-    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + 3 * MIN_ROUNDS + 1, feed={"x": np.zeros((2, 1, 4, 4))})
+    trial = blocks([("xla", 0.5), ("torch", 0.1), ("numpy", 1.0)], after="torch")
+    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + len(trial) + 1, feed={"x": np.zeros((2, 1, 4, 4))})
     assert told[0][0] == "torch"
 
 

@@ -7,7 +7,7 @@
 Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
 transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
 (``backend_choice``), then times every engine ``auto`` weighs for the program with executors of their own, in
-rounds of a few steps each in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
+rounds of a few steps each, after untimed ones, in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
 the chosen engine's median is more than ``MARGIN`` above the fastest's. Time with the machine otherwise quiet.
 """
 from __future__ import annotations
@@ -24,7 +24,10 @@ __all__ = ["CASES", "MARGIN", "main", "probe"]
 
 CASES = ("seed-f32", "seed-f64", "lenet", "resnet", "transformer", "rnn")
 BLOCK = 3
-"""Timed steps an engine runs in a row in each round, after one untimed step."""
+"""Timed steps an engine runs in a row in each round, after ``SETTLE_SECONDS`` of untimed ones."""
+SETTLE_SECONDS = 0.25
+"""Untimed run time before each engine's timed steps: the engine before it leaves its pool's threads spinning (a
+torch-engine LeNet step took 7.1 ms right after numpy steps and 3.9 alone; OpenBLAS's threads spin ~0.1 s)."""
 MARGIN = 0.10
 """How much slower than the fastest engine a pick may be and still count as right: closer than that, timing noise
 decides, and either engine is as good."""
@@ -66,7 +69,10 @@ def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
     times: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(rounds):
         for name, fn in engines.items():
-            fn()  # untimed: the engine before it may leave threads spinning (torch's OpenMP pool)
+            settle = time.perf_counter() + SETTLE_SECONDS
+            fn()  # untimed, for SETTLE_SECONDS: the engine before it leaves its pool's threads spinning a while
+            while time.perf_counter() < settle:
+                fn()
             for _ in range(BLOCK):
                 t = time.perf_counter()
                 fn()
