@@ -1,6 +1,6 @@
 """Model families from the ``transformers`` library, built from small configs (no download), exported by
 PyTorch to ONNX as it does by default (TorchScript, opset 17, eval mode) and in training mode, imported, and
-checked against PyTorch on every engine: outputs and every parameter's gradient (float32 and float64), and
+checked against PyTorch on every engine (numpy, xla, torch): outputs and every parameter's gradient (float32 and float64), and
 five SGD steps.
 
 What each family brings that the importer must get right:
@@ -46,7 +46,7 @@ BATCH_NORM_LR = 2e-4
 """The batch-norm families' step: ResNet in eval mode (no normalization in the forward, ReLU and residuals)
 grows its output a hundredfold in three steps of 2e-3 (PyTorch and gradgen alike), and overflows in five."""
 TOKENS, BATCH, SEQ = 50, 2, 7
-ENGINES = ["numpy", "xla"]
+ENGINES = ["numpy", "xla", "torch"]
 
 
 def _text_config(cls, **kw):
