@@ -64,7 +64,7 @@ SCHEMAS = tuple(
            dtypes={"X": ("bool",)}, compute=COMPUTE["logical_not"]),
     schema("where", ["Condition", "X", "Y"], ["Out"], _where,
            doc="X where Condition holds, else Y; all three broadcast.",
-           dtypes={"Condition": ("bool",), "X": DTYPES, "Y": "X"}),
+           dtypes={"Condition": ("bool",), "X": DTYPES, "Y": "X"}, compute=lambda xp, c, x, y: xp.where(c, x, y), onnx="Where"),
     schema("argmax", ["X"], ["Out"], _argmax, {"axis": Attr("int"), "keep_dim": Attr("bool", False)},
            doc="The int64 index of the largest value along `axis` (first one on ties); an empty axis is a "
                "run-time error.", dtypes={"X": DTYPES}),

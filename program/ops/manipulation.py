@@ -217,7 +217,7 @@ SCHEMAS = (
            doc="X with a new shape of the same size; one dim may be -1 (inferred) and 0 copies X's dim.",
            dtypes={"X": DTYPES}),
     schema("transpose", ["X"], ["Out"], _transpose, {"perm": Attr("ints")}, doc="X with its dims permuted.",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=lambda xp, x, perm: xp.permute_dims(x, tuple(perm))),
     schema("concat", [Slot("X", duplicable=True)], ["Out"], _concat, {"axis": Attr("int", 0)},
            doc="The inputs joined along `axis`.", dtypes={"X": DTYPES}),
     schema("split", ["X"], [Slot("Out", duplicable=True)], _split, {"axis": Attr("int", 0), "sections": Attr("ints")},

@@ -108,6 +108,7 @@ def _expand_dims(x, axis):
 
 
 XP = SimpleNamespace(
+    permute_dims=lambda x, axes: torch.permute(x, axes),
     add=_binary(torch.add), subtract=_binary(torch.subtract), multiply=_binary(torch.multiply),
     divide=_binary(torch.true_divide), pow=_binary(torch.pow), maximum=_maximum, minimum=_minimum,
     less=_binary(torch.lt), less_equal=_binary(torch.le), greater=_binary(torch.gt), greater_equal=_binary(torch.ge),

@@ -30,10 +30,8 @@ reaches ``MAX_FUSED_CHAIN``."""
 
 MAX_FUSED_CHAIN = 500
 """The longest chain of elementwise ops (each reading the last) a block compiled whole may hold. XLA fuses such a
-chain into one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length: a chain of
-(tanh, scale) pairs whose result two products read compiled in 0.35 s at 300 pairs and not in 100 s at 500, in
-plain JAX as in gradgen (measured; ``xla_backend_optimization_level=0`` compiles it in 0.6 s but runs it 3-4x
-slower)."""
+chain into one loop, and LLVM's instruction scheduler takes time superlinear in that loop's length (measured in
+plain JAX as in gradgen: ``design_docs/backends.md``, *Long blocks compile in pieces*)."""
 
 MAX_WHOLE_OPS = 2500
 """Ops (all blocks) above which a block that must compile whole (it has control flow) is declined by

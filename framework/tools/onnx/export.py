@@ -38,7 +38,7 @@ IR_VERSION = 8
 UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
-OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS}
+OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS, **lower_tensor.OWN_EXPORTS}
 """op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export (each family
 module says so beside its lowering)."""
 

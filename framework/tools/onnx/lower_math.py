@@ -250,10 +250,6 @@ def reduce_mean_grad(ctx):
     ctx.emit("Expand", [g.node("Div", [dout, count]), shape_of(ctx, x)], slot="X@GRAD")
 
 
-def where(ctx):
-    ctx.emit("Where", [ctx.x("Condition"), ctx.x("X"), ctx.x("Y")])
-
-
 
 
 def _arg(onnx_op):
@@ -302,7 +298,7 @@ def cast(ctx):
 LOWERINGS = {
     **{t: _reduce(o) for t, o in REDUCE.items()},
     "elementwise_mod": mod, "matmul": matmul, "einsum": einsum, "mean": mean,
-    "reduce_mean_grad": reduce_mean_grad, "where": where,
+    "reduce_mean_grad": reduce_mean_grad,
     "argmax": _arg("ArgMax"),
     "argmin": _arg("ArgMin"), "one_hot": one_hot,
     "fill_constant": fill_constant,

@@ -7,7 +7,7 @@ from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
 from .lower_math import reduce_node, shape_of
 
-__all__ = ["LOWERINGS", "static_dim"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS", "static_dim"]
 
 
 def static_dim(ctx: Lowering, slot: str, axis: int) -> int | None:
@@ -251,3 +251,6 @@ def _broadcast_limit(op) -> str | None:
 LIMITS = {"split": _split_limit, "slice_grad": _slice_grad_limit,
           "broadcast_to": _broadcast_limit}
 """op type -> check returning why this op cannot be exported, or None."""
+
+OWN_EXPORTS = {"transpose": "one Transpose node with its perm (ONNX's xp has no permute_dims to trace)"}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -5,10 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def where(op):
-    return lambda cond, x, y: np.where(cond, x, y)
-
-
 def _arg_extreme(pick):
     def factory(op):
         rank = len(op.block.var(op.input("X")[0]).shape)
@@ -39,7 +35,7 @@ def one_hot(op):
 
 
 KERNELS = {
-    "where": where,
+
     "argmax": argmax,
     "argmin": argmin,
     "one_hot": one_hot,

@@ -56,11 +56,6 @@ def reshape(op):
     return run
 
 
-def transpose(op):
-    perm = tuple(op.attr("perm"))
-    return lambda x: np.transpose(x, perm)
-
-
 def concat(op):
     axis = op_axis(op)
     return lambda *xs: np.concatenate(xs, axis=axis)
@@ -166,6 +161,6 @@ def triu(op):
 
 KERNELS.update({
     "flatten": flatten, "tril": tril, "triu": triu,
-    "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice_,
+    "reshape": reshape, "concat": concat, "split": split, "slice": slice_,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
 })

@@ -119,11 +119,6 @@ def reshape(op):
     return run
 
 
-def transpose(op):
-    perm = tuple(op.attr("perm"))
-    return lambda x: torch.permute(x, perm)
-
-
 def concat(op):
     axis = op_axis(op)
     return lambda *xs: torch.cat(xs, dim=axis)
@@ -275,10 +270,6 @@ def adam(op):
 
 
 # -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
-def where(op):
-    return lambda cond, x, y: torch.where(cond, x, y)
-
-
 def _arg_extreme(pick):
     def factory(op):
         rank = len(op.block.var(op.input("X")[0]).shape)
@@ -348,12 +339,12 @@ KERNELS = {
     "fill_constant": fill_constant, "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like,
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
     "matmul": matmul,
-    "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, "transpose": transpose,
+    "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, 
     "concat": concat, "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
     "adam": adam, "adamw": adam,
     "rmsprop": lambda op: rmsprop_update(op, torch), "adagrad": lambda op: adagrad_update(op, torch),
-    "where": where, "argmax": _arg_extreme(torch.argmax), "argmin": _arg_extreme(torch.argmin), "tril": tril,
+    "argmax": _arg_extreme(torch.argmax), "argmin": _arg_extreme(torch.argmin), "tril": tril,
     "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,
 }

@@ -10,11 +10,6 @@ from ...shared.attrs import out_dtype, rank_of
 __all__ = ["LOWERINGS"]
 
 
-def _where(op, ctx):
-    dtype = out_dtype(op)
-    return lambda cond, x, y: jnp.where(cond, x, y).astype(dtype)
-
-
 def _arg_extreme(pick):
     def factory(op, ctx):
         rank = rank_of(op)
@@ -37,5 +32,5 @@ def _one_hot(op, ctx):
     return lambda x: (jnp.expand_dims(x, -1) == jnp.arange(depth)).astype(dtype)  # out-of-range ids: zero rows
 
 
-LOWERINGS = {"where": _where, "argmax": _arg_extreme(jnp.argmax), "argmin": _arg_extreme(jnp.argmin),
+LOWERINGS = {"argmax": _arg_extreme(jnp.argmax), "argmin": _arg_extreme(jnp.argmin),
              "one_hot": _one_hot}

@@ -51,11 +51,6 @@ def _reshape(op, ctx):
     return run
 
 
-def _transpose(op, ctx):
-    perm = tuple(op.attr("perm"))
-    return lambda x: jnp.transpose(x, perm)
-
-
 def _squeeze(op, ctx):
     axes = tuple(op.attr("axes"))
     if not axes:
@@ -160,6 +155,6 @@ def _triangle(fn):
 LOWERINGS = {
     "sum": _sum, "reduce_as": _reduce_as, "broadcast_to": _broadcast_to,
     "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu),
-    "reshape": _reshape, "transpose": _transpose, "concat": _concat, "split": _split, "slice": _slice,
+    "reshape": _reshape, "concat": _concat, "split": _split, "slice": _slice,
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad, "cumsum": _cumsum,
 }
