@@ -22,6 +22,7 @@ from gradgen.program.guard import default_main_program
 
 from ..backend import AUTO, DEFAULT_BACKEND, NOT_BY_DEFAULT, RunSettings, Runner, backends, default_backend, runner
 from ..errors import ExecutionError
+from .allocator import keep_freed_blocks
 from .auto_run import AutoRunner, LazyRunner
 from .arguments import check_program, check_scope, feed_by_name, fetch_names
 from .communicator import abort_on_error, communicator, guard_launched_process
@@ -72,6 +73,8 @@ class Executor:
     ``threads`` sets how many threads the engine's pools use (numpy: its BLAS products); left as None, the
     numpy engine uses the cores other processes leave free, at most what its BLAS was told
     (``backend/shared/cores.py``, ``backend/numpy/threads.py``).
+    The first executor a process makes keeps freed large blocks in the process for the next step (glibc's
+    thresholds, ``runtime/allocator.py``; ``GRADGEN_MALLOC=system`` leaves them).
     """
 
     def __init__(self, place=None, *, check_nan_inf: bool = False, check_types: bool | None = None,
@@ -81,6 +84,7 @@ class Executor:
         backend = default_backend(self.place, options, check_nan_inf, check_types) if backend is None else backend
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ExecutionError(f"threads must be a positive int or None, got {threads!r}")
+        keep_freed_blocks()
         self.threads = threads
         self.backend = backend
         if backend == AUTO and not isinstance(self.place, CPUPlace):

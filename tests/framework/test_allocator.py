@@ -1,0 +1,54 @@
+"""The Executor keeps freed large blocks in the process (runtime/allocator.py): a block of a few MiB freed by
+one step is there for the next instead of being unmapped and faulted in again; the owner's own settings win."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+
+_PROBE = """
+import numpy as np
+from gradgen.framework import Executor
+from gradgen.framework.runtime.allocator import keep_freed_blocks
+
+def rss_pages():
+    return int(open("/proc/self/statm").read().split()[1])
+
+Executor()
+print(keep_freed_blocks())
+block = np.ones(16 << 20, np.uint8)  # 16 MiB: glibc maps a fresh one (first of its size) unless kept in the heap
+before = rss_pages()
+del block
+print((before - rss_pages()) * 4096 >> 20)
+"""
+
+
+def _probe(**env: str) -> tuple[str, int]:
+    """(keep_freed_blocks() after an Executor was made, MiB handed back to the system when a 16 MiB block dies)."""
+    clean = {k: v for k, v in os.environ.items() if not (k.startswith("MALLOC_") or k == "GRADGEN_MALLOC")}
+    out = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env}, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    return out[0], int(out[1])
+
+
+def test_an_executor_keeps_a_freed_block_in_the_process():
+    kept, given_back = _probe()
+    assert kept == "True"
+    assert given_back == 0
+
+
+def test_the_system_allocator_when_asked():
+    kept, given_back = _probe(GRADGEN_MALLOC="system")
+    assert kept == "False"
+    assert given_back >= 15  # glibc's default: the block was mapped alone and is unmapped at once
+
+
+def test_the_owners_malloc_variables_win():
+    kept, given_back = _probe(MALLOC_MMAP_THRESHOLD_="131072")
+    assert kept == "False"
+    assert given_back >= 15
