@@ -71,7 +71,8 @@ class Executor:
     checks, the kernel table; the backend reads them). ``plans_built`` counts compilations
     (a test uses it to see plans reused). ``place`` is Paddle's ``Executor(CPUPlace())``;
     ``CUDAPlace(N)`` runs on GPU N with a compiled backend whose engine has a GPU build.
-    ``threads`` sets how many threads the engine's pools use (numpy: its BLAS products); left as None, the
+    ``threads`` sets how many threads the engine's pools use (numpy: its BLAS products; torch: its intra-op
+    threads; xla: its CPU pool, made once per process, ``backend/xla/pool.py``); left as None, the
     numpy engine uses the cores other processes leave free, at most what its BLAS was told
     (``backend/shared/cores.py``, ``backend/numpy/threads.py``).
     The first executor a process makes keeps freed large blocks in the process for the next step (glibc's

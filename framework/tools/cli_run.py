@@ -239,8 +239,9 @@ def backend_option(p, help: str | None = None, auto: bool = False) -> None:
                                 "which)")
     if auto:
         p.add_argument("--threads", type=positive, metavar="N",
-                       help="threads for the engine's pools (numpy: its BLAS products; default: the cores other "
-                            "work leaves free, at most what OPENBLAS_NUM_THREADS allows)")
+                       help="threads for the engine's pools (numpy: its BLAS products; torch: its intra-op threads; "
+                            "xla: its CPU pool, made once per process; default: the cores other work leaves free, "
+                            "at most what OPENBLAS_NUM_THREADS allows)")
 
 
 def runtime_options(p) -> None:

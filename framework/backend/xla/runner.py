@@ -29,6 +29,7 @@ from ..shared.signature import run_signature
 from .compile import device_for, own_array
 from .failures import compile_failed, run_failed
 from .pieces import compiled_block, declines
+from .pool import size_pool
 from .refused import problems
 
 __all__ = ["XlaRunner", "make_runner"]
@@ -38,15 +39,12 @@ NAME = "xla"
 
 def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
     """The xla backend's runner (``backend.runner``). It checks types while it compiles and has no per-op
-    checks, so an executor that asks for those is refused."""
+    checks, so an executor that asks for those is refused; ``threads`` sizes XLA's CPU pool (``pool.py``)."""
     given = settings()
     if given.check_nan_inf or given.check_types or given.options is not None:
         raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                              f"'{NAME}' checks types while it compiles and has no per-op checks")
-    if given.threads is not None:
-        raise ExecutionError(f"threads={given.threads}: XLA sizes its CPU thread pool once, when jax starts; set "
-                             f"XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads="
-                             f"{given.threads}' before the first jax import, and leave threads to None")
+    size_pool(given.threads)
     return XlaRunner(given.place)
 
 
