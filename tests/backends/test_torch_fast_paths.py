@@ -187,3 +187,21 @@ def test_max_pooling_keeps_its_indices_only_for_a_gradient_the_block_computes():
             from_kept = KERNELS["pool2d_grad"](grad)(value, gout)
             assert torch.equal(from_kept, KERNELS["pool2d_grad"](grad)(value.clone(), gout))  # recomputed: the same
             assert torch.equal(got, torch.nn.functional.max_pool2d(value, 2))
+
+
+@pytest.mark.parametrize("values,finite", [
+    ([[1.0, 2.0], [3.0]], True),
+    ([[1.0, np.inf], [3.0]], False),
+    ([[np.nan], [3.0]], False),
+    ([[np.inf], [-np.inf]], False),  # one tensor's +inf and another's -inf: their sums add to NaN, still caught
+    ([[], [2.0]], True),
+    ([[3e38, 3e38], [1.0]], False),  # a float32 sum that overflows: the careful path, which is right too
+])
+def test_the_finite_check_catches_every_nonfinite_value(values, finite):
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels.finite import all_finite
+
+    tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
+    assert all_finite(*tensors, torch.tensor([7], dtype=torch.int64)) is finite

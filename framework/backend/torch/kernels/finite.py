@@ -3,6 +3,8 @@ NaN and infinities otherwise than the numpy reference in a few places; those ker
 reference's formulas when a value is not finite.)"""
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = ["all_finite"]
@@ -12,5 +14,7 @@ def all_finite(*xs: torch.Tensor) -> bool:
     """True only if every element of ``xs`` is finite, read from each tensor's sum: a NaN or an infinity makes the
     sum NaN or infinite (IEEE), so a finite sum proves them all finite; a finite tensor whose sum overflows takes
     the careful path, which is right too. On ResNet's [32, 64, 32, 32] float32, two threads, the sum took 0.11 ms
-    and ``isfinite(x).all()`` 1.7 ms (five such checks per convolution and its gradients had cost 30 ms a step)."""
-    return all(bool(torch.isfinite(torch.sum(x))) for x in xs if x.dtype.is_floating_point)
+    and ``isfinite(x).all()`` 1.7 ms (five such checks per convolution and its gradients had cost 30 ms a step).
+    The sums are added as Python floats (inf + -inf is NaN there too) and tested once: a tensor ``isfinite`` on
+    each sum cost five more ATen calls (LeNet's two tensors: 19.4 against 12.0 us)."""
+    return math.isfinite(sum(float(torch.sum(x)) for x in xs if x.dtype.is_floating_point))
