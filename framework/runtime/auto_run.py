@@ -27,6 +27,11 @@ new trial, so each shape runs on its own winner):
    spin after a product, torch's OpenMP threads after an op: on LeNet a torch-engine step took 7.1 ms right after
    numpy steps, still 7.7 five steps later, and 3.9 alone). A run that fails counts for none and is run again in
    the trial.
+5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it: a settled block on the runner-up, then one
+   on the choice; the runner-up takes over only if its times are apart from the choice's and its median at least
+   ``RECHECK_MARGIN`` below. Another process's burst of work during the trial can make the faster engine look
+   slower; the check puts that right. Each check that keeps the choice doubles the wait before the next, up to
+   ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check costs ~0.5 s of numpy runs).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -47,7 +52,8 @@ from .rank_runs import has_collectives
 from .scope import Scope
 
 __all__ = ["BLOCK_RUNS", "COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST",
-           "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "separated"]
+           "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "SETTLE_SECONDS", "TRIAL_SECONDS",
+           "AutoRunner", "LazyRunner", "Trial", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -75,6 +81,15 @@ MAX_ROUNDS = 15
 
 TRIAL_SECONDS = 2.0
 """Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
+
+RECHECK_SECONDS = 20.0
+"""Run time on the chosen backend before the choice is first checked again against the runner-up."""
+
+RECHECK_MAX_SECONDS = 640.0
+"""The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
+
+RECHECK_MARGIN = 0.10
+"""How much faster (median) the runner-up must be, its times apart, to take over in a check."""
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
     """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
@@ -118,6 +133,14 @@ class Trial:
         """Background compiles report while the runs go on."""
         self.told = False
         """Whether the executor has heard of the choice (a background compile may make it between runs)."""
+        self.runner_up: str | None = None
+        """The second fastest in the trial: what a check of the choice runs against (None: nothing to check)."""
+        self.rechecks = 0
+        self._recheck_after = RECHECK_SECONDS
+        self._on_choice = 0.0
+        """Run time on the choice since it was made or last checked."""
+        self._recheck: dict[str, list[float]] | None = None
+        """While a check runs: the timed runs of its blocks, runner-up first, then the choice."""
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them)."""
@@ -136,7 +159,7 @@ class Trial:
         untimed warm runs, then the backend with the fewest timed runs (a candidate before numpy on a tie)."""
         with self._lock:
             if self.chosen is not None:
-                return self.chosen
+                return self.chosen if self._recheck is None else self._recheck_block()
             if self.numpy_left or self.compiling():
                 return "numpy"
             warming = next((name for name in self.candidates if self.warm_left[name]), None)
@@ -173,12 +196,22 @@ class Trial:
             else:
                 self._drop(name, why_not)
 
+    def _recheck_block(self) -> str:
+        """The backend of the check's present block (the first without its timed runs), settling if it is new."""
+        name = next(n for n, times in self._recheck.items() if len(times) < BLOCK_RUNS)
+        if self._block != name:
+            self._block, self._settled = name, (0.0 if name != self._last else None)
+        return name
+
     def ran(self, backend: str, seconds: float) -> None:
-        """A run on ``backend`` succeeded in ``seconds``: count it, and choose once the trial is over."""
+        """A run on ``backend`` succeeded in ``seconds``: count it, choose once the trial is over, and check the
+        choice again now and then."""
         with self._lock:
-            self._last = backend
             if self.chosen is not None:
+                self._ran_on_choice(backend, seconds)
+                self._last = backend
                 return
+            self._last = backend
             if self.numpy_left:
                 self.numpy_seconds += seconds
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
@@ -200,6 +233,38 @@ class Trial:
             self._spent += seconds
             self._decide()
 
+    def _ran_on_choice(self, backend: str, seconds: float) -> None:
+        if self.runner_up is None:
+            return
+        if self._recheck is None:
+            self._on_choice += seconds
+            if self._on_choice >= self._recheck_after:
+                self._recheck = {self.runner_up: [], self.chosen: []}
+                self._block = None
+            return
+        if backend != self._block:
+            return
+        if self._settled is not None and self._settled < SETTLE_SECONDS:
+            self._settled += seconds
+            return
+        self._recheck[backend].append(seconds)
+        if all(len(times) >= BLOCK_RUNS for times in self._recheck.values()):
+            self._rechecked()
+
+    def _rechecked(self) -> None:
+        """Both blocks of a check are in: the runner-up takes over if clearly faster; the next check waits."""
+        other, choice, times = self.runner_up, self.chosen, self._recheck
+        self._recheck, self._block, self._on_choice = None, None, 0.0
+        self.rechecks += 1
+        faster, slower = statistics.median(times[other]), statistics.median(times[choice])
+        if faster < slower * (1 - RECHECK_MARGIN) and separated(times[other], times[choice]):
+            self.reason = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
+                           f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms (apart)")
+            self.chosen, self.runner_up, self.told = other, choice, False
+            self._recheck_after = RECHECK_SECONDS
+        else:
+            self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
+
     def _decide(self) -> None:
         names = ["numpy", *self.candidates]
         counts = {len(self.seconds[name]) for name in names}
@@ -211,7 +276,7 @@ class Trial:
         clear = all(separated(self.seconds[fast], self.seconds[other]) for other in others)
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
-        self.chosen = fast
+        self.chosen, self.runner_up = fast, others[0] if others else None
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in self.dropped.values())
@@ -358,10 +423,7 @@ class AutoRunner:
         """One run on the backend the program's trial names (``runtime/executor``'s runner contract)."""
         trial = self.trial(program, feed, fetch_names)
         backend = trial.next_backend()
-        if trial.chosen is not None:
-            self._tell(program, trial)  # (a background compile may have failed since the last run)
-            return self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
-        if not trial.numpy_left:
+        if trial.chosen is None and not trial.numpy_left:
             self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)

@@ -13,7 +13,7 @@ from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
-                                                SETTLE_SECONDS, AutoRunner)
+                                                RECHECK_SECONDS, SETTLE_SECONDS, AutoRunner)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -112,6 +112,41 @@ def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy
     assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
     assert len(told) == 1 and told[0][0] == want
     assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
+
+
+def _chosen_after_its_trial(numpy_cost: float, compiled_cost: float):
+    """An auto runner whose trial of one program is over (the blocks of one round with these costs)."""
+    runner, log, told = _auto(numpy_cost, compiled_cost)
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", compiled_cost), ("numpy", numpy_cost)],
+                                                                   after="xla")))
+    assert len(told) == 1
+    return runner, log, told, program
+
+
+def test_a_choice_a_burst_of_other_work_spoiled_is_put_right_by_its_check():
+    runner, log, told, program = _chosen_after_its_trial(0.5, 1.0)  # xla slowed by another process's burst
+    assert told[0][0] == "numpy"
+    runner.runners["xla"].cost = 0.25  # the burst is over: xla is the faster (costs exact in binary: the fake
+    # clock's differences are then exact too)
+    before = len(log)
+    _runs(runner, program, round(RECHECK_SECONDS / 0.5))  # the choice's runs until its check is due
+    assert set(log[before:]) == {"numpy"}
+    check = blocks([("xla", 0.25), ("numpy", 0.5)], after="numpy")
+    _runs(runner, program, len(check) + 3)
+    assert log[-len(check) - 3:-3] == check and log[-3:] == ["xla"] * 3
+    assert len(told) == 2 and told[1][0] == "xla" and "checked again after 20 s of runs on numpy" in told[1][1]
+
+
+def test_a_check_that_keeps_the_choice_waits_twice_as_long_for_the_next():
+    runner, log, told, program = _chosen_after_its_trial(1.0, 0.25)
+    assert told[0][0] == "xla"
+    check = blocks([("numpy", 1.0), ("xla", 0.25)], after="xla")
+    for wait in (RECHECK_SECONDS, 2 * RECHECK_SECONDS):
+        before = len(log)
+        _runs(runner, program, round(wait / 0.25) + len(check))
+        assert log[before:] == ["xla"] * round(wait / 0.25) + check
+    assert len(told) == 1  # kept: nothing new to tell
 
 
 def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
