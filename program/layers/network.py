@@ -194,18 +194,25 @@ def _per_channel(v: Variable, rank: int) -> Variable:
     return append("reshape", {"X": v}, {"shape": [v.shape[0]] + [1] * (rank - 2)})
 
 
-def _grouped_norm(layer: str, x: Variable, groups: int, epsilon: float, scale: bool, shift: bool,
-                  act: str | None, name: str | None) -> Variable:
-    """``layer_norm`` of X viewed as [N, groups, C / groups * spatial] (group norm's formula, in one fused op with
-    fused gradients), reshaped back to X's run-time shape, then scaled and shifted per channel."""
+def grouped_layer_norm(x: Variable, groups: int, epsilon: float, layer: str = "group_norm") -> Variable:
+    """X viewed as [N, groups, C / groups * spatial] and each group normalized over its channels and positions:
+    group norm's formula as one ``layer_norm`` (fused op, fused gradients), still in that view. ``group_norm``,
+    ``instance_norm`` and the ONNX importer's GroupNormalization and InstanceNormalization build on it."""
     if len(x.shape) < 2 or x.shape[1] < 0 or groups <= 0 or x.shape[1] % groups:
         raise ProgramError(f"{layer} needs a known channel axis 1 that divides into {groups} groups, got "
                            f"'{x.name}' {x.type_str()}")
-    base = name or default_main_program().unique_name(layer)
     rest = -1 if any(d < 0 for d in x.shape[2:]) else x.shape[1] // groups * math.prod(x.shape[2:])
     grouped = append("reshape", {"X": x}, {"shape": [0, groups, rest]})
     y, _, _ = append("layer_norm", {"X": grouped}, {"begin_norm_axis": 2, "epsilon": epsilon},
                      out_slots=("Y", "Mean", "Variance"))
+    return y
+
+
+def _grouped_norm(layer: str, x: Variable, groups: int, epsilon: float, scale: bool, shift: bool,
+                  act: str | None, name: str | None) -> Variable:
+    """``grouped_layer_norm`` reshaped back to X's run-time shape, then scaled and shifted per channel."""
+    y = grouped_layer_norm(x, groups, epsilon, layer)
+    base = name or default_main_program().unique_name(layer)
     y = append("reshape_as", {"X": y, "Target": x})
     c = x.shape[1]
     if scale:
@@ -238,4 +245,5 @@ def instance_norm(x: Variable, epsilon: float = 1e-5, scale: bool = True, shift:
     return _grouped_norm("instance_norm", x, x.shape[1], epsilon, scale, shift, None, name)
 
 
-__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "instance_norm"]
+__all__ = ["fc", "dropout", "embedding", "layer_norm", "batch_norm", "group_norm", "grouped_layer_norm",
+           "instance_norm"]

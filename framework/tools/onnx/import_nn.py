@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradgen.program.errors import ProgramError
+from gradgen.program.layers.network import grouped_layer_norm
 from gradgen.program.ops.conv import pool_out_size
 
 from .errors import NotImportable
@@ -225,17 +227,19 @@ def global_average_pool(ctx):
 
 def _normalized_groups(ctx, groups: int | None) -> str:
     """Input 0 normalized per sample over each of ``groups`` groups of channels (None: one per channel) and all
-    spatial positions: layer_norm of the [N, groups, rest] view, as ``layers.group_norm`` builds it; still in that
-    view."""
+    spatial positions, in the [N, groups, rest] view: ``layers.grouped_layer_norm``, as ``layers.group_norm``
+    builds it."""
     shape = ctx.shape(0)
     if groups is None:
         groups = shape[1] if len(shape) > 1 else -1
-    if len(shape) < 3 or groups <= 0 or shape[1] < 0 or shape[1] % groups:
-        raise NotImportable(f"normalizing {groups} groups of the channels of an input shaped {list(shape)}")
-    rest = -1 if -1 in shape[2:] else shape[1] // groups * int(np.prod(shape[2:]))
-    grouped = ctx.tmp("reshape", {"X": ctx.x(0)}, {"shape": [0, groups, rest]})
-    return ctx.tmp("layer_norm", {"X": grouped},
-                   {"begin_norm_axis": 2, "epsilon": ctx.attr("epsilon", 1e-5)}, slot="Y")
+    refused = f"normalizing {groups} groups of the channels of an input shaped {list(shape)}"
+    if len(shape) < 3:
+        raise NotImportable(refused)
+    try:
+        y = grouped_layer_norm(ctx.importer.block().var(ctx.x(0)), groups, ctx.attr("epsilon", 1e-5))
+    except ProgramError:
+        raise NotImportable(refused) from None
+    return y.name
 
 
 def _affine(ctx, y: str, rank: int, final: bool) -> str:
