@@ -21,7 +21,7 @@ class Counters:
     """Fake readings: the machine's busy CPU seconds, this process's CPU seconds, the wall clock."""
 
     def __init__(self):
-        self.busy, self.own, self.now = 100.0, 10.0, 1000.0
+        self.busy, self.own, self.now, self.running = 100.0, 10.0, 1000.0, 1
 
     def advance(self, wall: float, others: float, own: float) -> None:
         self.now += wall
@@ -29,7 +29,8 @@ class Counters:
         self.busy += others + own
 
     def meter(self, cpus: int) -> cores.CoreMeter:
-        return cores.CoreMeter(cpus, busy=lambda: self.busy, own=lambda: self.own, clock=lambda: self.now)
+        return cores.CoreMeter(cpus, busy=lambda: self.busy, own=lambda: self.own, clock=lambda: self.now,
+                               running=lambda: self.running)
 
 
 @pytest.mark.parametrize("cpus,others,own,free", [
@@ -51,6 +52,27 @@ def test_the_counters_are_read_at_most_once_per_sample_interval():
     assert meter.free() == meter.free()  # still the first estimate: no new reading yet
     counters.advance(cores.SAMPLE_SECONDS, 2.0 * cores.SAMPLE_SECONDS * 1.5, 0.0)
     assert meter.free() == 1
+
+
+@pytest.mark.parametrize("running_now,free", [(1, 2), (2, 1), (3, 1)])
+def test_after_an_idle_spell_the_tasks_running_now_count_not_the_spell(running_now, free):
+    """A process idle while others worked (a harness's other systems, a notebook between cells): the interval
+    since its last reading is all their work, and says nothing of now; the tasks running now (this one
+    included) do."""
+    counters = Counters()
+    meter = counters.meter(2)
+    meter.free()
+    counters.advance(cores.IDLE_SECONDS * 5, 2.0 * cores.IDLE_SECONDS * 5, 0.0)  # both cores busy all along
+    counters.running = running_now
+    assert meter.free() == free
+    counters.advance(1.0, 1.0, 0.9)  # then an ordinary interval: the counters again
+    assert meter.free() == 1
+
+
+def test_the_first_reading_counts_the_tasks_running_now():
+    counters = Counters()
+    counters.running = 2
+    assert counters.meter(4).free() == 3
 
 
 def test_without_cpu_counters_every_usable_cpu_counts_as_free():

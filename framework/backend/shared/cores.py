@@ -9,6 +9,7 @@ with numpy's default two OpenBLAS threads and 7.0 ms with one (performance.md, "
 ``free_cores()`` estimates the cores nobody else is using from two readings of the kernel's CPU counters
 (``/proc/stat``: busy time of all CPUs) less this process's own CPU time over the same interval (its pools'
 threads included, so gradgen's own work never counts as another's), at most once every ``SAMPLE_SECONDS``;
+at the first reading and after an idle spell (``IDLE_SECONDS``), from the tasks running that moment instead;
 where the counters are missing (not Linux), the CPUs this process may use. Engine-neutral: the numpy engine
 sizes its BLAS pools by it (``numpy/threads.py``), the torch engine its OpenMP threads.
 """
@@ -19,10 +20,16 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["SAMPLE_SECONDS", "CoreMeter", "free_cores", "usable_cpus"]
+__all__ = ["IDLE_SECONDS", "SAMPLE_SECONDS", "CoreMeter", "free_cores", "usable_cpus"]
 
 SAMPLE_SECONDS = 0.25
 """The shortest interval between two readings of the CPU counters (a reading costs ~20 us; a run may take 0.1)."""
+
+IDLE_SECONDS = 2.0
+"""An interval longer than this since the last reading describes a past in which this process sat idle, not the
+present: the reading then counts the tasks running this moment instead (``procs_running``). Measured: after
+another process's 2 s burst, the torch engine's next two ResNet steps ran at one thread, 165 ms against 90,
+because the interval since the last reading was all burst."""
 
 
 def usable_cpus() -> int:
@@ -31,6 +38,19 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def _running_tasks() -> int | None:
+    """The tasks the kernel has running or ready to run this moment, the caller included (``/proc/stat``'s
+    ``procs_running``), or None where the file says nothing."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _machine_busy_seconds() -> float | None:
@@ -53,16 +73,18 @@ class CoreMeter:
     ``own()`` (this process's CPU seconds) and ``clock()`` (wall seconds) are injectable for tests."""
 
     def __init__(self, cpus: int | None = None, busy: Callable[[], float | None] = _machine_busy_seconds,
-                 own: Callable[[], float] = time.process_time, clock: Callable[[], float] = time.monotonic):
+                 own: Callable[[], float] = time.process_time, clock: Callable[[], float] = time.monotonic,
+                 running: Callable[[], int | None] = _running_tasks):
         self.cpus = cpus or usable_cpus()
-        self._busy, self._own, self._clock = busy, own, clock
+        self._busy, self._own, self._clock, self._running = busy, own, clock, running
         self._last: tuple[float, float, float] | None = None
         self._free = self.cpus
         self._lock = threading.Lock()
 
     def free(self) -> int:
         """The whole cores free for this process now (at least 1): all usable CPUs less what other processes
-        kept busy since the last reading, rounded to the nearest core."""
+        kept busy since the last reading, rounded to the nearest core; at the first reading and after an idle
+        spell (``IDLE_SECONDS``), less the other tasks running this moment."""
         now = self._clock()
         with self._lock:
             if self._last is not None and now - self._last[0] < SAMPLE_SECONDS:
@@ -71,12 +93,13 @@ class CoreMeter:
             if busy is None:
                 return self.cpus
             reading = (now, busy, self._own())
-            if self._last is not None:
+            if self._last is not None and now - self._last[0] <= IDLE_SECONDS:
                 wall = reading[0] - self._last[0]
                 others = max(0.0, (reading[1] - self._last[1]) - (reading[2] - self._last[2])) / wall
-                self._free = max(1, min(self.cpus, round(self.cpus - others)))
-            else:  # no interval yet: the load average stands for the others (this process has hardly run)
-                self._free = max(1, min(self.cpus, round(self.cpus - os.getloadavg()[0])))
+            else:  # no interval that tells of now: the tasks running now but this one (else the load average)
+                running = self._running()
+                others = max(0, running - 1) if running is not None else os.getloadavg()[0]
+            self._free = max(1, min(self.cpus, round(self.cpus - others)))
             self._last = reading
             return self._free
 
