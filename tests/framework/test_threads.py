@@ -69,6 +69,15 @@ def test_after_an_idle_spell_the_tasks_running_now_count_not_the_spell(running_n
     assert meter.free() == 1
 
 
+@pytest.mark.parametrize("looks,running", [([2, 1, 1], 1), ([2, 2, 2], 2), ([1, 3, 2], 1), ([2, None, 1], None)])
+def test_the_tasks_running_now_are_the_least_of_three_looks(monkeypatch, looks, running):
+    """Whatever woke the process (a pipe's writer) may still run for a moment: it shows in the first look only;
+    a task that keeps running shows in every look."""
+    seen = iter(looks)
+    monkeypatch.setattr(cores, "_procs_running", lambda: next(seen))
+    assert cores._running_tasks(apart=0.0) == running
+
+
 def test_the_first_reading_counts_the_tasks_running_now():
     counters = Counters()
     counters.running = 2

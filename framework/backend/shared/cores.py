@@ -40,9 +40,7 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _running_tasks() -> int | None:
-    """The tasks the kernel has running or ready to run this moment, the caller included (``/proc/stat``'s
-    ``procs_running``), or None where the file says nothing."""
+def _procs_running() -> int | None:
     try:
         with open("/proc/stat", "rb") as f:
             for line in f:
@@ -51,6 +49,20 @@ def _running_tasks() -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def _running_tasks(looks: int = 3, apart: float = 0.0005) -> int | None:
+    """The tasks the kernel has running or ready to run this moment, the caller included (``/proc/stat``'s
+    ``procs_running``), or None where the file says nothing: the least of ``looks`` looks ``apart`` seconds
+    apart, because whatever woke this process (a pipe's writer, a lock's holder) is often still running for a
+    few microseconds after (one look in a harness that writes each worker its command saw two tasks on an idle
+    machine at every wake-up, and the torch engine ran each block's first two steps on one thread)."""
+    seen = []
+    for i in range(looks):
+        if i:
+            time.sleep(apart)
+        seen.append(_procs_running())
+    return None if None in seen else min(seen)
 
 
 def _machine_busy_seconds() -> float | None:
