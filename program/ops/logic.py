@@ -37,6 +37,21 @@ def _one_hot(ctx):
     return {"Out": TensorType(tuple(x.shape) + (ctx.attr("depth"),), ctx.attr("dtype"))}
 
 
+def _arg_extreme(name: str):
+    """argmax or argmin along ``axis`` as int64: the first index on ties, a NaN before any number (numpy's rule,
+    which jax and torch keep), the 0-d index 0 for a 0-d input; bools compared as 0 and 1 (torch's argmax takes
+    no bool)."""
+    def compute(xp, x, *, axis, keep_dim):
+        if x.ndim == 0:
+            return xp.zeros((), dtype=xp.int64)
+        if xp.isdtype(x.dtype, "bool"):
+            x = xp.astype(x, xp.int32)
+        return xp.astype(getattr(xp, name)(x, axis=axis % x.ndim, keepdims=keep_dim), xp.int64)
+
+    compute.__name__ = compute.__qualname__ = name
+    return compute
+
+
 COMPARISONS = ("less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
@@ -67,10 +82,10 @@ SCHEMAS = tuple(
            dtypes={"Condition": ("bool",), "X": DTYPES, "Y": "X"}, compute=lambda xp, c, x, y: xp.where(c, x, y), onnx="Where"),
     schema("argmax", ["X"], ["Out"], _argmax, {"axis": Attr("int"), "keep_dim": Attr("bool", False)},
            doc="The int64 index of the largest value along `axis` (first one on ties); an empty axis is a "
-               "run-time error.", dtypes={"X": DTYPES}),
+               "run-time error.", dtypes={"X": DTYPES}, compute=_arg_extreme("argmax")),
     schema("argmin", ["X"], ["Out"], _argmax, {"axis": Attr("int"), "keep_dim": Attr("bool", False)},
            doc="The int64 index of the smallest value along `axis` (first one on ties); an empty axis is a "
-               "run-time error.", dtypes={"X": DTYPES}),
+               "run-time error.", dtypes={"X": DTYPES}, compute=_arg_extreme("argmin")),
     schema("one_hot", ["X"], ["Out"], _one_hot, {"depth": Attr("int"), "dtype": Attr("dtype", "float32")},
            doc="A `depth`-long 0/1 vector per integer of X, appended as a last dim.",
            dtypes={"X": INT_DTYPES, "dtype": DTYPES}),

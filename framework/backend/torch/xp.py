@@ -124,6 +124,9 @@ XP = SimpleNamespace(
     astype=lambda x, dtype, copy=False: x.to(torch_dtype(dtype), copy=copy),
     asarray=lambda v, dtype=None: torch.as_tensor(v, dtype=None if dtype is None else torch_dtype(dtype)),
     isdtype=_isdtype,
+    argmax=lambda x, axis=None, keepdims=False: torch.argmax(x, dim=axis, keepdim=keepdims),
+    argmin=lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),
+    zeros=lambda shape, dtype=None: torch.zeros(tuple(shape), dtype=None if dtype is None else torch_dtype(dtype)),
     float16=torch.float16, float32=torch.float32, float64=torch.float64, int32=torch.int32, int64=torch.int64,
     bool=torch.bool,
 )

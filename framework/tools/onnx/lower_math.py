@@ -316,5 +316,7 @@ LOWERINGS = {
 
 RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
 OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "mean": "one ReduceMean over every axis",
-               "reduce_mean_grad": RUN_TIME_SIZES}
+               "reduce_mean_grad": RUN_TIME_SIZES,
+               **{t: "one ArgMax/ArgMin node (axis, keepdims, select_last_index 0: the first on ties)"
+                  for t in ("argmax", "argmin")}}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -270,21 +270,6 @@ def adam(op):
 
 
 # -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
-def _arg_extreme(pick):
-    def factory(op):
-        rank = len(op.block.var(op.input("X")[0]).shape)
-        axis, keep = op.attr("axis") % max(rank, 1), op.attr("keep_dim")
-
-        def run(x):
-            if not x.ndim:
-                return torch.zeros((), dtype=torch.int64)
-            return pick(x, dim=axis, keepdim=keep).to(torch.int64)  # the first index on ties (torch's rule too)
-
-        return run
-
-    return factory
-
-
 def tril(op):
     k = triangle_diagonal(op)
     return lambda x: torch.tril(x, k)
@@ -345,6 +330,6 @@ KERNELS = {
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
     "adam": adam, "adamw": adam,
     "rmsprop": lambda op: rmsprop_update(op, torch), "adagrad": lambda op: adagrad_update(op, torch),
-    "argmax": _arg_extreme(torch.argmax), "argmin": _arg_extreme(torch.argmin), "tril": tril,
+    "tril": tril,
     "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,
 }

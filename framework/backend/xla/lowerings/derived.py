@@ -3,7 +3,8 @@ numpy engine's formula exactly.
 
 jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one
 numeric output and all its inputs given computes in the dtype it declares: each input of another dtype is cast
-to it first, and the result is cast to it. A bool result (a comparison) compares its inputs as they are; an op
+to it first (but a float input of an op that declares an integer, an index: ``_keeps``), and the result is cast to
+it. A bool result (a comparison) compares its inputs as they are; an op
 with several outputs or optional slots (layer norm) states its own working dtype in its ``compute``.
 """
 from __future__ import annotations
@@ -18,6 +19,15 @@ from ...derive import call_of
 from ..xp import XP
 
 __all__ = ["derived_lowering"]
+
+
+def _keeps(dtype) -> Callable:
+    """Whether an input stays as it is rather than take the declared ``dtype``: floats when the op declares an
+    integer or bool (an index into its input, argmax's, is computed from the values as they are; cast first, NaN
+    and inf became integers and the index went wrong)."""
+    if np.issubdtype(dtype, np.floating):
+        return lambda x: False
+    return lambda x: np.issubdtype(x.dtype, np.floating)
 
 
 def derived_lowering(schema: OpSchema) -> Callable:
@@ -37,7 +47,8 @@ def derived_lowering(schema: OpSchema) -> Callable:
         (dtype,) = dtypes
         if dtype == np.bool_:
             return lambda *xs: compute(XP, *xs, **attrs).astype(dtype)
-        return lambda *xs: compute(XP, *(x if x.dtype == dtype else x.astype(dtype) for x in xs),
+        keeps = _keeps(dtype)
+        return lambda *xs: compute(XP, *(x if x.dtype == dtype or keeps(x) else x.astype(dtype) for x in xs),
                                    **attrs).astype(dtype)
 
     return lowering
