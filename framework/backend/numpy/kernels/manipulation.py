@@ -45,17 +45,6 @@ KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
 # -- reshaping and reordering -------------------------------------------------------------------------------
 
 
-def reshape(op):
-    target = tuple(op.attr("shape"))
-
-    def run(x):
-        # 0 copies the input's dim at the same position; one -1 is inferred by numpy.
-        shape = tuple(x.shape[i] if d == 0 else d for i, d in enumerate(target))
-        return np.reshape(x, shape)
-
-    return run
-
-
 def concat(op):
     axis = op_axis(op)
     return lambda *xs: np.concatenate(xs, axis=axis)
@@ -161,6 +150,6 @@ def triu(op):
 
 KERNELS.update({
     "flatten": flatten, "tril": tril, "triu": triu,
-    "reshape": reshape, "concat": concat, "split": split, "slice": slice_,
+    "concat": concat, "split": split, "slice": slice_,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
 })

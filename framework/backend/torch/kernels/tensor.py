@@ -110,15 +110,6 @@ def broadcast_to(op):
     return lambda x: torch.broadcast_to(x, shape)
 
 
-def reshape(op):
-    target = tuple(op.attr("shape"))
-
-    def run(x):
-        return torch.reshape(x, tuple(x.shape[i] if d == 0 else d for i, d in enumerate(target)))
-
-    return run
-
-
 def concat(op):
     axis = op_axis(op)
     return lambda *xs: torch.cat(xs, dim=axis)
@@ -324,7 +315,7 @@ KERNELS = {
     "fill_constant": fill_constant, "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like,
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
     "matmul": matmul,
-    "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, "reshape": reshape, 
+    "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, 
     "concat": concat, "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,

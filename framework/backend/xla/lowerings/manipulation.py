@@ -42,15 +42,6 @@ def _broadcast_to(op, ctx):
     return lambda x: jnp.broadcast_to(x, shape)
 
 
-def _reshape(op, ctx):
-    target = tuple(op.attr("shape"))
-
-    def run(x):  # 0 copies the input's dim at its position; one -1 is inferred
-        return jnp.reshape(x, tuple(x.shape[i] if d == 0 else d for i, d in enumerate(target)))
-
-    return run
-
-
 def _squeeze(op, ctx):
     axes = tuple(op.attr("axes"))
     if not axes:
@@ -155,6 +146,6 @@ def _triangle(fn):
 LOWERINGS = {
     "sum": _sum, "reduce_as": _reduce_as, "broadcast_to": _broadcast_to,
     "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu),
-    "reshape": _reshape, "concat": _concat, "split": _split, "slice": _slice,
+    "concat": _concat, "split": _split, "slice": _slice,
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad, "cumsum": _cumsum,
 }
