@@ -120,6 +120,7 @@ XP = SimpleNamespace(
     log1p=torch.log1p, expm1=torch.expm1,
     sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
     reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
+    concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),
     broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
     astype=lambda x, dtype, copy=False: x.to(torch_dtype(dtype), copy=copy),
     asarray=lambda v, dtype=None: torch.as_tensor(v, dtype=None if dtype is None else torch_dtype(dtype)),

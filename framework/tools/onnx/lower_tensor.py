@@ -253,5 +253,6 @@ LIMITS = {"split": _split_limit, "slice_grad": _slice_grad_limit,
 """op type -> check returning why this op cannot be exported, or None."""
 
 OWN_EXPORTS = {"transpose": "one Transpose node with its perm (ONNX's xp has no permute_dims to trace)",
-               "reshape": "one Reshape node, its target shape a constant input (ONNX's 0 and -1 mean what gradgen's do)"}
+               "reshape": "one Reshape node, its target shape a constant input (ONNX's 0 and -1 mean what gradgen's do)",
+               "concat": "one Concat node, its axis made non-negative (older opsets take no negative axis)"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

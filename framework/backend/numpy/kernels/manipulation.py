@@ -45,11 +45,6 @@ KERNELS = {"sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to}
 # -- reshaping and reordering -------------------------------------------------------------------------------
 
 
-def concat(op):
-    axis = op_axis(op)
-    return lambda *xs: np.concatenate(xs, axis=axis)
-
-
 def split(op):
     axis, sections = op_axis(op), list(op.attr("sections"))
     lead = (slice(None),) * axis
@@ -150,6 +145,6 @@ def triu(op):
 
 KERNELS.update({
     "flatten": flatten, "tril": tril, "triu": triu,
-    "concat": concat, "split": split, "slice": slice_,
+    "split": split, "slice": slice_,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
 })

@@ -110,11 +110,6 @@ def broadcast_to(op):
     return lambda x: torch.broadcast_to(x, shape)
 
 
-def concat(op):
-    axis = op_axis(op)
-    return lambda *xs: torch.cat(xs, dim=axis)
-
-
 def split(op):
     axis, sections = op_axis(op), list(op.attr("sections"))
 
@@ -316,7 +311,7 @@ KERNELS = {
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
     "matmul": matmul,
     "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, 
-    "concat": concat, "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
+    "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
     "adam": adam, "adamw": adam,

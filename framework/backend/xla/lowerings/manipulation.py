@@ -56,17 +56,6 @@ def _unsqueeze(op, ctx):
     return lambda x: jnp.reshape(x, unsqueezed(x.shape, axes))
 
 
-def _concat(op, ctx):
-    axis, dtype = op_axis(op), out_dtype(op)
-
-    def run(*xs):
-        if any(jnp.ndim(x) == 0 for x in xs):
-            raise ValueError("zero-dimensional arrays cannot be concatenated")
-        return jnp.concatenate(xs, axis=axis).astype(dtype)
-
-    return run
-
-
 def _stack(op, ctx):
     axis, dtype = op.attr("axis"), out_dtype(op)
     return lambda *xs: jnp.stack(xs, axis=axis).astype(dtype)
@@ -146,6 +135,6 @@ def _triangle(fn):
 LOWERINGS = {
     "sum": _sum, "reduce_as": _reduce_as, "broadcast_to": _broadcast_to,
     "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu),
-    "concat": _concat, "split": _split, "slice": _slice,
+    "split": _split, "slice": _slice,
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad, "cumsum": _cumsum,
 }
