@@ -93,8 +93,13 @@ def test_numpy_is_kept_when_every_compiled_engine_refuses_and_the_reasons_say_so
 
 
 def _auto_on_torch_only(monkeypatch):
-    from gradgen.framework.runtime import executor
+    """An auto executor weighing numpy and torch, its trial's run-time thresholds cut: these steps take a
+    millisecond, and half a second of numpy runs plus 0.2 s of settling per block came to ~1,100 runs, which
+    with a loaded suite ran past the 30 s the tests wait (the thresholds' own tests are in test_auto.py)."""
+    from gradgen.framework.runtime import auto_run, executor
     monkeypatch.setattr(executor, "backends", lambda: ["numpy", "torch"])
+    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(auto_run, "SETTLE_SECONDS", 0.005)
     return Executor(backend="auto")
 
 
