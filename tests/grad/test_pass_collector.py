@@ -40,6 +40,8 @@ def test_a_disabled_collector_stays_disabled_and_frozen_objects_stay_frozen():
         frozen = gc.get_freeze_count()
         with program_guard(main, Program()):
             append_backward(loss)
-        assert gc.get_freeze_count() == frozen
+        # unfrozen, the count would be 0; a frozen object freed meanwhile (another test's background compile
+        # thread may still be running in a full suite) lowers it by one, so a few may go
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
