@@ -20,10 +20,10 @@ from importlib.util import find_spec
 from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
+from .shared.weighing import WEIGHED_FOR, feed_batch
 
-__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "WEIGHED_FOR", "RunSettings", "Runner",
-           "backends",
-           "default_backend", "load_backend", "runner"]
+__all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "WEIGHED_FOR", "RunSettings",
+           "Runner", "backends", "default_backend", "feed_batch", "load_backend", "runner"]
 
 DEFAULT_BACKEND = "numpy"
 """The reference interpreter, always installed: what ``Executor()`` runs on when no compiled backend is
@@ -42,15 +42,9 @@ BACKENDS: dict[str, tuple[str | None, str]] = {
 
 NOT_BY_DEFAULT: tuple[str, ...] = ()
 """Engines ``Executor()`` never picks by itself (only when named). Empty: ``auto`` weighs every installed engine
-(the torch engine since it ran ResNet blocks fastest), for the programs ``WEIGHED_FOR`` gives; a program it
+(the torch engine since it ran ResNet blocks fastest), for the programs ``WEIGHED_FOR`` (``shared/weighing.py``)
+lets in; a program it
 cannot run, control flow among them, leaves it out of that program's trial."""
-
-WEIGHED_FOR: dict[str, tuple[str, ...]] = {"torch": ("conv2d", "conv2d_input_grad", "conv2d_filter_grad")}
-"""Engines ``auto`` weighs only for programs holding one of these op types (block 0), asked without importing the
-engine. The torch engine is there for oneDNN's convolutions; elsewhere its op-by-op walk lost to numpy or xla in
-every measurement (the anchors' transformer: numpy 144 ms, xla 88.8, torch 121), and its background import
-(torch's, a few seconds of a core) starves behind a program of fast steps: the GIL goes to the import thread
-only between them (an MLP of 1 ms steps had not imported it in 120 s)."""
 
 _MODULES = {"numpy": ".numpy", "xla": ".xla", "torch": ".torch"}
 

@@ -22,10 +22,12 @@ new trial, so each shape runs on its own winner):
 4. Blocks of ``BLOCK_RUNS`` timed runs on each, in turn, timed from the call to the fetched arrays, until the
    fastest's times separate from every other's (its upper quartile below each other's lower quartile) after at
    least ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with
-   the smallest median runs every later run. A block that follows another backend's starts with untimed runs for
-   ``SETTLE_SECONDS``: one engine's thread pools slow the next one's runs for a while (numpy's OpenBLAS threads
-   spin after a product, torch's OpenMP threads after an op: on LeNet a torch-engine step took 7.1 ms right after
-   numpy steps, still 7.7 five steps later, and 3.9 alone). A run that fails counts for none and is run again in
+   the smallest median runs every later run. A block that follows another backend's, and each backend's first
+   block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread pools slow the next one's runs for
+   a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after an op: on LeNet a
+   torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
+   freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms steady: its
+   three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that fails counts for none and is run again in
    the trial.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it: a settled block on the runner-up, then one
    on the choice; the runner-up takes over only if its times are apart from the choice's and its median at least
@@ -46,7 +48,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from ..backend import WEIGHED_FOR
+from ..backend import WEIGHED_FOR, feed_batch
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
@@ -58,10 +60,14 @@ __all__ = ["BLOCK_RUNS", "COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIR
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
 
-NUMPY_SECONDS_FIRST = 0.5
-"""Seconds of runs a program spends on numpy before the compiled backend is tried: a job shorter than a compile
-(the jax import and the compile take 1-2 s of a core) never pays for one (a digits CNN trained in 0.17 s on
-numpy took 1.38 s when its compile started at the third run; tests/bench/partial_batch.py)."""
+NUMPY_SECONDS_FIRST = 1.0
+"""Seconds of runs a program spends on numpy before the compiled backends are tried: a job shorter than that
+never pays for a compile, as a ski renter buys only after renting about the price. The price: the compiled
+engines' preparation (jax's import, the trace and the compile: ~1 s of a core for a digits CNN) shares the
+interpreter lock with the numpy runs beside it, which run at half speed meanwhile, and the trial's blocks follow
+(tests/bench/partial_batch.py, 1.9 s added in all). Measured there, job on numpy / default: 0.87 s / 2.1 s with
+0.5 here, 0.85 s with 1.0; a 1.7 s job 2.9 s with either, 1.7 with 2.0. A long job pays the wait once, at most
+(1 - compiled / numpy step) of it."""
 
 COMPILED_WARM = 1
 """Untimed runs on the compiled backend after its compile, before its timed ones."""
@@ -73,8 +79,9 @@ BLOCK_RUNS = 3
 """Timed runs a backend makes in a row in the trial (a choice is made only between blocks)."""
 
 SETTLE_SECONDS = 0.2
-"""Untimed run time a block spends first when the run before it was another backend's (at least one run): the
-previous engine's pool threads spin for a while after its work (OpenBLAS's about 0.1 s)."""
+"""Untimed run time a block spends first when the run before it was another backend's, or when it is its
+backend's first (at least one run): the previous engine's pool threads spin for a while after its work
+(OpenBLAS's about 0.1 s), and a fresh compiled step's first runs are slow."""
 
 MAX_ROUNDS = 15
 """Timed runs on each backend after which the smaller median wins even if the times still overlap."""
@@ -169,7 +176,7 @@ class Trial:
                 return self._block
             name = min([*self.candidates, "numpy"], key=lambda n: len(self.seconds[n]))
             self._block, self._block_timed = name, 0
-            self._settled = 0.0 if name != self._last else None
+            self._settled = 0.0 if name != self._last or not self.seconds[name] else None
             return name
 
     def drop(self, name: str, why: str) -> None:
@@ -342,7 +349,7 @@ class AutoRunner:
         if found is None:
             background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
             found = Trial(self.compiled_names, self._stays_on_numpy(program), background)
-            for name, why in self._left_out(program, background).items():
+            for name, why in self._left_out(program, background, feed_batch(feed)).items():
                 found.drop(name, why)
             per_program[key] = found
             self._tell(program, found)
@@ -365,17 +372,17 @@ class AutoRunner:
             return "a data-parallel program: every rank must run the same backend"
         return None
 
-    def _left_out(self, program, background: Mapping[str, bool]) -> dict[str, str]:
-        """The compiled backends that sit ``program``'s trial out, and why: one weighed only for programs with
-        certain ops (``backend.WEIGHED_FOR``) where it holds none; one without a background ``prepare`` (it compiles
-        in its first run) that cannot run the program or declines it, asked now (a backend with ``prepare`` is
-        asked in the background, where its import costs no run)."""
+    def _left_out(self, program, background: Mapping[str, bool], batch: int) -> dict[str, str]:
+        """The compiled backends that sit ``program``'s trial out, and why: one weighed only for some programs
+        (``backend.WEIGHED_FOR``, at this run's leading dim ``batch``) where this is not one; one without a
+        background ``prepare`` (it compiles in its first run) that cannot run the program or declines it, asked
+        now (a backend with ``prepare`` is asked in the background, where its import costs no run)."""
         out: dict[str, str] = {}
-        held = {op.type for op in program.global_block().ops}
         for name in self.compiled_names:
-            wanted = WEIGHED_FOR.get(name)
-            if wanted and not held.intersection(wanted):
-                out[name] = f"{name} is weighed only for programs with {', '.join(wanted[:1])} (backend.WEIGHED_FOR)"
+            left_out = WEIGHED_FOR.get(name)
+            why = left_out(program.global_block(), batch) if left_out else None
+            if why:
+                out[name] = why
                 continue
             if not background[name]:
                 why = self._cannot_run(name, program)

@@ -81,13 +81,13 @@ INLINE_WARM = COMPILED_WARM + 1
 assert MIN_ROUNDS == BLOCK_RUNS  # (the schedules below: one round of blocks is the least trial)
 
 
-def blocks(costs: list[tuple[str, float]], after: str) -> list[str]:
+def blocks(costs: list[tuple[str, float]], after: str, first: bool = True) -> list[str]:
     """The runs of one round of the trial's blocks, in order, the run before them on ``after``: a block whose
-    backend differs from the run before it first settles (untimed runs until they took SETTLE_SECONDS, at least
-    one), then makes BLOCK_RUNS timed runs."""
+    backend differs from the run before it, or (``first``) the first block of its backend, first settles (untimed
+    runs until they took SETTLE_SECONDS, at least one), then makes BLOCK_RUNS timed runs."""
     runs, last = [], after
     for name, cost in costs:
-        spent = 0.0 if name != last else SETTLE_SECONDS
+        spent = 0.0 if name != last or first else SETTLE_SECONDS
         while spent < SETTLE_SECONDS:
             runs.append(name)
             spent += cost
@@ -132,7 +132,7 @@ def test_a_choice_a_burst_of_other_work_spoiled_is_put_right_by_its_check():
     before = len(log)
     _runs(runner, program, round(RECHECK_SECONDS / 0.5))  # the choice's runs until its check is due
     assert set(log[before:]) == {"numpy"}
-    check = blocks([("xla", 0.25), ("numpy", 0.5)], after="numpy")
+    check = blocks([("xla", 0.25), ("numpy", 0.5)], after="numpy", first=False)
     _runs(runner, program, len(check) + 3)
     assert log[-len(check) - 3:-3] == check and log[-3:] == ["xla"] * 3
     assert len(told) == 2 and told[1][0] == "xla" and "checked again after 20 s of runs on numpy" in told[1][1]
@@ -141,7 +141,7 @@ def test_a_choice_a_burst_of_other_work_spoiled_is_put_right_by_its_check():
 def test_a_check_that_keeps_the_choice_waits_twice_as_long_for_the_next():
     runner, log, told, program = _chosen_after_its_trial(1.0, 0.25)
     assert told[0][0] == "xla"
-    check = blocks([("numpy", 1.0), ("xla", 0.25)], after="xla")
+    check = blocks([("numpy", 1.0), ("xla", 0.25)], after="xla", first=False)
     for wait in (RECHECK_SECONDS, 2 * RECHECK_SECONDS):
         before = len(log)
         _runs(runner, program, round(wait / 0.25) + len(check))
@@ -272,7 +272,7 @@ def _auto_preparing(numpy_cost: float, compiled_cost: float, fails: bool = False
 
 
 def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_background():
-    runner, compiled, log, told = _auto_preparing(1.0, 0.2)
+    runner, compiled, log, told = _auto_preparing(1.0, 0.25)
     program = _program()
     _runs(runner, program, NUMPY_FIRST + 7)  # the compile was started by the third run and has not finished
     assert log == ["numpy"] * (NUMPY_FIRST + 7) and compiled.prepared == [(2, 4)] and told == []
@@ -280,7 +280,7 @@ def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_backgroun
     assert compiled.done.wait(10)
     time.sleep(0.05)  # the thread marks the trial ready after prepare returns
     log.clear()
-    trial = blocks([("xla", 0.2), ("numpy", 1.0)], after="xla")
+    trial = blocks([("xla", 0.25), ("numpy", 1.0)], after="xla")  # 0.25: exact sums on the fake clock
     _runs(runner, program, COMPILED_WARM + len(trial) + 2)
     assert log[:COMPILED_WARM] == ["xla"] * COMPILED_WARM  # no compiling run: prepare did it
     assert log[COMPILED_WARM:COMPILED_WARM + len(trial)] == trial

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
+from gradgen.framework.backend.shared import weighing
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import COMPILED_WARM, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
 from gradgen.program import Program, layers, program_guard
@@ -67,19 +68,37 @@ def test_an_engine_that_cannot_run_the_program_sits_its_trial_out():
     assert told[0][0] == "xla" and f"torch cannot run it: {refused}" in told[0][1]
 
 
-def test_torch_is_weighed_only_for_programs_with_a_convolution():
-    """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, a convolution
-    brings it in."""
+def test_torch_is_weighed_only_for_programs_with_large_convolutions():
+    """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, and so does a
+    convolution whose multiply-adds at this run's batch are under ``CONVOLUTION_WORK_FOR_TORCH``; the same
+    program fed a larger batch brings it in (a new trial: the feed's shapes changed)."""
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
     _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.5), ("numpy", 1.0)], "xla")) + 1)
-    assert "torch" not in log and told[0][0] == "xla" and "torch is weighed only for programs with conv2d" in told[0][1]
+    assert "torch" not in log and told[0][0] == "xla" and "(this program's: none;" in told[0][1]
     conv = Program()
-    with program_guard(conv, Program()):
+    with program_guard(conv, Program()):  # 2 x 2 x 2 outputs of a 1 x 3 x 3 window: 72 multiply-adds a sample
         layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
+    small = {"x": np.zeros((2, 1, 4, 4))}
+    assert weighing.convolution_work(conv.global_block(), 2) == 144
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, conv, NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.5), ("numpy", 1.0)], "xla")) + 1,
+          feed=small)
+    assert "torch" not in log and "(this program's: 0.00014 M;" in told[0][1]
+    large = weighing.CONVOLUTION_WORK_FOR_TORCH // 72 + 1
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
     trial = blocks([("xla", 0.5), ("torch", 0.1), ("numpy", 1.0)], after="torch")
-    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + len(trial) + 1, feed={"x": np.zeros((2, 1, 4, 4))})
+    _runs(runner, conv, NUMPY_FIRST + 2 * INLINE_WARM + len(trial) + 1, feed={"x": np.zeros((large, 1, 4, 4))})
     assert told[0][0] == "torch"
+
+
+def test_convolution_work_is_unknown_where_a_spatial_dim_is():
+    """A -1 spatial dim (a fully convolutional net fed any size) or gradients without their forward op: the work
+    is not known, and torch is weighed."""
+    program = Program()
+    with program_guard(program, Program()):
+        layers.conv2d(layers.data("x", [-1, 1, -1, -1], "float64"), 2, 3, name="c")
+    assert weighing.convolution_work(program.global_block(), 8) == float("inf")
+    assert weighing.WEIGHED_FOR["torch"](program.global_block(), 8) is None
 
 
 @pytest.mark.usefixtures("_every_program")
@@ -95,9 +114,11 @@ def test_numpy_is_kept_when_every_compiled_engine_refuses_and_the_reasons_say_so
 def _auto_on_torch_only(monkeypatch):
     """An auto executor weighing numpy and torch, its trial's run-time thresholds cut: these steps take a
     millisecond, and half a second of numpy runs plus 0.2 s of settling per block came to ~1,100 runs, which
-    with a loaded suite ran past the 30 s the tests wait (the thresholds' own tests are in test_auto.py)."""
+    with a loaded suite ran past the 30 s the tests wait (the thresholds' own tests are in test_auto.py); torch
+    weighed for these small convolutions too."""
     from gradgen.framework.runtime import auto_run, executor
     monkeypatch.setattr(executor, "backends", lambda: ["numpy", "torch"])
+    monkeypatch.setattr(weighing, "CONVOLUTION_WORK_FOR_TORCH", 0)
     monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
     monkeypatch.setattr(auto_run, "SETTLE_SECONDS", 0.005)
     return Executor(backend="auto")

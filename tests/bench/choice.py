@@ -41,7 +41,8 @@ _ANCHORS = os.path.join(os.path.dirname(_ROOT), "shared", "anchors", "workloads"
 
 
 def _step_and_executor(case: str, backend: str | None, folder: str):
-    """(one training step as a function, its executor, its program) of ``case`` on ``backend`` (None: the default)."""
+    """(one training step as a function, its executor, its program, its feed) of ``case`` on ``backend`` (None: the
+    default)."""
     from . import engine_steps, steps
 
     if case.startswith("seed-"):
@@ -49,22 +50,22 @@ def _step_and_executor(case: str, backend: str | None, folder: str):
     else:
         main_program, startup, loss, feed, values = engine_steps._program(case, folder)
     exe, scope = engine_steps._initialized(startup, values, backend)
-    return (lambda: float(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])), exe, main_program
+    return (lambda: float(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])), exe, main_program, feed
 
 
 def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
     """One process's pick for ``case`` and the engines' medians measured after it (seconds per step)."""
-    from gradgen.framework.backend import NOT_BY_DEFAULT, WEIGHED_FOR, backends
+    from gradgen.framework.backend import NOT_BY_DEFAULT, WEIGHED_FOR, backends, feed_batch
 
-    step, exe, program = _step_and_executor(case, None, folder)
+    step, exe, program, feed = _step_and_executor(case, None, folder)
     start, runs = time.perf_counter(), 0
     while exe.backend_choice(program) is None and time.perf_counter() - start < budget_s:
         step()
         runs += 1
     choice = exe.backend_choice(program)
-    held = {op.type for op in program.global_block().ops}
+    batch = feed_batch(feed)
     weighed = [name for name in backends() if name not in NOT_BY_DEFAULT
-               and (name not in WEIGHED_FOR or held.intersection(WEIGHED_FOR[name]))]
+               and (name not in WEIGHED_FOR or not WEIGHED_FOR[name](program.global_block(), batch))]
     engines = {name: _step_and_executor(case, name, folder)[0] for name in weighed}
     times: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(rounds):

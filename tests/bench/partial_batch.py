@@ -60,32 +60,40 @@ def train(engine: str, samples: int, epochs: int) -> dict:
             "choice": choice[0] if choice else None}
 
 
-def _in_own_process(engine: str, samples: int, epochs: int) -> dict:
+def _in_own_process(engine: str, samples: int, epochs: int, numpy_first: float | None = None) -> dict:
+    """``train`` in a fresh process; adds ``process_seconds``, the whole process's wall time (it includes the
+    import and an exit that waits for a background compile still running)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
         env.pop("GRADGEN_BACKEND", None)
-        code = (f"import json; from tests.bench.partial_batch import train; "
+        setting = ("" if numpy_first is None else
+                   f"import gradgen.framework.runtime.auto_run as a; a.NUMPY_SECONDS_FIRST = {numpy_first!r}; ")
+        code = (f"import json; {setting}from tests.bench.partial_batch import train; "
                 f"print(json.dumps(train({engine!r}, {samples}, {epochs})))")
+        start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     if done.returncode:
         raise RuntimeError(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "process_seconds": time.perf_counter() - start}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--engines", default="numpy,xla,auto")
+    parser.add_argument("--numpy-first", type=float, default=None,
+                        help="auto's NUMPY_SECONDS_FIRST in the child processes (to weigh a setting)")
     args = parser.parse_args(argv)
-    print(f"| engine | equal batches (s) | partial last batch (s) | ratio | plans/compiles built (partial) | choice |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| engine | equal batches (s) | partial last batch (s) | ratio | plans/compiles built (partial) | choice "
+          "| process, partial (s) |")
+    print("|---|---:|---:|---:|---:|---|---:|")
     for engine in args.engines.split(","):
-        equal = _in_own_process(engine, 28 * BATCH, args.epochs)
-        partial = _in_own_process(engine, 28 * BATCH + 5, args.epochs)
+        equal = _in_own_process(engine, 28 * BATCH, args.epochs, args.numpy_first)
+        partial = _in_own_process(engine, 28 * BATCH + 5, args.epochs, args.numpy_first)
         print(f"| {engine} | {equal['seconds']:.2f} | {partial['seconds']:.2f} | "
-              f"{partial['seconds'] / equal['seconds']:.2f} | {partial['builds']} | {partial['choice'] or ''} |",
-              flush=True)
+              f"{partial['seconds'] / equal['seconds']:.2f} | {partial['builds']} | {partial['choice'] or ''} | "
+              f"{partial['process_seconds']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

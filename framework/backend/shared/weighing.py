@@ -1,0 +1,59 @@
+"""Which compiled engines ``backend="auto"`` weighs for a program, asked from the program alone (no engine is
+imported to answer).
+
+Weighing an engine is not free: its background preparation (torch's import, ~1 s of a core, and its steps'
+build) holds the interpreter lock in turns with the numpy runs beside it, and the trial then runs it for blocks
+of its own. The torch engine is weighed for its convolutions (oneDNN's), and only where they are large enough to
+win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its step took 2.4 ms against numpy's
+4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
+numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch"]
+
+CONVOLUTION_WORK_FOR_TORCH = 2_000_000
+"""Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
+classifier's 0.3 M, where it lost, and LeNet's 15.4 M, where it won)."""
+
+
+def feed_batch(feed: Mapping[str, Any]) -> int:
+    """The largest leading dim among the fed arrays (what a -1 batch dim stands for in this run); 1 if none."""
+    return max((value.shape[0] for value in feed.values() if getattr(value, "shape", ())), default=1)
+
+
+def convolution_work(block, batch: int) -> float:
+    """Multiply-adds of ``block``'s forward convolutions in one run with leading dim ``batch``: per conv2d, its
+    output's size times a filter's per-output window (C_in / groups x kernel). ``inf`` where a dim other than
+    the leading one is unknown, or where the block holds convolution gradients without their forward op."""
+    total = 0.0
+    types = {op.type for op in block.ops}
+    if "conv2d" not in types and types & {"conv2d_input_grad", "conv2d_filter_grad"}:
+        return math.inf
+    for op in block.ops:
+        if op.type != "conv2d":
+            continue
+        out = block.var(op.output("Output")[0]).shape
+        window = block.var(op.input("Filter")[0]).shape[1:]
+        dims = [batch if (i == 0 and d < 0) else d for i, d in enumerate(out)] + list(window)
+        if any(d < 0 for d in dims):
+            return math.inf
+        total += math.prod(dims)
+    return total
+
+
+def _torch_left_out(block, batch: int) -> str | None:
+    work = convolution_work(block, batch)
+    if work >= CONVOLUTION_WORK_FOR_TORCH:
+        return None
+    held = f"{work / 1e6:.2g} M" if work else "none"
+    return (f"torch is weighed only for convolutions of at least {CONVOLUTION_WORK_FOR_TORCH / 1e6:g} M "
+            f"multiply-adds a run (this program's: {held}; backend.shared.weighing)")
+
+
+WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out}
+"""Engine -> why a block (at a leading dim) leaves it out of auto's trial, or None when it is weighed. Engines
+not named are weighed for every program they can run."""
