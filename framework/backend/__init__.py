@@ -43,8 +43,7 @@ BACKENDS: dict[str, tuple[str | None, str]] = {
 NOT_BY_DEFAULT: tuple[str, ...] = ()
 """Engines ``Executor()`` never picks by itself (only when named). Empty: ``auto`` weighs every installed engine
 (the torch engine since it ran ResNet blocks fastest), for the programs ``WEIGHED_FOR`` (``shared/weighing.py``)
-lets in; a program it
-cannot run, control flow among them, leaves it out of that program's trial."""
+lets in; a program it cannot run, control flow among them, leaves it out of that program's trial."""
 
 _MODULES = {"numpy": ".numpy", "xla": ".xla", "torch": ".torch"}
 

@@ -27,8 +27,8 @@ new trial, so each shape runs on its own winner):
    a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after an op: on LeNet a
    torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
    freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms steady: its
-   three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that fails counts for none and is run again in
-   the trial.
+   three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that fails
+   counts for none and is run again in the trial.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it: a settled block on the runner-up, then one
    on the choice; the runner-up takes over only if its times are apart from the choice's and its median at least
    ``RECHECK_MARGIN`` below. Another process's burst of work during the trial can make the faster engine look
@@ -379,8 +379,8 @@ class AutoRunner:
         now (a backend with ``prepare`` is asked in the background, where its import costs no run)."""
         out: dict[str, str] = {}
         for name in self.compiled_names:
-            left_out = WEIGHED_FOR.get(name)
-            why = left_out(program.global_block(), batch) if left_out else None
+            why_left_out = WEIGHED_FOR.get(name)
+            why = why_left_out(program.global_block(), batch) if why_left_out else None
             if why:
                 out[name] = why
                 continue
