@@ -171,6 +171,15 @@ DtypeRule = Union[tuple[str, ...], str]
 """Returns, per output slot, a TensorType (or a list of them for a duplicable slot)."""
 
 
+class OnnxMapping(NamedTuple):
+    """An op as one ONNX node, both ways: ``to_onnx(ctx)`` emits the node from the op (the ONNX exporter's
+    lowering context), ``from_onnx(ctx)`` builds the op from the node (the importer's translation context)."""
+
+    node: str
+    to_onnx: Callable[[Any], None]
+    from_onnx: Callable[[Any], None]
+
+
 @dataclass(frozen=True)
 class OpSchema:
     """Everything compile time knows of one op type."""
@@ -196,6 +205,10 @@ class OpSchema:
     onnx: str | None = None
     """The ONNX operator that is this op as one node (the same inputs in order and one output, attrs of the same
     names): the exporter and the importer take their one-node entries from it."""
+    onnx_mapping: "OnnxMapping | None" = None
+    """The op's one ONNX node where inputs, outputs or attrs differ by more than ``onnx`` can say (an output
+    Variance where the node gives InvStdDev): the node's name and the two translations, written beside the schema
+    in the op's family module; the exporter and the importer gather them from here."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
 
@@ -267,7 +280,7 @@ def schema(type: str, inputs, outputs, infer: InferFn, attrs: Mapping[str, Attr]
 
 
 __all__ = [
-    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "DtypeRule", "OpSchema",
-    "SchemaTables",
+    "TensorType", "Slot", "REQUIRED", "Attr", "ATTR_KINDS", "InferContext", "InferFn", "DtypeRule", "OnnxMapping",
+    "OpSchema", "SchemaTables",
     "same_as", "schema", "xp_function"
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
-from ..schema import Attr, Slot, TensorType, schema
+from ..schema import Attr, OnnxMapping, Slot, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 
 
@@ -169,6 +169,58 @@ def layer_norm_grad(xp, x, scale, dy, *, begin_norm_axis, epsilon):
             xp.reshape(xp.sum(dys, axis=0), norm))
 
 
+
+def _layer_norm_to_onnx(ctx) -> None:
+    """layer_norm -> one LayerNormalization node (opset 17); Scale ones where the op has none (the node needs
+    one). Mean and Variance, where read, are ReduceMeans in X's dtype beside it: the node's own Mean and
+    InvStdDev are float32 unless ``stash_type`` says otherwise, and InvStdDev is not a variance."""
+    g, x, dt, rank = ctx.g, ctx.x("X"), ctx.dtype("X"), ctx.rank("X")
+    begin = ctx.attr("begin_norm_axis") % max(rank, 1)
+    normalized = list(range(begin, rank))
+    if ctx.has("Scale"):
+        scale = ctx.x("Scale")
+    else:
+        dims = g.node("Slice", [g.node("Shape", [x]), g.ints([begin]), g.ints([rank])])
+        scale = g.node("Expand", [ctx.scalar(1.0, dt), dims])
+    inputs = [x, scale] + ([ctx.x("Bias")] if ctx.has("Bias") else [])
+    ctx.emit("LayerNormalization", inputs, slot="Y", axis=begin, epsilon=ctx.attr("epsilon"))
+    mean = g.node("ReduceMean", [x], keepdims=1, axes=normalized)
+    centred = g.node("Sub", [x, mean])
+    variance = g.node("ReduceMean", [g.node("Mul", [centred, centred])], keepdims=1, axes=normalized)
+    for slot, value in (("Mean", mean), ("Variance", variance)):
+        ctx.set(g.node("Squeeze", [value, g.ints(normalized)], out=ctx.name(slot)) if normalized else value, slot)
+
+
+def _layer_norm_from_onnx(ctx) -> None:
+    """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
+    only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
+    computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
+    rank, eps = ctx.rank(0), ctx.attr("epsilon", 1e-5)
+    begin = ctx.axis(int(ctx.attr("axis", -1)), rank)
+    normalized = tuple(ctx.shape(0)[begin:])
+    inputs, after = {"X": ctx.x(0)}, []
+    for k, slot, op_type in ((1, "Scale", "elementwise_mul"), (2, "Bias", "elementwise_add")):
+        if not ctx.has(k):
+            continue
+        if ctx.shape(k) == normalized and -1 not in normalized:
+            inputs[slot] = ctx.x(k)
+        else:
+            after.append((op_type, ctx.x(k)))
+    outs = ctx.op("layer_norm", inputs, {"begin_norm_axis": begin, "epsilon": eps},
+                  names={"Y": [ctx.node.output[0]]} if not after else None)
+    y = outs["Y"][0]
+    for i, (op_type, v) in enumerate(after):
+        last = i == len(after) - 1
+        y = ctx.out(op_type, {"X": y, "Y": v}) if last else ctx.tmp(op_type, {"X": y, "Y": v})
+    ctx.bind(0, y)
+    kept = {"axes": list(range(begin, rank))}
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        ctx.bind(1, ctx.tmp("unsqueeze", {"X": outs["Mean"][0]}, kept))
+    if len(ctx.node.output) > 2 and ctx.node.output[2]:
+        shifted = ctx.tmp("scale", {"X": outs["Variance"][0]}, {"bias": eps})
+        ctx.bind(2, ctx.tmp("unsqueeze", {"X": ctx.tmp("pow", {"X": shifted}, {"factor": -0.5})}, kept))
+
+
 SCHEMAS = (
     schema("dropout", ["X"], ["Out", "Mask"], _dropout,
            {"p": Attr("float", 0.5), "is_test": Attr("bool", False), "seed": Attr("int", 0)},
@@ -203,7 +255,8 @@ SCHEMAS = (
            doc="Normalize X over its dims from begin_norm_axis on, in one pass: Y = (X - Mean) / sqrt(Variance + "
                "epsilon) * Scale + Bias, Scale and Bias (optional) shaped like those dims. Mean and Variance "
                "(the biased one) are per leading index, shaped like X's dims before begin_norm_axis.",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}, compute=layer_norm),
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X"}, compute=layer_norm,
+           onnx_mapping=OnnxMapping("LayerNormalization", _layer_norm_to_onnx, _layer_norm_from_onnx)),
     schema("layer_norm_grad", ["X", Slot("Scale", optional=True), "Y@GRAD"],
            ["X@GRAD", Slot("Scale@GRAD", optional=True), Slot("Bias@GRAD", optional=True)], _layer_norm_grad,
            _NORM_ATTRS,

@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from gradgen.framework.backend.derive import with_derived
 from gradgen.framework.passes.backward import seeded_targets
+from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.subblocks import owned_blocks
 
 from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_metrics, lower_nn,
@@ -27,7 +28,7 @@ from .lower_derived import derived_export
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "MAPPED", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""
@@ -38,11 +39,16 @@ IR_VERSION = 8
 UPDATED_SUFFIX = "@NEW"
 """Graph output name suffix of a persistable var's value after the program ran (an updated parameter)."""
 
-OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS, **lower_tensor.OWN_EXPORTS}
+MAPPED = {schema.type: schema.onnx_mapping for schema in OP_SCHEMAS.values() if schema.onnx_mapping}
+"""op type -> its one ONNX node and the translations its family module writes (``OpSchema.onnx_mapping``)."""
+
+OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS, **lower_tensor.OWN_EXPORTS,
+               **{t: f"one {m.node} node, mapped beside its schema (OpSchema.onnx_mapping)" for t, m in MAPPED.items()}}
 """op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export (each family
 module says so beside its lowering)."""
 
-LOWERINGS = with_derived({**lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS,
+LOWERINGS = with_derived({**{t: m.to_onnx for t, m in MAPPED.items()},
+                          **lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS,
                           **lower_norm.LOWERINGS, **lower_conv.LOWERINGS, **lower_control.LOWERINGS,
                           **lower_index.LOWERINGS, **lower_schedule.LOWERINGS, **lower_recurrent.LOWERINGS,
                           **lower_metrics.LOWERINGS}, derived_export, "ONNX export", OWN_EXPORTS)

@@ -339,36 +339,6 @@ def default_running_variance(model) -> str:
     return "unbiased" if from_pytorch(model) else "population"
 
 
-def layer_norm(ctx):
-    """LayerNormalization -> layer_norm. A Scale or B shaped like the normalized dims goes into the op; one that
-    only broadcasts to them is applied after it. The InvStdDev output is rebuilt from Variance; statistics are
-    computed in X's dtype (``stash_type`` only widens float16, where gradgen's kernel accumulates in float32)."""
-    rank, axis, eps = ctx.rank(0), int(ctx.attr("axis", -1)), ctx.attr("epsilon", 1e-5)
-    begin = ctx.axis(axis, rank)
-    normalized = tuple(ctx.shape(0)[begin:])
-    inputs, after = {"X": ctx.x(0)}, []
-    for k, slot, op_type in ((1, "Scale", "elementwise_mul"), (2, "Bias", "elementwise_add")):
-        if not ctx.has(k):
-            continue
-        if ctx.shape(k) == normalized and -1 not in normalized:
-            inputs[slot] = ctx.x(k)
-        else:
-            after.append((op_type, ctx.x(k)))
-    outs = ctx.op("layer_norm", inputs, {"begin_norm_axis": begin, "epsilon": eps},
-                  names={"Y": [ctx.node.output[0]]} if not after else None)
-    y = outs["Y"][0]
-    for i, (op_type, v) in enumerate(after):
-        last = i == len(after) - 1
-        y = ctx.out(op_type, {"X": y, "Y": v}) if last else ctx.tmp(op_type, {"X": y, "Y": v})
-    ctx.bind(0, y)
-    kept = {"axes": list(range(begin, rank))}
-    if len(ctx.node.output) > 1 and ctx.node.output[1]:
-        ctx.bind(1, ctx.tmp("unsqueeze", {"X": outs["Mean"][0]}, kept))
-    if len(ctx.node.output) > 2 and ctx.node.output[2]:
-        shifted = ctx.tmp("scale", {"X": outs["Variance"][0]}, {"bias": eps})
-        ctx.bind(2, ctx.tmp("unsqueeze", {"X": ctx.tmp("pow", {"X": shifted}, {"factor": -0.5})}, kept))
-
-
 def _ratio(ctx) -> float:
     """Dropout's ratio (input 1); a float32 one (PyTorch writes the ratio as float32 whatever the model's dtype)
     as the decimal written (0.3, not 0.30000001192): a float64 model scales the kept by 1 / 0.7 exactly."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from gradgen.program.layers import math as L
+from gradgen.program.ops import OP_SCHEMAS
 
 from .errors import NotImportable
 
@@ -10,7 +11,7 @@ from .import_control import (
 )
 from .import_nn import (
     _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
-    instance_norm, layer_norm, scatter_elements, scatter_nd, top_k,
+    instance_norm, scatter_elements, scatter_nd, top_k,
 )
 from .import_positions import eye_like, size
 from .import_range import range_
@@ -67,10 +68,13 @@ IMPORTERS = {
     "ScatterElements": scatter_elements, "ScatterND": scatter_nd, "Mod": mod,
     "ReduceSumSquare": _reduce("reduce_sum", of="square"), "ReduceL1": _reduce("reduce_sum", of="abs"),
     "ReduceL2": _reduce("reduce_sum", of="square", then=safe_sqrt), "IsNaN": is_nan, "IsInf": is_inf,
-    "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Dropout": dropout, "If": if_, "Loop": loop,
+    "BatchNormalization": batch_norm, "Dropout": dropout, "If": if_, "Loop": loop,
     "InstanceNormalization": instance_norm, "GroupNormalization": group_norm,
     "Trilu": trilu, "Range": range_,
     "LSTM": lstm, "GRU": gru,
     "Size": size, "EyeLike": eye_like, "Floor": floor,
+    **{schema.onnx_mapping.node: schema.onnx_mapping.from_onnx for schema in OP_SCHEMAS.values()
+       if schema.onnx_mapping},
 }
-"""ONNX op type (default domain) -> translation function."""
+"""ONNX op type (default domain) -> translation function (an op's one-node mapping from its schema,
+``OpSchema.onnx_mapping``, among them)."""

@@ -1,4 +1,5 @@
-"""Lowerings of layer_norm (to ONNX's LayerNormalization) and of the fused normalization gradients.
+"""Lowerings of the fused normalization gradients (layer norm's forward op is one ONNX node: its family module
+maps it, ``OpSchema.onnx_mapping``).
 
 The gradients become the few standard ops their formulas need (see ``grad_makers/normalization.py``):
 with xhat = (X - mean) / sqrt(var + epsilon) and c = dY * Scale,
@@ -7,7 +8,6 @@ dX = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), dScale = sum(d
 from __future__ import annotations
 
 from .context import Lowering
-from .graph import fill_value
 from .lower_math import RUN_TIME_SIZES, reduce_node
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS"]
@@ -51,22 +51,6 @@ def _norm_grads(ctx: Lowering, centred: str, var: str, group: list[int], rest: l
         _summed(ctx, dy, rest, "Bias@GRAD")
 
 
-def layer_norm(ctx):
-    g, x, dt, rank = ctx.g, ctx.x("X"), ctx.dtype("X"), ctx.rank("X")
-    begin = _begin(ctx)
-    group = list(range(begin, rank))
-    if ctx.has("Scale"):
-        scale = ctx.x("Scale")
-    else:  # LayerNormalization needs a Scale: ones shaped like the normalized dims
-        dims = g.node("Slice", [g.node("Shape", [x]), g.ints([begin]), g.ints([rank])])
-        scale = g.node("ConstantOfShape", [dims], value=fill_value(1.0, dt))
-    inputs = [x, scale] + ([ctx.x("Bias")] if ctx.has("Bias") else [])
-    ctx.emit("LayerNormalization", inputs, slot="Y", axis=begin, epsilon=ctx.attr("epsilon"))
-    mean, var, _ = _statistics(ctx, x, group)
-    for slot, value in (("Mean", mean), ("Variance", var)):
-        ctx.set(g.node("Squeeze", [value, g.ints(group)], out=ctx.name(slot)) if group else value, slot)
-
-
 def layer_norm_grad(ctx):
     rank, begin = ctx.rank("X"), _begin(ctx)
     group = list(range(begin, rank))
@@ -86,8 +70,7 @@ def batch_norm_grad(ctx):
     _norm_grads(ctx, centred, var, group, group, per_channel("Scale"), ctx.attr("is_test"))
 
 
-LOWERINGS = {"layer_norm": layer_norm, "layer_norm_grad": layer_norm_grad, "batch_norm_grad": batch_norm_grad}
+LOWERINGS = {"layer_norm_grad": layer_norm_grad, "batch_norm_grad": batch_norm_grad}
 
-OWN_EXPORTS = {"layer_norm": "one LayerNormalization node (its Variance from the node's inverse standard deviation)",
-               "layer_norm_grad": RUN_TIME_SIZES}
+OWN_EXPORTS = {"layer_norm_grad": RUN_TIME_SIZES}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""
