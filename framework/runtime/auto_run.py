@@ -10,7 +10,9 @@ The trial, per program version, feed and fetch names, and feed shapes (a ``Trial
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
-   program run once or twice (a startup program), or a job shorter than a compile, is never compiled.
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. The last
+   ``BLOCK_RUNS`` of them (the first, which builds the plan, left out) are numpy's first timed block: nothing
+   else runs beside them yet, so they are as settled as any later block, and the trial need not run numpy again.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
    imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
    compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
@@ -19,7 +21,9 @@ new trial, so each shape runs on its own winner):
    first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
    rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
-4. Blocks of ``BLOCK_RUNS`` timed runs on each, in turn, timed from the call to the fetched arrays, until the
+4. Blocks of ``BLOCK_RUNS`` timed runs on each, in turn (the fewest timed runs first; on a tie the one that
+   looks fastest, by its warm run or numpy's runs, so the likely winner's block is in before the others'), timed
+   from the call to the fetched arrays, until the
    fastest's times separate from every other's (its upper quartile below each other's lower quartile) after at
    least ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with
    the smallest median runs every later run. A block that follows another backend's, and each backend's first
@@ -28,7 +32,10 @@ new trial, so each shape runs on its own winner):
    torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
    freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms steady: its
    three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that fails
-   counts for none and is run again in the trial.
+   counts for none and is run again in the trial. A backend whose first timed run takes over ``CUT_RATIO`` times
+   the slowest run of the fastest complete block leaves the contest after that one run (its time is kept for the
+   check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
+   and a block of it costs a second of runs.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it: a settled block on the runner-up, then one
    on the choice; the runner-up takes over only if its times are apart from the choice's and its median at least
    ``RECHECK_MARGIN`` below. Another process's burst of work during the trial can make the faster engine look
@@ -53,7 +60,7 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["BLOCK_RUNS", "COMPILED_WARM", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST",
+__all__ = ["BLOCK_RUNS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST",
            "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "SETTLE_SECONDS", "TRIAL_SECONDS",
            "AutoRunner", "LazyRunner", "Trial", "separated"]
 
@@ -82,6 +89,12 @@ SETTLE_SECONDS = 0.2
 """Untimed run time a block spends first when the run before it was another backend's, or when it is its
 backend's first (at least one run): the previous engine's pool threads spin for a while after its work
 (OpenBLAS's about 0.1 s), and a fresh compiled step's first runs are slow."""
+
+CUT_RATIO = 2.0
+"""A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
+block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much slower for that
+run; the settling before it takes out the known slow starts (pool threads of the engine before: 1.8x on LeNet; a
+fresh compiled step: 1.7x on the RNN)."""
 
 MAX_ROUNDS = 15
 """Timed runs on each backend after which the smaller median wins even if the times still overlap."""
@@ -127,6 +140,12 @@ class Trial:
         self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
+        self.cut: dict[str, str] = {}
+        """backend -> why it left the contest after one timed run (``CUT_RATIO``); its times stay in ``seconds``."""
+        self._numpy_runs: list[float] = []
+        """numpy's runs before the compiles start (the last ``BLOCK_RUNS`` after the first become its block)."""
+        self._looks: dict[str, float] = {}
+        """backend -> a first guess at its run time (a candidate's warm run, numpy's runs): the order of a round."""
         self._spent = 0.0
         self._block: str | None = None
         """The backend of the trial's current block of timed runs."""
@@ -172,12 +191,16 @@ class Trial:
             warming = next((name for name in self.candidates if self.warm_left[name]), None)
             if warming is not None:
                 return warming
-            if self._block in self.seconds and self._block_timed < BLOCK_RUNS:
+            if self._block in self.seconds and self._block not in self.cut and self._block_timed < BLOCK_RUNS:
                 return self._block
-            name = min([*self.candidates, "numpy"], key=lambda n: len(self.seconds[n]))
+            name = min(self._contenders(), key=lambda n: (len(self.seconds[n]), self._looks.get(n, float("inf"))))
             self._block, self._block_timed = name, 0
             self._settled = 0.0 if name != self._last or not self.seconds[name] else None
             return name
+
+    def _contenders(self) -> list[str]:
+        """The backends still in the contest: numpy and the candidates, less the cut ones."""
+        return [name for name in ("numpy", *self.candidates) if name not in self.cut]
 
     def drop(self, name: str, why: str) -> None:
         """Candidate ``name`` leaves the trial (``why``); numpy is chosen when none is left."""
@@ -188,7 +211,7 @@ class Trial:
         if name not in self.candidates:
             return
         self.candidates.remove(name)
-        for table in (self.compile, self.warm_left, self.seconds):
+        for table in (self.compile, self.warm_left, self.seconds, self.cut):
             table.pop(name, None)
         self.dropped[name] = why
         if not self.candidates and self.chosen is None:
@@ -221,14 +244,18 @@ class Trial:
             self._last = backend
             if self.numpy_left:
                 self.numpy_seconds += seconds
+                self._numpy_runs.append(seconds)
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
                     self.numpy_left -= 1
+                if not self.numpy_left:
+                    self._numpy_block()
                 return
             if self.compiling():
                 return  # numpy while a compile runs beside it: slowed by it, not timed
             if any(self.warm_left.values()):
                 if self.warm_left.get(backend):
                     self.warm_left[backend] -= 1
+                    self._looks[backend] = seconds
                 return
             if backend != self._block:  # (a run the trial did not send: not timed)
                 return
@@ -238,7 +265,30 @@ class Trial:
             self.seconds[backend].append(seconds)
             self._block_timed += 1
             self._spent += seconds
+            if self._block_timed == 1:
+                self._cut_if_far_behind(backend, seconds)
             self._decide()
+
+    def _numpy_block(self) -> None:
+        """numpy's runs before the compiles, the first left out, give its first timed block if there are enough."""
+        steady = self._numpy_runs[1:]
+        if steady:
+            self._looks["numpy"] = statistics.median(steady)
+        if len(steady) >= BLOCK_RUNS:
+            self.seconds["numpy"] = steady[-BLOCK_RUNS:]
+            self._spent += sum(self.seconds["numpy"])
+
+    def _cut_if_far_behind(self, backend: str, seconds: float) -> None:
+        """``backend`` leaves the contest if its run of ``seconds`` is over ``CUT_RATIO`` times the slowest run of
+        the fastest complete block."""
+        complete = [name for name in self._contenders() if name != backend and len(self.seconds[name]) >= BLOCK_RUNS]
+        if not complete:
+            return
+        best = min(complete, key=lambda name: statistics.median(self.seconds[name]))
+        slowest = max(self.seconds[best])
+        if seconds > CUT_RATIO * slowest:
+            self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over {CUT_RATIO:g}x "
+                                 f"{best}'s slowest ({slowest * 1e3:.3g} ms)")
 
     def _ran_on_choice(self, backend: str, seconds: float) -> None:
         if self.runner_up is None:
@@ -273,7 +323,7 @@ class Trial:
             self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
 
     def _decide(self) -> None:
-        names = ["numpy", *self.candidates]
+        names = self._contenders()
         counts = {len(self.seconds[name]) for name in names}
         rounds = min(counts)
         if rounds < MIN_ROUNDS or len(counts) != 1:
@@ -283,10 +333,11 @@ class Trial:
         clear = all(separated(self.seconds[fast], self.seconds[other]) for other in others)
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
-        self.chosen, self.runner_up = fast, others[0] if others else None
+        behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
+        self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
-        left = "".join(f"; {why}" for why in self.dropped.values())
+        left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])
         self.reason = f"median run over {rounds} runs each ({how}): {shown}{left}"
 
 

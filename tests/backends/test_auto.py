@@ -23,8 +23,10 @@ from tests.backends.xla_harness import need_jax
 
 @pytest.fixture(autouse=True)
 def _trial_from_the_third_run(monkeypatch):
-    """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test)."""
+    """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test),
+    and run whole blocks however far apart the costs (the cut after one run has its own tests)."""
     monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(auto_run, "CUT_RATIO", float("inf"))
 
 
 class _Clock:
@@ -81,17 +83,17 @@ INLINE_WARM = COMPILED_WARM + 1
 assert MIN_ROUNDS == BLOCK_RUNS  # (the schedules below: one round of blocks is the least trial)
 
 
-def blocks(costs: list[tuple[str, float]], after: str, first: bool = True) -> list[str]:
+def blocks(costs: list[tuple[str, float]], after: str, first: bool = True, timed: int = BLOCK_RUNS) -> list[str]:
     """The runs of one round of the trial's blocks, in order, the run before them on ``after``: a block whose
     backend differs from the run before it, or (``first``) the first block of its backend, first settles (untimed
-    runs until they took SETTLE_SECONDS, at least one), then makes BLOCK_RUNS timed runs."""
+    runs until they took SETTLE_SECONDS, at least one), then makes ``timed`` timed runs (a cut block: one)."""
     runs, last = [], after
     for name, cost in costs:
         spent = 0.0 if name != last or first else SETTLE_SECONDS
         while spent < SETTLE_SECONDS:
             runs.append(name)
             spent += cost
-        runs += [name] * BLOCK_RUNS
+        runs += [name] * timed
         last = name
     return runs
 
@@ -101,7 +103,8 @@ def blocks(costs: list[tuple[str, float]], after: str, first: bool = True) -> li
 def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy_cost, compiled_cost, want):
     runner, log, told = _auto(numpy_cost, compiled_cost)
     program = _program()
-    trial = blocks([("xla", compiled_cost), ("numpy", numpy_cost)], after="xla")
+    looks_faster_first = sorted([("xla", compiled_cost), ("numpy", numpy_cost)], key=lambda b: (b[1], b[0] != "numpy"))
+    trial = blocks(looks_faster_first, after="xla")  # by numpy's second run and xla's warm one; a tie: numpy
     warm = NUMPY_FIRST + INLINE_WARM
     trial_runs = warm + len(trial)
     _runs(runner, program, trial_runs - 1)
@@ -112,6 +115,19 @@ def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy
     assert log[trial_runs:] == [want] * 4  # a tie goes to numpy: nothing to compile
     assert len(told) == 1 and told[0][0] == want
     assert f"numpy {numpy_cost * 1e3:.3g} ms" in told[0][1] and f"xla {compiled_cost * 1e3:.3g} ms" in told[0][1]
+
+
+def test_numpys_runs_before_the_compiles_are_its_first_block(monkeypatch):
+    """The last BLOCK_RUNS of numpy's first runs (its first, the plan's build, left out) are its timed block: the
+    trial then runs only xla's."""
+    monkeypatch.setattr(auto_run, "NUMPY_FIRST", BLOCK_RUNS + 2)
+    runner, log, told = _auto(0.0, 0.5)
+    runner.runners["numpy"].run = _noisy(runner.runners["numpy"], iter([4.0, 3.0] + [1.0] * 100))
+    program = _program()
+    trial = blocks([("xla", 0.5)], after="xla")
+    _runs(runner, program, BLOCK_RUNS + 2 + INLINE_WARM + len(trial) + 2)
+    assert log == ["numpy"] * (BLOCK_RUNS + 2) + ["xla"] * (INLINE_WARM + len(trial) + 2)
+    assert told[0][0] == "xla" and "numpy 1e+03 ms" in told[0][1] and "xla 500 ms" in told[0][1]
 
 
 def _chosen_after_its_trial(numpy_cost: float, compiled_cost: float):
