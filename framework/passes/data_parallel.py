@@ -13,9 +13,9 @@ is ops in the program:
 Gradients travel in buckets: flat buffers of about ``bucket_bytes``, filled
 in the order backward makes the gradients, so many small gradients cost one
 message and the first bucket leaves while later layers are still being
-differentiated. Start and wait ops have role ``backward``: the executor's
-schedule never moves them, while it moves each update (role ``optimize``) up
-to right after the wait that makes its gradient, not before.
+differentiated. No engine reorders ops, so each wait runs where it is put:
+before the first update (role ``optimize``), which the optimizer appends after
+the whole backward pass.
 
 The startup program gets one ``broadcast`` of every persistable var it
 initializes, so every rank begins from rank 0's parameters and optimizer state.
