@@ -129,11 +129,16 @@ def _rows(xp, x, begin_norm_axis: int):
     return xp.reshape(xp.astype(x, work), (math.prod(lead), math.prod(norm))), lead, norm
 
 
+def _mean_over(xp, a, axes: tuple[int, ...]):
+    """``a``'s mean over ``axes``, kept as size-1 dims: NaN over nothing, without a floating-point exception (the
+    sum of nothing times NaN)."""
+    n = math.prod(a.shape[i] for i in axes)
+    return xp.sum(a, axis=axes, keepdims=True) * (1.0 / n if n else math.nan)
+
+
 def _row_mean(xp, a):
-    """Each row's mean, kept as [rows, 1]: NaN for rows of nothing, without a floating-point exception (the sum
-    of nothing times NaN)."""
-    n = a.shape[1]
-    return xp.sum(a, axis=1, keepdims=True) * (1.0 / n if n else math.nan)
+    """Each row's mean, kept as [rows, 1]."""
+    return _mean_over(xp, a, (1,))
 
 
 def _row_statistics(xp, rows):
@@ -168,6 +173,72 @@ def layer_norm_grad(xp, x, scale, dy, *, begin_norm_axis, epsilon):
     return (xp.reshape(dx, x.shape), xp.reshape(xp.sum(dys * xhat, axis=0), norm),
             xp.reshape(xp.sum(dys, axis=0), norm))
 
+
+
+# Batch norm's math, once, over ``xp``: X viewed as [N, C, positions], statistics per channel over N and the
+# positions, float16 computed in float32 (the engines cast the results to the declared dtypes).
+_BATCH_AXES = (0, 2)
+
+
+def _channels(xp, x):
+    """X as [N, C, positions] in its working dtype."""
+    work = xp.float32 if x.dtype == xp.float16 else x.dtype
+    return xp.reshape(xp.astype(x, work), (x.shape[0], x.shape[1], math.prod(x.shape[2:])))
+
+
+def _per_channel(xp, v, like):
+    """A per-channel vector as [1, C, 1] in ``like``'s dtype."""
+    return xp.reshape(xp.astype(v, like.dtype), (1, -1, 1))
+
+
+def _channel_statistics(xp, x3):
+    """Each channel's mean and biased variance (kept as [1, C, 1]) and X centred."""
+    mean = _mean_over(xp, x3, _BATCH_AXES)
+    centred = x3 - mean
+    return mean, _mean_over(xp, centred * centred, _BATCH_AXES), centred
+
+
+def batch_norm(xp, x, scale, bias, mean, variance, *, momentum, epsilon, is_test, running_variance):
+    """Y = (X - mu) / sqrt(var + epsilon) * Scale + Bias per channel, mu and var X's batch statistics (the running
+    Mean and Variance with is_test, or for an empty batch, which tells nothing about them and leaves them as
+    they were); in training the running ones move toward the batch's by 1 - momentum."""
+    x3 = _channels(xp, x)
+    running = is_test or math.prod(x.shape) == 0
+    if running:
+        mu, var = _per_channel(xp, mean, x3), _per_channel(xp, variance, x3)
+        centred = x3 - mu
+    else:
+        mu, var, centred = _channel_statistics(xp, x3)
+    y = centred * (_per_channel(xp, scale, x3) / xp.sqrt(var + epsilon)) + _per_channel(xp, bias, x3)
+    y = xp.reshape(y, x.shape)
+    if running:
+        return y, mean, variance
+    bessel = running_variance_factor(running_variance, x3.shape[0] * x3.shape[2], x.shape)
+    return (y, momentum * mean + (1.0 - momentum) * xp.reshape(mu, (-1,)),
+            momentum * variance + (1.0 - momentum) * bessel * xp.reshape(var, (-1,)))
+
+
+def batch_norm_grad(xp, x, scale, mean, variance, dy, *, epsilon, is_test):
+    """With xhat = (X - mu) / sqrt(var + epsilon): dBias = sum(dY), dScale = sum(dY xhat) and dX = Scale /
+    sqrt(var + epsilon) (dY - mean(dY) - xhat mean(dY xhat)) (sums and means over N and the positions); with
+    is_test mu, var are the running Mean, Variance, constants, and dX = Scale / sqrt(var + epsilon) dY."""
+    x3 = _channels(xp, x)
+    dy3 = xp.reshape(xp.astype(dy, x3.dtype), x3.shape)
+    if is_test:
+        var, centred = _per_channel(xp, variance, x3), x3 - _per_channel(xp, mean, x3)
+    else:
+        _, var, centred = _channel_statistics(xp, x3)
+    rstd = 1.0 / xp.sqrt(var + epsilon)
+    xhat = centred * rstd
+    dbias, dscale = xp.sum(dy3, axis=_BATCH_AXES), xp.sum(dy3 * xhat, axis=_BATCH_AXES)
+    gain = _per_channel(xp, scale, x3) * rstd
+    if is_test:
+        dx = dy3 * gain
+    else:  # mean(dY) and mean(dY xhat) are dBias and dScale over the count
+        count = x3.shape[0] * x3.shape[2]
+        per = 1.0 / count if count else math.nan
+        dx = (dy3 - xp.reshape(dbias, (1, -1, 1)) * per - xhat * (xp.reshape(dscale, (1, -1, 1)) * per)) * gain
+    return xp.reshape(dx, x.shape), dscale, dbias
 
 
 def _layer_norm_to_onnx(ctx) -> None:
@@ -240,7 +311,7 @@ SCHEMAS = (
                "its unbiased one, n / (n - 1) times it (n values per channel; PyTorch's rule, n = 1 a run-time "
                "error). With is_test, the running statistics normalize instead. An empty batch leaves them as "
                "they were.",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X", "Mean": "X", "Variance": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Bias": "X", "Mean": "X", "Variance": "X"}, compute=batch_norm),
     schema("batch_norm_grad", ["X", "Scale", Slot("Mean", optional=True), Slot("Variance", optional=True), "Y@GRAD"],
            ["X@GRAD", "Scale@GRAD", "Bias@GRAD"], _batch_norm_grad, {"epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False)},
            doc="batch_norm's gradients in one pass over X: with xhat = (X - mu) / sqrt(var + epsilon), "
@@ -249,7 +320,8 @@ SCHEMAS = (
                "In training mu, var are X's batch statistics (Mean, Variance are left out); with is_test they "
                "are the running Mean, Variance (required), constants, and X@GRAD = Scale / sqrt(var + epsilon) "
                "* Y@GRAD.",
-           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Mean": "X", "Variance": "X", "Y@GRAD": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Scale": "X", "Mean": "X", "Variance": "X", "Y@GRAD": "X"},
+           compute=batch_norm_grad),
     schema("layer_norm", ["X", Slot("Scale", optional=True), Slot("Bias", optional=True)],
            ["Y", "Mean", "Variance"], _layer_norm, _NORM_ATTRS,
            doc="Normalize X over its dims from begin_norm_axis on, in one pass: Y = (X - Mean) / sqrt(Variance + "
@@ -268,4 +340,5 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "RUNNING_VARIANCES", "layer_norm", "layer_norm_grad", "running_variance_factor"]
+__all__ = ["SCHEMAS", "RUNNING_VARIANCES", "batch_norm", "batch_norm_grad", "layer_norm", "layer_norm_grad",
+           "running_variance_factor"]

@@ -270,7 +270,9 @@ LOWERINGS = {
 """gradgen op type -> lowering."""
 
 OWN_EXPORTS = {"sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
-                      "xp does not trace", "momentum": "two outputs (the derived export takes one)"}
+                      "xp does not trace", "momentum": "two outputs (the derived export takes one)",
+               "batch_norm": "three outputs (the derived export takes one), and an empty batch, which the compute "
+                             "tells by X's static shape, is a Where over X's run-time Size here"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""
 
 

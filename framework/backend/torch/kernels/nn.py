@@ -1,21 +1,23 @@
-"""The softmax family and batch normalization in torch, the numpy kernels' formulas (``numpy/kernels/nn.py``,
-``grad_ops.py``, ``normalization.py``): softmax from x - max, the loss from log-softmax, batch statistics over
-every axis but the channels', float16 computed in float32."""
+"""The softmax family in torch, the numpy kernels' formulas (``numpy/kernels/nn.py``, ``grad_ops.py``): softmax
+from x - max, the loss from log-softmax; batch normalization on ATen's fused kernels, the op's compute where they
+do not run."""
 from __future__ import annotations
 
 import math
 
 import torch
 
+from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.ops.network import running_variance_factor
 
 from ...shared.attrs import op_axis
 from ...shared.nn import check_label_shape
 from ...shared.reduction import axes_of
 from . import kept
+from .derived import derived_kernel
 from .finite import all_finite
 
-__all__ = ["KERNELS"]
+__all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
 
@@ -84,30 +86,8 @@ def softmax_with_cross_entropy(op):
     return run
 
 
-def _work(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype == torch.float16 else dtype
-
-
-def _channels(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return x.reshape(x.shape[0], x.shape[1], math.prod(x.shape[2:])).to(dtype)
-
-
-def _per_channel(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return v.reshape(1, -1, 1).to(dtype)
-
-
-def _stats(x3: torch.Tensor):
-    """Mean and biased variance over (N, positions), kept as size-1 dims, and x centred (NaN over nothing)."""
-    count = x3.shape[0] * x3.shape[2]
-    mean = torch.sum(x3, dim=(0, 2), keepdim=True) / count if count else torch.sum(x3, (0, 2), True) * math.nan
-    centred = x3 - mean
-    var = torch.sum(centred * centred, dim=(0, 2), keepdim=True)
-    var = var / count if count else var * math.nan
-    return mean, var, centred
-
-
 _FUSED = (torch.float32, torch.float64)
-"""The dtypes ATen's fused batch norm kernels run here (float16 takes the formulas, computed in float32)."""
+"""The dtypes ATen's fused batch norm kernels run here (float16 takes the op's compute, in float32)."""
 
 
 def _fused(x: torch.Tensor) -> bool:
@@ -126,78 +106,35 @@ def _normalized(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: f
 
 
 def batch_norm(op):
-    """Training on ATen's fused kernel (``native_batch_norm``; on ResNet's [32, 64, 32, 32] float32, two
-    threads, 1.5 ms against 6.8 for the formulas below), the running statistics moved as the numpy kernel moves
-    them; float16, an empty batch and one value per channel take the formulas."""
+    """Training on ATen's fused kernel (``native_batch_norm``), the running statistics moved as the op's compute
+    moves them; float16, an empty batch and one value per channel take the compute (``FASTER`` says why the
+    fused kernel stays)."""
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
     estimator = op.attr("running_variance")
-
-    def formulas(x, scale, bias, mean, var):
-        work = _work(x.dtype)
-        x3 = _channels(x, work)
-        running = is_test or x.numel() == 0  # an empty batch: the running statistics, left as they were
-        if running:
-            mu, v = _per_channel(mean, work), _per_channel(var, work)
-            y = x3 - mu
-        else:
-            mu, v, y = _stats(x3)
-        y = y * (_per_channel(scale, work) / torch.sqrt(v + eps)) + _per_channel(bias, work)
-        y_out = y.reshape(x.shape).to(x.dtype)
-        if running:
-            return y_out, mean, var
-        return (y_out, *_moved(x, mean, var, mu.reshape(-1), v.reshape(-1)))
-
-    def _moved(x, mean, var, mu, v):
-        bessel = running_variance_factor(estimator, x.numel() // x.shape[1], tuple(x.shape))
-        new_mean = (momentum * mean + (1.0 - momentum) * mu).to(mean.dtype)
-        new_var = (momentum * var + (1.0 - momentum) * bessel * v).to(var.dtype)
-        return new_mean, new_var
+    computed = derived_kernel(OP_SCHEMAS["batch_norm"])(op)
 
     def run(x, scale, bias, mean, var):
         if not _fused(x) or (not is_test and x.numel() == x.shape[1]):
-            return formulas(x, scale, bias, mean, var)
+            return computed(x, scale, bias, mean, var)
         if is_test:
             return _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0], mean, var
         y, mu, v = _normalized(x, scale, bias, eps)
-        return (y, *_moved(x, mean, var, mu, v))
+        bessel = running_variance_factor(estimator, x.numel() // x.shape[1], tuple(x.shape))
+        return y, momentum * mean + (1.0 - momentum) * mu, momentum * var + (1.0 - momentum) * bessel * v
 
     return run
 
 
 def batch_norm_grad(op):
     """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel kept
-    for this tensor (``kept``), else recomputed by ``native_batch_norm``; on ResNet's [32, 64, 32, 32] float32, two threads, 2.4 ms against 5 for the
-    formulas below); float16 and an empty batch take the formulas."""
+    for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take the
+    op's compute."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
-
-    def formulas(x, scale, *rest):
-        dy = rest[-1]
-        work = _work(x.dtype)
-        x3, dy3 = _channels(x, work), _channels(dy, work)
-        if is_test:
-            var = _per_channel(rest[1], work)
-            xhat = x3 - _per_channel(rest[0], work)
-        else:
-            _, var, xhat = _stats(x3)
-        rstd = 1.0 / torch.sqrt(var + eps)
-        xhat = xhat * rstd
-        dbias = torch.sum(dy3, dim=(0, 2))
-        dscale = torch.sum(dy3 * xhat, dim=(0, 2))
-        gain = _per_channel(scale, work) * rstd
-        if is_test:
-            dx = dy3 * gain
-        else:
-            count = x3.shape[0] * x3.shape[2]
-            if count:
-                dx = xhat * (dscale / count).reshape(1, -1, 1) + (dbias / count).reshape(1, -1, 1)
-            else:
-                dx = xhat * math.nan
-            dx = (dy3 - dx) * gain
-        return dx.reshape(x.shape).to(x.dtype), dscale.to(x.dtype), dbias.to(x.dtype)
+    computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"])(op)
 
     def run(x, scale, *rest):
         if not _fused(x):
-            return formulas(x, scale, *rest)
+            return computed(x, scale, *rest)
         dy = rest[-1]
         if is_test:
             mean, var = rest[0], rest[1]
@@ -258,6 +195,10 @@ KERNELS = {"softmax": softmax, "log_softmax": log_softmax, "softmax_grad": softm
            "relu_grad": relu_grad}
 
 FASTER = {
+    "batch_norm": "ATen's native_batch_norm took 1.5 ms on ResNet's [32, 64, 32, 32] float32 (two threads) in "
+                  "training, the op's formulas 6.8",
+    "batch_norm_grad": "ATen's native_batch_norm_backward took 2.4 ms on ResNet's [32, 64, 32, 32] float32 (two "
+                       "threads), the op's formulas 5",
     "relu_grad": "torch.where over a data-dependent mask took 4.0 ms on ResNet's [32, 64, 32, 32] float32 (two "
                  "threads), the product with the mask 1.07 ms, ATen's threshold_backward 0.24 and the two finiteness "
                  "checks it needs 0.22",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing, linalg, logic,
-               lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent, reduction)
+               lr_schedule, manipulation, metrics, network, nn, optimizer, recurrent, reduction)
 from ...derive import with_derived
 from ...shared.tables import collect
 from .derived import derived_lowering
@@ -19,7 +19,7 @@ from .derived import derived_lowering
 __all__ = ["FAMILIES", "LOWERINGS"]
 
 FAMILIES = (creation, elementwise, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
-            conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
+            conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 LOWERINGS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "LOWERINGS"), derived_lowering, "xla lowering")
 """op type -> ``lowering(op, ctx) -> fn``: derived from the op's ``compute`` (``derived``), or the family modules'
