@@ -52,6 +52,37 @@ def _sigmoid_ce(ctx):
     return {"Out": x}
 
 
+# Softmax's math, once, over ``xp`` (``OpSchema.compute``); the softmax cross-entropy's kernels build on it too.
+def minus_max(xp, x, top):
+    """``x - top``, ``top`` x's max along an axis (kept), with exactly 0 where x is its finite max, as IEEE
+    arithmetic gives. XLA's CPU code fuses the multiply that made x (a scaled score) into the subtraction, one
+    rounding fewer: the max's own entry comes out as the product's rounding error, -2.7e4 or 1e17 for a score of
+    7e25, and exp of that is 0 or inf, where it is 1 (``design_docs/numerics.md``)."""
+    return xp.where((x == top) & xp.isfinite(top), xp.zeros((), x.dtype), x - top)
+
+
+def _shifted(xp, x, axis: int):
+    return minus_max(xp, x, xp.max(x, axis=axis, keepdims=True))
+
+
+def softmax(xp, x, *, axis):
+    """exp(X - max) / sum(exp(X - max)) along ``axis``; along an empty axis, nothing (no max to subtract)."""
+    axis = normalize_axis(axis, x.ndim)
+    if x.shape[axis] == 0:
+        return x
+    e = xp.exp(_shifted(xp, x, axis))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(xp, x, *, axis):
+    """X - max - log(sum(exp(X - max))) along ``axis``: no overflow, no log(0) underflow."""
+    axis = normalize_axis(axis, x.ndim)
+    if x.shape[axis] == 0:
+        return x
+    shifted = _shifted(xp, x, axis)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
 def _labelled(slot: str) -> dict:
     """Float inputs; labels are soft (floats, checked against the input's dtype in inference) or hard (ints)."""
     return {slot: FLOAT_DTYPES, "Label": NUMERIC_DTYPES}
@@ -59,10 +90,11 @@ def _labelled(slot: str) -> dict:
 
 SCHEMAS = (
     schema("softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
-           doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max.", dtypes={"X": FLOAT_DTYPES}),
+           doc="exp(X) / sum(exp(X)) along `axis`, computed from X - max.", dtypes={"X": FLOAT_DTYPES},
+           compute=softmax),
     schema("log_softmax", ["X"], ["Out"], _float_like, {"axis": Attr("int", -1)},
            doc="log(softmax(X)) along `axis`, computed as X - max - log(sum(exp(X - max))).",
-           dtypes={"X": FLOAT_DTYPES}),
+           dtypes={"X": FLOAT_DTYPES}, compute=log_softmax),
     schema("cross_entropy", ["X", "Label"], ["Out"], _cross_entropy,
            {"soft_label": Attr("bool", False), "ignore_index": Attr("int", IGNORE_INDEX)},
            doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis. "
@@ -81,4 +113,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "IGNORE_INDEX"]
+__all__ = ["SCHEMAS", "IGNORE_INDEX", "log_softmax", "minus_max", "softmax"]

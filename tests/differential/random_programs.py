@@ -175,7 +175,7 @@ def _product(p: _Piece, x):
 def _batched(p: _Piece, x):
     """Attention's shape: x @ x^T over the last two dims, softmax, then back onto x. Scores reach 1e29 from the
     feeds' 1e15: XLA's CPU code fuses the softmax's scale into its ``x - max``, and the max's own entry once came
-    out as the product's rounding error (``shared.nn.minus_max``)."""
+    out as the product's rounding error (``program/ops/nn.minus_max``)."""
     p.note("batched matmul, softmax")
     scores = L.matmul(x, x, transpose_y=True)
     return L.matmul(L.softmax(L.scale(scores, 0.1)), x)

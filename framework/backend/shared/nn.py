@@ -8,7 +8,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["check_label_shape", "log_softmax_along", "minus_max", "softmax_cross_entropy"]
+from gradgen.program.ops.nn import log_softmax
+
+__all__ = ["check_label_shape", "log_softmax_along", "softmax_cross_entropy"]
 
 
 def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") -> None:
@@ -26,18 +28,9 @@ def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") ->
                          + " or ".join(str(list(a)) for a in allowed))
 
 
-def minus_max(x, top, xp: Any = np):
-    """``x - top``, ``top`` x's max along an axis (kept), with exactly 0 where x is its finite max, as IEEE
-    arithmetic gives. XLA's CPU code fuses the multiply that made x (a scaled score) into the subtraction, one
-    rounding fewer: the max's own entry comes out as the product's rounding error, -2.7e4 or 1e17 for a score of
-    7e25, and exp of that is 0 or inf, where it is 1 (``design_docs/numerics.md``)."""
-    return xp.where((x == top) & xp.isfinite(top), xp.zeros((), x.dtype), x - top)
-
-
 def log_softmax_along(x, axis: int, xp: Any = np):
-    """log(softmax(x)) as x - max - log(sum(exp(x - max))): no overflow, no log(0) underflow."""
-    shifted = minus_max(x, xp.max(x, axis=axis, keepdims=True), xp)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+    """log_softmax's compute (``program/ops/nn.py``) along ``axis``, over the array module ``xp``."""
+    return log_softmax(xp, x, axis=axis)
 
 
 def softmax_cross_entropy(logits, label, axis: int, soft: bool, hard_labels: Callable, xp: Any = np) -> tuple:

@@ -269,7 +269,9 @@ LOWERINGS = {
 }
 """gradgen op type -> lowering."""
 
-OWN_EXPORTS = {"sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
+OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in (("softmax", "Softmax"),
+                                                                         ("log_softmax", "LogSoftmax"))},
+               "sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
                       "xp does not trace", "momentum": "two outputs (the derived export takes one)",
                "batch_norm": "three outputs (the derived export takes one), and an empty batch, which the compute "
                              "tells by X's static shape, is a Where over X's run-time Size here"}

@@ -1,7 +1,6 @@
-"""Softmax and cross-entropy kernels, written to stay finite for any finite logits.
-
-Softmax and log-softmax subtract the max along the axis before exponentiating;
-cross-entropy from logits goes through log-sum-exp, never through log(softmax).
+"""Cross-entropy kernels, written to stay finite for any finite logits: cross-entropy from logits goes through
+log-sum-exp (log_softmax's compute, ``program/ops/nn.py``), never through log(softmax). softmax and log_softmax
+state their math there and are derived.
 """
 from __future__ import annotations
 
@@ -10,22 +9,7 @@ from functools import partial
 import numpy as np
 
 from ...shared.attrs import op_axis
-from ...shared.nn import check_label_shape, log_softmax_along, softmax_cross_entropy
-
-
-def softmax_along(x, axis: int):
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
-def softmax(op):
-    axis = op_axis(op, "X")
-    return lambda x: softmax_along(x, axis)
-
-
-def log_softmax(op):
-    axis = op_axis(op, "X")
-    return lambda x: log_softmax_along(x, axis)
+from ...shared.nn import check_label_shape, softmax_cross_entropy
 
 
 def _hard_label_index(label, x_ndim: int, axis: int):
@@ -101,8 +85,6 @@ def sigmoid_cross_entropy_with_logits(op):
 
 
 KERNELS = {
-    "softmax": softmax,
-    "log_softmax": log_softmax,
     "cross_entropy": cross_entropy,
     "softmax_with_cross_entropy": softmax_with_cross_entropy,
     "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,

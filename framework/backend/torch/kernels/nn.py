@@ -1,6 +1,6 @@
-"""The softmax family in torch, the numpy kernels' formulas (``numpy/kernels/nn.py``, ``grad_ops.py``): softmax
-from x - max, the loss from log-softmax; batch normalization on ATen's fused kernels, the op's compute where they
-do not run."""
+"""softmax's gradient and the softmax cross-entropy in torch, the numpy kernels' formulas (``numpy/kernels/nn.py``,
+``grad_ops.py``; the loss from log_softmax's compute); batch normalization on ATen's fused kernels, the op's
+compute where they do not run. (softmax and log_softmax are derived from their compute.)"""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,12 @@ import torch
 
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.ops.network import running_variance_factor
+from gradgen.program.ops.nn import log_softmax
 
 from ...shared.attrs import op_axis
 from ...shared.nn import check_label_shape
 from ...shared.reduction import axes_of
+from ..xp import XP
 from . import kept
 from .derived import derived_kernel
 from .finite import all_finite
@@ -20,26 +22,6 @@ from .finite import all_finite
 __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
-
-
-def _softmax_along(x: torch.Tensor, axis: int) -> torch.Tensor:
-    e = torch.exp(x - torch.amax(x, dim=axis, keepdim=True))
-    return e / torch.sum(e, dim=axis, keepdim=True)
-
-
-def _log_softmax_along(x: torch.Tensor, axis: int) -> torch.Tensor:
-    shifted = x - torch.amax(x, dim=axis, keepdim=True)
-    return shifted - torch.log(torch.sum(torch.exp(shifted), dim=axis, keepdim=True))
-
-
-def softmax(op):
-    axis = op_axis(op, "X")
-    return lambda x: _softmax_along(x, axis) if x.ndim else torch.ones_like(x)
-
-
-def log_softmax(op):
-    axis = op_axis(op, "X")
-    return lambda x: _log_softmax_along(x, axis) if x.ndim else torch.zeros_like(x)
 
 
 def softmax_grad(op):
@@ -74,7 +56,7 @@ def softmax_with_cross_entropy(op):
     axis, soft = op_axis(op, "Logits"), op.attr("soft_label")
 
     def run(logits, label):
-        log_p = _log_softmax_along(logits, axis)
+        log_p = log_softmax(XP, logits, axis=axis)
         if soft:
             check_label_shape(label, tuple(logits.shape), None)
             loss = -torch.sum(label * log_p, dim=axis, keepdim=True)
@@ -188,7 +170,7 @@ def relu_grad(op):
     return run
 
 
-KERNELS = {"softmax": softmax, "log_softmax": log_softmax, "softmax_grad": softmax_grad,
+KERNELS = {"softmax_grad": softmax_grad,
            "softmax_with_cross_entropy": softmax_with_cross_entropy,
            "batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad,
            "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits, "logsumexp": logsumexp,

@@ -1,6 +1,7 @@
-"""Lowerings of softmax and the cross-entropy losses: the numpy kernels' formulas (``backend/numpy/kernels/nn.py``)
-in ``jax.numpy``, in the same order of operations and the same dtypes; log-softmax and the softmax cross-entropy
-are the kernels' own, written once over ``xp`` (``shared/nn``).
+"""Lowerings of the cross-entropy losses: the numpy kernels' formulas (``backend/numpy/kernels/nn.py``) in
+``jax.numpy``, in the same order of operations and the same dtypes; the softmax cross-entropy is the kernels' own,
+written once over ``xp`` (``shared/nn``) on log_softmax's compute. (softmax and log_softmax state their math in
+``program/ops/nn.py``: derived.)
 
 Labels must have the shape the logits imply: shapes are static here, so a wrong one is refused while tracing,
 with the numpy kernel's message (``shared/nn``). A hard label outside [0, classes) that is not ``ignore_index`` is
@@ -13,25 +14,10 @@ from functools import partial
 import jax.numpy as jnp
 
 from ...shared.attrs import op_axis, out_dtype
-from ...shared.nn import check_label_shape, log_softmax_along, minus_max, softmax_cross_entropy
+from ...shared.nn import check_label_shape, softmax_cross_entropy
 from ..xp import as_computed
 
 __all__ = ["LOWERINGS"]
-
-
-def _softmax(op, ctx):
-    axis = op_axis(op, "X")
-
-    def run(x):
-        e = jnp.exp(minus_max(x, jnp.max(x, axis=axis, keepdims=True), jnp))
-        return e / jnp.sum(e, axis=axis, keepdims=True)
-
-    return run
-
-
-def _log_softmax(op, ctx):
-    axis = op_axis(op, "X")
-    return lambda x: log_softmax_along(x, axis, jnp)
 
 
 def _hard_labels(op, ctx, label, x_shape: tuple, axis: int):
@@ -89,7 +75,7 @@ def _sigmoid_cross_entropy_with_logits(op, ctx):
 
 
 LOWERINGS = {
-    "softmax": _softmax, "log_softmax": _log_softmax, "cross_entropy": _cross_entropy,
+    "cross_entropy": _cross_entropy,
     "softmax_with_cross_entropy": _softmax_with_cross_entropy,
     "sigmoid_cross_entropy_with_logits": _sigmoid_cross_entropy_with_logits,
 }

@@ -8,8 +8,9 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from gradgen.program.ops.nn import minus_max
+
 from ...shared.attrs import rank_of
-from ...shared.nn import minus_max
 from ...shared.reduction import axes_of
 
 __all__ = ["LOWERINGS"]
@@ -28,7 +29,7 @@ def _logsumexp(op, ctx):
     def run(x):
         top = jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)
         top = jnp.where(jnp.isfinite(top), top, 0.0).astype(x.dtype)
-        out = jnp.log(jnp.sum(jnp.exp(minus_max(x, top, jnp)), axis=axis, keepdims=True)) + top
+        out = jnp.log(jnp.sum(jnp.exp(minus_max(jnp, x, top)), axis=axis, keepdims=True)) + top
         return (out if keep else jnp.squeeze(out, axis=axis)).astype(x.dtype)
 
     return run
