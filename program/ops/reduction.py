@@ -11,6 +11,7 @@ import math
 from ..dtypes import DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, same_as, schema
 from ..shapes import normalize_axes
+from .nn import minus_max
 
 
 def reduced_shape(shape, dim, keep_dim, reduce_all):
@@ -111,9 +112,25 @@ def reduce_mean_grad(xp, x, dout, *, dim, keep_dim, reduce_all):
     return xp.astype(xp.broadcast_to(shared, x.shape), dout.dtype, copy=True)  # an array of its own, not a view
 
 
+def logsumexp(xp, x, *, dim, keep_dim, reduce_all):
+    """log(sum(exp(X))) over ``dim``, from X - max (``nn.minus_max``): finite for any finite X; -inf over no elements
+    or where every element is -inf (no shift then: a row of infinities has no finite max)."""
+    axes = _axes(x, dim, reduce_all)
+    if not axes:  # a scalar: over itself alone
+        return x
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    if math.prod(x.shape[a] for a in axes) == 0:  # the log of an empty sum
+        out = xp.reshape(xp.sum(x, axis=axes, keepdims=True), kept) - math.inf
+    else:
+        top = xp.max(x, axis=axes, keepdims=True)
+        top = xp.where(xp.isfinite(top), top, xp.zeros((), x.dtype))
+        out = xp.log(xp.sum(xp.exp(minus_max(xp, x, top)), axis=axes, keepdims=True)) + top
+    return out if keep_dim else xp.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
 COMPUTE = {"reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": _extreme("max"),
            "reduce_min": _extreme("min"), "reduce_prod": reduce_prod, "mean": mean,
-           "reduce_mean_grad": reduce_mean_grad}
+           "reduce_mean_grad": reduce_mean_grad, "logsumexp": logsumexp}
 """op type -> its computation over ``xp`` (``OpSchema.compute``)."""
 
 ONNX = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
@@ -137,7 +154,7 @@ SCHEMAS = tuple(
            dtypes={"X": NUMERIC_DTYPES}),
     schema("logsumexp", ["X"], ["Out"], _reduce_to({}), REDUCE_ATTRS,
            doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X.",
-           dtypes={"X": FLOAT_DTYPES}),
+           dtypes={"X": FLOAT_DTYPES}, compute=logsumexp),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar (float64 for ints and bools).",
            dtypes={"X": DTYPES}, compute=mean),
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
@@ -146,5 +163,5 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["COMPUTE", "MEAN_DTYPE", "ONNX", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS", "SUM_DTYPE", "mean",
+__all__ = ["COMPUTE", "MEAN_DTYPE", "ONNX", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS", "SUM_DTYPE", "logsumexp", "mean",
            "reduce_mean", "reduce_mean_grad", "reduce_prod", "reduce_sum", "reduced_shape"]

@@ -6,20 +6,6 @@ import numpy as np
 from ...shared.reduction import axes_of
 
 
-def logsumexp(op):
-    rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = axes_of(op, rank), op.attr("keep_dim")
-
-    def run(x):
-        top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: no elements give -inf, not an error
-        top = np.where(np.isfinite(top), top, 0.0).astype(x.dtype, copy=False)  # all -inf (or inf) rows: no shift
-        with np.errstate(divide="ignore"):  # log(0) = -inf is the answer over no elements (or all -inf)
-            out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
-        return np.asarray(out if keep else np.squeeze(out, axis=axis), dtype=x.dtype)
-
-    return run
-
-
 def prod_others(op):
     """Exclusive running products from both ends, multiplied: O(n) and no division, so zeros are exact."""
     rank = len(op.block.var(op.input("X")[0]).shape)
@@ -44,4 +30,4 @@ def prod_others(op):
     return run
 
 
-KERNELS = {"logsumexp": logsumexp, "prod_others": prod_others}
+KERNELS = {"prod_others": prod_others}

@@ -3,8 +3,6 @@
 compute where they do not run. (softmax and log_softmax are derived from their compute.)"""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
@@ -13,7 +11,6 @@ from gradgen.program.ops.nn import log_softmax
 
 from ...shared.attrs import op_axis
 from ...shared.nn import check_label_shape
-from ...shared.reduction import axes_of
 from ..xp import XP
 from . import kept
 from .derived import derived_kernel
@@ -139,25 +136,6 @@ def sigmoid_cross_entropy_with_logits(op):
     return run
 
 
-def logsumexp(op):
-    rank = len(op.block.var(op.input("X")[0]).shape)
-    axis, keep = axes_of(op, rank), op.attr("keep_dim")
-
-    def run(x):
-        axes = tuple(range(x.ndim)) if axis is None else tuple(axis)
-        if not axes:
-            return x
-        if x.numel() == 0:
-            top = torch.full([1 if a in axes else d for a, d in enumerate(x.shape)], -math.inf, dtype=x.dtype)
-        else:
-            top = torch.amax(x, dim=axes, keepdim=True)
-        top = torch.where(torch.isfinite(top), top, 0.0)  # all -inf (or inf) rows: no shift
-        out = torch.log(torch.sum(torch.exp(x - top), dim=axes, keepdim=True)) + top
-        return out if keep else out.reshape([d for a, d in enumerate(out.shape) if a not in axes])
-
-    return run
-
-
 def relu_grad(op):
     """``where(Out > 0, dOut, dOut * 0)`` (the op's compute) as ATen's ``threshold_backward`` where Out and dOut are
     finite (the same numbers, but that a negative dOut at an inactive unit gives +0 where the compute gives -0),
@@ -173,7 +151,7 @@ def relu_grad(op):
 KERNELS = {"softmax_grad": softmax_grad,
            "softmax_with_cross_entropy": softmax_with_cross_entropy,
            "batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad,
-           "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits, "logsumexp": logsumexp,
+           "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
            "relu_grad": relu_grad}
 
 FASTER = {

@@ -8,8 +8,6 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from gradgen.program.ops.nn import minus_max
-
 from ...shared.attrs import rank_of
 from ...shared.reduction import axes_of
 
@@ -20,19 +18,6 @@ __all__ = ["LOWERINGS"]
 
 
 
-
-
-def _logsumexp(op, ctx):
-    rank = rank_of(op)
-    axis, keep = axes_of(op, rank), op.attr("keep_dim")
-
-    def run(x):
-        top = jnp.max(x, axis=axis, keepdims=True, initial=-jnp.inf)
-        top = jnp.where(jnp.isfinite(top), top, 0.0).astype(x.dtype)
-        out = jnp.log(jnp.sum(jnp.exp(minus_max(jnp, x, top)), axis=axis, keepdims=True)) + top
-        return (out if keep else jnp.squeeze(out, axis=axis)).astype(x.dtype)
-
-    return run
 
 
 def _prod_others(op, ctx):
@@ -64,4 +49,4 @@ def _prod_others(op, ctx):
 
 
 
-LOWERINGS = {"logsumexp": _logsumexp, "prod_others": _prod_others}
+LOWERINGS = {"prod_others": _prod_others}
