@@ -52,6 +52,28 @@ def _sigmoid_ce(ctx):
     return {"Out": x}
 
 
+def check_label_shape(label, x_shape, axis: int | None, what: str = "Logits") -> None:
+    """Labels must have the run-time shape x's declared shape promised (-1 dims can differ at run time): x's own
+    (``axis`` None: soft labels), or x's with size 1 on ``axis`` or without it (hard labels). numpy would
+    broadcast a mismatch into a loss of another shape. Shapes are known when a kernel runs and when a lowering is
+    traced, so every engine refuses a wrong one with this message."""
+    shape = tuple(label.shape)
+    if axis is None:
+        allowed = [tuple(x_shape)]
+    else:
+        allowed = [tuple(1 if i == axis else d for i, d in enumerate(x_shape)),
+                   tuple(d for i, d in enumerate(x_shape) if i != axis)]
+    if shape not in allowed:
+        raise ValueError(f"Label has run-time shape {list(shape)}, but {what} {list(x_shape)} needs "
+                         + " or ".join(str(list(a)) for a in allowed))
+
+
+def sigmoid_cross_entropy_with_logits(xp, x, label):
+    """max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise: the exp never overflows."""
+    check_label_shape(label, tuple(x.shape), None, "X")
+    return xp.maximum(x, 0) - x * label + xp.log1p(xp.exp(-xp.abs(x)))
+
+
 # Softmax's math, once, over ``xp`` (``OpSchema.compute``); the softmax cross-entropy's kernels build on it too.
 def minus_max(xp, x, top):
     """``x - top``, ``top`` x's max along an axis (kept), with exactly 0 where x is its finite max, as IEEE
@@ -109,8 +131,9 @@ SCHEMAS = (
            dtypes=_labelled("Logits")),
     schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
            doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise.",
-           dtypes={"X": FLOAT_DTYPES, "Label": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Label": "X"}, compute=sigmoid_cross_entropy_with_logits),
 )
 
 
-__all__ = ["SCHEMAS", "IGNORE_INDEX", "log_softmax", "minus_max", "softmax"]
+__all__ = ["SCHEMAS", "IGNORE_INDEX", "check_label_shape", "log_softmax", "minus_max",
+           "sigmoid_cross_entropy_with_logits", "softmax"]

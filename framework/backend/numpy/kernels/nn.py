@@ -8,8 +8,10 @@ from functools import partial
 
 import numpy as np
 
+from gradgen.program.ops.nn import check_label_shape
+
 from ...shared.attrs import op_axis
-from ...shared.nn import check_label_shape, softmax_cross_entropy
+from ...shared.nn import softmax_cross_entropy
 
 
 def _hard_label_index(label, x_ndim: int, axis: int):
@@ -75,17 +77,7 @@ def softmax_with_cross_entropy(op):
     return run
 
 
-def sigmoid_cross_entropy_with_logits(op):
-    def run(x, label):
-        check_label_shape(label, x.shape, None, "X")
-        # max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows.
-        return np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
-
-    return run
-
-
 KERNELS = {
     "cross_entropy": cross_entropy,
     "softmax_with_cross_entropy": softmax_with_cross_entropy,
-    "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
 }

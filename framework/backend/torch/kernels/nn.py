@@ -7,10 +7,9 @@ import torch
 
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.ops.network import running_variance_factor
-from gradgen.program.ops.nn import log_softmax
+from gradgen.program.ops.nn import check_label_shape, log_softmax
 
 from ...shared.attrs import op_axis
-from ...shared.nn import check_label_shape
 from ..xp import XP
 from . import kept
 from .derived import derived_kernel
@@ -127,15 +126,6 @@ def batch_norm_grad(op):
     return run
 
 
-def sigmoid_cross_entropy_with_logits(op):
-    def run(x, label):
-        check_label_shape(label, tuple(x.shape), None, "X")
-        # max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows
-        return torch.clamp_min(x, 0) - x * label + torch.log1p(torch.exp(-torch.abs(x)))
-
-    return run
-
-
 def relu_grad(op):
     """``where(Out > 0, dOut, dOut * 0)`` (the op's compute) as ATen's ``threshold_backward`` where Out and dOut are
     finite (the same numbers, but that a negative dOut at an inactive unit gives +0 where the compute gives -0),
@@ -151,7 +141,6 @@ def relu_grad(op):
 KERNELS = {"softmax_grad": softmax_grad,
            "softmax_with_cross_entropy": softmax_with_cross_entropy,
            "batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad,
-           "sigmoid_cross_entropy_with_logits": sigmoid_cross_entropy_with_logits,
            "relu_grad": relu_grad}
 
 FASTER = {

@@ -13,8 +13,10 @@ from functools import partial
 
 import jax.numpy as jnp
 
+from gradgen.program.ops.nn import check_label_shape
+
 from ...shared.attrs import op_axis, out_dtype
-from ...shared.nn import check_label_shape, softmax_cross_entropy
+from ...shared.nn import softmax_cross_entropy
 from ..xp import as_computed
 
 __all__ = ["LOWERINGS"]
@@ -63,19 +65,7 @@ def _softmax_with_cross_entropy(op, ctx):
     return run
 
 
-def _sigmoid_cross_entropy_with_logits(op, ctx):
-    """max(x, 0) - x * z + log(1 + exp(-|x|)): the exp never overflows."""
-    dtype = out_dtype(op)
-
-    def run(x, label):
-        check_label_shape(label, x.shape, None, "X")
-        return (jnp.maximum(x, 0) - x * label + jnp.log1p(jnp.exp(-jnp.abs(x)))).astype(dtype)
-
-    return run
-
-
 LOWERINGS = {
     "cross_entropy": _cross_entropy,
     "softmax_with_cross_entropy": _softmax_with_cross_entropy,
-    "sigmoid_cross_entropy_with_logits": _sigmoid_cross_entropy_with_logits,
 }
