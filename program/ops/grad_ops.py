@@ -39,10 +39,16 @@ _LIKE_X = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
 
 SLICE_ATTRS = {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])}
 
+def softmax_grad(xp, out, dout, *, axis):
+    """X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output."""
+    axis = normalize_axis(axis, out.ndim)
+    return (dout - xp.sum(dout * out, axis=axis, keepdims=True)) * out
+
+
 SCHEMAS = (
     schema("softmax_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _softmax_grad, {"axis": Attr("int", -1)},
            doc="X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output Out.",
-           dtypes={"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}),
+           dtypes={"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}, compute=softmax_grad),
     schema("slice_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, SLICE_ATTRS,
            doc="Zeros shaped like X with Out@GRAD written into the slice: the adjoint of slice.", dtypes=_LIKE_X),
     schema("gather_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _like_x, {"axis": Attr("int", 0)},
@@ -57,4 +63,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SLICE_ATTRS", "SCHEMAS"]
+__all__ = ["SLICE_ATTRS", "SCHEMAS", "softmax_grad"]

@@ -273,6 +273,7 @@ OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in
                                                                          ("log_softmax", "LogSoftmax"))},
                "sigmoid_cross_entropy_with_logits": "the compute checks the label's run-time shape, which an exported "
                                                     "graph cannot (ONNX would broadcast); the same formula here",
+               "softmax_grad": "a sum along an axis, which the ONNX xp (lower_derived) does not trace: one ReduceSum",
                "sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
                       "xp does not trace", "momentum": "two outputs (the derived export takes one)",
                "batch_norm": "three outputs (the derived export takes one), and an empty batch, which the compute "

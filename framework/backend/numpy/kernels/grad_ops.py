@@ -8,20 +8,6 @@ from ...shared.manipulation import slice_index
 from .indexing import scatter_rows
 
 
-def softmax_grad(op):
-    rank = len(op.block.var(op.input("Out")[0]).shape)
-    axis = op.attr("axis") % rank if rank else 0
-    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
-    dots = f"{letters},{letters}->{letters.replace(letters[axis], '')}"
-
-    def run(y, dout):  # y * (dout - sum(dout * y, axis)): the sum reads both without a product
-        if rank == 0:
-            return np.zeros_like(dout)
-        return (dout - np.expand_dims(np.einsum(dots, dout, y), axis)) * y
-
-    return run
-
-
 def relu_grad(op):
     """``where(Out > 0, dOut, dOut * 0)`` (the op's compute) as ``dOut * (Out > 0)``: the same numbers, NaN
     from an infinite or NaN dOut at an inactive unit and -0.0 from a negative one included."""
@@ -61,7 +47,7 @@ def split_like(op):
 
 
 KERNELS = {
-    "relu_grad": relu_grad, "softmax_grad": softmax_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
+    "relu_grad": relu_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like,
 }
 

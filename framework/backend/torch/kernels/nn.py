@@ -1,6 +1,6 @@
-"""softmax's gradient and the softmax cross-entropy in torch, the numpy kernels' formulas (``numpy/kernels/nn.py``,
-``grad_ops.py``; the loss from log_softmax's compute); batch normalization on ATen's fused kernels, the op's
-compute where they do not run. (softmax and log_softmax are derived from their compute.)"""
+"""The softmax cross-entropy in torch, the numpy kernel's formula (``numpy/kernels/nn.py``: the loss from
+log_softmax's compute, hard labels read as torch reads them); batch normalization and relu's gradient on ATen's
+fused kernels, the op's compute where they do not run. (The rest of the softmax family is derived.)"""
 from __future__ import annotations
 
 import torch
@@ -18,18 +18,6 @@ from .finite import all_finite
 __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
-
-
-def softmax_grad(op):
-    rank = len(op.block.var(op.input("Out")[0]).shape)
-    axis = op.attr("axis") % rank if rank else 0
-
-    def run(y, dout):
-        if rank == 0:
-            return torch.zeros_like(dout)
-        return (dout - torch.sum(dout * y, dim=axis, keepdim=True)) * y
-
-    return run
 
 
 def _hard_labels(op, label: torch.Tensor, x_shape, axis: int):
@@ -138,8 +126,7 @@ def relu_grad(op):
     return run
 
 
-KERNELS = {"softmax_grad": softmax_grad,
-           "softmax_with_cross_entropy": softmax_with_cross_entropy,
+KERNELS = {"softmax_with_cross_entropy": softmax_with_cross_entropy,
            "batch_norm": batch_norm, "batch_norm_grad": batch_norm_grad,
            "relu_grad": relu_grad}
 

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ...shared.attrs import op_axis, rank_of
 from ...shared.manipulation import slice_index
 from .indexing import in_range, scatter_rows
 from .manipulation import pieces
 
 __all__ = ["LOWERINGS"]
-
-
-def _softmax_grad(op, ctx):
-    """y * (dout - sum(dout * y, axis))."""
-    rank, axis = rank_of(op, "Out"), op_axis(op, "Out")
-
-    def run(y, dout):
-        if rank == 0:
-            return jnp.zeros_like(dout)
-        return (dout - jnp.sum(dout * y, axis=axis, keepdims=True)) * y
-
-    return run
 
 
 def _slice_grad(op, ctx):
@@ -53,6 +40,6 @@ def _split_like(op, ctx):
 
 
 LOWERINGS = {
-    "softmax_grad": _softmax_grad, "slice_grad": _slice_grad, "gather_grad": _gather_grad,
+    "slice_grad": _slice_grad, "gather_grad": _gather_grad,
     "reshape_as": _reshape_as, "split_like": _split_like,
 }
