@@ -57,6 +57,54 @@ def momentum(xp, param, grad, velocity, lr, *, mu, use_nesterov):
     return param - step * lr.reshape(()), v
 
 
+def adam(xp, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, coeff=0.0):
+    """(ParamOut, Moment1Out, Moment2Out, Beta1PowOut, Beta2PowOut): m1 = b1 m1 + (1 - b1) g, m2 = b2 m2 +
+    (1 - b2) g g; the step lr sqrt(1 - b2^t) / (1 - b1^t) m1 / (sqrt(m2) + epsilon sqrt(1 - b2^t)) taken from Param,
+    or with adamw's ``coeff`` from Param (1 - lr coeff) (torch.optim.AdamW's order: shrink, then step)."""
+    lr = xp.reshape(lr, ())
+    m1 = m1 * beta1 + grad * (1.0 - beta1)
+    m2 = m2 * beta2 + grad * (1.0 - beta2) * grad
+    lr_t = lr * xp.sqrt(1.0 - b2p) / (1.0 - b1p)
+    step = xp.astype(lr_t * m1 / (xp.sqrt(m2) + epsilon * xp.sqrt(1.0 - b2p)), param.dtype)
+    start = param * (1.0 - lr * coeff) if coeff else param
+    return start - step, m1, m2, b1p * beta1, b2p * beta2
+
+
+def _norm2(xp, x):
+    return xp.sqrt(xp.sum(x * x))
+
+
+def lamb(xp, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, weight_decay):
+    """Adam's bias-corrected direction plus weight decay, r, scaled by the trust ratio ||Param|| / ||r|| (1 when
+    either norm is 0, as Paddle's lamb kernel does)."""
+    m1 = beta1 * m1 + (1.0 - beta1) * grad
+    m2 = beta2 * m2 + (1.0 - beta2) * grad * grad
+    r = (m1 / (1.0 - b1p)) / (xp.sqrt(m2 / (1.0 - b2p)) + epsilon) + weight_decay * param
+    p_norm, r_norm = _norm2(xp, param), _norm2(xp, r)
+    both = (p_norm > 0) & (r_norm > 0)
+    one = xp.ones((), dtype=param.dtype)
+    ratio = xp.where(both, p_norm / xp.where(both, r_norm, one), one)
+    return param - (xp.reshape(lr, ()) * ratio) * r, m1, m2, b1p * beta1, b2p * beta2
+
+
+def rmsprop(xp, param, grad, lr, mean_square, mean_grad, moment, *, rho, epsilon, momentum, centered):
+    """torch.optim.RMSprop's update: epsilon added outside the root, the learning rate outside the moment."""
+    mean_square = rho * mean_square + (1.0 - rho) * grad * grad
+    if centered:
+        mean_grad = rho * mean_grad + (1.0 - rho) * grad
+        avg = xp.sqrt(mean_square - mean_grad * mean_grad) + epsilon
+    else:
+        avg = xp.sqrt(mean_square) + epsilon
+    moment = momentum * moment + grad / avg
+    return param - xp.reshape(lr, ()) * moment, mean_square, mean_grad, moment
+
+
+def adagrad(xp, param, grad, lr, moment, *, epsilon):
+    """The sum of squared gradients scales each coordinate's step."""
+    moment = moment + grad * grad
+    return param - xp.reshape(lr, ()) * grad / (xp.sqrt(moment) + epsilon), moment
+
+
 _ADAM_INPUTS = ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"]
 _ADAM_OUTPUTS = ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"]
 _ADAM_PAIRS = (("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
@@ -75,7 +123,8 @@ SCHEMAS = (
                "(Nesterov: Param - lr * (Grad + mu * VelocityOut)).",
            dtypes=_dtypes("Grad", "Velocity", "LearningRate"), compute=momentum),
     schema("adam", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS), _ADAM_ATTRS,
-           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.", dtypes=_ADAM_DTYPES),
+           doc="Adam (Kingma & Ba, 2015) with bias correction from the running beta powers.", dtypes=_ADAM_DTYPES,
+           compute=adam),
     schema("rmsprop", ["Param", "Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment"],
            ["ParamOut", "MeanSquareOut", "MeanGradOut", "MomentOut"],
            _same_as_param(("Param", "ParamOut"), ("MeanSquare", "MeanSquareOut"), ("MeanGrad", "MeanGradOut"),
@@ -86,20 +135,20 @@ SCHEMAS = (
                "(1 - rho) Grad and the variance MeanSquareOut - MeanGradOut^2 replaces MeanSquareOut; "
                "MomentOut = momentum Moment + Grad / (sqrt(that) + epsilon); ParamOut = Param - lr MomentOut "
                "(torch.optim.RMSprop's order: epsilon outside the root, lr outside the moment).",
-           dtypes=_dtypes("Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment")),
+           dtypes=_dtypes("Grad", "LearningRate", "MeanSquare", "MeanGrad", "Moment"), compute=rmsprop),
     schema("adagrad", ["Param", "Grad", "LearningRate", "Moment"], ["ParamOut", "MomentOut"],
            _same_as_param(("Param", "ParamOut"), ("Moment", "MomentOut")), {"epsilon": Attr("float", 1e-6)},
            doc="MomentOut = Moment + Grad^2; ParamOut = Param - lr Grad / (sqrt(MomentOut) + epsilon).",
-           dtypes=_dtypes("Grad", "LearningRate", "Moment")),
+           dtypes=_dtypes("Grad", "LearningRate", "Moment"), compute=adagrad),
     schema("adamw", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS),
            {**_ADAM_ATTRS, "coeff": Attr("float", 0.01)},
            doc="Decoupled weight decay (Loshchilov & Hutter, 2019): Param * (1 - lr coeff), then adam's step.",
-           dtypes=_ADAM_DTYPES),
+           dtypes=_ADAM_DTYPES, compute=adam),
     schema("lamb", _ADAM_INPUTS, _ADAM_OUTPUTS, _same_as_param(*_ADAM_PAIRS),
            {**_ADAM_ATTRS, "epsilon": Attr("float", 1e-6), "weight_decay": Attr("float", 0.01)},
            doc="LAMB (You et al., 2020, Algorithm 2): r = adam's bias-corrected direction + weight_decay Param; "
                "ParamOut = Param - lr (||Param|| / ||r||) r, the ratio taken as 1 when either norm is 0.",
-           dtypes=_ADAM_DTYPES),
+           dtypes=_ADAM_DTYPES, compute=lamb),
     schema("global_norm", [Slot("X", duplicable=True)], ["Out"], _global_norm,
            doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses.",
            dtypes={"X": FLOAT_DTYPES}),
@@ -110,4 +159,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "momentum", "sgd"]
+__all__ = ["SCHEMAS", "adagrad", "adam", "lamb", "momentum", "rmsprop", "sgd"]

@@ -276,6 +276,9 @@ OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in
                "softmax_grad": "a sum along an axis, which the ONNX xp (lower_derived) does not trace: one ReduceSum",
                "sgd": "its learning rate is a one-element tensor read as a scalar (ctx.to_scalar), which the ONNX "
                       "xp does not trace", "momentum": "two outputs (the derived export takes one)",
+               **{t: f"{n} outputs (the derived export takes one)"
+                  for t, n in (("adam", "five"), ("adamw", "five"), ("lamb", "five"), ("rmsprop", "four"),
+                               ("adagrad", "two"))},
                "batch_norm": "three outputs (the derived export takes one), and an empty batch, which the compute "
                              "tells by X's static shape, is a Where over X's run-time Size here"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -13,7 +13,6 @@ from gradgen.program.shapes import unsqueezed
 from ...shared.attrs import op_axis, rank_of, triangle_diagonal
 from ...shared.creation import like_dtype, random_draw
 from ...shared.manipulation import section_sizes, slice_index
-from ...shared.optimizer import adagrad_update, rmsprop_update
 from ..xp import torch_dtype
 
 __all__ = ["KERNELS"]
@@ -238,23 +237,6 @@ def one_hot(op):
 # -- optimizer updates ------------------------------------------------------------------------------------------
 
 
-def adam(op):
-    """``adamw`` too, with its ``coeff`` (shrink, then step: torch.optim.AdamW's order)."""
-    b1, b2, eps = op.attr("beta1"), op.attr("beta2"), op.attr("epsilon")
-    coeff = op.attrs.get("coeff", 0.0)
-
-    def run(param, grad, lr, m1, m2, b1p, b2p):
-        m1 = m1 * b1 + grad * (1.0 - b1)
-        m2 = m2 * b2 + grad * (1.0 - b2) * grad
-        lr_t = lr.reshape(()) * torch.sqrt(1.0 - b2p) / (1.0 - b1p)
-        denominator = torch.sqrt(m2) + eps * torch.sqrt(1.0 - b2p)
-        step = (lr_t * m1 / denominator).to(param.dtype)
-        start = param * (1.0 - lr.reshape(()) * coeff) if coeff else param
-        return start - step, m1, m2, b1p * b1, b2p * b2
-
-    return run
-
-
 # -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
 def tril(op):
     k = triangle_diagonal(op)
@@ -314,8 +296,6 @@ KERNELS = {
     "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
-    "adam": adam, "adamw": adam,
-    "rmsprop": lambda op: rmsprop_update(op, torch), "adagrad": lambda op: adagrad_update(op, torch),
     "tril": tril,
     "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,
 }
