@@ -4,7 +4,7 @@
     cond = fluid.layers.less_than(i, n)
     loop = fluid.layers.While(cond)
     with loop.block():
-        fluid.layers.assign(fluid.layers.tanh(h), h)
+        fluid.layers.assign(fluid.layers.sigmoid(h), h)
         fluid.layers.increment(i, in_place=True)
         fluid.layers.less_than(i, n, cond=cond)
 

@@ -3,7 +3,7 @@ xla, torch) prepare it, then on each in turn until one is clearly the fastest, t
 says which and why.
 
 Why measure instead of a rule: which engine wins depends on the program and the machine. On the anchors'
-workloads (design_docs/backends.md, "Choosing a backend") XLA runs a tanh RNN's step 3x faster than the numpy
+workloads (design_docs/backends.md, "Choosing a backend") XLA runs an RNN's step 3x faster than the numpy
 backend and the seed MLP's 2x slower; ResNet blocks are fastest on the torch engine (oneDNN's convolutions).
 
 The trial, per program version, feed and fetch names, and feed shapes (a ``Trial``; a changed batch size is a

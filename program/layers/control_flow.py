@@ -1,8 +1,8 @@
 """``cond`` and ``while_loop``: Python functions built into sub-blocks owned by one op.
 
-    out = layers.cond(pred, lambda: layers.tanh(x), lambda: layers.scale(x, 2.0))
+    out = layers.cond(pred, lambda: layers.sigmoid(x), lambda: layers.scale(x, 2.0))
     t, h = layers.while_loop(lambda t, h: layers.less_than(t, steps),
-                             lambda t, h: [t + 1, layers.tanh(h @ w)], [t0, h0])
+                             lambda t, h: [t + 1, layers.sigmoid(h @ w)], [t0, h0])
 
 The functions run once, at build time, inside a fresh sub-block; the op keeps
 the sub-blocks and runs them at run time. Sub-blocks are functional: they

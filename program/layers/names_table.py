@@ -102,9 +102,9 @@ SAMPLES: dict[str, _Sample] = {
     "fill_constant": lambda f, v, n: f([2], "float32", 1.0, name=n),
     "uniform_random": lambda f, v, n: f([2], name=n),
     "gaussian_random": lambda f, v, n: f([2], name=n),
-    "cond": lambda f, v, n: f(v.flag, lambda: layers.tanh(v.x), lambda: layers.relu(v.x), name=n),
+    "cond": lambda f, v, n: f(v.flag, lambda: layers.sigmoid(v.x), lambda: layers.relu(v.x), name=n),
     "while_loop": lambda f, v, n: _count_to_three(n),
-    "custom_gradient": lambda f, v, n: f(layers.tanh, lambda ins, outs, douts: douts[0], name=n)(v.x),
+    "custom_gradient": lambda f, v, n: f(layers.sigmoid, lambda ins, outs, douts: douts[0], name=n)(v.x),
 }
 """How to call each layer with ``name``; the rest are called as ``layer(x, name=NAME)`` on ``x: float32[2, 4]``."""
 

@@ -108,8 +108,8 @@ def lstm(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool
     ``[N, T, dirs * H]``), ``h_n``, ``c_n`` ``[num_layers * dirs, N, H]``; ``initial_states`` (h0, c0) are shaped
     like them (zeros when None). ``sequence_length`` (int ``[N]``) ends each sequence early, as ONNX's
     sequence_lens: later steps output zero, the final states are those at each sequence's end, and the reverse
-    direction starts from each sequence's own last step. ``activations`` replaces (sigmoid, tanh, tanh) by any
-    of ONNX's (see ``Activations``), in every layer and direction.
+    direction starts from each sequence's own last step. ``activations`` replaces the
+    cell's default gates (``ops.recurrent.DEFAULT_ACTIVATIONS``) by any of ONNX's (see ``Activations``), in every layer and direction.
     """
     h0, c0 = initial_states if initial_states is not None else (None, None)
     y, (h, c) = _recurrent("lstm", x, hidden_size, num_layers, bidirectional, batch_first, [h0, c0],
@@ -124,7 +124,7 @@ def gru(x: Variable, hidden_size: int, num_layers: int = 1, bidirectional: bool 
         ) -> tuple[Variable, Variable]:
     """PyTorch's ``nn.GRU``: ``(outputs, h_n)``, shaped as ``lstm``'s. ``linear_before_reset`` (PyTorch's GRU, the
     default) applies the reset gate to ``h R_n^T + RB_n``; False applies it to h before the product (ONNX's
-    default GRU); ``activations`` replaces (sigmoid, tanh) as in ``lstm``."""
+    default GRU); ``activations`` replaces the default gates as in ``lstm``."""
     y, (h,) = _recurrent("gru", x, hidden_size, num_layers, bidirectional, batch_first, [initial_state],
                          sequence_length, bias, name,
                          {"linear_before_reset": linear_before_reset, **_activation_attrs(activations)})

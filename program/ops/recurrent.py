@@ -71,7 +71,7 @@ ACTIVATIONS: dict[str, GateActivation] = {
     "leakyrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= 0, x, a * x), _relu_like_slope, (0.01,)),
     "thresholdedrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= a, x, 0.0),
                                       lambda xp, y, v, a, b: (v != 0).astype(v.dtype), (1.0,)),
-    "scaledtanh": GateActivation(lambda xp, x, a, b: a * xp.tanh(b * x), _scaled_tanh_slope, (1.0, 1.0)),
+    "scaledtanh": GateActivation(lambda xp, x, a, b: a * COMPUTE["tanh"](xp, b * x), _scaled_tanh_slope, (1.0, 1.0)),
     "hardsigmoid": GateActivation(lambda xp, x, a, b: xp.clip(a * x + b, 0.0, 1.0),
                                   lambda xp, y, v, a, b: ((v > 0) & (v < 1)).astype(v.dtype) * a, (0.2, 0.5)),
     "elu": GateActivation(lambda xp, x, a, b: COMPUTE["elu"](xp, x, alpha=a), _elu_slope, (1.0,)),

@@ -5,7 +5,7 @@ op's attrs and its vars' static types happens once, in the factory. ``fn``
 takes the op's input arrays, flat in schema slot order, and returns its
 output array (or a tuple of them, flat in schema slot order).
 
-A bare numpy ufunc is a kernel too (``np.tanh``), and the cheapest one.
+A bare numpy ufunc is a kernel too (``np.exp``), and the cheapest one.
 
 Kernels never modify their inputs, and every result is theirs to give away: a
 kernel keeps no array between calls that a later call could write (returning
