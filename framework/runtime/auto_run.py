@@ -53,6 +53,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backend import WEIGHED_FOR, feed_batch
@@ -142,8 +143,8 @@ class Trial:
         """candidate -> why it left the trial."""
         self.cut: dict[str, str] = {}
         """backend -> why it left the contest after one timed run (``CUT_RATIO``); its times stay in ``seconds``."""
-        self._numpy_runs: list[float] = []
-        """numpy's runs before the compiles start (the last ``BLOCK_RUNS`` after the first become its block)."""
+        self._numpy_runs: deque[float] = deque(maxlen=BLOCK_RUNS)
+        """numpy's last runs before the compiles start, its first (the plan's build) never among them: its block."""
         self._looks: dict[str, float] = {}
         """backend -> a first guess at its run time (a candidate's warm run, numpy's runs): the order of a round."""
         self._spent = 0.0
@@ -243,8 +244,9 @@ class Trial:
                 return
             self._last = backend
             if self.numpy_left:
+                if self.numpy_seconds:  # (not the first run)
+                    self._numpy_runs.append(seconds)
                 self.numpy_seconds += seconds
-                self._numpy_runs.append(seconds)
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
                     self.numpy_left -= 1
                 if not self.numpy_left:
@@ -270,13 +272,13 @@ class Trial:
             self._decide()
 
     def _numpy_block(self) -> None:
-        """numpy's runs before the compiles, the first left out, give its first timed block if there are enough."""
-        steady = self._numpy_runs[1:]
-        if steady:
-            self._looks["numpy"] = statistics.median(steady)
-        if len(steady) >= BLOCK_RUNS:
-            self.seconds["numpy"] = steady[-BLOCK_RUNS:]
-            self._spent += sum(self.seconds["numpy"])
+        """numpy's last runs before the compiles give a first guess at its time, and its first timed block if there
+        are ``BLOCK_RUNS`` of them."""
+        if self._numpy_runs:
+            self._looks["numpy"] = statistics.median(self._numpy_runs)
+        if len(self._numpy_runs) == BLOCK_RUNS:
+            self.seconds["numpy"] = list(self._numpy_runs)
+            self._spent += sum(self._numpy_runs)
 
     def _cut_if_far_behind(self, backend: str, seconds: float) -> None:
         """``backend`` leaves the contest if its run of ``seconds`` is over ``CUT_RATIO`` times the slowest run of

@@ -47,6 +47,16 @@ def running_variance_factor(estimator: str, count: int, shape) -> float:
     return count / (count - 1)
 
 
+def moved_statistics(mean, variance, batch_mean, batch_variance, shape, *, momentum: float, running_variance: str):
+    """The running Mean and Variance moved toward a training batch's per-channel statistics (its population
+    variance; ``shape`` is X's) by 1 - momentum: what batch_norm writes to MeanOut and VarianceOut. Plain
+    arithmetic, so every engine's batch norm, fused or not, moves them by this one rule."""
+    count = math.prod(shape) // shape[1]
+    bessel = running_variance_factor(running_variance, count, shape)
+    return (momentum * mean + (1.0 - momentum) * batch_mean,
+            momentum * variance + (1.0 - momentum) * bessel * batch_variance)
+
+
 def _batch_norm(ctx):
     x = ctx.input("X")
     if len(x.shape) < 2:
@@ -213,9 +223,8 @@ def batch_norm(xp, x, scale, bias, mean, variance, *, momentum, epsilon, is_test
     y = xp.reshape(y, x.shape)
     if running:
         return y, mean, variance
-    bessel = running_variance_factor(running_variance, x3.shape[0] * x3.shape[2], x.shape)
-    return (y, momentum * mean + (1.0 - momentum) * xp.reshape(mu, (-1,)),
-            momentum * variance + (1.0 - momentum) * bessel * xp.reshape(var, (-1,)))
+    return (y, *moved_statistics(mean, variance, xp.reshape(mu, (-1,)), xp.reshape(var, (-1,)), x.shape,
+                                 momentum=momentum, running_variance=running_variance))
 
 
 def batch_norm_grad(xp, x, scale, mean, variance, dy, *, epsilon, is_test):
@@ -341,4 +350,4 @@ SCHEMAS = (
 
 
 __all__ = ["SCHEMAS", "RUNNING_VARIANCES", "batch_norm", "batch_norm_grad", "layer_norm", "layer_norm_grad",
-           "running_variance_factor"]
+           "moved_statistics", "running_variance_factor"]

@@ -10,19 +10,14 @@ import numpy as np
 
 from gradgen.program.ops.nn import check_label_shape, log_softmax
 
-__all__ = ["log_softmax_along", "softmax_cross_entropy"]
-
-
-def log_softmax_along(x, axis: int, xp: Any = np):
-    """log_softmax's compute (``program/ops/nn.py``) along ``axis``, over the array module ``xp``."""
-    return log_softmax(xp, x, axis=axis)
+__all__ = ["softmax_cross_entropy"]
 
 
 def softmax_cross_entropy(logits, label, axis: int, soft: bool, hard_labels: Callable, xp: Any = np) -> tuple:
     """(softmax, loss) of ``softmax_with_cross_entropy``: the loss from log-softmax, never from log(softmax), soft
     labels summed against it, hard ones picked, an ignored one giving 0. ``hard_labels(label, shape, axis) ->
     (index, kept)`` is the engine's reading of hard labels (indexes of x's rank, the mask of the kept ones)."""
-    log_p = log_softmax_along(logits, axis, xp)
+    log_p = log_softmax(xp, logits, axis=axis)
     if soft:
         check_label_shape(label, logits.shape, None)
         loss = -xp.sum(label * log_p, axis=axis, keepdims=True)

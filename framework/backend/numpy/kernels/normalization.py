@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from gradgen.program.ops.network import running_variance_factor
+from gradgen.program.ops.network import moved_statistics
 
 from .scratch import scratch
 
@@ -95,10 +95,9 @@ def batch_norm(op):
         y_out = y.reshape(x.shape).astype(x.dtype, copy=False)
         if running:
             return y_out, mean, var
-        bessel = running_variance_factor(estimator, x3.shape[0] * x3.shape[2], x.shape)
-        new_mean = (momentum * mean + (1.0 - momentum) * mu.reshape(-1)).astype(mean.dtype, copy=False)
-        new_var = (momentum * var + (1.0 - momentum) * bessel * v.reshape(-1)).astype(var.dtype, copy=False)
-        return y_out, new_mean, new_var
+        new_mean, new_var = moved_statistics(mean, var, mu.reshape(-1), v.reshape(-1), x.shape, momentum=momentum,
+                                             running_variance=estimator)
+        return y_out, new_mean.astype(mean.dtype, copy=False), new_var.astype(var.dtype, copy=False)
 
     return run
 

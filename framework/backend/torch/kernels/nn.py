@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
-from gradgen.program.ops.network import running_variance_factor
+from gradgen.program.ops.network import moved_statistics
 from gradgen.program.ops.nn import check_label_shape, log_softmax
 
 from ...shared.attrs import op_axis
@@ -85,8 +85,8 @@ def batch_norm(op):
         if is_test:
             return _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0], mean, var
         y, mu, v = _normalized(x, scale, bias, eps)
-        bessel = running_variance_factor(estimator, x.numel() // x.shape[1], tuple(x.shape))
-        return y, momentum * mean + (1.0 - momentum) * mu, momentum * var + (1.0 - momentum) * bessel * v
+        return (y, *moved_statistics(mean, var, mu, v, tuple(x.shape), momentum=momentum,
+                                     running_variance=estimator))
 
     return run
 
