@@ -209,6 +209,10 @@ class OpSchema:
     """The op's one ONNX node where inputs, outputs or attrs differ by more than ``onnx`` can say (an output
     Variance where the node gives InvStdDev): the node's name and the two translations, written beside the schema
     in the op's family module; the exporter and the importer gather them from here."""
+    multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
+    """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
+    ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.
+    The FLOP estimate (``tools/modes``) and ``auto``'s weighing of an engine by its convolutions read it."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
 

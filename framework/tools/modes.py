@@ -19,6 +19,7 @@ import numpy as np
 
 from gradgen.program import Program
 from gradgen.program.dtypes import is_float
+from gradgen.program.ops import OP_SCHEMAS
 
 from ..passes.backward import gradients
 from ..passes.forward import forward_gradients
@@ -57,15 +58,11 @@ def _shape_of(block, feed_shapes, batch):
 
 
 def _op_flops(op, shape) -> int:
-    """Multiply-adds count two; any other op one per element of its largest input or output."""
-    if op.type == "matmul":
-        x = shape(op.inputs["X"][0])
-        k = x[-2] if op.attrs["transpose_x"] else x[-1]
-        return 2 * int(np.prod(shape(op.outputs["Out"][0]))) * k
-    if op.type.startswith("conv2d"):
-        w = shape((op.inputs.get("Filter") or op.outputs["Filter@GRAD"])[0])
-        out = shape((op.outputs.get("Output") or op.inputs["Output@GRAD"])[0])
-        return 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+    """Two per multiply-add where the op's schema counts them (products, convolutions); otherwise one per element
+    of its largest input or output."""
+    multiply_adds = OP_SCHEMAS[op.type].multiply_adds
+    if multiply_adds is not None:
+        return 2 * multiply_adds(op, shape)
     sizes = [int(np.prod(shape(n))) for n in op.input_arg_names + op.output_arg_names]
     return max(sizes, default=0)
 

@@ -8,6 +8,8 @@ pooling, ``pool2d_select`` as each other's adjoints.
 """
 from __future__ import annotations
 
+import math
+
 from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, TensorType, schema
 
@@ -148,22 +150,50 @@ def _pool2d_select(ctx):
     return _pool2d(ctx)
 
 
+def _windows_times_taps(windows: str, filter_slot: str = "Filter"):
+    """Multiply-adds of a convolution: each element of slot ``windows`` (the output for a convolution and its
+    adjoints, the input for the transposed one) meets one filter's taps, C/groups x kernel."""
+    def count(op, shape) -> int:
+        filter_shape = shape(op.inputs[filter_slot][0])
+        return math.prod(shape(op.inputs[windows][0] if windows in op.inputs else op.outputs[windows][0])) * \
+            math.prod(filter_shape[1:])
+    return count
+
+
+_ADJOINTS = ("conv2d_input_grad", "conv2d_filter_grad")
+
+
+def convolution_work(block, shape) -> float:
+    """Multiply-adds of ``block``'s forward convolutions in one run (``shape(name)``: a var's run-time shape,
+    raising ValueError where unknown). ``inf`` where a shape is unknown, or where the block holds a
+    convolution's adjoints without the convolution (its work is there but not countable as forward work)."""
+    forward = [op for op in block.ops if op.type == "conv2d"]
+    if not forward and any(op.type in _ADJOINTS for op in block.ops):
+        return math.inf
+    try:
+        return float(sum(SCHEMAS[0].multiply_adds(op, shape) for op in forward))
+    except ValueError:
+        return math.inf
+
+
 SCHEMAS = (
     schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
            doc="Cross-correlation of N-C-spatial Input (1 to 3 spatial dims; NCHW in 2-D) with an "
                "[O, C/groups, *kernel] Filter (strides, paddings, dilations, groups).",
-           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_windows_times_taps("Output")),
     schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape.",
-           dtypes={"Filter": FLOAT_DTYPES, "Output@GRAD": "Filter", "Input": "Filter"}),
+           dtypes={"Filter": FLOAT_DTYPES, "Output@GRAD": "Filter", "Input": "Filter"},
+           multiply_adds=_windows_times_taps("Output@GRAD")),
     schema("conv2d_filter_grad", ["Input", "Output@GRAD", "Filter"], ["Filter@GRAD"], _like("Filter", "Filter@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Filter; Filter gives only the shape.",
-           dtypes={"Input": FLOAT_DTYPES, "Output@GRAD": "Input", "Filter": "Input"}),
+           dtypes={"Input": FLOAT_DTYPES, "Output@GRAD": "Input", "Filter": "Input"},
+           multiply_adds=_windows_times_taps("Output@GRAD")),
     schema("conv2d_transpose", ["Input", "Filter"], ["Output"], _conv2d_transpose,
            {**CONV_ATTRS, "output_padding": Attr("ints", [0, 0])},
            doc="The adjoint of conv2d in its input (a 'deconvolution'): N-C-spatial Input, "
                "[C_in, C_out/groups, *kernel] Filter; output_padding adds rows and columns at the far end.",
-           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}),
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_windows_times_taps("Input")),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
            doc="Max or average pooling of N-C-spatial X (1 to 3 spatial dims), windows optionally dilated; "
                "average divides by the window's in-bounds elements (exclusive) or its area.",
@@ -177,4 +207,5 @@ SCHEMAS = (
 )
 
 
-__all__ = ["CONV_ATTRS", "POOL_ATTRS", "out_size", "pool_paddings", "pool_out_size", "transposed_size", "SCHEMAS"]
+
+__all__ = ["CONV_ATTRS", "POOL_ATTRS", "convolution_work", "out_size", "pool_paddings", "pool_out_size", "transposed_size", "SCHEMAS"]

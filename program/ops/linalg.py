@@ -1,6 +1,8 @@
 """Matrix products: matmul, and einsum (its equation read by ``program/einsum_equation.py``)."""
 from __future__ import annotations
 
+import math
+
 from ..dtypes import NUMERIC_DTYPES
 from ..einsum_equation import EinsumError, parse_einsum
 from ..errors import ShapeInferenceError
@@ -46,11 +48,19 @@ def _einsum(ctx):
     return {"Out": TensorType(tuple(sizes[c][0] for c in eq.out), xs[0].dtype)}
 
 
+def _matmul_multiply_adds(op, shape) -> int:
+    """Each output element sums over the contracted dim, X's last (its second-last when transposed; a 1-D X's
+    only one)."""
+    x = shape(op.inputs["X"][0])
+    k = x[-2] if op.attrs.get("transpose_x") and len(x) > 1 else x[-1]
+    return math.prod(shape(op.outputs["Out"][0])) * k
+
+
 SCHEMAS = (
     schema("matmul", ["X", "Y"], ["Out"], _matmul,
            {"transpose_x": Attr("bool", False), "transpose_y": Attr("bool", False)},
            doc="Batched matrix product over the last two dims; batch dims broadcast; 1-D operands as in numpy.",
-           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
+           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}, multiply_adds=_matmul_multiply_adds),
     schema("einsum", [Slot("Operands", duplicable=True)], ["Out"], _einsum, {"equation": Attr("str")},
            doc="Sums of products of the operands' elements as the equation's index letters say (numpy's einsum: "
                "'...' broadcasts, size-1 dims broadcast, implicit results); no letter twice in one term.",

@@ -74,3 +74,48 @@ def test_fed_values_size_the_program_and_replace_random_ones(tmp_path, capsys):
     assert cli(["modes", str(path), "--outputs", "y", "--wrt", "theta", "--feed", f"t={tmp_path / 't.npy'}",
                 "--repeats", "1"]) == 0
     assert "|              7 |              3 |" in capsys.readouterr().out
+
+
+def _flops_by_output(program, feed_shapes) -> dict:
+    """FLOPs of each op of the global block, by the name of its first output."""
+    from gradgen.framework.tools.modes import _op_flops, _shape_of
+    from gradgen.framework.tools.summary import batch_size
+    block = program.global_block()
+    shape = _shape_of(block, feed_shapes, batch_size(block, feed_shapes))
+    return {op.output_arg_names[0].split("@RENAME")[0]: (op.type, _op_flops(op, shape)) for op in block.ops}
+
+
+def test_convolutions_and_their_adjoints_count_their_multiply_adds():
+    """conv2d and both its adjoints: every output position meets C/groups x kernel taps; the transposed
+    convolution: every input position does. A strided, grouped, padded case, so a count of the wrong side's
+    positions (the transposed conv's output is larger than its input) gives another number."""
+    from gradgen.framework.passes.backward import append_backward
+    program = Program()
+    with program_guard(program, Program()):
+        x = layers.data("x", [-1, 4, 9, 7], "float64")
+        x.stop_gradient = False
+        y = layers.conv2d(x, 6, (3, 2), stride=2, padding=1, groups=2, bias=False, name="c")
+        t = layers.conv2d_transpose(y, 4, 3, stride=2, bias=False, name="t")
+        append_backward(layers.reduce_sum(t))
+    flops = _flops_by_output(program, {"x": (5, 4, 9, 7)})
+    conv_out = 5 * 6 * ((9 + 2 - 3) // 2 + 1) * ((7 + 2 - 2) // 2 + 1)   # N x O x OH x OW
+    conv = 2 * conv_out * (4 // 2) * 3 * 2
+    assert flops[y.name] == ("conv2d", conv)
+    assert flops["x@GRAD"] == ("conv2d_input_grad", conv)
+    assert flops["c.w@GRAD"] == ("conv2d_filter_grad", conv)
+    transposed = 2 * conv_out * 4 * 3 * 3  # input positions x C_out x kernel
+    assert flops[t.name] == ("conv2d_transpose", transposed)
+    assert flops["c@GRAD"] == ("conv2d", transposed) and flops["t.w@GRAD"] == ("conv2d_filter_grad", transposed)
+
+
+def test_a_transposed_or_vector_matmul_contracts_the_right_dim():
+    program = Program()
+    with program_guard(program, Program()):
+        a = layers.data("a", [7, 3], "float64")
+        b = layers.data("b", [7, 5], "float64")
+        layers.matmul(a, b, transpose_x=True)
+    assert estimate_flops(program, {}) == 2 * 3 * 5 * 7
+    program = Program()
+    with program_guard(program, Program()):
+        layers.matmul(layers.data("v", [7], "float64"), layers.data("m", [7, 5], "float64"))
+    assert estimate_flops(program, {}) == 2 * 5 * 7

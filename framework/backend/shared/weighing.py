@@ -10,8 +10,9 @@ numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping
+
+from gradgen.program.ops import conv as conv_family
 
 __all__ = ["CONVOLUTION_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch"]
 
@@ -26,23 +27,15 @@ def feed_batch(feed: Mapping[str, Any]) -> int:
 
 
 def convolution_work(block, batch: int) -> float:
-    """Multiply-adds of ``block``'s forward convolutions in one run with leading dim ``batch``: per conv2d, its
-    output's size times a filter's per-output window (C_in / groups x kernel). ``inf`` where a dim other than
-    the leading one is unknown, or where the block holds convolution gradients without their forward op."""
-    total = 0.0
-    types = {op.type for op in block.ops}
-    if "conv2d" not in types and types & {"conv2d_input_grad", "conv2d_filter_grad"}:
-        return math.inf
-    for op in block.ops:
-        if op.type != "conv2d":
-            continue
-        out = block.var(op.output("Output")[0]).shape
-        window = block.var(op.input("Filter")[0]).shape[1:]
-        dims = [batch if (i == 0 and d < 0) else d for i, d in enumerate(out)] + list(window)
+    """Multiply-adds of ``block``'s forward convolutions in one run with leading dim ``batch`` (the conv family's
+    own count, ``program.ops.conv.convolution_work``); ``inf`` where a dim other than the leading one is
+    unknown."""
+    def shape(name: str) -> tuple[int, ...]:
+        dims = [batch if (i == 0 and d < 0) else d for i, d in enumerate(block.var(name).shape)]
         if any(d < 0 for d in dims):
-            return math.inf
-        total += math.prod(dims)
-    return total
+            raise ValueError(f"'{name}' has an unknown dim")
+        return tuple(dims)
+    return conv_family.convolution_work(block, shape)
 
 
 def _torch_left_out(block, batch: int) -> str | None:
