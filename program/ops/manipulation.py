@@ -155,6 +155,21 @@ def _cumsum(ctx):
     return {"Out": x}
 
 
+def cumsum(xp, x, *, axis: int, exclusive: bool, reverse: bool):
+    """Running sums along ``axis`` in X's dtype (numpy's default would sum int32 in int64), from the end when
+    ``reverse``. ``exclusive``: 0, then the running sums of all but the last element (not the inclusive sums
+    minus X, which would round, and give NaN after an infinity)."""
+    axis %= x.ndim
+    y = xp.flip(x, axis=axis) if reverse else x
+    if exclusive:
+        lead = (slice(None),) * axis
+        out = xp.concat([xp.zeros_like(y[lead + (slice(0, 1),)]),  # an empty axis stays empty
+                         xp.cumsum(y[lead + (slice(0, -1),)], axis=axis, dtype=y.dtype)], axis=axis)
+    else:
+        out = xp.cumsum(y, axis=axis, dtype=y.dtype)
+    return xp.flip(out, axis=axis) if reverse else out
+
+
 def _squeeze(ctx):
     x = ctx.input("X")
     if ctx.attr("axes") and not x.shape:
@@ -235,7 +250,7 @@ SCHEMAS = (
     schema("cumsum", ["X"], ["Out"], _cumsum,
            {"axis": Attr("int", -1), "exclusive": Attr("bool", False), "reverse": Attr("bool", False)},
            doc="Running sums along `axis` (from the end when `reverse`; without the element itself when `exclusive`).",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=cumsum),
     schema("squeeze", ["X"], ["Out"], _squeeze, {"axes": Attr("ints", [])},
            doc="X without the size-1 dims in `axes` (every size-1 dim when empty).", dtypes={"X": DTYPES}),
     schema("unsqueeze", ["X"], ["Out"], _unsqueeze, {"axes": Attr("ints")},
@@ -257,4 +272,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "slice_strides"]
+__all__ = ["SCHEMAS", "cumsum", "slice_strides"]

@@ -73,23 +73,6 @@ def pad(op):
     return lambda x: np.pad(x, widths, constant_values=value)
 
 
-def cumsum(op):
-    axis, exclusive, reverse = op.attr("axis"), op.attr("exclusive"), op.attr("reverse")
-
-    def run(x):
-        ax = axis % x.ndim
-        y = np.flip(x, ax) if reverse else x
-        if exclusive:  # the sum before each element: 0, then the running sums without the last element
-            lead = (slice(None),) * ax
-            out = np.zeros_like(y)
-            np.cumsum(y[lead + (slice(0, -1),)], axis=ax, out=out[lead + (slice(1, None),)])
-        else:
-            out = np.cumsum(y, axis=ax, dtype=y.dtype)
-        return np.flip(out, ax) if reverse else out
-
-    return run
-
-
 def squeeze(op):
     axes = tuple(op.attr("axes"))
     if not axes:
@@ -146,5 +129,5 @@ def triu(op):
 KERNELS.update({
     "flatten": flatten, "tril": tril, "triu": triu,
     "split": split, "slice": slice_,
-    "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad, "cumsum": cumsum,
+    "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad,
 })

@@ -256,21 +256,6 @@ def pad(op):
     return lambda x: torch.nn.functional.pad(x, widths, value=value)
 
 
-def cumsum(op):
-    axis, exclusive, reverse = op.attr("axis"), op.attr("exclusive"), op.attr("reverse")
-
-    def run(x):
-        ax = axis % x.ndim
-        y = torch.flip(x, (ax,)) if reverse else x
-        out = torch.cumsum(y, dim=ax, dtype=y.dtype)
-        if exclusive:  # the sum before each element: 0, then the running sums without the last one
-            out = torch.cat([torch.zeros_like(torch.narrow(out, ax, 0, min(1, out.shape[ax]))),
-                             torch.narrow(out, ax, 0, max(out.shape[ax] - 1, 0))], dim=ax)
-        return torch.flip(out, (ax,)) if reverse else out
-
-    return run
-
-
 def increment(op):
     step = op.attr("step")
     return lambda x: x + (step if x.dtype.is_floating_point else int(step))
@@ -297,5 +282,5 @@ KERNELS = {
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
     "tril": tril,
-    "triu": triu, "pad": pad, "cumsum": cumsum, "increment": increment, "elementwise_mod": elementwise_mod,
+    "triu": triu, "pad": pad, "increment": increment, "elementwise_mod": elementwise_mod,
 }

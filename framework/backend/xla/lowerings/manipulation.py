@@ -95,23 +95,6 @@ def _pad(op, ctx):
     return lambda x: jnp.pad(x, widths, constant_values=jnp.asarray(value).astype(x.dtype))
 
 
-def _cumsum(op, ctx):
-    axis, exclusive, reverse = op.attr("axis"), op.attr("exclusive"), op.attr("reverse")
-
-    def run(x):
-        ax = axis % x.ndim
-        y = jnp.flip(x, ax) if reverse else x
-        if exclusive:  # 0, then the running sums without the last element
-            lead = (slice(None),) * ax
-            head = jnp.zeros(y.shape[:ax] + (min(1, y.shape[ax]),) + y.shape[ax + 1:], y.dtype)
-            out = jnp.concatenate([head, jnp.cumsum(y[lead + (slice(0, -1),)], axis=ax, dtype=y.dtype)], axis=ax)
-        else:
-            out = jnp.cumsum(y, axis=ax, dtype=y.dtype)
-        return jnp.flip(out, ax) if reverse else out
-
-    return run
-
-
 def _gather(op, ctx):
     axis = op_axis(op)
 
@@ -136,5 +119,5 @@ LOWERINGS = {
     "sum": _sum, "reduce_as": _reduce_as, "broadcast_to": _broadcast_to,
     "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu),
     "split": _split, "slice": _slice,
-    "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad, "cumsum": _cumsum,
+    "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad,
 }

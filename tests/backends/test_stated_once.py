@@ -1,0 +1,113 @@
+"""The ops whose math issue 31 moved beside their schemas (one ``compute`` over ``xp``, each engine's kernel derived
+from it): on the edges of each op's domain (float16, float64 and the integers, zero-size dims, NaN and infinities,
+signed zeros, broadcasting) every engine gives the numpy engine's answer bit for bit, or refuses where it refuses;
+ONNX Runtime runs the export to the executor's answer (``tests/onnx/runtime.assert_close``)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from gradgen.framework import ExecutionError, Executor, Scope, export_onnx
+from tests.framework.op_harness import Case, one_op_program
+from tests.onnx.runtime import assert_close, require, run_ort
+
+rng = np.random.default_rng(31)
+FLOATS = ("float16", "float32", "float64")
+INTS = ("int32", "int64")
+SPECIAL = np.array([0.5, -0.0, np.inf, 1.5, np.nan, -2.0, -np.inf, 0.0, 3.0, -1.0, 2.0, 0.25])
+"""Twelve values with each float edge in it: NaN, both infinities, both zeros."""
+
+
+def _values(shape, dtype) -> np.ndarray:
+    """Random small numbers in ``dtype`` (integers from -6 to 6)."""
+    if dtype in INTS:
+        return rng.integers(-6, 7, shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def cumsum_cases():
+    for dtype in FLOATS + INTS:
+        x = _values((2, 3, 4), dtype)
+        for axis, exclusive, reverse in itertools.product((0, 1, -1), (False, True), (False, True)):
+            yield Case("cumsum", {"X": x}, None, {"axis": axis, "exclusive": exclusive, "reverse": reverse},
+                       label=f"{dtype},{axis},{exclusive},{reverse}")
+        for exclusive, reverse in itertools.product((False, True), repeat=2):
+            yield Case("cumsum", {"X": _values((3, 0, 2), dtype)}, None,
+                       {"axis": 1, "exclusive": exclusive, "reverse": reverse}, label=f"{dtype},empty axis")
+            yield Case("cumsum", {"X": _values((0, 4), dtype)}, None,
+                       {"axis": 1, "exclusive": exclusive, "reverse": reverse}, label=f"{dtype},empty rows")
+    for dtype in FLOATS:  # NaN and inf carried on; -0.0 first stays -0.0 (0 + -0.0 would be +0.0)
+        for exclusive, reverse in itertools.product((False, True), repeat=2):
+            yield Case("cumsum", {"X": SPECIAL.reshape(3, 4).astype(dtype)}, None,
+                       {"axis": 0, "exclusive": exclusive, "reverse": reverse}, label=f"{dtype},special")
+            yield Case("cumsum", {"X": np.array([[-0.0, -0.0, 1.0]], dtype)}, None,
+                       {"axis": 1, "exclusive": exclusive, "reverse": reverse}, label=f"{dtype},-0")
+    big = np.array([2 ** 31 - 1, 1, -5], np.int32)  # int32 sums wrap in int32, as numpy's with dtype=int32
+    yield Case("cumsum", {"X": big}, None, {"axis": 0}, label="int32 wraps")
+    yield Case("cumsum", {"X": np.array([2 ** 53, 1, 1], np.int64)}, None, {"axis": 0}, label="int64 past 2**53")
+
+
+CASES = [*cumsum_cases()]
+
+
+def _run(backend: str, case: Case):
+    main, op, feed = one_op_program(case)
+    fetch = [n for names in op.outputs.values() for n in names]
+    try:
+        with np.errstate(all="ignore"):
+            return Executor(backend=backend).run(main, feed=feed, fetch_list=fetch, scope=Scope())
+    except ExecutionError as e:
+        return e
+
+
+ROUNDED = {"cumsum": "torch sums float16 and float32 in float64 along the last axis, rounding each sum once; jax and "
+                     "torch start a sum at +0.0, so a leading -0.0 gives +0.0 where numpy's gives -0.0"}
+"""Ops whose finite floats an engine may round otherwise (to ``TOLERANCE``), and why; the rest match bit for bit."""
+
+TOLERANCE = {np.dtype("float16"): 2e-3, np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-15}
+"""Relative to the largest finite magnitude of the value compared."""
+
+
+def assert_identical(want, got, what: str, exact: bool = True) -> None:
+    """The same values bit for bit: dtypes, shapes, NaN where NaN, each zero's sign (or, not ``exact``, the same
+    non-finite values and finite ones to ``TOLERANCE``); or both refused, with numpy's reason."""
+    if isinstance(want, Exception) or isinstance(got, Exception):
+        assert isinstance(want, Exception) and isinstance(got, Exception), f"{what}: numpy {want!r}, engine {got!r}"
+        assert str(want).split(" failed: ")[-1].split(";")[0] in str(got), f"{what}: numpy {want}, engine {got}"
+        return
+    for w, g in zip(want, got):
+        g = np.asarray(g)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what}: {g.dtype}{list(g.shape)}, numpy {w.dtype}{list(w.shape)}"
+        if w.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w, err_msg=what)
+        elif exact:
+            np.testing.assert_array_equal(g, w, err_msg=what)  # NaN where NaN
+            np.testing.assert_array_equal(np.signbit(g[g == 0]), np.signbit(w[w == 0]), err_msg=f"{what}: zero signs")
+        else:
+            finite = np.isfinite(w)
+            np.testing.assert_array_equal(g[~finite], w[~finite], err_msg=f"{what}: non-finite values")
+            scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0.0)))
+            np.testing.assert_allclose(g[finite].astype(float), w[finite].astype(float), rtol=0,
+                                       atol=TOLERANCE[w.dtype] * scale, err_msg=what)
+
+
+@pytest.mark.parametrize("backend", ["xla", "torch"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_engine_gives_numpys_answer_bit_for_bit(case: Case, backend: str):
+    require({"xla": "jax"}.get(backend, backend))
+    assert_identical(_run("numpy", case), _run(backend, case), f"{case.id} on {backend}", case.op not in ROUNDED)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
+    require("onnx")
+    main, op, feed = one_op_program(case)
+    fetch = [n for names in op.outputs.values() for n in names]
+    want = _run("numpy", case)
+    if isinstance(want, Exception):
+        return
+    got = run_ort(export_onnx(main, fetch_list=fetch, include_updates=False), feed)
+    for name, w in zip(fetch, want):
+        assert_close(got[name], w, name)
