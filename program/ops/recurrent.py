@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 from ..dtypes import INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import dims_agree, shapes_agree
-from .activation import COMPUTE, OUTPUT_SLOPES
+from .activation import COMPUTE, ONNX, OUTPUT_SLOPES
 
 PARAMS = {"lstm": ("X", "W", "R", "WB", "RB", "H0", "C0"), "gru": ("X", "W", "R", "WB", "RB", "H0")}
 """Each cell's differentiable inputs, in slot order (X, W, R required)."""
@@ -45,13 +45,21 @@ def _as_op(op_type: str) -> GateActivation:
     return GateActivation(lambda xp, x, a, b: compute(xp, x), lambda xp, y, v, a, b: slope(xp, y, v))
 
 
+OPS_AS_GATES = {ONNX[t]: _as_op(t) for t in OUTPUT_SLOPES}
+"""The ONNX activations that are gradgen ops, by ONNX's name (Relu, Sigmoid, ...): each op's own math."""
+
+
 def _relu_like_slope(xp, y, v, alpha, beta):
     """1 where y > 0, else alpha (LeakyRelu; Relu is alpha 0)."""
     return (v > 0).astype(v.dtype) * (1.0 - alpha) + alpha
 
 
-def _scaled_tanh_slope(xp, y, v, alpha, beta):
-    return 0.0 * y if alpha == 0.0 else (alpha - y * y * (1.0 / alpha)) * beta
+def _scaled_tanh(plain: GateActivation) -> GateActivation:
+    """ONNX's ScaledTanh, alpha t with t = Tanh(beta x) (``plain``: the Tanh gate). Its slope in its output
+    y = alpha t is alpha beta (1 - t^2) = (alpha - y^2 / alpha) beta; 0 for alpha 0."""
+    def slope(xp, y, v, alpha, beta):
+        return 0.0 * y if alpha == 0.0 else (alpha - y * y * (1.0 / alpha)) * beta
+    return GateActivation(lambda xp, x, a, b: a * plain.value(xp, b * x, 1.0, 0.0), slope, (1.0, 1.0))
 
 
 def _elu_slope(xp, y, v, alpha, beta):
@@ -66,22 +74,30 @@ def _softsign_slope(xp, y, v, alpha, beta):
 
 
 ACTIVATIONS: dict[str, GateActivation] = {
-    **{t: _as_op(t) for t in OUTPUT_SLOPES},
+    **{name.lower(): gate for name, gate in OPS_AS_GATES.items()},
     "affine": GateActivation(lambda xp, x, a, b: a * x + b, lambda xp, y, v, a, b: a + 0.0 * y, (1.0, 0.0)),
     "leakyrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= 0, x, a * x), _relu_like_slope, (0.01,)),
     "thresholdedrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= a, x, 0.0),
                                       lambda xp, y, v, a, b: (v != 0).astype(v.dtype), (1.0,)),
-    "scaledtanh": GateActivation(lambda xp, x, a, b: a * COMPUTE["tanh"](xp, b * x), _scaled_tanh_slope, (1.0, 1.0)),
+    "scaledtanh": _scaled_tanh(OPS_AS_GATES["Tanh"]),
     "hardsigmoid": GateActivation(lambda xp, x, a, b: xp.clip(a * x + b, 0.0, 1.0),
                                   lambda xp, y, v, a, b: ((v > 0) & (v < 1)).astype(v.dtype) * a, (0.2, 0.5)),
     "elu": GateActivation(lambda xp, x, a, b: COMPUTE["elu"](xp, x, alpha=a), _elu_slope, (1.0,)),
     "softsign": GateActivation(lambda xp, x, a, b: x / (1.0 + xp.abs(x)), _softsign_slope),
 }
-"""ONNX's activations for LSTM/GRU by lowercase name. Those gradgen has as ops take that op's ``compute`` and
-output slope (``activation.OUTPUT_SLOPES``); ONNX gives ScaledTanh (alpha tanh(beta x)) no defaults, gradgen takes 1, 1 (plain tanh)."""
+"""ONNX's activations for LSTM/GRU by lowercase name (names match without regard to case). Those gradgen has as
+ops take that op's ``compute`` and output slope (``OPS_AS_GATES``); ONNX gives ScaledTanh no defaults, gradgen
+takes alpha = beta = 1 (plain Tanh)."""
 
-DEFAULT_ACTIVATIONS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh")}
-"""Each cell's activations when none are given: LSTM f (gates), g (cell input), h (cell output); GRU f, g."""
+DEFAULT_ACTIVATIONS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh")}
+"""Each cell's activations when none are given, as ONNX's LSTM and GRU name their defaults: LSTM f (gates),
+g (cell input), h (cell output); GRU f, g."""
+
+
+def default_activations(cell: str) -> list[str]:
+    """The cell's default activations as the op's attr holds names: lowercase."""
+    return [name.lower() for name in DEFAULT_ACTIVATIONS[cell]]
+
 
 _INVERTIBLE = ("leakyrelu", "elu")
 """Activations whose slope the backward reads from their output, which needs alpha >= 0."""
@@ -103,7 +119,7 @@ def activations(cell: str, attrs) -> list[tuple[str, float, float]]:
     ``activations`` is empty (the cell's defaults) or one name per activation of the cell; ``activation_alpha``
     and ``activation_beta`` are empty (each activation's defaults) or one value per activation (ignored by an
     activation that reads none). Raises ValueError on anything else."""
-    names = [n.lower() for n in attrs.get("activations") or DEFAULT_ACTIVATIONS[cell]]
+    names = [n.lower() for n in attrs.get("activations") or []] or default_activations(cell)
     if len(names) != len(DEFAULT_ACTIVATIONS[cell]) or any(n not in ACTIVATIONS for n in names):
         raise ValueError(f"activations must be {len(DEFAULT_ACTIVATIONS[cell])} names out of {sorted(ACTIVATIONS)} "
                          f"(the {cell}'s {', '.join(DEFAULT_ACTIVATIONS[cell])} by default), got {names}")
@@ -198,12 +214,13 @@ def _dtypes(slots) -> dict:
 
 
 _EQUATIONS = {
-    "lstm": "i, f, g, o = sigmoid, sigmoid, tanh, sigmoid of X_t W^T + WB + h R^T + RB (gate blocks in that "
-            "order); c' = f c + i g; h' = o tanh(c')",
-    "gru": "r, z = sigmoid of the reset and update blocks of X_t W^T + WB + h R^T + RB; n = tanh(X_t W_n^T + "
-           "WB_n + r (h R_n^T + RB_n)) with linear_before_reset (PyTorch's GRU), else tanh(X_t W_n^T + WB_n + "
-           "(r h) R_n^T + RB_n); h' = (1 - z) n + z h",
+    "lstm": "i, f, o = F of the input, forget and output blocks of X_t W^T + WB + h R^T + RB, g = G of its cell "
+            "block (the blocks in the order i, f, g, o); c' = f c + i g; h' = o H(c')",
+    "gru": "r, z = F of the reset and update blocks of X_t W^T + WB + h R^T + RB; n = G(X_t W_n^T + WB_n + "
+           "r (h R_n^T + RB_n)) with linear_before_reset (PyTorch's GRU), else G(X_t W_n^T + WB_n + (r h) R_n^T + "
+           "RB_n); h' = (1 - z) n + z h",
 }
+"""Each cell's step, its activations F, G (, H) as ONNX's f, g (, h)."""
 
 
 def _schemas(cell: str) -> tuple:
@@ -216,8 +233,9 @@ def _schemas(cell: str) -> tuple:
         schema(cell, _slots(inputs, _REQUIRED), list(outs), _infer_forward(cell), _attrs(cell),
                doc=f"A {cell.upper()} layer's one direction over a time-major sequence, fused: {_EQUATIONS[cell]}. "
                    "Y holds every step's h, the other outputs the final states; absent initial states are zero. "
-                   "activations (ONNX's names, lowercase: LSTM f, g, h; GRU f, g) replace sigmoid and "
-                   "tanh, activation_alpha/_beta their parameters (one per activation, ONNX's defaults when empty). "
+                   f"activations (ONNX's names in any case: F, G{', H' if cell == 'lstm' else ''}) replace "
+                   f"the defaults {', '.join(DEFAULT_ACTIVATIONS[cell])}, activation_alpha/_beta their "
+                   "parameters (one per activation, ONNX's defaults when empty). "
                    "is_reverse walks each sequence from its end; SeqLens (per batch entry) stops a sequence "
                    "early: its later steps output zero and keep its state.",
                dtypes=_dtypes(inputs)),
@@ -236,5 +254,5 @@ def _schemas(cell: str) -> tuple:
 
 SCHEMAS = (*_schemas("lstm"), *_schemas("gru"))
 
-__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "ACTIVATIONS", "GateActivation", "DEFAULT_ACTIVATIONS", "activations", "grad_slot",
-           "tangent_slot"]
+__all__ = ["SCHEMAS", "PARAMS", "OUTPUTS", "GATES", "ACTIVATIONS", "GateActivation", "DEFAULT_ACTIVATIONS",
+           "OPS_AS_GATES", "activations", "default_activations", "grad_slot", "tangent_slot"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradgen.program.ops.recurrent import ACTIVATIONS, DEFAULT_ACTIVATIONS, GATES, activations
+from gradgen.program.ops.recurrent import ACTIVATIONS, DEFAULT_ACTIVATIONS, GATES, activations, default_activations
 
 from .errors import NotImportable
 
@@ -36,7 +36,7 @@ def direction_activations(ctx, cell: str, dirs: int) -> list[dict]:
     names = [(a.decode() if isinstance(a, bytes) else a).lower() for a in ctx.attr("activations", [])]
     count = len(DEFAULT_ACTIVATIONS[cell])
     if not names:
-        names = list(DEFAULT_ACTIVATIONS[cell]) * dirs
+        names = default_activations(cell) * dirs
     unknown = [n for n in names if n not in ACTIVATIONS]
     if unknown or len(names) != count * dirs:
         raise NotImportable(f"activations {names}: ONNX's {cell.upper()} takes {count * dirs} names out of "
@@ -51,7 +51,7 @@ def direction_activations(ctx, cell: str, dirs: int) -> list[dict]:
     for d in range(dirs):
         part = slice(d * count, (d + 1) * count)
         attrs = {"activations": names[part], "activation_alpha": params[0][part], "activation_beta": params[1][part]}
-        if attrs["activations"] == list(DEFAULT_ACTIVATIONS[cell]):
+        if attrs["activations"] == default_activations(cell):
             out.append({})
             continue
         try:

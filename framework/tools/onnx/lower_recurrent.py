@@ -11,7 +11,7 @@ import numpy as np
 from onnx import TensorProto
 
 from .context import Lowering
-from gradgen.program.ops.recurrent import DEFAULT_ACTIVATIONS, activations
+from gradgen.program.ops.recurrent import activations, default_activations
 
 from .import_recurrent import ONNX_GATE_BLOCKS, onnx_activation_attrs
 
@@ -44,7 +44,7 @@ def _recurrent(cell: str):
             inputs.pop()
         extra = {"linear_before_reset": int(ctx.attr("linear_before_reset"))} if cell == "gru" else {}
         acts = activations(cell, {a: ctx.attr(a) for a in ("activations", "activation_alpha", "activation_beta")})
-        if [n for n, _, _ in acts] != list(DEFAULT_ACTIVATIONS[cell]):
+        if [n for n, _, _ in acts] != default_activations(cell):
             extra.update(onnx_activation_attrs(acts))
         outs = [g.names.fresh(f"{cell}_{s.lower()}") for s in ("Y", "H", "C")[:1 + len(states)]]
         g.node_multi(cell.upper(), inputs, outs, hidden_size=hidden,
