@@ -43,3 +43,24 @@ def test_an_unknown_activation_is_refused_by_name():
         x = layers.data("x", [4, 2, 3], "float64")
         with pytest.raises(ProgramError, match="gelu"):
             layers.gru(x, 2, activations=["sigmoid", "gelu"])
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_defaults_spelled_as_onnx_spells_them_compute_what_no_activations_do(cell):
+    """``DEFAULT_ACTIVATIONS`` is in ONNX's spelling (``Sigmoid``, ``Tanh``); names match in any case, so giving
+    them explicitly, in either case, is the default step, bit for bit."""
+    from gradgen.program.ops.recurrent import DEFAULT_ACTIVATIONS, default_activations
+    assert all(name[0].isupper() for name in DEFAULT_ACTIVATIONS[cell])
+    xs = np.random.default_rng(5).standard_normal((4, 2, 3))
+    results = []
+    for acts in (None, list(DEFAULT_ACTIVATIONS[cell]), default_activations(cell)):
+        main, startup = Program(), Program()
+        with program_guard(main, startup):
+            x = layers.data("x", [4, 2, 3], "float64")
+            y, _ = getattr(layers, cell)(x, 2, name="rnn", activations=acts)
+        scope = Scope()
+        Executor(backend="numpy").run(startup, scope=scope)
+        for name in scope.keys():
+            scope.set(name, np.random.default_rng(len(name)).standard_normal(np.shape(scope[name])))
+        results.append(Executor(backend="numpy").run(main, feed={"x": xs}, fetch_list=[y], scope=scope)[0])
+    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
