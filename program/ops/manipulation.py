@@ -212,6 +212,25 @@ def _flatten(ctx):
     return {"Out": TensorType((numel(x.shape[:axis]), numel(x.shape[axis:])), x.dtype)}
 
 
+TRIANGLE_DIAGONAL_BOUND = 2 ** 40
+"""Beyond any matrix's size: a ``tril``/``triu`` diagonal past it masks as it does, so the compute clamps to it
+(numpy overflowed on INT64_MIN, XLA wrapped INT64_MAX into a wrong mask)."""
+
+
+def _diagonal(diagonal: int) -> int:
+    return max(-TRIANGLE_DIAGONAL_BOUND, min(TRIANGLE_DIAGONAL_BOUND, int(diagonal)))
+
+
+def tril(xp, x, *, diagonal: int):
+    """X's last two dims (of any batch) with the elements above ``diagonal`` zeroed (numpy's tril)."""
+    return xp.tril(x, _diagonal(diagonal))
+
+
+def triu(xp, x, *, diagonal: int):
+    """X's last two dims (of any batch) with the elements below ``diagonal`` zeroed (numpy's triu)."""
+    return xp.triu(x, _diagonal(diagonal))
+
+
 def _triangle(ctx):
     x = ctx.input("X")
     if len(x.shape) < 2:
@@ -265,11 +284,11 @@ SCHEMAS = (
                "(ONNX Flatten, Paddle's flatten).", dtypes={"X": DTYPES}),
     schema("tril", ["X"], ["Out"], _triangle, {"diagonal": Attr("int", 0)},
            doc="X with the elements above diagonal `diagonal` of its last two dims set to zero (numpy's tril; "
-               "0 is the main diagonal, k > 0 above it).", dtypes={"X": DTYPES}),
+               "0 is the main diagonal, k > 0 above it).", dtypes={"X": DTYPES}, compute=tril),
     schema("triu", ["X"], ["Out"], _triangle, {"diagonal": Attr("int", 0)},
            doc="X with the elements below diagonal `diagonal` of its last two dims set to zero (numpy's triu).",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=triu),
 )
 
 
-__all__ = ["SCHEMAS", "cumsum", "slice_strides"]
+__all__ = ["SCHEMAS", "TRIANGLE_DIAGONAL_BOUND", "cumsum", "slice_strides", "tril", "triu"]

@@ -49,7 +49,18 @@ def cumsum_cases():
     yield Case("cumsum", {"X": np.array([2 ** 53, 1, 1], np.int64)}, None, {"axis": 0}, label="int64 past 2**53")
 
 
-CASES = [*cumsum_cases()]
+def triangle_cases():
+    for op, dtype in itertools.product(("tril", "triu"), FLOATS + INTS + ("bool",)):
+        x = _values((2, 3, 4), dtype) if dtype != "bool" else rng.random((2, 3, 4)) > 0.5
+        for diagonal in (0, 1, -2, 4, -3, 2 ** 63 - 1, -2 ** 63):
+            yield Case(op, {"X": x}, None, {"diagonal": diagonal}, label=f"{dtype},{diagonal}")
+        for shape in ((0, 3), (3, 0), (2, 0, 4, 4)):
+            yield Case(op, {"X": np.zeros(shape, dtype)}, None, {"diagonal": 1}, label=f"{dtype},empty")
+    for op, dtype in itertools.product(("tril", "triu"), FLOATS):  # NaN, inf and -0 kept above or below, or zeroed
+        yield Case(op, {"X": SPECIAL.reshape(1, 3, 4).astype(dtype)}, None, {"diagonal": 0}, label=f"{dtype},special")
+
+
+CASES = [*cumsum_cases(), *triangle_cases()]
 
 
 def _run(backend: str, case: Case):

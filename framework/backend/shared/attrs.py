@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TRIANGLE_DIAGONAL_BOUND", "in_dtype", "op_axis", "out_dtype", "rank_of", "triangle_diagonal"]
-
-TRIANGLE_DIAGONAL_BOUND = 2 ** 40
-"""Beyond any matrix's size: a ``tril``/``triu`` diagonal past it masks as it does (every engine takes it there:
-numpy overflowed on INT64_MIN, XLA wrapped INT64_MAX into a wrong mask)."""
+__all__ = ["in_dtype", "op_axis", "out_dtype", "rank_of"]
 
 
 def rank_of(op, slot: str = "X") -> int:
@@ -31,7 +27,3 @@ def out_dtype(op, slot: str = "Out", k: int = 0) -> np.dtype:
     """The declared dtype of var ``k`` of output ``slot``."""
     return np.dtype(op.block.var(op.output(slot)[k]).dtype)
 
-
-def triangle_diagonal(op) -> int:
-    """``tril``/``triu``'s diagonal, clamped to +-``TRIANGLE_DIAGONAL_BOUND`` (the same mask)."""
-    return max(-TRIANGLE_DIAGONAL_BOUND, min(TRIANGLE_DIAGONAL_BOUND, int(op.attr("diagonal"))))

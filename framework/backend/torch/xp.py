@@ -123,7 +123,7 @@ XP = SimpleNamespace(
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),
     flip=lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else _axes(x, axis)),
     cumsum=lambda x, axis, dtype=None: torch.cumsum(x, dim=axis, dtype=None if dtype is None else torch_dtype(dtype)),
-    zeros_like=torch.zeros_like,
+    zeros_like=torch.zeros_like, tril=lambda x, k=0: torch.tril(x, k), triu=lambda x, k=0: torch.triu(x, k),
     broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
     astype=lambda x, dtype, copy=False: x.to(torch_dtype(dtype), copy=copy),
     asarray=lambda v, dtype=None: torch.as_tensor(v, dtype=None if dtype is None else torch_dtype(dtype)),

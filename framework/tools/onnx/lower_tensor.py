@@ -255,5 +255,7 @@ LIMITS = {"split": _split_limit, "slice_grad": _slice_grad_limit,
 OWN_EXPORTS = {"transpose": "one Transpose node with its perm (ONNX's xp has no permute_dims to trace)",
                "reshape": "one Reshape node, its target shape a constant input (ONNX's 0 and -1 mean what gradgen's do)",
                "concat": "one Concat node, its axis made non-negative (older opsets take no negative axis)",
-               "cumsum": "one CumSum node with its exclusive and reverse attrs (ONNX's xp has no cumsum or slicing)"}
+               "cumsum": "one CumSum node with its exclusive and reverse attrs (ONNX's xp has no cumsum or slicing)",
+               **{t: "one Trilu node, its diagonal a constant input (ONNX's xp has no tril or triu)"
+                  for t in ("tril", "triu")}}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -7,7 +7,7 @@ import numpy as np
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, rank_of, triangle_diagonal
+from ...shared.attrs import op_axis, rank_of
 from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 
 
@@ -116,18 +116,8 @@ def flatten(op):
     return lambda x: np.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
-def tril(op):
-    k = triangle_diagonal(op)
-    return lambda x: np.tril(x, k)  # numpy masks the last two dims of any batch
-
-
-def triu(op):
-    k = triangle_diagonal(op)
-    return lambda x: np.triu(x, k)
-
-
 KERNELS.update({
-    "flatten": flatten, "tril": tril, "triu": triu,
+    "flatten": flatten,
     "split": split, "slice": slice_,
     "squeeze": squeeze, "unsqueeze": unsqueeze, "stack": stack, "gather": gather, "pad": pad,
 })

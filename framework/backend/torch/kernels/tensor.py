@@ -10,7 +10,7 @@ import torch
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, rank_of, triangle_diagonal
+from ...shared.attrs import op_axis, rank_of
 from ...shared.creation import like_dtype, random_draw
 from ...shared.manipulation import section_sizes, slice_index
 from ..xp import torch_dtype
@@ -238,16 +238,6 @@ def one_hot(op):
 
 
 # -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
-def tril(op):
-    k = triangle_diagonal(op)
-    return lambda x: torch.tril(x, k)
-
-
-def triu(op):
-    k = triangle_diagonal(op)
-    return lambda x: torch.triu(x, k)
-
-
 def pad(op):
     pads, value = op.attr("paddings"), op.attr("pad_value")
     widths = [pads[2 * i + j] for i in reversed(range(len(pads) // 2)) for j in (0, 1)]
@@ -281,6 +271,5 @@ KERNELS = {
     "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
-    "tril": tril,
-    "triu": triu, "pad": pad, "increment": increment, "elementwise_mod": elementwise_mod,
+    "pad": pad, "increment": increment, "elementwise_mod": elementwise_mod,
 }

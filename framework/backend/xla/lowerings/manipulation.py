@@ -12,7 +12,7 @@ import numpy as np
 
 from gradgen.program.shapes import unsqueezed
 
-from ...shared.attrs import op_axis, out_dtype, rank_of, triangle_diagonal
+from ...shared.attrs import op_axis, out_dtype, rank_of
 from ...shared.manipulation import section_sizes, slice_index, summed_to_shape
 from .indexing import in_range, take_rows
 
@@ -110,14 +110,9 @@ def _flatten(op, ctx):
     return lambda x: jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
-def _triangle(fn):
-    """tril/triu: the last two dims of any batch masked at the op's ``diagonal``."""
-    return lambda op, ctx: (lambda x, k=triangle_diagonal(op): fn(x, k))
-
-
 LOWERINGS = {
     "sum": _sum, "reduce_as": _reduce_as, "broadcast_to": _broadcast_to,
-    "flatten": _flatten, "tril": _triangle(jnp.tril), "triu": _triangle(jnp.triu),
+    "flatten": _flatten,
     "split": _split, "slice": _slice,
     "squeeze": _squeeze, "unsqueeze": _unsqueeze, "stack": _stack, "gather": _gather, "pad": _pad,
 }
