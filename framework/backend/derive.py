@@ -6,6 +6,10 @@ such an op (a second copy of its math).
 ``compute`` takes one positional argument per input slot, None for an optional slot the op leaves empty, and
 returns one value per output slot (a tuple when the schema has several); ``Call`` adapts that to an op, whose
 kernel gets the arrays of its given inputs and returns the outputs it has.
+
+A condition on the values that a run must meet (an integer divisor other than zero) is ``xp.check(ok, error)``:
+an engine that computes eagerly raises ``error`` at once (``check``); the xla engine, which traces, makes it a
+run-time check of the compiled step, failing the run with the same words.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import numpy as np
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
-__all__ = ["Call", "call_of", "with_derived"]
+__all__ = ["Call", "call_of", "check", "with_derived"]
 
 
 class Call(NamedTuple):
@@ -30,6 +34,12 @@ class Call(NamedTuple):
     """The op's input arrays -> ``compute``'s positional arguments; None when they are the same."""
     pick: Callable[[Any], Any] | None
     """``compute``'s result -> the op's outputs (one value for a one-output op); None when they are the same."""
+
+
+def check(ok, error: Exception) -> None:
+    """``xp.check`` of an engine that computes eagerly (numpy, torch): raise ``error`` unless ``ok`` holds."""
+    if not ok:
+        raise error
 
 
 def _args(given: list[bool]) -> Callable[[tuple], tuple] | None:

@@ -39,6 +39,20 @@ COMPUTE = {t: xp_function(name) for t, name in {
 and min. An engine whose own promotion differs from numpy's (jax divides int32 by int32 in float32) computes
 in the declared dtype: the xla engine casts the inputs to it first."""
 
+def elementwise_mod(xp, x, y, *, fmod: bool):
+    """X mod Y: the remainder of the floor quotient, numpy's and Python's (the sign of Y, a zero's too, where jax's
+    and torch's remainder give a zero X's sign) or, with ``fmod``, of the truncated quotient, C's (the sign of X).
+    An integer divisor of zero fails the run on every engine (numpy would warn and give 0, a silent wrong answer);
+    a float one gives NaN, IEEE's rule."""
+    if not xp.isdtype(y.dtype, "real floating"):
+        xp.check(xp.all(y != 0), ZeroDivisionError("integer remainder by zero"))
+        return (xp.fmod if fmod else xp.remainder)(x, y)
+    if fmod:
+        return xp.fmod(x, y)
+    out = xp.remainder(x, y)
+    return xp.where(out == 0, xp.copysign(out, y), out)
+
+
 ONNX = {"elementwise_add": "Add", "elementwise_sub": "Sub", "elementwise_mul": "Mul", "elementwise_div": "Div",
         "elementwise_pow": "Pow", "elementwise_max": "Max", "elementwise_min": "Min"}
 """op type -> its one ONNX node (``OpSchema.onnx``)."""
@@ -53,8 +67,8 @@ SCHEMAS = tuple(
            doc="Out = X mod Y, with numpy broadcasting: the remainder of the floor quotient (the sign of Y, "
                "Python's %) or, with fmod, of the truncated quotient (the sign of X, C's fmod). Its gradient "
                "is 1 for X and minus the quotient for Y.",
-           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}),
+           dtypes={"X": NUMERIC_DTYPES, "Y": "X"}, compute=elementwise_mod),
 )
 
 
-__all__ = ["COMPUTE", "ELEMENTWISE_TYPES", "ONNX", "SCHEMAS"]
+__all__ = ["COMPUTE", "ELEMENTWISE_TYPES", "ONNX", "SCHEMAS", "elementwise_mod"]

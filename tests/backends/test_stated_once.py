@@ -60,7 +60,29 @@ def triangle_cases():
         yield Case(op, {"X": SPECIAL.reshape(1, 3, 4).astype(dtype)}, None, {"diagonal": 0}, label=f"{dtype},special")
 
 
-CASES = [*cumsum_cases(), *triangle_cases()]
+def mod_cases():
+    for fmod in (False, True):
+        for dtype in FLOATS + INTS:
+            for sx, sy in (((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((0, 4), (4,))):
+                y = _values(sy, dtype)
+                y[y == 0] = 2  # (a zero divisor: below)
+                yield Case("elementwise_mod", {"X": _values(sx, dtype), "Y": y}, None, {"fmod": fmod},
+                           label=f"{dtype},{fmod}")
+            signs = np.array([[7, -7, 7, -7, 6, -6, 0, 6], [3, 3, -3, -3, 3, 3, -3, -3]], dtype)  # zero results too
+            yield Case("elementwise_mod", {"X": signs[0], "Y": signs[1]}, None, {"fmod": fmod}, label=f"{dtype},signs")
+        for dtype in FLOATS:  # NaN, inf, signed zeros, and a zero divisor (NaN) on either side
+            x, y = np.meshgrid(SPECIAL, SPECIAL)
+            yield Case("elementwise_mod", {"X": x.astype(dtype), "Y": y.astype(dtype)}, None, {"fmod": fmod},
+                       label=f"{dtype},special")
+        for dtype in INTS:
+            low = np.iinfo(dtype).min
+            yield Case("elementwise_mod", {"X": np.array([low, low, 5], dtype), "Y": np.array([-1, 3, -2], dtype)},
+                       None, {"fmod": fmod}, label=f"{dtype},min")
+            yield Case("elementwise_mod", {"X": np.array([5, 6], dtype), "Y": np.array([2, 0], dtype)}, None,
+                       {"fmod": fmod}, label=f"{dtype},zero divisor")
+
+
+CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases()]
 
 
 def _run(backend: str, case: Case):
@@ -116,9 +138,11 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     require("onnx")
     main, op, feed = one_op_program(case)
     fetch = [n for names in op.outputs.values() for n in names]
-    want = _run("numpy", case)
-    if isinstance(want, Exception):
+    want, model = _run("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
+    if isinstance(want, Exception):  # refused at run time there too
+        with pytest.raises(Exception, match="by zero"):
+            run_ort(model, feed)
         return
-    got = run_ort(export_onnx(main, fetch_list=fetch, include_updates=False), feed)
+    got = run_ort(model, feed)
     for name, w in zip(fetch, want):
         assert_close(got[name], w, name)

@@ -1,12 +1,14 @@
 """The array namespace the numpy engine hands to an op's ``compute`` (``OpSchema.compute``): numpy's functions,
-plus ``erf`` (scipy's ufunc, in the input's dtype: scipy computes float16 in float32), and ``pow`` with C99's
-special cases (``design_docs/numerics.md``)."""
+plus ``erf`` (scipy's ufunc, in the input's dtype: scipy computes float16 in float32), ``pow`` with C99's
+special cases (``design_docs/numerics.md``) and ``check`` (``backend/derive``: raises at once)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy
 from scipy.special import erf as _scipy_erf
+
+from ..derive import check
 
 __all__ = ["XP"]
 
@@ -32,5 +34,5 @@ def _pow(x, y):
 
 
 XP = SimpleNamespace(**{**{name: getattr(numpy, name) for name in dir(numpy) if not name.startswith("_")},
-                        "erf": _erf, "pow": _pow})
+                        "erf": _erf, "pow": _pow, "check": check})
 """numpy as ``xp``: a plain namespace, so each function is one attribute lookup away."""

@@ -11,6 +11,8 @@ import torch
 
 from gradgen.program.ops import OP_SCHEMAS
 
+from ..derive import check
+
 __all__ = ["XP", "torch_dtype"]
 
 _DTYPES: dict[np.dtype, torch.dtype] = {}
@@ -110,14 +112,15 @@ def _expand_dims(x, axis):
 XP = SimpleNamespace(
     permute_dims=lambda x, axes: torch.permute(x, axes),
     add=_binary(torch.add), subtract=_binary(torch.subtract), multiply=_binary(torch.multiply),
-    divide=_binary(torch.true_divide), pow=_binary(torch.pow), maximum=_maximum, minimum=_minimum,
+    divide=_binary(torch.true_divide), pow=_binary(torch.pow), remainder=_binary(torch.remainder),
+    fmod=_binary(torch.fmod), copysign=_binary(torch.copysign), maximum=_maximum, minimum=_minimum,
     less=_binary(torch.lt), less_equal=_binary(torch.le), greater=_binary(torch.gt), greater_equal=_binary(torch.ge),
     equal=_binary(torch.eq), not_equal=_binary(torch.ne), logical_and=_binary(torch.logical_and),
     logical_or=_binary(torch.logical_or), logical_xor=_binary(torch.logical_xor),
     where=_where, clip=lambda x, lo, hi: torch.clamp(x, lo, hi),
     **{schema.compute.xp_name: getattr(torch, schema.compute.xp_name) for schema in OP_SCHEMAS.values()
        if hasattr(schema.compute, "xp_name") and len(schema.inputs) == 1},
-    log1p=torch.log1p, expm1=torch.expm1, isfinite=torch.isfinite,
+    log1p=torch.log1p, expm1=torch.expm1, isfinite=torch.isfinite, all=torch.all, check=check,
     sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
     reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from . import (collective, control_flow, conv, creation, custom, elementwise, grad_ops, indexing,
+from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing,
                linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
 from ...derive import with_derived
@@ -20,7 +20,7 @@ from .signature import KernelFactory, SubBlock
 
 __all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
 
-FAMILIES = (creation, elementwise, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
+FAMILIES = (creation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")

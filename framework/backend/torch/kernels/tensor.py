@@ -251,18 +251,6 @@ def increment(op):
     return lambda x: x + (step if x.dtype.is_floating_point else int(step))
 
 
-def elementwise_mod(op):
-    """An integer divisor of zero is an error (numpy's kernel raises too); floats give NaN there."""
-    fn = torch.fmod if op.attr("fmod") else torch.remainder
-
-    def run(x, y):
-        if not y.dtype.is_floating_point and not bool(torch.all(y)):
-            raise ZeroDivisionError("integer remainder by zero")
-        return fn(x, y)
-
-    return run
-
-
 KERNELS = {
     "fill_constant": fill_constant, "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like,
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
@@ -271,5 +259,5 @@ KERNELS = {
     "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
-    "pad": pad, "increment": increment, "elementwise_mod": elementwise_mod,
+    "pad": pad, "increment": increment,
 }

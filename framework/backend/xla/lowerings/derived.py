@@ -6,6 +6,9 @@ numeric output and all its inputs given computes in the dtype it declares: each 
 to it first (but a float input of an op that declares an integer, an index: ``_keeps``), and the result is cast to
 it. A bool result (a comparison) compares its inputs as they are; an op
 with several outputs or optional slots (layer norm) states its own working dtype in its ``compute``.
+
+A ``compute``'s ``xp.check(ok, error)`` (``backend/derive``) becomes a run-time check of the trace (``ctx.check``):
+the compiled step reports the failed condition and the run fails with the error's words, as numpy's raises them.
 """
 from __future__ import annotations
 
@@ -30,15 +33,28 @@ def _keeps(dtype) -> Callable:
     return lambda x: np.issubdtype(x.dtype, np.floating)
 
 
+class _Traced:
+    """``XP`` for one op's trace: its functions, and ``check`` as a run-time check of the trace's context."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, ctx):
+        self.check = lambda ok, error: ctx.check(ok, f"{type(error).__name__}: {error}")
+
+    def __getattr__(self, name: str):
+        return getattr(XP, name)
+
+
 def derived_lowering(schema: OpSchema) -> Callable:
     """The lowering of an op with a ``compute``."""
     compute = schema.compute
 
     def lowering(op, ctx) -> Callable:
         attrs, dtypes, args, pick = call_of(schema, op)
+        xp = _Traced(ctx)
         if len(dtypes) > 1 or args is not None or pick is not None:
             def run(*xs):
-                result = compute(XP, *(xs if args is None else args(xs)), **attrs)
+                result = compute(xp, *(xs if args is None else args(xs)), **attrs)
                 result = result if pick is None else pick(result)
                 return result.astype(dtypes[0]) if len(dtypes) == 1 else tuple(
                     v.astype(d) for v, d in zip(result, dtypes))
@@ -46,9 +62,9 @@ def derived_lowering(schema: OpSchema) -> Callable:
             return run
         (dtype,) = dtypes
         if dtype == np.bool_:
-            return lambda *xs: compute(XP, *xs, **attrs).astype(dtype)
+            return lambda *xs: compute(xp, *xs, **attrs).astype(dtype)
         keeps = _keeps(dtype)
-        return lambda *xs: compute(XP, *(x if x.dtype == dtype or keeps(x) else x.astype(dtype) for x in xs),
+        return lambda *xs: compute(xp, *(x if x.dtype == dtype or keeps(x) else x.astype(dtype) for x in xs),
                                    **attrs).astype(dtype)
 
     return lowering
