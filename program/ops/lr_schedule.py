@@ -65,6 +65,12 @@ def _increment(ctx):
     return same_as("X")(ctx)
 
 
+def increment(xp, x, *, step: float):
+    """X + step in X's dtype. An integer counter adds the whole int (through a float it would lose counts: float64
+    drops them above 2**53), wrapping at its dtype's top as numpy's integers do."""
+    return x + (step if xp.isdtype(x.dtype, "real floating") else int(step))
+
+
 DTYPE = {"dtype": Attr("dtype", "float32")}
 SCHEDULE_DTYPES = {"Step": INT_DTYPES, "dtype": FLOAT_DTYPES}
 """A schedule reads an integer step counter and writes a float learning rate."""
@@ -72,7 +78,7 @@ SCHEDULE_DTYPES = {"Step": INT_DTYPES, "dtype": FLOAT_DTYPES}
 SCHEMAS = (
     schema("increment", ["X"], ["Out"], _increment, {"step": Attr("float", 1.0)},
            doc="Out = X + step: advances a counter (in place when Out names X).",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=increment),
     schema("piecewise_decay", ["Step"], ["Out"], _scalar_of_attr_dtype(_piecewise),
            {"boundaries": Attr("ints"), "values": Attr("floats"), **DTYPE},
            doc="values[i] where i counts the boundaries <= Step: values[0] before boundaries[0], and so on.",

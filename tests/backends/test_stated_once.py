@@ -82,7 +82,22 @@ def mod_cases():
                        {"fmod": fmod}, label=f"{dtype},zero divisor")
 
 
-CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases()]
+def increment_cases():
+    for dtype in FLOATS + INTS:
+        for shape in ((), (1,)):
+            for step in (1.0, -3.0, 0.0):
+                yield Case("increment", {"X": np.full(shape, 5, dtype)}, None, {"step": step}, label=f"{dtype},{step}")
+    for dtype in FLOATS:
+        for value in (np.nan, np.inf, -0.0, 0.5):
+            yield Case("increment", {"X": np.array([value], dtype)}, None, {"step": 0.25}, label=f"{dtype},{value}")
+    # counts past float64's 2**53 and float32's 2**24 advance exactly; an int32 counter at its top wraps
+    yield Case("increment", {"X": np.array(2 ** 53 + 1, np.int64)}, None, {"step": 1.0}, label="past 2**53")
+    yield Case("increment", {"X": np.array([2 ** 62 + 7], np.int64)}, None, {"step": -3.0}, label="past 2**62")
+    yield Case("increment", {"X": np.array(2 ** 24 + 1, np.int32)}, None, {"step": 1.0}, label="past 2**24")
+    yield Case("increment", {"X": np.array(2 ** 31 - 1, np.int32)}, None, {"step": 1.0}, label="int32 top")
+
+
+CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases(), *increment_cases()]
 
 
 def _run(backend: str, case: Case):

@@ -11,6 +11,23 @@ from tests.onnx.runtime import require, run_ort
 
 SPECIALS = [0.0, -0.0, 0.5, -0.5, 3.0, -3.0, 40.0, -40.0, 750.0, -750.0, np.inf, -np.inf, np.nan]
 
+COUNTERS = {"increment": {"step": -0.5}}
+"""Traced ops whose input is a one-element counter, with their attrs: fed each special value alone."""
+
+
+def special_cases(op_type: str, dtype: str) -> list[Case]:
+    """``op_type`` on every pair of special values (one case), or each value alone for a counter; none where the
+    op does not take ``dtype``."""
+    schema = OP_SCHEMAS[op_type]
+    if not all(np.dtype(dtype).name in rule for rule in schema.dtypes.values() if not isinstance(rule, str)):
+        return []
+    grid = np.array(SPECIALS, dtype)
+    if op_type in COUNTERS:
+        return [Case(op_type, {"X": grid[k:k + 1]}, None, COUNTERS[op_type]) for k in range(len(grid))]
+    first, second = (a.reshape(-1) for a in np.meshgrid(grid, grid))  # every pair of special values
+    inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
+    return [Case(op_type, inputs, None, {"alpha": 0.3} if "alpha" in schema.attrs else {})]
+
 
 def _traced_ops() -> list[str]:
     require("onnx")
@@ -37,15 +54,9 @@ def test_an_op_with_math_keeps_a_hand_written_export_only_with_a_reason():
 def test_traced_exports_agree_with_the_reference_on_special_values(dtype):
     from gradgen.framework import Executor, Scope, export_onnx
 
-    grid = np.array(SPECIALS, dtype)
-    first, second = (a.reshape(-1) for a in np.meshgrid(grid, grid))  # every pair of special values
-    for op_type in _traced_ops():
-        schema = OP_SCHEMAS[op_type]
-        if not all(np.dtype(dtype).name in rule for rule in schema.dtypes.values() if not isinstance(rule, str)):
-            continue
-        inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
-        attrs = {"alpha": 0.3} if "alpha" in schema.attrs else {}
-        main, op, feed = one_op_program(Case(op_type, inputs, None, attrs))
+    for case in (c for op_type in _traced_ops() for c in special_cases(op_type, dtype)):
+        op_type = case.op
+        main, op, feed = one_op_program(case)
         fetch = [n for names in op.outputs.values() for n in names]
         with np.errstate(all="ignore"):
             (want,) = Executor(check_types=False).run(main, feed=feed, fetch_list=fetch, scope=Scope())

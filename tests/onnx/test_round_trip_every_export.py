@@ -106,21 +106,13 @@ def test_every_one_op_case_round_trips():
 def test_the_traced_formulas_round_trip_on_special_values(dtype):
     """The ops whose export is their formula traced into ONNX nodes (``lower_derived``), on every pair of special
     values (infinities, NaN, signed zeros, huge values): the import of those nodes computes what the op does."""
-    from gradgen.program import OP_SCHEMAS
-    from tests.framework.op_harness import Case
-    from tests.onnx.test_export_derived import SPECIALS, _traced_ops
+    from tests.onnx.test_export_derived import _traced_ops, special_cases
 
-    grid = np.array(SPECIALS, dtype)
-    first, second = (a.reshape(-1) for a in np.meshgrid(grid, grid))
     checked = 0
-    for op_type in _traced_ops():
-        schema = OP_SCHEMAS[op_type]
-        if not all(np.dtype(dtype).name in rule for rule in schema.dtypes.values() if not isinstance(rule, str)):
-            continue
-        inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
-        main, op, feed = one_op_program(Case(op_type, inputs, None, {"alpha": 0.3} if "alpha" in schema.attrs else {}))
+    for case in (c for op_type in _traced_ops() for c in special_cases(op_type, dtype)):
+        main, op, feed = one_op_program(case)
         round_trip(main, [n for names in op.outputs.values() for n in names], feed, Scope(), include_updates=False,
-                   what=f"{op_type} {dtype}")
+                   what=f"{case.op} {dtype}")
         checked += 1
     assert checked >= 10
 

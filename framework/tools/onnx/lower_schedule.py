@@ -1,4 +1,5 @@
-"""Lowerings of the step counter and the learning-rate schedules (``program/ops/lr_schedule.py``).
+"""Lowerings of the learning-rate schedules (``program/ops/lr_schedule.py``; the step counter is exported
+from its compute: ``lower_derived``).
 
 A schedule reads the integer step counter and computes the rate in float64, as its kernel does in
 Python floats, then casts it to the op's dtype: ``piecewise_decay`` counts the boundaries passed
@@ -14,11 +15,6 @@ from .context import Lowering
 from .graph import onnx_dtype
 
 __all__ = ["LOWERINGS"]
-
-
-def increment(ctx):
-    dt = ctx.dtype()
-    ctx.emit("Add", [ctx.x(), ctx.scalar(ctx.attr("step"), dt)])
 
 
 def _step(ctx: Lowering) -> str:
@@ -68,6 +64,6 @@ def linear_lr_warmup(ctx):
     ctx.emit("Where", [warming, ramp, ctx.to_scalar(ctx.x("LearningRate"))])
 
 
-LOWERINGS = {"increment": increment, "piecewise_decay": piecewise_decay, "exponential_decay": exponential_decay,
+LOWERINGS = {"piecewise_decay": piecewise_decay, "exponential_decay": exponential_decay,
              "cosine_decay": cosine_decay, "linear_lr_warmup": linear_lr_warmup}
 """gradgen op type -> lowering."""

@@ -1,18 +1,10 @@
-"""Kernels of the step counter and the learning-rate schedules in ``program/ops/lr_schedule.py``."""
+"""Kernels of the learning-rate schedules in ``program/ops/lr_schedule.py`` (the step counter is derived
+from its compute: ``derived``)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
-
-
-def increment(op):
-    step = op.attr("step")
-
-    def run(x):  # an int counter adds a whole int (not via float64, which drops counts above 2**53)
-        return np.add(x, np.asarray(step if x.dtype.kind == "f" else int(step), dtype=x.dtype))
-
-    return run
 
 
 def _step(s) -> int:
@@ -63,5 +55,5 @@ def linear_lr_warmup(op):
     return run
 
 
-KERNELS = {"increment": increment, "piecewise_decay": piecewise_decay, "exponential_decay": exponential_decay,
+KERNELS = {"piecewise_decay": piecewise_decay, "exponential_decay": exponential_decay,
            "cosine_decay": cosine_decay, "linear_lr_warmup": linear_lr_warmup}

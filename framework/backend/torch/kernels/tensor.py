@@ -246,11 +246,6 @@ def pad(op):
     return lambda x: torch.nn.functional.pad(x, widths, value=value)
 
 
-def increment(op):
-    step = op.attr("step")
-    return lambda x: x + (step if x.dtype.is_floating_point else int(step))
-
-
 KERNELS = {
     "fill_constant": fill_constant, "fill_any_like": fill_any_like, "fill_zeros_like": fill_zeros_like,
     "uniform_random": drawn, "gaussian_random": drawn, "assign": lambda op: (lambda x: x), "cast": cast,
@@ -259,5 +254,5 @@ KERNELS = {
     "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
     "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
-    "pad": pad, "increment": increment,
+    "pad": pad,
 }

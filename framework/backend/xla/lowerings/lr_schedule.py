@@ -1,6 +1,6 @@
-"""Lowerings of the step counter and the learning-rate schedules (``backend/numpy/kernels/lr_schedule.py``): the
-numpy kernels' formulas in ``jax.numpy``. The schedules read the step as an integer and compute in float64 before
-the cast to their dtype, as the kernels do."""
+"""Lowerings of the learning-rate schedules (``backend/numpy/kernels/lr_schedule.py``; the step counter is
+derived): the numpy kernels' formulas in ``jax.numpy``. The schedules read the step as an integer and compute in
+float64 before the cast to their dtype, as the kernels do."""
 from __future__ import annotations
 
 import math
@@ -8,14 +8,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from ...shared.attrs import out_dtype
-
 __all__ = ["LOWERINGS"]
-
-
-def _increment(op, ctx):
-    step, dtype = op.attr("step"), out_dtype(op)
-    return lambda x: (x + step).astype(dtype)
 
 
 def _step(step):
@@ -67,6 +60,6 @@ def _linear_lr_warmup(op, ctx):
 
 
 LOWERINGS = {
-    "increment": _increment, "piecewise_decay": _piecewise_decay, "exponential_decay": _exponential_decay,
+    "piecewise_decay": _piecewise_decay, "exponential_decay": _exponential_decay,
     "cosine_decay": _cosine_decay, "linear_lr_warmup": _linear_lr_warmup,
 }
