@@ -17,10 +17,11 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
+from gradgen.program.dtypes import INT_DTYPES
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
-__all__ = ["Call", "call_of", "check", "with_derived"]
+__all__ = ["Call", "call_of", "check", "index_inputs", "with_derived"]
 
 
 class Call(NamedTuple):
@@ -69,6 +70,27 @@ def call_of(schema: OpSchema, op) -> Call:
                 [np.dtype(op.block.var(n).dtype) for n in op.output_arg_names],
                 _args([bool(op.input(s.name)) for s in schema.inputs]),
                 _pick([bool(op.output(s.name)) for s in schema.outputs]))
+
+
+def _takes_integers_only(schema: OpSchema, slot: str) -> bool:
+    rule = schema.dtypes.get(slot)
+    while isinstance(rule, str):  # the dtype of another slot
+        rule = schema.dtypes.get(rule)
+    return bool(rule) and all(d in INT_DTYPES for d in rule)
+
+
+def index_inputs(schema: OpSchema, op) -> frozenset[int]:
+    """Positions, among ``op``'s given input arrays, of those in a slot that takes integers only (ids, an index, a
+    step): values that name things rather than take part in the arithmetic. An engine that casts a compute's
+    inputs to the declared output dtype leaves these as they are (int64 ids cast to a float32 output merged past
+    2**24, to an int32 one wrapped past 2**31)."""
+    positions, k = [], 0
+    for slot in schema.inputs:
+        n = len(op.input(slot.name))
+        if _takes_integers_only(schema, slot.name):
+            positions.extend(range(k, k + n))
+        k += n
+    return frozenset(positions)
 
 
 def with_derived(written: Mapping[str, Any], derive: Callable[[OpSchema], Any], engine: str,

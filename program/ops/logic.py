@@ -37,6 +37,14 @@ def _one_hot(ctx):
     return {"Out": TensorType(tuple(x.shape) + (ctx.attr("depth"),), ctx.attr("dtype"))}
 
 
+def one_hot(xp, x, *, depth: int, dtype: str):
+    """True where a position of the new last axis equals X's integer (the engine casts it to ``dtype``): an id
+    outside [0, depth), a negative one too, gives a row of zeros. The ids are compared as the integers they are:
+    an engine that casts a compute's inputs to the declared dtype leaves an integers-only slot as it is
+    (``backend/derive.index_inputs``; as float32, ids past 2**24 would merge)."""
+    return xp.expand_dims(x, -1) == xp.arange(depth)
+
+
 def _arg_extreme(name: str):
     """argmax or argmin along ``axis`` as int64: the first index on ties, a NaN before any number (numpy's rule,
     which jax and torch keep), the 0-d index 0 for a 0-d input; bools compared as 0 and 1 (torch's argmax takes
@@ -87,9 +95,9 @@ SCHEMAS = tuple(
            doc="The int64 index of the smallest value along `axis` (first one on ties); an empty axis is a "
                "run-time error.", dtypes={"X": DTYPES}, compute=_arg_extreme("argmin")),
     schema("one_hot", ["X"], ["Out"], _one_hot, {"depth": Attr("int"), "dtype": Attr("dtype", "float32")},
-           doc="A `depth`-long 0/1 vector per integer of X, appended as a last dim.",
-           dtypes={"X": INT_DTYPES, "dtype": DTYPES}),
+           doc="A `depth`-long 0/1 vector per integer of X, appended as a last dim (zeros for an id outside "
+               "[0, depth)).", dtypes={"X": INT_DTYPES, "dtype": DTYPES}, compute=one_hot),
 )
 
 
-__all__ = ["COMPARISONS", "COMPUTE", "LOGICAL", "ONNX", "SCHEMAS"]
+__all__ = ["COMPARISONS", "COMPUTE", "LOGICAL", "ONNX", "SCHEMAS", "one_hot"]

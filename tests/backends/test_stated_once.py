@@ -97,7 +97,23 @@ def increment_cases():
     yield Case("increment", {"X": np.array(2 ** 31 - 1, np.int32)}, None, {"step": 1.0}, label="int32 top")
 
 
-CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases(), *increment_cases()]
+def one_hot_cases():
+    for ids_dtype, dtype in itertools.product(INTS, FLOATS + INTS + ("bool",)):
+        ids = np.array([[0, 3, -1], [4, 2, -7]], ids_dtype)  # -1, -7 and 4 (= depth): rows of zeros
+        yield Case("one_hot", {"X": ids}, None, {"depth": 4, "dtype": dtype}, label=f"{dtype}")
+        yield Case("one_hot", {"X": np.zeros((0, 2), ids_dtype)}, None, {"depth": 3, "dtype": dtype},
+                   label=f"{dtype},empty")
+        yield Case("one_hot", {"X": np.array(2, ids_dtype)}, None, {"depth": 3, "dtype": dtype}, label=f"{dtype},0-d")
+    # ids as themselves, never as the output's dtype: 2049 is 2048 in float16, 2**32 + 1 is 1 in int32
+    yield Case("one_hot", {"X": np.array([2049, 2047], np.int64)}, None, {"depth": 2050, "dtype": "float16"},
+               label="past float16's integers")
+    yield Case("one_hot", {"X": np.array([2 ** 32 + 1, 1, -2 ** 32], np.int64)}, None, {"depth": 3, "dtype": "int32"},
+               label="past int32")
+    yield Case("one_hot", {"X": np.array([2 ** 24 + 1], np.int32)}, None, {"depth": 2 ** 24 + 2, "dtype": "float32"},
+               label="past 2**24")
+
+
+CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases(), *increment_cases(), *one_hot_cases()]
 
 
 def _run(backend: str, case: Case):
@@ -161,3 +177,18 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     got = run_ort(model, feed)
     for name, w in zip(fetch, want):
         assert_close(got[name], w, name)
+
+
+def test_the_inputs_kept_from_the_declared_dtype_are_those_of_integers_only_slots():
+    """``derive.index_inputs``: one_hot's ids and gather's index, by their position among the op's arrays; no
+    operand of arithmetic (which the xla and torch engines compute in the declared dtype)."""
+    from gradgen.framework.backend.derive import index_inputs
+    from gradgen.program import OP_SCHEMAS
+
+    def positions(case: Case) -> frozenset[int]:
+        return index_inputs(OP_SCHEMAS[case.op], one_op_program(case)[1])
+
+    ids = np.array([1, 0], np.int64)
+    assert positions(Case("one_hot", {"X": ids}, None, {"depth": 2})) == {0}
+    assert positions(Case("gather", {"X": np.ones((2, 3)), "Index": ids}, None)) == {1}
+    assert positions(Case("elementwise_mod", {"X": ids, "Y": ids}, None)) == frozenset()

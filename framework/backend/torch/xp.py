@@ -135,6 +135,7 @@ XP = SimpleNamespace(
     argmin=lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),
     zeros=lambda shape, dtype=None: torch.zeros(tuple(shape), dtype=None if dtype is None else torch_dtype(dtype)),
     ones=lambda shape, dtype=None: torch.ones(tuple(shape), dtype=None if dtype is None else torch_dtype(dtype)),
+    arange=lambda n, dtype=None: torch.arange(n, dtype=None if dtype is None else torch_dtype(dtype)),
     float16=torch.float16, float32=torch.float32, float64=torch.float64, int32=torch.int32, int64=torch.int64,
     bool=torch.bool,
 )

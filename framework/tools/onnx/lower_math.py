@@ -319,6 +319,8 @@ OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "me
                "elementwise_mod": "one Mod node on integers (its fmod=0 takes no floats) and fmod's remainder moved "
                                   "by Y on floats (ONNX's xp has no remainder); ONNX Runtime's Mod refuses a zero "
                                   "integer divisor, as the engines do",
+               "one_hot": "Unsqueeze, Equal against its arange as a constant of X's dtype, Cast (ONNX's xp has "
+                          "no arange)",
                "logsumexp": "its max-shifted form over the run-time sizes, where ReduceLogSumExp's naive one overflows",
                "reduce_mean_grad": RUN_TIME_SIZES,
                **{t: "one ArgMax/ArgMin node (axis, keepdims, select_last_index 0: the first on ties)"

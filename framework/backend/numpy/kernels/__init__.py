@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing,
-               linalg, logic, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
+               linalg, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
 from ...derive import with_derived
 from ...shared.tables import collect
@@ -20,7 +20,7 @@ from .signature import KernelFactory, SubBlock
 
 __all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
+FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")

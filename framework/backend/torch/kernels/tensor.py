@@ -1,6 +1,6 @@
-"""Hand-written torch kernels of the ops that make, move and combine tensors, the products and the optimizers'
-updates: each the numpy kernel's computation (``numpy/kernels/<family>.py``), out of place (a kernel never writes
-into an input: the scope's arrays are shared with the run, not copied)."""
+"""Hand-written torch kernels of the ops that make, move and combine tensors, and the products (the ops that state
+their math over ``xp`` are derived: ``derived``): each the numpy kernel's computation (``numpy/kernels/<family>.py``),
+out of place (a kernel never writes into an input: the scope's arrays are shared with the run, not copied)."""
 from __future__ import annotations
 
 import math
@@ -229,15 +229,6 @@ def split_like(op):
     return run
 
 
-def one_hot(op):
-    depth, dtype = op.attr("depth"), torch_dtype(op.attr("dtype"))
-    return lambda x: (torch.unsqueeze(x, -1) == torch.arange(depth)).to(dtype)
-
-
-# -- optimizer updates ------------------------------------------------------------------------------------------
-
-
-# -- selection, triangles, padding, running sums, counters, remainders ------------------------------------------
 def pad(op):
     pads, value = op.attr("paddings"), op.attr("pad_value")
     widths = [pads[2 * i + j] for i in reversed(range(len(pads) // 2)) for j in (0, 1)]
@@ -253,6 +244,6 @@ KERNELS = {
     "sum": sum_, "reduce_as": reduce_as, "broadcast_to": broadcast_to, 
     "split": split, "slice": slice_, "slice_grad": slice_grad, "squeeze": squeeze,
     "unsqueeze": unsqueeze, "stack": stack, "flatten": flatten, "gather": gather, "gather_grad": gather_grad,
-    "reshape_as": reshape_as, "split_like": split_like, "one_hot": one_hot,
+    "reshape_as": reshape_as, "split_like": split_like,
     "pad": pad,
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing, linalg, logic,
+from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing, linalg,
                lr_schedule, manipulation, metrics, network, nn, optimizer, recurrent, reduction)
 from ...derive import with_derived
 from ...shared.tables import collect
@@ -18,7 +18,7 @@ from .derived import derived_lowering
 
 __all__ = ["FAMILIES", "LOWERINGS"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, logic, nn, grad_ops, optimizer,
+FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
             conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 LOWERINGS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "LOWERINGS"), derived_lowering, "xla lowering")

@@ -3,9 +3,10 @@ numpy engine's formula exactly.
 
 jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one
 numeric output and all its inputs given computes in the dtype it declares: each input of another dtype is cast
-to it first (but a float input of an op that declares an integer, an index: ``_keeps``), and the result is cast to
-it. A bool result (a comparison) compares its inputs as they are; an op
-with several outputs or optional slots (layer norm) states its own working dtype in its ``compute``.
+to it first (but a float input of an op that declares an integer, an index: ``_keeps``; and an input of a slot
+that takes integers only, ids: ``derive.index_inputs``), and the result is cast to it. A bool result (a
+comparison) compares its inputs as they are; an op with several outputs or optional slots (layer norm) states its
+own working dtype in its ``compute``.
 
 A ``compute``'s ``xp.check(ok, error)`` (``backend/derive``) becomes a run-time check of the trace (``ctx.check``):
 the compiled step reports the failed condition and the run fails with the error's words, as numpy's raises them.
@@ -18,7 +19,7 @@ import numpy as np
 
 from gradgen.program.schema import OpSchema
 
-from ...derive import call_of
+from ...derive import call_of, index_inputs
 from ..xp import XP
 
 __all__ = ["derived_lowering"]
@@ -63,8 +64,8 @@ def derived_lowering(schema: OpSchema) -> Callable:
         (dtype,) = dtypes
         if dtype == np.bool_:
             return lambda *xs: compute(xp, *xs, **attrs).astype(dtype)
-        keeps = _keeps(dtype)
-        return lambda *xs: compute(xp, *(x if x.dtype == dtype or keeps(x) else x.astype(dtype) for x in xs),
-                                   **attrs).astype(dtype)
+        keeps, ids = _keeps(dtype), index_inputs(schema, op)
+        return lambda *xs: compute(xp, *(x if x.dtype == dtype or keeps(x) or k in ids else x.astype(dtype)
+                                         for k, x in enumerate(xs)), **attrs).astype(dtype)
 
     return lowering
