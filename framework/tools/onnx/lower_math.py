@@ -71,7 +71,8 @@ def erf(ctx: Lowering, z: str, dtype: str) -> str:
 
 def mod(ctx: Lowering) -> None:
     """ONNX's Mod takes fmod=0 (the floor remainder) on integers only: on floats the floor remainder is fmod's
-    remainder moved by Y where it is nonzero and its sign differs from Y's (as numpy's mod computes it)."""
+    remainder moved by Y where it is nonzero and its sign differs from Y's, and a zero with Y's sign (as numpy's
+    mod computes it: -6 mod 3 is 0.0, where fmod gives -0.0)."""
     x, y, g = ctx.x("X"), ctx.x("Y"), ctx.g
     dtype = ctx.dtype("X")
     if ctx.attr("fmod") or not dtype.startswith("float"):
@@ -79,9 +80,12 @@ def mod(ctx: Lowering) -> None:
         return
     r = g.node("Mod", [x, y], fmod=1)
     zero = ctx.scalar(0.0, dtype)
-    moved = g.node("And", [g.node("Not", [g.node("Equal", [r, zero])]),
-                           g.node("Not", [g.node("Equal", [g.node("Less", [r, zero]), g.node("Less", [y, zero])])])])
-    ctx.emit("Where", [moved, g.node("Add", [r, y]), r])
+    nonzero = g.node("Not", [g.node("Equal", [r, zero])])
+    moved = g.node("And", [nonzero, g.node("Not", [g.node("Equal", [g.node("Less", [r, zero]),
+                                                                  g.node("Less", [y, zero])])])])
+    # a zero takes Y's sign, in Where's second branch: ONNX Runtime (1.32) gives +0.0 for a -0.0 taken from the first
+    signed_zero = g.node("Mul", [zero, g.node("Sign", [y])])
+    ctx.emit("Where", [nonzero, g.node("Where", [moved, g.node("Add", [r, y]), r]), signed_zero])
 
 
 
