@@ -1,7 +1,8 @@
 """The ops whose math issue 31 moved beside their schemas (one ``compute`` over ``xp``, each engine's kernel derived
 from it): on the edges of each op's domain (float16, float64 and the integers, zero-size dims, NaN and infinities,
 signed zeros, broadcasting) every engine gives the numpy engine's answer bit for bit, or refuses where it refuses;
-ONNX Runtime runs the export to the executor's answer (``tests/onnx/runtime.assert_close``)."""
+ONNX Runtime runs the export to the executor's answer (``tests/onnx/runtime.assert_close``, zero signs too) or
+refuses it too."""
 from __future__ import annotations
 
 import itertools
@@ -126,8 +127,8 @@ def _run(backend: str, case: Case):
         return e
 
 
-ROUNDED = {"cumsum": "torch sums float16 and float32 in float64 along the last axis, rounding each sum once; jax and "
-                     "torch start a sum at +0.0, so a leading -0.0 gives +0.0 where numpy's gives -0.0"}
+ROUNDED = {"cumsum": "torch sums float16 and float32 along the last axis in a wider type, rounding each sum once; jax "
+                     "and torch start a sum at +0.0, so a leading -0.0 gives +0.0 where numpy's gives -0.0"}
 """Ops whose finite floats an engine may round otherwise (to ``TOLERANCE``), and why; the rest match bit for bit."""
 
 TOLERANCE = {np.dtype("float16"): 2e-3, np.dtype("float32"): 1e-6, np.dtype("float64"): 1e-15}
@@ -143,7 +144,8 @@ def assert_identical(want, got, what: str, exact: bool = True) -> None:
         return
     for w, g in zip(want, got):
         g = np.asarray(g)
-        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"{what}: {g.dtype}{list(g.shape)}, numpy {w.dtype}{list(w.shape)}"
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), \
+            f"{what}: {g.dtype}{list(g.shape)}, numpy {w.dtype}{list(w.shape)}"
         if w.dtype.kind != "f":
             np.testing.assert_array_equal(g, w, err_msg=what)
         elif exact:
