@@ -31,10 +31,18 @@ _NOTES = {"elementwise_div": " Integers divide truly, to float64.",
           "elementwise_pow": " An integer to a negative integer power is a run-time error (numpy's rule).",
           "elementwise_max": " On bools: or.", "elementwise_min": " On bools: and."}
 
-COMPUTE = {t: xp_function(name) for t, name in {
+def elementwise_pow(xp, x, y):
+    """X ** Y (C99's pow on floats: ``xp.pow``). An integer to a negative integer power fails the run on every
+    engine, numpy's rule (XLA's integer power gave 3 ** -1 as 2111105451 in int32, torch's 0)."""
+    if not xp.isdtype(y.dtype, "real floating"):
+        xp.check(xp.all(y >= 0), ValueError("Integers to negative integer powers are not allowed."))
+    return xp.pow(x, y)
+
+
+COMPUTE = {**{t: xp_function(name) for t, name in {
     "elementwise_add": "add", "elementwise_sub": "subtract", "elementwise_mul": "multiply",
-    "elementwise_div": "divide", "elementwise_pow": "pow", "elementwise_max": "maximum",
-    "elementwise_min": "minimum"}.items()}
+    "elementwise_div": "divide", "elementwise_max": "maximum", "elementwise_min": "minimum"}.items()},
+    "elementwise_pow": elementwise_pow}
 """op type -> its computation over ``xp`` (``OpSchema.compute``): the array API's functions, NaN winning in max
 and min. An engine whose own promotion differs from numpy's (jax divides int32 by int32 in float32) computes
 in the declared dtype: the xla engine casts the inputs to it first."""
@@ -71,4 +79,4 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["COMPUTE", "ELEMENTWISE_TYPES", "ONNX", "SCHEMAS", "elementwise_mod"]
+__all__ = ["COMPUTE", "ELEMENTWISE_TYPES", "ONNX", "SCHEMAS", "elementwise_mod", "elementwise_pow"]
