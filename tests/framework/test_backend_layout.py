@@ -1,5 +1,5 @@
-"""The backend folders are alike and keep to their own: the xla lowerings carry the numpy kernels' family file
-names, an op's lowering sits in the file named as its kernel's, no engine imports another's folder (but the torch
+"""The backend folders are alike and keep to their own: the xla lowerings and the torch kernels carry the numpy
+kernels' family file names, an op's lowering or torch kernel sits in the file named as its numpy kernel's, no engine imports another's folder (but the torch
 engine's use of numpy's BLAS pools, ``CROSSING``), and what they share lives in ``backend/shared``, which imports no
 engine and no jax.
 
@@ -33,6 +33,20 @@ def _imports(prefix: str) -> dict[str, set[str]]:
 def test_every_lowering_family_file_is_named_as_a_kernel_family_file():
     assert _stems(LOWERINGS), "no lowering families found"
     assert not _stems(LOWERINGS) - _stems(KERNELS)
+
+
+def _with_a_table(folder, table: str) -> set[str]:
+    """The modules of ``folder`` that define ``table`` at their top level (the family files, not the helpers)."""
+    def defines(path) -> bool:
+        return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == table for t in node.targets)
+                   for node in ast.parse(path.read_text()).body)
+    return {p.stem for p in folder.glob("*.py") if p.stem != "__init__" and defines(p)}
+
+
+def test_every_torch_kernel_family_file_is_named_as_a_numpy_kernel_family_file():
+    families = _with_a_table(BACKEND / "torch" / "kernels", "KERNELS")
+    assert len(families) >= 5, families
+    assert not families - _stems(KERNELS)
 
 
 ENGINES = ("numpy", "xla", "torch")
@@ -71,3 +85,17 @@ def test_an_op_lowered_and_kernelled_by_hand_sits_in_families_of_one_name():
     kernels, lowerings = family_of(KERNEL_FAMILIES, "KERNELS"), family_of(LOWERING_FAMILIES, "LOWERINGS")
     apart = {t: (kernels[t], lowerings[t]) for t in kernels.keys() & lowerings.keys() if kernels[t] != lowerings[t]}
     assert not apart, f"op type -> (numpy kernel family, xla lowering family): {apart}"
+
+
+def test_an_op_kernelled_by_hand_on_torch_and_numpy_sits_in_families_of_one_name():
+    pytest.importorskip("torch")
+    from gradgen.framework.backend.numpy.kernels import FAMILIES as KERNEL_FAMILIES
+    from gradgen.framework.backend.torch.kernels import FAMILIES as TORCH_FAMILIES
+
+    def family_of(families) -> dict[str, str]:
+        return {t: f.__name__.rsplit(".", 1)[-1] for f in families for t in f.KERNELS}
+
+    numpy_families, torch_families = family_of(KERNEL_FAMILIES), family_of(TORCH_FAMILIES)
+    assert torch_families.keys() <= numpy_families.keys(), "a torch kernel for an op numpy derives"
+    apart = {t: (numpy_families[t], f) for t, f in torch_families.items() if numpy_families[t] != f}
+    assert not apart, f"op type -> (numpy kernel family, torch kernel family): {apart}"

@@ -47,7 +47,7 @@ def make_runner(settings: Callable[[], RunSettings]) -> "TorchRunner":
 
 
 PRODUCT_THREADS = 1
-"""numpy's BLAS threads for the engine's products (``kernels/tensor.matmul``): one, the engine's parallel work
+"""numpy's BLAS threads for the engine's products (``kernels/linalg.matmul``): one, the engine's parallel work
 being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op torch's OpenMP threads
 spin on the cores OpenBLAS's threads then want. Measured in one process, interleaved, torch at two threads: the
 anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own 2.3 beside them,

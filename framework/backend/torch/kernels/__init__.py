@@ -1,19 +1,20 @@
 """The torch engine's kernel table: one factory per op type, ``factory(op) -> fn(*input tensors)`` returning the
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
-``compute`` (``derived``) where it has one, else hand-written (``tensor``, ``conv``, ``nn``); an op in neither is
-refused (``refused.problems``)."""
+``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
+(``creation``, ``linalg``, ``manipulation``, ``grad_ops``, ``nn``, ``normalization``, ``conv``; ``kept`` and
+``finite`` are helpers they share); an op in neither is refused (``refused.problems``)."""
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
 from ...derive import with_derived
 from ...shared.tables import collect
-from . import conv, nn, tensor
+from . import conv, creation, grad_ops, linalg, manipulation, nn, normalization
 from .derived import derived_kernel
 
 __all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS"]
 
-FAMILIES = (tensor, conv, nn)
+FAMILIES = (creation, linalg, manipulation, grad_ops, nn, normalization, conv)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
