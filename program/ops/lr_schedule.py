@@ -98,4 +98,4 @@ SCHEMAS = (
            dtypes={"Step": INT_DTYPES, "LearningRate": FLOAT_DTYPES}),
 )
 
-__all__ = ["DTYPE", "SCHEDULE_DTYPES", "SCHEMAS"]
+__all__ = ["DTYPE", "SCHEDULE_DTYPES", "SCHEMAS", "increment"]
