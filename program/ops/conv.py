@@ -150,16 +150,16 @@ def _pool2d_select(ctx):
     return _pool2d(ctx)
 
 
-def _windows_times_taps(windows: str, filter_slot: str = "Filter"):
+def _windows_times_taps(windows: str):
     """Multiply-adds of a convolution: each element of slot ``windows`` (the output for a convolution and its
     adjoints, the input for the transposed one) meets one filter's taps, C/groups x kernel."""
     def count(op, shape) -> int:
-        filter_shape = shape(op.inputs[filter_slot][0])
-        return math.prod(shape(op.inputs[windows][0] if windows in op.inputs else op.outputs[windows][0])) * \
-            math.prod(filter_shape[1:])
+        names = op.inputs.get(windows) or op.outputs[windows]
+        return math.prod(shape(names[0])) * math.prod(shape(op.inputs["Filter"][0])[1:])
     return count
 
 
+_CONVOLUTION_WORK = _windows_times_taps("Output")
 _ADJOINTS = ("conv2d_input_grad", "conv2d_filter_grad")
 
 
@@ -171,7 +171,7 @@ def convolution_work(block, shape) -> float:
     if not forward and any(op.type in _ADJOINTS for op in block.ops):
         return math.inf
     try:
-        return float(sum(SCHEMAS[0].multiply_adds(op, shape) for op in forward))
+        return float(sum(_CONVOLUTION_WORK(op, shape) for op in forward))
     except ValueError:
         return math.inf
 
@@ -180,7 +180,7 @@ SCHEMAS = (
     schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
            doc="Cross-correlation of N-C-spatial Input (1 to 3 spatial dims; NCHW in 2-D) with an "
                "[O, C/groups, *kernel] Filter (strides, paddings, dilations, groups).",
-           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_windows_times_taps("Output")),
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_CONVOLUTION_WORK),
     schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape.",
            dtypes={"Filter": FLOAT_DTYPES, "Output@GRAD": "Filter", "Input": "Filter"},
