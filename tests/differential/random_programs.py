@@ -77,13 +77,20 @@ class _Piece:
         self.steps.append(what)
 
 
+SIN_COS_BOUND = {"float64": 100.0, "float32": 10.0}
+"""How far sin's and cos's inputs are clipped (NaN stays NaN): at 1e15 one ulp of the input is 0.125, so the order a
+product's sum was added in (an engine's choice) would decide their value. In float32 one ulp at 100 is 7.6e-6, and
+a layer norm and a product before it can round a value near 100 by a few hundred of them, over the comparison's
+1e-3 (seed 1029 past CI's seeds: cos 0.7135 against 0.7150); at 10 an ulp is 9.5e-7."""
+
+
 def _unary(p: _Piece, x):
-    """One unary op. sin and cos take their input clipped to +-100 (NaN stays NaN): at 1e15 one ulp of the
-    input is 0.125, so the order a product's sum was added in (an engine's choice) would decide their value."""
+    """One unary op; sin and cos take their input clipped (``SIN_COS_BOUND``)."""
     kind = p.rng.choice(UNARY)
     p.note(kind)
     if kind in ("sin", "cos"):
-        x = L.clip(x, -100.0, 100.0)
+        bound = SIN_COS_BOUND[p.dtype]
+        x = L.clip(x, -bound, bound)
     return getattr(L, kind)(x)
 
 

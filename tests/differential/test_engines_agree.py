@@ -14,8 +14,9 @@ an FMA's overflow (a product past float32's range added to an infinity gives tha
 product gives NaN, seed 996), an FMA's rounding in ``y * (dy - sum(dy * y))`` at |dy| 1e15 then multiplied by
 1e14 (1411), a subnormal product flushed to zero under ``sign`` (941; 1662 in float64, 6.5e-309), a float64 sum
 of terms near 1e14 that cancel to 721 (606: the tolerance scales with the result, not the terms), and float32
-``cos`` of a value near 100 that layer norm and a product had rounded (1029). Single pieces on torch (seeds
-700-2699, 1,337 without control flow): none.
+``cos`` of a value near 100 that layer norm and a product had rounded (1029; the generator now clips float32 sin and
+cos inputs to +-10, ``SIN_COS_BOUND``, and 1029 passes). Single pieces on torch (seeds 700-2699, 1,337 without
+control flow): none.
 """
 from __future__ import annotations
 
