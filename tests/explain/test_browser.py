@@ -74,14 +74,14 @@ def test_sub_blocks_expand_and_their_ops_link(tmp_path):
     page.write_text(explain_page(program), encoding="utf-8")
     with headless_chromium() as driver:
         _open(driver, page)
-        inner = _op(driver, "b4o10")  # tanh_grad inside the gradient body block
+        inner = _op(driver, "b4o10")  # relu_grad inside the gradient body block
         assert not inner.is_displayed()
         for block in (4,):
             driver.execute_script(f"document.querySelector('details[data-block=\"{block}\"] summary').click()")
         assert inner.is_displayed()
         inner.click()
         lit = _highlighted(driver)
-        assert "b2o6" in lit  # the body's tanh it differentiates
+        assert "b2o6" in lit  # the body's relu it differentiates
         assert "b4o9" in lit  # and the copy of it that block 4 recomputes, beside it
         assert _severe(driver) == []
         driver.save_screenshot(str(tmp_path / "rnn-open.png"))

@@ -1,6 +1,7 @@
 """An Elman RNN as a ``while_loop``: read a noisy sine wave, predict its next value.
 
-h_t = tanh(x_t @ w_xh + h_{t-1} @ w_hh + b), for t < T with T fed at run time;
+h_t = relu(x_t @ w_xh + h_{t-1} @ w_hh + b), for t < T with T fed at run time (PyTorch's
+``nn.RNN(nonlinearity="relu")``);
 prediction = h_T @ w_out; squared error; Adam. The loop's gradient is a
 gradient while loop that walks the iterations in reverse (see
 design_docs/control_flow.md).
@@ -45,7 +46,7 @@ def rnn(seed: int = 0) -> Example:
 
         def body(t, h):
             x_t = layers.gather(seq, t)
-            return [layers.add(t, one), layers.tanh(layers.matmul(x_t, w_xh) + layers.matmul(h, w_hh) + b)]
+            return [layers.add(t, one), layers.relu(layers.matmul(x_t, w_xh) + layers.matmul(h, w_hh) + b)]
 
         _, h = layers.while_loop(lambda t, h: layers.less_than(t, steps), body,
                                  [layers.fill_constant([], "int64", 0), h0], max_iterations=1000)
