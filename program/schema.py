@@ -173,10 +173,12 @@ DtypeRule = Union[tuple[str, ...], str]
 
 class OnnxMapping(NamedTuple):
     """An op as one ONNX node, both ways: ``to_onnx(ctx)`` emits the node from the op (the ONNX exporter's
-    lowering context), ``from_onnx(ctx)`` builds the op from the node (the importer's translation context)."""
+    lowering context), ``from_onnx(ctx)`` builds the op from the node (the importer's translation context).
+    ``to_onnx`` None: the export is the op's ``compute`` traced into ONNX nodes, as for an op without a mapping
+    (a convolution: its ``xp.convolution`` is the exporter's ``Conv``)."""
 
     node: str
-    to_onnx: Callable[[Any], None]
+    to_onnx: Callable[[Any], None] | None
     from_onnx: Callable[[Any], None]
 
 

@@ -13,6 +13,7 @@ run-time check of the compiled step, failing the run with the same words.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
@@ -21,7 +22,7 @@ from gradgen.program.dtypes import INT_DTYPES
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
-__all__ = ["Call", "call_of", "check", "index_inputs", "with_derived"]
+__all__ = ["Call", "call_of", "check", "index_inputs", "with_derived", "with_primitives"]
 
 
 class Call(NamedTuple):
@@ -41,6 +42,16 @@ def check(ok, error: Exception) -> None:
     """``xp.check`` of an engine that computes eagerly (numpy, torch): raise ``error`` unless ``ok`` holds."""
     if not ok:
         raise error
+
+
+def with_primitives(xp: SimpleNamespace, primitives: Mapping[str, Callable]) -> SimpleNamespace:
+    """An engine's ``xp``: its array library's functions (``xp``) and the primitives its family modules write
+    (``PRIMITIVES``: name -> function), the work an op's ``compute`` asks of an engine that no array library
+    has (``xp.convolution``). A primitive may not hide a library function of the same name."""
+    hidden = sorted(set(primitives) & set(vars(xp)))
+    if hidden:
+        raise RuntimeError(f"engine primitives named like array functions: {hidden}")
+    return SimpleNamespace(**vars(xp), **primitives)
 
 
 def _args(given: list[bool]) -> Callable[[tuple], tuple] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import FLOAT_DTYPES
-from ..schema import Attr, TensorType, schema
+from ..schema import Attr, OnnxMapping, TensorType, schema
 
 CONV_ATTRS = {"strides": Attr("ints", [1, 1]), "paddings": Attr("ints", [0, 0]), "dilations": Attr("ints", [1, 1]),
               "groups": Attr("int", 1)}
@@ -143,6 +143,35 @@ def _conv2d_transpose(ctx):
     return {"Output": TensorType((x.shape[0], w.shape[1] * g, *out), x.dtype)}
 
 
+def conv2d(xp, x, w, **window):
+    return xp.convolution(x, w, **window)
+
+
+def conv2d_input_grad(xp, w, gout, x, **window):
+    return xp.convolution_input_adjoint(w, gout, tuple(x.shape), **window)
+
+
+def conv2d_filter_grad(xp, x, gout, w, **window):
+    return xp.convolution_filter_adjoint(x, gout, tuple(w.shape), **window)
+
+
+def conv2d_transpose(xp, x, w, *, output_padding, **window):
+    """The input adjoint of a convolution by ``w`` read as its filter [O = C_in, C_out/groups, *kernel], at the
+    size the attrs give."""
+    size = [transposed_size(n, k, s, p, d, e) for n, k, s, p, d, e in
+            zip(x.shape[2:], w.shape[2:], window["strides"], window["paddings"], window["dilations"], output_padding)]
+    return xp.convolution_input_adjoint(w, x, (x.shape[0], w.shape[1] * window["groups"], *size), **window)
+
+
+def _conv_from_onnx(ctx) -> None:
+    """Conv -> conv2d of X by W with the node's window (pads from ``pads`` or ``auto_pad``, uneven ones applied
+    to X first: ``ctx.window``) and groups, then B added per output channel where given. The export is the
+    compute traced: ``xp.convolution`` is the exporter's Conv."""
+    x, window = ctx.window("convolution", kernel=list(ctx.shape(1)[2:]))
+    groups = int(ctx.attr("group", 1))
+    ctx.out_with_channel_bias("conv2d", {"Input": x, "Filter": ctx.x(1)}, {**window, "groups": groups})
+
+
 def _pool2d_select(ctx):
     x, d = ctx.input("X"), ctx.input("D")
     if d.shape != x.shape:
@@ -180,20 +209,22 @@ SCHEMAS = (
     schema("conv2d", ["Input", "Filter"], ["Output"], _conv2d, CONV_ATTRS,
            doc="Cross-correlation of N-C-spatial Input (1 to 3 spatial dims; NCHW in 2-D) with an "
                "[O, C/groups, *kernel] Filter (strides, paddings, dilations, groups).",
-           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_CONVOLUTION_WORK),
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_CONVOLUTION_WORK, compute=conv2d,
+           onnx_mapping=OnnxMapping("Conv", to_onnx=None, from_onnx=_conv_from_onnx)),
     schema("conv2d_input_grad", ["Filter", "Output@GRAD", "Input"], ["Input@GRAD"], _like("Input", "Input@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Input (a transposed convolution); Input gives only the shape.",
            dtypes={"Filter": FLOAT_DTYPES, "Output@GRAD": "Filter", "Input": "Filter"},
-           multiply_adds=_windows_times_taps("Output@GRAD")),
+           multiply_adds=_windows_times_taps("Output@GRAD"), compute=conv2d_input_grad),
     schema("conv2d_filter_grad", ["Input", "Output@GRAD", "Filter"], ["Filter@GRAD"], _like("Filter", "Filter@GRAD"),
            CONV_ATTRS, doc="conv2d's adjoint in Filter; Filter gives only the shape.",
            dtypes={"Input": FLOAT_DTYPES, "Output@GRAD": "Input", "Filter": "Input"},
-           multiply_adds=_windows_times_taps("Output@GRAD")),
+           multiply_adds=_windows_times_taps("Output@GRAD"), compute=conv2d_filter_grad),
     schema("conv2d_transpose", ["Input", "Filter"], ["Output"], _conv2d_transpose,
            {**CONV_ATTRS, "output_padding": Attr("ints", [0, 0])},
            doc="The adjoint of conv2d in its input (a 'deconvolution'): N-C-spatial Input, "
                "[C_in, C_out/groups, *kernel] Filter; output_padding adds rows and columns at the far end.",
-           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_windows_times_taps("Input")),
+           dtypes={"Input": FLOAT_DTYPES, "Filter": "Input"}, multiply_adds=_windows_times_taps("Input"),
+           compute=conv2d_transpose),
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
            doc="Max or average pooling of N-C-spatial X (1 to 3 spatial dims), windows optionally dilated; "
                "average divides by the window's in-bounds elements (exclusive) or its area.",
@@ -208,4 +239,5 @@ SCHEMAS = (
 
 
 
-__all__ = ["CONV_ATTRS", "POOL_ATTRS", "convolution_work", "out_size", "pool_paddings", "pool_out_size", "transposed_size", "SCHEMAS"]
+__all__ = ["CONV_ATTRS", "POOL_ATTRS", "SCHEMAS", "conv2d", "conv2d_filter_grad", "conv2d_input_grad", "conv2d_transpose",
+           "convolution_work", "out_size", "pool_out_size", "pool_paddings", "transposed_size"]

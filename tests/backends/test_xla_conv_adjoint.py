@@ -62,18 +62,21 @@ def test_an_aborting_shape_is_recognised_and_a_common_one_is_not():
     """The static test that keeps a convolution from XLA: each aborting case; not a 3x3 stride-1 or stride-2
     convolution with padding 1, a 1x1 one, or a patchify stem (kernel 4, stride 4, no padding)."""
     need_jax()
-    from gradgen.framework.backend.xla.lowerings.conv import _swap_aborts
+    from gradgen.framework.backend.xla.lowerings.conv import Window, _swap_aborts
+
+    def window(op):
+        return Window(*(op.attr(name) for name in Window._fields))
 
     for k in range(len(ABORTED)):
         _, op, feed = case(k)
-        assert _swap_aborts(op, feed["in_Filter_0"].shape, feed["in_Input_0"].shape[2:])
+        assert _swap_aborts(window(op), feed["in_Filter_0"].shape, feed["in_Input_0"].shape[2:])
     for kernel, stride, pad, size in [(3, 1, 1, 32), (3, 2, 1, 32), (1, 1, 0, 8), (1, 2, 0, 8), (4, 4, 0, 32)]:
         attrs = {"strides": [stride] * 2, "paddings": [pad] * 2, "dilations": [1, 1], "groups": 1}
         c = Case("conv2d_input_grad", {"Filter": np.ones((2, 2, kernel, kernel)),
                                        "Output@GRAD": np.ones((1, 2, 1, 1)), "Input": np.ones((1, 2, 1, 1))}, None,
                  attrs)
         _, op, _ = one_op_program(c)
-        assert not _swap_aborts(op, (2, 2, kernel, kernel), (size, size))
+        assert not _swap_aborts(window(op), (2, 2, kernel, kernel), (size, size))
 
 
 NON_FINITE = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework.backend.numpy.kernels import FASTER, KERNELS
+from gradgen.framework.backend.numpy.kernels import FASTER, KERNELS, XP
 from gradgen.framework.backend.numpy.kernels.derived import derived_kernel
 from gradgen.program import OP_SCHEMAS
 from tests.framework.op_harness import Case, one_op_program
@@ -52,7 +52,7 @@ def test_faster_kernel_gives_the_derived_kernels_numbers(op_type, dtype, shape):
     _, op, feed = one_op_program(Case(op_type, inputs, None))
     arrays = [feed[op.input(s.name)[0]] for s in schema.inputs if op.input(s.name)]
     with np.errstate(all="ignore"):
-        got, want = KERNELS[op_type](op)(*arrays), derived_kernel(schema)(op)(*arrays)
+        got, want = KERNELS[op_type](op)(*arrays), derived_kernel(schema, XP)(op)(*arrays)
     for g, w in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want))):
         _same_bits(g, w)
 
@@ -95,7 +95,7 @@ def test_batch_norm_kernels_give_the_computes_numbers_to_rounding(op_type, dtype
     schema = OP_SCHEMAS[op_type]
     arrays = [feed[op.input(s.name)[0]] for s in schema.inputs if op.input(s.name)]
     with np.errstate(all="ignore"):
-        got, want = KERNELS[op_type](op)(*arrays), derived_kernel(schema)(op)(*arrays)
+        got, want = KERNELS[op_type](op)(*arrays), derived_kernel(schema, XP)(op)(*arrays)
     assert len(got) == len(want) == 3
     for g, w in zip(got, want):
         _close(np.asarray(g), np.asarray(w), dtype)

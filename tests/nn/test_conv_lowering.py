@@ -10,7 +10,8 @@ import pytest
 
 from tests.extras import require
 from gradgen.framework.backend.numpy import blas
-from gradgen.framework.backend.numpy.kernels import conv, pooling
+from gradgen.framework.backend.numpy.kernels import XP, conv, pooling
+from gradgen.program.ops import conv as ops
 from tests.nn import einsum_conv as old
 
 
@@ -82,7 +83,8 @@ def test_conv2d_and_its_gradients_match_the_einsum_kernels(case, dtype, path):
     x64, w64, g64 = (a.astype(np.float64) for a in (x, w, gout))
     want64 = [old.conv2d(op)(x64, w64), old.conv2d_filter_grad(op)(x64, g64, w64),
               old.conv2d_input_grad(op)(w64, g64, x64)]
-    got = [conv.conv2d(op)(x, w), conv.conv2d_filter_grad(op)(x, gout, w), conv.conv2d_input_grad(op)(w, gout, x)]
+    got = [ops.conv2d(XP, x, w, **op.attrs), ops.conv2d_filter_grad(XP, x, gout, w, **op.attrs),
+           ops.conv2d_input_grad(XP, w, gout, x, **op.attrs)]
     for g, want in zip(got, want64):
         _close(g, want, dtype)
 
@@ -100,14 +102,14 @@ def test_conv2d_transpose_matches_the_einsum_kernel(case, dtype, path):
             want = old.conv2d_transpose(op)(x.astype(np.float64), w.astype(np.float64))
         except ValueError:  # paddings that leave no output: the schema refuses those
             continue
-        _close(conv.conv2d_transpose(op)(x, w), want, dtype)
+        _close(ops.conv2d_transpose(XP, x, w, **op.attrs), want, dtype)
 
 
 def test_conv_kernels_never_return_scratch():
     op, x, w, gout = _conv_inputs(CONV_CASES[1], "float64")
-    for kernel, args in ((conv.conv2d, (x, w)), (conv.conv2d_filter_grad, (x, gout, w)),
-                         (conv.conv2d_input_grad, (w, gout, x))):
-        fn = kernel(op)
+    for compute, args in ((ops.conv2d, (x, w)), (ops.conv2d_filter_grad, (x, gout, w)),
+                          (ops.conv2d_input_grad, (w, gout, x))):
+        fn = lambda *arrays: compute(XP, *arrays, **op.attrs)  # noqa: E731
         first = fn(*args)
         kept = first.copy()
         fn(*(a * 2 for a in args))  # another call reuses the scratch arrays: earlier results stay

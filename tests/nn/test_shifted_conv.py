@@ -3,7 +3,6 @@ gradients against finite differences (first and second order), and ``applies`` c
 are measured to win."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -47,9 +46,7 @@ def test_shifted_products_compute_the_convolution_and_its_gradients(every_size, 
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max(initial=0)))
     # The gradients are the adjoints: <conv(x), g> = <x, input_grad(g)> = <w, filter_grad(x, g)>.
     g = rng.standard_normal(want.shape).astype(dtype)
-    input_grad = conv.conv2d_input_grad(SimpleNamespace(attr={"groups": 1, "paddings": [ph, pw], "strides": [1, 1],
-                                                              "dilations": [1, 1]}.get))
-    gx = input_grad(w, g, x)
+    gx = conv.convolution_input_adjoint(w, g, x.shape, groups=1, paddings=[ph, pw], strides=[1, 1], dilations=[1, 1])
     gw = shifted.filter_grad(x, g, pads, np.full(w.shape, np.nan, dtype))
     total = float(np.sum(want * g))
     scale = tol * max(1.0, float(np.sum(np.abs(want * g))))

@@ -12,6 +12,11 @@ from tests.onnx.runtime import require, run_ort
 SPECIALS = [0.0, -0.0, 0.5, -0.5, 3.0, -3.0, 40.0, -40.0, 750.0, -750.0, np.inf, -np.inf, np.nan]
 
 COUNTERS = {"increment": {"step": -0.5}}
+
+CHANNELWISE = {"conv2d": {"strides": [1], "paddings": [1], "dilations": [1]}}
+"""Traced ops over N-C-spatial windows, with their attrs: each pair of special values meets as one channel of the
+input (one element, padded on both sides) and that channel's 1-tap filter (groups = channels), so the padding's
+zeros meet every filter value too."""
 """Traced ops whose input is a one-element counter, with their attrs: fed each special value alone."""
 
 
@@ -25,6 +30,10 @@ def special_cases(op_type: str, dtype: str) -> list[Case]:
     if op_type in COUNTERS:
         return [Case(op_type, {"X": grid[k:k + 1]}, None, COUNTERS[op_type]) for k in range(len(grid))]
     first, second = (a.reshape(-1) for a in np.meshgrid(grid, grid))  # every pair of special values
+    if op_type in CHANNELWISE:
+        n = first.size
+        return [Case(op_type, {"Input": first.reshape(1, n, 1), "Filter": second.reshape(n, 1, 1)}, None,
+                     {**CHANNELWISE[op_type], "groups": n})]
     inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
     return [Case(op_type, inputs, None, {"alpha": 0.3} if "alpha" in schema.attrs else {})]
 

@@ -16,7 +16,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from gradgen.framework.backend.derive import with_derived
+from functools import partial
+
+from gradgen.framework.backend.derive import with_derived, with_primitives
 from gradgen.framework.passes.backward import seeded_targets
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.subblocks import owned_blocks
@@ -24,11 +26,13 @@ from gradgen.program.subblocks import owned_blocks
 from . import (lower_collective, lower_control, lower_conv, lower_index, lower_math, lower_metrics, lower_nn,
                lower_norm, lower_recurrent, lower_schedule, lower_tensor)
 from .context import Lowering
+from . import lower_derived
 from .lower_derived import derived_export
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "MAPPED", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "export_onnx", "unexportable_ops", "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "MAPPED", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "XP", "export_onnx", "unexportable_ops",
+           "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""
@@ -43,15 +47,21 @@ MAPPED = {schema.type: schema.onnx_mapping for schema in OP_SCHEMAS.values() if 
 """op type -> its one ONNX node and the translations its family module writes (``OpSchema.onnx_mapping``)."""
 
 OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS, **lower_tensor.OWN_EXPORTS,
-               **{t: f"one {m.node} node, mapped beside its schema (OpSchema.onnx_mapping)" for t, m in MAPPED.items()}}
+               **lower_conv.OWN_EXPORTS,
+               **{t: f"one {m.node} node, mapped beside its schema (OpSchema.onnx_mapping)" for t, m in MAPPED.items()
+                  if m.to_onnx}}
 """op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export (each family
 module says so beside its lowering)."""
 
-LOWERINGS = with_derived({**{t: m.to_onnx for t, m in MAPPED.items()},
+XP = with_primitives(lower_derived.XP, lower_conv.PRIMITIVES)
+"""The ``xp`` an op's compute is traced over into ONNX nodes: numpy's names (``lower_derived.XP``) and the
+convolution (``lower_conv.PRIMITIVES``)."""
+
+LOWERINGS = with_derived({**{t: m.to_onnx for t, m in MAPPED.items() if m.to_onnx},
                           **lower_math.LOWERINGS, **lower_tensor.LOWERINGS, **lower_nn.LOWERINGS,
                           **lower_norm.LOWERINGS, **lower_conv.LOWERINGS, **lower_control.LOWERINGS,
                           **lower_index.LOWERINGS, **lower_schedule.LOWERINGS, **lower_recurrent.LOWERINGS,
-                          **lower_metrics.LOWERINGS}, derived_export, "ONNX export", OWN_EXPORTS)
+                          **lower_metrics.LOWERINGS}, partial(derived_export, xp=XP), "ONNX export", OWN_EXPORTS)
 """gradgen op type -> lowering function: derived from the op's math or ONNX node (``lower_derived``), or the
 family modules' own."""
 

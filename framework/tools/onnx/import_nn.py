@@ -1,4 +1,4 @@
-"""ONNX importers of convolution and pooling (1 to 3 spatial dims), batch, layer, group and instance norm,
+"""ONNX importers of transposed convolution and pooling (1 to 3 spatial dims), batch, layer, group and instance norm,
 dropout, CumSum, TopK (a full sort as sort) and GatherElements nodes (see ``import_table``)."""
 from __future__ import annotations
 
@@ -10,74 +10,21 @@ from gradgen.program.ops.conv import pool_out_size
 
 from .errors import NotImportable
 from .import_checks import written_decimal
-from .import_ops import FLOATS, padded
-
-
-def _pads(ctx, kernel: list[int], dilations: list[int]) -> list[int]:
-    """ONNX pads (all begins, then all ends) from ``pads`` or ``auto_pad`` (SAME_* needs the spatial sizes)."""
-    dims, mode = len(kernel), ctx.attr("auto_pad", "NOTSET")
-    if mode in ("NOTSET", "VALID"):
-        return ctx.attr_ints("pads", [0] * 2 * dims, 2 * dims) if mode == "NOTSET" else [0] * 2 * dims
-    size = ctx.shape(0)[2:]
-    if -1 in size:
-        raise NotImportable(f"auto_pad={mode} on an input of unknown spatial size")
-    strides = ctx.attr_ints("strides", [1] * dims, dims)
-    begins, ends = [], []
-    for n, k, s, d in zip(size, kernel, strides, dilations):
-        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        small = total // 2
-        begins.append(total - small if mode == "SAME_LOWER" else small)
-        ends.append(small if mode == "SAME_LOWER" else total - small)
-    return begins + ends
-
-
-def _spatial(ctx, x: str, pads: list[int], value: float) -> tuple[str, list[int]]:
-    """Symmetric pads stay the op's ``paddings``; other pads are applied to ``x`` first."""
-    dims = len(pads) // 2
-    if pads[:dims] == pads[dims:]:
-        return x, pads[:dims]
-    return padded(ctx, x, list(range(2, 2 + dims)), pads, value), [0] * dims
-
-
-def _dims(ctx, what: str) -> int:
-    """The spatial dims of input 0: 1 to 3 (gradgen's conv and pool ops take those)."""
-    if not 3 <= ctx.rank(0) <= 5:
-        raise NotImportable(f"{what} over {ctx.rank(0) - 2} spatial dims (gradgen has 1 to 3)")
-    return ctx.rank(0) - 2
-
-
-def _with_bias(ctx, op_type: str, attrs: dict, x: str) -> None:
-    """The conv op ``op_type`` of ``x`` and the filter (input 1), plus bias (input 2) per channel if given."""
-    inputs = {"Input": x, "Filter": ctx.x(1)}
-    if not ctx.has(2):
-        return ctx.out(op_type, inputs, attrs, slot="Output")
-    y = ctx.tmp(op_type, inputs, attrs, slot="Output")
-    bias = ctx.tmp("reshape", {"X": ctx.x(2)}, {"shape": [-1] + [1] * (ctx.rank(0) - 2)})
-    ctx.out("elementwise_add", {"X": y, "Y": bias})
-
-
-def conv(ctx):
-    dims = _dims(ctx, "convolution")
-    kernel = list(ctx.shape(1)[2:])
-    if ctx.attr_ints("kernel_shape", kernel) != kernel:
-        raise NotImportable(f"kernel_shape {ctx.attr_ints('kernel_shape')} differs from the filter's {kernel}")
-    dilations = ctx.attr_ints("dilations", [1] * dims, dims)
-    x, paddings = _spatial(ctx, ctx.x(0), _pads(ctx, kernel, dilations), 0.0)
-    _with_bias(ctx, "conv2d", {"strides": ctx.attr_ints("strides", [1] * dims, dims), "paddings": paddings,
-                               "dilations": dilations, "groups": int(ctx.attr("group", 1))}, x)
+from .import_ops import FLOATS
+from .import_windows import onnx_pads, out_with_channel_bias, spatial_dims
 
 
 def conv_transpose(ctx):
-    dims = _dims(ctx, "transposed convolution")
+    dims = spatial_dims(ctx, "transposed convolution")
     if ctx.attr("output_shape", None) is not None or ctx.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise NotImportable("output_shape or auto_pad (give pads and output_padding)")
     pads = ctx.attr_ints("pads", [0] * 2 * dims, 2 * dims)
     if pads[:dims] != pads[dims:]:
         raise NotImportable(f"asymmetric pads {pads}")
-    _with_bias(ctx, "conv2d_transpose", {
+    out_with_channel_bias(ctx, "conv2d_transpose", {"Input": ctx.x(0), "Filter": ctx.x(1)}, {
         "strides": ctx.attr_ints("strides", [1] * dims, dims), "paddings": pads[:dims],
         "dilations": ctx.attr_ints("dilations", [1] * dims, dims), "groups": int(ctx.attr("group", 1)),
-        "output_padding": ctx.attr_ints("output_padding", [0] * dims, dims)}, ctx.x(0))
+        "output_padding": ctx.attr_ints("output_padding", [0] * dims, dims)})
 
 
 def cumsum(ctx):
@@ -203,11 +150,11 @@ def scatter_nd(ctx):
 
 def _pool(kind):
     def translate(ctx):
-        dims = _dims(ctx, "pooling")
+        dims = spatial_dims(ctx, "pooling")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise NotImportable("the Indices output")
         ksize, dilations = ctx.attr_ints("kernel_shape", length=dims), ctx.attr_ints("dilations", [1] * dims, dims)
-        strides, pads = ctx.attr_ints("strides", [1] * dims, dims), _pads(ctx, ksize, dilations)
+        strides, pads = ctx.attr_ints("strides", [1] * dims, dims), onnx_pads(ctx, ksize, dilations)
         ceil, exclusive = bool(ctx.attr("ceil_mode", 0)), not ctx.attr("count_include_pad", 0)
         share = _past_padding(ctx, ksize, strides, pads, dilations) if kind == "avg" and ceil and not exclusive \
             else None
@@ -222,7 +169,7 @@ def _pool(kind):
 
 
 def global_average_pool(ctx):
-    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": list(range(2, 2 + _dims(ctx, "pooling"))), "keep_dim": True})
+    ctx.out("reduce_mean", {"X": ctx.x(0)}, {"dim": list(range(2, 2 + spatial_dims(ctx, "pooling"))), "keep_dim": True})
 
 
 def _normalized_groups(ctx, groups: int | None) -> str:

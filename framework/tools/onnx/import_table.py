@@ -10,7 +10,7 @@ from .import_control import (
     if_, loop,
 )
 from .import_nn import (
-    _pool, batch_norm, conv, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
+    _pool, batch_norm, conv_transpose, cumsum, dropout, gather_elements, global_average_pool, group_norm,
     instance_norm, scatter_elements, scatter_nd, top_k,
 )
 from .import_positions import eye_like, size
@@ -61,7 +61,7 @@ IMPORTERS = {
     "Unsqueeze": unsqueeze, "Gather": gather, "Pad": pad, "Einsum": einsum, "Cast": cast, "Where": where,
     "ArgMax": _arg("argmax"), "ArgMin": _arg("argmin"), "Expand": expand, "Elu": elu, "Not": not_,
     "CumSum": cumsum, "TopK": top_k, "GatherElements": gather_elements, "ConvTranspose": conv_transpose,
-    "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Conv": conv,
+    "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"), "GlobalAveragePool": global_average_pool,
     "RandomUniformLike": random_uniform_like, "RandomNormalLike": random_normal_like,
     "RandomUniform": random_uniform, "RandomNormal": random_normal,

@@ -24,7 +24,7 @@ from gradgen.program.errors import GradgenError
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.ops.network import RUNNING_VARIANCES
 
-from . import import_table
+from . import import_table, import_windows
 from .errors import NotImportable, OnnxImportError
 from .import_dims import ShapeVector, evaluate as evaluate_shape_vector
 from .import_fold import fold, foldable
@@ -246,6 +246,15 @@ class NodeContext:
 
     def tmp(self, type: str, inputs: dict, attrs: dict | None = None, slot: str = "Out") -> str:
         return self.op(type, inputs, attrs)[slot][0]
+
+    def window(self, what: str, kernel: list[int]) -> tuple[str, dict]:
+        """Input 0 and the window attrs of a convolution over it, as the node's ONNX attrs give them
+        (``import_windows.window``)."""
+        return import_windows.window(self, what, kernel)
+
+    def out_with_channel_bias(self, type: str, inputs: dict, attrs: dict, slot: str = "Output") -> str:
+        """A gradgen op plus input 2 added per channel where the node has it (``import_windows``)."""
+        return import_windows.out_with_channel_bias(self, type, inputs, attrs, slot)
 
     def bind(self, k: int, var: str) -> None:
         self.graph.vars[self.node.output[k]] = var

@@ -1,8 +1,8 @@
-"""Lowerings of convolution and pooling (1 to 3 spatial dims), forward and grad, as windows: strided ``Slice``s of
-the padded input.
+"""The convolution over ONNX values (``xp.convolution`` of an op's traced compute: ``PRIMITIVES``) and the
+lowerings of its adjoints and of pooling (1 to 3 spatial dims), as windows: strided ``Slice``s of the padded input.
 
-ONNX Runtime's CPU ``Conv``, ``ConvTranspose`` and ``AveragePool`` run float32 only, so float32
-``conv2d`` and average pooling and every undilated max pooling (``MaxPool`` runs float64) use the standard
+ONNX Runtime's CPU ``Conv``, ``ConvTranspose`` and ``AveragePool`` run float32 only, so a float32
+convolution and average pooling and every undilated max pooling (``MaxPool`` runs float64) use the standard
 ops, and the rest is built from ``Pad``, ``Slice``, ``Einsum`` and reductions, which run in float64 too.
 Window k = (i, j, ...) of an N-C-spatial input is ``xpad[:, :, i*d0 :: s0, j*d1 :: s1, ...]`` cut to the
 output size; the grad ops scatter window gradients back by the adjoint: upsample by the stride with zeros and
@@ -15,30 +15,31 @@ import math
 
 import numpy as np
 
+from gradgen.program.ops.conv import SCHEMAS as FAMILY
 from gradgen.program.ops.conv import pool_out_size, pool_paddings, transposed_size
 
 from .context import Lowering
 from .graph import onnx_dtype
+from .lower_derived import Value
 from .lower_math import reduce_node
 
-__all__ = ["LOWERINGS", "LIMITS"]
+__all__ = ["LIMITS", "LOWERINGS", "OWN_EXPORTS", "PRIMITIVES", "convolution"]
 
 
 class Geometry:
     """Kernel, strides, paddings (before and after per dim, plus what ceil mode's last windows reach past them),
-    dilations and the static input and output sizes of one windowed op. ``size`` overrides the input's spatial
-    sizes (the output of a transposed convolution); ``out`` gives the output's (pooling, whose ceil mode the var
-    shape knows)."""
+    dilations and the static input and output sizes of one window sweep. ``size`` is the input's spatial sizes
+    (the output's, for a transposed convolution); ``out`` gives the output's where the formula cannot (pooling,
+    whose ceil mode the var shape knows)."""
 
-    def __init__(self, ctx: Lowering, x_slot: str, kernel, size=None, out=None):
-        op = ctx.op
+    def __init__(self, kernel, strides, paddings, dilations, size, out=None):
         self.kernel = tuple(kernel)
         dims = len(self.kernel)
-        self.strides = tuple(op.attr("strides"))
-        sides = pool_paddings(op.attr("paddings"), dims)
+        self.strides = tuple(strides)
+        sides = pool_paddings(paddings, dims)
         self.before, self.after = list(sides[::2]), list(sides[1::2])
-        self.dilations = tuple(op.attr("dilations")) if "dilations" in op.attrs else (1,) * dims
-        self.size = tuple(size or ctx.var(x_slot).shape[2:])
+        self.dilations = tuple(dilations) if dilations is not None else (1,) * dims
+        self.size = tuple(size)
         self.out = tuple(out) if out is not None else tuple(
             (n + b + a - (k - 1) * d - 1) // s + 1 for n, b, a, k, d, s in
             zip(self.size, self.before, self.after, self.kernel, self.dilations, self.strides))
@@ -77,6 +78,15 @@ class Geometry:
     @property
     def taps(self) -> int:
         return math.prod(self.kernel)
+
+
+def op_geometry(ctx: Lowering, x_slot: str, kernel, size=None, out=None) -> Geometry:
+    """The ``Geometry`` of the op being exported, its input in slot ``x_slot`` (``size`` overrides its spatial
+    sizes)."""
+    op = ctx.op
+    return Geometry(kernel, op.attr("strides"), op.attr("paddings"),
+                    op.attr("dilations") if "dilations" in op.attrs else None,
+                    size or ctx.var(x_slot).shape[2:], out)
 
 
 def windows(ctx: Lowering, x: str, geo: Geometry, pad_value: float, dtype: str) -> list[str]:
@@ -129,10 +139,10 @@ def _filter_shape(ctx: Lowering):
     return o, cg, tuple(kernel), ctx.attr("groups")
 
 
-def _filters(ctx: Lowering, o, cg, kernel, groups) -> list[str]:
-    """The filter per group as [O/G, C/G, K]."""
-    return [ctx.g.node("Reshape", [w, ctx.g.ints([o // groups, cg, math.prod(kernel)])])
-            for w in _groups(ctx, ctx.x("Filter"), 0, o // groups, groups)]
+def _filters(ctx: Lowering, w: str, o, cg, kernel, groups) -> list[str]:
+    """The filter ``w`` per group as [O/G, C/G, K]."""
+    return [ctx.g.node("Reshape", [part, ctx.g.ints([o // groups, cg, math.prod(kernel)])])
+            for part in _groups(ctx, w, 0, o // groups, groups)]
 
 
 def _letters(geo: Geometry) -> str:
@@ -140,49 +150,57 @@ def _letters(geo: Geometry) -> str:
     return "uvw"[:geo.dims]
 
 
-def conv2d(ctx):
-    o, cg, kernel, groups = _filter_shape(ctx)
-    geo = Geometry(ctx, "Input", kernel)
-    if ctx.dtype("Input") == "float32":  # ONNX Runtime's Conv runs float32: the standard op, readable anywhere
-        return ctx.emit("Conv", [ctx.x("Input"), ctx.x("Filter")], slot="Output", kernel_shape=list(kernel),
-                        strides=list(geo.strides), pads=geo.before + geo.after, dilations=list(geo.dilations),
-                        group=groups)
+def convolution(x: Value, w: Value, *, strides, paddings, dilations, groups: int) -> Value:
+    """``xp.convolution`` over ONNX values (``lower_derived``): one ``Conv`` in float32, which ONNX Runtime's
+    ``Conv`` runs (the standard op, readable anywhere); in other dtypes each window a strided ``Slice`` and the
+    products an ``Einsum`` per group. Reads the static spatial sizes of ``x`` and the filter's shape (``LIMITS``)."""
+    ctx = x.ctx
+    o, cg, *kernel = w.dims
+    geo = Geometry(kernel, strides, paddings, dilations, x.dims[2:])
+    if x.dtype == np.float32:
+        return Value(ctx.g.node("Conv", [x.name, w.name], kernel_shape=list(kernel), strides=list(geo.strides),
+                                pads=geo.before + geo.after, dilations=list(geo.dilations), group=groups),
+                     x.dtype, x.ndim, ctx)
     sp = _letters(geo)
-    cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, ctx.dtype("Input")))
-    outs = [ctx.g.node("Einsum", [c, w], equation=f"nc{sp}k,ock->no{sp}")
-            for c, w in zip(_groups(ctx, cols, 1, cg, groups), _filters(ctx, o, cg, kernel, groups))]
-    ctx.emit("Concat", outs, slot="Output", axis=1) if groups > 1 else ctx.finish(outs[0], "Output")
+    cols = stacked(ctx, windows(ctx, x.name, geo, 0.0, x.dtype.name))
+    outs = [ctx.g.node("Einsum", [c, f], equation=f"nc{sp}k,ock->no{sp}")
+            for c, f in zip(_groups(ctx, cols, 1, cg, groups), _filters(ctx, w.name, o, cg, kernel, groups))]
+    return Value(ctx.g.node("Concat", outs, axis=1) if groups > 1 else outs[0], x.dtype, x.ndim, ctx)
+
+
+PRIMITIVES = {"convolution": convolution}
+"""What the ops' computes ask of ``xp`` that numpy's names do not cover, over ONNX values (``export.XP``)."""
 
 
 def conv2d_input_grad(ctx):
     o, cg, kernel, groups = _filter_shape(ctx)
-    geo = Geometry(ctx, "Input", kernel)
+    geo = op_geometry(ctx, "Input", kernel)
     ctx.finish(_spread(ctx, geo, ctx.x("Output@GRAD"), o, cg, kernel, groups), "Input@GRAD")
 
 
 def conv2d_transpose(ctx):
-    # conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, *kernel], at the output size
+    # the input adjoint of the filter read as a convolution's [O = C_in, C_out/groups, *kernel], at the output size
     o, cg, kernel, groups = _filter_shape(ctx)
     size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
             zip(ctx.var("Input").shape[2:], kernel, ctx.attr("strides"), ctx.attr("paddings"),
                 ctx.attr("dilations"), ctx.attr("output_padding"))]
-    geo = Geometry(ctx, "Input", kernel, size=size)
+    geo = op_geometry(ctx, "Input", kernel, size=size)
     ctx.finish(_spread(ctx, geo, ctx.x("Input"), o, cg, kernel, groups), "Output")
 
 
 def _spread(ctx: Lowering, geo: Geometry, gout: str, o, cg, kernel, groups) -> str:
-    """conv2d's adjoint in its input: ``gout`` [N, O, *out] spread back over [N, C, *size]."""
+    """The convolution's adjoint in its input: ``gout`` [N, O, *out] spread back over [N, C, *size]."""
     sp = _letters(geo)
     gouts = _groups(ctx, gout, 1, o // groups, groups)
     gcols = [ctx.g.node("Einsum", [go, w], equation=f"no{sp},ock->nc{sp}k")
-             for go, w in zip(gouts, _filters(ctx, o, cg, kernel, groups))]
+             for go, w in zip(gouts, _filters(ctx, ctx.x("Filter"), o, cg, kernel, groups))]
     gcols = ctx.g.node("Concat", gcols, axis=1) if groups > 1 else gcols[0]
     return scatter(ctx, unstacked(ctx, gcols, geo), geo)
 
 
 def conv2d_filter_grad(ctx):
     o, cg, kernel, groups = _filter_shape(ctx)
-    geo = Geometry(ctx, "Input", kernel)
+    geo = op_geometry(ctx, "Input", kernel)
     sp = _letters(geo)
     cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, ctx.dtype("Input")))
     gouts = _groups(ctx, ctx.x("Output@GRAD"), 1, o // groups, groups)
@@ -199,7 +217,7 @@ def _pool_geometry(ctx: Lowering) -> Geometry:
     spans = [(k - 1) * d + 1 for k, d in zip(ksize, ctx.attr("dilations"))]
     out = [pool_out_size(n, span, s, before, after, ctx.attr("ceil_mode"))
            for n, span, s, before, after in zip(x[2:], spans, ctx.attr("strides"), sides[::2], sides[1::2])]
-    return Geometry(ctx, "X", ksize, out=out)
+    return op_geometry(ctx, "X", ksize, out=out)
 
 
 def _counts(ctx: Lowering, geo: Geometry, dtype: str) -> np.ndarray:
@@ -289,10 +307,16 @@ def pool2d_select(ctx):
     ctx.set(reduce_node(ctx, "ReduceSum", picked, [2 + geo.dims], False, out=ctx.name()))
 
 
-LOWERINGS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
+LOWERINGS = {"conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
              "conv2d_transpose": conv2d_transpose, "pool2d": pool2d, "pool2d_grad": pool2d_grad,
              "pool2d_select": pool2d_select}
-"""gradgen op type -> lowering."""
+"""gradgen op type -> lowering, where the op's traced compute cannot serve (``OWN_EXPORTS``)."""
+
+_READS_SHAPES = ("its compute reads the static shape of an input the export may know only in part (its batch); "
+                 "the lowering reads the spatial sizes alone")
+OWN_EXPORTS = {"conv2d_input_grad": _READS_SHAPES, "conv2d_filter_grad": _READS_SHAPES,
+               "conv2d_transpose": _READS_SHAPES}
+"""op type -> why an op that states its math keeps the export written here."""
 
 
 def _static_spatial(slot: str):
@@ -304,7 +328,5 @@ def _static_spatial(slot: str):
     return check
 
 
-LIMITS = {"conv2d": _static_spatial("Input"), "conv2d_input_grad": _static_spatial("Input"),
-          "conv2d_filter_grad": _static_spatial("Input"), "conv2d_transpose": _static_spatial("Input"),
-          "pool2d": _static_spatial("X"), "pool2d_grad": _static_spatial("X"), "pool2d_select": _static_spatial("X")}
+LIMITS = {schema.type: _static_spatial("Input" if "Input" in schema.tables.inputs else "X") for schema in FAMILY}
 """op type -> check returning why this op cannot be exported, or None."""

@@ -32,12 +32,15 @@ class NotTraceable(Exception):
 
 
 class Value:
-    """One ONNX value while a ``compute`` runs: its name, numpy dtype and rank, and the op being exported."""
+    """One ONNX value while a ``compute`` runs: its name, numpy dtype and rank, and the op being exported; for an
+    input of the op, ``dims``, the shape its var declares (-1 where known only at run time), which an engine
+    primitive that needs static sizes reads (``lower_conv.convolution``: the spatial sizes). A formula reads no
+    shape (``shape`` raises): the one it would read may hold a run-time dim."""
 
-    __slots__ = ("name", "dtype", "ndim", "ctx")
+    __slots__ = ("name", "dtype", "ndim", "ctx", "dims")
 
-    def __init__(self, name: str, dtype, ndim: int, ctx: Lowering):
-        self.name, self.dtype, self.ndim, self.ctx = name, np.dtype(dtype), ndim, ctx
+    def __init__(self, name: str, dtype, ndim: int, ctx: Lowering, dims: tuple[int, ...] | None = None):
+        self.name, self.dtype, self.ndim, self.ctx, self.dims = name, np.dtype(dtype), ndim, ctx, dims
 
     @property
     def shape(self):
@@ -138,11 +141,12 @@ def _one_node(onnx_op: str, schema: OpSchema) -> Callable[[Lowering], None]:
     return lambda ctx: ctx.emit(onnx_op, [ctx.x(slot.name) for slot in schema.inputs])
 
 
-def _traced(schema: OpSchema) -> Callable[[Lowering], None]:
+def _traced(schema: OpSchema, xp: SimpleNamespace) -> Callable[[Lowering], None]:
     def lower(ctx: Lowering) -> None:
         (out,) = schema.outputs  # one output: an op with several keeps its own export (``OWN_EXPORTS``)
-        args = [Value(ctx.x(s.name), ctx.dtype(s.name), ctx.rank(s.name), ctx) for s in schema.inputs]
-        result = schema.compute(XP, *args, **{name: ctx.attr(name) for name in schema.attrs})
+        args = [Value(ctx.x(s.name), ctx.dtype(s.name), ctx.rank(s.name), ctx, tuple(ctx.var(s.name).shape))
+                for s in schema.inputs]
+        result = schema.compute(xp, *args, **{name: ctx.attr(name) for name in schema.attrs})
         declared = np.dtype(ctx.out_var(out.name).dtype)
         if not isinstance(result, Value):  # a constant formula: the value as the declared dtype
             result = Value(ctx.g.const(np.asarray(result, declared)), declared, 0, ctx)
@@ -151,10 +155,11 @@ def _traced(schema: OpSchema) -> Callable[[Lowering], None]:
     return lower
 
 
-def derived_export(schema: OpSchema) -> Callable[[Lowering], None]:
+def derived_export(schema: OpSchema, xp: SimpleNamespace) -> Callable[[Lowering], None]:
     """The export of an op with a ``compute``: its one ONNX node where it has one ONNX Runtime can run in every
-    dtype it takes, else its formula traced into nodes."""
+    dtype it takes, else its formula traced into nodes over ``xp`` (``XP`` and the exporter's primitives:
+    ``export.XP``)."""
     if schema.onnx and schema.onnx not in NO_FLOAT64:
         return _one_node(schema.onnx, schema)
-    return _traced(schema)
+    return _traced(schema, xp)
 

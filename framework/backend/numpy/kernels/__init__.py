@@ -8,17 +8,19 @@ before it builds the op's kernel.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing,
                linalg, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
                reduction)
-from ...derive import with_derived
+from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from .derived import derived_kernel
 from .signature import KernelFactory, SubBlock
+from .. import xp
 
-__all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "KernelFactory", "SubBlock"]
+__all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "XP", "KernelFactory", "SubBlock"]
 
 FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
@@ -26,8 +28,11 @@ FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
 
-KERNELS: Mapping[str, KernelFactory] = with_derived(collect(FAMILIES, "KERNELS"), derived_kernel, "numpy kernel",
-                                                    FASTER)
+XP = with_primitives(xp.XP, collect(FAMILIES, "PRIMITIVES"))
+"""The ``xp`` an op's ``compute`` runs over here: numpy (``xp``) and the families' ``PRIMITIVES`` (the convolution)."""
+
+KERNELS: Mapping[str, KernelFactory] = with_derived(collect(FAMILIES, "KERNELS"), partial(derived_kernel, xp=XP),
+                                                    "numpy kernel", FASTER)
 """op type -> kernel factory: derived from the op's ``compute`` (``derived``), or the family modules' own."""
 
 SUBBLOCKS: Mapping[str, Callable[..., Mapping[str, SubBlock]]] = collect(FAMILIES, "SUBBLOCKS")

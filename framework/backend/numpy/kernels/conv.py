@@ -1,30 +1,27 @@
-"""Convolution kernels as matrix products: column matrices (``im2col``) times the filter, through gradgen's BLAS.
+"""The convolution as matrix products: column matrices (``im2col``) times the filter, through gradgen's BLAS.
+The ops' computes (``program/ops/conv.py``) call it as ``xp.convolution`` and its two adjoints (``PRIMITIVES``).
 
-Each op works on a few images at a time (``COLUMN_BYTES``), so that
+Each call works on a few images at a time (``COLUMN_BYTES``), so that
 their column matrix stays a few megabytes in a reused scratch array and in
 cache, and for each image and group makes one product (``gemm_batch``):
 
-- conv2d:          out[n, g]   = W[g] @ cols[n, g]                  [Og, Cg*kh*kw] @ [Cg*kh*kw, OH*OW]
-- filter gradient: dW[g]      += dout[n, g] @ cols[n, g]^T          summed over the images
-- input gradient:  dcols[n, g] = W[g]^T @ dout[n, g], then col2im   (``im2col.add_columns``; at stride 1
+- convolution:     out[n, g]   = W[g] @ cols[n, g]                  [Og, Cg*kh*kw] @ [Cg*kh*kw, OH*OW]
+- filter adjoint:  dW[g]      += dout[n, g] @ cols[n, g]^T          summed over the images
+- input adjoint:   dcols[n, g] = W[g]^T @ dout[n, g], then col2im   (``im2col.add_columns``; at stride 1
                    on rows widened to the padded input, ``add_wide_columns``)
-- conv2d_transpose is the input gradient at the size its attrs give.
 
 A stride-1 2-D convolution with enough channels skips the columns: ``shifted`` (sums of products reading the
 padded image in place), where ``shifted.applies`` says they were measured faster.
 
-The same kernels serve 1, 2 and 3 spatial dims (the op types keep Paddle's 2-D names; kh*kw above is the
-product of the kernel's sizes, OH*OW of the output's). The outputs are N-C-spatial as they come out of the
-products: nothing is transposed.
-Pooling lives in ``pooling``; this module is the family's kernel table.
+The same functions serve 1, 2 and 3 spatial dims (kh*kw above is the product of the kernel's sizes, OH*OW of
+the output's). The outputs are N-C-spatial as they come out of the products: nothing is transposed.
+Pooling's kernels live in ``pooling``; this module is the family's kernel table.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-
-from gradgen.program.ops.conv import transposed_size
 
 from ...shared.conv import Sweep
 from .gemm_batch import gemm_batch
@@ -45,11 +42,9 @@ def _chunks(n: int, bytes_per_image: int):
     return ((lo, min(lo + step, n)) for lo in range(0, n, step))
 
 
-def _sweeper(op):
-    """``sweep(w_shape) -> Sweep``: the op's attrs read once, in the factory; the filter's size at each call."""
-    pads = tuple(p for p in op.attr("paddings") for _ in (0, 1))
-    strides, dilations = tuple(op.attr("strides")), tuple(op.attr("dilations"))
-    return lambda w_shape: Sweep(tuple(w_shape[2:]), strides, dilations, pads)
+def _sweep(w_shape, strides, paddings, dilations) -> Sweep:
+    """The window sweep of a filter of ``w_shape`` with these attrs (each padding on both sides of its dim)."""
+    return Sweep(tuple(w_shape[2:]), tuple(strides), tuple(dilations), tuple(p for p in paddings for _ in (0, 1)))
 
 
 def _image_columns(x: np.ndarray, sweep: Sweep, out) -> np.ndarray:
@@ -61,7 +56,7 @@ def _image_columns(x: np.ndarray, sweep: Sweep, out) -> np.ndarray:
 
 
 def _convolved(x: np.ndarray, w: np.ndarray, sweep: Sweep, groups: int) -> np.ndarray:
-    """conv2d of ``x`` by ``w`` as ``sweep`` places it (the forward kernel's work)."""
+    """The convolution of ``x`` by ``w`` as ``sweep`` places it."""
     (n, c), o = x.shape[:2], w.shape[0]
     size = sweep.out_size(x.shape[2:])
     pixels = math.prod(size)
@@ -75,39 +70,32 @@ def _convolved(x: np.ndarray, w: np.ndarray, sweep: Sweep, groups: int) -> np.nd
     return result
 
 
-def conv2d(op):
-    groups, sweeper = op.attr("groups"), _sweeper(op)
-
-    def run(x, w):
-        return _convolved(x, w, sweeper(w.shape), groups)
-
-    return run
+def convolution(x: np.ndarray, w: np.ndarray, *, strides, paddings, dilations, groups: int) -> np.ndarray:
+    """The cross-correlation of N-C-spatial ``x`` with an [O, C/groups, *kernel] filter ``w``."""
+    return _convolved(x, w, _sweep(w.shape, strides, paddings, dilations), groups)
 
 
-def conv2d_filter_grad(op):
-    groups, sweeper = op.attr("groups"), _sweeper(op)
-
-    def run(x, gout, w):
-        sweep = sweeper(w.shape)
-        (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
-        pixels = math.prod(size)
-        result = np.empty(w.shape, w.dtype)
-        if shifted.applies_to_filter_grad(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups,
-                                          x.dtype):
-            return shifted.filter_grad(x, gout, sweep.pads, result)
-        per_group = result.reshape(groups, o // groups, -1)
-        per_group[...] = 0
-        for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
-            cols = _image_columns(x[lo:hi], sweep, size).reshape(hi - lo, groups, -1, pixels)
-            g = gout[lo:hi].reshape(hi - lo, groups, o // groups, pixels)
-            gemm_batch(g, cols, per_group, trans_b=True, accumulate=True)
-        return result
-
-    return run
+def convolution_filter_adjoint(x: np.ndarray, gout: np.ndarray, shape, *, strides, paddings, dilations,
+                               groups: int) -> np.ndarray:
+    """The convolution's adjoint in its filter (of ``shape``): ``gout`` [N, O, *out] against ``x``'s windows."""
+    sweep = _sweep(shape, strides, paddings, dilations)
+    (n, c), o, size = x.shape[:2], gout.shape[1], gout.shape[2:]
+    pixels = math.prod(size)
+    result = np.empty(shape, x.dtype)
+    if shifted.applies_to_filter_grad(x.shape, shape, sweep.strides, sweep.dilations, sweep.pads, groups, x.dtype):
+        return shifted.filter_grad(x, gout, sweep.pads, result)
+    per_group = result.reshape(groups, o // groups, -1)
+    per_group[...] = 0
+    for lo, hi in _chunks(n, c * math.prod(sweep.kernel) * pixels * x.itemsize):
+        cols = _image_columns(x[lo:hi], sweep, size).reshape(hi - lo, groups, -1, pixels)
+        g = gout[lo:hi].reshape(hi - lo, groups, o // groups, pixels)
+        gemm_batch(g, cols, per_group, trans_b=True, accumulate=True)
+    return result
 
 
 def _input_grad(w, gout, shape, sweep: Sweep, groups: int, dtype) -> np.ndarray:
-    """conv2d's adjoint in its input: ``gout`` [N, O, *out] spread back over an N-C-spatial array of ``shape``.
+    """The convolution's adjoint in its input: ``gout`` [N, O, *out] spread back over an N-C-spatial array of
+    ``shape``, by im2col's scatter.
 
     With stride 1, ``gout`` is first widened to the padded input's size in every spatial dim but the first
     (``im2col.add_wide_columns``): a few percent more product, a much cheaper scatter. Not with a non-finite filter:
@@ -158,42 +146,28 @@ def _adjoint_filter(w: np.ndarray, groups: int) -> np.ndarray:
     return np.ascontiguousarray(flipped).reshape((groups * cg, o // groups) + w.shape[2:])
 
 
-def conv2d_input_grad(op):
-    """At stride 1 the input gradient is a convolution of the output gradient (``_adjoint_sweep``), taken where
-    it beats im2col's scatter: for a grouped convolution (the scatter over many small groups is slow: a depthwise
-    3x3 on 96 channels of 16x16, batch 32, 16.2 ms as a scatter, 4.5 ms as a convolution) and where the forward
-    convolution runs as ``shifted`` products (ResNet's 64-channel 3x3: 28.3 -> 18.5 ms). An ungrouped one with
-    few channels stays the scatter (LeNet's: 1.1 against 2.4 ms as a convolution). A non-finite filter stays the
-    scatter too: that convolution multiplies it by the zeros padding the output gradient, NaN (0 * inf) where the
-    adjoint has no product (PyTorch and XLA agree; ``design_docs/numerics.md``)."""
-    groups, sweeper = op.attr("groups"), _sweeper(op)
+def convolution_input_adjoint(w: np.ndarray, gout: np.ndarray, shape, *, strides, paddings, dilations,
+                              groups: int) -> np.ndarray:
+    """The convolution's adjoint in its input (of ``shape``), which is also the transposed convolution.
 
-    def run(w, gout, x):
-        sweep = sweeper(w.shape)
-        adjoint = _adjoint_sweep(sweep)
-        faster = groups > 1 or shifted.applies(x.shape, w.shape, sweep.strides, sweep.dilations, sweep.pads, groups,
-                                               x.dtype)
-        if adjoint is not None and faster and np.isfinite(w).all():
-            return _convolved(gout, _adjoint_filter(w, groups), adjoint, groups)
-        return _input_grad(w, gout, x.shape, sweep, groups, x.dtype)
-
-    return run
+    At stride 1 it is a convolution of the output gradient (``_adjoint_sweep``), taken where it beats im2col's
+    scatter: for a grouped convolution (the scatter over many small groups is slow: a depthwise 3x3 on 96 channels
+    of 16x16, batch 32, 16.2 ms as a scatter, 4.5 ms as a convolution) and where the forward convolution runs as
+    ``shifted`` products (ResNet's 64-channel 3x3: 28.3 -> 18.5 ms). An ungrouped one with few channels stays the
+    scatter (LeNet's: 1.1 against 2.4 ms as a convolution). A non-finite filter stays the scatter too: that
+    convolution multiplies it by the zeros padding the output gradient, NaN (0 * inf) where the adjoint has no
+    product (PyTorch and XLA agree; ``design_docs/numerics.md``)."""
+    sweep = _sweep(w.shape, strides, paddings, dilations)
+    adjoint = _adjoint_sweep(sweep)
+    faster = groups > 1 or shifted.applies(tuple(shape), w.shape, sweep.strides, sweep.dilations, sweep.pads,
+                                           groups, w.dtype)
+    if adjoint is not None and faster and np.isfinite(w).all():
+        return _convolved(gout, _adjoint_filter(w, groups), adjoint, groups)
+    return _input_grad(w, gout, tuple(shape), sweep, groups, w.dtype)
 
 
-def conv2d_transpose(op):
-    """conv2d_input_grad of the filter read as a conv2d filter [O = C_in, C_out/groups, *kernel], at the size the
-    attrs give."""
-    groups, extra, sweeper = op.attr("groups"), op.attr("output_padding"), _sweeper(op)
-    strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
+PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
+              "convolution_filter_adjoint": convolution_filter_adjoint}
+"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
 
-    def run(x, w):
-        size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
-                zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
-        return _input_grad(w, x, (x.shape[0], w.shape[1] * groups, *size), sweeper(w.shape), groups, x.dtype)
-
-    return run
-
-
-KERNELS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
-           "conv2d_transpose": conv2d_transpose,
-           "pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+KERNELS = {"pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}

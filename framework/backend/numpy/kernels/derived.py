@@ -1,8 +1,10 @@
-"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp = numpy``. The result is
+"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp = numpy`` and the
+engine's primitives (``kernels.XP``). The result is
 cast to the dtype the op declares only where it differs, so a formula that keeps its input's dtype (all of them,
 in numpy 2's promotion) costs no copy."""
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -10,7 +12,6 @@ import numpy as np
 from gradgen.program.schema import OpSchema
 
 from ...derive import call_of
-from ..xp import XP
 from .signature import KernelFactory
 
 __all__ = ["derived_kernel"]
@@ -21,18 +22,18 @@ def _as(value, dtype: np.dtype) -> np.ndarray:
     return value if value.dtype == dtype else value.astype(dtype)
 
 
-def derived_kernel(schema: OpSchema) -> KernelFactory:
-    """The kernel factory of an op with a ``compute``."""
+def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> KernelFactory:
+    """The kernel factory of an op with a ``compute``, run over ``xp``."""
     compute = schema.compute
 
     def factory(op) -> Callable[..., np.ndarray]:
         attrs, dtypes, args, pick = call_of(schema, op)
         if args is None and pick is None and len(dtypes) == 1:  # most ops: nothing to arrange
             (dtype,) = dtypes
-            return lambda *arrays: _as(compute(XP, *arrays, **attrs), dtype)
+            return lambda *arrays: _as(compute(xp, *arrays, **attrs), dtype)
 
         def run(*arrays):
-            result = compute(XP, *(arrays if args is None else args(arrays)), **attrs)
+            result = compute(xp, *(arrays if args is None else args(arrays)), **attrs)
             result = result if pick is None else pick(result)
             return _as(result, dtypes[0]) if len(dtypes) == 1 else tuple(map(_as, result, dtypes))
 

@@ -13,7 +13,7 @@ apart), accumulated by the BLAS itself (beta = 1): nothing is copied but the
 padded image and the output's valid columns. The filter gradient is the same
 walk with the output gradient laid out wide (zeros in the thrown-away columns)
 and summed over images; the input gradient is a convolution of the padded
-output gradient with the flipped, transposed filter (``conv.conv2d_input_grad``),
+output gradient with the flipped, transposed filter (``conv.convolution_input_adjoint``),
 which comes here in turn.
 
 On ResNet's 64-channel 3x3 layers (batch 32, 32x32) the im2col kernels spent
@@ -97,7 +97,7 @@ def _taps_into(taps: np.ndarray, flat: np.ndarray, wp: int, rows: int, wide: np.
 
 
 def conv(x: np.ndarray, w: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
-    """conv2d of ``x`` [N, C, H, W] by ``w`` [O, C, kh, kw] (stride 1, ``applies``) into ``result``."""
+    """The convolution of ``x`` [N, C, H, W] by ``w`` [O, C, kh, kw] (stride 1, ``applies``) into ``result``."""
     n, o = x.shape[0], w.shape[0]
     kh, kw = w.shape[2:]
     ho, wo = result.shape[2:]
@@ -111,7 +111,7 @@ def conv(x: np.ndarray, w: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
 
 
 def filter_grad(x: np.ndarray, gout: np.ndarray, pads, result: np.ndarray) -> np.ndarray:
-    """conv2d's gradient in its filter [O, C, kh, kw] (``result``): per tap, the wide output gradient times the
+    """The convolution's adjoint in its filter [O, C, kh, kw] (``result``): per tap, the wide output gradient times the
     tap's run of the padded image, transposed, summed over images."""
     n, c = x.shape[:2]
     o, _, kh, kw = result.shape

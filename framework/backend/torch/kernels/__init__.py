@@ -5,21 +5,28 @@ output tensor or a tuple of them (the numpy kernels' signature, over torch tenso
 ``finite`` are helpers they share); an op in neither is refused (``refused.problems``)."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Mapping
 
-from ...derive import with_derived
+from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from . import conv, creation, grad_ops, linalg, manipulation, nn, normalization
 from .derived import derived_kernel
+from .. import xp
 
-__all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS"]
+__all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "XP"]
 
 FAMILIES = (creation, linalg, manipulation, grad_ops, nn, normalization, conv)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""
 
-KERNELS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "KERNELS"), derived_kernel, "torch kernel", FASTER)
+XP = with_primitives(xp.XP, collect(FAMILIES, "PRIMITIVES"))
+"""The ``xp`` an op's ``compute`` runs over here: torch under numpy's names (``xp``) and the families'
+``PRIMITIVES`` (the convolution)."""
+
+KERNELS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "KERNELS"), partial(derived_kernel, xp=XP),
+                                               "torch kernel", FASTER)
 """op type -> kernel factory."""
 
 JOINT: Mapping[tuple[str, str], Callable] = collect(FAMILIES, "JOINT")

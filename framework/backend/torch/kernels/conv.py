@@ -1,5 +1,6 @@
-"""Convolutions on ATen (oneDNN on the CPU): ``aten.convolution`` forward and ``aten.convolution_backward`` for
-the gradients (one call for both where a block asks for both: ``JOINT``), 1 to 3 spatial dims. Pooling goes over the window's taps, as the numpy kernels pool (the same first
+"""The convolution on ATen (oneDNN on the CPU), as the ops' computes call it (``PRIMITIVES``):
+``aten.convolution`` forward and ``aten.convolution_backward`` for its adjoints (one call for both where a block
+asks for both: ``JOINT``), 1 to 3 spatial dims. Pooling goes over the window's taps, as the numpy kernels pool (the same first
 maximum taking a max window's gradient, ties and NaN included, the same divisor: ``shared/conv.Pooling``), not
 through ATen's pooling: on LeNet's [64, 6, 24, 24] float32, one thread, ``aten.max_pool2d`` took 0.87 ms and the
 four taps' maximum 0.074; the gradient by masks 0.61 ms, ATen's (``max_pool2d_with_indices`` and its backward)
@@ -15,13 +16,9 @@ from ...shared.conv import Pooling, Sweep
 from . import kept
 from .finite import all_finite
 
-__all__ = ["JOINT", "KERNELS"]
+__all__ = ["JOINT", "KERNELS", "PRIMITIVES"]
 
 _aten = torch.ops.aten
-
-
-def _geometry(op):
-    return list(op.attr("strides")), list(op.attr("paddings")), list(op.attr("dilations")), op.attr("groups")
 
 
 def _padded_input(x: torch.Tensor, pads) -> torch.Tensor:
@@ -31,64 +28,74 @@ def _padded_input(x: torch.Tensor, pads) -> torch.Tensor:
     return torch.nn.functional.pad(x, widths)
 
 
-def conv2d(op):
-    strides, pads, dilations, groups = _geometry(op)
-    zeros, padded = [0] * len(strides), any(pads)
-
-    def run(x, w):
-        if padded and not all_finite(x, w):
-            return _aten.convolution(_padded_input(x, pads), w, None, strides, zeros, dilations, False, zeros, groups)
-        return _aten.convolution(x, w, None, strides, pads, dilations, False, zeros, groups)
-
-    return run
+def convolution(x, w, *, strides, paddings, dilations, groups: int) -> torch.Tensor:
+    """``aten.convolution``; over the explicitly padded input where an operand is not finite
+    (``_padded_input``)."""
+    zeros = [0] * len(strides)
+    if any(paddings) and not all_finite(x, w):
+        return _aten.convolution(_padded_input(x, paddings), w, None, list(strides), zeros, list(dilations), False,
+                                 zeros, groups)
+    return _aten.convolution(x, w, None, list(strides), list(paddings), list(dilations), False, zeros, groups)
 
 
-def _gradients(op, wanted: tuple[bool, bool]):
-    """conv2d's gradients in its input and its filter, those ``wanted`` says (the other None), from one
+def _adjoints(x, w, gout, wanted: tuple[bool, bool], strides, paddings, dilations, groups: int) -> tuple:
+    """The convolution's adjoints in its input and its filter, those ``wanted`` says (the other None), from one
     ``aten.convolution_backward``; with a non-finite operand, over the explicitly padded input
-    (``_padded_input``), the input's cropped back."""
-    strides, pads, dilations, groups = _geometry(op)
-    mask, zeros, padded = [*wanted, False], [0] * len(strides), any(pads)
-
-    def grads(x, w, gout):
-        if padded and not all_finite(x, w, gout):
-            gx, gw, _ = _aten.convolution_backward(gout, _padded_input(x, pads), w, None, strides, zeros, dilations,
-                                                   False, zeros, groups, mask)
-            if gx is not None:
-                gx = gx[(slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pads, x.shape[2:]))]
-            return gx, gw
-        gx, gw, _ = _aten.convolution_backward(gout, x, w, None, strides, pads, dilations, False, zeros, groups, mask)
+    (``_padded_input``), the input's cropped back. ``x`` and ``w`` may be stand-ins of their shapes (only the
+    shape of the one whose adjoint is wanted is read)."""
+    mask, zeros = [*wanted, False], [0] * len(strides)
+    strides, dilations = list(strides), list(dilations)
+    read = [gout] + [w] * wanted[0] + [x] * wanted[1]  # the operands whose values an adjoint wanted reads
+    if any(paddings) and not all_finite(*read):
+        gx, gw, _ = _aten.convolution_backward(gout, _padded_input(x, paddings), w, None, strides, zeros, dilations,
+                                               False, zeros, groups, mask)
+        if gx is not None:
+            gx = gx[(slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(paddings, x.shape[2:]))]
         return gx, gw
-
-    return grads
-
-
-def conv2d_input_grad(op):
-    grads = _gradients(op, (True, False))
-    return lambda w, gout, x: grads(x, w, gout)[0]
+    gx, gw, _ = _aten.convolution_backward(gout, x, w, None, strides, list(paddings), dilations, False, zeros,
+                                           groups, mask)
+    return gx, gw
 
 
-def conv2d_filter_grad(op):
-    grads = _gradients(op, (False, True))
-    return lambda x, gout, w: grads(x, w, gout)[1]
+def _stand_in(shape, like: torch.Tensor) -> torch.Tensor:
+    """Zeros of ``shape`` in ``like``'s dtype that hold no memory (a broadcast scalar): an operand
+    ``convolution_backward`` reads only the shape of."""
+    return torch.zeros((), dtype=like.dtype).expand(tuple(shape))
 
 
-def conv2d_both_grads(input_op, filter_op):
-    """Both gradients of one convolution (``conv2d_input_grad`` and then ``conv2d_filter_grad`` over the same
+def convolution_input_adjoint(w, gout, shape, **window) -> torch.Tensor:
+    return _adjoints(_stand_in(shape, w), w, gout, (True, False), **window)[0]
+
+
+def convolution_filter_adjoint(x, gout, shape, **window) -> torch.Tensor:
+    return _adjoints(x, _stand_in(shape, x), gout, (False, True), **window)[1]
+
+
+def _window(op) -> dict:
+    return {name: op.attr(name) for name in ("strides", "paddings", "dilations", "groups")}
+
+
+def both_adjoints(input_op, filter_op):
+    """Both gradients of one convolution (the input adjoint's op and then the filter adjoint's, over the same
     inputs and attrs) from one ``aten.convolution_backward``: on ResNet's [32, 64, 32, 32] float32, 3x3, two
     threads, the input's gradient alone took 14.9 ms, the filter's 12.5 ms, both in one call 20.8 ms."""
-    grads = _gradients(input_op, (True, True))
-    return lambda w, gout, x: grads(x, w, gout)
+    window = _window(input_op)
+    return lambda w, gout, x: _adjoints(x, w, gout, (True, True), **window)
 
 
-def conv2d_both_grads_filter_first(filter_op, input_op):
-    grads = _gradients(filter_op, (True, True))
+def both_adjoints_filter_first(filter_op, input_op):
+    window = _window(filter_op)
 
     def run(x, gout, w):
-        gx, gw = grads(x, w, gout)
+        gx, gw = _adjoints(x, w, gout, (True, True), **window)
         return gw, gx
 
     return run
+
+
+PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
+              "convolution_filter_adjoint": convolution_filter_adjoint}
+"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
 
 
 # -- pooling ----------------------------------------------------------------------------------------------------
@@ -235,10 +242,9 @@ def pool2d_select(op):
     return run
 
 
-KERNELS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2d_filter_grad,
-           "pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+KERNELS = {"pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
 
-JOINT = {("conv2d_input_grad", "conv2d_filter_grad"): conv2d_both_grads,
-         ("conv2d_filter_grad", "conv2d_input_grad"): conv2d_both_grads_filter_first}
+JOINT = {("conv2d_input_grad", "conv2d_filter_grad"): both_adjoints,
+         ("conv2d_filter_grad", "conv2d_input_grad"): both_adjoints_filter_first}
 """(first op type, second op type) -> factory(first op, second op) of one kernel over the first op's inputs that
 returns both ops' outputs (``joint.pairs`` says when two ops of a block may share it)."""

@@ -1,4 +1,5 @@
-"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp`` = torch (``xp.XP``).
+"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp`` = torch (``xp.XP``) and
+the engine's primitives (``kernels.XP``).
 
 torch promotes otherwise than numpy (int32 / int32 is float32 in torch, float64 in numpy), so, as the xla engine
 does, an op with one non-bool output and all its inputs given computes in the dtype it declares: each input of
@@ -10,6 +11,7 @@ A bool result (a comparison) compares its inputs as they are; an op with several
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 import torch
@@ -17,7 +19,7 @@ import torch
 from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, index_inputs
-from ..xp import XP, torch_dtype
+from ..xp import torch_dtype
 
 __all__ = ["derived_kernel"]
 
@@ -27,8 +29,8 @@ def _as(value, dtype: torch.dtype) -> torch.Tensor:
     return value if value.dtype == dtype else value.to(dtype)
 
 
-def derived_kernel(schema: OpSchema) -> Callable:
-    """The kernel factory of an op with a ``compute``."""
+def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
+    """The kernel factory of an op with a ``compute``, run over ``xp``."""
     compute = schema.compute
 
     def factory(op) -> Callable:
@@ -36,16 +38,16 @@ def derived_kernel(schema: OpSchema) -> Callable:
         dtypes = [torch_dtype(d) for d in np_dtypes]
         if len(dtypes) > 1 or args is not None or pick is not None:
             def run(*xs):
-                result = compute(XP, *(xs if args is None else args(xs)), **attrs)
+                result = compute(xp, *(xs if args is None else args(xs)), **attrs)
                 result = result if pick is None else pick(result)
                 return _as(result, dtypes[0]) if len(dtypes) == 1 else tuple(map(_as, result, dtypes))
             return run
         (dtype,) = dtypes
         if dtype == torch.bool:
-            return lambda *xs: _as(compute(XP, *xs, **attrs), dtype)
+            return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
         kept, ids = (dtype, torch.bool), index_inputs(schema, op)
         floats_kept = not dtype.is_floating_point  # an index of float values (argmax) reads them as they are
-        return lambda *xs: _as(compute(XP, *(x if x.dtype in kept or (floats_kept and x.dtype.is_floating_point)
+        return lambda *xs: _as(compute(xp, *(x if x.dtype in kept or (floats_kept and x.dtype.is_floating_point)
                                              or k in ids else x.to(dtype) for k, x in enumerate(xs)), **attrs), dtype)
 
     return factory

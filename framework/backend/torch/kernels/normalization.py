@@ -9,6 +9,7 @@ from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.ops.network import moved_statistics
 
 from . import kept
+from ..xp import XP
 from .derived import derived_kernel
 
 __all__ = ["FASTER", "KERNELS"]
@@ -40,7 +41,7 @@ def batch_norm(op):
     fused kernel stays)."""
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
     estimator = op.attr("running_variance")
-    computed = derived_kernel(OP_SCHEMAS["batch_norm"])(op)
+    computed = derived_kernel(OP_SCHEMAS["batch_norm"], XP)(op)
 
     def run(x, scale, bias, mean, var):
         if not _fused(x) or (not is_test and x.numel() == x.shape[1]):
@@ -59,7 +60,7 @@ def batch_norm_grad(op):
     for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take the
     op's compute."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
-    computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"])(op)
+    computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"], XP)(op)
 
     def run(x, scale, *rest):
         if not _fused(x):

@@ -8,19 +8,26 @@ context; ``fn`` takes the op's input values as jax arrays and returns its output
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing, linalg,
                lr_schedule, manipulation, metrics, network, nn, optimizer, recurrent, reduction)
-from ...derive import with_derived
+from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from .derived import derived_lowering
+from .. import xp
 
-__all__ = ["FAMILIES", "LOWERINGS"]
+__all__ = ["FAMILIES", "LOWERINGS", "XP"]
 
 FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
             conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
-LOWERINGS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "LOWERINGS"), derived_lowering, "xla lowering")
+XP = with_primitives(xp.XP, collect(FAMILIES, "PRIMITIVES"))
+"""The ``xp`` an op's ``compute`` is traced over here: ``jax.numpy`` (``xp``) and the families' ``PRIMITIVES`` (the
+convolution)."""
+
+LOWERINGS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "LOWERINGS"), partial(derived_lowering, xp=XP),
+                                                 "xla lowering")
 """op type -> ``lowering(op, ctx) -> fn``: derived from the op's ``compute`` (``derived``), or the family modules'
 own."""

@@ -1,9 +1,10 @@
-"""Lowerings of the convolution and pooling ops (``backend/numpy/kernels/conv.py``, ``pooling.py``), the windows
-read from the op as the numpy kernels read them (``shared/conv.py``).
+"""The convolution as the ops' computes call it (``xp.convolution`` and its two adjoints: ``PRIMITIVES``) and the
+lowerings of pooling (``backend/numpy/kernels/conv.py``, ``pooling.py``), the windows read as the numpy kernels
+read them (``shared/conv.py``).
 
 A convolution is one ``lax.conv_general_dilated`` over 1 to 3 spatial dims (N-C-spatial, filters
-O-I-spatial, full precision). Its gradients and the
-transposed convolution are that conv's transposes, taken by ``jax.linear_transpose``: convolutions again,
+O-I-spatial, full precision). Its adjoints (the gradients, and the transposed convolution) are that conv's
+transposes, taken by ``jax.linear_transpose``: convolutions again,
 the ones XLA is given for JAX's own gradients, with no im2col and nothing materialized.
 
 Pooling is a ``lax.reduce_window`` over the input padded as the numpy kernel pads it (the far sides by what
@@ -17,26 +18,36 @@ scatter with no scatter op, fused with the rest.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from gradgen.program.ops.conv import transposed_size
-
 from ...shared.conv import Pooling, Sweep
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "PRIMITIVES"]
 
 _HIGHEST = lax.Precision.HIGHEST
+
+
+class Window(NamedTuple):
+    """A convolution's attrs: per spatial dim its stride, padding (both sides) and dilation, and its groups."""
+
+    strides: tuple
+    paddings: tuple
+    dilations: tuple
+    groups: int
+
+
 _LAYOUTS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
 
 
-def _conv_of(op):
-    """``conv(x, w)``: the op's convolution with its strides, paddings, dilations and groups (1-3 spatial dims)."""
-    strides, dilations, groups = tuple(op.attr("strides")), tuple(op.attr("dilations")), op.attr("groups")
-    pads = tuple((p, p) for p in op.attr("paddings"))
+def _conv_of(win: Window):
+    """``conv(x, w)``: the convolution with its strides, paddings, dilations and groups (1-3 spatial dims)."""
+    strides, dilations, groups = tuple(win.strides), tuple(win.dilations), win.groups
+    pads = tuple((p, p) for p in win.paddings)
     layout = _LAYOUTS[len(strides)]
 
     def conv(x, w):
@@ -52,15 +63,15 @@ def _transposed_in(fn, like_shape: tuple, dtype, cotangent):
     return result
 
 
-def _reads_padding(op, size: int, kernel: int, out: int, dim: int) -> np.ndarray:
+def _reads_padding(win: Window, size: int, kernel: int, out: int, dim: int) -> np.ndarray:
     """[kernel, out] bools along spatial ``dim``: the tap at kernel offset k of the window at output position p
     reads the zero padding, not the input of length ``size``."""
-    stride, pad, dilation = op.attr("strides")[dim], op.attr("paddings")[dim], op.attr("dilations")[dim]
+    stride, pad, dilation = win.strides[dim], win.paddings[dim], win.dilations[dim]
     at = np.arange(out)[None, :] * stride + np.arange(kernel)[:, None] * dilation - pad
     return (at < 0) | (at >= size)
 
 
-def _meets_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, onto_kernel: bool):
+def _meets_padding(win: Window, bad, spatial_in: tuple, kernel: tuple, out: tuple, onto_kernel: bool):
     """Where products with the zero padding, which XLA's convolution skips, are NaN, as the convolution of the
     zero-padded input has them (0 * inf, 0 * NaN). ``bad`` marks non-finite values per output channel: the output
     gradient's, [O, *out], giving [O, *kernel] filter taps (``onto_kernel``); or the filter's, [O, *kernel],
@@ -68,7 +79,7 @@ def _meets_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, onto_k
     dim, so each dim's ``any`` is carried through that dim's static (kernel offset, output position) pairs."""
     nan = None
     for d in range(len(kernel)):
-        hits = _reads_padding(op, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
+        hits = _reads_padding(win, spatial_in[d], kernel[d], out[d], d)  # [kernel_d, out_d]
         if not hits.any():
             continue
         along = jnp.any(bad, axis=tuple(1 + e for e in range(len(kernel)) if e != d))  # [O, size of bad's dim d]
@@ -80,46 +91,41 @@ def _meets_padding(op, bad, spatial_in: tuple, kernel: tuple, out: tuple, onto_k
     return nan
 
 
-def _conv2d(op, ctx):
+def convolution(x, w, **window):
     """XLA's convolution, which skips the padding, with the padding's zeros multiplied in: a non-finite filter tap
     whose window reads padding makes that output NaN (0 * inf), as the numpy kernel and PyTorch give. The mark is
     built from the filter alone ([O, *out] bools, small) and applied by a ``where`` XLA fuses into what follows:
     the ResNet anchor's xla step 249.5 against 242.9 ms without it (quiet machine, alternating); as a branch on
     the filter's finiteness (``lax.cond``) it took 285 ms."""
-    conv = _conv_of(op)
-
-    def run(x, w):
-        out = conv(x, w)
-        if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
-                   enumerate(zip(x.shape[2:], w.shape[2:], out.shape[2:]))):
-            return out
-
-        bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
-        nan = _meets_padding(op, bad, x.shape[2:], w.shape[2:], out.shape[2:], onto_kernel=False)
-        return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
-
-    return run
+    win = Window(**window)
+    out = _conv_of(win)(x, w)
+    if not any(_reads_padding(win, *sizes, d).any() for d, sizes in
+               enumerate(zip(x.shape[2:], w.shape[2:], out.shape[2:]))):
+        return out
+    bad = jnp.any(~jnp.isfinite(w), axis=1)  # [O, *kernel]
+    nan = _meets_padding(win, bad, x.shape[2:], w.shape[2:], out.shape[2:], onto_kernel=False)
+    return jnp.where(nan[None], jnp.asarray(jnp.nan, out.dtype), out)
 
 
-def _sweep_of(op, w_shape) -> Sweep:
+def _sweep_of(win: Window, w_shape) -> Sweep:
     """The op's kernel sweep (its paddings on both sides of each dim) for a filter of ``w_shape``."""
-    pads = tuple(p for p in op.attr("paddings") for _ in (0, 1))
-    return Sweep(tuple(w_shape[2:]), tuple(op.attr("strides")), tuple(op.attr("dilations")), pads)
+    pads = tuple(p for p in win.paddings for _ in (0, 1))
+    return Sweep(tuple(w_shape[2:]), tuple(win.strides), tuple(win.dilations), pads)
 
 
-def _adjoint_by_taps(op, w, gout, shape: tuple):
+def _adjoint_by_taps(win: Window, w, gout, shape: tuple):
     """conv's adjoint in its input, tap by tap: per kernel offset (row-major), the products of that filter tap and
     the output gradient (one einsum over each group's output channels, [N, C, *out]), spread by the stride's
     gaps (an interior-padded ``lax.pad``) and added where the tap reads in the padded input, which is then cut
     to ``shape``. Products only between the filter and the output gradient (``numerics.md``, rule 5), and no
     convolution for XLA to rewrite. A loop over the taps, so that one tap's arrays are live at a time."""
-    sweep = _sweep_of(op, w.shape)
-    groups, (n, o), cg, out = op.attr("groups"), gout.shape[:2], w.shape[1], gout.shape[2:]
+    sweep = _sweep_of(win, w.shape)
+    groups, (n, o), cg, out = win.groups, gout.shape[:2], w.shape[1], gout.shape[2:]
     grouped = gout.reshape(n, groups, o // groups, *out)
     taps = jnp.moveaxis(w.reshape(groups, o // groups, cg, -1), -1, 0)  # [taps, groups, O/G, C/G]
     starts = jnp.asarray([[i * dl for i, dl in zip(at, sweep.dilations)] for at in np.ndindex(*sweep.kernel)])
     gaps = [(0, 0, 0), (0, 0, 0)] + [(0, 0, st - 1) for st in sweep.strides]
-    padded = (n, groups * cg) + tuple(size + 2 * p for size, p in zip(shape[2:], op.attr("paddings")))
+    padded = (n, groups * cg) + tuple(size + 2 * p for size, p in zip(shape[2:], win.paddings))
 
     def add_tap(t, total):
         share = jnp.einsum("ngo...,goc->ngc...", grouped, taps[t], precision=_HIGHEST).reshape(n, groups * cg, *out)
@@ -128,11 +134,11 @@ def _adjoint_by_taps(op, w, gout, shape: tuple):
         return lax.dynamic_update_slice(total, lax.dynamic_slice(total, at, spread.shape) + spread, at)
 
     total = lax.fori_loop(0, taps.shape[0], add_tap, jnp.zeros(padded, gout.dtype))
-    pads = op.attr("paddings")
+    pads = win.paddings
     return lax.slice(total, (0, 0, *pads), (n, groups * cg, *(p + size for p, size in zip(pads, shape[2:]))))
 
 
-def _swap_aborts(op, w_shape, size) -> bool:
+def _swap_aborts(win: Window, w_shape, size) -> bool:
     """Whether the transposed convolution of the input gradient has a dim XLA's operand swap keeps as a "group"
     dim (no padding, undilated, the stride's zeros as many as the kernel's taps: kernel == stride >= 2, padding
     kernel - 1, a size the windows tile exactly). Swapping such a convolution, XLA's algebraic simplifier
@@ -140,7 +146,7 @@ def _swap_aborts(op, w_shape, size) -> bool:
     (jax 0.10.2: x [2, 2, 5, 4, 3], filter [4, 2, 3, 2, 3], stride 2, padding 1; and in 2-D, x [2, 2, 4, 2],
     filter [4, 2, 2, 3], strides (2, 1), padding 1). Whether it swaps depends on its cost model, so every
     convolution with such a dim is kept away from it."""
-    for n, k, s, p, d in zip(size, w_shape[2:], op.attr("strides"), op.attr("paddings"), op.attr("dilations")):
+    for n, k, s, p, d in zip(size, w_shape[2:], win.strides, win.paddings, win.dilations):
         out = (n + 2 * p - (k - 1) * d - 1) // s + 1
         low = (k - 1) * d - p  # the transposed convolution's padding of the strided output gradient
         high = n - (out - 1) * s - 1 - low + (k - 1) * d
@@ -149,37 +155,38 @@ def _swap_aborts(op, w_shape, size) -> bool:
     return False
 
 
-def _input_adjoint(op, w, gout, shape: tuple):
+def _input_adjoint(win: Window, w, gout, shape: tuple):
     """The input gradient (or transposed convolution) of ``gout`` at ``shape``: XLA's transposed convolution for a
     finite filter (and, with groups, a finite ``gout``); tap by tap otherwise, as XLA's multiplies the filter by
     the zeros between and around the output gradient (0 * inf), and with groups an infinite ``gout`` by zeros
     of other groups, which the adjoint has not; and tap by tap where XLA would abort compiling it
     (``_swap_aborts``)."""
-    if _swap_aborts(op, w.shape, shape[2:]):
-        return _adjoint_by_taps(op, w, gout, shape)
-    conv = _conv_of(op)
+    if _swap_aborts(win, w.shape, shape[2:]):
+        return _adjoint_by_taps(win, w, gout, shape)
+    conv = _conv_of(win)
     result = _transposed_in(lambda v: conv(v, w), shape, gout.dtype, gout)
     finite = jnp.all(jnp.isfinite(w))
-    if op.attr("groups") > 1:
+    if win.groups > 1:
         finite = finite & jnp.isfinite(jnp.sum(gout))  # finite when every element is (or taps: a huge sum)
     # the convolution stays outside the branch: inside a conditional XLA's CPU convolution ran 100 times slower.
     # The branch not taken still costs: a lone [32, 64, 32, 32] gradient 14 -> 17.5 ms; the ResNet anchor's xla
     # step, within its noise (numerics.md)
-    exact = lambda result, w, gout: _adjoint_by_taps(op, w, gout, shape)  # noqa: E731
+    exact = lambda result, w, gout: _adjoint_by_taps(win, w, gout, shape)  # noqa: E731
     return lax.cond(finite, lambda result, w, gout: result, exact, result, w, gout)
 
 
-def _conv2d_input_grad(op, ctx):
-    """The convolution's adjoint in its input; positions no window reached get zero."""
-    return lambda w, gout, x: _input_adjoint(op, w, gout, x.shape)
+def convolution_input_adjoint(w, gout, shape, **window):
+    """The convolution's adjoint in its input (of ``shape``; the transposed convolution too); positions no window
+    reached get zero."""
+    return _input_adjoint(Window(**window), w, gout, tuple(shape))
 
 
-def _filter_grad_by_taps(op, x, gout, w_shape):
+def _filter_grad_by_taps(win: Window, x, gout, w_shape):
     """conv's adjoint in its filter, tap by tap: per kernel offset, the window's strided view of the zero-padded
     input times the output gradient, summed over the batch and the output positions, per group (an einsum).
     The padding's zeros are multiplied, as the numpy kernel does; no product crosses groups."""
-    sweep = _sweep_of(op, w_shape)
-    groups, n, out = op.attr("groups"), x.shape[0], gout.shape[2:]
+    sweep = _sweep_of(win, w_shape)
+    groups, n, out = win.groups, x.shape[0], gout.shape[2:]
     o, cg = w_shape[:2]
     grouped = gout.reshape(n, groups, o // groups, *out)
     taps = [jnp.einsum("ngc...,ngo...->goc", t.reshape(n, groups, cg, *out), grouped, precision=_HIGHEST)
@@ -187,46 +194,35 @@ def _filter_grad_by_taps(op, x, gout, w_shape):
     return jnp.stack(taps, axis=-1).reshape(w_shape)
 
 
-def _conv2d_filter_grad(op, ctx):
-    """The convolution's adjoint in its filter, with the padding's zeros multiplied in: a non-finite output gradient
-    at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel give. With
-    groups and a non-finite input or output gradient, tap by tap (``_filter_grad_by_taps``): XLA's grouped filter
-    gradient multiplies them by zeros of other groups (NaN where no product of the gradient has one)."""
-    conv = _conv_of(op)
+def convolution_filter_adjoint(x, gout, shape, **window):
+    """The convolution's adjoint in its filter (of ``shape``), with the padding's zeros multiplied in: a non-finite
+    output gradient at a window that reads padding makes those taps NaN (0 * inf), as PyTorch and the numpy kernel
+    give. With groups and a non-finite input or output gradient, tap by tap (``_filter_grad_by_taps``): XLA's
+    grouped filter gradient multiplies them by zeros of other groups (NaN where no product of the gradient has
+    one)."""
+    win, shape = Window(**window), tuple(shape)
+    conv = _conv_of(win)
+    grad = _transposed_in(lambda v: conv(x, v), shape, x.dtype, gout)
+    if win.groups > 1:  # XLA's grouped filter gradient multiplies other groups' values by zeros
+        finite = jnp.isfinite(jnp.sum(gout)) & jnp.isfinite(jnp.sum(x))
+        exact = lambda grad, x, gout: _filter_grad_by_taps(win, x, gout, shape)  # noqa: E731
+        return lax.cond(finite, lambda grad, x, gout: grad, exact, grad, x, gout)
+    if not any(_reads_padding(win, *sizes, d).any() for d, sizes in
+               enumerate(zip(x.shape[2:], shape[2:], gout.shape[2:]))):
+        return grad
 
-    def run(x, gout, w):
-        grad = _transposed_in(lambda v: conv(x, v), w.shape, w.dtype, gout)
-        if op.attr("groups") > 1:  # XLA's grouped filter gradient multiplies other groups' values by zeros
-            finite = jnp.isfinite(jnp.sum(gout)) & jnp.isfinite(jnp.sum(x))
-            exact = lambda grad, x, gout: _filter_grad_by_taps(op, x, gout, w.shape)  # noqa: E731
-            return lax.cond(finite, lambda grad, x, gout: grad, exact, grad, x, gout)
-        if not any(_reads_padding(op, *sizes, d).any() for d, sizes in
-                   enumerate(zip(x.shape[2:], w.shape[2:], gout.shape[2:]))):
-            return grad
+    def marked(grad):
+        bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
+        nan = _meets_padding(win, bad, x.shape[2:], shape[2:], gout.shape[2:], onto_kernel=True)
+        return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
 
-        def marked(grad):
-            bad = jnp.any(~jnp.isfinite(gout), axis=0)  # [O, *out]
-            nan = _meets_padding(op, bad, x.shape[2:], w.shape[2:], gout.shape[2:], onto_kernel=True)
-            return jnp.where(nan[:, None], jnp.asarray(jnp.nan, grad.dtype), grad)
-
-        # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
-        return lax.cond(jnp.isfinite(jnp.sum(gout)), lambda grad: grad, marked, grad)
-
-    return run
+    # a branch, so that a finite output gradient costs one look at it (its sum is finite when every element is)
+    return lax.cond(jnp.isfinite(jnp.sum(gout)), lambda grad: grad, marked, grad)
 
 
-def _conv2d_transpose(op, ctx):
-    """conv2d_input_grad of the filter read as a convolution's filter [O = C_in, C_out/groups, *kernel], at the
-    size the attrs give."""
-    groups, extra = op.attr("groups"), op.attr("output_padding")
-    strides, paddings, dilations = op.attr("strides"), op.attr("paddings"), op.attr("dilations")
-
-    def run(x, w):
-        size = [transposed_size(d, k, s, p, dl, e) for d, k, s, p, dl, e in
-                zip(x.shape[2:], w.shape[2:], strides, paddings, dilations, extra)]
-        return _input_adjoint(op, w, x, (x.shape[0], w.shape[1] * groups, *size))
-
-    return run
+PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
+              "convolution_filter_adjoint": convolution_filter_adjoint}
+"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
 
 
 # -- pooling ---------------------------------------------------------------------------------------------------
@@ -343,6 +339,4 @@ def _pool2d_select(op, ctx):
     return run
 
 
-LOWERINGS = {"conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad, "conv2d_filter_grad": _conv2d_filter_grad,
-             "conv2d_transpose": _conv2d_transpose,
-             "pool2d": _pool2d, "pool2d_grad": _pool2d_grad, "pool2d_select": _pool2d_select}
+LOWERINGS = {"pool2d": _pool2d, "pool2d_grad": _pool2d_grad, "pool2d_select": _pool2d_select}

@@ -1,4 +1,5 @@
-"""Lowerings derived from the ops' own math (``backend/derive``): ``compute`` traced with ``xp = jax.numpy``, the
+"""Lowerings derived from the ops' own math (``backend/derive``): ``compute`` traced with ``xp = jax.numpy`` and the
+engine's primitives (``lowerings.XP``), the
 numpy engine's formula exactly.
 
 jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one
@@ -13,6 +14,7 @@ the compiled step reports the failed condition and the run fails with the error'
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -20,7 +22,6 @@ import numpy as np
 from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, index_inputs
-from ..xp import XP
 
 __all__ = ["derived_lowering"]
 
@@ -35,27 +36,28 @@ def _keeps(dtype) -> Callable:
 
 
 class _Traced:
-    """``XP`` for one op's trace: its functions, and ``check`` as a run-time check of the trace's context."""
+    """``xp`` for one op's trace: its functions, and ``check`` as a run-time check of the trace's context."""
 
-    __slots__ = ("check",)
+    __slots__ = ("check", "xp")
 
-    def __init__(self, ctx):
+    def __init__(self, xp: SimpleNamespace, ctx):
+        self.xp = xp
         self.check = lambda ok, error: ctx.check(ok, f"{type(error).__name__}: {error}")
 
     def __getattr__(self, name: str):
-        return getattr(XP, name)
+        return getattr(self.xp, name)
 
 
-def derived_lowering(schema: OpSchema) -> Callable:
-    """The lowering of an op with a ``compute``."""
+def derived_lowering(schema: OpSchema, xp: SimpleNamespace) -> Callable:
+    """The lowering of an op with a ``compute``, traced over ``xp``."""
     compute = schema.compute
 
     def lowering(op, ctx) -> Callable:
         attrs, dtypes, args, pick = call_of(schema, op)
-        xp = _Traced(ctx)
+        traced = _Traced(xp, ctx)
         if len(dtypes) > 1 or args is not None or pick is not None:
             def run(*xs):
-                result = compute(xp, *(xs if args is None else args(xs)), **attrs)
+                result = compute(traced, *(xs if args is None else args(xs)), **attrs)
                 result = result if pick is None else pick(result)
                 return result.astype(dtypes[0]) if len(dtypes) == 1 else tuple(
                     v.astype(d) for v, d in zip(result, dtypes))
@@ -63,9 +65,9 @@ def derived_lowering(schema: OpSchema) -> Callable:
             return run
         (dtype,) = dtypes
         if dtype == np.bool_:
-            return lambda *xs: compute(xp, *xs, **attrs).astype(dtype)
+            return lambda *xs: compute(traced, *xs, **attrs).astype(dtype)
         keeps, ids = _keeps(dtype), index_inputs(schema, op)
-        return lambda *xs: compute(xp, *(x if x.dtype == dtype or keeps(x) or k in ids else x.astype(dtype)
+        return lambda *xs: compute(traced, *(x if x.dtype == dtype or keeps(x) or k in ids else x.astype(dtype)
                                          for k, x in enumerate(xs)), **attrs).astype(dtype)
 
     return lowering
