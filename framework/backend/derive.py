@@ -8,8 +8,9 @@ returns one value per output slot (a tuple when the schema has several); ``Call`
 kernel gets the arrays of its given inputs and returns the outputs it has.
 
 A condition on the values that a run must meet (an integer divisor other than zero) is ``xp.check(ok, error)``:
-an engine that computes eagerly raises ``error`` at once (``check``); the xla engine, which traces, makes it a
-run-time check of the compiled step, failing the run with the same words.
+an engine that computes eagerly raises ``error`` at once (``check``; or ``detail()``, naming the offending
+values, where given); the xla engine, which traces, makes it a run-time check of the compiled step, failing the
+run with ``error``'s words.
 """
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ class Call(NamedTuple):
     """``compute``'s result -> the op's outputs (one value for a one-output op); None when they are the same."""
 
 
-def check(ok, error: Exception) -> None:
-    """``xp.check`` of an engine that computes eagerly (numpy, torch): raise ``error`` unless ``ok`` holds."""
+def check(ok, error: Exception, detail: Callable[[], Exception] | None = None) -> None:
+    """``xp.check`` of an engine that computes eagerly (numpy, torch): raise ``error`` unless ``ok`` holds, or
+    ``detail()`` where given, an exception that names the offending values (which a tracing engine cannot read:
+    it states ``error``)."""
     if not ok:
-        raise error
+        raise error if detail is None else detail()
 
 
 def with_primitives(xp: SimpleNamespace, primitives: Mapping[str, Callable]) -> SimpleNamespace:

@@ -45,6 +45,61 @@ def _softmax_with_cross_entropy(ctx):
     return {"Softmax": logits, "Loss": TensorType(loss, logits.dtype)}
 
 
+def first_out_of_range(ids, size: int, what: str, ignored: int | None = None) -> ValueError | None:
+    """A ValueError naming the first of ``ids`` (an array numpy reads: numpy's or a CPU tensor) outside
+    [0, size), other than ``ignored``, and how many there are; None when there is none."""
+    import numpy as np  # a failing run's message only: the IR itself needs no numpy
+
+    ids = np.asarray(ids)
+    bad = (ids < 0) | (ids >= size)
+    if ignored is not None:
+        bad &= ids != ignored
+    if not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    also = f" and is not ignore_index {ignored}" if ignored is not None else ""
+    return ValueError(f"{what} {int(ids[where])} at index {list(where)} is outside [0, {size}){also} "
+                      f"({int(bad.sum())} such value(s))")
+
+
+def hard_labels(xp, label, x_shape, axis: int, ignored: int) -> tuple:
+    """Hard labels as indices of x's rank along ``axis`` (ignored ones read as class 0) and the mask of the kept
+    ones. A label outside [0, classes) that is not ``ignored`` is refused on every engine (numpy would read -1 as
+    the last class, XLA would clamp it to one)."""
+    check_label_shape(label, tuple(x_shape), axis)
+    classes = x_shape[axis]
+    ok = ((label >= 0) & (label < classes)) | (label == ignored)
+    xp.check(xp.all(ok), ValueError(f"a label is outside [0, {classes}) and is not ignore_index {ignored}"),
+             detail=lambda: first_out_of_range(label, classes, "label", ignored))
+    index = xp.astype(label if label.ndim == len(x_shape) else xp.expand_dims(label, axis), xp.int64)
+    kept = index != ignored
+    return xp.where(kept, index, 0), kept
+
+
+def cross_entropy(xp, x, label, *, soft_label: bool, ignore_index: int):
+    """-log(X[label]) over X's last axis (0 for an ignored label), or -sum(label * log X) for soft labels."""
+    if soft_label:
+        check_label_shape(label, tuple(x.shape), None, "X")
+        return -xp.sum(label * xp.log(x), axis=-1, keepdims=True)
+    index, kept = hard_labels(xp, label, x.shape, x.ndim - 1, ignore_index)
+    picked = xp.take_along_axis(x, index, axis=-1)
+    return xp.where(kept, -xp.log(xp.where(kept, picked, 1)), 0)
+
+
+def softmax_with_cross_entropy(xp, logits, label, *, soft_label: bool, axis: int, ignore_index: int) -> tuple:
+    """(softmax, loss): the loss from log_softmax, never from log(softmax), so it stays finite for any finite
+    logits; soft labels summed against it, hard ones picked, an ignored one giving 0."""
+    axis = normalize_axis(axis, logits.ndim)
+    log_p = log_softmax(xp, logits, axis=axis)
+    if soft_label:
+        check_label_shape(label, tuple(logits.shape), None)
+        loss = -xp.sum(label * log_p, axis=axis, keepdims=True)
+    else:
+        index, kept = hard_labels(xp, label, logits.shape, axis, ignore_index)
+        loss = xp.where(kept, -xp.take_along_axis(log_p, index, axis=axis), 0)
+    return xp.exp(log_p), xp.astype(loss, logits.dtype)
+
+
 def _sigmoid_ce(ctx):
     x, label = ctx.input("X"), ctx.input("Label")
     if len(label.shape) != len(x.shape) or not all(dims_agree(a, b) for a, b in zip(label.shape, x.shape)):
@@ -128,12 +183,12 @@ SCHEMAS = (
            doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1. "
                "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
                "run-time error.",
-           dtypes=_labelled("Logits")),
+           dtypes=_labelled("Logits"), compute=softmax_with_cross_entropy),
     schema("sigmoid_cross_entropy_with_logits", ["X", "Label"], ["Out"], _sigmoid_ce,
            doc="max(X, 0) - X * Label + log(1 + exp(-|X|)), elementwise.",
            dtypes={"X": FLOAT_DTYPES, "Label": "X"}, compute=sigmoid_cross_entropy_with_logits),
 )
 
 
-__all__ = ["SCHEMAS", "IGNORE_INDEX", "check_label_shape", "log_softmax", "minus_max",
-           "sigmoid_cross_entropy_with_logits", "softmax"]
+__all__ = ["SCHEMAS", "IGNORE_INDEX", "check_label_shape", "cross_entropy", "first_out_of_range", "hard_labels",
+           "log_softmax", "minus_max", "sigmoid_cross_entropy_with_logits", "softmax", "softmax_with_cross_entropy"]

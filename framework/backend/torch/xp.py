@@ -133,6 +133,7 @@ XP = SimpleNamespace(
     isdtype=_isdtype,
     argmax=lambda x, axis=None, keepdims=False: torch.argmax(x, dim=axis, keepdim=keepdims),
     argmin=lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),
+    take_along_axis=lambda x, index, axis: torch.take_along_dim(x, index, dim=axis),
     zeros=lambda shape, dtype=None: torch.zeros(tuple(shape), dtype=None if dtype is None else torch_dtype(dtype)),
     ones=lambda shape, dtype=None: torch.ones(tuple(shape), dtype=None if dtype is None else torch_dtype(dtype)),
     arange=lambda n, dtype=None: torch.arange(n, dtype=None if dtype is None else torch_dtype(dtype)),

@@ -27,26 +27,29 @@ def log_softmax(ctx):
     ctx.emit("LogSoftmax", [ctx.x()], axis=_axis(ctx, "X"))
 
 
-def _hard_index(ctx: Lowering, x_slot: str) -> str:
-    """Hard labels as int64 with the rank of X (they may come without the class axis)."""
+def _hard_index(ctx: Lowering, x_slot: str, axis: int) -> tuple[str, str]:
+    """Hard labels as int64 with the rank of X (they may come without the class axis), ``ignore_index`` read as
+    class 0, and the mask of the kept ones (``program/ops/nn.hard_labels``)."""
     g, label = ctx.g, ctx.x("Label")
     if ctx.rank("Label") < ctx.rank(x_slot):
-        label = g.node("Unsqueeze", [label, g.ints([-1])])
-    return g.node("Cast", [label], to=onnx_dtype("int64"))
+        label = g.node("Unsqueeze", [label, g.ints([axis])])
+    index = g.node("Cast", [label], to=onnx_dtype("int64"))
+    kept = g.node("Not", [g.node("Equal", [index, g.const(np.int64(ctx.attr("ignore_index")))])])
+    return g.node("Where", [kept, index, g.const(np.int64(0))]), kept
 
 
-def pick(ctx: Lowering, values: str, x_slot: str, axis: int) -> str:
-    """values[..., label, ...] along ``axis``: a one-hot mask summed when the class count is known (ops any
-    importer reads back), else ``GatherElements``."""
+def pick(ctx: Lowering, values: str, x_slot: str, axis: int) -> tuple[str, str]:
+    """values[..., label, ...] along ``axis`` (an ignored label picks class 0) and the mask of the kept labels: a
+    one-hot mask summed when the class count is known (ops any importer reads back), else ``GatherElements``."""
     g, classes = ctx.g, ctx.var(x_slot).shape[axis]
-    index = _hard_index(ctx, x_slot)
+    index, kept = _hard_index(ctx, x_slot, axis)
     if classes < 0:
-        return g.node("GatherElements", [values, index], axis=axis)
+        return g.node("GatherElements", [values, index], axis=axis), kept
     shape = [1] * ctx.rank(x_slot)
     shape[axis] = classes
     hot = g.node("Equal", [index, g.const(np.arange(classes, dtype=np.int64).reshape(shape))])
     masked = g.node("Where", [hot, values, ctx.scalar(0.0, ctx.dtype(x_slot))])
-    return reduce_node(ctx, "ReduceSum", masked, [axis], True)
+    return reduce_node(ctx, "ReduceSum", masked, [axis], True), kept
 
 
 def cross_entropy(ctx):
@@ -55,7 +58,8 @@ def cross_entropy(ctx):
         picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), g.node("Log", [x])]),
                              [ctx.rank("X") - 1], True)
         return ctx.emit("Neg", [picked])
-    ctx.emit("Neg", [g.node("Log", [pick(ctx, x, "X", ctx.rank("X") - 1)])])
+    picked, kept = pick(ctx, x, "X", ctx.rank("X") - 1)
+    ctx.emit("Where", [kept, g.node("Neg", [g.node("Log", [picked])]), ctx.scalar(0.0, ctx.dtype("X"))])
 
 
 def softmax_with_cross_entropy(ctx):
@@ -64,9 +68,9 @@ def softmax_with_cross_entropy(ctx):
     ctx.emit("Exp", [log_p], slot="Softmax")
     if ctx.attr("soft_label"):
         picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), log_p]), [axis], True)
-    else:
-        picked = pick(ctx, log_p, "Logits", axis)
-    ctx.emit("Neg", [picked], slot="Loss")
+        return ctx.emit("Neg", [picked], slot="Loss")
+    picked, kept = pick(ctx, log_p, "Logits", axis)
+    ctx.emit("Where", [kept, g.node("Neg", [picked]), ctx.scalar(0.0, ctx.dtype("Logits"))], slot="Loss")
 
 
 def sigmoid_cross_entropy_with_logits(ctx):
@@ -271,6 +275,9 @@ LOWERINGS = {
 
 OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in (("softmax", "Softmax"),
                                                                          ("log_softmax", "LogSoftmax"))},
+               "softmax_with_cross_entropy": "two outputs (the traced export takes one); the hard labels picked by "
+                                             "GatherElements, the check of their range left out (ONNX has no "
+                                             "run-time error)",
                "sigmoid_cross_entropy_with_logits": "the compute checks the label's run-time shape, which an exported "
                                                     "graph cannot (ONNX would broadcast); the same formula here",
                "softmax_grad": "a sum along an axis, which the ONNX xp (lower_derived) does not trace: one ReduceSum",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradgen.program.ops.nn import first_out_of_range
+
 from ...shared.network import dropout_mask, dropout_stream
-from .nn import first_out_of_range
 
 
 def dropout(op):
