@@ -9,6 +9,7 @@ pooling, ``pool2d_select`` as each other's adjoints.
 from __future__ import annotations
 
 import math
+import operator
 
 from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, OnnxMapping, TensorType, schema
@@ -163,6 +164,61 @@ def conv2d_transpose(xp, x, w, *, output_padding, **window):
     return xp.convolution_input_adjoint(w, x, (x.shape[0], w.shape[1] * window["groups"], *size), **window)
 
 
+# Pooling's math, once, over ``xp``. An engine supplies the window's taps (``xp.pool_taps``: one [N, C, *out]
+# array per kernel position, row-major, of the input padded with a value), their adjoint (``xp.add_pool_taps``:
+# shares added back where each tap reads) and an average's divisor (``xp.pool_divisor``), all read from the attrs
+# as ``backend/shared/conv.Pooling`` reads them.
+def _fold(combine, taps):
+    total = taps[0]
+    for t in taps[1:]:
+        total = combine(total, t)
+    return total
+
+
+def _first_maxima(xp, taps) -> list:
+    """Per tap a mask, True where the tap holds its window's first maximum in row-major order (a NaN being the
+    maximum where the window holds one, its first NaN, as ``np.argmax`` picks): ties go to the first."""
+    top = _fold(xp.maximum, taps)
+    nan = xp.isnan(top)
+    masks, taken = [], None
+    for t in taps:
+        hit = (t == top) | (nan & (t != t))
+        hit = hit if taken is None else hit & ~taken
+        taken = hit if taken is None else taken | hit
+        masks.append(hit)
+    return masks
+
+
+def _masked(xp, mask, v):
+    """``v`` on the mask, ``v * 0`` off it: a product with a 0/1 mask, so an infinite or NaN ``v`` spreads NaN
+    over its window, written as a select (XLA turns a product with a converted bool into one that gives 0)."""
+    return xp.where(mask, v, v * 0)
+
+
+def pool2d(xp, x, *, pooling_type, exclusive, **window):
+    """The window's maximum (NaN where it holds one), or its sum over the divisor."""
+    if pooling_type == "max":
+        return _fold(xp.maximum, xp.pool_taps(x, -math.inf, **window))
+    taps = xp.pool_taps(x, 0.0, **window)
+    return _fold(operator.add, taps) / xp.pool_divisor(x, tuple(taps[0].shape[2:]), exclusive=exclusive, **window)
+
+
+def pool2d_grad(xp, x, gout, *, pooling_type, exclusive, **window):
+    """Out@GRAD to each window's first maximum, or spread evenly over the window."""
+    if pooling_type == "max":
+        shares = [_masked(xp, m, gout) for m in _first_maxima(xp, xp.pool_taps(x, -math.inf, **window))]
+    else:
+        share = gout / xp.pool_divisor(x, tuple(gout.shape[2:]), exclusive=exclusive, **window)
+        shares = [share] * math.prod(window["ksize"])
+    return xp.add_pool_taps(shares, tuple(x.shape), **window)
+
+
+def pool2d_select(xp, x, d, *, pooling_type, exclusive, **window):
+    """For each max window of X, D's value at X's first maximum."""
+    masks = _first_maxima(xp, xp.pool_taps(x, -math.inf, **window))
+    return _fold(operator.add, [_masked(xp, m, t) for m, t in zip(masks, xp.pool_taps(d, 0.0, **window))])
+
+
 def _conv_from_onnx(ctx) -> None:
     """Conv -> conv2d of X by W with the node's window (pads from ``pads`` or ``auto_pad``, uneven ones applied
     to X first: ``ctx.window``) and groups, then B added per output channel where given. The export is the
@@ -228,16 +284,17 @@ SCHEMAS = (
     schema("pool2d", ["X"], ["Out"], _pool2d, POOL_ATTRS,
            doc="Max or average pooling of N-C-spatial X (1 to 3 spatial dims), windows optionally dilated; "
                "average divides by the window's in-bounds elements (exclusive) or its area.",
-           dtypes={"X": FLOAT_DTYPES}),
+           dtypes={"X": FLOAT_DTYPES}, compute=pool2d),
     schema("pool2d_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like("X", "X@GRAD"), POOL_ATTRS,
            doc="pool2d's adjoint: Out@GRAD routed to each window's max (first on ties) or spread over it.",
-           dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}, compute=pool2d_grad),
     schema("pool2d_select", ["X", "D"], ["Out"], _pool2d_select, POOL_ATTRS,
            doc="For each max-pool window of X, D's value where X is largest: the adjoint of max pool2d_grad.",
-           dtypes={"X": FLOAT_DTYPES, "D": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "D": "X"}, compute=pool2d_select),
 )
 
 
 
 __all__ = ["CONV_ATTRS", "POOL_ATTRS", "SCHEMAS", "conv2d", "conv2d_filter_grad", "conv2d_input_grad", "conv2d_transpose",
-           "convolution_work", "out_size", "pool_out_size", "pool_paddings", "transposed_size"]
+           "convolution_work", "out_size", "pool2d", "pool2d_grad", "pool2d_select", "pool_out_size", "pool_paddings",
+           "transposed_size"]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.extras import require
 from gradgen.framework.backend.numpy import blas
-from gradgen.framework.backend.numpy.kernels import XP, conv, pooling
+from gradgen.framework.backend.numpy.kernels import XP, conv
 from gradgen.program.ops import conv as ops
 from tests.nn import einsum_conv as old
 
@@ -153,10 +153,10 @@ def test_pool_kernels_match_the_einsum_kernels_ties_included(case, kind, exclusi
     x = _tied(case[0], 0, dtype)
     out = old.pool2d(op)(x)
     gout, d = _tied(out.shape, 1, dtype), np.random.default_rng(2).standard_normal(case[0]).astype(dtype)
-    _assert_same(pooling.pool2d(op)(x), out)
-    _assert_same(pooling.pool2d_grad(op)(x, gout), old.pool2d_grad(op)(x, gout))
+    _assert_same(ops.pool2d(XP, x, **op.attrs), out)
+    _assert_same(ops.pool2d_grad(XP, x, gout, **op.attrs), old.pool2d_grad(op)(x, gout))
     if kind == "max":
-        _assert_same(pooling.pool2d_select(op)(x, d), old.pool2d_select(op)(x, d))
+        _assert_same(ops.pool2d_select(XP, x, d, **op.attrs), old.pool2d_select(op)(x, d))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")  # 0 * inf, as before
@@ -173,9 +173,9 @@ def test_max_pool_nan_and_inf_behave_as_before(case):
     gout.reshape(-1)[::5] = np.inf
     d = _tied(x.shape, 6)
     d.reshape(-1)[::9] = np.nan
-    _assert_same(pooling.pool2d(op)(x), out)
-    _assert_same(pooling.pool2d_grad(op)(x, gout), old.pool2d_grad(op)(x, gout))
-    _assert_same(pooling.pool2d_select(op)(x, d), old.pool2d_select(op)(x, d))
+    _assert_same(ops.pool2d(XP, x, **op.attrs), out)
+    _assert_same(ops.pool2d_grad(XP, x, gout, **op.attrs), old.pool2d_grad(op)(x, gout))
+    _assert_same(ops.pool2d_select(XP, x, d, **op.attrs), old.pool2d_select(op)(x, d))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradgen.program.ops.conv import pool_out_size, pool_paddings
+from gradgen.program.ops.conv import POOL_ATTRS, pool_out_size, pool_paddings
 
 __all__ = ["Pooling", "Sweep"]
 
@@ -41,13 +41,18 @@ class Sweep(NamedTuple):
 
 
 class Pooling:
-    """One pool2d op's attrs, and the sweep and divisor they imply for an input shape."""
+    """A pooling op's attrs (``program/ops/conv.POOL_ATTRS``, by name), and the sweep and divisor they imply for an
+    input shape. ``Pooling.of(op)`` reads them from an op."""
 
-    def __init__(self, op):
-        self.kind, self.ksize, self.strides = op.attr("pooling_type"), op.attr("ksize"), op.attr("strides")
-        self.dilations = op.attr("dilations")
-        self.pads, self.exclusive = pool_paddings(op.attr("paddings"), len(self.ksize)), op.attr("exclusive")
-        self.ceil_mode = op.attr("ceil_mode")
+    def __init__(self, *, pooling_type: str = "max", ksize, strides, paddings, exclusive: bool = True,
+                 ceil_mode: bool, dilations):
+        self.kind, self.ksize, self.strides, self.dilations = pooling_type, ksize, strides, dilations
+        self.pads, self.exclusive = pool_paddings(paddings, len(ksize)), exclusive
+        self.ceil_mode = ceil_mode
+
+    @classmethod
+    def of(cls, op) -> "Pooling":
+        return cls(**{name: op.attr(name) for name in POOL_ATTRS})
 
     def sweep(self, size) -> Sweep:
         """The sweep over the input padded on the far sides by what the last (ceil mode) window reaches too."""

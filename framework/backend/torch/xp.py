@@ -120,7 +120,7 @@ XP = SimpleNamespace(
     where=_where, clip=lambda x, lo, hi: torch.clamp(x, lo, hi),
     **{schema.compute.xp_name: getattr(torch, schema.compute.xp_name) for schema in OP_SCHEMAS.values()
        if hasattr(schema.compute, "xp_name") and len(schema.inputs) == 1},
-    log1p=torch.log1p, expm1=torch.expm1, isfinite=torch.isfinite, all=torch.all, check=check,
+    log1p=torch.log1p, expm1=torch.expm1, isfinite=torch.isfinite, isnan=torch.isnan, all=torch.all, check=check,
     sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
     reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),

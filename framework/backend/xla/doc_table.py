@@ -26,12 +26,15 @@ END = "<!-- end of the generated xla lowering table -->"
 
 def markdown_table() -> str:
     """The op types whose lowering is derived from their ``compute``, one row per family module with the op types
-    it lowers by hand, then every refused op type and its reason."""
+    it lowers by hand (and the primitives it gives the computes), then every refused op type and its reason."""
     rows = ["| family | op types lowered |", "|---|---|",
             f"| derived from each op's compute (derived) | {', '.join(f'`{t}`' for t in sorted(DERIVED))} |"]
     for family in FAMILIES:
-        ops = ", ".join(f"`{t}`" for t in sorted(family.LOWERINGS))
-        rows.append(f"| {family.__name__.rsplit('.', 1)[-1]} | {ops} |")
+        parts = [", ".join(f"`{t}`" for t in sorted(getattr(family, "LOWERINGS", {})))]
+        primitives = getattr(family, "PRIMITIVES", {})
+        if primitives:  # what the family gives the computes (xp.<name>), not op types
+            parts.append("primitives " + ", ".join(f"`xp.{name}`" for name in sorted(primitives)))
+        rows.append(f"| {family.__name__.rsplit('.', 1)[-1]} | {'; '.join(p for p in parts if p)} |")
     for reason in dict.fromkeys(REFUSED.values()):
         ops = ", ".join(f"`{t}`" for t, r in sorted(REFUSED.items()) if r == reason)
         rows.append(f"| refused | {ops}: {reason} |")

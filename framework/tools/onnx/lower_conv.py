@@ -314,8 +314,10 @@ LOWERINGS = {"conv2d_input_grad": conv2d_input_grad, "conv2d_filter_grad": conv2
 
 _READS_SHAPES = ("its compute reads the static shape of an input the export may know only in part (its batch); "
                  "the lowering reads the spatial sizes alone")
+_POOL = ("the windows read the input's static spatial sizes; max pooling is MaxPool (with a second one marking "
+         "the windows that hold NaN), average AveragePool where ONNX Runtime has them")
 OWN_EXPORTS = {"conv2d_input_grad": _READS_SHAPES, "conv2d_filter_grad": _READS_SHAPES,
-               "conv2d_transpose": _READS_SHAPES}
+               "conv2d_transpose": _READS_SHAPES, "pool2d": _POOL, "pool2d_grad": _POOL, "pool2d_select": _POOL}
 """op type -> why an op that states its math keeps the export written here."""
 
 

@@ -15,7 +15,7 @@ padded image in place), where ``shifted.applies`` says they were measured faster
 
 The same functions serve 1, 2 and 3 spatial dims (kh*kw above is the product of the kernel's sizes, OH*OW of
 the output's). The outputs are N-C-spatial as they come out of the products: nothing is transposed.
-Pooling's kernels live in ``pooling``; this module is the family's kernel table.
+Pooling's windows live in ``pooling``; this module gathers the family's primitives.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ...shared.conv import Sweep
 from .gemm_batch import gemm_batch
 from .im2col import add_columns, add_wide_columns, columns, pad_into
 from . import shifted
-from .pooling import pool2d, pool2d_grad, pool2d_select
+from . import pooling
 from .scratch import scratch
 
 COLUMN_BYTES = 4 << 20
@@ -167,7 +167,6 @@ def convolution_input_adjoint(w: np.ndarray, gout: np.ndarray, shape, *, strides
 
 
 PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
-              "convolution_filter_adjoint": convolution_filter_adjoint}
-"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
-
-KERNELS = {"pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+              "convolution_filter_adjoint": convolution_filter_adjoint, **pooling.PRIMITIVES}
+"""The convolution and pooling's windows as the ops' computes call them (``program/ops/conv.py``): ``xp.<name>``
+of this engine."""

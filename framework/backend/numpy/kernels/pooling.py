@@ -1,23 +1,17 @@
-"""Pooling kernels as whole-array operations over the window's taps (``im2col.tap``): one per kernel position, no
-loop over pixels, for 1 to 3 spatial dims, windows dilated or not.
-
-Max pooling's gradient goes to the first maximum of each window in row-major
-order (ties!), and a NaN counts as the maximum, its first one taking the
-gradient, as ``np.argmax`` would pick. The gradient and ``pool2d_select``
-multiply by 0/1 masks rather than select, so a NaN or infinite incoming value
-spreads over its whole window (0 * inf is NaN), as it always has. The op's attrs,
+"""Pooling's windows as whole-array operations over the taps (``im2col.tap``): one per kernel position, no loop
+over pixels, for 1 to 3 spatial dims, windows dilated or not. The pooling ops state their math over these
+(``program/ops/conv.py``: the maximum, the first maxima taking a max window's gradient, the average); the attrs,
 sweep and divisor are read as every engine reads them (``shared/conv.Pooling``).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ...shared.conv import Pooling, Sweep
 from .im2col import pad_into, tap
 
-__all__ = ["pool2d", "pool2d_grad", "pool2d_select"]
+__all__ = ["PRIMITIVES", "add_pool_taps", "pool_divisor", "pool_taps"]
 
 
 def _taps(pool: Pooling, x: np.ndarray, value: float):
@@ -27,47 +21,6 @@ def _taps(pool: Pooling, x: np.ndarray, value: float):
     if sweep.padded():
         x = pad_into(x, sweep.pads, value, np.empty(x.shape[:2] + sweep.padded_size(x.shape[2:]), x.dtype))
     return sweep, out, [tap(x, sweep, at, out) for at in np.ndindex(*sweep.kernel)]
-
-
-def _first_maxima(pool: Pooling, x: np.ndarray):
-    """The sweep, output size, and per tap a boolean mask [N, C, *out]: True where this tap holds its window's
-    first maximum (a NaN being the maximum where there is one)."""
-    sweep, out, taps = _taps(pool, x, -np.inf)
-    top = _reduce(np.maximum, taps, np.empty(taps[0].shape, x.dtype))
-    nan = np.isnan(top).any()
-    taken = np.zeros(top.shape, bool)
-    masks = []
-    for t in taps:
-        hit = t == top
-        if nan:
-            hit |= t != t
-        hit &= ~taken
-        taken |= hit
-        masks.append(hit)
-    return sweep, out, masks
-
-
-def _reduce(ufunc, taps, out):
-    """``out`` holding ``ufunc`` folded over the taps."""
-    np.copyto(out, taps[0])
-    for t in taps[1:]:
-        ufunc(out, t, out=out)
-    return out
-
-
-def pool2d(op):
-    pool = Pooling(op)
-
-    def run(x):
-        _, size, taps = _taps(pool, x, -np.inf if pool.kind == "max" else 0.0)
-        result = np.empty(x.shape[:2] + size, x.dtype)
-        if pool.kind == "max":
-            return _reduce(np.maximum, taps, result)
-        result = _reduce(np.add, taps, result)
-        result /= pool.divisor(x.shape, size, x.dtype)
-        return result
-
-    return run
 
 
 def _scatter(sweep: Sweep, shape, dtype, shares):
@@ -82,31 +35,20 @@ def _scatter(sweep: Sweep, shape, dtype, shares):
     return result
 
 
-def pool2d_grad(op):
-    pool = Pooling(op)
-
-    def run(x, gout):
-        if pool.kind == "max":
-            sweep, _, masks = _first_maxima(pool, x)
-            shares = (m * gout for m in masks)
-        else:
-            sweep = pool.sweep(x.shape[2:])
-            share = gout / pool.divisor(x.shape, gout.shape[2:], x.dtype)
-            shares = (share for _ in range(math.prod(sweep.kernel)))
-        return _scatter(sweep, x.shape, x.dtype, shares)
-
-    return run
+def pool_taps(x: np.ndarray, value: float, **window) -> list[np.ndarray]:
+    """The window's taps of ``x`` padded with ``value``: [N, C, *out] views, row-major."""
+    return _taps(Pooling(**window), x, value)[2]
 
 
-def pool2d_select(op):
-    pool = Pooling(op)
+def add_pool_taps(shares: list, shape, **window) -> np.ndarray:
+    """``pool_taps``' adjoint: an N-C-spatial array of ``shape`` holding each share added where its tap reads."""
+    return _scatter(Pooling(**window).sweep(shape[2:]), shape, shares[0].dtype, shares)
 
-    def run(x, d):
-        _, _, masks = _first_maxima(pool, x)
-        _, _, taps = _taps(pool, d, 0.0)
-        result = np.multiply(masks[0], taps[0], dtype=x.dtype)
-        for m, t in zip(masks[1:], taps[1:]):
-            result += m * t
-        return result
 
-    return run
+def pool_divisor(x: np.ndarray, out, *, exclusive: bool, **window):
+    """Per window its in-bounds elements (``exclusive``) or its area, in ``x``'s dtype."""
+    return Pooling(exclusive=exclusive, **window).divisor(x.shape, out, x.dtype)
+
+
+PRIMITIVES = {"pool_taps": pool_taps, "add_pool_taps": add_pool_taps, "pool_divisor": pool_divisor}
+"""Pooling's windows as the ops' computes call them (``program/ops/conv.py``): ``xp.<name>`` of this engine."""

@@ -1,22 +1,25 @@
 """The convolution on ATen (oneDNN on the CPU), as the ops' computes call it (``PRIMITIVES``):
 ``aten.convolution`` forward and ``aten.convolution_backward`` for its adjoints (one call for both where a block
-asks for both: ``JOINT``), 1 to 3 spatial dims. Pooling goes over the window's taps, as the numpy kernels pool (the same first
-maximum taking a max window's gradient, ties and NaN included, the same divisor: ``shared/conv.Pooling``), not
-through ATen's pooling: on LeNet's [64, 6, 24, 24] float32, one thread, ``aten.max_pool2d`` took 0.87 ms and the
-four taps' maximum 0.074; the gradient by masks 0.61 ms, ATen's (``max_pool2d_with_indices`` and its backward)
-0.94."""
+asks for both: ``JOINT``), 1 to 3 spatial dims. Pooling's windows are the taps the pooling ops' computes fold, as
+every engine reads them (``shared/conv.Pooling``), not ATen's pooling: on LeNet's [64, 6, 24, 24] float32, one
+thread, ``aten.max_pool2d`` took 0.87 ms and the four taps' maximum 0.074; ATen's max pooling with indices and its
+backward stay where they measured faster (``FASTER``)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
+from gradgen.program.ops import OP_SCHEMAS
+
+from ...derive import with_primitives
 from ...shared.conv import Pooling, Sweep
+from ..xp import XP
 from . import kept
+from .derived import derived_kernel
 from .finite import all_finite
 
-__all__ = ["JOINT", "KERNELS", "PRIMITIVES"]
+__all__ = ["FASTER", "JOINT", "KERNELS", "PRIMITIVES"]
 
 _aten = torch.ops.aten
 
@@ -93,11 +96,6 @@ def both_adjoints_filter_first(filter_op, input_op):
     return run
 
 
-PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
-              "convolution_filter_adjoint": convolution_filter_adjoint}
-"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
-
-
 # -- pooling ----------------------------------------------------------------------------------------------------
 def _padded(x: torch.Tensor, sweep: Sweep, value: float) -> torch.Tensor:
     if not sweep.padded():
@@ -124,25 +122,6 @@ def _divisor(pool: Pooling, x: torch.Tensor, out):
     return torch.from_numpy(np.ascontiguousarray(d)) if isinstance(d, np.ndarray) else float(d)
 
 
-def _first_maxima(pool: Pooling, x: torch.Tensor):
-    """Per tap a mask: True where the tap holds its window's first maximum (a NaN being the maximum)."""
-    sweep, out, taps = _taps(pool, x, -math.inf)
-    top = taps[0]
-    for t in taps[1:]:
-        top = torch.maximum(top, t)
-    nan = bool(torch.isnan(top).any())
-    taken = torch.zeros(top.shape, dtype=torch.bool)
-    masks = []
-    for t in taps:
-        hit = t == top
-        if nan:
-            hit = hit | (t != t)
-        hit = hit & ~taken
-        taken = taken | hit
-        masks.append(hit)
-    return sweep, out, masks
-
-
 def _gradient_reads(op) -> bool:
     """Whether a ``pool2d_grad`` of ``op``'s block pools ``op``'s input with ``op``'s attrs (it can take the window
     indices ``op``'s kernel keeps)."""
@@ -155,11 +134,11 @@ def _aten_fits(aten_args, x: torch.Tensor) -> bool:
 
 
 def pool2d(op):
-    """Over the window's taps (on LeNet's [64, 6, 24, 24], one thread, 0.074 ms against ``aten.max_pool2d``'s
-    0.87); a max pooling whose gradient the block computes is ATen's ``max_pool2d_with_indices`` instead, the
-    indices kept for the gradient (``kept``): the same values, NaN and -inf included, and the gradient spared
-    running it again."""
-    pool = Pooling(op)
+    """A max pooling whose gradient the block computes is ATen's ``max_pool2d_with_indices``, the indices kept for
+    the gradient (``kept``): the same values, NaN and -inf included, and the gradient spared running it again.
+    Otherwise the op's compute over the taps (on LeNet's [64, 6, 24, 24], one thread, 0.074 ms against
+    ``aten.max_pool2d``'s 0.87)."""
+    pool, computed = Pooling.of(op), derived_kernel(OP_SCHEMAS["pool2d"], _XP)(op)
     aten_args = _aten_max_pool(pool) if _gradient_reads(op) else None
 
     def run(x):
@@ -168,24 +147,29 @@ def pool2d(op):
             if tuple(out.shape[2:]) == pool.sweep(tuple(x.shape[2:])).out_size(tuple(x.shape[2:])):
                 kept.keep(x, ("max_pool", tuple(map(tuple, aten_args))), (out, index))
                 return out
-        _, out, taps = _taps(pool, x, -math.inf if pool.kind == "max" else 0.0)
-        result = taps[0]
-        for t in taps[1:]:
-            result = torch.maximum(result, t) if pool.kind == "max" else result + t
-        return result if pool.kind == "max" else result / _divisor(pool, x, out)
+        return computed(x)
 
     return run
 
 
-def _scatter(sweep: Sweep, x: torch.Tensor, shares) -> torch.Tensor:
-    """An array shaped as ``x``: each tap's share added back where the tap reads (a fresh array of the kernel's)."""
-    size = tuple(x.shape[2:])
-    gxp = torch.zeros(tuple(x.shape[:2]) + sweep.padded_size(size), dtype=x.dtype)
-    out = None
+def add_pool_taps(shares: list, shape, **window) -> torch.Tensor:
+    """``pool_taps``' adjoint: a fresh N-C-spatial tensor of ``shape`` holding each share added where its tap
+    reads."""
+    sweep, size = Pooling(**window).sweep(tuple(shape)[2:]), tuple(shape)[2:]
+    gxp = torch.zeros(tuple(shape)[:2] + sweep.padded_size(size), dtype=shares[0].dtype)
     for at, share in zip(np.ndindex(*sweep.kernel), shares):
-        out = tuple(share.shape[2:])
-        gxp[_tap(gxp, sweep, at, out)] += share
+        gxp[_tap(gxp, sweep, at, tuple(share.shape[2:]))] += share
     return gxp[sweep.inner(size)] if sweep.padded() else gxp
+
+
+def pool_taps(x: torch.Tensor, value: float, **window) -> list:
+    """The window's taps of ``x`` padded with ``value``: [N, C, *out] views, row-major."""
+    return _taps(Pooling(**window), x, value)[2]
+
+
+def pool_divisor(x: torch.Tensor, out, *, exclusive: bool, **window):
+    """Per window its in-bounds elements (``exclusive``) or its area, in ``x``'s dtype."""
+    return _divisor(Pooling(exclusive=exclusive, **window), x, out)
 
 
 def _aten_max_pool(pool: Pooling):
@@ -200,22 +184,11 @@ def _aten_max_pool(pool: Pooling):
 
 def pool2d_grad(op):
     """A max window's gradient by ATen (``max_pool2d_with_indices`` and its backward) where the input and the
-    output gradient are finite: ATen's window takes its first maximum too, and only a NaN (the last one there, the
-    first here) or an infinite gradient (0 * inf in the other taps here) tells the two apart. On LeNet's
-    [64, 6, 24, 24] float32, two threads, 0.31 ms against 0.64 for the masks, 0.035 with the indices the forward
-    kernel kept."""
-    pool = Pooling(op)
+    output gradient are finite and the geometry is ATen's: ATen's window takes its first maximum too, and only a
+    NaN (the last one there, the first here) or an infinite gradient (0 * inf in the other taps here) tells the
+    two apart. Otherwise the op's compute."""
+    pool, computed = Pooling.of(op), derived_kernel(OP_SCHEMAS["pool2d_grad"], _XP)(op)
     aten_args = _aten_max_pool(pool)
-
-    def by_masks(x, gout):
-        if pool.kind == "max":
-            sweep, _, masks = _first_maxima(pool, x)
-            shares = (m * gout for m in masks)
-        else:
-            sweep = pool.sweep(tuple(x.shape[2:]))
-            share = gout / _divisor(pool, x, tuple(gout.shape[2:]))
-            shares = (share for _ in range(math.prod(sweep.kernel)))
-        return _scatter(sweep, x, shares)
 
     def run(x, gout):
         if _aten_fits(aten_args, x) and all_finite(x, gout):
@@ -223,26 +196,30 @@ def pool2d_grad(op):
             out, index = found if found else _aten.max_pool2d_with_indices(x, *aten_args, False)
             if out.shape == gout.shape:
                 return _aten.max_pool2d_with_indices_backward(gout, x, *aten_args, False, index)
-        return by_masks(x, gout)
+        return computed(x, gout)
 
     return run
 
 
-def pool2d_select(op):
-    pool = Pooling(op)
+KERNELS = {"pool2d": pool2d, "pool2d_grad": pool2d_grad}
 
-    def run(x, d):
-        _, _, masks = _first_maxima(pool, x)
-        _, _, taps = _taps(pool, d, 0.0)
-        result = (masks[0] * taps[0]).to(x.dtype)
-        for m, t in zip(masks[1:], taps[1:]):
-            result = result + m * t
-        return result
+FASTER = {
+    "pool2d": "a max pooling whose gradient the block computes: ATen's max_pool2d_with_indices keeps the indices, "
+              "and the gradient then took 0.035 ms on LeNet's [64, 6, 24, 24] float32 (two threads), 0.31 without "
+              "them; other poolings take the compute",
+    "pool2d_grad": "ATen's max_pool2d_with_indices_backward took 0.31 ms on LeNet's [64, 6, 24, 24] float32 (two "
+                   "threads), the compute's masks 0.64; non-finite values and other geometries take the compute",
+}
+"""op type -> why its kernel here stays beside the op's compute (``backend/derive.with_derived``)."""
 
-    return run
+PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
+              "convolution_filter_adjoint": convolution_filter_adjoint,
+              "pool_taps": pool_taps, "add_pool_taps": add_pool_taps, "pool_divisor": pool_divisor}
+"""The convolution and pooling's windows as the ops' computes call them (``program/ops/conv.py``): ``xp.<name>``
+of this engine."""
 
-
-KERNELS = {"pool2d": pool2d, "pool2d_grad": pool2d_grad, "pool2d_select": pool2d_select}
+_XP = with_primitives(XP, PRIMITIVES)
+"""This family's ``xp``, for the computes its ``FASTER`` kernels fall back on."""
 
 JOINT = {("conv2d_input_grad", "conv2d_filter_grad"): both_adjoints,
          ("conv2d_filter_grad", "conv2d_input_grad"): both_adjoints_filter_first}

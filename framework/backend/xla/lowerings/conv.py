@@ -1,23 +1,19 @@
-"""The convolution as the ops' computes call it (``xp.convolution`` and its two adjoints: ``PRIMITIVES``) and the
-lowerings of pooling (``backend/numpy/kernels/conv.py``, ``pooling.py``), the windows read as the numpy kernels
-read them (``shared/conv.py``).
+"""The convolution as the ops' computes call it (``xp.convolution`` and its two adjoints) and pooling's windows
+(``xp.pool_taps`` and its adjoint): ``PRIMITIVES``, read as the numpy engine's (``backend/numpy/kernels/conv.py``,
+``pooling.py``) from the attrs (``shared/conv.py``).
 
 A convolution is one ``lax.conv_general_dilated`` over 1 to 3 spatial dims (N-C-spatial, filters
 O-I-spatial, full precision). Its adjoints (the gradients, and the transposed convolution) are that conv's
 transposes, taken by ``jax.linear_transpose``: convolutions again,
 the ones XLA is given for JAX's own gradients, with no im2col and nothing materialized.
 
-Pooling is a ``lax.reduce_window`` over the input padded as the numpy kernel pads it (the far sides by what
-a ceil-mode window reaches too). Max pooling's gradient and ``pool2d_select`` follow the numpy kernel tap by
-tap: the window's maximum, then per tap (row-major) a mask of "this tap holds the first maximum" (a NaN being
-the maximum where there is one), so ties go to the first, exactly. Each tap's share is the incoming value on
-the mask and that value times 0 off it, as numpy's product with a 0/1 mask (an infinite or NaN value spreads
-NaN over its window), and goes back to where the tap reads by an interior-padded ``lax.pad``: a strided
-scatter with no scatter op, fused with the rest.
+Pooling's windows are strided slices of the input padded as the numpy kernel pads it (the far sides by what
+a ceil-mode window reaches too), which the pooling ops' computes fold (the maximum, the first maxima, the sum),
+and their adjoint puts each tap's share back by an interior-padded ``lax.pad``: a strided scatter with no
+scatter op, fused with the rest.
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
@@ -27,7 +23,7 @@ from jax import lax
 
 from ...shared.conv import Pooling, Sweep
 
-__all__ = ["LOWERINGS", "PRIMITIVES"]
+__all__ = ["PRIMITIVES"]
 
 _HIGHEST = lax.Precision.HIGHEST
 
@@ -220,22 +216,11 @@ def convolution_filter_adjoint(x, gout, shape, **window):
     return lax.cond(jnp.isfinite(jnp.sum(gout)), lambda grad: grad, marked, grad)
 
 
-PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
-              "convolution_filter_adjoint": convolution_filter_adjoint}
-"""The convolution as the ops' computes call it (``program/ops/conv.py``): ``xp.<name>`` of this engine."""
-
-
 # -- pooling ---------------------------------------------------------------------------------------------------
 
 def _pairs(sweep: Sweep) -> list[tuple[int, int]]:
     """(before, after) padding per spatial dim."""
     return [(sweep.pads[2 * d], sweep.pads[2 * d + 1]) for d in range(len(sweep.kernel))]
-
-
-def _window(sweep: Sweep):
-    """reduce_window's dimensions, strides, paddings and window dilations for ``sweep`` over N-C-spatial."""
-    return ((1, 1) + tuple(sweep.kernel), (1, 1) + tuple(sweep.strides), [(0, 0), (0, 0)] + _pairs(sweep),
-            (1, 1) + tuple(sweep.dilations))
 
 
 def _padded(x, sweep: Sweep, value: float):
@@ -268,75 +253,24 @@ def _spread(shares: list, sweep: Sweep, shape: tuple):
     return total
 
 
-def _masked(mask, v):
-    """``v`` times a 0/1 ``mask``, as numpy multiplies: ``v * 0`` where the mask is off, so an infinite or NaN
-    ``v`` gives NaN there (XLA rewrites a product with a converted bool into a select, which would give 0)."""
-    return jnp.where(mask, v, v * 0)
+def pool_taps(x, value: float, **window) -> list:
+    """The window's taps of ``x`` padded with ``value``: [N, C, *out] strided slices, row-major."""
+    sweep = Pooling(**window).sweep(x.shape[2:])
+    return _taps(_padded(x, sweep, value), sweep, sweep.out_size(x.shape[2:]))
 
 
-def _first_maxima(pool: Pooling, x):
-    """The sweep, the output size, and per tap a boolean mask [N, C, *out]: True where this tap holds its
-    window's first maximum (a NaN being the maximum where there is one)."""
-    sweep = pool.sweep(x.shape[2:])
-    out = sweep.out_size(x.shape[2:])
-    taps = _taps(_padded(x, sweep, -np.inf), sweep, out)
-    top = taps[0]
-    for t in taps[1:]:
-        top = jnp.maximum(top, t)
-    nan = jnp.isnan(top)
-    taken = jnp.zeros(top.shape, bool)
-    masks = []
-    for t in taps:
-        hit = ((t == top) | (nan & (t != t))) & ~taken
-        taken = taken | hit
-        masks.append(hit)
-    return sweep, out, masks
+def add_pool_taps(shares: list, shape, **window):
+    """``pool_taps``' adjoint: each share added back where its tap reads (``_spread``)."""
+    return _spread(shares, Pooling(**window).sweep(tuple(shape)[2:]), tuple(shape))
 
 
-def _pool2d(op, ctx):
-    pool = Pooling(op)
-
-    def run(x):
-        sweep = pool.sweep(x.shape[2:])
-        dims, strides, pads, dilations = _window(sweep)
-        if pool.kind == "max":
-            return lax.reduce_window(x, jnp.asarray(-np.inf, x.dtype), lax.max, dims, strides, pads,
-                                     window_dilation=dilations)
-        total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, dims, strides, pads, window_dilation=dilations)
-        return total / pool.divisor(x.shape, total.shape[2:], x.dtype)
-
-    return run
+def pool_divisor(x, out, *, exclusive: bool, **window):
+    """Per window its in-bounds elements (``exclusive``) or its area: a constant of ``x``'s dtype."""
+    return Pooling(exclusive=exclusive, **window).divisor(x.shape, out, np.dtype(x.dtype))
 
 
-def _pool2d_grad(op, ctx):
-    pool = Pooling(op)
-
-    def run(x, gout):
-        if pool.kind == "max":
-            sweep, _, masks = _first_maxima(pool, x)
-            shares = [_masked(m, gout) for m in masks]
-        else:
-            sweep = pool.sweep(x.shape[2:])
-            share = gout / pool.divisor(x.shape, gout.shape[2:], x.dtype)
-            shares = [share] * math.prod(sweep.kernel)
-        return _spread(shares, sweep, x.shape)
-
-    return run
-
-
-def _pool2d_select(op, ctx):
-    """Per window, D where X holds the window's first maximum."""
-    pool = Pooling(op)
-
-    def run(x, d):
-        sweep, out, masks = _first_maxima(pool, x)
-        taps = _taps(_padded(d, sweep, 0.0), sweep, out)
-        result = _masked(masks[0], taps[0])
-        for m, t in zip(masks[1:], taps[1:]):
-            result = result + _masked(m, t)
-        return result
-
-    return run
-
-
-LOWERINGS = {"pool2d": _pool2d, "pool2d_grad": _pool2d_grad, "pool2d_select": _pool2d_select}
+PRIMITIVES = {"convolution": convolution, "convolution_input_adjoint": convolution_input_adjoint,
+              "convolution_filter_adjoint": convolution_filter_adjoint,
+              "pool_taps": pool_taps, "add_pool_taps": add_pool_taps, "pool_divisor": pool_divisor}
+"""The convolution and pooling's windows as the ops' computes call them (``program/ops/conv.py``): ``xp.<name>``
+of this engine."""
