@@ -215,6 +215,10 @@ class OpSchema:
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.
     The FLOP estimate (``tools/modes``) and ``auto``'s weighing of an engine by its convolutions read it."""
+    inputs_as_given: bool = False
+    """True: the engines hand ``compute`` its inputs in the dtypes they come in, never cast to the declared output
+    dtype first (``backend/derive.index_inputs``): an op that converts dtypes itself (a float64 cast to float16 by
+    jax or torch rounds twice, through float32) or reads only its input's shape (a fill shaped like its input)."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""
 

@@ -3,8 +3,9 @@ way. An engine supplies only how to turn a schema into its kind of entry (a nump
 lowering); ``with_derived`` adds one for every op that states its math, and refuses a hand-written entry for
 such an op (a second copy of its math).
 
-``compute`` takes one positional argument per input slot, None for an optional slot the op leaves empty, and
-returns one value per output slot (a tuple when the schema has several); ``Call`` adapts that to an op, whose
+``compute`` takes one positional argument per input var (a duplicable slot's vars one after another), None for an
+optional slot the op leaves empty, and returns one value per output slot (a tuple when the schema has several; a
+list of arrays, one per var, for a duplicable slot: ``split``'s pieces); ``Call`` adapts that to an op, whose
 kernel gets the arrays of its given inputs and returns the outputs it has.
 
 A condition on the values that a run must meet (an integer divisor other than zero) is ``xp.check(ok, error)``:
@@ -78,12 +79,29 @@ def _pick(has: list[bool]) -> Callable[[Any], Any] | None:
     return lambda result: tuple(result[k] for k in kept)
 
 
+def _flatten(many: list[bool], has: list[bool]) -> Callable[[Any], Any]:
+    """``compute``'s result -> the op's outputs, where a duplicable output slot's value is a list of arrays (one per
+    var, as ``split``'s pieces): the kept slots' arrays in order, one array alone for an op with one output var."""
+    def pick(result):
+        per_slot = (result,) if len(many) == 1 else result
+        flat = [v for m, h, r in zip(many, has, per_slot) if h for v in (r if m else (r,))]
+        return flat[0] if len(flat) == 1 else tuple(flat)
+
+    return pick
+
+
+def _outputs(schema: OpSchema, has: list[bool]) -> Callable[[Any], Any] | None:
+    """``Call.pick`` of an op of ``schema`` that has the output slots ``has`` marks."""
+    many = [s.duplicable for s in schema.outputs]
+    return _flatten(many, has) if any(many) else _pick(has)
+
+
 def call_of(schema: OpSchema, op) -> Call:
     """``Call`` of ``op`` (of type ``schema.type``), worked out once when its kernel or lowering is built."""
     return Call({name: op.attr(name) for name in schema.attrs},
                 [np.dtype(op.block.var(n).dtype) for n in op.output_arg_names],
                 _args([bool(op.input(s.name)) for s in schema.inputs]),
-                _pick([bool(op.output(s.name)) for s in schema.outputs]))
+                _outputs(schema, [bool(op.output(s.name)) for s in schema.outputs]))
 
 
 def _takes_integers_only(schema: OpSchema, slot: str) -> bool:
@@ -97,11 +115,12 @@ def index_inputs(schema: OpSchema, op) -> frozenset[int]:
     """Positions, among ``op``'s given input arrays, of those in a slot that takes integers only (ids, an index, a
     step): values that name things rather than take part in the arithmetic. An engine that casts a compute's
     inputs to the declared output dtype leaves these as they are (int64 ids cast to a float32 output merged past
-    2**24, to an int32 one wrapped past 2**31)."""
+    2**24, to an int32 one wrapped past 2**31). Every input of an op whose schema asks for its inputs as given
+    (``OpSchema.inputs_as_given``: ``cast``, which converts them itself) is kept too."""
     positions, k = [], 0
     for slot in schema.inputs:
         n = len(op.input(slot.name))
-        if _takes_integers_only(schema, slot.name):
+        if schema.inputs_as_given or _takes_integers_only(schema, slot.name):
             positions.extend(range(k, k + n))
         k += n
     return frozenset(positions)

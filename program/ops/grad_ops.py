@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import normalize_axis, shapes_agree
+from .manipulation import cut
 
 
 def _like_x(ctx):
@@ -45,6 +46,17 @@ def softmax_grad(xp, out, dout, *, axis):
     return (dout - xp.sum(dout * out, axis=axis, keepdims=True)) * out
 
 
+def reshape_as(xp, x, target):
+    """X reshaped to Target's run-time shape: reshape's adjoint, where that shape is known only at run time."""
+    return xp.reshape(x, tuple(target.shape))
+
+
+def split_like(xp, x, *likes, axis: int) -> list:
+    """X cut along ``axis`` into pieces sized like each Like var at run time, the last taking the rest (numpy's
+    split): concat's adjoint."""
+    return cut(x, axis, [like.shape[axis] for like in likes])
+
+
 SCHEMAS = (
     schema("softmax_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _softmax_grad, {"axis": Attr("int", -1)},
            doc="X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output Out.",
@@ -55,12 +67,13 @@ SCHEMAS = (
            doc="Zeros shaped like X with Out@GRAD added at Index along axis (repeats accumulate).",
            dtypes={**_LIKE_X, "Index": INT_DTYPES}),
     schema("reshape_as", ["X", "Target"], ["Out"], _like_target,
-           doc="X reshaped to Target's run-time shape (same element count).", dtypes={"X": DTYPES, "Target": DTYPES}),
+           doc="X reshaped to Target's run-time shape (same element count).", dtypes={"X": DTYPES, "Target": DTYPES},
+           compute=reshape_as, inputs_as_given=True),
     schema("split_like", ["X", Slot("Like", duplicable=True)], [Slot("Out", duplicable=True)], _split_like,
            {"axis": Attr("int", 0)},
            doc="X cut along axis into pieces sized like each Like var at run time: concat's adjoint.",
-           dtypes={"X": DTYPES, "Like": DTYPES}),
+           dtypes={"X": DTYPES, "Like": DTYPES}, compute=split_like, inputs_as_given=True),
 )
 
 
-__all__ = ["SLICE_ATTRS", "SCHEMAS", "softmax_grad"]
+__all__ = ["SLICE_ATTRS", "SCHEMAS", "reshape_as", "softmax_grad", "split_like"]

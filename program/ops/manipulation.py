@@ -1,6 +1,12 @@
 """Ops that move, copy or regroup elements without arithmetic (plus n-ary sum)."""
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
+from functools import reduce
+from operator import add
+
 from ..dtypes import DTYPES, INT_DTYPES, NUMERIC_DTYPES, unrepresentable
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import broadcast_shapes, normalize_axes, normalize_axis, numel, shapes_agree, unsqueezed
@@ -212,6 +218,93 @@ def _flatten(ctx):
     return {"Out": TensorType((numel(x.shape[:axis]), numel(x.shape[axis:])), x.dtype)}
 
 
+# -- the math, over an engine's array namespace ``xp`` (``OpSchema.compute``) --------------------------------------
+
+
+def _of_one_shape(xs, what: str) -> None:
+    """Refuse inputs whose run-time shapes differ: the schema's promise, which numpy would break by broadcasting
+    -1 dims that meet at run time as 1 and n."""
+    if any(x.shape != xs[0].shape for x in xs[1:]):
+        raise ValueError(f"the {what} have run-time shapes {[list(x.shape) for x in xs]}, not one shape")
+
+
+def sum_(xp, *xs):
+    """X[0] + X[1] + ..., added left to right in their dtype: the accumulation of a var's gradients."""
+    _of_one_shape(xs, "addends")
+    return reduce(add, xs)
+
+
+def reduce_as(xp, x, target):
+    """X summed over the dims broadcasting added to reach Target's run-time shape (the leading ones, then those
+    Target has as 1), in X's dtype (numpy would sum int32 in int64): the adjoint of broadcasting."""
+    lead = x.ndim - target.ndim
+    if lead:
+        x = xp.sum(x, axis=tuple(range(lead)), dtype=x.dtype)
+    ones = tuple(i for i, d in enumerate(target.shape) if d == 1 and x.shape[i] != 1)
+    return xp.sum(x, axis=ones, keepdims=True, dtype=x.dtype) if ones else x
+
+
+def broadcast_to(xp, x, like, *, shape: Sequence[int]):
+    """X broadcast to ShapeLike's run-time shape where given, else to the attr's."""
+    return xp.broadcast_to(x, tuple(like.shape if like is not None else shape))
+
+
+def squeeze(xp, x, *, axes: Sequence[int]):
+    """X without the dims ``axes`` names (every size-1 dim when it names none); a named dim must have size 1."""
+    drop = {a % x.ndim for a in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
+    if any(x.shape[a] != 1 for a in drop):
+        raise ValueError(f"cannot squeeze axes {sorted(drop)} of shape {list(x.shape)}: not of size 1")
+    return xp.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in drop))
+
+
+def unsqueeze(xp, x, *, axes: Sequence[int]):
+    """X with a size-1 dim inserted at each of ``axes``, one after another."""
+    return xp.reshape(x, unsqueezed(tuple(x.shape), axes))
+
+
+def flatten(xp, x, *, axis: int):
+    """X as a matrix: its dims before ``axis`` multiplied into the rows, the rest into the columns."""
+    axis = axis + x.ndim if axis < 0 else axis
+    return xp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
+
+
+def stack(xp, *xs, axis: int):
+    """The inputs, of one shape, stacked along a new dim ``axis``."""
+    _of_one_shape(xs, "inputs")
+    return xp.stack(xs, axis=axis)
+
+
+def section_sizes(sections: Sequence[int], size: int, axis: int) -> list[int]:
+    """``split``'s piece sizes along an axis of ``size``: ``sections`` with its one -1 (if any) given the rest; a
+    ValueError when they do not add up (a rest of -2 would "add up" and cut a piece short)."""
+    sizes = list(sections)
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = size - (sum(sizes) + 1)
+    if sum(sizes) != size or min(sizes) < 0:
+        raise ValueError(f"sections {list(sections)} do not add up to size {size} of axis {axis}")
+    return sizes
+
+
+def cut(x, axis: int, sizes: Sequence[int]) -> list:
+    """X cut along ``axis`` into consecutive pieces of ``sizes``, the last one taking the rest (numpy's split at
+    the running sums): ``split``'s pieces, and ``split_like``'s."""
+    lead, bounds = (slice(None),) * (axis % x.ndim), [0, *itertools.accumulate(sizes[:-1])]
+    return [x[lead + (slice(a, b),)] for a, b in zip(bounds, [*bounds[1:], None])]
+
+
+def split(xp, x, *, axis: int, sections: Sequence[int]) -> list:
+    """X cut along ``axis`` into pieces of the sizes ``sections`` gives, one -1 among them taking the rest."""
+    axis %= x.ndim
+    return cut(x, axis, section_sizes(sections, x.shape[axis], axis))
+
+
+def pad(xp, x, *, paddings: Sequence[int], pad_value: float):
+    """X with ``paddings`` (before, after for each dim) elements of ``pad_value`` (rounded once to X's dtype)
+    around it."""
+    widths = list(zip(paddings[0::2], paddings[1::2]))
+    return xp.pad(x, widths, constant_values=xp.asarray(pad_value, dtype=x.dtype)) if widths else x
+
+
 TRIANGLE_DIAGONAL_BOUND = 2 ** 40
 """Beyond any matrix's size: a ``tril``/``triu`` diagonal past it masks as it does, so the compute clamps to it
 (numpy overflowed on INT64_MIN, XLA wrapped INT64_MAX into a wrong mask)."""
@@ -240,13 +333,13 @@ def _triangle(ctx):
 
 SCHEMAS = (
     schema("sum", [Slot("X", duplicable=True)], ["Out"], _sum, doc="Out = X[0] + X[1] + ... (same shapes).",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=sum_),
     schema("reduce_as", ["X", "Target"], ["Out"], _reduce_as,
            doc="Sum X over the dims that broadcasting added to Target's run-time shape: the adjoint of broadcast.",
-           dtypes={"X": NUMERIC_DTYPES, "Target": DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES, "Target": DTYPES}, compute=reduce_as, inputs_as_given=True),
     schema("broadcast_to", ["X", Slot("ShapeLike", optional=True)], ["Out"], _broadcast_to, {"shape": Attr("ints", [])},
            doc="X broadcast to `shape`, or to ShapeLike's run-time shape when given.",
-           dtypes={"X": DTYPES, "ShapeLike": DTYPES}),
+           dtypes={"X": DTYPES, "ShapeLike": DTYPES}, compute=broadcast_to, inputs_as_given=True),
     schema("reshape", ["X"], ["Out"], _reshape, {"shape": Attr("ints")},
            doc="X with a new shape of the same size; one dim may be -1 (inferred) and 0 copies X's dim.",
            dtypes={"X": DTYPES},
@@ -258,30 +351,32 @@ SCHEMAS = (
            compute=lambda xp, *xs, axis: xp.concat(xs, axis=axis)),
     schema("split", ["X"], [Slot("Out", duplicable=True)], _split, {"axis": Attr("int", 0), "sections": Attr("ints")},
            doc="X cut along `axis` into pieces of the sizes in `sections` (one may be -1: the rest).",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=split),
     schema("slice", ["X"], ["Out"], _slice,
            {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])},
            doc="X[starts:ends:strides] along each of `axes`, with Python's clamping and negative indices and steps.",
            dtypes={"X": DTYPES}),
     schema("pad", ["X"], ["Out"], _pad, {"paddings": Attr("ints"), "pad_value": Attr("float", 0.0)},
            doc="X with `paddings` (before, after for each dim) elements of `pad_value` added around it.",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=pad),
     schema("cumsum", ["X"], ["Out"], _cumsum,
            {"axis": Attr("int", -1), "exclusive": Attr("bool", False), "reverse": Attr("bool", False)},
            doc="Running sums along `axis` (from the end when `reverse`; without the element itself when `exclusive`).",
            dtypes={"X": NUMERIC_DTYPES}, compute=cumsum),
     schema("squeeze", ["X"], ["Out"], _squeeze, {"axes": Attr("ints", [])},
-           doc="X without the size-1 dims in `axes` (every size-1 dim when empty).", dtypes={"X": DTYPES}),
+           doc="X without the size-1 dims in `axes` (every size-1 dim when empty).", dtypes={"X": DTYPES},
+           compute=squeeze),
     schema("unsqueeze", ["X"], ["Out"], _unsqueeze, {"axes": Attr("ints")},
-           doc="X with size-1 dims inserted at `axes`, one after another.", dtypes={"X": DTYPES}),
+           doc="X with size-1 dims inserted at `axes`, one after another.", dtypes={"X": DTYPES},
+           compute=unsqueeze),
     schema("stack", [Slot("X", duplicable=True)], ["Out"], _stack, {"axis": Attr("int", 0)},
-           doc="Inputs of one shape stacked along a new dim `axis`.", dtypes={"X": DTYPES}),
+           doc="Inputs of one shape stacked along a new dim `axis`.", dtypes={"X": DTYPES}, compute=stack),
     schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
            doc="X's slices at the integers of Index along `axis` (numpy's take).",
            dtypes={"X": DTYPES, "Index": INT_DTYPES}),
     schema("flatten", ["X"], ["Out"], _flatten, {"axis": Attr("int", 1)},
            doc="X as a matrix: its dims before `axis` multiplied into the rows, the rest into the columns "
-               "(ONNX Flatten, Paddle's flatten).", dtypes={"X": DTYPES}),
+               "(ONNX Flatten, Paddle's flatten).", dtypes={"X": DTYPES}, compute=flatten),
     schema("tril", ["X"], ["Out"], _triangle, {"diagonal": Attr("int", 0)},
            doc="X with the elements above diagonal `diagonal` of its last two dims set to zero (numpy's tril; "
                "0 is the main diagonal, k > 0 above it).", dtypes={"X": DTYPES}, compute=tril),
@@ -291,4 +386,5 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "TRIANGLE_DIAGONAL_BOUND", "cumsum", "slice_strides", "tril", "triu"]
+__all__ = ["SCHEMAS", "TRIANGLE_DIAGONAL_BOUND", "broadcast_to", "cumsum", "cut", "flatten", "pad", "reduce_as",
+           "section_sizes", "slice_strides", "split", "squeeze", "stack", "sum_", "tril", "triu", "unsqueeze"]

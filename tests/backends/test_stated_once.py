@@ -142,8 +142,9 @@ CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases(), *pow_cases(), *increm
          *label_cases()]
 
 
-def _run(backend: str, case: Case):
-    main, op, feed = one_op_program(case)
+def run_case(backend: str, case: Case, build=one_op_program):
+    """The case's one-op program (made by ``build``) run on ``backend``: its outputs, or the ExecutionError."""
+    main, op, feed = build(case)
     fetch = [n for names in op.outputs.values() for n in names]
     try:
         with np.errstate(all="ignore"):
@@ -205,8 +206,8 @@ def assert_identical(want, got, what: str, exact: bool = True, brief: bool = Fal
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_every_engine_gives_numpys_answer_bit_for_bit(case: Case, backend: str):
     require({"xla": "jax"}.get(backend, backend))
-    assert_identical(_run("numpy", case), _run(backend, case), f"{case.id} on {backend}", case.op not in ROUNDED,
-                     brief=backend == "xla" and case.op in NAMED_ONLY_EAGERLY)
+    assert_identical(run_case("numpy", case), run_case(backend, case), f"{case.id} on {backend}",
+                     case.op not in ROUNDED, brief=backend == "xla" and case.op in NAMED_ONLY_EAGERLY)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -214,7 +215,7 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     require("onnx")
     main, op, feed = one_op_program(case)
     fetch = [n for names in op.outputs.values() for n in names]
-    want, model = _run("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
+    want, model = run_case("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
     if isinstance(want, Exception):  # refused at run time there too, but where ONNX Runtime answers
         if case.op in ORT_ANSWERS:
             run_ort(model, feed)

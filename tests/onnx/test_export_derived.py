@@ -19,6 +19,11 @@ input (one element, padded on both sides) and that channel's 1-tap filter (group
 zeros meet every filter value too."""
 """Traced ops whose input is a one-element counter, with their attrs: fed each special value alone."""
 
+MADE = {"fill_constant": lambda dtype: {"shape": [2, 3], "dtype": dtype, "value": -0.0},
+        "fill_any_like": lambda dtype: {"value": -0.0}}
+"""Traced ops that make a tensor, with their attrs in ``dtype`` (``tests/backends/test_stated_once_creation.py``
+runs them over every dtype and fill value)."""
+
 
 def special_cases(op_type: str, dtype: str) -> list[Case]:
     """``op_type`` on every pair of special values (one case), or each value alone for a counter; none where the
@@ -35,7 +40,8 @@ def special_cases(op_type: str, dtype: str) -> list[Case]:
         return [Case(op_type, {"Input": first.reshape(1, n, 1), "Filter": second.reshape(n, 1, 1)}, None,
                      {**CHANNELWISE[op_type], "groups": n})]
     inputs = dict(zip((s.name for s in schema.inputs), (first, second)))
-    return [Case(op_type, inputs, None, {"alpha": 0.3} if "alpha" in schema.attrs else {})]
+    attrs = MADE[op_type](dtype) if op_type in MADE else {"alpha": 0.3} if "alpha" in schema.attrs else {}
+    return [Case(op_type, inputs, None, attrs)]
 
 
 def _traced_ops() -> list[str]:

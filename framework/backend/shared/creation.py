@@ -1,14 +1,14 @@
 """The seeded random draws, made on the host with numpy for every engine: the numpy kernels call them, and the
 xla backend draws block 0's random ops with them before each run (``xla/compile.py``) and a sub-block's while
 tracing or through a host callback (``xla/lowerings/creation.py``), so both engines give the same numbers, bit for
-bit. Also the dtype a ``*_like`` creation op makes."""
+bit."""
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
 
-__all__ = ["like_dtype", "random_draw", "random_sample", "random_stream"]
+__all__ = ["random_draw", "random_sample", "random_stream"]
 
 _SAMPLERS = {"uniform_random": ("uniform", "min", "max"), "gaussian_random": ("normal", "mean", "std")}
 """Random op type -> (the numpy Generator method, the attrs it takes in order)."""
@@ -36,7 +36,3 @@ def random_draw(op) -> Callable[[], np.ndarray]:
         return lambda: random_sample(op, stream)
     return lambda: random_sample(op, random_stream(op))
 
-
-def like_dtype(op) -> str:
-    """The dtype ``fill_any_like`` and ``fill_zeros_like`` make: their ``dtype`` attr, or X's when it is empty."""
-    return op.attr("dtype") or op.block.var(op.input("X")[0]).dtype

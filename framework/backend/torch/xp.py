@@ -102,6 +102,42 @@ def _isdtype(dtype, kind: str) -> bool:
     raise NotImplementedError(f"isdtype kind {kind!r}")
 
 
+def _fill(value, dtype: torch.dtype):
+    """A fill value rounded once to ``dtype``, as numpy rounds it: torch rounds a Python float to float16 through
+    float32, twice (1 + 2**-11 + 2**-40 became 1.0, not 1.0009765625)."""
+    return float(np.float16(value)) if dtype == torch.float16 else value
+
+
+def _full(shape, value, dtype):
+    dtype = torch_dtype(dtype)
+    return torch.full(tuple(shape), _fill(value, dtype), dtype=dtype)
+
+
+def _full_like(x, value, dtype=None):
+    dtype = x.dtype if dtype is None else torch_dtype(dtype)
+    return torch.full_like(x, _fill(value, dtype), dtype=dtype)
+
+
+def _asarray(value, dtype=None):
+    """``value`` as a tensor (of ``dtype`` where given); a Python float rounded once to float16 (``_fill``)."""
+    if dtype is None:
+        return torch.as_tensor(value)
+    dtype = torch_dtype(dtype)
+    return torch.as_tensor(_fill(value, dtype) if isinstance(value, float) else value, dtype=dtype)
+
+
+def _stack(arrays, axis=0):
+    return torch.stack(tuple(arrays), dim=axis)
+
+
+def _pad(x, pad_width, constant_values=0):
+    """numpy's constant ``pad``: ``pad_width`` is (before, after) per dim, first dim first (torch's ``F.pad``
+    takes them last dim first); ``constant_values`` a number or a 0-d tensor of X's dtype."""
+    value = constant_values.item() if isinstance(constant_values, torch.Tensor) else constant_values
+    widths = [w for before_after in reversed(pad_width) for w in before_after]
+    return torch.nn.functional.pad(x, widths, value=_fill(value, x.dtype))
+
+
 def _expand_dims(x, axis):
     axes = sorted(a % (x.ndim + len(_axes(x, axis))) for a in _axes(x, axis))
     for a in axes:
@@ -126,10 +162,11 @@ XP = SimpleNamespace(
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),
     flip=lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else _axes(x, axis)),
     cumsum=lambda x, axis, dtype=None: torch.cumsum(x, dim=axis, dtype=None if dtype is None else torch_dtype(dtype)),
-    zeros_like=torch.zeros_like, tril=lambda x, k=0: torch.tril(x, k), triu=lambda x, k=0: torch.triu(x, k),
+    zeros_like=torch.zeros_like, full=_full, full_like=_full_like, nextafter=torch.nextafter, inf=float("inf"),
+    tril=lambda x, k=0: torch.tril(x, k), triu=lambda x, k=0: torch.triu(x, k),
     broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
     astype=lambda x, dtype, copy=False: x.to(torch_dtype(dtype), copy=copy),
-    asarray=lambda v, dtype=None: torch.as_tensor(v, dtype=None if dtype is None else torch_dtype(dtype)),
+    asarray=_asarray, stack=_stack, pad=_pad,
     isdtype=_isdtype,
     argmax=lambda x, axis=None, keepdims=False: torch.argmax(x, dim=axis, keepdim=keepdims),
     argmin=lambda x, axis=None, keepdims=False: torch.argmin(x, dim=axis, keepdim=keepdims),

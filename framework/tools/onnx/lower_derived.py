@@ -18,7 +18,7 @@ from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
 from .context import Lowering
-from .graph import onnx_dtype
+from .graph import fill_value, onnx_dtype
 from .lower_math import erf, log1p
 
 __all__ = ["NO_FLOAT64", "NotTraceable", "Value", "XP", "derived_export"]
@@ -112,6 +112,13 @@ def _clip(x: Value, low, high) -> Value:
     return _node("Clip", [x, low, high], x.dtype)
 
 
+def _full_like(x: Value, value, dtype=None) -> Value:
+    """``value`` everywhere in X's run-time shape (``ConstantOfShape`` of its ``Shape``), as ``dtype`` or X's."""
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
+    shape = x.ctx.g.node("Shape", [x.name])
+    return Value(x.ctx.g.node("ConstantOfShape", [shape], value=fill_value(value, dtype.name)), dtype, x.ndim, x.ctx)
+
+
 def _variadic(op_type: str) -> Callable[..., Value]:
     return lambda a, b: _binary(op_type, a, b)
 
@@ -130,11 +137,13 @@ XP = SimpleNamespace(
     erf=lambda x: Value(erf(x.ctx, x.name, x.dtype.name), x.dtype, x.ndim, x.ctx),
     isdtype=lambda dtype, kind: np.isdtype(np.dtype(dtype), kind),
     asarray=lambda value, dtype=None: np.asarray(value, dtype=dtype),
+    full=lambda shape, value, dtype=None: np.full(shape, value, dtype=dtype), full_like=_full_like,
     float16=np.float16, float32=np.float32, float64=np.float64,
 )
 """The ONNX graph as ``xp``: what the ops' formulas use of numpy. ``xp.<name>`` of an op whose compute is that one
 function (``schema.xp_function``) and whose schema names one ONNX node is that node; ``expm1`` is exp - 1 (ONNX
-has no Expm1), ``erf`` and ``log1p`` are the float64-exact forms of ``lower_math``."""
+has no Expm1), ``erf`` and ``log1p`` are the float64-exact forms of ``lower_math``; ``full`` is a constant (the
+exporter stores it as one), ``full_like`` a ``ConstantOfShape`` of the run-time shape."""
 
 
 def _one_node(onnx_op: str, schema: OpSchema) -> Callable[[Lowering], None]:

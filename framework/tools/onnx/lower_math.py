@@ -273,11 +273,6 @@ def one_hot(ctx):
     ctx.emit("Cast", [hot], to=onnx_dtype(ctx.attr("dtype")))
 
 
-def fill_constant(ctx):
-    value = np.full(tuple(ctx.attr("shape")), ctx.attr("value"), dtype=ctx.attr("dtype"))
-    ctx.finish(ctx.g.const(value))
-
-
 def _random(draw, onnx_op: str, params: dict[str, str]):
     def lower(ctx):
         if ctx.attr("redraw"):  # a new sample each run: ONNX's own op, seeded (ONNX Runtime's stream, not numpy's)
@@ -290,13 +285,34 @@ def _random(draw, onnx_op: str, params: dict[str, str]):
     return lower
 
 
-def _like(ctx, value: float) -> None:
-    dt = ctx.attr("dtype") or ctx.dtype()
-    ctx.emit("ConstantOfShape", [shape_of(ctx, ctx.x())], value=fill_value(value, dt))
+def _on_float16_grid(ctx, x: str) -> str:
+    """float64 ``x`` rounded to float16's values, still float64, so that a Cast after it is exact: ONNX Runtime's
+    Cast rounds float64 to float16 through float32, twice (65519.99 became inf, not 65504). |x| / q to the nearest
+    even integer (+ 2**52 - 2**52: exact below 2**52, and above it the Cast gives inf anyway), times q, the float16
+    spacing at x: 2**(e - 10) for e = floor(log2 |x|) kept to [-14, 15] (the subnormals' spacing; from 65520 on, a
+    multiple of 32 past 65504 that the Cast makes inf), then x's sign as a factor of +-1 (1 / x finds -0.0's):
+    ONNX Runtime's Where drops a zero's sign."""
+    g, two, num = ctx.g, ctx.scalar(2.0, "float64"), lambda v: ctx.scalar(v, "float64")
+    a = g.node("Abs", [x])
+    e = g.node("Floor", [g.node("Div", [g.node("Log", [a]), num(math.log(2.0))])])
+    # log's rounding may leave e one off beside a power of two: checked against 2**e and 2**(e + 1) themselves
+    e = g.node("Where", [g.node("Less", [a, g.node("Pow", [two, e])]), g.node("Sub", [e, num(1.0)]), e])
+    up = g.node("Add", [e, num(1.0)])
+    e = g.node("Where", [g.node("GreaterOrEqual", [a, g.node("Pow", [two, up])]), up, e])
+    q = g.node("Pow", [two, g.node("Sub", [g.node("Min", [g.node("Max", [e, num(-14.0)]), num(15.0)]), num(10.0)])])
+    steps = g.node("Div", [a, q])  # to the nearest even integer by float64's own rounding (Round: not importable)
+    steps = g.node("Sub", [g.node("Add", [steps, num(2.0 ** 52)]), num(2.0 ** 52)])
+    on_grid = g.node("Mul", [steps, q])
+    negative = g.node("Or", [g.node("Less", [x, num(0.0)]), g.node("Less", [g.node("Div", [num(1.0), x]), num(0.0)])])
+    return g.node("Mul", [on_grid, g.node("Where", [negative, num(-1.0), num(1.0)])])
 
 
 def cast(ctx):
-    ctx.emit("Cast", [ctx.x()], to=onnx_dtype(ctx.attr("out_dtype")))
+    """One Cast node; float64 to float16 first rounded once to float16's values (``_on_float16_grid``)."""
+    x, to = ctx.x(), ctx.attr("out_dtype")
+    if to == "float16" and ctx.dtype() == "float64":
+        x = _on_float16_grid(ctx, x)
+    ctx.emit("Cast", [x], to=onnx_dtype(to))
 
 
 LOWERINGS = {
@@ -305,15 +321,13 @@ LOWERINGS = {
     "reduce_mean_grad": reduce_mean_grad,
     "argmax": _arg("ArgMax"),
     "argmin": _arg("ArgMin"), "one_hot": one_hot,
-    "fill_constant": fill_constant,
     "uniform_random": _random(lambda ctx, rng: rng.uniform(ctx.attr("min"), ctx.attr("max"),
                                                            tuple(ctx.attr("shape"))),
                               "RandomUniform", {"low": "min", "high": "max"}),
     "gaussian_random": _random(lambda ctx, rng: rng.normal(ctx.attr("mean"), ctx.attr("std"),
                                                            tuple(ctx.attr("shape"))),
                                "RandomNormal", {"mean": "mean", "scale": "std"}),
-    "fill_any_like": lambda ctx: _like(ctx, ctx.attr("value")), "fill_zeros_like": lambda ctx: _like(ctx, 0.0),
-    "assign": lambda ctx: ctx.finish(ctx.x()), "cast": cast,
+    "cast": cast,
     "logsumexp": logsumexp, "prod_others": prod_others,
 }
 """gradgen op type -> lowering."""
@@ -327,6 +341,9 @@ OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "me
                           "no arange)",
                "logsumexp": "its max-shifted form over the run-time sizes, where ReduceLogSumExp's naive one overflows",
                "reduce_mean_grad": RUN_TIME_SIZES,
+               "cast": "one Cast node (ONNX leaves a float no integer holds undefined; ONNX Runtime gives the "
+                       "most negative integer, as the engines do), float64 to float16 rounded to float16's values "
+                       "first: ONNX's xp has no nextafter for the compute's round-to-odd",
                **{t: "one ArgMax/ArgMin node (axis, keepdims, select_last_index 0: the first on ties)"
                   for t in ("argmax", "argmin")}}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

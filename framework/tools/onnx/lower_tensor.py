@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import Lowering
-from .graph import fill_value, onnx_dtype, value_info
+from .graph import fill_value, value_info
 from .lower_math import reduce_node, shape_of
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS", "static_dim"]
@@ -257,5 +257,20 @@ OWN_EXPORTS = {"transpose": "one Transpose node with its perm (ONNX's xp has no 
                "concat": "one Concat node, its axis made non-negative (older opsets take no negative axis)",
                "cumsum": "one CumSum node with its exclusive and reverse attrs (ONNX's xp has no cumsum or slicing)",
                **{t: "one Trilu node, its diagonal a constant input (ONNX's xp has no tril or triu)"
-                  for t in ("tril", "triu")}}
+                  for t in ("tril", "triu")},
+               "sum": "Add nodes, left to right (its compute reads the addends' shapes to refuse ones that differ, "
+                      "which an ONNX value does not know)",
+               "reduce_as": "ReduceSum over the axes the declared shapes name, and an If where Target's dim is known "
+                            "only at run time (its compute reads the run-time shapes)",
+               "broadcast_to": "one Expand node to ShapeLike's run-time Shape or the attr (its compute reads "
+                               "ShapeLike's shape)",
+               "reshape_as": "one Reshape node to Target's run-time Shape (its compute reads Target's shape)",
+               "squeeze": "one Squeeze node of the axes named or declared of size 1 (its compute reads X's shape)",
+               "unsqueeze": "Unsqueeze nodes, one axis after another (its compute reads X's shape)",
+               "flatten": "one Flatten node (its compute reads X's shape)",
+               "stack": "Unsqueeze nodes joined by Concat (its compute reads the inputs' shapes)",
+               **{t: "one Split node of several outputs (a traced export has one output; its compute reads shapes)"
+                  for t in ("split", "split_like")},
+               "pad": "one Pad node, gradgen's (before, after) pairs as ONNX's befores then afters (ONNX's xp has no "
+                      "pad)"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -31,24 +31,8 @@ def gather_grad(op):
     return lambda x, index, dout: scatter_rows(np.zeros(x.shape, dtype=dout.dtype), index, dout, axis, add=True)
 
 
-def reshape_as(op):
-    return lambda x, target: np.reshape(x, np.shape(target))
-
-
-def split_like(op):
-    axis = op.attr("axis")
-
-    def run(x, *likes):
-        bounds = np.cumsum([np.shape(t)[axis] for t in likes])[:-1]
-        pieces = np.split(x, bounds, axis=axis)
-        return pieces[0] if len(pieces) == 1 else tuple(pieces)
-
-    return run
-
-
 KERNELS = {
     "relu_grad": relu_grad, "slice_grad": slice_grad, "gather_grad": gather_grad,
-    "reshape_as": reshape_as, "split_like": split_like,
 }
 
 FASTER = {

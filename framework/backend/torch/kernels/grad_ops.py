@@ -1,5 +1,6 @@
-"""Hand-written torch kernels of the gradient-only ops (``numpy/kernels/grad_ops.py``): the adjoints of slicing,
-gathering, reshaping and splitting, and relu's gradient on ATen's fused kernel (``FASTER``)."""
+"""Hand-written torch kernels of the gradient-only ops (``numpy/kernels/grad_ops.py``): the adjoints of slicing and
+gathering, and relu's gradient on ATen's fused kernel (``FASTER``); reshape's and concat's adjoints are derived from
+their ``compute`` (``derived``)."""
 from __future__ import annotations
 
 import torch
@@ -39,20 +40,6 @@ def gather_grad(op):
     return run
 
 
-def reshape_as(op):
-    return lambda x, target: torch.reshape(x, tuple(target.shape))
-
-
-def split_like(op):
-    axis = op.attr("axis")
-
-    def run(x, *likes):
-        pieces = torch.split(x, [t.shape[axis] for t in likes], dim=axis)
-        return pieces[0] if len(pieces) == 1 else tuple(pieces)
-
-    return run
-
-
 def relu_grad(op):
     """``where(Out > 0, dOut, dOut * 0)`` (the op's compute) as ATen's ``threshold_backward`` where Out and dOut are
     finite (the same numbers, but that a negative dOut at an inactive unit gives +0 where the compute gives -0),
@@ -65,8 +52,7 @@ def relu_grad(op):
     return run
 
 
-KERNELS = {"slice_grad": slice_grad, "gather_grad": gather_grad, "reshape_as": reshape_as, "split_like": split_like,
-           "relu_grad": relu_grad}
+KERNELS = {"slice_grad": slice_grad, "gather_grad": gather_grad, "relu_grad": relu_grad}
 
 FASTER = {
     "relu_grad": "torch.where over a data-dependent mask took 4.0 ms on ResNet's [32, 64, 32, 32] float32 (two "

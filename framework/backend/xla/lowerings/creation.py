@@ -1,7 +1,7 @@
-"""Lowerings of the ops that make tensors (``backend/numpy/kernels/creation.py``): constants, copies, casts, and
-the seeded random draws, made on the host with numpy as the numpy kernels make them (``shared/creation``), so
-both engines give the same numbers, bit for bit. Block 0's draws come into the step as inputs
-(``compile.HOST_COMPUTED``); a sub-block's are made here."""
+"""Lowerings of the creation family's seeded random draws (its constants, fills, copies and casts are derived from
+their computes, ``program/ops/creation.py``): made on the host with numpy as the numpy kernels make them
+(``shared/creation``), so both engines give the same numbers, bit for bit. Block 0's draws come into the step as
+inputs (``compile.HOST_COMPUTED``); a sub-block's are made here."""
 from __future__ import annotations
 
 import jax
@@ -9,24 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-from ...shared.creation import like_dtype, random_sample, random_stream
+from ...shared.creation import random_sample, random_stream
 
 __all__ = ["LOWERINGS"]
-
-
-def _fill_constant(op, ctx):
-    shape, dtype, value = tuple(op.attr("shape")), op.attr("dtype"), op.attr("value")
-    return lambda: jnp.full(shape, value, dtype=dtype)
-
-
-def _fill_any_like(op, ctx):
-    value, dtype = op.attr("value"), like_dtype(op)
-    return lambda x: jnp.full(x.shape, value, dtype=dtype)
-
-
-def _fill_zeros_like(op, ctx):
-    dtype = like_dtype(op)
-    return lambda x: jnp.zeros(x.shape, dtype=dtype)
 
 
 def _random_draw(op, ctx):
@@ -42,13 +27,4 @@ def _random_draw(op, ctx):
     return lambda: io_callback(lambda: random_sample(op, stream), jax.ShapeDtypeStruct(shape, dtype))
 
 
-def _cast(op, ctx):
-    dtype = np.dtype(op.attr("out_dtype"))
-    return lambda x: x.astype(dtype)
-
-
-LOWERINGS = {
-    "fill_constant": _fill_constant, "fill_any_like": _fill_any_like, "fill_zeros_like": _fill_zeros_like,
-    "uniform_random": _random_draw, "gaussian_random": _random_draw,
-    "assign": lambda op, ctx: (lambda x: x), "cast": _cast,
-}
+LOWERINGS = {"uniform_random": _random_draw, "gaussian_random": _random_draw}

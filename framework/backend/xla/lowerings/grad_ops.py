@@ -6,7 +6,6 @@ import jax.numpy as jnp
 
 from ...shared.manipulation import slice_index
 from .indexing import in_range, scatter_rows
-from .manipulation import pieces
 
 __all__ = ["LOWERINGS"]
 
@@ -30,16 +29,4 @@ def _gather_grad(op, ctx):
     return run
 
 
-def _reshape_as(op, ctx):
-    return lambda x, target: jnp.reshape(x, target.shape)
-
-
-def _split_like(op, ctx):
-    axis = op.attr("axis")
-    return lambda x, *likes: pieces(x, axis, [t.shape[axis] for t in likes])
-
-
-LOWERINGS = {
-    "slice_grad": _slice_grad, "gather_grad": _gather_grad,
-    "reshape_as": _reshape_as, "split_like": _split_like,
-}
+LOWERINGS = {"slice_grad": _slice_grad, "gather_grad": _gather_grad}
