@@ -77,7 +77,9 @@ def hard_labels(xp, label, x_shape, axis: int, ignored: int) -> tuple:
 
 
 def cross_entropy(xp, x, label, *, soft_label: bool, ignore_index: int):
-    """-log(X[label]) over X's last axis (0 for an ignored label), or -sum(label * log X) for soft labels."""
+    """-log(X[label]) over X's last axis (0 for an ignored label), or -sum(label * log X) for soft labels. Its inputs
+    come as given (``inputs_as_given``): cast to X's dtype, a float16 holds an integer label exactly only up to
+    2048."""
     if soft_label:
         check_label_shape(label, tuple(x.shape), None, "X")
         return -xp.sum(label * xp.log(x), axis=-1, keepdims=True)
@@ -177,7 +179,7 @@ SCHEMAS = (
            doc="-log(X[label]) (or -sum(label * log X)) over the last axis of probabilities X; keeps that axis. "
                "A hard label equal to `ignore_index` gives loss 0; any other label outside [0, classes) is a "
                "run-time error.",
-           dtypes=_labelled("X")),
+           dtypes=_labelled("X"), compute=cross_entropy, inputs_as_given=True),
     schema("softmax_with_cross_entropy", ["Logits", "Label"], ["Softmax", "Loss"], _softmax_with_cross_entropy,
            {"soft_label": Attr("bool", False), "axis": Attr("int", -1), "ignore_index": Attr("int", IGNORE_INDEX)},
            doc="Softmax of Logits and the cross-entropy with Label, via log-sum-exp; Loss keeps the axis as 1. "

@@ -275,6 +275,9 @@ LOWERINGS = {
 
 OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in (("softmax", "Softmax"),
                                                                          ("log_softmax", "LogSoftmax"))},
+               "cross_entropy": "a hard label's range check is an xp.check, which no ONNX node raises; the labels "
+                                "picked by a one-hot mask (GatherElements where the classes are known only at run "
+                                "time), an ignored one giving 0",
                "softmax_with_cross_entropy": "two outputs (the traced export takes one); the hard labels picked by "
                                              "GatherElements, the check of their range left out (ONNX has no "
                                              "run-time error)",

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing,
-               linalg, lr_schedule, manipulation, metrics, network, nn, normalization, optimizer, recurrent,
+               linalg, lr_schedule, manipulation, metrics, network, normalization, optimizer, recurrent,
                reduction)
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
@@ -22,7 +22,7 @@ from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "XP", "KernelFactory", "SubBlock"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
+FAMILIES = (creation, linalg, reduction, manipulation, grad_ops, optimizer,
             conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")

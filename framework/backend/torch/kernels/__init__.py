@@ -1,7 +1,7 @@
 """The torch engine's kernel table: one factory per op type, ``factory(op) -> fn(*input tensors)`` returning the
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
-(``creation``, ``linalg``, ``manipulation``, ``grad_ops``, ``nn``, ``normalization``, ``conv``; ``kept`` and
+(``creation``, ``linalg``, ``manipulation``, ``grad_ops``, ``normalization``, ``conv``; ``kept`` and
 ``finite`` are helpers they share); an op in neither is refused (``refused.problems``)."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Callable, Mapping
 
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
-from . import conv, creation, grad_ops, linalg, manipulation, nn, normalization
+from . import conv, creation, grad_ops, linalg, manipulation, normalization
 from .derived import derived_kernel
 from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "XP"]
 
-FAMILIES = (creation, linalg, manipulation, grad_ops, nn, normalization, conv)
+FAMILIES = (creation, linalg, manipulation, grad_ops, normalization, conv)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing, linalg,
-               lr_schedule, manipulation, metrics, network, nn, optimizer, recurrent, reduction)
+               lr_schedule, manipulation, metrics, network, optimizer, recurrent, reduction)
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from .derived import derived_lowering
@@ -20,7 +20,7 @@ from .. import xp
 
 __all__ = ["FAMILIES", "LOWERINGS", "XP"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, nn, grad_ops, optimizer,
+FAMILIES = (creation, linalg, reduction, manipulation, grad_ops, optimizer,
             conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
 
 XP = with_primitives(xp.XP, collect(FAMILIES, "PRIMITIVES"))

@@ -23,7 +23,7 @@ from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, index_inputs
 
-__all__ = ["Traced", "derived_lowering"]
+__all__ = ["derived_lowering"]
 
 
 def _keeps(dtype) -> Callable:
@@ -35,7 +35,7 @@ def _keeps(dtype) -> Callable:
     return lambda x: np.issubdtype(x.dtype, np.floating)
 
 
-class Traced:
+class _Traced:
     """``xp`` for one op's trace: its functions, and ``check`` as a run-time check of the trace's context."""
 
     __slots__ = ("check", "xp")
@@ -54,7 +54,7 @@ def derived_lowering(schema: OpSchema, xp: SimpleNamespace) -> Callable:
 
     def lowering(op, ctx) -> Callable:
         attrs, dtypes, args, pick = call_of(schema, op)
-        traced = Traced(xp, ctx)
+        traced = _Traced(xp, ctx)
         if len(dtypes) > 1 or args is not None or pick is not None:
             def run(*xs):
                 result = compute(traced, *(xs if args is None else args(xs)), **attrs)
