@@ -98,6 +98,22 @@ def test_torch_is_weighed_only_for_programs_with_large_convolutions():
     assert told[0][0] == "torch"
 
 
+def test_xla_is_weighed_only_for_convolutions_under_its_limit():
+    """``backend.WEIGHED_FOR["xla"]``: a program whose convolutions do ``CONVOLUTION_WORK_FOR_XLA`` multiply-adds
+    or more at this run's batch leaves xla out, saying why; one batch fewer brings it back; unknown work weighs it."""
+    conv = Program()
+    with program_guard(conv, Program()):  # 2 x 2 x 2 outputs of a 1 x 3 x 3 window: 72 multiply-adds a sample
+        layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
+    at_limit = -(-weighing.CONVOLUTION_WORK_FOR_XLA // 72)
+    why = weighing.WEIGHED_FOR["xla"](conv.global_block(), at_limit)
+    assert why is not None and "xla is weighed only for convolutions under 1 G" in why and "(this program's: 1 G)" in why
+    assert weighing.WEIGHED_FOR["xla"](conv.global_block(), at_limit - 1) is None
+    unknown = Program()
+    with program_guard(unknown, Program()):
+        layers.conv2d(layers.data("x", [-1, 1, -1, -1], "float64"), 2, 3, name="c")
+    assert weighing.WEIGHED_FOR["xla"](unknown.global_block(), 10 ** 9) is None
+
+
 def test_convolution_work_is_unknown_where_a_spatial_dim_is():
     """A -1 spatial dim (a fully convolutional net fed any size) or gradients without their forward op: the work
     is not known, and torch is weighed."""

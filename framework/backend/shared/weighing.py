@@ -6,15 +6,17 @@ build) holds the interpreter lock in turns with the numpy runs beside it, and th
 of its own. The torch engine is weighed for its convolutions (oneDNN's), and only where they are large enough to
 win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its step took 2.4 ms against numpy's
 4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
-numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s.
+numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. The xla engine is weighed the other way round:
+for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 from gradgen.program.ops import conv as conv_family
 
-__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch"]
+__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "WEIGHED_FOR", "convolution_work", "feed_batch"]
 
 CONVOLUTION_WORK_FOR_TORCH = 2_000_000
 """Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
@@ -38,6 +40,23 @@ def convolution_work(block, batch: int) -> float:
     return conv_family.convolution_work(block, shape)
 
 
+CONVOLUTION_WORK_FOR_XLA = 1_000_000_000
+"""Multiply-adds of a step's forward convolutions from which the xla engine sits out: XLA's CPU convolutions
+(Eigen's) lose more the larger they are. On the anchors' ResNet blocks (4.8 G a step) its step took 236 ms,
+numpy's own 155 and the torch engine's 83 (07:22, one interleaved run), and its compile there, in the background,
+held the numpy runs beside it at half speed for seconds; on LeNet (15.4 M) it took 3.55 ms against numpy's 4.77,
+so it stays weighed below this."""
+
+
+def _xla_left_out(block, batch: int) -> str | None:
+    work = convolution_work(block, batch)
+    if work < CONVOLUTION_WORK_FOR_XLA or math.isinf(work):  # unknown: weighed
+        return None
+    return (f"xla is weighed only for convolutions under {CONVOLUTION_WORK_FOR_XLA / 1e9:g} G multiply-adds a run "
+            f"(this program's: {work / 1e9:.2g} G), where XLA's CPU convolutions measured slower than numpy's own "
+            f"(backend.shared.weighing)")
+
+
 def _torch_left_out(block, batch: int) -> str | None:
     work = convolution_work(block, batch)
     if work >= CONVOLUTION_WORK_FOR_TORCH:
@@ -47,6 +66,6 @@ def _torch_left_out(block, batch: int) -> str | None:
             f"multiply-adds a run (this program's: {held}; backend.shared.weighing)")
 
 
-WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out}
+WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out, "xla": _xla_left_out}
 """Engine -> why a block (at a leading dim) leaves it out of auto's trial, or None when it is weighed. Engines
 not named are weighed for every program they can run."""
