@@ -217,7 +217,7 @@ class OpSchema:
     The FLOP estimate (``tools/modes``) and ``auto``'s weighing of an engine by its convolutions read it."""
     inputs_as_given: bool = False
     """True: the engines hand ``compute`` its inputs in the dtypes they come in, never cast to the declared output
-    dtype first (``backend/derive.index_inputs``): an op that converts dtypes itself (a float64 cast to float16 by
+    dtype first (``backend/derive.uncast_inputs``): an op that converts dtypes itself (a float64 cast to float16 by
     jax or torch rounds twice, through float32) or reads only its input's shape (a fill shaped like its input)."""
     tables: "SchemaTables" = field(init=False, repr=False, compare=False)
     """Lookups derived once from the fields above, so checking an op against its schema does not rebuild them."""

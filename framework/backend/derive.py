@@ -24,7 +24,7 @@ from gradgen.program.dtypes import INT_DTYPES
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import OpSchema
 
-__all__ = ["Call", "call_of", "check", "index_inputs", "with_derived", "with_primitives"]
+__all__ = ["Call", "call_of", "check", "uncast_inputs", "with_derived", "with_primitives"]
 
 
 class Call(NamedTuple):
@@ -111,12 +111,13 @@ def _takes_integers_only(schema: OpSchema, slot: str) -> bool:
     return bool(rule) and all(d in INT_DTYPES for d in rule)
 
 
-def index_inputs(schema: OpSchema, op) -> frozenset[int]:
-    """Positions, among ``op``'s given input arrays, of those in a slot that takes integers only (ids, an index, a
-    step): values that name things rather than take part in the arithmetic. An engine that casts a compute's
-    inputs to the declared output dtype leaves these as they are (int64 ids cast to a float32 output merged past
-    2**24, to an int32 one wrapped past 2**31). Every input of an op whose schema asks for its inputs as given
-    (``OpSchema.inputs_as_given``: ``cast``, which converts them itself) is kept too."""
+def uncast_inputs(schema: OpSchema, op) -> frozenset[int]:
+    """Positions, among ``op``'s given input arrays, of those an engine that casts a compute's inputs to the
+    declared output dtype leaves as they are: every input of an op whose schema asks for them as given
+    (``OpSchema.inputs_as_given``: ``cast`` converts them itself, ``cross_entropy`` takes integer labels), and
+    those of a slot that takes integers only (ids, an index, a step: values that name things rather than take part
+    in the arithmetic; int64 ids cast to a float32 output merged past 2**24, to an int32 one wrapped past
+    2**31)."""
     positions, k = [], 0
     for slot in schema.inputs:
         n = len(op.input(slot.name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import reduce
 
 from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, OnnxMapping, TensorType, schema
@@ -168,23 +169,15 @@ def conv2d_transpose(xp, x, w, *, output_padding, **window):
 # array per kernel position, row-major, of the input padded with a value), their adjoint (``xp.add_pool_taps``:
 # shares added back where each tap reads) and an average's divisor (``xp.pool_divisor``), all read from the attrs
 # as ``backend/shared/conv.Pooling`` reads them.
-def _fold(combine, taps):
-    total = taps[0]
-    for t in taps[1:]:
-        total = combine(total, t)
-    return total
-
-
 def _first_maxima(xp, taps) -> list:
     """Per tap a mask, True where the tap holds its window's first maximum in row-major order (a NaN being the
     maximum where the window holds one, its first NaN, as ``np.argmax`` picks): ties go to the first."""
-    top = _fold(xp.maximum, taps)
+    top = reduce(xp.maximum, taps)
     nan = xp.isnan(top)
-    masks, taken = [], None
+    masks, taken = [], xp.zeros_like(nan)
     for t in taps:
-        hit = (t == top) | (nan & (t != t))
-        hit = hit if taken is None else hit & ~taken
-        taken = hit if taken is None else taken | hit
+        hit = ((t == top) | (nan & (t != t))) & ~taken
+        taken = taken | hit
         masks.append(hit)
     return masks
 
@@ -198,9 +191,10 @@ def _masked(xp, mask, v):
 def pool2d(xp, x, *, pooling_type, exclusive, **window):
     """The window's maximum (NaN where it holds one), or its sum over the divisor."""
     if pooling_type == "max":
-        return _fold(xp.maximum, xp.pool_taps(x, -math.inf, **window))
+        return reduce(xp.maximum, xp.pool_taps(x, -math.inf, **window))
     taps = xp.pool_taps(x, 0.0, **window)
-    return _fold(operator.add, taps) / xp.pool_divisor(x, tuple(taps[0].shape[2:]), exclusive=exclusive, **window)
+    divisor = xp.pool_divisor(x, tuple(taps[0].shape[2:]), exclusive=exclusive, **window)
+    return reduce(operator.add, taps) / divisor
 
 
 def pool2d_grad(xp, x, gout, *, pooling_type, exclusive, **window):
@@ -216,7 +210,7 @@ def pool2d_grad(xp, x, gout, *, pooling_type, exclusive, **window):
 def pool2d_select(xp, x, d, *, pooling_type, exclusive, **window):
     """For each max window of X, D's value at X's first maximum."""
     masks = _first_maxima(xp, xp.pool_taps(x, -math.inf, **window))
-    return _fold(operator.add, [_masked(xp, m, t) for m, t in zip(masks, xp.pool_taps(d, 0.0, **window))])
+    return reduce(operator.add, [_masked(xp, m, t) for m, t in zip(masks, xp.pool_taps(d, 0.0, **window))])
 
 
 def _conv_from_onnx(ctx) -> None:
@@ -295,6 +289,6 @@ SCHEMAS = (
 
 
 
-__all__ = ["CONV_ATTRS", "POOL_ATTRS", "SCHEMAS", "conv2d", "conv2d_filter_grad", "conv2d_input_grad", "conv2d_transpose",
-           "convolution_work", "out_size", "pool2d", "pool2d_grad", "pool2d_select", "pool_out_size", "pool_paddings",
-           "transposed_size"]
+__all__ = ["CONV_ATTRS", "POOL_ATTRS", "SCHEMAS", "conv2d", "conv2d_filter_grad", "conv2d_input_grad",
+           "conv2d_transpose", "convolution_work", "out_size", "pool2d", "pool2d_grad", "pool2d_select",
+           "pool_out_size", "pool_paddings", "transposed_size"]

@@ -41,7 +41,7 @@ def one_hot(xp, x, *, depth: int, dtype: str):
     """True where a position of the new last axis equals X's integer (the engine casts it to ``dtype``): an id
     outside [0, depth), a negative one too, gives a row of zeros. The ids are compared as the integers they are:
     an engine that casts a compute's inputs to the declared dtype leaves an integers-only slot as it is
-    (``backend/derive.index_inputs``; as float32, ids past 2**24 would merge)."""
+    (``backend/derive.uncast_inputs``; as float32, ids past 2**24 would merge)."""
     return xp.expand_dims(x, -1) == xp.arange(depth)
 
 

@@ -231,13 +231,13 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
 
 
 def test_the_inputs_kept_from_the_declared_dtype_are_those_of_integers_only_slots():
-    """``derive.index_inputs``: one_hot's ids and gather's index, by their position among the op's arrays; no
+    """``derive.uncast_inputs``: one_hot's ids and gather's index, by their position among the op's arrays; no
     operand of arithmetic (which the xla and torch engines compute in the declared dtype)."""
-    from gradgen.framework.backend.derive import index_inputs
+    from gradgen.framework.backend.derive import uncast_inputs
     from gradgen.program import OP_SCHEMAS
 
     def positions(case: Case) -> frozenset[int]:
-        return index_inputs(OP_SCHEMAS[case.op], one_op_program(case)[1])
+        return uncast_inputs(OP_SCHEMAS[case.op], one_op_program(case)[1])
 
     ids = np.array([1, 0], np.int64)
     assert positions(Case("one_hot", {"X": ids}, None, {"depth": 2})) == {0}

@@ -208,15 +208,15 @@ def test_no_engine_writes_these_ops_by_hand_but_numpys_measured_ones():
 
 
 def test_cast_and_the_like_fills_take_their_inputs_as_given():
-    """``derive.index_inputs``: no engine casts cast's X to the declared dtype first (float64 cast to float16
+    """``derive.uncast_inputs``: no engine casts cast's X to the declared dtype first (float64 cast to float16
     through float32 rounds twice), nor a fill's X, whose shape alone it reads; assign's needs no cast."""
-    from gradgen.framework.backend.derive import index_inputs
+    from gradgen.framework.backend.derive import uncast_inputs
 
     x = np.ones(2)
     for op_type, attrs in [("cast", {"out_dtype": "float16"}), ("fill_any_like", {"dtype": "int32"}),
                            ("fill_zeros_like", {})]:
-        assert index_inputs(OP_SCHEMAS[op_type], one_op_program(Case(op_type, {"X": x}, None, attrs))[1]) == {0}
-    assert index_inputs(OP_SCHEMAS["assign"], one_op_program(Case("assign", {"X": x}, None))[1]) == frozenset()
+        assert uncast_inputs(OP_SCHEMAS[op_type], one_op_program(Case(op_type, {"X": x}, None, attrs))[1]) == {0}
+    assert uncast_inputs(OP_SCHEMAS["assign"], one_op_program(Case("assign", {"X": x}, None))[1]) == frozenset()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -31,8 +31,8 @@ from .lower_derived import derived_export
 from .errors import OnnxExportError
 from .graph import GraphBuilder, Names, value_info
 
-__all__ = ["OPSET", "LOWERINGS", "MAPPED", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "XP", "export_onnx", "unexportable_ops",
-           "UPDATED_SUFFIX"]
+__all__ = ["OPSET", "LOWERINGS", "MAPPED", "OWN_EXPORTS", "UNEXPORTABLE", "LIMITS", "XP", "export_onnx",
+           "unexportable_ops", "UPDATED_SUFFIX"]
 
 OPSET = 17
 """The ONNX opset every exported model imports (default domain only)."""

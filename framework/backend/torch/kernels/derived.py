@@ -1,12 +1,12 @@
-"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp`` = torch (``xp.XP``) and
-the engine's primitives (``kernels.XP``).
+"""Kernels derived from the ops' own math (``backend/derive``): ``compute`` run with ``xp`` = torch (``xp.XP``) and the
+engine's primitives (``kernels.XP``).
 
-torch promotes otherwise than numpy (int32 / int32 is float32 in torch, float64 in numpy), so, as the xla engine
-does, an op with one non-bool output and all its inputs given computes in the dtype it declares: each input of
-another dtype is cast to it first (a bool input, a condition or a mask, stays bool; a float input of an op that
-declares an integer, an index such as argmax's, stays float: cast, NaN and inf became integers; an input of a slot
-that takes integers only, ids, stays as it is: ``derive.index_inputs``), and the result is cast to it.
-A bool result (a comparison) compares its inputs as they are; an op with several outputs or optional slots
+torch promotes otherwise than numpy (int32 / int32 is float32 in torch, float64 in numpy), so, as the xla engine does,
+an op with one non-bool output and all its inputs given computes in the dtype it declares: each input of another dtype
+is cast to it first (a bool input, a condition or a mask, stays bool; a float input of an op that declares an integer,
+an index such as argmax's, stays float: cast, NaN and inf became integers; an input of a slot that takes integers
+only, ids, or of an op that takes its inputs as given, stays as it is: ``derive.uncast_inputs``), and the result is
+cast to it. A bool result (a comparison) compares its inputs as they are; an op with several outputs or optional slots
 (layer norm) states its working dtype in its ``compute``.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from gradgen.program.schema import OpSchema
 
-from ...derive import call_of, index_inputs
+from ...derive import call_of, uncast_inputs
 from ..xp import torch_dtype
 
 __all__ = ["derived_kernel"]
@@ -45,9 +45,10 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
         (dtype,) = dtypes
         if dtype == torch.bool:
             return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
-        kept, ids = (dtype, torch.bool), index_inputs(schema, op)
+        kept, uncast = (dtype, torch.bool), uncast_inputs(schema, op)
         floats_kept = not dtype.is_floating_point  # an index of float values (argmax) reads them as they are
         return lambda *xs: _as(compute(xp, *(x if x.dtype in kept or (floats_kept and x.dtype.is_floating_point)
-                                             or k in ids else x.to(dtype) for k, x in enumerate(xs)), **attrs), dtype)
+                                             or k in uncast else x.to(dtype) for k, x in enumerate(xs)), **attrs),
+                          dtype)
 
     return factory

@@ -1,13 +1,12 @@
 """Lowerings derived from the ops' own math (``backend/derive``): ``compute`` traced with ``xp = jax.numpy`` and the
-engine's primitives (``lowerings.XP``), the
-numpy engine's formula exactly.
+engine's primitives (``lowerings.XP``), the numpy engine's formula exactly.
 
-jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one
-numeric output and all its inputs given computes in the dtype it declares: each input of another dtype is cast
-to it first (but a float input of an op that declares an integer, an index: ``_keeps``; and an input of a slot
-that takes integers only, ids: ``derive.index_inputs``), and the result is cast to it. A bool result (a
-comparison) compares its inputs as they are; an op with several outputs or optional slots (layer norm) states its
-own working dtype in its ``compute``.
+jax promotes differently from numpy (int32 / int32 is float32 in jax, float64 in numpy), so an op with one numeric
+output and all its inputs given computes in the dtype it declares: each input of another dtype is cast to it first
+(but a float input of an op that declares an integer, an index: ``_keeps``; and an input of a slot that takes integers
+only, ids, or of an op that takes its inputs as given: ``derive.uncast_inputs``), and the result is cast to it. A bool
+result (a comparison) compares its inputs as they are; an op with several outputs or optional slots (layer norm)
+states its own working dtype in its ``compute``.
 
 A ``compute``'s ``xp.check(ok, error)`` (``backend/derive``) becomes a run-time check of the trace (``ctx.check``):
 the compiled step reports the failed condition and the run fails with the error's words, as numpy's raises them.
@@ -21,7 +20,7 @@ import numpy as np
 
 from gradgen.program.schema import OpSchema
 
-from ...derive import call_of, index_inputs
+from ...derive import call_of, uncast_inputs
 
 __all__ = ["derived_lowering"]
 
@@ -66,8 +65,8 @@ def derived_lowering(schema: OpSchema, xp: SimpleNamespace) -> Callable:
         (dtype,) = dtypes
         if dtype == np.bool_:
             return lambda *xs: compute(traced, *xs, **attrs).astype(dtype)
-        keeps, ids = _keeps(dtype), index_inputs(schema, op)
-        return lambda *xs: compute(traced, *(x if x.dtype == dtype or keeps(x) or k in ids else x.astype(dtype)
+        keeps, uncast = _keeps(dtype), uncast_inputs(schema, op)
+        return lambda *xs: compute(traced, *(x if x.dtype == dtype or keeps(x) or k in uncast else x.astype(dtype)
                                          for k, x in enumerate(xs)), **attrs).astype(dtype)
 
     return lowering
