@@ -231,11 +231,6 @@ ORT_DIFFERS = {("reduce_as", "int32 wraps"): "ONNX Runtime's int32 ReduceSum sat
                                              "wraps (ONNX leaves integer overflow undefined)"}
 """Cases (by op and label) whose export ONNX Runtime runs to another answer, and why."""
 
-ORT_REFUSES = {("reshape_as", "empty"): "the export's Reshape reads a 0 in Target's run-time shape as ONNX's \"copy X's "
-                                       "dim\" (allowzero=1 would say otherwise, but the importer, whose gradgen "
-                                       "reshape copies on 0 too, takes no allowzero)"}
-"""Cases (by op and the label's last part) ONNX Runtime refuses where the engines answer, and why."""
-
 EXPORT_REFUSED = {("split", "rest at run time"): "a -1 section along an axis of unknown size (lower_tensor.LIMITS)"}
 """Cases (by op and label) the exporter refuses, and why."""
 
@@ -300,10 +295,6 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
             export_onnx(main, fetch_list=fetch, include_updates=False)
         return
     want, model = _run("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
-    if _known(ORT_REFUSES, case):
-        with pytest.raises(Exception, match="cannot be reshaped"):
-            run_ort(model, feed)
-        return
     got = run_ort(model, feed)
     for name, w in zip(fetch, want):
         if _known(ORT_DIFFERS, case):

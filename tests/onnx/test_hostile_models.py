@@ -320,3 +320,19 @@ def test_a_top_k_of_opset_1_takes_its_k_attr():
     program, _, outputs = import_onnx(_model([top], [_info("x", [2, 3])], [_info("v", None), _info("i", None, 7)],
                                              opset=1))
     assert program.global_block().var(outputs["v"]).shape == (2, 2)
+
+
+def test_a_reshape_with_allowzero_imports_unless_a_zero_in_its_shape_means_a_zero_size_dim():
+    """allowzero=1 (the exporter's reshape_as) changes only what a 0 in the shape means: without one the node is an
+    ordinary Reshape; with one it asks for a zero-size dim, which gradgen's reshape (0 copies X's dim) cannot say."""
+    import_onnx, OnnxImportError = _tools()
+    from onnx import helper
+
+    def reshape_to(shape):
+        node = helper.make_node("Reshape", ["x", "to"], ["y"], name="r", allowzero=1)
+        return _model([node], [_info("x", [2, 3])], [_info("y", None)], [_ints("to", shape)])
+
+    program, _, outputs = import_onnx(reshape_to([3, 2]))
+    assert program.global_block().var(outputs["y"]).shape == (3, 2)
+    with pytest.raises(OnnxImportError, match=r"node #0 'r' \(Reshape\): allowzero=1 with a 0 in the shape"):
+        import_onnx(reshape_to([0, 3]))

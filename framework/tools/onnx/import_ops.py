@@ -293,14 +293,15 @@ def reshape(ctx):
     like = ctx.shape_source(1)
     if like is not None:
         return ctx.out("reshape_as", {"X": ctx.x(0), "Target": like})
-    if ctx.attr("allowzero", 0):
-        raise NotImportable("allowzero=1 (gradgen's 0 copies the input's dim)")
     if not ctx.has(1):  # Reshape-1 (before opset 5) takes the shape as an attr
         return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.attr_ints("shape")})
     vector = ctx.graph.lookup_vector(ctx.node.input[1])
+    entries = vector.entries if vector is not None else ctx.ints(1)
+    if ctx.attr("allowzero", 0) and any(isinstance(e, (int, np.integer)) and e == 0 for e in entries):
+        raise NotImportable("allowzero=1 with a 0 in the shape (a zero-size dim; gradgen's 0 copies the input's dim)")
     if vector is not None:
-        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(vector.entries, ctx.x(0), ctx.rank(0))})
-    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": ctx.ints(1)})
+        return ctx.out("reshape", {"X": ctx.x(0)}, {"shape": reshape_target(entries, ctx.x(0), ctx.rank(0))})
+    ctx.out("reshape", {"X": ctx.x(0)}, {"shape": list(entries)})
 
 
 def flatten(ctx):

@@ -72,7 +72,8 @@ def _triangle(upper: int):
 
 
 def reshape_as(ctx):
-    ctx.emit("Reshape", [ctx.x(), shape_of(ctx, ctx.x("Target"))])
+    # allowzero: a Target with a zero-size dim gives that 0, where ONNX's default would copy X's dim there
+    ctx.emit("Reshape", [ctx.x(), shape_of(ctx, ctx.x("Target"))], allowzero=1)
 
 
 def transpose(ctx):
