@@ -9,6 +9,8 @@ Each maker imports its system only when called, so a process that times one syst
 """
 from __future__ import annotations
 
+import importlib
+
 from typing import Callable
 
 import numpy as np
@@ -153,15 +155,18 @@ def _pytensor(x, y, w1, w2):
     return lambda: float(fn(x, y))
 
 
-def _gradgen_xla(x, y, w1, w2):
-    """gradgen on the xla backend (``gradgen[xla]``): ImportError without jax, as the other optional systems."""
-    import jax  # noqa: F401
+def _gradgen_on(backend: str, needs: str) -> Callable:
+    """gradgen on a compiled ``backend`` (an extra, ``gradgen[xla]``): ImportError without the module ``needs``, as
+    the other optional systems."""
+    def make(x, y, w1, w2):
+        importlib.import_module(needs)
+        return _gradgen(x, y, w1, w2, backend=backend)
+    return make
 
-    return _gradgen(x, y, w1, w2, backend="xla")
 
-
-MAKERS = {"gradgen": _gradgen, "gradgen@xla": _gradgen_xla, "numpy": _numpy, "numpy_gemms": _numpy_gemms, "provider_gemms": _provider_gemms,
-          "torch": _torch, "jax": _jax, "pytensor": _pytensor}
+MAKERS = {"gradgen": _gradgen, "gradgen@xla": _gradgen_on("xla", "jax"), "gradgen@torch": _gradgen_on("torch", "torch"),
+          "numpy": _numpy, "numpy_gemms": _numpy_gemms, "provider_gemms": _provider_gemms, "torch": _torch,
+          "jax": _jax, "pytensor": _pytensor}
 
 
 def case_data(case: str) -> tuple:
