@@ -84,6 +84,12 @@ def _float64_to_float16(xp, x):
     return xp.astype(xp.where(wide == x, near, odd), xp.float16)
 
 
+def rounded(xp, x, dtype):
+    """Float64 ``x`` rounded once to the float ``dtype`` (the engine's dtype object), as numpy's conversion rounds
+    it (``_float64_to_float16``)."""
+    return _float64_to_float16(xp, x) if dtype == xp.float16 else xp.astype(x, dtype)
+
+
 def cast(xp, x, *, out_dtype):
     """X converted to ``out_dtype`` as numpy converts: floats to integers truncate toward zero (``_float_to_int``
     for the values no integer holds), float64 to float16 rounds once (``_float64_to_float16``)."""
@@ -130,4 +136,4 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SHAPE_DTYPE", "SCHEMAS", "assign", "cast", "fill_any_like", "fill_constant", "fill_zeros_like"]
+__all__ = ["SHAPE_DTYPE", "SCHEMAS", "assign", "cast", "fill_any_like", "fill_constant", "fill_zeros_like", "rounded"]

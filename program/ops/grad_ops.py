@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
 from ..shapes import normalize_axis, shapes_agree
-from .manipulation import cut
+from .manipulation import cut, gather_grad, slice_grad
 
 
 def _like_x(ctx):
@@ -62,10 +62,11 @@ SCHEMAS = (
            doc="X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out, axis)): softmax's gradient from its output Out.",
            dtypes={"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}, compute=softmax_grad),
     schema("slice_grad", ["X", "Out@GRAD"], ["X@GRAD"], _like_x, SLICE_ATTRS,
-           doc="Zeros shaped like X with Out@GRAD written into the slice: the adjoint of slice.", dtypes=_LIKE_X),
+           doc="Zeros shaped like X with Out@GRAD written into the slice: the adjoint of slice.", dtypes=_LIKE_X,
+           compute=slice_grad),
     schema("gather_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _like_x, {"axis": Attr("int", 0)},
            doc="Zeros shaped like X with Out@GRAD added at Index along axis (repeats accumulate).",
-           dtypes={**_LIKE_X, "Index": INT_DTYPES}),
+           dtypes={**_LIKE_X, "Index": INT_DTYPES}, compute=gather_grad),
     schema("reshape_as", ["X", "Target"], ["Out"], _like_target,
            doc="X reshaped to Target's run-time shape (same element count).", dtypes={"X": DTYPES, "Target": DTYPES},
            compute=reshape_as, inputs_as_given=True),

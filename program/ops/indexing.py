@@ -3,12 +3,22 @@
 ``scatter_add`` is ``gather``'s adjoint (its updates are shaped like gather's
 result), and ``take_along_axis_grad`` is ``take_along_axis``'s, so the
 gradients of all of them are written with these same op types.
+
+Each op's math is its ``compute`` over ``xp``. Writing rows at positions is the one thing no array library
+names alike (numpy's ``add.at``, jax's ``.at[].add``, torch's ``index_add``; each accumulates repeats in index
+order, which fixes the rounding): every engine gives it as ``xp.scatter_rows(base, index, rows, axis, add)``, a
+new array. Sorting is a stable argsort (NaN last, -0.0 equal to 0.0), read backwards for descending order. A
+negative index counts from the end, as numpy reads it; one outside ``[-size, size)`` is refused on every engine
+through ``xp.check`` (XLA would clamp it).
 """
 from __future__ import annotations
+
+import math
 
 from ..dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from ..schema import Attr, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
+from .manipulation import positions
 
 
 def _scatter(ctx):
@@ -55,6 +65,76 @@ def _sorted(ctx, slots: tuple[str, ...]):
     return {s: types[s] for s in slots}
 
 
+def take_along_axis(xp, x, index, *, axis):
+    ax = axis % x.ndim
+    return xp.take_along_axis(x, positions(xp, index, x.shape[ax], "take_along_axis", axis), axis=ax)
+
+
+def _along(xp, n: int, dim: int, rank: int):
+    """0 to n - 1 (int64) along ``dim`` of an array of ``rank`` with dims of 1 elsewhere."""
+    return xp.reshape(xp.arange(n, dtype=xp.int64), [n if d == dim else 1 for d in range(rank)])
+
+
+def take_along_axis_grad(xp, x, index, dout, *, axis):
+    """Zeros shaped like X with Out@GRAD added at Index along ``axis`` (each other dim indexing itself), repeats in
+    row-major order: one ``scatter_rows`` into X flattened, at each element's flat position."""
+    ax = axis % x.ndim
+    if any(d != ax and m > n for d, (m, n) in enumerate(zip(index.shape, x.shape))):
+        raise IndexError(f"take_along_axis_grad: Index {list(index.shape)} is larger than X {list(x.shape)} off "
+                         f"axis {ax}")
+    strides = [math.prod(x.shape[d + 1:]) for d in range(x.ndim)]
+    at = positions(xp, index, x.shape[ax], "take_along_axis_grad", axis)
+    flat = sum((_along(xp, n, d, x.ndim) * strides[d] for d, n in enumerate(index.shape) if d != ax),
+               at * strides[ax])
+    added = xp.scatter_rows(xp.zeros((math.prod(x.shape),), dtype=dout.dtype), flat,
+                            xp.broadcast_to(dout, tuple(index.shape)), 0, add=True)
+    return xp.reshape(added, tuple(x.shape))
+
+
+def scatter(xp, x, index, updates, *, axis):
+    """X with Updates' rows put at Index along ``axis``; a position named twice is refused (which would win is
+    each library's own)."""
+    ax = axis % x.ndim
+    at = positions(xp, index, x.shape[ax], "scatter", axis)
+    ordered = xp.sort(xp.reshape(at, (-1,)))
+    xp.check(xp.all(ordered[1:] != ordered[:-1]), ValueError(
+        f"scatter: Index names a position of axis {axis} more than once (use scatter_add to add repeated updates)"))
+    return xp.scatter_rows(x, at, updates, ax, add=False)
+
+
+def scatter_add(xp, x, index, updates, *, axis):
+    """X with Updates' rows added at Index along ``axis``, repeats one after another in Index's order."""
+    ax = axis % x.ndim
+    return xp.scatter_rows(x, positions(xp, index, x.shape[ax], "scatter_add", axis), updates, ax, add=True)
+
+
+def _stable_order(xp, x, ax: int, descending: bool):
+    """The int64 positions that sort ``x`` along ``ax``, equal values in their order both ways: descending is the
+    stable ascending order of the reversed axis, reversed back (so NaN, last ascending, comes first)."""
+    if not descending:
+        return xp.astype(xp.argsort(x, axis=ax, stable=True), xp.int64)
+    backwards = xp.argsort(xp.flip(x, axis=ax), axis=ax, stable=True)
+    return x.shape[ax] - 1 - xp.astype(xp.flip(backwards, axis=ax), xp.int64)
+
+
+def sort(xp, x, *, axis, descending):
+    order = _stable_order(xp, x, axis % x.ndim, descending)
+    return xp.take_along_axis(x, order, axis=axis % x.ndim), order
+
+
+def argsort(xp, x, *, axis, descending):
+    return _stable_order(xp, x, axis % x.ndim, descending)
+
+
+def top_k(xp, x, *, k, axis, largest):
+    """The first k of X sorted along ``axis`` (largest first, or smallest), ties in index order."""
+    ax = axis % x.ndim
+    if k > x.shape[ax]:
+        raise ValueError(f"top_k: k={k} is more than the size {x.shape[ax]} of axis {ax}")
+    order = _stable_order(xp, x, ax, largest)[tuple(slice(0, k) if d == ax else slice(None) for d in range(x.ndim))]
+    return xp.take_along_axis(x, order, axis=ax), order
+
+
 SCATTER_ATTRS = {"axis": Attr("int", 0)}
 SORT_ATTRS = {"axis": Attr("int", -1), "descending": Attr("bool", False)}
 
@@ -62,28 +142,29 @@ SCHEMAS = (
     schema("scatter", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
            doc="X with its slices at Index along `axis` replaced by Updates (shaped like gather's result); "
                "a repeated index is an error at run time.",
-           dtypes={"X": DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
+           dtypes={"X": DTYPES, "Index": INT_DTYPES, "Updates": "X"}, compute=scatter),
     schema("scatter_add", ["X", "Index", "Updates"], ["Out"], _scatter, SCATTER_ATTRS,
            doc="X with Updates added at Index along `axis` (repeats accumulate): the adjoint of gather.",
-           dtypes={"X": NUMERIC_DTYPES, "Index": INT_DTYPES, "Updates": "X"}),
+           dtypes={"X": NUMERIC_DTYPES, "Index": INT_DTYPES, "Updates": "X"}, compute=scatter_add),
     schema("take_along_axis", ["X", "Index"], ["Out"], _take_along_axis, {"axis": Attr("int", 0)},
            doc="X's elements at Index along `axis`, Index shaped like X elsewhere (numpy's take_along_axis).",
-           dtypes={"X": DTYPES, "Index": INT_DTYPES}),
+           dtypes={"X": DTYPES, "Index": INT_DTYPES}, compute=take_along_axis),
     schema("take_along_axis_grad", ["X", "Index", "Out@GRAD"], ["X@GRAD"], _take_along_axis_grad,
            {"axis": Attr("int", 0)},
            doc="Zeros shaped like X with Out@GRAD added at Index along axis: the adjoint of take_along_axis.",
-           dtypes={"X": FLOAT_DTYPES, "Index": INT_DTYPES, "Out@GRAD": "X"}),
+           dtypes={"X": FLOAT_DTYPES, "Index": INT_DTYPES, "Out@GRAD": "X"}, compute=take_along_axis_grad),
     schema("top_k", ["X"], ["Out", "Indices"], _top_k,
            {"k": Attr("int"), "axis": Attr("int", -1), "largest": Attr("bool", True)},
            doc="The k largest (or smallest) values along `axis`, sorted, and their int64 indices; on ties the "
-               "lower index comes first.", dtypes={"X": DTYPES}),
+               "lower index comes first.", dtypes={"X": DTYPES}, compute=top_k),
     schema("sort", ["X"], ["Out", "Indices"], lambda ctx: _sorted(ctx, ("Out", "Indices")), SORT_ATTRS,
            doc="X sorted along `axis` (ascending, or descending), and the int64 positions the values came from; "
-               "stable: equal values keep their order, in both directions.", dtypes={"X": DTYPES}),
+               "stable: equal values keep their order, in both directions.", dtypes={"X": DTYPES}, compute=sort),
     schema("argsort", ["X"], ["Indices"], lambda ctx: _sorted(ctx, ("Indices",)), SORT_ATTRS,
            doc="The int64 positions that sort X along `axis` (sort's Indices; stable in both directions).",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=argsort),
 )
 
 
-__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS"]
+__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS", "argsort", "positions", "scatter", "scatter_add", "sort",
+           "take_along_axis", "take_along_axis_grad", "top_k"]

@@ -48,6 +48,12 @@ def _einsum(ctx):
     return {"Out": TensorType(tuple(sizes[c][0] for c in eq.out), xs[0].dtype)}
 
 
+def einsum(xp, *xs, equation: str):
+    """numpy's einsum on the equation with its ellipsis spelled out in letters (``einsum_equation``); the engine's
+    ``xp.einsum`` sums the products in full precision (numpy's through BLAS where it contracts pairs)."""
+    return xp.einsum(parse_einsum(equation, [x.ndim for x in xs]).text(), *xs)
+
+
 def _matmul_multiply_adds(op, shape) -> int:
     """Each output element sums over the contracted dim, X's last (its second-last when transposed; a 1-D X's
     only one)."""
@@ -64,8 +70,8 @@ SCHEMAS = (
     schema("einsum", [Slot("Operands", duplicable=True)], ["Out"], _einsum, {"equation": Attr("str")},
            doc="Sums of products of the operands' elements as the equation's index letters say (numpy's einsum: "
                "'...' broadcasts, size-1 dims broadcast, implicit results); no letter twice in one term.",
-           dtypes={"Operands": NUMERIC_DTYPES}),
+           dtypes={"Operands": NUMERIC_DTYPES}, compute=einsum),
 )
 
 
-__all__ = ["SCHEMAS"]
+__all__ = ["SCHEMAS", "einsum"]

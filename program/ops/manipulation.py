@@ -1,6 +1,7 @@
 """Ops that move, copy or regroup elements without arithmetic (plus n-ary sum)."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -305,6 +306,111 @@ def pad(xp, x, *, paddings: Sequence[int], pad_value: float):
     return xp.pad(x, widths, constant_values=xp.asarray(pad_value, dtype=x.dtype)) if widths else x
 
 
+def slice_index(shape, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+                strides: Sequence[int] = ()) -> dict[int, tuple[slice, bool]]:
+    """Per axis ``slice`` cuts from an array of ``shape``, the ascending slice of the positions it takes (Python's
+    clamping and negative indices) and whether it takes them backwards (a negative stride: every engine slices
+    forward and flips, as torch takes no negative step)."""
+    return _slice_index(tuple(shape), tuple(axes), tuple(starts), tuple(ends), tuple(strides or [1] * len(axes)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _slice_index(shape: tuple, axes: tuple, starts: tuple, ends: tuple, strides: tuple) -> dict:
+    """``slice_index``, worked out once per shape and attrs (a loop body slices at every iteration)."""
+    taken = {}
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        a %= len(shape)
+        at = range(*slice(s, e, st).indices(shape[a]))
+        first, last = sorted((at[0], at[-1])) if at else (0, -1)
+        taken[a] = (slice(first, last + 1, abs(st)), st < 0)
+    return taken
+
+
+def _along(axis: int, index) -> tuple:
+    """``index`` at ``axis`` of an array's index tuple, every dim before it whole."""
+    return (slice(None),) * axis + (index,)
+
+
+def slice_(xp, x, *, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int], strides: Sequence[int]):
+    """X[starts:ends:strides] along each of ``axes``: Python's clamping, negative indices and steps."""
+    for a, (at, backwards) in slice_index(x.shape, axes, starts, ends, strides).items():
+        x = x[_along(a, at)]
+        x = xp.flip(x, axis=a) if backwards else x
+    return x
+
+
+def _zeros_along(xp, like, axis: int, size: int):
+    """Zeros shaped like ``like`` but for ``size`` along ``axis``."""
+    return xp.zeros((*like.shape[:axis], size, *like.shape[axis + 1:]), dtype=like.dtype)
+
+
+def _spread(xp, d, axis: int, step: int):
+    """``d``'s rows along ``axis`` ``step`` apart, zeros between them: (m - 1) * step + 1 rows from m."""
+    m = d.shape[axis]
+    if step == 1 or m == 0:
+        return d
+    wide = xp.expand_dims(d, axis=axis + 1)  # each row, then step - 1 rows of zeros
+    rows = xp.reshape(xp.concat([wide, _zeros_along(xp, wide, axis + 1, step - 1)], axis=axis + 1),
+                      (*d.shape[:axis], m * step, *d.shape[axis + 1:]))
+    return rows[_along(axis, slice(0, (m - 1) * step + 1))]
+
+
+def slice_grad(xp, x, dout, *, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+               strides: Sequence[int]):
+    """Zeros shaped like X with Out@GRAD where ``slice`` took it (``slice_``'s adjoint): along each sliced axis,
+    Out@GRAD's rows in the order taken, ``stride`` apart, zeros around them."""
+    for a, (at, backwards) in slice_index(x.shape, axes, starts, ends, strides).items():
+        d = _spread(xp, xp.flip(dout, axis=a) if backwards else dout, a, at.step or 1)
+        before, after = at.start, x.shape[a] - at.start - d.shape[a]
+        dout = xp.concat([_zeros_along(xp, d, a, before), d, _zeros_along(xp, d, a, after)], axis=a)
+    return dout
+
+
+def _first_outside(index, size: int, what: str, axis: int) -> IndexError:
+    """An IndexError naming the first entry of ``index`` (an array numpy reads) outside ``[-size, size)``."""
+    import numpy as np  # a failing run's message only: the IR itself needs no numpy
+
+    ids = np.asarray(index)
+    bad = (ids < -size) | (ids >= size)
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    return IndexError(f"{what}: index {int(ids[where])} at {list(where)} is out of bounds for axis {axis} with size "
+                      f"{size} ({int(bad.sum())} of {ids.size} indexes outside [-{size}, {size}))")
+
+
+def positions(xp, index, size: int, what: str, axis: int):
+    """``index`` as int64 positions in ``[0, size)``, negative ones counted from the end (numpy's reading); one
+    outside ``[-size, size)`` is refused."""
+    index = xp.astype(index, xp.int64, copy=False)
+    xp.check(xp.all((index >= -size) & (index < size)),
+             IndexError(f"{what}: an index is out of bounds for axis {axis} with size {size}"),
+             detail=lambda: _first_outside(index, size, what, axis))
+    return xp.where(index < 0, index + size, index)
+
+
+def take(xp, x, index, axis: int):
+    """numpy's ``take`` of X at the in-bounds ``index`` along ``axis``: X's dims before it, index's, X's after it.
+    From an empty axis (no index reads it, or the run fails its check) zeros of that shape: a loop body that never
+    runs is traced all the same."""
+    if x.shape[axis] == 0:
+        return xp.zeros((*x.shape[:axis], *index.shape, *x.shape[axis + 1:]), dtype=x.dtype)
+    return x[_along(axis, index)]
+
+
+def gather(xp, x, index, *, axis: int):
+    """X's slices at Index along ``axis`` (numpy's take); a negative index counts from the end, one outside
+    [-size, size) is refused."""
+    axis = normalize_axis(axis, x.ndim)
+    return take(xp, x, positions(xp, index, x.shape[axis], "gather", axis), axis)
+
+
+def gather_grad(xp, x, index, dout, *, axis: int):
+    """Zeros shaped like X with Out@GRAD's slices added at Index along ``axis``, a repeated index adding in order
+    (the engine's ``xp.scatter_rows``, as ``scatter_add``'s): ``gather``'s adjoint."""
+    axis = normalize_axis(axis, x.ndim)
+    at = positions(xp, index, x.shape[axis], "gather_grad", axis)
+    return xp.scatter_rows(xp.zeros(tuple(x.shape), dtype=dout.dtype), at, dout, axis, add=True)
+
+
 TRIANGLE_DIAGONAL_BOUND = 2 ** 40
 """Beyond any matrix's size: a ``tril``/``triu`` diagonal past it masks as it does, so the compute clamps to it
 (numpy overflowed on INT64_MIN, XLA wrapped INT64_MAX into a wrong mask)."""
@@ -355,7 +461,7 @@ SCHEMAS = (
     schema("slice", ["X"], ["Out"], _slice,
            {"axes": Attr("ints"), "starts": Attr("ints"), "ends": Attr("ints"), "strides": Attr("ints", [])},
            doc="X[starts:ends:strides] along each of `axes`, with Python's clamping and negative indices and steps.",
-           dtypes={"X": DTYPES}),
+           dtypes={"X": DTYPES}, compute=slice_),
     schema("pad", ["X"], ["Out"], _pad, {"paddings": Attr("ints"), "pad_value": Attr("float", 0.0)},
            doc="X with `paddings` (before, after for each dim) elements of `pad_value` added around it.",
            dtypes={"X": NUMERIC_DTYPES}, compute=pad),
@@ -373,7 +479,7 @@ SCHEMAS = (
            doc="Inputs of one shape stacked along a new dim `axis`.", dtypes={"X": DTYPES}, compute=stack),
     schema("gather", ["X", "Index"], ["Out"], _gather, {"axis": Attr("int", 0)},
            doc="X's slices at the integers of Index along `axis` (numpy's take).",
-           dtypes={"X": DTYPES, "Index": INT_DTYPES}),
+           dtypes={"X": DTYPES, "Index": INT_DTYPES}, compute=gather),
     schema("flatten", ["X"], ["Out"], _flatten, {"axis": Attr("int", 1)},
            doc="X as a matrix: its dims before `axis` multiplied into the rows, the rest into the columns "
                "(ONNX Flatten, Paddle's flatten).", dtypes={"X": DTYPES}, compute=flatten),
@@ -386,5 +492,6 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "TRIANGLE_DIAGONAL_BOUND", "broadcast_to", "cumsum", "cut", "flatten", "pad", "reduce_as",
-           "section_sizes", "slice_strides", "split", "squeeze", "stack", "sum_", "tril", "triu", "unsqueeze"]
+__all__ = ["SCHEMAS", "TRIANGLE_DIAGONAL_BOUND", "broadcast_to", "cumsum", "cut", "flatten", "gather",
+           "gather_grad", "pad", "positions", "reduce_as", "section_sizes", "slice_", "slice_grad", "slice_index", "slice_strides",
+           "split", "squeeze", "stack", "sum_", "take", "tril", "triu", "unsqueeze"]

@@ -13,6 +13,8 @@ import math
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, OnnxMapping, Slot, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
+from .manipulation import take
+from .nn import first_out_of_range
 
 
 def _dropout(ctx):
@@ -27,6 +29,15 @@ def _lookup_table(ctx):
     if len(w.shape) != 2:
         ctx.fail(f"W must be a [vocabulary, width] table, got shape {list(w.shape)}")
     return {"Out": TensorType(tuple(ids.shape) + (w.shape[1],), w.dtype)}
+
+
+def lookup_table(xp, w, ids):
+    """W's rows at Ids (an embedding lookup); an id outside [0, rows) is refused (numpy would read -1 as the last
+    row, XLA clamp it)."""
+    rows = w.shape[0]
+    xp.check(xp.all((ids >= 0) & (ids < rows)), ValueError(f"an id is outside [0, {rows})"),
+             detail=lambda: first_out_of_range(ids, rows, "id"))
+    return take(xp, w, ids, 0)
 
 
 RUNNING_VARIANCES = ("population", "unbiased")
@@ -310,7 +321,7 @@ SCHEMAS = (
            dtypes={"X": FLOAT_DTYPES}),
     schema("lookup_table", ["W", "Ids"], ["Out"], _lookup_table,
            doc="The rows of table W at the integers of Ids: an embedding lookup.",
-           dtypes={"W": FLOAT_DTYPES, "Ids": INT_DTYPES}),
+           dtypes={"W": FLOAT_DTYPES, "Ids": INT_DTYPES}, compute=lookup_table),
     schema("batch_norm", ["X", "Scale", "Bias", "Mean", "Variance"], ["Y", "MeanOut", "VarianceOut"], _batch_norm,
            {"momentum": Attr("float", 0.9), "epsilon": Attr("float", 1e-5), "is_test": Attr("bool", False),
             "running_variance": Attr("str", "population")},
@@ -350,4 +361,4 @@ SCHEMAS = (
 
 
 __all__ = ["SCHEMAS", "RUNNING_VARIANCES", "batch_norm", "batch_norm_grad", "layer_norm", "layer_norm_grad",
-           "moved_statistics", "running_variance_factor"]
+           "lookup_table", "moved_statistics", "running_variance_factor"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..dtypes import FLOAT_DTYPES
 from ..schema import Attr, Slot, TensorType, schema
+from .creation import rounded
 
 
 def _same_as_param(*pairs: tuple[str, str]):
@@ -105,6 +106,23 @@ def adagrad(xp, param, grad, lr, moment, *, epsilon):
     return param - xp.reshape(lr, ()) * grad / (xp.sqrt(moment) + epsilon), moment
 
 
+def _norm64(xp, xs: tuple):
+    """The norm of all of ``xs`` together: each one's sum of squares in float64, added in order."""
+    return xp.sqrt(sum(xp.sum(w * w) for w in (xp.astype(x, xp.float64) for x in xs)))
+
+
+def global_norm(xp, *xs):
+    """sqrt of the sum of squares of every element of every X, in float64, rounded once to the first X's dtype."""
+    return rounded(xp, _norm64(xp, xs), xs[0].dtype)
+
+
+def clip_by_global_norm(xp, *xs, max_norm: float) -> list:
+    """Every X times max_norm / max(norm, max_norm) (1 below max_norm, NaN with a NaN norm), in float64 and
+    rounded once to its own dtype."""
+    scale = max_norm / xp.maximum(_norm64(xp, xs), max_norm)
+    return [rounded(xp, xp.astype(x, xp.float64) * scale, x.dtype) for x in xs]
+
+
 _ADAM_INPUTS = ["Param", "Grad", "LearningRate", "Moment1", "Moment2", "Beta1Pow", "Beta2Pow"]
 _ADAM_OUTPUTS = ["ParamOut", "Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"]
 _ADAM_PAIRS = (("Param", "ParamOut"), ("Moment1", "Moment1Out"), ("Moment2", "Moment2Out"),
@@ -151,12 +169,12 @@ SCHEMAS = (
            dtypes=_ADAM_DTYPES, compute=lamb),
     schema("global_norm", [Slot("X", duplicable=True)], ["Out"], _global_norm,
            doc="sqrt(sum of squares of every element of every X): the norm gradient clipping uses.",
-           dtypes={"X": FLOAT_DTYPES}),
+           dtypes={"X": FLOAT_DTYPES}, compute=global_norm, inputs_as_given=True),
     schema("clip_by_global_norm", [Slot("X", duplicable=True)], [Slot("Out", duplicable=True)], _clip_by_norm,
            {"max_norm": Attr("float")},
            doc="Every X scaled by max_norm / max(global_norm(X), max_norm), so their joint norm is <= max_norm.",
-           dtypes={"X": FLOAT_DTYPES}),
+           dtypes={"X": FLOAT_DTYPES}, compute=clip_by_global_norm),
 )
 
 
-__all__ = ["SCHEMAS", "adagrad", "adam", "lamb", "momentum", "rmsprop", "sgd"]
+__all__ = ["SCHEMAS", "adagrad", "adam", "clip_by_global_norm", "global_norm", "lamb", "momentum", "rmsprop", "sgd"]

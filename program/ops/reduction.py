@@ -90,6 +90,27 @@ def reduce_prod(xp, x, *, dim, keep_dim, reduce_all):
     return xp.prod(x, axis=_axes(x, dim, reduce_all), keepdims=keep_dim, dtype=x.dtype)
 
 
+def _exclusive_products(xp, flat):
+    """The running products along ``flat``'s last axis of the elements before each one (1 for the first)."""
+    ones = xp.ones((*flat.shape[:-1], 1), dtype=flat.dtype)
+    return xp.cumprod(xp.concat([ones, flat[..., :-1]], axis=-1), axis=-1, dtype=flat.dtype)
+
+
+def prod_others(xp, x, *, dim, reduce_all):
+    """Each element's product of the others that reduce_prod over ``dim`` multiplies it with: the running products
+    of those before it times those after it, from both ends (no division: exact at one zero and at two)."""
+    axes = _axes(x, dim, reduce_all)
+    kept = tuple(a for a in range(x.ndim) if a not in axes)
+    size = math.prod(x.shape[a] for a in axes)
+    if size == 0:
+        return xp.zeros_like(x)
+    moved = xp.permute_dims(x, kept + axes)
+    flat = xp.reshape(moved, (*moved.shape[:len(kept)], size))
+    others = _exclusive_products(xp, flat) * xp.flip(_exclusive_products(xp, xp.flip(flat, axis=-1)), axis=-1)
+    back = sorted(range(x.ndim), key=(kept + axes).__getitem__)
+    return xp.permute_dims(xp.reshape(others, moved.shape), tuple(back))
+
+
 def _extreme(name: str):
     def compute(xp, x, *, dim, keep_dim, reduce_all):
         """max (min) over ``dim``; NaN wherever one is; over no elements an error (no identity)."""
@@ -130,7 +151,7 @@ def logsumexp(xp, x, *, dim, keep_dim, reduce_all):
 
 COMPUTE = {"reduce_sum": reduce_sum, "reduce_mean": reduce_mean, "reduce_max": _extreme("max"),
            "reduce_min": _extreme("min"), "reduce_prod": reduce_prod, "mean": mean,
-           "reduce_mean_grad": reduce_mean_grad, "logsumexp": logsumexp}
+           "reduce_mean_grad": reduce_mean_grad, "logsumexp": logsumexp, "prod_others": prod_others}
 """op type -> its computation over ``xp`` (``OpSchema.compute``)."""
 
 ONNX = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
@@ -151,7 +172,7 @@ SCHEMAS = tuple(
            {"dim": Attr("ints", []), "reduce_all": Attr("bool", False)},
            doc="For each element, the product of the other elements reduce_prod over `dim` multiplies it with: "
                "reduce_prod's gradient without a division, exact at zeros.",
-           dtypes={"X": NUMERIC_DTYPES}),
+           dtypes={"X": NUMERIC_DTYPES}, compute=prod_others),
     schema("logsumexp", ["X"], ["Out"], _reduce_to({}), REDUCE_ATTRS,
            doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X.",
            dtypes={"X": FLOAT_DTYPES}, compute=logsumexp),
@@ -164,4 +185,4 @@ SCHEMAS = tuple(
 
 
 __all__ = ["COMPUTE", "MEAN_DTYPE", "ONNX", "REDUCE_ATTRS", "REDUCE_TYPES", "SCHEMAS", "SUM_DTYPE", "logsumexp", "mean",
-           "reduce_mean", "reduce_mean_grad", "reduce_prod", "reduce_sum", "reduced_shape"]
+           "prod_others", "reduce_mean", "reduce_mean_grad", "reduce_prod", "reduce_sum", "reduced_shape"]

@@ -118,8 +118,8 @@ def test_an_empty_batch_is_nan_accuracy_zero_precision_and_recall_and_leaves_the
 
 @pytest.mark.parametrize("feed_classes, k, label, message", [
     (3, 4, 0, r"accuracy: k=4 is more than the 3 classes"),
-    (3, 1, 3, r"accuracy: Label holds .*outside \[0, 3\)"),
-    (3, 1, -1, r"accuracy: Label holds .*outside \[0, 3\)"),
+    (3, 1, 3, r"accuracy: .*Label.* outside \[0, 3\)"),
+    (3, 1, -1, r"accuracy: .*Label.* outside \[0, 3\)"),
 ])
 def test_k_past_the_classes_met_at_run_time_and_labels_outside_them_are_errors(feed_classes, k, label, message):
     main = Program()

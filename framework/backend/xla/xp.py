@@ -34,6 +34,11 @@ def _exp(x):
     return as_computed(jnp.exp(x))
 
 
+def _einsum(equation: str, *operands):
+    """jax.numpy's einsum in full precision (``Precision.HIGHEST``: no TF32 or bfloat16 passes on an accelerator)."""
+    return jnp.einsum(equation, *operands, precision=lax.Precision.HIGHEST)
+
+
 XP = SimpleNamespace(**{**{name: getattr(jnp, name) for name in dir(jnp) if not name.startswith("_")},
-                        "erf": erf, "log": _log, "exp": _exp})
+                        "erf": erf, "log": _log, "exp": _exp, "einsum": _einsum})
 """jax.numpy as ``xp``."""

@@ -47,7 +47,8 @@ MAPPED = {schema.type: schema.onnx_mapping for schema in OP_SCHEMAS.values() if 
 """op type -> its one ONNX node and the translations its family module writes (``OpSchema.onnx_mapping``)."""
 
 OWN_EXPORTS = {**lower_math.OWN_EXPORTS, **lower_norm.OWN_EXPORTS, **lower_nn.OWN_EXPORTS, **lower_tensor.OWN_EXPORTS,
-               **lower_conv.OWN_EXPORTS,
+               **lower_conv.OWN_EXPORTS, **lower_index.OWN_EXPORTS, **lower_schedule.OWN_EXPORTS,
+               **lower_metrics.OWN_EXPORTS,
                **{t: f"one {m.node} node, mapped beside its schema (OpSchema.onnx_mapping)" for t, m in MAPPED.items()
                   if m.to_onnx}}
 """op type -> why an op that states its math (``OpSchema.compute``) keeps a hand-written export (each family

@@ -2,8 +2,12 @@
 
 ``take_along_axis`` is ONNX ``GatherElements`` and its gradient ``ScatterElements`` adding into zeros;
 ``scatter``/``scatter_add`` move the scattered axis first and use ``ScatterND`` (replacing or adding
-whole rows); ``top_k`` is ``TopK``, which, like the kernel, puts the lower index first on ties, and so are
-``sort`` and ``argsort``, with K the length of the axis.
+whole rows, one per entry of Index); ``top_k`` is ``TopK``, which, like the compute, puts the lower index first on
+ties, and so are ``sort`` and ``argsort``, with K the length of the axis.
+
+Each op states its math as a ``compute`` (``program/ops/indexing.py``), which the exporter cannot trace: it reads
+the axis' static length and writes through the engines' ``xp.scatter_rows``. Each keeps the export here, one ONNX
+node or a few (``OWN_EXPORTS``).
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from .context import Lowering
 from .graph import fill_value, onnx_dtype
 from .lower_math import shape_of
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
 
 def _rows_first(ctx: Lowering, value: str, axis: int, rank: int) -> str:
@@ -22,14 +26,13 @@ def _rows_first(ctx: Lowering, value: str, axis: int, rank: int) -> str:
 
 def _scatter(reduction: str):
     def lower(ctx):
-        # updates are shaped like take(X, Index, axis): flatten Index to n rows, move the axis first, ScatterND
-        g, rank = ctx.g, ctx.rank()
+        """ScatterND into X with ``axis`` moved first, at Index with a last dim of 1 (one position per entry), of
+        Updates with Index's dims moved first (no reshape: a -1 there met X's zero-size dims)."""
+        g, rank, r = ctx.g, ctx.rank(), ctx.rank("Index")
         axis = ctx.attr("axis") % rank
-        xshape = shape_of(ctx, ctx.x())
-        rows_shape = g.node("Concat", [g.node("Slice", [xshape, g.ints([0]), g.ints([axis])]), g.ints([-1]),
-                                       g.node("Slice", [xshape, g.ints([axis + 1]), g.ints([rank])])], axis=0)
-        updates = _rows_first(ctx, g.node("Reshape", [ctx.x("Updates"), rows_shape]), axis, rank)
-        index = g.node("Reshape", [g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64")), g.ints([-1, 1])])
+        updates = g.node("Transpose", [ctx.x("Updates")],
+                         perm=[*range(axis, axis + r), *range(axis), *range(axis + r, rank + r - 1)])
+        index = g.node("Unsqueeze", [g.node("Cast", [ctx.x("Index")], to=onnx_dtype("int64")), g.ints([-1])])
         moved = g.node("ScatterND", [_rows_first(ctx, ctx.x(), axis, rank), index, updates], reduction=reduction)
         back = [int(a) for a in np.argsort([axis] + [a for a in range(rank) if a != axis])]
         ctx.emit("Transpose", [moved], perm=back)
@@ -92,3 +95,12 @@ def argsort(ctx):
 LOWERINGS = {"scatter": _scatter("none"), "scatter_add": _scatter("add"), "take_along_axis": take_along_axis,
              "take_along_axis_grad": take_along_axis_grad, "top_k": top_k, "sort": sort, "argsort": argsort}
 """gradgen op type -> lowering."""
+
+_ROWS = "ScatterND of whole rows with the axis moved first (the compute reads the axis' static size)"
+OWN_EXPORTS = {"scatter": _ROWS, "scatter_add": _ROWS,
+               "take_along_axis": "one GatherElements node (ONNX reads negative indices as numpy does)",
+               "take_along_axis_grad": "one ScatterElements node adding into zeros (the compute reads static sizes)",
+               "top_k": "one TopK node, two outputs (ties in index order, as the compute's stable order)",
+               "sort": "one TopK node with K the axis' length, two outputs",
+               "argsort": "one TopK node with K the axis' length (the compute reads the axis' static size)"}
+"""op type -> why the op, which states its math (``OpSchema.compute``), keeps the export above."""

@@ -307,6 +307,11 @@ def _on_float16_grid(ctx, x: str) -> str:
     return g.node("Mul", [on_grid, g.node("Where", [negative, num(-1.0), num(1.0)])])
 
 
+def rounded_once(ctx, x: str, to: str) -> str:
+    """float64 ``x`` as a Cast to ``to`` rounds it once: on float16's grid first where ``to`` is float16."""
+    return _on_float16_grid(ctx, x) if to == "float16" else x
+
+
 def cast(ctx):
     """One Cast node; float64 to float16 first rounded once to float16's values (``_on_float16_grid``)."""
     x, to = ctx.x(), ctx.attr("out_dtype")
@@ -345,5 +350,9 @@ OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "me
                        "most negative integer, as the engines do), float64 to float16 rounded to float16's values "
                        "first: ONNX's xp has no nextafter for the compute's round-to-odd",
                **{t: "one ArgMax/ArgMin node (axis, keepdims, select_last_index 0: the first on ties)"
-                  for t in ("argmax", "argmin")}}
+                  for t in ("argmax", "argmin")},
+               "einsum": "one Einsum node, a static size-1 dim broadcast against another size squeezed first "
+                         "(ONNX's Einsum does not broadcast under one letter)",
+               "prod_others": "the running products as ReduceProds of [n, n] masked rows (ONNX's xp has no cumprod "
+                              "or slicing)"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

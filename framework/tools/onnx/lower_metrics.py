@@ -2,11 +2,11 @@
 ordinary nodes, which a re-import brings back as ordinary gradgen ops.
 
 ``accuracy`` is ``TopK`` (which, like the kernel, puts the lower index first on ties) and ``Equal`` with the
-labels, summed; ``precision_recall`` counts one-hot ``ArgMax`` predictions and labels per class; ``auc`` adds
-each row into its bucket with ``ScatterElements`` (reduction ``add``) and sums the pairs with a reversed
-exclusive ``CumSum``. Ratios are taken in double and cast once to the op's dtype, as the kernels do. What the
-kernels refuse at run time (a label outside ``[0, C)``, a NaN prediction) has no ONNX check: such a row counts
-in no class there.
+labels, summed; ``precision_recall`` counts one-hot ``ArgMax`` predictions (a row's first NaN where it has one) and
+labels per class; ``auc`` adds each row into its bucket with ``ScatterElements`` (reduction ``add``) and sums the
+pairs with a reversed exclusive ``CumSum``. Ratios are taken in double and cast once to the op's dtype, as the
+engines do. What the engines refuse at run time has no ONNX check: a label outside ``[0, C)`` counts in no class;
+a NaN prediction's bucket, Cast's integer for NaN, is outside ScatterElements' range, which fails the run.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import numpy as np
 
 from .context import Lowering
 from .graph import onnx_dtype
-from .lower_math import reduce_node
+from .lower_math import reduce_node, rounded_once
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
 _DOUBLE = onnx_dtype("float64")
 
@@ -44,15 +44,26 @@ def accuracy(ctx):
     correct = _count(ctx, g.node("Equal", [top, ids]), None, "int64")  # k distinct ids: at most one hit a row
     # one per row (an id equals itself): the row count as a value a re-import can compute (it reads no Shape value)
     total = _count(ctx, g.node("Equal", [ids, ids]), None, "int64")
-    ctx.emit("Cast", [_quotient(ctx, correct, total)], "Accuracy", to=onnx_dtype(ctx.dtype()))
+    ctx.emit("Cast", [rounded_once(ctx, _quotient(ctx, correct, total), ctx.dtype())], "Accuracy",
+             to=onnx_dtype(ctx.dtype()))
     ctx.finish(correct, "Correct")
     ctx.finish(total, "Total")
+
+
+def _argmax(ctx: Lowering) -> str:
+    """Each row's predicted class, [N, 1]: its first maximum, or its first NaN, which the engines (numpy's argmax)
+    rank above every number and ONNX Runtime's ArgMax passes by."""
+    g, x = ctx.g, ctx.x()
+    nan = g.node("Cast", [g.node("IsNaN", [x])], to=onnx_dtype("float32"))
+    has_nan = g.node("Cast", [reduce_node(ctx, "ReduceMax", nan, [1], True)], to=onnx_dtype("bool"))
+    return g.node("Where", [has_nan, g.node("ArgMax", [nan], axis=1, keepdims=1),
+                            g.node("ArgMax", [x], axis=1, keepdims=1)])
 
 
 def precision_recall(ctx):
     g, classes = ctx.g, ctx.var().shape[1]
     every = g.const(np.arange(classes, dtype=np.int64).reshape(1, classes))
-    predicted = g.node("Equal", [g.node("ArgMax", [ctx.x()], axis=1, keepdims=1), every])  # the first on ties
+    predicted = g.node("Equal", [_argmax(ctx), every])  # the first on ties
     labelled = g.node("Equal", [_ids(ctx, [-1, 1]), every])
     hits = _count(ctx, g.node("And", [predicted, labelled]), [0])
     for slot, totals in (("Precision", _count(ctx, predicted, [0])), ("Recall", _count(ctx, labelled, [0]))):
@@ -61,7 +72,7 @@ def precision_recall(ctx):
             score = reduce_node(ctx, "ReduceMean", per_class, [0], False)
         else:
             score = g.node("Gather", [per_class, g.const(np.int64(ctx.attr("pos_label")))], axis=0)
-        ctx.emit("Cast", [score], slot, to=onnx_dtype(ctx.dtype()))
+        ctx.emit("Cast", [rounded_once(ctx, score, ctx.dtype())], slot, to=onnx_dtype(ctx.dtype()))
 
 
 def _area(ctx: Lowering, positives: str, negatives: str) -> str:
@@ -99,3 +110,7 @@ def auc(ctx):
 
 LOWERINGS = {"accuracy": accuracy, "precision_recall": precision_recall, "auc": auc}
 """gradgen op type -> lowering."""
+
+OWN_EXPORTS = {t: f"{n} outputs (the derived export takes one)"
+               for t, n in (("accuracy", "three"), ("precision_recall", "two"), ("auc", "four"))}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype
-from .lower_math import log1p, reduce_node
+from .lower_math import log1p, reduce_node, rounded_once
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
@@ -249,16 +249,19 @@ def global_norm_of(ctx: Lowering) -> str:
 
 
 def global_norm(ctx):
-    ctx.emit("Cast", [global_norm_of(ctx)], to=onnx_dtype(ctx.dtype("X")))
+    dt = ctx.dtype("X")
+    ctx.emit("Cast", [rounded_once(ctx, global_norm_of(ctx), dt)], to=onnx_dtype(dt))
 
 
 def clip_by_global_norm(ctx):
+    """Each X times the scale in float64, rounded once to its dtype, as the engines compute it."""
     g, max_norm = ctx.g, ctx.attr("max_norm")
     norm = global_norm_of(ctx)
     scale = g.node("Div", [ctx.scalar(max_norm, "float64"), g.node("Max", [norm, ctx.scalar(max_norm, "float64")])])
     for k, x in enumerate(ctx.xs("X")):
         dt = ctx.var("X", k).dtype
-        ctx.emit("Mul", [x, g.node("Cast", [scale], to=onnx_dtype(dt))], k=k)
+        scaled = g.node("Mul", [g.node("Cast", [x], to=onnx_dtype("float64")), scale])
+        ctx.emit("Cast", [rounded_once(ctx, scaled, dt)], k=k, to=onnx_dtype(dt))
 
 
 LOWERINGS = {
@@ -290,7 +293,10 @@ OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in
                   for t, n in (("adam", "five"), ("adamw", "five"), ("lamb", "five"), ("rmsprop", "four"),
                                ("adagrad", "two"))},
                "batch_norm": "three outputs (the derived export takes one), and an empty batch, which the compute "
-                             "tells by X's static shape, is a Where over X's run-time Size here"}
+                             "tells by X's static shape, is a Where over X's run-time Size here",
+               "global_norm": "a sum of every element (xp.sum), which the ONNX xp does not trace: one "
+                              "ReduceSumSquare of each X in float64",
+               "clip_by_global_norm": "one output per X (the derived export writes one var)"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""
 
 

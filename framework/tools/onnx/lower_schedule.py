@@ -1,9 +1,9 @@
-"""Lowerings of the learning-rate schedules (``program/ops/lr_schedule.py``; the step counter is exported
-from its compute: ``lower_derived``).
+"""Lowerings of the learning-rate schedules (``program/ops/lr_schedule.py``, whose computes the engines run; the
+step counter is exported from its compute: ``lower_derived``).
 
-A schedule reads the integer step counter and computes the rate in float64, as its kernel does in
-Python floats, then casts it to the op's dtype: ``piecewise_decay`` counts the boundaries passed
-and ``Gather``s the value; the decays are ``Pow``/``Cos`` of the step; warmup is a ``Where``.
+A schedule reads the integer step counter and computes the rate in float64, as its compute does, then rounds it
+once to the op's dtype (``lower_math.rounded_once``): ``piecewise_decay`` counts the boundaries passed and
+``Gather``s the value; the decays are ``Pow``/``Cos`` of the step; warmup is a ``Where``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import numpy as np
 
 from .context import Lowering
 from .graph import onnx_dtype
+from .lower_math import rounded_once
 
-__all__ = ["LOWERINGS"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
 
 def _step(ctx: Lowering) -> str:
@@ -22,8 +23,9 @@ def _step(ctx: Lowering) -> str:
     return ctx.g.node("Cast", [ctx.to_scalar(ctx.x("Step"))], to=onnx_dtype("float64"))
 
 
-def _as_dtype(ctx: Lowering, value: str, dtype: str) -> None:
-    ctx.emit("Cast", [value], to=onnx_dtype(dtype))
+def _as_dtype(ctx: Lowering, value: str, dtype: str) -> str:
+    """float64 ``value`` rounded once to ``dtype`` (``lower_math.rounded_once``)."""
+    return ctx.g.node("Cast", [rounded_once(ctx, value, dtype)], to=onnx_dtype(dtype))
 
 
 def piecewise_decay(ctx):
@@ -41,7 +43,7 @@ def exponential_decay(ctx):
     if ctx.attr("staircase"):
         exponent = g.node("Floor", [exponent])
     rate = g.node("Pow", [s(ctx.attr("decay_rate"), "float64"), exponent])
-    _as_dtype(ctx, g.node("Mul", [s(ctx.attr("learning_rate"), "float64"), rate]), ctx.attr("dtype"))
+    ctx.finish(_as_dtype(ctx, g.node("Mul", [s(ctx.attr("learning_rate"), "float64"), rate]), ctx.attr("dtype")))
 
 
 def cosine_decay(ctx):
@@ -50,7 +52,7 @@ def cosine_decay(ctx):
     angle = g.node("Div", [g.node("Mul", [epoch, s(math.pi, "float64")]), s(ctx.attr("epochs"), "float64")])
     half = g.node("Mul", [s(ctx.attr("learning_rate") * 0.5, "float64"),
                           g.node("Add", [g.node("Cos", [angle]), s(1.0, "float64")])])
-    _as_dtype(ctx, half, ctx.attr("dtype"))
+    ctx.finish(_as_dtype(ctx, half, ctx.attr("dtype")))
 
 
 def linear_lr_warmup(ctx):
@@ -59,7 +61,7 @@ def linear_lr_warmup(ctx):
     step = _step(ctx)
     ramp = g.node("Add", [s(start, "float64"), g.node("Div", [g.node("Mul", [s(end - start, "float64"), step]),
                                                               s(warmup, "float64")])])
-    ramp = g.node("Cast", [ramp], to=onnx_dtype(dt))
+    ramp = _as_dtype(ctx, ramp, dt)
     warming = g.node("Less", [step, s(warmup, "float64")])
     ctx.emit("Where", [warming, ramp, ctx.to_scalar(ctx.x("LearningRate"))])
 
@@ -67,3 +69,7 @@ def linear_lr_warmup(ctx):
 LOWERINGS = {"piecewise_decay": piecewise_decay, "exponential_decay": exponential_decay,
              "cosine_decay": cosine_decay, "linear_lr_warmup": linear_lr_warmup}
 """gradgen op type -> lowering."""
+
+OWN_EXPORTS = {t: "the step counter read as an int64 scalar (xp.reshape, xp.astype), which the ONNX xp does not "
+                  "trace" for t in LOWERINGS}
+"""Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -113,6 +113,8 @@ def split_like(ctx):
 
 def slice_(ctx):
     rank, g = ctx.rank(), ctx.g
+    if not ctx.attr("axes"):  # nothing sliced (a 0-d X too, which ONNX Runtime's Slice refuses)
+        return ctx.finish(ctx.x())
     axes = [a % rank for a in ctx.attr("axes")]
     steps = list(ctx.attr("strides") or [1] * len(axes))
     ctx.emit("Slice", [ctx.x(), g.ints(ctx.attr("starts")), g.ints(ctx.attr("ends")), g.ints(axes), g.ints(steps)])
@@ -273,5 +275,12 @@ OWN_EXPORTS = {"transpose": "one Transpose node with its perm (ONNX's xp has no 
                **{t: "one Split node of several outputs (a traced export has one output; its compute reads shapes)"
                   for t in ("split", "split_like")},
                "pad": "one Pad node, gradgen's (before, after) pairs as ONNX's befores then afters (ONNX's xp has no "
-                      "pad)"}
+                      "pad)",
+               "slice": "one Slice node of the attrs (its compute slices X by its shape; ONNX's xp has no indexing)",
+               "slice_grad": "one Pad node, or a ScatterND per strided axis, placed by X's static shape (its compute "
+                             "reads X's shape)",
+               "gather": "one Gather node (ONNX's xp has no indexing; ONNX Runtime refuses an index out of range)",
+               "gather_grad": "ScatterElements adding onto zeros of X's run-time Shape (ONNX's xp has no "
+                              "scatter_rows)",
+               "lookup_table": "one Gather node along axis 0 (ONNX's xp has no indexing)"}
 """Ops with a formula (``OpSchema.compute``) exported here rather than from it (``lower_derived``), and why."""

@@ -12,8 +12,7 @@ from functools import partial
 from typing import Callable, Mapping
 
 from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing,
-               linalg, lr_schedule, manipulation, metrics, network, normalization, optimizer, recurrent,
-               reduction)
+               linalg, manipulation, metrics, network, normalization, recurrent)
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from .derived import derived_kernel
@@ -22,8 +21,8 @@ from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "KERNELS", "SUBBLOCKS", "XP", "KernelFactory", "SubBlock"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, grad_ops, optimizer,
-            conv, network, normalization, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
+FAMILIES = (creation, linalg, manipulation, grad_ops,
+            conv, network, normalization, control_flow, collective, indexing, custom, recurrent, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""

@@ -1,4 +1,5 @@
-"""Matrix product kernels on numpy's ``matmul`` and ``einsum`` (numpy's BLAS does the work).
+"""The matrix product kernel on numpy's ``matmul`` (numpy's BLAS does the work); einsum's is derived from its
+``compute`` (``derived``), over ``xp.einsum`` (``numpy/xp``: through BLAS).
 
 ``x[..., k] @ y[k, n]`` with x not transposed folds x's batch dims into the rows of one matrix (a reshape, a
 view when x is contiguous) and makes ONE 2-D product: numpy's matmul would otherwise loop over the batch in
@@ -9,8 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from gradgen.program.einsum_equation import parse_einsum
 
 __all__ = ["KERNELS"]
 
@@ -36,12 +35,4 @@ def matmul(op):
     return product
 
 
-def einsum(op):
-    """numpy's einsum on the equation with its ellipsis spelled out (``program/einsum_equation.py``); with
-    ``optimize`` numpy contracts pairs through BLAS instead of one loop over every index."""
-    ranks = [len(op.block.var(n).shape) for n in op.input("Operands")]
-    equation = parse_einsum(op.attr("equation"), ranks).text()
-    return lambda *xs: np.asarray(np.einsum(equation, *xs, optimize=len(xs) > 1))
-
-
-KERNELS = {"matmul": matmul, "einsum": einsum}
+KERNELS = {"matmul": matmul}

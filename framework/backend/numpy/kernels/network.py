@@ -1,10 +1,8 @@
-"""Kernels of dropout (its masks drawn as every engine draws them: ``shared/network``) and lookup_table
-(batch_norm's is in ``normalization``)."""
+"""The kernel of dropout, its masks drawn as every engine draws them (``shared/network``); lookup_table's is derived
+from its ``compute`` (``derived``), batch_norm's is in ``normalization``."""
 from __future__ import annotations
 
 import numpy as np
-
-from gradgen.program.ops.nn import first_out_of_range
 
 from ...shared.network import dropout_mask, dropout_stream
 
@@ -22,14 +20,4 @@ def dropout(op):
     return run
 
 
-def lookup_table(op):
-    def run(w, ids):
-        error = first_out_of_range(np.asarray(ids), w.shape[0], "id")  # numpy would read -1 as the last row
-        if error is not None:
-            raise error
-        return np.take(w, ids, axis=0)
-
-    return run
-
-
-KERNELS = {"dropout": dropout, "lookup_table": lookup_table}
+KERNELS = {"dropout": dropout}

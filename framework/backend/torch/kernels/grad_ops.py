@@ -1,43 +1,14 @@
-"""Hand-written torch kernels of the gradient-only ops (``numpy/kernels/grad_ops.py``): the adjoints of slicing and
-gathering, and relu's gradient on ATen's fused kernel (``FASTER``); reshape's and concat's adjoints are derived from
-their ``compute`` (``derived``)."""
+"""relu's gradient on ATen's fused kernel (``FASTER``; ``numpy/kernels/grad_ops.py``); the other gradient-only ops
+are derived from their ``compute`` (``derived``)."""
 from __future__ import annotations
 
 import torch
 
-from ...shared.manipulation import slice_index
 from .finite import all_finite
-from .manipulation import checked_index, positions
 
 __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
-
-
-def slice_grad(op):
-    axes, starts, ends, strides = op.attr("axes"), op.attr("starts"), op.attr("ends"), op.attr("strides")
-
-    def run(x, dout):
-        grad = dout
-        for a, at in positions(slice_index(x.shape, axes, starts, ends, strides), x.shape):
-            shape = list(grad.shape)
-            shape[a] = x.shape[a]
-            grad = torch.zeros(shape, dtype=dout.dtype).index_copy(a, at, grad)
-        return grad
-
-    return run
-
-
-def gather_grad(op):
-    axis = op.attr("axis")
-
-    def run(x, index, dout):
-        ax = axis % x.ndim
-        flat = checked_index(index, x.shape[ax], ax).reshape(-1)
-        rows = dout.reshape(tuple(x.shape[:ax]) + (flat.numel(),) + tuple(x.shape[ax + 1:]))
-        return torch.zeros(tuple(x.shape), dtype=dout.dtype).index_add(ax, flat, rows)
-
-    return run
 
 
 def relu_grad(op):
@@ -52,7 +23,7 @@ def relu_grad(op):
     return run
 
 
-KERNELS = {"slice_grad": slice_grad, "gather_grad": gather_grad, "relu_grad": relu_grad}
+KERNELS = {"relu_grad": relu_grad}
 
 FASTER = {
     "relu_grad": "torch.where over a data-dependent mask took 4.0 ms on ResNet's [32, 64, 32, 32] float32 (two "

@@ -11,8 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Mapping
 
-from . import (collective, control_flow, conv, creation, custom, grad_ops, indexing, linalg,
-               lr_schedule, manipulation, metrics, network, optimizer, recurrent, reduction)
+from . import (collective, control_flow, conv, creation, custom, indexing, linalg,
+               metrics, network, recurrent)
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
 from .derived import derived_lowering
@@ -20,8 +20,8 @@ from .. import xp
 
 __all__ = ["FAMILIES", "LOWERINGS", "XP"]
 
-FAMILIES = (creation, linalg, reduction, manipulation, grad_ops, optimizer,
-            conv, network, control_flow, collective, lr_schedule, indexing, custom, recurrent, metrics)
+FAMILIES = (creation, linalg,
+            conv, network, control_flow, collective, indexing, custom, recurrent, metrics)
 
 XP = with_primitives(xp.XP, collect(FAMILIES, "PRIMITIVES"))
 """The ``xp`` an op's ``compute`` is traced over here: ``jax.numpy`` (``xp``) and the families' ``PRIMITIVES`` (the

@@ -1,11 +1,9 @@
-"""Lowerings of the products (``backend/numpy/kernels/linalg.py``): numpy's matmul and einsum, in full precision
-and the declared dtype."""
+"""The lowering of the matrix product (``backend/numpy/kernels/linalg.py``): numpy's matmul, in full precision and
+the declared dtype; einsum's is derived from its ``compute`` (``xla/xp.einsum``: full precision too)."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
-from gradgen.program.einsum_equation import parse_einsum
 
 from ...shared.attrs import out_dtype
 
@@ -25,11 +23,4 @@ def _matmul(op, ctx):
     return run
 
 
-def _einsum(op, ctx):
-    """numpy's einsum on the equation with its ellipsis spelled out (``program/einsum_equation.py``)."""
-    ranks = [len(op.block.var(n).shape) for n in op.input("Operands")]
-    equation, dtype = parse_einsum(op.attr("equation"), ranks).text(), out_dtype(op)
-    return lambda *xs: jnp.einsum(equation, *xs, precision=jax.lax.Precision.HIGHEST).astype(dtype)
-
-
-LOWERINGS = {"matmul": _matmul, "einsum": _einsum}
+LOWERINGS = {"matmul": _matmul}

@@ -1,5 +1,5 @@
-"""Lowerings of ``dropout`` and ``lookup_table`` (``backend/numpy/kernels/network.py``; batch norm's is in
-``normalization``, layer norm's is derived). Training dropout draws its masks on the host as the numpy kernel
+"""The lowering of ``dropout`` (``backend/numpy/kernels/network.py``; lookup_table's, batch norm's and layer norm's
+are derived). Training dropout draws its masks on the host as the numpy kernel
 draws them (``shared/network``), so both engines mask alike."""
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import numpy as np
 from jax.experimental import io_callback
 
 from ...shared.network import dropout_mask, dropout_stream
-from .indexing import take_rows
 
 __all__ = ["LOWERINGS"]
 
@@ -35,12 +34,4 @@ def _dropout(op, ctx):
     return run
 
 
-def _lookup_table(op, ctx):
-    def run(w, ids):
-        ctx.check(jnp.all((ids >= 0) & (ids < w.shape[0])), f"an id is outside [0, {w.shape[0]})")
-        return take_rows(w, ids, 0)
-
-    return run
-
-
-LOWERINGS = {"dropout": _dropout, "lookup_table": _lookup_table}
+LOWERINGS = {"dropout": _dropout}
