@@ -4,9 +4,11 @@
 their backward and an optimizer update, every fetched value compared by ``compare.mismatches``. The XLA
 compiles dominate (about 0.13 s a piece), so the seeds are split over two worker processes, one per core.
 
-Known engine differences the generator steps around, each with its repro: none today. Each once listed here is
-fixed and tested on its own (``tests/backends/test_numerics.py``): XLA's fused ``softmax(x @ x^T)`` turning rows
-NaN (``KNOWN_XLA`` until issue 33).
+Known engine differences the generator steps around, each with its repro: the order of a product's additions
+where its terms cancel (``random_programs.LARGE_IN_FIRST_PRODUCT``, seed 70 on an AMD EPYC), an order rule 4 of
+``design_docs/numerics.md`` leaves to each engine. Each engine bug once listed here is fixed and tested on its own
+(``tests/backends/test_numerics.py``): XLA's fused ``softmax(x @ x^T)`` turning rows NaN (``KNOWN_XLA`` until
+issue 33).
 
 The seeds are fixed, and the generator was tuned on them. A wider sweep (seeds 500-1999, 1,500 programs, xla) found
 6 programs the comparison flags, each a difference ``design_docs/numerics.md`` allows, made large by the program:
