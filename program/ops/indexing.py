@@ -118,8 +118,9 @@ def _stable_order(xp, x, ax: int, descending: bool):
 
 
 def sort(xp, x, *, axis, descending):
-    order = _stable_order(xp, x, axis % x.ndim, descending)
-    return xp.take_along_axis(x, order, axis=axis % x.ndim), order
+    ax = axis % x.ndim
+    order = _stable_order(xp, x, ax, descending)
+    return xp.take_along_axis(x, order, axis=ax), order
 
 
 def argsort(xp, x, *, axis, descending):
@@ -166,5 +167,5 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS", "argsort", "positions", "scatter", "scatter_add", "sort",
+__all__ = ["SCATTER_ATTRS", "SORT_ATTRS", "SCHEMAS", "argsort", "scatter", "scatter_add", "sort",
            "take_along_axis", "take_along_axis_grad", "top_k"]

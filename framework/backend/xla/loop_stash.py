@@ -15,7 +15,9 @@ from jax import lax
 
 from ..shared.attrs import op_axis
 from ..shared.loop_read_back import Replay
-from .lowerings.indexing import from_end, take_rows
+from gradgen.program.ops.manipulation import take
+
+from .xp import XP
 
 __all__ = ["ReadBack", "Stash", "counts_up", "gather_at_loop_var", "next_start", "read_back_block", "regather",
            "row_reader", "rows_already_kept", "stash_read", "stashes"]
@@ -119,7 +121,8 @@ def regather(gather, x, index_history, index_start=None) -> Callable:
 
     def row(t):
         index = lax.dynamic_index_in_dim(index_history, t, 0, False) if index_start is None else index_start + t
-        return take_rows(x, from_end(index, x.shape[axis]), axis)
+        size = x.shape[axis]
+        return take(XP, x, jnp.where(index < 0, index + size, index), axis)  # gather's compute, past its check
 
     return row
 
