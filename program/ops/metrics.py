@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, TensorType, schema
 from .creation import rounded
-from .nn import first_out_of_range
+from .nn import check_ids
 
 COUNT_DTYPE = "float64"
 """The dtype of the ``auc`` bucket counts and of the AUC: whole numbers exact up to 2**53 rows."""
@@ -103,8 +103,8 @@ def class_ids(xp, label, rows: int, classes: int, op: str):
     ids = xp.astype(xp.reshape(label, (-1,)), xp.int64)
     if ids.shape[0] != rows:
         raise ValueError(f"{op}: Label has {ids.shape[0]} ids for {rows} rows of scores")
-    xp.check(xp.all((ids >= 0) & (ids < classes)), ValueError(f"{op}: a Label class id is outside [0, {classes})"),
-             detail=lambda: ValueError(f"{op}: Label's {first_out_of_range(ids, classes, 'class id')}"))
+    check_ids(xp, ids, classes, f"{op}: a Label class id is outside [0, {classes})", "class id",
+              before=f"{op}: Label's ")
     return ids
 
 

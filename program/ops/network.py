@@ -14,7 +14,7 @@ from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from ..schema import Attr, OnnxMapping, Slot, TensorType, schema
 from ..shapes import dims_agree, normalize_axis, shapes_agree
 from .manipulation import take
-from .nn import first_out_of_range
+from .nn import check_ids
 
 
 def _dropout(ctx):
@@ -35,8 +35,7 @@ def lookup_table(xp, w, ids):
     """W's rows at Ids (an embedding lookup); an id outside [0, rows) is refused (numpy would read -1 as the last
     row, XLA clamp it)."""
     rows = w.shape[0]
-    xp.check(xp.all((ids >= 0) & (ids < rows)), ValueError(f"an id is outside [0, {rows})"),
-             detail=lambda: first_out_of_range(ids, rows, "id"))
+    check_ids(xp, ids, rows, f"an id is outside [0, {rows})", "id")
     return take(xp, w, ids, 0)
 
 

@@ -62,15 +62,25 @@ def first_out_of_range(ids, size: int, what: str, ignored: int | None = None) ->
                       f"({int(bad.sum())} such value(s))")
 
 
+def check_ids(xp, ids, size: int, error: str, what: str, ignored: int | None = None, before: str = "") -> None:
+    """Refuse an entry of ``ids`` outside [0, size), other than ``ignored``, on every engine (``xp.check``): the
+    engines that run eagerly name the first one (``before`` its ``first_out_of_range`` words), the tracing one
+    states ``error``."""
+    ok = (ids >= 0) & (ids < size)
+    if ignored is not None:
+        ok = ok | (ids == ignored)
+    xp.check(xp.all(ok), ValueError(error),
+             detail=lambda: ValueError(before + str(first_out_of_range(ids, size, what, ignored))))
+
+
 def hard_labels(xp, label, x_shape, axis: int, ignored: int) -> tuple:
     """Hard labels as indices of x's rank along ``axis`` (ignored ones read as class 0) and the mask of the kept
     ones. A label outside [0, classes) that is not ``ignored`` is refused on every engine (numpy would read -1 as
     the last class, XLA would clamp it to one)."""
     check_label_shape(label, tuple(x_shape), axis)
     classes = x_shape[axis]
-    ok = ((label >= 0) & (label < classes)) | (label == ignored)
-    xp.check(xp.all(ok), ValueError(f"a label is outside [0, {classes}) and is not ignore_index {ignored}"),
-             detail=lambda: first_out_of_range(label, classes, "label", ignored))
+    check_ids(xp, label, classes, f"a label is outside [0, {classes}) and is not ignore_index {ignored}", "label",
+              ignored)
     index = xp.astype(label if label.ndim == len(x_shape) else xp.expand_dims(label, axis), xp.int64)
     kept = index != ignored
     return xp.where(kept, index, 0), kept
@@ -192,5 +202,6 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "IGNORE_INDEX", "check_label_shape", "cross_entropy", "first_out_of_range", "hard_labels",
-           "log_softmax", "minus_max", "sigmoid_cross_entropy_with_logits", "softmax", "softmax_with_cross_entropy"]
+__all__ = ["SCHEMAS", "IGNORE_INDEX", "check_ids", "check_label_shape", "cross_entropy", "first_out_of_range",
+           "hard_labels", "log_softmax", "minus_max", "sigmoid_cross_entropy_with_logits", "softmax",
+           "softmax_with_cross_entropy"]
