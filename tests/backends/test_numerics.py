@@ -69,6 +69,12 @@ def test_pow_follows_c99_at_every_special_value(engine, dtype):
         _assert_ieee_equal(got[k], want, f"{engine} pow(x, {y}{' as a var' if k >= len(EXPONENTS) else ''})")
 
 
+def _mask(y):
+    """y < 0.5 as 0s and 1s of y's dtype: XLA rewrote a product with it as a select, which gives 0 where the mask
+    is 0 and the other factor NaN or infinite (IEEE: NaN)."""
+    return layers.cast(layers.less_than(y, layers.fill_constant([], y.dtype, 0.5)), y.dtype)
+
+
 REWRITTEN = {
     "log(exp(x))": (lambda x, y: layers.log(layers.exp(x)), lambda x, y: np.log(np.exp(x))),
     "log(pow(x, y))": (lambda x, y: layers.log(layers.pow(x, y)), lambda x, y: np.log(c99_pows(x, y))),
@@ -77,6 +83,8 @@ REWRITTEN = {
                          lambda x, y: np.log(1 / np.sqrt(x))),
     "cross_entropy(exp(x))": (lambda x, y: layers.cross_entropy(layers.exp(x), layers.exp(y), soft_label=True),
                               lambda x, y: -np.sum(np.exp(y) * np.log(np.exp(x)), axis=-1, keepdims=True)),
+    "x * cast(y < 0.5)": (lambda x, y: x * _mask(y), lambda x, y: x * (y < 0.5).astype(x.dtype)),
+    "cast(y < 0.5) * x": (lambda x, y: _mask(y) * x, lambda x, y: (y < 0.5).astype(x.dtype) * x),
 }
 """Compositions XLA's algebraic simplifier rewrites as if floats were real numbers, each with its IEEE value written
 in plain numpy, one op at a time."""
