@@ -8,6 +8,10 @@ drifts from its schema fails the suite. Run with ``GRADGEN_CHECK_TYPES=0`` to se
 ``Executor()`` picks by measurement (``backend="auto"``): every test then sees one engine whatever the timings,
 and no test starts background compiles. The engines are compared with each other by tests of their own
 (tests/backends, tests/differential), and the default's choice by tests/backends/test_auto.py.
+
+The longest test, the differential one (its own two processes compile a few thousand small XLA programs), is
+collected first, so that on the README's two test processes (``-n 2``) the rest of the suite runs beside it
+rather than after it.
 """
 from __future__ import annotations
 
@@ -18,3 +22,15 @@ from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
 
 os.environ.setdefault(CHECK_TYPES_ENV, "1")
 os.environ.setdefault(BACKEND_ENV, "numpy")
+
+
+LONGEST_FIRST = ("tests/differential/test_engines_agree.py::test_every_engine_agrees",)
+"""Node id prefixes of the tests run before all others (the module docstring says why)."""
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Move ``LONGEST_FIRST``'s tests to the front, keeping every other test's order."""
+    first = [item for item in items if item.nodeid.startswith(LONGEST_FIRST)]
+    if first:
+        rest = [item for item in items if not item.nodeid.startswith(LONGEST_FIRST)]
+        items[:] = first + rest
