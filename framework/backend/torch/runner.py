@@ -24,7 +24,7 @@ from ...runtime.scope import Scope
 from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from ..numpy.threads import blas_threads  # its products run on numpy's OpenBLAS (PRODUCT_THREADS)
+from ..numpy.threads import blas_threads  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
 from ..shared.cores import free_cores
 from .refused import problems
 from .walk import build_steps, walk
@@ -47,8 +47,8 @@ def make_runner(settings: Callable[[], RunSettings]) -> "TorchRunner":
 
 
 PRODUCT_THREADS = 1
-"""numpy's BLAS threads for the engine's products (``kernels/linalg.matmul``): one, the engine's parallel work
-being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op torch's OpenMP threads
+"""numpy's BLAS threads for the engine's products where they run on numpy's (``kernels/linalg.matmul``): one, the
+engine's parallel work being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op torch's OpenMP threads
 spin on the cores OpenBLAS's threads then want. Measured in one process, interleaved, torch at two threads: the
 anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own 2.3 beside them,
 5.3 beside the thrashing engine); the transformer 345 and 125 ms."""

@@ -1,29 +1,77 @@
-"""The matrix product in the torch engine (``numpy/kernels/linalg.py``): through numpy's BLAS on views of the
-tensors, which measured faster here than torch's own (below)."""
+"""The matrix product in the torch engine (``numpy/kernels/linalg.py``): on torch's own product (MKL, on torch's
+intra-op threads) or on numpy's BLAS over views of the tensors, whichever measures faster in this process at the
+run's thread count (``torch_is_faster``); numpy's where a value is not finite or the dtype is not float32/64."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 
 import numpy as np
 import torch
 
-__all__ = ["KERNELS"]
+from .finite import all_finite
+
+__all__ = ["KERNELS", "torch_is_faster"]
+
+_TORCH_DTYPES = (torch.float32, torch.float64)
+"""The dtypes torch's product may take (numpy's keeps integers and float16 as the reference computes them)."""
+
+_CALIBRATION_SHAPE = (1024, 256, 256)
+"""(m, k, n) of the product both are timed on: a transformer projection's rows, big enough that threads count."""
+
+_faster: dict[int, bool] = {}
+_lock = threading.Lock()
+
+
+def _best_of(product, a, b, repeats: int = 5) -> float:
+    product(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a, b)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def torch_is_faster(threads: int) -> bool:
+    """Whether torch's product beats numpy's (OpenBLAS at the one thread the runner gives it, ``runner.
+    PRODUCT_THREADS``) at ``threads`` of torch's, timed once per thread count in this process (~10 ms). On this
+    AMD EPYC (AVX2), float32, the anchors' transformer step took 156 ms with numpy's products and 102 with
+    torch's at two threads (PyTorch's own step 83): one thread each, the two products are equal ([2048, 256] x
+    [256, 1024]: 11.7 and 12.2 ms), and numpy's at two threads would thrash against torch's spinning OpenMP
+    pool. On an AVX-512 EPYC torch's MKL took 3.3 ms where numpy's OpenBLAS took 1.1 at one thread: there numpy
+    wins, hence a measurement rather than a rule."""
+    with _lock:
+        if threads not in _faster:
+            m, k, n = _CALIBRATION_SHAPE
+            a, b = torch.rand(m, k), torch.rand(k, n)
+            numpy_s = _best_of(lambda x, y: np.matmul(x.numpy(), y.numpy()), a, b)
+            torch_s = _best_of(torch.matmul, a, b)
+            _faster[threads] = torch_s < numpy_s
+        return _faster[threads]
+
+
+def _numpy_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.ndim > 2 and b.ndim == 2:  # x[..., k] @ y[k, n] is one product of x's rows
+        rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).numpy(), b.numpy())
+        return torch.from_numpy(rows).reshape(tuple(a.shape[:-1]) + (b.shape[-1],))
+    return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
 
 
 def matmul(op):
-    """x @ y, either operand transposed in its last two dims as the attrs say (a 1-D operand never is), through
-    numpy's BLAS on views of the tensors: on this AMD EPYC, one thread, float32, numpy's OpenBLAS took 1.1 ms for
-    a [2048, 256] x [256, 256] product and 4.4 for [2048, 256] x [256, 1024], torch's MKL 3.3 and 10.1; batched
-    [64, 128, 64] x [64, 64, 128]: 0.65 against 2.0. x[..., k] @ y[k, n] is one product of x's rows."""
+    """x @ y, either operand transposed in its last two dims as the attrs say (a 1-D operand never is). Torch's
+    product only where both are finite: MKL's gave NaN where IEEE (and numpy's OpenBLAS) gives -inf (a row with
+    -inf against a finite column, float32, one in about 30 random products with special values)."""
     tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
 
     def product(a, b):
         a = a.transpose(-1, -2) if tx and a.ndim > 1 else a
         b = b.transpose(-1, -2) if ty and b.ndim > 1 else b
-        if a.ndim > 2 and b.ndim == 2:
-            rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).numpy(), b.numpy())
-            return torch.from_numpy(rows).reshape(tuple(a.shape[:-1]) + (b.shape[-1],))
-        return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
+        if (a.dtype in _TORCH_DTYPES and torch_is_faster(torch.get_num_threads()) and a.numel() and b.numel()
+                and all_finite(a, b)):
+            return torch.matmul(a, b)
+        return _numpy_product(a, b)
 
     return product
 

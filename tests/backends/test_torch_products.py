@@ -1,0 +1,95 @@
+"""The torch engine's matrix product (``backend/torch/kernels/linalg.py``): torch's own product where it measured
+faster and every value is finite, numpy's elsewhere; the reference's values either way, special values included."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.backends.test_torch_backend import need_torch, run_on
+from tests.backends.xla_harness import assert_same
+from tests.framework.op_harness import Case, one_op_program
+
+SPECIALS = (0.0, np.inf, -np.inf, np.nan, 1e30)
+
+SHAPES = {
+    "2-D": ((7, 5), (5, 3), {}),
+    "3-D by 2-D": ((2, 7, 5), (5, 3), {}),
+    "batched": ((2, 4, 5), (2, 5, 3), {}),
+    "broadcast batch": ((2, 1, 4, 5), (3, 5, 6), {}),
+    "transposed": ((5, 7), (3, 5), {"transpose_x": True, "transpose_y": True}),
+    "vector by matrix": ((5,), (5, 3), {}),
+    "matrix by vector": ((7, 5), (5,), {}),
+    "empty rows": ((0, 5), (5, 3), {}),
+    "empty inner": ((4, 0), (0, 3), {}),
+}
+
+
+@pytest.fixture
+def torch_products(monkeypatch):
+    """The engine as on a machine where torch's product measured faster, counting the products torch made."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import linalg
+
+    made = []
+    own = torch.matmul
+    monkeypatch.setattr(linalg, "torch_is_faster", lambda threads: True)
+    monkeypatch.setattr(linalg.torch, "matmul", lambda a, b: made.append(1) or own(a, b))
+    return made
+
+
+def _product_case(shape: str, dtype: str, special: float | None, rng: np.random.Generator) -> Case:
+    x_shape, y_shape, attrs = SHAPES[shape]
+    x, y = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(y_shape).astype(dtype)
+    if special is not None and x.size:
+        x.reshape(-1)[rng.integers(0, x.size, max(1, x.size // 5))] = special
+        y.reshape(-1)[rng.integers(0, y.size, max(1, y.size // 5))] = special if special != 1e30 else -1e30
+    return Case("matmul", {"X": x, "Y": y}, None, {"transpose_x": False, "transpose_y": False, **attrs},
+                label=f"{shape} {special}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("special", [None, *SPECIALS])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_product_equals_the_reference_on_every_value(torch_products, shape, dtype, special):
+    rng = np.random.default_rng(zlib.crc32(f"{shape} {dtype} {special}".encode()))
+    for _ in range(3):
+        case = _product_case(shape, dtype, special, rng)
+        main, op, feed = one_op_program(case)
+        fetch = op.output("Out")
+        want = run_on("numpy", main, feed, fetch)
+        got = run_on("torch", main, feed, fetch)
+        assert not isinstance(want, Exception), want
+        assert_same(want, got, fetch, f"{case.op} {case.label} {dtype}")
+
+
+def test_only_finite_nonempty_floats_take_torchs_product(torch_products):
+    rng = np.random.default_rng(5)
+    for shape, special, dtype, taken in [("2-D", None, "float32", 1), ("batched", None, "float64", 1),
+                                         ("2-D", np.inf, "float32", 0), ("2-D", np.nan, "float64", 0),
+                                         ("empty rows", None, "float32", 0)]:
+        torch_products.clear()
+        main, op, feed = one_op_program(_product_case(shape, dtype, special, rng))
+        run_on("torch", main, feed, op.output("Out"))
+        assert len(torch_products) == taken, (shape, special, dtype)
+    torch_products.clear()
+    main, op, feed = one_op_program(Case("matmul", {"X": np.ones((3, 4), np.int64), "Y": np.ones((4, 2), np.int64)},
+                                         None, {"transpose_x": False, "transpose_y": False}))
+    assert np.array_equal(run_on("torch", main, feed, op.output("Out"))[0], np.full((3, 2), 4))
+    assert torch_products == []
+
+
+def test_the_faster_product_is_measured_once_per_thread_count(monkeypatch):
+    need_torch()
+    from gradgen.framework.backend.torch.kernels import linalg
+
+    monkeypatch.setattr(linalg, "_faster", {})
+    timings = iter([2.0, 1.0, 1.0, 2.0])  # numpy then torch, for one thread count and then another
+    timed = []
+    monkeypatch.setattr(linalg, "_best_of", lambda product, a, b: timed.append(1) or next(timings))
+    assert linalg.torch_is_faster(2) is True and linalg.torch_is_faster(2) is True
+    assert linalg.torch_is_faster(1) is False and linalg.torch_is_faster(1) is False
+    assert len(timed) == 4
