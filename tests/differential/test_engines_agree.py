@@ -1,8 +1,10 @@
 """Every engine against the reference interpreter on random programs (issue 31's differential test).
 
-``PROGRAMS`` programs of ``PIECES`` independent random pieces each (``random_programs``): 2,000 pieces with
-their backward and an optimizer update, every fetched value compared by ``compare.mismatches``. The XLA
-compiles dominate (about 0.13 s a piece), so the seeds are split over two worker processes, one per core.
+``PROGRAMS`` programs of ``PIECES`` random piece each (``random_programs``): 2,000 programs with their backward
+and an optimizer update, each compiled on its own, every fetched value compared by ``compare.mismatches``. The
+XLA compiles dominate (0.3-0.4 s a program with no persistent cache on a 2-core AMD EPYC, against 0.29 s a piece
+for programs of four pieces: one piece a program costs little more), so the seeds are split over two worker
+processes, one per core.
 
 Known engine differences the generator steps around, each with its repro: the order of a product's additions
 where its terms cancel (``random_programs.LARGE_IN_FIRST_PRODUCT``, seed 70 on an AMD EPYC), an order rule 4 of
@@ -35,8 +37,8 @@ from gradgen.program.errors import GradgenError
 from .compare import initial_values, mismatches, run_on
 from .random_programs import build
 
-PROGRAMS = 500
-PIECES = 4
+PROGRAMS = 2000
+PIECES = 1
 WORKERS = 2
 TIMEOUT_S = 1500
 """How long each worker may take: cold compiles (no persistent cache) beside the rest of the suite took 680 s on
@@ -64,7 +66,7 @@ def _compiled_engines() -> list[str]:
 
 
 @pytest.mark.parametrize("engine", _compiled_engines() or [pytest.param("xla", marks=pytest.mark.skip("no engine"))])
-def test_every_engine_agrees_with_the_reference_on_2000_random_pieces(engine):
+def test_every_engine_agrees_with_the_reference_on_2000_random_programs(engine):
     seeds = list(range(PROGRAMS))
     chunks = [seeds[k::WORKERS] for k in range(WORKERS)]
     with ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -73,7 +75,7 @@ def test_every_engine_agrees_with_the_reference_on_2000_random_pieces(engine):
     ran = sum(r[0] for r in results)
     refused = sum(r[1] for r in results)
     reports = [line for r in results for line in r[2]]
-    assert ran * PIECES >= 2000
+    assert ran >= 2000
     assert refused <= ran // 20, f"{refused} of {ran} programs raised on both engines: the test checks too little"
     assert not reports, f"{len(reports)} of {ran} programs differ from the reference:\n" + "\n".join(reports[:10])
 
