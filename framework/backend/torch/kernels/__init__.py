@@ -1,8 +1,9 @@
 """The torch engine's kernel table: one factory per op type, ``factory(op) -> fn(*input tensors)`` returning the
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
-(``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``; ``kept`` and
-``finite`` are helpers they share); an op in neither is refused (``refused.problems``). ``metrics`` holds only
+(``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``), or of the op's own family where numpy
+derives it (``network``: layer norm; ``nn``: softmax; ``activation``: gelu's gradient); ``kept`` and ``finite``
+are helpers they share; an op in neither is refused (``refused.problems``). ``metrics`` holds only
 the metrics' primitive (``xp.tally``); ``indexing`` only rows written at positions (``xp.scatter_rows``)."""
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Callable, Mapping
 
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
-from . import conv, creation, grad_ops, indexing, linalg, metrics, normalization
+from . import activation, conv, creation, grad_ops, indexing, linalg, metrics, network, nn, normalization
 from .derived import derived_kernel
 from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "XP"]
 
-FAMILIES = (creation, linalg, grad_ops, normalization, conv, indexing, metrics)
+FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, activation, conv, indexing, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""

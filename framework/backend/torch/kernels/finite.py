@@ -1,4 +1,5 @@
-"""One cheap test the fast ATen paths share: are all these tensors finite? (ATen's fused kernels and oneDNN treat
+"""The cheap tests the fast ATen paths share: are all these tensors finite, and does ATen's fused kernel take this
+dtype? (ATen's fused kernels and oneDNN treat
 NaN and infinities otherwise than the numpy reference in a few places; those kernels check first and take the
 reference's formulas when a value is not finite.)"""
 from __future__ import annotations
@@ -7,7 +8,7 @@ import math
 
 import torch
 
-__all__ = ["all_finite"]
+__all__ = ["all_finite", "fused"]
 
 
 def all_finite(*xs: torch.Tensor) -> bool:
@@ -18,3 +19,13 @@ def all_finite(*xs: torch.Tensor) -> bool:
     The sums are added as Python floats (inf + -inf is NaN there too) and tested once: a tensor ``isfinite`` on
     each sum cost five more ATen calls (LeNet's two tensors: 19.4 against 12.0 us)."""
     return math.isfinite(sum(float(torch.sum(x)) for x in xs if x.dtype.is_floating_point))
+
+
+FUSED = (torch.float32, torch.float64)
+"""The dtypes ATen's fused kernels run here: float16 takes the op's compute (in float32 for the norms, in float16
+for softmax and gelu's gradient, as the reference rounds; ATen's half kernels round otherwise)."""
+
+
+def fused(x: torch.Tensor) -> bool:
+    """Whether an ATen fast path may take ``x``: float32 or float64, and not empty."""
+    return x.dtype in FUSED and x.numel() > 0

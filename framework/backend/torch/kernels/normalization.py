@@ -11,18 +11,11 @@ from gradgen.program.ops.network import moved_statistics
 from . import kept
 from ..xp import XP
 from .derived import derived_kernel
+from .finite import fused
 
 __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
-
-_FUSED = (torch.float32, torch.float64)
-"""The dtypes ATen's fused batch norm kernels run here (float16 takes the op's compute, in float32)."""
-
-
-def _fused(x: torch.Tensor) -> bool:
-    return x.dtype in _FUSED and x.numel() > 0
-
 
 def _normalized(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float):
     """y over x's batch statistics, and those statistics: x's per-channel mean and population variance. One call
@@ -44,7 +37,7 @@ def batch_norm(op):
     computed = derived_kernel(OP_SCHEMAS["batch_norm"], XP)(op)
 
     def run(x, scale, bias, mean, var):
-        if not _fused(x) or (not is_test and x.numel() == x.shape[1]):
+        if not fused(x) or (not is_test and x.numel() == x.shape[1]):
             return computed(x, scale, bias, mean, var)
         if is_test:
             return _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0], mean, var
@@ -63,7 +56,7 @@ def batch_norm_grad(op):
     computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"], XP)(op)
 
     def run(x, scale, *rest):
-        if not _fused(x):
+        if not fused(x):
             return computed(x, scale, *rest)
         dy = rest[-1]
         if is_test:
