@@ -75,13 +75,27 @@ def test_an_engine_that_cannot_run_the_program_sits_its_trial_out():
     assert told[0][0] == "xla" and f"torch cannot run it: {refused}" in told[0][1]
 
 
+def test_torch_is_weighed_for_programs_with_large_products():
+    """``backend.WEIGHED_FOR["torch"]``: a product of 1000 x 500 a sample is weighed from
+    ``PRODUCT_WORK_FOR_TORCH`` multiply-adds a run on, and left out below, saying how much it has."""
+    main = Program()
+    with program_guard(main, Program()):
+        w = layers.create_parameter([1000, 500], "float32", name="w")
+        layers.reduce_mean(layers.matmul(layers.data("x", [-1, 1000], "float32"), w), name="loss")
+    block, at_limit = main.global_block(), weighing.PRODUCT_WORK_FOR_TORCH // 500_000
+    assert weighing.product_work(block, at_limit) == weighing.PRODUCT_WORK_FOR_TORCH
+    assert weighing.WEIGHED_FOR["torch"](block, at_limit) is None
+    why = weighing.WEIGHED_FOR["torch"](block, at_limit - 1)
+    assert why is not None and "products of at least 500 M" in why
+
+
 def test_torch_is_weighed_only_for_programs_with_large_convolutions():
     """``backend.WEIGHED_FOR``: asked before anything imports torch; the fc program leaves it out, and so does a
     convolution whose multiply-adds at this run's batch are under ``CONVOLUTION_WORK_FOR_TORCH``; the same
     program fed a larger batch brings it in (a new trial: the feed's shapes changed)."""
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
     _runs(runner, _program(), NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.5), ("numpy", 1.0)], "xla")) + 1)
-    assert "torch" not in log and told[0][0] == "xla" and "(this program's: none;" in told[0][1]
+    assert "torch" not in log and told[0][0] == "xla" and "(this program's: none)" in told[0][1]
     conv = Program()
     with program_guard(conv, Program()):  # 2 x 2 x 2 outputs of a 1 x 3 x 3 window: 72 multiply-adds a sample
         layers.reduce_mean(layers.conv2d(layers.data("x", [-1, 1, 4, 4], "float64"), 2, 3, name="c"), name="loss")
@@ -90,7 +104,7 @@ def test_torch_is_weighed_only_for_programs_with_large_convolutions():
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
     _runs(runner, conv, NUMPY_FIRST + INLINE_WARM + len(blocks([("xla", 0.5), ("numpy", 1.0)], "xla")) + 1,
           feed=small)
-    assert "torch" not in log and "(this program's: 0.00014 M;" in told[0][1]
+    assert "torch" not in log and "(this program's: 0.00014 M)" in told[0][1]
     large = weighing.CONVOLUTION_WORK_FOR_TORCH // 72 + 1
     runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
     trial = blocks([("xla", 0.5), ("torch", 0.1), ("numpy", 1.0)], after="torch")

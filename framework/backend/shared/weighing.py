@@ -6,17 +6,19 @@ build) holds the interpreter lock in turns with the numpy runs beside it, and th
 of its own. The torch engine is weighed for its convolutions (oneDNN's), and only where they are large enough to
 win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its step took 2.4 ms against numpy's
 4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
-numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. The xla engine is weighed the other way round:
-for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``).
+numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. It is weighed for large products too
+(``PRODUCT_WORK_FOR_TORCH``), since its products run on torch's threads. The xla engine is weighed the other way
+round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``).
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable, Mapping
 
-from gradgen.program.ops import conv as conv_family
+from gradgen.program.ops import OP_SCHEMAS, conv as conv_family
 
-__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "WEIGHED_FOR", "convolution_work", "feed_batch"]
+__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR",
+           "convolution_work", "feed_batch", "product_work"]
 
 CONVOLUTION_WORK_FOR_TORCH = 2_000_000
 """Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
@@ -28,16 +30,31 @@ def feed_batch(feed: Mapping[str, Any]) -> int:
     return max((value.shape[0] for value in feed.values() if getattr(value, "shape", ())), default=1)
 
 
-def convolution_work(block, batch: int) -> float:
-    """Multiply-adds of ``block``'s forward convolutions in one run with leading dim ``batch`` (the conv family's
-    own count, ``program.ops.conv.convolution_work``); ``inf`` where a dim other than the leading one is
-    unknown."""
+def _run_shape(block, batch: int) -> Callable[[str], tuple[int, ...]]:
+    """A var's shape in a run with leading dim ``batch``; ValueError where another dim is unknown."""
     def shape(name: str) -> tuple[int, ...]:
         dims = [batch if (i == 0 and d < 0) else d for i, d in enumerate(block.var(name).shape)]
         if any(d < 0 for d in dims):
             raise ValueError(f"'{name}' has an unknown dim")
         return tuple(dims)
-    return conv_family.convolution_work(block, shape)
+    return shape
+
+
+def convolution_work(block, batch: int) -> float:
+    """Multiply-adds of ``block``'s forward convolutions in one run with leading dim ``batch`` (the conv family's
+    own count, ``program.ops.conv.convolution_work``); ``inf`` where a dim other than the leading one is
+    unknown."""
+    return conv_family.convolution_work(block, _run_shape(block, batch))
+
+
+def product_work(block, batch: int) -> float:
+    """Multiply-adds of ``block``'s matrix products (forward and backward) in one run with leading dim ``batch``
+    (the matmul schema's own count); ``inf`` where a dim other than the leading one is unknown."""
+    count, shape = OP_SCHEMAS["matmul"].multiply_adds, _run_shape(block, batch)
+    try:
+        return float(sum(count(op, shape) for op in block.ops if op.type == "matmul"))
+    except ValueError:
+        return math.inf
 
 
 CONVOLUTION_WORK_FOR_XLA = 1_000_000_000
@@ -57,13 +74,21 @@ def _xla_left_out(block, batch: int) -> str | None:
             f"(backend.shared.weighing)")
 
 
+PRODUCT_WORK_FOR_TORCH = 500_000_000
+"""Multiply-adds of a step's matrix products (forward and backward) from which the torch engine is weighed: its
+products run on torch's threads where they measure faster (``backend/torch/kernels/linalg``). On the anchors'
+transformer block (3.6 G a step) its step took 117 ms, xla's 138 and numpy's 209 (12:56, one interleaved run);
+the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far below."""
+
+
 def _torch_left_out(block, batch: int) -> str | None:
     work = convolution_work(block, batch)
-    if work >= CONVOLUTION_WORK_FOR_TORCH:
+    if work >= CONVOLUTION_WORK_FOR_TORCH or product_work(block, batch) >= PRODUCT_WORK_FOR_TORCH:
         return None
     held = f"{work / 1e6:.2g} M" if work else "none"
     return (f"torch is weighed only for convolutions of at least {CONVOLUTION_WORK_FOR_TORCH / 1e6:g} M "
-            f"multiply-adds a run (this program's: {held}; backend.shared.weighing)")
+            f"multiply-adds a run (this program's: {held}) or products of at least "
+            f"{PRODUCT_WORK_FOR_TORCH / 1e6:g} M (backend.shared.weighing)")
 
 
 WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out, "xla": _xla_left_out}
