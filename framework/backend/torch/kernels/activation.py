@@ -1,4 +1,4 @@
-"""gelu's gradient in the torch engine on ATen's ``gelu_backward`` (``FASTER`` says why it stays beside the op's
+"""``gelu_grad`` in the torch engine on ATen's ``gelu_backward`` (``FASTER`` says why it stays beside the op's
 compute), the compute where it would part from it."""
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Layer normalization in the torch engine on ATen's fused kernels (``native_layer_norm`` and its backward, ``FASTER``
-says why they stay beside the op's compute): the compute where they do not run or would part from it (float16,
-empty tensors, values that are not finite, magnitudes near the end of the float range, rows whose mean lies far
-from 0), the rows' statistics kept from the forward kernel for the gradient (``kept``)."""
+"""Layer normalization's gradient in the torch engine on ATen's fused ``native_layer_norm_backward`` (``FASTER`` says
+why it stays beside the op's compute), the rows' statistics from ``native_layer_norm``: the compute where they do
+not run or would part from it (float16, empty tensors, values that are not finite, magnitudes near the end of the
+float range, rows whose mean lies far from 0). The forward stays the op's compute: ATen's took 0.22 ms against
+0.38-0.49 on the transformer's rows, 0.4 ms of a 117 ms step, not worth a kernel beside the compute."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +15,6 @@ from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.shapes import normalize_axis
 
 from ...derive import call_of
-from . import kept
 from ..xp import XP
 from .derived import derived_kernel
 from .finite import fused
@@ -25,12 +25,12 @@ _aten = torch.ops.aten
 
 # ATen's kernel where it gives the compute's numbers to rounding, the
 # compute elsewhere. Besides float16 and empty tensors, that is values that are not finite (an infinite dY puts NaN
-# and infinities in other places of ATen's layer norm dX than of the compute's), layer norm rows far from 0
+# and infinities in other places of ATen's dX than of the compute's), rows far from 0
 # (``_SPREAD``), and, where ATen's order of operations reaches other intermediates than the compute's (the
 # gradient sums dY * X, not dY * (X - mean)), magnitudes at which
 # one could overflow where the other does not: the guards keep every intermediate of both 16 times below the
 # dtype's largest value, read from the inputs' largest magnitudes (``_largest``, one pass each, about as cheap as
-# ``all_finite``'s sum; NaN fails every guard) and, for layer norm, its rows' statistics (``_rows``).
+# ``all_finite``'s sum; NaN fails every guard) and the rows' statistics (``_rows``).
 
 def _largest(t: torch.Tensor) -> float:
     """The largest magnitude in ``t``: NaN if it holds a NaN (``aminmax`` gives NaN for both), inf if an
@@ -67,15 +67,8 @@ nothing (X - mean is 0 in both)."""
 
 
 class _Rows(NamedTuple):
-    """What layer norm's guards and Variance output read from ATen's statistics of its rows (n values each)."""
+    """What the gradient's guards read from ATen's statistics of the rows (n values each)."""
 
-    variance: torch.Tensor
-    """1 / rstd**2 - eps, in X's dtype: the biased variance (ATen gives rstd = 1 / sqrt(var + eps)). rstd's
-    roundings and three more here leave it within 7 * 2**-24 of the exact variance, relatively, where that is at
-    least eps (float32, 4096 rows of 256 at standard deviations 3e-3 to 1e4); the rows below take
-    ``_exact_below``."""
-    lowest: float
-    """The smallest of ``variance``."""
     fit: bool
     """Every row's mean within ``_SPREAD`` of 0 and no NaN in X (which makes its row's statistics NaN; an infinity
     makes ``span`` infinite or NaN, which the magnitude guards refuse)."""
@@ -88,65 +81,14 @@ class _Rows(NamedTuple):
 
 def _rows(mean: torch.Tensor, rstd: torch.Tensor, n: int, eps: float) -> _Rows:
     away, inverse = mean.abs(), rstd.reciprocal()
-    variance = inverse * inverse - eps
+    variance = inverse * inverse - eps  # ATen gives rstd = 1 / sqrt(var + eps)
     span = float(torch.max(torch.add(away, inverse, alpha=math.sqrt(n))))
     spread = float(torch.max(away * variance.clamp(min=0).sqrt() * rstd * rstd))
-    return _Rows(variance, float(torch.min(variance)), spread <= _SPREAD, _one_or_more(span),
-                 _one_or_more(float(torch.max(rstd))))
-
-
-def _exact_below(x: torch.Tensor, variance: torch.Tensor, n: int, eps: float) -> torch.Tensor:
-    """``variance`` with its rows below eps, where 1 / rstd**2 - eps loses the digits (a constant row's 0 came out
-    as +-1e-12), taken as the compute takes them: the mean square of the row less its mean."""
-    low = (variance < eps).view(-1)
-    rows = x.reshape(-1, n)[low]
-    centred = rows - torch.sum(rows, 1, keepdim=True) * (1.0 / n)
-    variance = variance.clone()
-    variance.view(-1)[low] = torch.sum(centred * centred, 1) * (1.0 / n)
-    return variance
-
-
-def _given(has: tuple[bool, ...], tensors: tuple) -> list:
-    """The op's optional inputs by slot, None for one it leaves out."""
-    it = iter(tensors)
-    return [next(it) if h else None for h in has]
-
-
-def layer_norm(op):
-    """Y, Mean and Variance from one call of ATen's ``native_layer_norm`` (its rstd turned into the variance:
-    ``_Rows.variance``), its statistics kept for the gradient (``kept``); the compute for float16, an empty or 0-d
-    X, and where ``_Rows.fit`` fails (a NaN or an infinity in X, a row's mean far from 0) or 16 (n max|x|**2
-    max(1, rstd) max(1, |Scale|) + max|Bias|) passes the dtype's largest value (Scale or Bias not finite among
-    them)."""
-    schema, eps, begin_attr = OP_SCHEMAS["layer_norm"], op.attr("epsilon"), op.attr("begin_norm_axis")
-    computed, pick = derived_kernel(schema, XP)(op), call_of(schema, op).pick
-    has = (bool(op.input("Scale")), bool(op.input("Bias")))
-
-    def run(x, *affine):
-        if not fused(x) or x.ndim == 0:
-            return computed(x, *affine)
-        scale, bias = _given(has, affine)
-        begin = normalize_axis(begin_attr, x.ndim)
-        norm = list(x.shape[begin:])
-        n, e = math.prod(norm), _rounded(eps, x.dtype)
-        y, mean, rstd = _aten.native_layer_norm(x, norm, scale, bias, eps)
-        rows = _rows(mean, rstd, n, e)
-        g = 1.0 if scale is None else _one_or_more(_largest(scale))
-        b = 0.0 if bias is None else _largest(bias)
-        if not (rows.fit and 16 * (n * rows.span * rows.span * rows.top * g + b) <= _MOST[x.dtype]):
-            return computed(x, *affine)
-        kept.keep(x, ("layer_norm", begin, eps), (mean, rstd, rows.span, rows.top))
-        variance = rows.variance if rows.lowest >= e else _exact_below(x, rows.variance, n, e)
-        lead = x.shape[:begin]
-        outs = (y, mean.reshape(lead), variance.reshape(lead))
-        return outs if pick is None else pick(outs)
-
-    return run
+    return _Rows(spread <= _SPREAD, _one_or_more(span), _one_or_more(float(torch.max(rstd))))
 
 
 def layer_norm_grad(op):
-    """On ATen's ``native_layer_norm_backward``, the statistics layer_norm's kernel kept for this X (``kept``), else
-    recomputed by ``native_layer_norm``; the compute for float16, an empty or 0-d X, where ``_Rows.fit`` fails, and
+    """On ATen's ``native_layer_norm_backward``, the statistics from ``native_layer_norm``; the compute for float16, an empty or 0-d X, where ``_Rows.fit`` fails, and
     where 16 max(n, rows) max|dY| max(1, |Scale|) max|x|**2 max(1, rstd)**3 passes the dtype's largest value (dY or
     Scale not finite among them: an infinite dY gives NaN and infinities in other places of ATen's dX than of the
     compute's). ATen forms dX from X, not X - mean: b X + c with b = (sum(dY Scale) mean - sum(dY Scale X))
@@ -163,14 +105,11 @@ def layer_norm_grad(op):
         begin = normalize_axis(begin_attr, x.ndim)
         norm = list(x.shape[begin:])
         n = math.prod(norm)
-        stats = kept.kept(x, ("layer_norm", begin, eps))
-        if stats is None:
-            _, mean, rstd = _aten.native_layer_norm(x, norm, None, None, eps)
-            rows = _rows(mean, rstd, n, _rounded(eps, x.dtype))
-            if not rows.fit:
-                return computed(x, *rest)
-            stats = (mean, rstd, rows.span, rows.top)
-        mean, rstd, span, top = stats
+        _, mean, rstd = _aten.native_layer_norm(x, norm, None, None, eps)
+        rows = _rows(mean, rstd, n, _rounded(eps, x.dtype))
+        if not rows.fit:
+            return computed(x, *rest)
+        span, top = rows.span, rows.top
         g = 1.0 if scale is None else _one_or_more(_largest(scale))
         if not 16 * max(n, x.numel() // n) * _largest(dy) * g * span * span * top * top * top <= _MOST[x.dtype]:
             return computed(x, *rest)
@@ -184,14 +123,11 @@ def layer_norm_grad(op):
     return run
 
 
-KERNELS = {"layer_norm": layer_norm, "layer_norm_grad": layer_norm_grad}
+KERNELS = {"layer_norm_grad": layer_norm_grad}
 
 FASTER = {
-    "layer_norm": "ATen's native_layer_norm with this kernel's guards and variance took 0.22 ms on the "
-                  "transformer's [16, 128, 256] float32 over the last dim (two threads; the call alone 0.13), the "
-                  "op's formulas 0.38-0.49",
-    "layer_norm_grad": "ATen's native_layer_norm_backward with the statistics its forward kept took 0.19 ms on the "
-                       "transformer's [16, 128, 256] float32 over the last dim (two threads; 0.54 recomputing them), "
-                       "the op's formulas 0.90-1.2",
+    "layer_norm_grad": "ATen's native_layer_norm_backward, with native_layer_norm for the rows' statistics, took "
+                       "0.54 ms on the transformer's [16, 128, 256] float32 over the last dim (two threads), the "
+                       "op's formulas 0.90-1.2",
 }
 """op type -> why its kernel here stays beside the op's compute (``backend/derive.with_derived``)."""
