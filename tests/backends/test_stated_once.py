@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, export_onnx
+from gradgen.program import OP_SCHEMAS
 from tests.framework.op_harness import Case, one_op_program
 from tests.onnx.runtime import assert_close, require, run_ort
 
@@ -142,10 +143,21 @@ CASES = [*cumsum_cases(), *triangle_cases(), *mod_cases(), *pow_cases(), *increm
          *label_cases()]
 
 
+def with_fetch(case: Case, build=one_op_program) -> tuple:
+    """The case's one-op program (made by ``build``), its feed, and every output's name to fetch."""
+    main, op, feed = build(case)
+    return main, feed, [n for names in op.outputs.values() for n in names]
+
+
+def assert_covers(cases, ops) -> None:
+    """The cases test exactly ``ops``, and each of them states its math once (a compute)."""
+    assert {c.op for c in cases} == set(ops)
+    assert all(OP_SCHEMAS[t].compute is not None for t in ops)
+
+
 def run_case(backend: str, case: Case, build=one_op_program):
     """The case's one-op program (made by ``build``) run on ``backend``: its outputs, or the ExecutionError."""
-    main, op, feed = build(case)
-    fetch = [n for names in op.outputs.values() for n in names]
+    main, feed, fetch = with_fetch(case, build)
     try:
         with np.errstate(all="ignore"):
             return Executor(backend=backend).run(main, feed=feed, fetch_list=fetch, scope=Scope())
@@ -213,8 +225,7 @@ def test_every_engine_gives_numpys_answer_bit_for_bit(case: Case, backend: str):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     require("onnx")
-    main, op, feed = one_op_program(case)
-    fetch = [n for names in op.outputs.values() for n in names]
+    main, feed, fetch = with_fetch(case)
     want, model = run_case("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
     if isinstance(want, Exception):  # refused at run time there too, but where ONNX Runtime answers
         if case.op in ORT_ANSWERS:
@@ -234,7 +245,6 @@ def test_the_inputs_kept_from_the_declared_dtype_are_those_of_integers_only_slot
     """``derive.uncast_inputs``: one_hot's ids and gather's index, by their position among the op's arrays; no
     operand of arithmetic (which the xla and torch engines compute in the declared dtype)."""
     from gradgen.framework.backend.derive import uncast_inputs
-    from gradgen.program import OP_SCHEMAS
 
     def positions(case: Case) -> frozenset[int]:
         return uncast_inputs(OP_SCHEMAS[case.op], one_op_program(case)[1])

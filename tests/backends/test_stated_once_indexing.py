@@ -15,8 +15,8 @@ import pytest
 
 from gradgen.framework import export_onnx
 from gradgen.program import OP_SCHEMAS, Program
-from tests.backends.test_stated_once import assert_identical, run_case
-from tests.framework.op_harness import Case, one_op_program
+from tests.backends.test_stated_once import assert_identical, run_case, with_fetch
+from tests.framework.op_harness import Case
 from tests.onnx.runtime import require, run_ort
 
 OPS = ("take_along_axis", "take_along_axis_grad", "scatter", "scatter_add", "sort", "argsort", "top_k")
@@ -210,8 +210,7 @@ def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     """(The cases numpy refuses are left out: ``ORT_ANSWERS``.)"""
     require("onnx")
     want = run_case("numpy", case)
-    main, op, feed = one_op_program(case)
-    fetch = [n for names in op.outputs.values() for n in names]
+    main, feed, fetch = with_fetch(case)
     model = export_onnx(main, fetch_list=fetch, include_updates=False)
     if case.op in ORT_LACKS and case.inputs["X"].dtype == np.float16:
         with pytest.raises(Exception, match="MLFloat16 data type is not supported"):

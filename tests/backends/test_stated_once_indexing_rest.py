@@ -14,7 +14,7 @@ import pytest
 from gradgen.framework import export_onnx
 from gradgen.framework.tools.onnx.errors import OnnxExportError
 from gradgen.program import OP_SCHEMAS
-from tests.backends.test_stated_once import FLOATS, INTS, assert_identical, run_case
+from tests.backends.test_stated_once import FLOATS, INTS, assert_covers, assert_identical, run_case, with_fetch
 from tests.backends.test_stated_once_manipulation import DTYPES, RunTimeCase, _program, _special, _values
 from tests.framework.op_harness import Case
 from tests.onnx.runtime import assert_close, require, run_ort
@@ -227,8 +227,7 @@ def _run(backend: str, case: Case):
 
 def test_the_cases_cover_every_op_converted_here():
     converted = {"slice", "slice_grad", "gather", "gather_grad", "lookup_table", "einsum", "prod_others"}
-    assert {c.op for c in CASES} == converted
-    assert all(OP_SCHEMAS[t].compute is not None for t in converted)
+    assert_covers(CASES, converted)
 
 
 @pytest.mark.parametrize("backend", ["xla", "torch"])
@@ -285,8 +284,7 @@ def test_the_refusals_are_numpys_and_name_the_index():
                          ids=lambda c: c.id)
 def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     require("onnx")
-    main, op, feed = _program(case)
-    fetch = [n for names in op.outputs.values() for n in names]
+    main, feed, fetch = with_fetch(case, _program)
     refused = EXPORT_REFUSED.get((case.op, case.label))
     if refused:
         with pytest.raises(OnnxExportError, match=refused):

@@ -15,8 +15,8 @@ import pytest
 
 from gradgen.framework import ExecutionError, Executor, Scope, export_onnx
 from gradgen.program import Program, layers, program_guard
-from tests.backends.test_stated_once import assert_identical, run_case
-from tests.framework.op_harness import Case, one_op_program
+from tests.backends.test_stated_once import assert_identical, run_case, with_fetch
+from tests.framework.op_harness import Case
 from tests.onnx.runtime import assert_close, require, run_ort
 
 rng = np.random.default_rng(41)
@@ -179,8 +179,7 @@ has no run-time error: a label outside the classes counts in none)."""
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_the_onnx_export_runs_to_the_executors_answer(case: Case):
     require("onnx")
-    main, op, feed = one_op_program(case)
-    fetch = [n for names in op.outputs.values() for n in names]
+    main, feed, fetch = with_fetch(case)
     want, model = run_case("numpy", case), export_onnx(main, fetch_list=fetch, include_updates=False)
     if isinstance(want, Exception) and case.op in ORT_REFUSES:
         with pytest.raises(Exception, match="ScatterElements"):

@@ -42,6 +42,9 @@ def torch_is_faster(threads: int) -> bool:
     [256, 1024]: 11.7 and 12.2 ms), and numpy's at two threads would thrash against torch's spinning OpenMP
     pool. On an AVX-512 EPYC torch's MKL took 3.3 ms where numpy's OpenBLAS took 1.1 at one thread: there numpy
     wins, hence a measurement rather than a rule."""
+    known = _faster.get(threads)  # each product asks: no lock once measured
+    if known is not None:
+        return known
     with _lock:
         if threads not in _faster:
             m, k, n = _CALIBRATION_SHAPE

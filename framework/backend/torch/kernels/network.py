@@ -23,14 +23,13 @@ __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
 
-# ATen's kernel where it gives the compute's numbers to rounding, the
-# compute elsewhere. Besides float16 and empty tensors, that is values that are not finite (an infinite dY puts NaN
-# and infinities in other places of ATen's dX than of the compute's), rows far from 0
-# (``_SPREAD``), and, where ATen's order of operations reaches other intermediates than the compute's (the
-# gradient sums dY * X, not dY * (X - mean)), magnitudes at which
-# one could overflow where the other does not: the guards keep every intermediate of both 16 times below the
-# dtype's largest value, read from the inputs' largest magnitudes (``_largest``, one pass each, about as cheap as
-# ``all_finite``'s sum; NaN fails every guard) and the rows' statistics (``_rows``).
+# ATen's kernel where it gives the compute's numbers to rounding, the compute elsewhere. Besides float16 and empty
+# tensors, that is values that are not finite (an infinite dY puts NaN and infinities in other places of ATen's dX
+# than of the compute's), rows far from 0 (``_SPREAD``), and, since ATen's gradient sums dY * X where the compute
+# sums dY * (X - mean), magnitudes at which one could overflow where the other does not: the guards keep every
+# intermediate of both 16 times below the dtype's largest value, read from the inputs' largest magnitudes
+# (``_largest``, one pass each, about as cheap as ``all_finite``'s sum; NaN fails every guard) and the rows'
+# statistics (``_rows``).
 
 def _largest(t: torch.Tensor) -> float:
     """The largest magnitude in ``t``: NaN if it holds a NaN (``aminmax`` gives NaN for both), inf if an
@@ -88,10 +87,10 @@ def _rows(mean: torch.Tensor, rstd: torch.Tensor, n: int, eps: float) -> _Rows:
 
 
 def layer_norm_grad(op):
-    """On ATen's ``native_layer_norm_backward``, the statistics from ``native_layer_norm``; the compute for float16, an empty or 0-d X, where ``_Rows.fit`` fails, and
-    where 16 max(n, rows) max|dY| max(1, |Scale|) max|x|**2 max(1, rstd)**3 passes the dtype's largest value (dY or
-    Scale not finite among them: an infinite dY gives NaN and infinities in other places of ATen's dX than of the
-    compute's). ATen forms dX from X, not X - mean: b X + c with b = (sum(dY Scale) mean - sum(dY Scale X))
+    """On ATen's ``native_layer_norm_backward``, the rows' statistics from ``native_layer_norm``; the compute for
+    float16, an empty or 0-d X, where ``_Rows.fit`` fails, and where 16 max(n, rows) max|dY| max(1, |Scale|)
+    max|x|**2 max(1, rstd)**3 passes the dtype's largest value (dY or Scale not finite among them: an infinite dY
+    gives NaN and infinities in other places of ATen's dX than of the compute's). ATen forms dX from X, not X - mean: b X + c with b = (sum(dY Scale) mean - sum(dY Scale X))
     rstd**3 / n."""
     schema, eps, begin_attr = OP_SCHEMAS["layer_norm_grad"], op.attr("epsilon"), op.attr("begin_norm_axis")
     computed, pick = derived_kernel(schema, XP)(op), call_of(schema, op).pick
@@ -107,11 +106,9 @@ def layer_norm_grad(op):
         n = math.prod(norm)
         _, mean, rstd = _aten.native_layer_norm(x, norm, None, None, eps)
         rows = _rows(mean, rstd, n, _rounded(eps, x.dtype))
-        if not rows.fit:
-            return computed(x, *rest)
-        span, top = rows.span, rows.top
         g = 1.0 if scale is None else _one_or_more(_largest(scale))
-        if not 16 * max(n, x.numel() // n) * _largest(dy) * g * span * span * top * top * top <= _MOST[x.dtype]:
+        bound = 16 * max(n, x.numel() // n) * _largest(dy) * g * rows.span ** 2 * rows.top ** 3
+        if not (rows.fit and bound <= _MOST[x.dtype]):
             return computed(x, *rest)
         # ATen makes Scale@GRAD only beside a weight (ones where the op has no Scale: the same numbers) and
         # Bias@GRAD only beside a bias, whose values it does not read
