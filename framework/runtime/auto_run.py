@@ -26,7 +26,9 @@ new trial, so each shape runs on its own winner):
    from the call to the fetched arrays, until the
    fastest's times separate from every other's (its upper quartile below each other's lower quartile) after at
    least ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with
-   the smallest median runs every later run. A block that follows another backend's, and each backend's first
+   the smallest median runs every later run. A backend whose times separate from the fastest's while others still
+   overlap it leaves the contest then, and the next rounds run only the ones still in it (on the anchors'
+   transformer, numpy at 175 ms against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another backend's, and each backend's first
    block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread pools slow the next one's runs for
    a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after an op: on LeNet a
    torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
@@ -142,7 +144,8 @@ class Trial:
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
         self.cut: dict[str, str] = {}
-        """backend -> why it left the contest after one timed run (``CUT_RATIO``); its times stay in ``seconds``."""
+        """backend -> why it left the contest early: after one timed run (``CUT_RATIO``), or after a round whose times
+        put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
         self._numpy_runs: deque[float] = deque(maxlen=BLOCK_RUNS)
         """numpy's last runs before the compiles start, its first (the plan's build) never among them: its block."""
         self._looks: dict[str, float] = {}
@@ -332,7 +335,11 @@ class Trial:
             return
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
-        clear = all(separated(self.seconds[fast], self.seconds[other]) for other in others)
+        for other in [name for name in others if separated(self.seconds[fast], self.seconds[name])]:
+            others.remove(other)
+            self.cut[other] = (f"{other} left after {len(self.seconds[other])} runs (median "
+                               f"{medians[other] * 1e3:.3g} ms), apart from {fast}'s")
+        clear = not others
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))

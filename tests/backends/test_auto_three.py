@@ -3,6 +3,7 @@ cannot run a program leaves that program's trial and the others still weigh it; 
 trial (its steps built in the background), on a program it refuses (a while loop) and one it runs."""
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -13,7 +14,7 @@ from gradgen.framework.backend.shared import weighing
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
 from gradgen.program import Program, layers, program_guard
-from tests.backends.test_auto import _Clock, _program, _runs, _StandIn, blocks
+from tests.backends.test_auto import _Clock, _noisy, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch
 
 INLINE_WARM = COMPILED_WARM + 1
@@ -64,6 +65,23 @@ def test_the_fastest_of_three_is_kept(want):
     assert all(f"{name} left after one run of 1e+03 ms, over 2x {want}'s slowest (250 ms)" in told[0][1]
                for name in behind)
     assert runner.trial(program, {"x": np.zeros((2, 4))}, ["loss"]).runner_up == behind[0]
+
+
+@pytest.mark.usefixtures("_every_program")
+def test_an_engine_clearly_behind_after_a_round_leaves_while_the_close_ones_go_on():
+    """numpy (1 s a run) is apart from the fastest after the first round, under ``CUT_RATIO`` times it, while xla
+    and torch (0.5-0.7 s, overlapping) are not: the later rounds run xla and torch only, and the choice says why
+    numpy left."""
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.6, "torch": 0.6})
+    assert 1.0 < CUT_RATIO * 0.6  # (the slowest run of a fast block takes 0.6 s or more: numpy is not cut)
+    runner.runners["xla"].run = _noisy(runner.runners["xla"], itertools.cycle([0.5, 0.7, 0.6]))
+    runner.runners["torch"].run = _noisy(runner.runners["torch"], itertools.cycle([0.55, 0.65, 0.6]))
+    numpy_block = blocks([("numpy", 1.0)], after="torch")
+    _runs(runner, _program(), 60)
+    assert told and told[0][0] in ("xla", "torch")
+    assert log.count("numpy") == NUMPY_FIRST + len(numpy_block)  # its one block of the trial, no second
+    assert log.count("xla") + log.count("torch") > 2 * (INLINE_WARM + len(blocks([("xla", 0.6)], after="numpy")))
+    assert "numpy left after 3 runs (median 1e+03 ms), apart from" in told[0][1]
 
 
 @pytest.mark.usefixtures("_every_program")
