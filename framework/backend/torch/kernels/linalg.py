@@ -24,24 +24,40 @@ _faster: dict[int, bool] = {}
 _lock = threading.Lock()
 
 
-def _best_of(product, a, b, repeats: int = 5) -> float:
-    product(a, b)
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
+_POOLS_SETTLE_SECONDS = 0.15
+"""How long the calibration waits before it times anything: numpy's OpenBLAS threads spin about 0.1 s after a
+product at two threads (the numpy runs just before, in ``backend="auto"``'s trial), and torch's product timed on the
+core they hold took twice as long. Measured: calibrated right after five such products, 2 of 6 calibrations chose
+numpy's product; the anchors' transformer then ran at 171 ms on the engine instead of 100-120 (1 of 10 fresh
+processes of ``tests/bench/choice.py``). After the wait, 0 of 12."""
+
+
+def _numpy_matmul(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    return np.matmul(a.numpy(), b.numpy())
+
+
+def _best_pair(a, b, products=(_numpy_matmul, torch.matmul), repeats: int = 5) -> tuple[float, float]:
+    """The fastest of ``repeats`` timings of each of the two ``products`` (numpy's, torch's), taken in turns (a
+    burst of other work then slows both, not one), each run once untimed first."""
+    best = [math.inf, math.inf]
+    for product in products:
         product(a, b)
-        best = min(best, time.perf_counter() - start)
-    return best
+    for _ in range(repeats):
+        for i, product in enumerate(products):
+            start = time.perf_counter()
+            product(a, b)
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best[0], best[1]
 
 
 def torch_is_faster(threads: int) -> bool:
     """Whether torch's product beats numpy's (OpenBLAS at the one thread the runner gives it, ``runner.
-    PRODUCT_THREADS``) at ``threads`` of torch's, timed once per thread count in this process (~10 ms). On this
-    AMD EPYC (AVX2), float32, the anchors' transformer step took 156 ms with numpy's products and 102 with
-    torch's at two threads (PyTorch's own step 83): one thread each, the two products are equal ([2048, 256] x
-    [256, 1024]: 11.7 and 12.2 ms), and numpy's at two threads would thrash against torch's spinning OpenMP
-    pool. On an AVX-512 EPYC torch's MKL took 3.3 ms where numpy's OpenBLAS took 1.1 at one thread: there numpy
-    wins, hence a measurement rather than a rule."""
+    PRODUCT_THREADS``) at ``threads`` of torch's, timed once per thread count in this process (~0.2 s, most of it
+    a wait: ``_POOLS_SETTLE_SECONDS``). On this AMD EPYC (AVX2), float32, the anchors' transformer step took 156 ms
+    with numpy's products and 102 with torch's at two threads (PyTorch's own step 83): one thread each, the two
+    products are equal ([2048, 256] x [256, 1024]: 11.7 and 12.2 ms), and numpy's at two threads would thrash
+    against torch's spinning OpenMP pool. On an AVX-512 EPYC torch's MKL took 3.3 ms where numpy's OpenBLAS took
+    1.1 at one thread: there numpy wins, hence a measurement rather than a rule."""
     known = _faster.get(threads)  # each product asks: no lock once measured
     if known is not None:
         return known
@@ -49,8 +65,8 @@ def torch_is_faster(threads: int) -> bool:
         if threads not in _faster:
             m, k, n = _CALIBRATION_SHAPE
             a, b = torch.rand(m, k), torch.rand(k, n)
-            numpy_s = _best_of(lambda x, y: np.matmul(x.numpy(), y.numpy()), a, b)
-            torch_s = _best_of(torch.matmul, a, b)
+            time.sleep(_POOLS_SETTLE_SECONDS)
+            numpy_s, torch_s = _best_pair(a, b)
             _faster[threads] = torch_s < numpy_s
         return _faster[threads]
 
