@@ -11,7 +11,7 @@ new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
    program run once or twice (a startup program), or a job shorter than a compile, is never compiled. The last
-   ``BLOCK_RUNS`` of them (the first, which builds the plan, left out) are numpy's first timed block: nothing
+   of them that make a whole block (the first, which builds the plan, left out) are numpy's first timed block: nothing
    else runs beside them yet, so they are as settled as any later block, and the trial need not run numpy again.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
    imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
@@ -21,15 +21,16 @@ new trial, so each shape runs on its own winner):
    first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
    rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
-4. Blocks of ``BLOCK_RUNS`` timed runs on each, in turn (the fewest timed runs first; on a tie the one that
-   looks fastest, by its warm run or numpy's runs, so the likely winner's block is in before the others'), timed
-   from the call to the fetched arrays, until the
-   fastest's times separate from every other's (its upper quartile below each other's lower quartile) after at
-   least ``MIN_ROUNDS``, or ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with
-   the smallest median runs every later run. A backend whose times separate from the fastest's while others still
-   overlap it leaves the contest then, and the next rounds run only the ones still in it (on the anchors'
-   transformer, numpy at 175 ms against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another backend's, and each backend's first
-   block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread pools slow the next one's runs for
+4. Blocks of timed runs on each, in turn, a block ``BLOCK_RUNS`` runs and ``BLOCK_SECONDS`` at least (the fewest
+   blocks first; on a tie the one that looks fastest, by its warm run or numpy's runs, so the likely winner's block
+   is in before the others'), timed from the call to the fetched arrays, until the fastest's times separate from
+   every other's (its upper quartile below each other's lower quartile) after at least ``MIN_ROUNDS``, or
+   ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the smallest median runs
+   every later run. A backend whose times separate from the fastest's while others still overlap it leaves the
+   contest then, and the next rounds run only the ones still in it (on the anchors' transformer, numpy at 175 ms
+   against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another
+   backend's, and each backend's first block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread
+   pools slow the next one's runs for
    a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after an op: on LeNet a
    torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
    freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms steady: its
@@ -63,9 +64,9 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["BLOCK_RUNS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST",
-           "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "SETTLE_SECONDS", "TRIAL_SECONDS",
-           "AutoRunner", "LazyRunner", "Trial", "separated"]
+__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
+           "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "SETTLE_SECONDS",
+           "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -86,7 +87,13 @@ MIN_ROUNDS = 3
 """Timed runs on each backend before a choice may be made."""
 
 BLOCK_RUNS = 3
-"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks)."""
+"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks), at least."""
+
+BLOCK_SECONDS = 0.05
+"""Timed run time a block spends, at least (it makes ``BLOCK_RUNS`` runs or more): three runs of a sub-millisecond
+step take a millisecond or two, which one burst of other work covers whole. Measured with blocks of three runs
+(``tests/bench/choice.py``, 10 fresh processes each): the seed MLPs picked xla in 3 of 20 processes where numpy
+ran 15-20 % faster (0.55 against 0.67 ms)."""
 
 SETTLE_SECONDS = 0.2
 """Untimed run time a block spends first when the run before it was another backend's, or when it is its
@@ -113,6 +120,11 @@ RECHECK_MAX_SECONDS = 640.0
 
 RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be, its times apart, to take over in a check."""
+
+def full_block(times: Sequence[float]) -> bool:
+    """Whether the timed runs ``times`` make a whole block: ``BLOCK_RUNS`` of them and ``BLOCK_SECONDS`` at least."""
+    return len(times) >= BLOCK_RUNS and sum(times) >= BLOCK_SECONDS
+
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
     """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
@@ -141,13 +153,17 @@ class Trial:
         "inline" (its first run compiles, untimed)."""
         self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
         self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
+        self.blocks: dict[str, int] = dict.fromkeys(self.seconds, 0)
+        """backend -> its whole blocks of timed runs so far (a round is a block of each backend in the contest)."""
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
         self.cut: dict[str, str] = {}
         """backend -> why it left the contest early: after one timed run (``CUT_RATIO``), or after a round whose times
         put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
-        self._numpy_runs: deque[float] = deque(maxlen=BLOCK_RUNS)
-        """numpy's last runs before the compiles start, its first (the plan's build) never among them: its block."""
+        self._numpy_runs: deque[float] = deque()
+        """numpy's last runs before the compiles start, its first (the plan's build) never among them, as many as
+        make a whole block (``full_block``): its first block."""
+        self._numpy_sum = 0.0
         self._looks: dict[str, float] = {}
         """backend -> a first guess at its run time (a candidate's warm run, numpy's runs): the order of a round."""
         self._spent = 0.0
@@ -195,12 +211,16 @@ class Trial:
             warming = next((name for name in self.candidates if self.warm_left[name]), None)
             if warming is not None:
                 return warming
-            if self._block in self.seconds and self._block not in self.cut and self._block_timed < BLOCK_RUNS:
+            if self._block in self.seconds and self._block not in self.cut and not self._block_done():
                 return self._block
-            name = min(self._contenders(), key=lambda n: (len(self.seconds[n]), self._looks.get(n, float("inf"))))
+            name = min(self._contenders(), key=lambda n: (self.blocks[n], self._looks.get(n, float("inf"))))
             self._block, self._block_timed = name, 0
             self._settled = 0.0 if name != self._last or not self.seconds[name] else None
             return name
+
+    def _block_done(self) -> bool:
+        """Whether the current block's timed runs make a whole block."""
+        return self._block_timed > 0 and full_block(self.seconds[self._block][-self._block_timed:])
 
     def _contenders(self) -> list[str]:
         """The backends still in the contest: numpy and the candidates, less the cut ones."""
@@ -215,7 +235,7 @@ class Trial:
         if name not in self.candidates:
             return
         self.candidates.remove(name)
-        for table in (self.compile, self.warm_left, self.seconds, self.cut):
+        for table in (self.compile, self.warm_left, self.seconds, self.blocks, self.cut):
             table.pop(name, None)
         self.dropped[name] = why
         if not self.candidates and self.chosen is None:
@@ -232,7 +252,7 @@ class Trial:
 
     def _recheck_block(self) -> str:
         """The backend of the check's present block (the first without its timed runs), settling if it is new."""
-        name = next(n for n, times in self._recheck.items() if len(times) < BLOCK_RUNS)
+        name = next(n for n, times in self._recheck.items() if not full_block(times))
         if self._block != name:
             self._block, self._settled = name, (0.0 if name != self._last else None)
         return name
@@ -249,6 +269,9 @@ class Trial:
             if self.numpy_left:
                 if self.numpy_seconds:  # (not the first run)
                     self._numpy_runs.append(seconds)
+                    self._numpy_sum += seconds
+                    while len(self._numpy_runs) > BLOCK_RUNS and self._numpy_sum - self._numpy_runs[0] >= BLOCK_SECONDS:
+                        self._numpy_sum -= self._numpy_runs.popleft()
                 self.numpy_seconds += seconds
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
                     self.numpy_left -= 1
@@ -272,21 +295,26 @@ class Trial:
             self._spent += seconds
             if self._block_timed == 1:
                 self._cut_if_far_behind(backend, seconds)
-            self._decide()
+            done = self._block_done()
+            if done:
+                self.blocks[backend] += 1
+            if done or backend in self.cut:
+                self._decide()
 
     def _numpy_block(self) -> None:
-        """numpy's last runs before the compiles give a first guess at its time, and its first timed block if there
-        are ``BLOCK_RUNS`` of them."""
+        """numpy's last runs before the compiles give a first guess at its time, and its first timed block if they
+        make a whole one."""
         if self._numpy_runs:
             self._looks["numpy"] = statistics.median(self._numpy_runs)
-        if len(self._numpy_runs) == BLOCK_RUNS:
+        if full_block(self._numpy_runs):
             self.seconds["numpy"] = list(self._numpy_runs)
+            self.blocks["numpy"] = 1
             self._spent += sum(self._numpy_runs)
 
     def _cut_if_far_behind(self, backend: str, seconds: float) -> None:
         """``backend`` leaves the contest if its run of ``seconds`` is over ``CUT_RATIO`` times the slowest run of
         the fastest complete block."""
-        complete = [name for name in self._contenders() if name != backend and len(self.seconds[name]) >= BLOCK_RUNS]
+        complete = [name for name in self._contenders() if name != backend and self.blocks[name]]
         if not complete:
             return
         best = min(complete, key=lambda name: statistics.median(self.seconds[name]))
@@ -310,7 +338,7 @@ class Trial:
             self._settled += seconds
             return
         self._recheck[backend].append(seconds)
-        if all(len(times) >= BLOCK_RUNS for times in self._recheck.values()):
+        if all(full_block(times) for times in self._recheck.values()):
             self._rechecked()
 
     def _rechecked(self) -> None:
@@ -328,10 +356,14 @@ class Trial:
             self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
 
     def _decide(self) -> None:
+        """After a block: once every backend in the contest has as many whole blocks as the others, those clearly
+        behind the fastest leave, and the fastest is chosen when none is left close to it, or the trial is long
+        enough."""
         names = self._contenders()
-        counts = {len(self.seconds[name]) for name in names}
-        rounds = min(counts)
-        if rounds < MIN_ROUNDS or len(counts) != 1:
+        if len({self.blocks[name] for name in names}) != 1:
+            return
+        rounds = min(len(self.seconds[name]) for name in names)
+        if rounds < MIN_ROUNDS:
             return
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
@@ -347,7 +379,8 @@ class Trial:
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])
-        self.reason = f"median run over {rounds} runs each ({how}): {shown}{left}"
+        runs = f"{rounds} runs each" if len({len(self.seconds[n]) for n in names}) == 1 else f"{rounds}+ runs each"
+        self.reason = f"median run over {runs} ({how}): {shown}{left}"
 
 
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:

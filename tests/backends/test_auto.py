@@ -24,9 +24,11 @@ from tests.backends.xla_harness import need_jax
 @pytest.fixture(autouse=True)
 def _trial_from_the_third_run(monkeypatch):
     """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test),
-    and run whole blocks however far apart the costs (the cut after one run has its own tests)."""
+    run whole blocks however far apart the costs (the cut after one run has its own tests), and blocks of
+    ``BLOCK_RUNS`` runs however short (the least block time has its own test)."""
     monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
     monkeypatch.setattr(auto_run, "CUT_RATIO", float("inf"))
+    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.0)
 
 
 class _Clock:
@@ -415,6 +417,26 @@ def test_the_default_imports_no_compiled_backend_for_two_runs_and_a_process_may_
     assert done.returncode == 0, done.stderr
     backend, imported, _seconds = done.stdout.split()
     assert (backend, imported) == ("auto", "False")
+
+
+def test_a_block_of_short_runs_lasts_block_seconds(monkeypatch):
+    """Runs of 1 ms (numpy) and 2 ms (xla) make blocks of ``BLOCK_SECONDS`` (50 and 25 runs at 0.05 s), not of
+    three runs, numpy's first one included (its last runs before the compile, as many as make a block); the choice
+    comes after one such block each, and says how many runs it weighed."""
+    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.05)
+    monkeypatch.setattr(auto_run, "NUMPY_FIRST", 80)
+    runner, log, told = _auto(0.001, 0.002)
+    program = _program()
+    _runs(runner, program, 80 + INLINE_WARM)
+    trial = runner.trial(program, {"x": np.zeros((2, 4))}, ["loss"])
+    assert len(trial.seconds["numpy"]) == 50 and trial.blocks["numpy"] == 1
+    settle = round(SETTLE_SECONDS / 0.002)
+    _runs(runner, program, settle + 24)
+    assert told == []  # one run short of xla's block
+    _runs(runner, program, 1)
+    assert log[80 + INLINE_WARM:] == ["xla"] * (settle + 25)
+    assert told[0][0] == "numpy" and "over 25+ runs each (apart)" in told[0][1]
+    assert len(trial.seconds["xla"]) == 25
 
 
 def test_a_job_shorter_than_the_run_time_threshold_is_never_compiled(monkeypatch):

@@ -23,6 +23,7 @@ INLINE_WARM = COMPILED_WARM + 1
 @pytest.fixture(autouse=True)
 def _trial_from_the_third_run(monkeypatch):
     monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.0)
 
 
 @pytest.fixture
