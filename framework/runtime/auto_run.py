@@ -367,11 +367,13 @@ class Trial:
             return
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
-        for other in [name for name in others if separated(self.seconds[fast], self.seconds[name])]:
-            others.remove(other)
-            self.cut[other] = (f"{other} left after {len(self.seconds[other])} runs (median "
-                               f"{medians[other] * 1e3:.3g} ms), apart from {fast}'s")
-        clear = not others
+        apart = [name for name in others if separated(self.seconds[fast], self.seconds[name])]
+        clear = len(apart) == len(others)
+        if not clear:  # the ones still close to the fastest go on alone
+            for name in apart:
+                others.remove(name)
+                self.cut[name] = (f"{name} left after {len(self.seconds[name])} runs (median "
+                                  f"{medians[name] * 1e3:.3g} ms), apart from {fast}'s")
         if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
