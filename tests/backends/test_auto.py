@@ -3,6 +3,7 @@ background compile, a trial per feed shape, the programs that stay on numpy and 
 choice in the profile and on the command line."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -13,7 +14,8 @@ from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
-                                                RECHECK_SECONDS, SETTLE_SECONDS, AutoRunner)
+                                                RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, SETTLE_SECONDS,
+                                                AutoRunner)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -165,6 +167,24 @@ def test_a_check_that_keeps_the_choice_waits_twice_as_long_for_the_next():
         _runs(runner, program, round(wait / 0.25) + len(check))
         assert log[before:] == ["xla"] * round(wait / 0.25) + check
     assert len(told) == 1  # kept: nothing new to tell
+
+
+def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch):
+    """A trial that ends with the times still overlapping (after MAX_ROUNDS) made a close call: its first check
+    comes after RECHECK_SECONDS_OVERLAPPING of runs on the choice, not RECHECK_SECONDS."""
+    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
+    runner, log, told = _auto(0.0, 0.0)
+    for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
+        runner.runners[name].run = _noisy(runner.runners[name], itertools.cycle(cycle))
+    program = _program()
+    while not told:
+        _runs(runner, program, 1)
+    assert "overlapping" in told[0][1]
+    chosen, other = told[0][0], {"numpy": "xla", "xla": "numpy"}[told[0][0]]
+    assert RECHECK_SECONDS_OVERLAPPING <= 2.0 < RECHECK_SECONDS
+    before = len(log)
+    _runs(runner, program, 4)  # about 4 s of runs on the choice: its check is due
+    assert log[before:before + 2] == [chosen] * 2 and other in log[before:]
 
 
 def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
