@@ -10,8 +10,8 @@ The trial, per program version, feed and fetch names, and feed shapes (a ``Trial
 new trial, so each shape runs on its own winner):
 
 1. The first ``NUMPY_FIRST`` runs, and at least ``NUMPY_SECONDS_FIRST`` of run time, are the numpy backend's: a
-   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. The last
-   of them that make a whole block (the first, which builds the plan, left out) are numpy's first timed block: nothing
+   program run once or twice (a startup program), or a job shorter than a compile, is never compiled. The last of
+   them that make a whole block (the first, which builds the plan, left out) are numpy's first timed block: nothing
    else runs beside them yet, so they are as settled as any later block, and the trial need not run numpy again.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
    imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
@@ -30,21 +30,20 @@ new trial, so each shape runs on its own winner):
    contest then, and the next rounds run only the ones still in it (on the anchors' transformer, numpy at 175 ms
    against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another
    backend's, and each backend's first block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread
-   pools slow the next one's runs for
-   a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after an op: on LeNet a
-   torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9 alone), and a
-   freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms steady: its
-   three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that fails
-   counts for none and is run again in the trial. A backend whose first timed run takes over ``CUT_RATIO`` times
-   the slowest run of the fastest complete block leaves the contest after that one run (its time is kept for the
-   check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
+   pools slow the next one's runs for a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads
+   after an op: on LeNet a torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9
+   alone), and a freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms
+   steady: its three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that
+   fails counts for none and is run again in the trial. A backend whose first timed run takes over ``CUT_RATIO``
+   times the slowest run of the fastest complete block leaves the contest after that one run (its time is kept for
+   the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
    and a block of it costs a second of runs.
-5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the
-   trial ended with the times still overlapping): a settled block on the runner-up, then one on the choice; the
-   runner-up takes over only if its times are apart from the choice's and its median at least ``RECHECK_MARGIN``
-   below. Another process's burst of work during the trial can make the faster engine look
-   slower; the check puts that right. Each check that keeps the choice doubles the wait before the next, up to
-   ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check costs ~0.5 s of numpy runs).
+5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
+   ended with the times still overlapping): a settled block on the runner-up, then one on the choice; the runner-up
+   takes over only if its times are apart from the choice's and its median at least ``RECHECK_MARGIN`` below. Another
+   process's burst of work during the trial can make the faster engine look slower; the check puts that right. Each
+   check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on
+   ResNet a check costs ~0.5 s of numpy runs).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -128,6 +127,7 @@ RECHECK_MAX_SECONDS = 640.0
 
 RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be, its times apart, to take over in a check."""
+
 
 def full_block(times: Sequence[float]) -> bool:
     """Whether the timed runs ``times`` make a whole block: ``BLOCK_RUNS`` of them and ``BLOCK_SECONDS`` at least."""
@@ -278,7 +278,8 @@ class Trial:
                 if self.numpy_seconds:  # (not the first run)
                     self._numpy_runs.append(seconds)
                     self._numpy_sum += seconds
-                    while len(self._numpy_runs) > BLOCK_RUNS and self._numpy_sum - self._numpy_runs[0] >= BLOCK_SECONDS:
+                    while (len(self._numpy_runs) > BLOCK_RUNS
+                           and self._numpy_sum - self._numpy_runs[0] >= BLOCK_SECONDS):
                         self._numpy_sum -= self._numpy_runs.popleft()
                 self.numpy_seconds += seconds
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
