@@ -129,9 +129,10 @@ RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be, its times apart, to take over in a check."""
 
 
-def full_block(times: Sequence[float]) -> bool:
-    """Whether the timed runs ``times`` make a whole block: ``BLOCK_RUNS`` of them and ``BLOCK_SECONDS`` at least."""
-    return len(times) >= BLOCK_RUNS and sum(times) >= BLOCK_SECONDS
+def full_block(runs: int, seconds: float) -> bool:
+    """Whether ``runs`` timed runs that took ``seconds`` in all make a whole block: ``BLOCK_RUNS`` runs and
+    ``BLOCK_SECONDS`` at least."""
+    return runs >= BLOCK_RUNS and seconds >= BLOCK_SECONDS
 
 
 def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
@@ -178,6 +179,8 @@ class Trial:
         self._block: str | None = None
         """The backend of the trial's current block of timed runs."""
         self._block_timed = 0
+        self._block_spent = 0.0
+        """The current block's timed runs and their time: whether it is whole (``full_block``)."""
         self._settled: float | None = None
         """Untimed run time the current block has spent settling, or None when it needs none (the run before it
         was its own backend's)."""
@@ -222,13 +225,13 @@ class Trial:
             if self._block in self.seconds and self._block not in self.cut and not self._block_done():
                 return self._block
             name = min(self._contenders(), key=lambda n: (self.blocks[n], self._looks.get(n, float("inf"))))
-            self._block, self._block_timed = name, 0
+            self._block, self._block_timed, self._block_spent = name, 0, 0.0
             self._settled = 0.0 if name != self._last or not self.seconds[name] else None
             return name
 
     def _block_done(self) -> bool:
         """Whether the current block's timed runs make a whole block."""
-        return self._block_timed > 0 and full_block(self.seconds[self._block][-self._block_timed:])
+        return full_block(self._block_timed, self._block_spent)
 
     def _contenders(self) -> list[str]:
         """The backends still in the contest: numpy and the candidates, less the cut ones."""
@@ -260,7 +263,7 @@ class Trial:
 
     def _recheck_block(self) -> str:
         """The backend of the check's present block (the first without its timed runs), settling if it is new."""
-        name = next(n for n, times in self._recheck.items() if not full_block(times))
+        name = next(n for n, times in self._recheck.items() if not full_block(len(times), sum(times)))
         if self._block != name:
             self._block, self._settled = name, (0.0 if name != self._last else None)
         return name
@@ -278,9 +281,8 @@ class Trial:
                 if self.numpy_seconds:  # (not the first run)
                     self._numpy_runs.append(seconds)
                     self._numpy_sum += seconds
-                    while (len(self._numpy_runs) > BLOCK_RUNS
-                           and self._numpy_sum - self._numpy_runs[0] >= BLOCK_SECONDS):
-                        self._numpy_sum -= self._numpy_runs.popleft()
+                    while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
+                        self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
                 self.numpy_seconds += seconds
                 if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
                     self.numpy_left -= 1
@@ -301,6 +303,7 @@ class Trial:
                 return
             self.seconds[backend].append(seconds)
             self._block_timed += 1
+            self._block_spent += seconds
             self._spent += seconds
             if self._block_timed == 1:
                 self._cut_if_far_behind(backend, seconds)
@@ -315,7 +318,7 @@ class Trial:
         make a whole one."""
         if self._numpy_runs:
             self._looks["numpy"] = statistics.median(self._numpy_runs)
-        if full_block(self._numpy_runs):
+        if full_block(len(self._numpy_runs), self._numpy_sum):
             self.seconds["numpy"] = list(self._numpy_runs)
             self.blocks["numpy"] = 1
             self._spent += sum(self._numpy_runs)
@@ -347,7 +350,7 @@ class Trial:
             self._settled += seconds
             return
         self._recheck[backend].append(seconds)
-        if all(full_block(times) for times in self._recheck.values()):
+        if all(full_block(len(times), sum(times)) for times in self._recheck.values()):
             self._rechecked()
 
     def _rechecked(self) -> None:
