@@ -117,8 +117,10 @@ def batch_norm_grad(op):
             _, var = _stats(x3, _BATCH_AXES, xhat)
         rstd = 1.0 / np.sqrt(var + eps)
         xhat *= rstd
-        dbias = np.add.reduce(dy3, axis=_BATCH_AXES)
-        dscale = np.einsum("ncs,ncs->c", dy3, xhat)
+        if x3.shape[0] * x3.shape[2]:
+            dbias, dscale = np.add.reduce(dy3, axis=_BATCH_AXES), np.einsum("ncs,ncs->c", dy3, xhat)
+        else:  # an empty batch adds nothing to a channel's sums: zeros by definition, not by a library's edge case
+            dbias, dscale = np.zeros(x3.shape[1], work), np.zeros(x3.shape[1], work)
         gain = _per_channel(scale, work) * rstd
         if is_test:
             np.multiply(dy3, gain, out=dx)
