@@ -26,7 +26,8 @@ from ..shared.creation import random_draw
 from .context import TraceContext
 from .trace import trace_block
 
-__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "cache_dir", "device_for", "own_array", "x64"]
+__all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "QUICK_COMPILE", "UPGRADE_AFTER", "cache_dir",
+           "device_for", "own_array", "x64"]
 
 INITIAL_HISTORY_ROWS = 64
 """History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
@@ -43,6 +44,17 @@ _NO_STATUS = np.zeros(0, np.int64)
 
 MAX_EXECUTABLES = 32
 """Executables kept per compiled block (one per distinct run-time shapes), least recently used dropped."""
+
+QUICK_COMPILE = {"xla_backend_optimization_level": 0}
+"""XLA's options for a block's later shapes (a partial last batch, another eval batch): LLVM's cheapest
+optimization level. On the digits CNN of ``tests/bench/partial_batch.py`` the batch-5 step compiled in 0.38 s
+instead of 0.67 and ran as fast (0.83 ms against 0.79); a batch-64 step ran 2.3x slower (3.4 ms against 1.5), so
+a quick executable is compiled again with the default options once its runs have taken longer than its compile
+(``_Executable.quick``): a shape met once an epoch never pays the slow compile, one met every run soon does."""
+
+UPGRADE_AFTER = 1.0
+"""How long a quick executable's calls run, as a multiple of its compile's time, before it is compiled with the
+default options: 1 pays at most twice what the better of the two would have cost, had the run count been known."""
 
 _cache_lock = threading.Lock()
 _cache_ready = False
@@ -115,6 +127,12 @@ def _status(ctx: TraceContext, fetches: Sequence[str]):
     return jnp.concatenate(parts) if parts else None
 
 
+def _waited(values, since: float) -> float:
+    """Seconds from ``since`` until ``values`` (a call's outputs, computed asynchronously) are ready."""
+    jax.block_until_ready(values)
+    return time.perf_counter() - since
+
+
 class _Executable:
     """One compiled shape signature: the XLA executable and what its trace found out."""
 
@@ -123,6 +141,11 @@ class _Executable:
         self.compiled, self.ctx, self.history_of, self.seconds, self.text = compiled, ctx, history_of, seconds, text
         self.donates = donates
         """Whether the call reuses the memory of the scope values it updates (their arrays are dead after it)."""
+        self.quick: Any = None
+        """The lowered step of an executable compiled with ``QUICK_COMPILE`` (compiled again with the default
+        options by ``CompiledBlock._run_quick`` once its runs outlast its compile), else None."""
+        self.run_seconds = 0.0
+        """Time its calls have taken, counted while it is quick."""
         self.proven = False
         """Whether a call has succeeded: until then the call lends copies of the scope values, so a call that
         fails (an allocation XLA cannot make) leaves the scope's own arrays alive."""
@@ -151,6 +174,9 @@ class CompiledBlock:
         committed = set(self.commits)
         self._donatable = tuple(name in committed for name in self.from_scope)
         """Per scope value: does the run write a new value of it (so its old array may lend its memory)?"""
+        self._checks: bool | None = None
+        """Whether the last trace stated run-time checks (a step that may fail keeps the old values, so it donates
+        nothing): a later shape then lowers once, without donation, where the first lowered twice."""
 
     # -- tracing ---------------------------------------------------------------------------------------------
     def _step(self, rows: int, found: list):
@@ -187,23 +213,40 @@ class CompiledBlock:
         host = tuple(jax.ShapeDtypeStruct(self.block.var(n).shape, self.block.var(n).dtype, **on)
                      for n in self._host_names)
         args = (tuple(self.on_device(feed_values)), donated, kept, host)
-        donates = any(self._donatable)
+        donates = any(self._donatable) and not self._checks
+        quick = bool(self._executables)  # not the block's first shape
         with x64():
             lowered = jax.jit(self._step(self._rows, ctxs), donate_argnums=(1,) if donates else ()).lower(*args)
-            if ctxs[-1].flags or ctxs[-1].overflow:  # a run may fail or re-run after the call: keep the old values
+            self._checks = bool(ctxs[-1].flags or ctxs[-1].overflow)
+            if donates and self._checks:  # a run may fail or re-run after the call: keep the old values
                 donates = False
                 lowered = jax.jit(self._step(self._rows, ctxs)).lower(*args)
             text = lowered.as_text(debug_info=True) if keep_text else None
-            compiled = lowered.compile()
+            compiled = lowered.compile(QUICK_COMPILE) if quick else lowered.compile()
         ctx = ctxs[-1]
         history_of = {n: k for k, n in enumerate(n for n in self.fetches if n in ctx.steps_of)}
         found = _Executable(compiled, ctx, history_of, time.perf_counter() - start, text, donates)
+        found.quick = lowered if quick else None
         self.compiles += 1
         self.compile_seconds += found.seconds
         self._executables[key] = found
         while len(self._executables) > MAX_EXECUTABLES:
             self._executables.popitem(last=False)
         return found
+
+    def _run_quick(self, exe: _Executable, seconds: float) -> None:
+        """Count a quick executable's call; once its calls have taken longer than its compile, compile it with
+        the default options for the calls after this one (at most twice the time the better choice, known
+        ahead, would have cost)."""
+        exe.run_seconds += seconds
+        if exe.run_seconds <= UPGRADE_AFTER * exe.seconds:
+            return
+        start = time.perf_counter()
+        with x64():
+            exe.compiled = exe.quick.compile()
+        exe.quick, exe.proven = None, False
+        self.compiles += 1
+        self.compile_seconds += time.perf_counter() - start
 
     def _split(self, scope_values: Sequence[Any]) -> tuple[tuple, tuple]:
         """(the scope values the run updates, the others), in ``from_scope`` order."""
@@ -238,11 +281,14 @@ class CompiledBlock:
             streams = {k: g.bit_generator.state for k, g in self._host_state.items()  # only a run that may
                        if isinstance(g, np.random.Generator)} if exe.ctx.overflow else {}  # re-run needs them
             donated, kept = self._split(scope_values)
+            called = time.perf_counter()
             with x64():
                 if exe.donates and not exe.proven:  # once per executable: the copies are lent, not the scope's
                     donated = tuple(jnp.array(v, copy=True) if own_array(v) else v for v in donated)
                 values, status = exe.compiled(tuple(feed_values), donated, kept, host)
             status = np.asarray(status) if status is not None else _NO_STATUS  # waits for the run
+            if exe.quick is not None:  # (waiting for its values, so that the count is the call's time)
+                self._run_quick(exe, time.perf_counter() - called if status.size else _waited(values, called))
             at = 1 if exe.ctx.overflow else 0
             if at and status[0]:  # a loop ran past its History rows below max_iterations
                 self._rows *= 4
