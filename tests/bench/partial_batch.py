@@ -8,13 +8,15 @@ The model is a small digits classifier (8 x 8 images as scikit-learn's digits se
 relu, 2x2 max pool, fc 64, relu, fc 10, softmax cross-entropy, Adam), on synthetic data of that set's size:
 1,797 samples in batches of 64 (28 full batches and one of 5) against 1,792 (28 full batches). Each engine runs
 in a process of its own with an empty XLA compile cache (``GRADGEN_CACHE_DIR`` a fresh folder), so every
-compile is paid. Time with ``OPENBLAS_CORETYPE`` unset, as the anchors' ``run.sh`` does.
+compile is paid; the two runs alternate ``--repeats`` times and the table gives medians. Time with
+``OPENBLAS_CORETYPE`` unset, as the anchors' ``run.sh`` does.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,18 +84,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--engines", default="numpy,xla,auto")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="pairs of processes per engine, equal and partial in turns; the table gives medians "
+                             "(one process against another differs by 10-15%% on a 2-core machine)")
     parser.add_argument("--numpy-first", type=float, default=None,
                         help="auto's NUMPY_SECONDS_FIRST in the child processes (to weigh a setting)")
     args = parser.parse_args(argv)
-    print("| engine | equal batches (s) | partial last batch (s) | ratio | plans/compiles built (partial) | choice "
-          "| process, partial (s) |")
+    print("| engine | equal batches (s) | partial last batch (s) | ratio | plans/compiles built (partial, most) "
+          "| choice | process, partial (s) |")
     print("|---|---:|---:|---:|---:|---|---:|")
     for engine in args.engines.split(","):
-        equal = _in_own_process(engine, 28 * BATCH, args.epochs, args.numpy_first)
-        partial = _in_own_process(engine, 28 * BATCH + 5, args.epochs, args.numpy_first)
-        print(f"| {engine} | {equal['seconds']:.2f} | {partial['seconds']:.2f} | "
-              f"{partial['seconds'] / equal['seconds']:.2f} | {partial['builds']} | {partial['choice'] or ''} | "
-              f"{partial['process_seconds']:.2f} |", flush=True)
+        pairs = [(_in_own_process(engine, 28 * BATCH, args.epochs, args.numpy_first),
+                  _in_own_process(engine, 28 * BATCH + 5, args.epochs, args.numpy_first)) for _ in range(args.repeats)]
+        equal, partial = (statistics.median(p[k]["seconds"] for p in pairs) for k in (0, 1))
+        builds = max(p[1]["builds"] for p in pairs)
+        choices = "/".join(sorted({p[1]["choice"] or "" for p in pairs}))
+        process = statistics.median(p[1]["process_seconds"] for p in pairs)
+        print(f"| {engine} | {equal:.2f} | {partial:.2f} | {partial / equal:.2f} | {builds} | {choices} | "
+              f"{process:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
