@@ -39,8 +39,9 @@ new trial, so each shape runs on its own winner):
    the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
    and a block of it costs a second of runs.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
-   ended with the times still overlapping): a settled block on the runner-up, then one on the choice; the runner-up
-   takes over only if its times are apart from the choice's and its median at least ``RECHECK_MARGIN`` below. Another
+   ended with the times still overlapping): settled blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the
+   runner-up takes over only if its pooled times are apart from the choice's and its median at least
+   ``RECHECK_MARGIN`` below. Another
    process's burst of work during the trial can make the faster engine look slower; the check puts that right. Each
    check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on
    ResNet a check costs ~0.5 s of numpy runs).
@@ -66,7 +67,7 @@ from .scope import Scope
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
            "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial",
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial",
            "full_block", "separated"]
 
 NUMPY_FIRST = 2
@@ -127,6 +128,11 @@ RECHECK_MAX_SECONDS = 640.0
 
 RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be, its times apart, to take over in a check."""
+
+RECHECK_TURNS = 2
+"""Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
+one block each, one check in ten fresh LeNet processes (``tests/bench/choice.py``) moved a right choice to the
+slower engine: a block of five runs met xla at 6.75 ms and torch at 10.3, where both ran 9-10 ms before and after."""
 
 
 def full_block(runs: int, seconds: float) -> bool:
@@ -197,7 +203,9 @@ class Trial:
         self._on_choice = 0.0
         """Run time on the choice since it was made or last checked."""
         self._recheck: dict[str, list[float]] | None = None
-        """While a check runs: the timed runs of its blocks, runner-up first, then the choice."""
+        """While a check runs: each engine's timed runs in it (its blocks pooled)."""
+        self._turns: list[str] = []
+        """While a check runs: the engines of its blocks still to run, the present one first."""
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them)."""
@@ -262,10 +270,11 @@ class Trial:
                 self._drop(name, why_not)
 
     def _recheck_block(self) -> str:
-        """The backend of the check's present block (the first without its timed runs), settling if it is new."""
-        name = next(n for n, times in self._recheck.items() if not full_block(len(times), sum(times)))
+        """The backend of the check's present block (its first turn still to run), settling if it is new."""
+        name = self._turns[0]
         if self._block != name:
-            self._block, self._settled = name, (0.0 if name != self._last else None)
+            self._block, self._block_timed, self._block_spent = name, 0, 0.0
+            self._settled = 0.0 if name != self._last else None
         return name
 
     def ran(self, backend: str, seconds: float) -> None:
@@ -342,6 +351,7 @@ class Trial:
             self._on_choice += seconds
             if self._on_choice >= self._recheck_after:
                 self._recheck = {self.runner_up: [], self.chosen: []}
+                self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
                 self._block = None
             return
         if backend != self._block:
@@ -350,8 +360,13 @@ class Trial:
             self._settled += seconds
             return
         self._recheck[backend].append(seconds)
-        if all(full_block(len(times), sum(times)) for times in self._recheck.values()):
-            self._rechecked()
+        self._block_timed += 1
+        self._block_spent += seconds
+        if self._block_done():
+            self._turns.pop(0)
+            self._block = None
+            if not self._turns:
+                self._rechecked()
 
     def _rechecked(self) -> None:
         """Both blocks of a check are in: the runner-up takes over if clearly faster; the next check waits."""

@@ -14,8 +14,8 @@ from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
-                                                RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, SETTLE_SECONDS,
-                                                AutoRunner)
+                                                RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, RECHECK_TURNS,
+                                                SETTLE_SECONDS, AutoRunner)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -152,7 +152,7 @@ def test_a_choice_a_burst_of_other_work_spoiled_is_put_right_by_its_check():
     before = len(log)
     _runs(runner, program, round(RECHECK_SECONDS / 0.5))  # the choice's runs until its check is due
     assert set(log[before:]) == {"numpy"}
-    check = blocks([("xla", 0.25), ("numpy", 0.5)], after="numpy", first=False)
+    check = blocks([("xla", 0.25), ("numpy", 0.5)] * RECHECK_TURNS, after="numpy", first=False)
     _runs(runner, program, len(check) + 3)
     assert log[-len(check) - 3:-3] == check and log[-3:] == ["xla"] * 3
     assert len(told) == 2 and told[1][0] == "xla" and "checked again after 20 s of runs on numpy" in told[1][1]
@@ -161,12 +161,29 @@ def test_a_choice_a_burst_of_other_work_spoiled_is_put_right_by_its_check():
 def test_a_check_that_keeps_the_choice_waits_twice_as_long_for_the_next():
     runner, log, told, program = _chosen_after_its_trial(1.0, 0.25)
     assert told[0][0] == "xla"
-    check = blocks([("numpy", 1.0), ("xla", 0.25)], after="xla", first=False)
+    check = blocks([("numpy", 1.0), ("xla", 0.25)] * RECHECK_TURNS, after="xla", first=False)
     for wait in (RECHECK_SECONDS, 2 * RECHECK_SECONDS):
         before = len(log)
         _runs(runner, program, round(wait / 0.25) + len(check))
         assert log[before:] == ["xla"] * round(wait / 0.25) + check
     assert len(told) == 1  # kept: nothing new to tell
+
+
+def test_a_check_pools_blocks_in_turns_so_one_lucky_block_does_not_move_the_choice():
+    """The runner-up's first block of a check runs fast (the choice's engine had other work beside it then); its
+    second does not: pooled, the choice stays. A check of one block each would have moved it."""
+    runner, log, told, program = _chosen_after_its_trial(1.0, 0.25)
+    assert told[0][0] == "xla"
+    _runs(runner, program, round(RECHECK_SECONDS / 0.25))  # the choice's runs until its check is due
+    runner.runners["numpy"].cost = 0.125
+    _runs(runner, program, 1)
+    assert log[-1] == "numpy"  # the check's first block
+    while log[-1] == "numpy":
+        _runs(runner, program, 1)
+    runner.runners["numpy"].cost = 1.0  # from its second block on, numpy is as slow as it was
+    check_left = blocks([("numpy", 1.0), ("xla", 0.25)] * (RECHECK_TURNS - 1), after="xla", first=False)
+    _runs(runner, program, len(check_left) + 20)
+    assert log[-20:] == ["xla"] * 20 and len(told) == 1
 
 
 def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch):
