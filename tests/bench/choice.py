@@ -6,9 +6,12 @@
 
 Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
 transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
-(``backend_choice``), then times every engine ``auto`` weighs for the program with executors of their own, in
-rounds of a few steps each, after untimed ones, in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
-the chosen engine's median is more than ``MARGIN`` above the fastest's. Time with the machine otherwise quiet.
+(``backend_choice``) and on for ``--steady`` seconds more (a choice made while the engines' times still overlapped
+is checked again after 2 s of runs: ``auto_run.RECHECK_SECONDS_OVERLAPPING``), then times every engine ``auto``
+weighs for the program with executors of their own, in rounds of a few steps each, after untimed ones, in the same
+process (so the same load hits every engine), and reports the medians. A pick is wrong when the engine the
+default runs in steady state (its choice after those seconds) has a median more than ``MARGIN`` above the
+fastest's; the table shows the first choice too. Time with the machine otherwise quiet.
 """
 from __future__ import annotations
 
@@ -53,8 +56,9 @@ def _step_and_executor(case: str, backend: str | None, folder: str):
     return (lambda: float(exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)[0])), exe, main_program, feed
 
 
-def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
-    """One process's pick for ``case`` and the engines' medians measured after it (seconds per step)."""
+def probe(case: str, folder: str, budget_s: float, rounds: int, steady_s: float = 0.0) -> dict:
+    """One process's pick for ``case`` (first, and after ``steady_s`` more seconds of runs) and the engines' medians
+    measured after it (seconds per step)."""
     from gradgen.framework.backend import NOT_BY_DEFAULT, WEIGHED_FOR, backends, feed_batch
 
     step, exe, program, feed = _step_and_executor(case, None, folder)
@@ -63,6 +67,11 @@ def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
         step()
         runs += 1
     choice = exe.backend_choice(program)
+    seconds_to_choose = time.perf_counter() - start if choice else None
+    until = time.perf_counter() + steady_s
+    while choice is not None and time.perf_counter() < until:
+        step()
+    steady = exe.backend_choice(program)
     batch = feed_batch(feed)
     weighed = [name for name in backends() if name not in NOT_BY_DEFAULT
                and (name not in WEIGHED_FOR or not WEIGHED_FOR[name](program.global_block(), batch))]
@@ -79,8 +88,8 @@ def probe(case: str, folder: str, budget_s: float, rounds: int) -> dict:
                 fn()
                 times[name].append(time.perf_counter() - t)
     medians = {name: statistics.median(ts) for name, ts in times.items()}
-    return {"case": case, "chosen": choice[0] if choice else None, "why": choice[1] if choice else None,
-            "runs_to_choose": runs, "seconds_to_choose": time.perf_counter() - start if choice else None,
+    return {"case": case, "first": choice[0] if choice else None, "chosen": steady[0] if steady else None,
+            "why": steady[1] if steady else None, "runs_to_choose": runs, "seconds_to_choose": seconds_to_choose,
             "medians": medians}
 
 
@@ -98,28 +107,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--budget", type=float, default=120.0, help="seconds a process may take to choose")
     parser.add_argument("--rounds", type=int, default=7, help=f"rounds of {BLOCK} timed steps per engine")
+    parser.add_argument("--steady", type=float, default=6.0,
+                        help="seconds the default runs on after its first choice before the choice is read again")
     parser.add_argument("--anchors", default=_ANCHORS, help="the anchors' workloads folder (wl.py)")
     args = parser.parse_args(argv)
-    print("| case | process | chosen | medians (ms) | verdict | runs to choose |")
-    print("|---|---:|---|---|---|---:|")
+    print("| case | process | first choice | steady choice | medians (ms) | verdict | runs to choose |")
+    print("|---|---:|---|---|---|---|---:|")
     wrong = total = 0
+    reasons = []
     for case in args.cases.split(","):
         for k in range(args.processes):
             code = (f"import json; from tests.bench.choice import probe; "
-                    f"print(json.dumps(probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds})))")
+                    f"print(json.dumps(probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds}, {args.steady})))")
             env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, env=env,
                                   timeout=args.budget + 600)
             if done.returncode:
-                print(f"| {case} | {k} | failed: {done.stderr.strip().splitlines()[-1]} | | | |", flush=True)
+                print(f"| {case} | {k} | failed: {done.stderr.strip().splitlines()[-1]} | | | | |", flush=True)
                 continue
             row = json.loads(done.stdout.strip().splitlines()[-1])
             verdict = _verdict(row)
             wrong += verdict != "right"
+            if verdict != "right":
+                reasons.append(f"{case} {k}: {row['why']}")
             total += 1
             shown = ", ".join(f"{n} {v * 1e3:.2f}" for n, v in sorted(row["medians"].items()))
-            print(f"| {case} | {k} | {row['chosen']} | {shown} | {verdict} | {row['runs_to_choose']} |", flush=True)
+            print(f"| {case} | {k} | {row['first']} | {row['chosen']} | {shown} | {verdict} | {row['runs_to_choose']} |",
+                  flush=True)
     print(f"\n{wrong} wrong or missing picks in {total} processes")
+    for reason in reasons:  # the default's own account of each: what its trial measured
+        print(f"- {reason}")
 
 
 if __name__ == "__main__":
