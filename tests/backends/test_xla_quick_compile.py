@@ -66,17 +66,35 @@ def test_a_later_shape_compiles_quickly_and_gives_the_references_numbers(compile
     assert compiles[-2:] == [None, QUICK_COMPILE]  # (the startup compiled first)
 
 
+class _AtOnce:
+    """A thread that runs its target when started: the background compile is done when ``start`` returns."""
+
+    def __init__(self, target, name=None, daemon=None):
+        self.target = target
+
+    def start(self) -> None:
+        self.target()
+
+
 def test_a_quick_executable_is_compiled_again_once_its_runs_outlast_its_compile(compiles, monkeypatch):
+    """The first call of the quick executable outlasts UPGRADE_AFTER (0) times its compile: a background compile
+    with the default options starts, and the next call of that shape runs its result."""
+    import threading
+    import types
+
     from gradgen.framework.backend.xla import compile as xla_compile
 
-    monkeypatch.setattr(xla_compile, "UPGRADE_AFTER", 0.0)  # the first call of a quick executable pays it
+    monkeypatch.setattr(xla_compile, "UPGRADE_AFTER", 0.0)
+    monkeypatch.setattr(xla_compile, "threading", types.SimpleNamespace(Thread=_AtOnce, Lock=threading.Lock))
     main, startup, loss = _classifier()
     exe, scope = Executor(backend="xla"), Scope()
     exe.run(startup, scope=scope)
     before, options_before = exe.plans_built, len(compiles)
     losses = [exe.run(main, feed=_feed(n, k), fetch_list=[loss], scope=scope)[0] for k, n in enumerate(SIZES)]
     assert compiles[options_before:] == [None, xla_compile.QUICK_COMPILE, None]
-    assert exe.plans_built - before == 3  # the upgrade is a compile the profile counts
+    assert exe.plans_built - before == 3  # the upgrade is a compile the profile counts, once swapped in
+    entry = next(iter(exe._runner._compiled.entries(main).values()))
+    assert all(found.quick is None and not found.upgrade for found in entry.compiled._executables.values())
     want_losses, want_w, _ = _train("numpy", SIZES)
     np.testing.assert_allclose(losses, want_losses, rtol=1e-12)
     np.testing.assert_allclose(scope["fc_0.w_0"], want_w, rtol=1e-12)

@@ -49,8 +49,9 @@ QUICK_COMPILE = {"xla_backend_optimization_level": 0}
 """XLA's options for a block's later shapes (a partial last batch, another eval batch): LLVM's cheapest
 optimization level. On the digits CNN of ``tests/bench/partial_batch.py`` the batch-5 step compiled in 0.38 s
 instead of 0.67 and ran as fast (0.83 ms against 0.79); a batch-64 step ran 2.3x slower (3.4 ms against 1.5), so
-a quick executable is compiled again with the default options once its runs have taken longer than its compile
-(``_Executable.quick``): a shape met once an epoch never pays the slow compile, one met every run soon does."""
+a quick executable is compiled again with the default options, in a background thread, once its runs have taken
+longer than its compile (``_Executable.quick``): a shape met once an epoch never pays the slow compile, one met
+every run soon has it."""
 
 UPGRADE_AFTER = 1.0
 """How long a quick executable's calls run, as a multiple of its compile's time, before it is compiled with the
@@ -143,9 +144,14 @@ class _Executable:
         """Whether the call reuses the memory of the scope values it updates (their arrays are dead after it)."""
         self.quick: Any = None
         """The lowered step of an executable compiled with ``QUICK_COMPILE`` (compiled again with the default
-        options by ``CompiledBlock._run_quick`` once its runs outlast its compile), else None."""
+        options in a background thread once its runs outlast its compile: ``CompiledBlock._run_quick``), else
+        None."""
         self.run_seconds = 0.0
         """Time its calls have taken, counted while it is quick."""
+        self.upgrade: list = []
+        """The background compile's result, (executable, seconds), once it is done: the next call swaps it in
+        (in the calling thread, so a call never sees the swap half done)."""
+        self.upgrading = False
         self.proven = False
         """Whether a call has succeeded: until then the call lends copies of the scope values, so a call that
         fails (an allocation XLA cannot make) leaves the scope's own arrays alive."""
@@ -214,7 +220,7 @@ class CompiledBlock:
                      for n in self._host_names)
         args = (tuple(self.on_device(feed_values)), donated, kept, host)
         donates = any(self._donatable) and not self._checks
-        quick = bool(self._executables)  # not the block's first shape
+        quick = bool(self._executables) and key not in self._executables  # a new shape, not the block's first
         with x64():
             lowered = jax.jit(self._step(self._rows, ctxs), donate_argnums=(1,) if donates else ()).lower(*args)
             self._checks = bool(ctxs[-1].flags or ctxs[-1].overflow)
@@ -236,17 +242,32 @@ class CompiledBlock:
 
     def _run_quick(self, exe: _Executable, seconds: float) -> None:
         """Count a quick executable's call; once its calls have taken longer than its compile, compile it with
-        the default options for the calls after this one (at most twice the time the better choice, known
-        ahead, would have cost)."""
+        the default options in a background thread, for the calls after that (at most twice the time the
+        better choice, known ahead, would have cost; no run waits for it)."""
         exe.run_seconds += seconds
-        if exe.run_seconds <= UPGRADE_AFTER * exe.seconds:
+        if exe.upgrading or exe.run_seconds <= UPGRADE_AFTER * exe.seconds:
             return
-        start = time.perf_counter()
-        with x64():
-            exe.compiled = exe.quick.compile()
-        exe.quick, exe.proven = None, False
+        exe.upgrading, lowered = True, exe.quick
+
+        def compile_again() -> None:
+            start = time.perf_counter()
+            try:
+                with x64():
+                    compiled = lowered.compile()
+            except Exception:  # noqa: BLE001 - the quick executable serves on, as correct as ever
+                return
+            exe.upgrade.append((compiled, time.perf_counter() - start))
+
+        # Not a daemon: a daemon thread killed inside XLA's C++ compiler aborts the process.
+        threading.Thread(target=compile_again, name="gradgen-xla-compile-again", daemon=False).start()
+
+    def _swap_in_upgrade(self, exe: _Executable) -> None:
+        """Put a finished background compile of ``exe`` in its place (its first call lends copies, as any new
+        executable's does)."""
+        compiled, seconds = exe.upgrade.pop()
+        exe.compiled, exe.quick, exe.proven = compiled, None, False
         self.compiles += 1
-        self.compile_seconds += time.perf_counter() - start
+        self.compile_seconds += seconds
 
     def _split(self, scope_values: Sequence[Any]) -> tuple[tuple, tuple]:
         """(the scope values the run updates, the others), in ``from_scope`` order."""
@@ -278,6 +299,8 @@ class CompiledBlock:
         host = tuple(self.on_device(self._host_values())) if self._host_ops else ()  # a re-run reuses them
         while True:
             exe = exe or self.executable(feed_values, scope_values)
+            if exe.upgrade:
+                self._swap_in_upgrade(exe)
             streams = {k: g.bit_generator.state for k, g in self._host_state.items()  # only a run that may
                        if isinstance(g, np.random.Generator)} if exe.ctx.overflow else {}  # re-run needs them
             donated, kept = self._split(scope_values)
