@@ -41,10 +41,9 @@ new trial, so each shape runs on its own winner):
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
    ended with the times still overlapping): settled blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the
    runner-up takes over only if its pooled times are apart from the choice's and its median at least
-   ``RECHECK_MARGIN`` below. Another
-   process's burst of work during the trial can make the faster engine look slower; the check puts that right. Each
-   check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on
-   ResNet a check costs ~0.5 s of numpy runs).
+   ``RECHECK_MARGIN`` below. Another process's burst of work during the trial can make the faster engine look
+   slower; the check puts that right. Each check that keeps the choice doubles the wait before the next, up to
+   ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check costs ~0.5 s of numpy runs).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -67,8 +66,8 @@ from .scope import Scope
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
            "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner", "LazyRunner", "Trial",
-           "full_block", "separated"]
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner",
+           "LazyRunner", "Trial", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""

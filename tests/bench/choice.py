@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     reasons = []
     for case in args.cases.split(","):
         for k in range(args.processes):
-            code = (f"import json; from tests.bench.choice import probe; "
-                    f"print(json.dumps(probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds}, {args.steady})))")
+            call = f"probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds}, {args.steady})"
+            code = f"import json; from tests.bench.choice import probe; print(json.dumps({call}))"
             env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, env=env,
                                   timeout=args.budget + 600)
@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> None:
                 reasons.append(f"{case} {k}: {row['why']}")
             total += 1
             shown = ", ".join(f"{n} {v * 1e3:.2f}" for n, v in sorted(row["medians"].items()))
-            print(f"| {case} | {k} | {row['first']} | {row['chosen']} | {shown} | {verdict} | {row['runs_to_choose']} |",
-                  flush=True)
+            print(f"| {case} | {k} | {row['first']} | {row['chosen']} | {shown} | {verdict} | "
+                  f"{row['runs_to_choose']} |", flush=True)
     print(f"\n{wrong} wrong or missing picks in {total} processes")
     for reason in reasons:  # the default's own account of each: what its trial measured
         print(f"- {reason}")

@@ -152,6 +152,7 @@ class _Executable:
         """The background compile's result, (executable, seconds), once it is done: the next call swaps it in
         (in the calling thread, so a call never sees the swap half done)."""
         self.upgrading = False
+        """Whether that background compile has been started (once per quick executable)."""
         self.proven = False
         """Whether a call has succeeded: until then the call lends copies of the scope values, so a call that
         fails (an allocation XLA cannot make) leaves the scope's own arrays alive."""
