@@ -39,11 +39,12 @@ new trial, so each shape runs on its own winner):
    the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
    and a block of it costs a second of runs.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
-   ended with the times still overlapping): settled blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the
-   runner-up takes over only if its pooled times are apart from the choice's and its median at least
-   ``RECHECK_MARGIN`` below. Another process's burst of work during the trial can make the faster engine look
-   slower; the check puts that right. Each check that keeps the choice doubles the wait before the next, up to
-   ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check costs ~0.5 s of numpy runs).
+   ended with the times still overlapping, or sooner when the check costs little: ``first_check_after``): settled
+   blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over only if its pooled times are
+   apart from the choice's and its median at least ``RECHECK_MARGIN`` below. Another process's burst of work
+   during the trial can make the faster engine look slower; the check puts that right. Each check that keeps the
+   choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check
+   runs eight numpy steps).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -66,8 +67,8 @@ from .scope import Scope
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
            "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner",
-           "LazyRunner", "Trial", "full_block", "separated"]
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "CHECK_SHARE",
+           "AutoRunner", "LazyRunner", "Trial", "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -128,10 +129,28 @@ RECHECK_MAX_SECONDS = 640.0
 RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be, its times apart, to take over in a check."""
 
+CHECK_SHARE = 0.05
+"""The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
+them), as a share of the run time on the choice before it (``first_check_after``): a clear choice between close
+engines with short steps is checked after a few seconds, not ``RECHECK_SECONDS`` (a seed f64 trial measured
+numpy 0.90 ms and xla 0.79, apart; the same process later ran them at 0.69 and 1.06), while ResNet's check
+(~2 s of slower runs) still waits its 20."""
+
 RECHECK_TURNS = 2
 """Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
 one block each, one check in ten fresh LeNet processes (``tests/bench/choice.py``) moved a right choice to the
 slower engine: a block of five runs met xla at 6.75 ms and torch at 10.3, where both ran 9-10 ms before and after."""
+
+
+def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
+    """Run time on a choice before its first check, from the two engines' median runs: ``RECHECK_SECONDS_OVERLAPPING``
+    after a close call; after a clear one, what keeps the check's cost within ``CHECK_SHARE`` of the runs before
+    it, between ``RECHECK_SECONDS_OVERLAPPING`` and ``RECHECK_SECONDS``."""
+    if not clear:
+        return RECHECK_SECONDS_OVERLAPPING
+    per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
+    extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
+    return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
 
 
 def full_block(runs: int, seconds: float) -> bool:
@@ -404,7 +423,9 @@ class Trial:
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
         self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
-        self._recheck_after = RECHECK_SECONDS if clear else RECHECK_SECONDS_OVERLAPPING
+        if self.runner_up is not None:
+            self._recheck_after = first_check_after(medians[fast], statistics.median(self.seconds[self.runner_up]),
+                                                    clear)
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])

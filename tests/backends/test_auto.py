@@ -15,7 +15,7 @@ from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
                                                 RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, RECHECK_TURNS,
-                                                SETTLE_SECONDS, AutoRunner)
+                                                SETTLE_SECONDS, AutoRunner, first_check_after)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -184,6 +184,36 @@ def test_a_check_pools_blocks_in_turns_so_one_lucky_block_does_not_move_the_choi
     check_left = blocks([("numpy", 1.0), ("xla", 0.25)] * (RECHECK_TURNS - 1), after="xla", first=False)
     _runs(runner, program, len(check_left) + 20)
     assert log[-20:] == ["xla"] * 20 and len(told) == 1
+
+
+def _check_cost(runner_up: float, slower_by: float) -> float:
+    """What a check's runs on the runner-up cost beyond the choice's: settling and a block, per turn."""
+    per_turn = auto_run.SETTLE_SECONDS + max(auto_run.BLOCK_SECONDS, BLOCK_RUNS * runner_up)
+    return RECHECK_TURNS * per_turn * slower_by
+
+
+def test_the_first_check_waits_as_long_as_its_cost_allows():
+    # two turns of settling and a block on an engine 25 % slower: 5 % of the wait
+    wait = _check_cost(0.010, 0.25) / auto_run.CHECK_SHARE
+    assert RECHECK_SECONDS_OVERLAPPING < wait < RECHECK_SECONDS
+    assert first_check_after(0.008, 0.010, clear=True) == pytest.approx(wait)
+    assert first_check_after(0.25, 0.40, clear=True) == RECHECK_SECONDS  # ResNet-like steps: the longest wait
+    assert first_check_after(0.0005, 0.00051, clear=True) == RECHECK_SECONDS_OVERLAPPING  # the shortest
+    assert first_check_after(0.008, 0.010, clear=False) == RECHECK_SECONDS_OVERLAPPING  # a close call
+
+
+def test_a_clear_choice_between_close_short_steps_is_checked_within_seconds():
+    runner, log, told = _auto(0.010, 0.008)  # apart (constant times), xla 20 % faster
+    program = _program()
+    while not told:
+        _runs(runner, program, 1)
+    assert told[0][0] == "xla" and "apart" in told[0][1]
+    wait = _check_cost(0.010, 0.25) / auto_run.CHECK_SHARE
+    before = len(log)
+    _runs(runner, program, int(wait / 0.008) - 1)
+    assert set(log[before:]) == {"xla"}
+    _runs(runner, program, 3)
+    assert log[-1] == "numpy"  # the check began after a few seconds of runs, not RECHECK_SECONDS
 
 
 def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch):
