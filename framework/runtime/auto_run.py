@@ -224,6 +224,9 @@ class Trial:
         """While a check runs: each engine's timed runs in it (its blocks pooled)."""
         self._turns: list[str] = []
         """While a check runs: the engines of its blocks still to run, the present one first."""
+        self._chosen_because = ""
+        """Why the present choice was made (the trial's medians, or the check that switched to it): the reason a
+        check that keeps the choice adds its own medians to."""
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them)."""
@@ -387,17 +390,21 @@ class Trial:
                 self._rechecked()
 
     def _rechecked(self) -> None:
-        """Both blocks of a check are in: the runner-up takes over if clearly faster; the next check waits."""
+        """All blocks of a check are in: the runner-up takes over if clearly faster; the next check waits. Either
+        way the choice's reason gives the check's medians, and the executor hears it."""
         other, choice, times = self.runner_up, self.chosen, self._recheck
         self._recheck, self._block, self._on_choice = None, None, 0.0
         self.rechecks += 1
         faster, slower = statistics.median(times[other]), statistics.median(times[choice])
+        measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
+                    f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
+        self.told = False
         if faster < slower * (1 - RECHECK_MARGIN) and separated(times[other], times[choice]):
-            self.reason = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
-                           f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms (apart)")
-            self.chosen, self.runner_up, self.told = other, choice, False
+            self.reason = self._chosen_because = f"{measured} (apart)"
+            self.chosen, self.runner_up = other, choice
             self._recheck_after = RECHECK_SECONDS
         else:
+            self.reason = f"{self._chosen_because}; {measured} (kept)"
             self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
 
     def _decide(self) -> None:
@@ -430,7 +437,7 @@ class Trial:
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])
         runs = f"{rounds} runs each" if len({len(self.seconds[n]) for n in names}) == 1 else f"{rounds}+ runs each"
-        self.reason = f"median run over {runs} ({how}): {shown}{left}"
+        self.reason = self._chosen_because = f"median run over {runs} ({how}): {shown}{left}"
 
 
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:

@@ -166,7 +166,9 @@ def test_a_check_that_keeps_the_choice_waits_twice_as_long_for_the_next():
         before = len(log)
         _runs(runner, program, round(wait / 0.25) + len(check))
         assert log[before:] == ["xla"] * round(wait / 0.25) + check
-    assert len(told) == 1  # kept: nothing new to tell
+    assert [backend for backend, _ in told] == ["xla"] * 3  # kept, each check's medians told
+    assert told[2][1].startswith(told[0][1] + "; checked again after 40 s of runs on xla: median run numpy 1e+03 ms")
+    assert told[2][1].endswith("(kept)") and told[2][1].count("checked again") == 1
 
 
 def test_a_check_pools_blocks_in_turns_so_one_lucky_block_does_not_move_the_choice():
@@ -183,7 +185,8 @@ def test_a_check_pools_blocks_in_turns_so_one_lucky_block_does_not_move_the_choi
     runner.runners["numpy"].cost = 1.0  # from its second block on, numpy is as slow as it was
     check_left = blocks([("numpy", 1.0), ("xla", 0.25)] * (RECHECK_TURNS - 1), after="xla", first=False)
     _runs(runner, program, len(check_left) + 20)
-    assert log[-20:] == ["xla"] * 20 and len(told) == 1
+    assert log[-20:] == ["xla"] * 20 and [backend for backend, _ in told] == ["xla", "xla"]
+    assert told[1][1].endswith("(kept)")
 
 
 def _check_cost(runner_up: float, slower_by: float) -> float:
