@@ -1,6 +1,6 @@
-"""``Executor(backend="auto")``: the trial's order and choice (with stand-in runners and a fake clock), the
-background compile, a trial per feed shape, the programs that stay on numpy and why, the same training as the numpy backend, a fresh trial after an edit, and the
-choice in the profile and on the command line."""
+"""``Executor(backend="auto")``: the trial's order and choice (with stand-in runners and a fake clock), its checks,
+the background compile, a trial per feed shape, the programs that stay on numpy and why, the same training as the
+numpy backend, a fresh trial after an edit, and the choice in the profile and on the command line."""
 from __future__ import annotations
 
 import itertools
