@@ -65,10 +65,10 @@ from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
 
-__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST",
-           "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "CHECK_SHARE",
-           "AutoRunner", "LazyRunner", "Trial", "first_check_after", "full_block", "separated"]
+__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
+           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "AutoRunner",
+           "LazyRunner", "Trial", "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -254,9 +254,23 @@ class Trial:
             if self._block in self.seconds and self._block not in self.cut and not self._block_done():
                 return self._block
             name = min(self._contenders(), key=lambda n: (self.blocks[n], self._looks.get(n, float("inf"))))
-            self._block, self._block_timed, self._block_spent = name, 0, 0.0
-            self._settled = 0.0 if name != self._last or not self.seconds[name] else None
+            self._start_block(name, settles=name != self._last or not self.seconds[name])
             return name
+
+    def _start_block(self, name: str, settles: bool) -> None:
+        """A block of timed runs on ``name`` begins, after ``SETTLE_SECONDS`` of untimed ones if it ``settles``."""
+        self._block, self._block_timed, self._block_spent = name, 0, 0.0
+        self._settled = 0.0 if settles else None
+
+    def _timed_in_block(self, seconds: float) -> bool:
+        """Count a run of the present block: False while it is still settling (untimed), else True, its time
+        added to the block's."""
+        if self._settled is not None and self._settled < SETTLE_SECONDS:
+            self._settled += seconds
+            return False
+        self._block_timed += 1
+        self._block_spent += seconds
+        return True
 
     def _block_done(self) -> bool:
         """Whether the current block's timed runs make a whole block."""
@@ -294,8 +308,7 @@ class Trial:
         """The backend of the check's present block (its first turn still to run), settling if it is new."""
         name = self._turns[0]
         if self._block != name:
-            self._block, self._block_timed, self._block_spent = name, 0, 0.0
-            self._settled = 0.0 if name != self._last else None
+            self._start_block(name, settles=name != self._last)
         return name
 
     def ran(self, backend: str, seconds: float) -> None:
@@ -326,14 +339,9 @@ class Trial:
                     self.warm_left[backend] -= 1
                     self._looks[backend] = seconds
                 return
-            if backend != self._block:  # (a run the trial did not send: not timed)
-                return
-            if self._settled is not None and self._settled < SETTLE_SECONDS:  # after another backend's runs
-                self._settled += seconds
+            if backend != self._block or not self._timed_in_block(seconds):  # (not sent by the trial, or settling)
                 return
             self.seconds[backend].append(seconds)
-            self._block_timed += 1
-            self._block_spent += seconds
             self._spent += seconds
             if self._block_timed == 1:
                 self._cut_if_far_behind(backend, seconds)
@@ -375,14 +383,9 @@ class Trial:
                 self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
                 self._block = None
             return
-        if backend != self._block:
-            return
-        if self._settled is not None and self._settled < SETTLE_SECONDS:
-            self._settled += seconds
+        if backend != self._block or not self._timed_in_block(seconds):
             return
         self._recheck[backend].append(seconds)
-        self._block_timed += 1
-        self._block_spent += seconds
         if self._block_done():
             self._turns.pop(0)
             self._block = None
