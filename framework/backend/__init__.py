@@ -65,6 +65,10 @@ class RunSettings(NamedTuple):
     threads: int | None = None
     """The threads an engine's pools run with (``Executor(threads=N)``), or None: the cores other work leaves
     free (``backend/shared/cores.py``), at most what the pools' own settings allow (numpy: ``backend/numpy/threads.py``)."""
+    compile_behind: bool = True
+    """Whether a compiled engine may give a run of shapes new to a compiled block to the numpy reference while it
+    compiles them in the background (``backend/xla/runner.py``); ``backend="auto"`` says no: its trial must time
+    the engine it names."""
 
 
 class Runner(Protocol):

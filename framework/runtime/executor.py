@@ -123,7 +123,7 @@ class Executor:
         """The runner of ``backend="auto"``: numpy, and every installed compiled backend not in
         ``NOT_BY_DEFAULT``, each made on first use."""
         def plain() -> RunSettings:  # the compiled backends' own settings: no per-op checks, no options
-            return RunSettings(self.place, False, False, None, None, self.threads)
+            return RunSettings(self.place, False, False, None, None, self.threads, compile_behind=False)
 
         lazies = [LazyRunner(name, partial(runner, name, plain)) for name in backends()
                   if name != DEFAULT_BACKEND and name not in NOT_BY_DEFAULT]

@@ -1,6 +1,8 @@
 """A block's later shapes (a partial last batch, another eval batch) compile with XLA's cheapest options and are
 compiled again with the default ones once their runs outlast that compile; the numbers are the reference's either
-way. A block whose trace states run-time checks lowers a later shape once, not twice."""
+way. A block whose trace states run-time checks lowers a later shape once, not twice. These follow a later shape
+compiled in its run (on a GPU, in a block that draws at random, or with ``COMPILE_BEHIND`` off);
+``test_xla_compile_behind.py`` follows it compiled in the background."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +28,14 @@ def _classifier():
 def _feed(n: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     return {"x": rng.standard_normal((n, 5)), "y": rng.integers(0, 3, (n, 1))}
+
+
+@pytest.fixture(autouse=True)
+def compile_in_the_run(monkeypatch):
+    need_jax()
+    from gradgen.framework.backend.xla import runner
+
+    monkeypatch.setattr(runner, "COMPILE_BEHIND", False)
 
 
 @pytest.fixture

@@ -184,6 +184,15 @@ class CompiledBlock:
         self._checks: bool | None = None
         """Whether the last trace stated run-time checks (a step that may fail keeps the old values, so it donates
         nothing): a later shape then lowers once, without donation, where the first lowered twice."""
+        self._lock = threading.Lock()
+        """Held while the executables are looked up or stored (not while one compiles): a later shape may compile
+        in a background thread while runs call the others (``runner``, *compile behind*)."""
+
+    @property
+    def draws_at_random(self) -> bool:
+        """Whether a run draws from a random stream this block keeps (a seeded draw, dropout): such a block's runs
+        all stay on it, so that the streams advance as on the numpy backend."""
+        return bool(self._host_ops or self._host_state)
 
     # -- tracing ---------------------------------------------------------------------------------------------
     def _step(self, rows: int, found: list):
@@ -205,14 +214,19 @@ class CompiledBlock:
 
         return step
 
-    def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False
-                   ) -> _Executable:
-        """The executable for these arrays' shapes and dtypes (and the current History rows), compiled if new."""
+    def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False,
+                   compile_new: bool = True) -> _Executable | None:
+        """The executable for these arrays' shapes and dtypes (and the current History rows), compiled if new;
+        None for new shapes when not ``compile_new``."""
         key = (self._rows, *[(tuple(v.shape), v.dtype) for v in (*feed_values, *scope_values)])
-        found = self._executables.get(key)
-        if found is not None and (found.text is not None or not keep_text):
-            self._executables.move_to_end(key)
-            return found
+        with self._lock:
+            found = self._executables.get(key)
+            if found is not None and (found.text is not None or not keep_text):
+                self._executables.move_to_end(key)
+                return found
+            quick = bool(self._executables) and key not in self._executables  # a new shape, not the block's first
+        if not compile_new:
+            return None
         start = time.perf_counter()
         ctxs: list[TraceContext] = []
         donated, kept = self._split(self.on_device(scope_values))
@@ -221,7 +235,6 @@ class CompiledBlock:
                      for n in self._host_names)
         args = (tuple(self.on_device(feed_values)), donated, kept, host)
         donates = any(self._donatable) and not self._checks
-        quick = bool(self._executables) and key not in self._executables  # a new shape, not the block's first
         with x64():
             lowered = jax.jit(self._step(self._rows, ctxs), donate_argnums=(1,) if donates else ()).lower(*args)
             self._checks = bool(ctxs[-1].flags or ctxs[-1].overflow)
@@ -234,11 +247,12 @@ class CompiledBlock:
         history_of = {n: k for k, n in enumerate(n for n in self.fetches if n in ctx.steps_of)}
         found = _Executable(compiled, ctx, history_of, time.perf_counter() - start, text, donates)
         found.quick = lowered if quick else None
-        self.compiles += 1
-        self.compile_seconds += found.seconds
-        self._executables[key] = found
-        while len(self._executables) > MAX_EXECUTABLES:
-            self._executables.popitem(last=False)
+        with self._lock:
+            self.compiles += 1
+            self.compile_seconds += found.seconds
+            self._executables[key] = found
+            while len(self._executables) > MAX_EXECUTABLES:
+                self._executables.popitem(last=False)
         return found
 
     def _run_quick(self, exe: _Executable, seconds: float) -> None:

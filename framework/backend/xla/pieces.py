@@ -104,15 +104,23 @@ class PiecewiseBlock:
     def compile_seconds(self) -> float:
         return sum(p.compile_seconds for p in self._pieces)
 
-    def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False
-                   ) -> _Executables:
+    @property
+    def draws_at_random(self) -> bool:
+        return any(p.draws_at_random for p in self._pieces)
+
+    def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False,
+                   compile_new: bool = True) -> _Executables | None:
         """Every piece's executable for these shapes: the first piece's from the run's arrays, each next one's
-        from the shapes the pieces before it make."""
+        from the shapes the pieces before it make; None for shapes new to the first piece when not
+        ``compile_new``."""
         env = dict(zip(self.feeds, feed_values))
         env.update(zip(self.from_scope, scope_values))
         parts, sizes, texts = [], [], []
-        for piece in self._pieces:
-            exe = piece.executable([env[n] for n in piece.feeds], [], keep_text=keep_text)
+        for at, piece in enumerate(self._pieces):
+            exe = piece.executable([env[n] for n in piece.feeds], [], keep_text=keep_text,
+                                   compile_new=compile_new or at > 0)
+            if exe is None:
+                return None
             env.update(zip(piece.fetches, exe.compiled.out_info[0]))
             parts.append(exe)
             sizes += exe.ctx.sizes

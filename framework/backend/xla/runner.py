@@ -5,6 +5,14 @@ The same as around the numpy plan: feeds and scope values checked against their 
 run (``runtime/commit.held_interrupts``), fetched arrays handed out as numpy arrays the caller owns. The step
 itself is one pure function per block and run signature (``compile.py``).
 
+A block compiled for one set of shapes meets another (a partial last batch, an eval batch): that run goes to the
+numpy reference while XLA compiles the new shapes in a background thread (*compile behind*, as TensorFlow's XLA
+runs a cluster on its fallback kernels while ``--tf_xla_async_compilation`` compiles it), and the first run after
+the compile is done is XLA's. Not on a GPU (the reference runs on the host), not for a block that draws from
+random streams (its draws stay in the order one engine gives them), not for a data-parallel block (every rank
+runs the same engine): those compile in the run, as a first shape always does. ``COMPILE_BEHIND = False`` makes
+every shape compile in its run.
+
 Values the step committed stay on the backend between runs: the scope stores the backend's own arrays
 (``Scope.update(..., as_is=True)``; a read gives a numpy view), and the next run passes them back in, lending
 the memory of the ones it updates to their new values (buffer donation), unless someone stored another array
@@ -13,8 +21,10 @@ once lent, the old values are gone, so the new ones must land.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator, Mapping, Sequence
+import threading
+from contextlib import nullcontext
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -22,8 +32,10 @@ import numpy as np
 from ...errors import ExecutionError
 from ...runtime.commit import held_interrupts
 from ...runtime.per_version import PerVersion
+from ...runtime.rank_runs import has_collectives
 from ...runtime.scope import Scope
-from .. import RunSettings
+from .. import DEFAULT_BACKEND, RunSettings
+from .. import runner as backend_runner
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from .compile import device_for, own_array
@@ -32,9 +44,15 @@ from .pieces import compiled_block, declines
 from .pool import size_pool
 from .refused import problems
 
-__all__ = ["XlaRunner", "make_runner"]
+__all__ = ["COMPILE_BEHIND", "XlaRunner", "make_runner"]
 
 NAME = "xla"
+
+COMPILE_BEHIND = True
+"""Whether a block's later shapes compile in a background thread while their runs go to the numpy reference
+(the module docstring). Measured on ``tests/bench/partial_batch.py`` (a digits CNN, 60 epochs, a batch of 5 at
+each epoch's end): the batch-5 compile, 0.5-0.7 s in the run, was the whole of the xla engine's 1.25-1.36x over
+the run with equal batches."""
 
 
 def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
@@ -45,16 +63,7 @@ def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
         raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                              f"'{NAME}' checks types while it compiles and has no per-op checks")
     size_pool(given.threads)
-    return XlaRunner(given.place)
-
-
-@contextmanager
-def _compiles_told(compiled, built: Callable[[float], None]) -> Iterator[None]:
-    """Tell ``built`` of the time the compiles inside the ``with`` took, if there were any."""
-    before, seconds = compiled.compiles, compiled.compile_seconds
-    yield
-    if compiled.compiles != before:
-        built(compiled.compile_seconds - seconds)
+    return XlaRunner(given.place, partial(backend_runner, DEFAULT_BACKEND, settings) if given.compile_behind else None)
 
 
 def _deleted(value: Any) -> bool:
@@ -68,6 +77,56 @@ class _Entry:
     def __init__(self, compiled, block, names: Sequence[str]):
         self.compiled = compiled
         self.declared = {n: declared(block.var(n)) for n in names}
+        self.told = (0, 0.0)
+        """(compiles, their seconds) told to a run's ``built`` so far (``tell_compiles``)."""
+        self.behind: threading.Thread | None = None
+        """The background compile of shapes new to this block (*compile behind*), while it runs."""
+        self.behind_failed = False
+        """Whether one failed: every later shape then compiles in its run, where its error is raised."""
+        self.collective = has_collectives(block)
+        """A data-parallel block: every rank must run it on the same engine."""
+        self._pending: tuple[list, list] | None = None
+
+    def tell_compiles(self, built: Callable[[float], None]) -> None:
+        """Tell ``built`` of each compile since the last time (a background one too), once; two or more that
+        finished since share their time equally."""
+        compiles, seconds = self.compiled.compiles, self.compiled.compile_seconds
+        new = compiles - self.told[0]
+        for _ in range(new):
+            built((seconds - self.told[1]) / new)
+        self.told = (compiles, seconds)
+
+    def may_compile_behind(self, device) -> bool:
+        """Whether a run of shapes new to this block may go to the reference while they compile."""
+        compiled = self.compiled
+        return (COMPILE_BEHIND and device is None and compiled.compiles > 0 and not self.behind_failed
+                and not compiled.draws_at_random and not self.collective)
+
+    def shapes_behind(self, feed_values: Sequence[Any], scope_values: Sequence[Any]) -> None:
+        """Note the shapes and dtypes of a run's values, for ``compile_behind`` after it."""
+        self._pending = ([_abstract(v) for v in feed_values], [_abstract(v) for v in scope_values])
+
+    def compile_behind(self) -> None:
+        """Compile the executable of the shapes ``shapes_behind`` noted in a background thread, unless one is
+        compiling already (the next run of shapes still new starts the next)."""
+        if self._pending is None or (self.behind is not None and self.behind.is_alive()):
+            return
+        (feeds, held), self._pending = self._pending, None
+
+        def work() -> None:
+            try:
+                self.compiled.executable(feeds, held)
+            except Exception:  # noqa: BLE001 - the next run of these shapes compiles in place and raises it there
+                self.behind_failed = True
+
+        # Not a daemon: a daemon thread killed inside XLA's C++ compiler aborts the process.
+        self.behind = threading.Thread(target=work, name="gradgen-xla-compile-behind", daemon=False)
+        self.behind.start()
+
+
+def _abstract(value) -> Any:
+    """What a compile reads of ``value``: its shape and dtype."""
+    return jax.ShapeDtypeStruct(tuple(np.shape(value)), np.dtype(value.dtype))
 
 
 class XlaRunner:
@@ -75,9 +134,32 @@ class XlaRunner:
 
     name = NAME
 
-    def __init__(self, place):
+    def __init__(self, place, reference: Callable[[], Any] | None = None):
         self.device = device_for(place)
         self._compiled = PerVersion()
+        self._make_reference, self._reference = reference, None
+        """Makes the numpy runner that runs shapes compiling behind (none: every shape compiles in its run)."""
+        self._making_reference: threading.Thread | None = None
+
+    def _warm_reference(self) -> None:
+        """Make the reference runner in a background thread, once: its import (0.25 s) overlaps the first
+        compile, whose XLA part leaves the interpreter lock free, instead of delaying the first run that needs it
+        (the partial batch of ``tests/bench/partial_batch.py``: 0.43 -> 0.2 s)."""
+        def make() -> None:
+            try:
+                self._reference = self._make_reference()
+            except Exception:  # noqa: BLE001 - made again where it is needed, and its error raised there
+                pass
+
+        self._making_reference = threading.Thread(target=make, name="gradgen-xla-reference", daemon=False)
+        self._making_reference.start()
+
+    def _reference_runner(self):
+        """The reference runner (made now if its background making failed)."""
+        self._making_reference.join()
+        if self._reference is None:
+            self._reference = self._make_reference()
+        return self._reference
 
     @staticmethod
     def problems(block) -> list[str]:
@@ -114,8 +196,16 @@ class XlaRunner:
         scope gets the committed values only if the whole run succeeds. ``built(seconds)`` is told of every
         compile (``mark``: the profile's phases; ``agreed()`` raises before the commit when the other ranks of a
         data-parallel run were fed other shapes)."""
+        if self._make_reference is not None and self._making_reference is None:
+            self._warm_reference()
         with scope.run_lock:
             fetched = self._run_locked(program, feed, fetch_names, scope, mark, built, agreed)
+        if fetched is None:  # new shapes: this run is the reference's, then they compile behind
+            try:
+                return self._reference_runner().run(program, feed, fetch_names, scope, return_numpy, mark, built,
+                                                    agreed)
+            finally:  # (started after the run: its trace would hold the interpreter lock the run needs)
+                self.compiled_for(program, list(feed), fetch_names).compile_behind()
         try:
             out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
         except Exception as e:  # an asynchronous failure of the run, met when its result is read
@@ -125,7 +215,9 @@ class XlaRunner:
         return out
 
     def _run_locked(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope,
-                    mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
+                    mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]
+                    ) -> list | None:
+        """The run, under the scope's run lock; None, having touched nothing, when its shapes compile behind."""
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         scope_values = [self._scope_value(block, scope, name, entry.declared[name]) for name in compiled.from_scope]
@@ -135,20 +227,26 @@ class XlaRunner:
                                 not value.is_deleted() and not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
-        try:
-            with _compiles_told(compiled, built):  # compiled here if these shapes are new: the plan phase
-                executable = compiled.executable(feed_values, scope_values)
+        behind = self._make_reference is not None and entry.may_compile_behind(self.device)
+        try:  # compiled here if these shapes are new (the plan phase), unless they may compile behind
+            executable = compiled.executable(feed_values, scope_values, compile_new=not behind)
         except Exception as e:  # jax's or XLA's own error: raised as gradgen's
             raise compile_failed(block, e) from e
+        finally:
+            entry.tell_compiles(built)
+        if executable is None:
+            entry.shapes_behind(feed_values, scope_values)
+            return None
         mark("plan")
         with held_interrupts() if executable.donates else nullcontext():
             try:
-                with _compiles_told(compiled, built):  # a loop that outgrew its History rows compiles again
-                    fetched, committed = compiled(feed_values, scope_values, executable)
+                fetched, committed = compiled(feed_values, scope_values, executable)
             except Exception as e:
                 lost = [n for n, v in zip(compiled.from_scope, scope_values) if _deleted(v)]
                 raise run_failed(block, e, executable.ctx.sizes, (*compiled.feeds, *compiled.from_scope),
                                  (*feed_values, *scope_values), lost) from e
+            finally:
+                entry.tell_compiles(built)  # a loop that outgrew its History rows compiles again in the call
             mark("loop")
             new = {name: value for name, value in zip(compiled.commits, committed) if name not in feed}
             agreed()  # a data-parallel run: every rank was fed the same shapes (else nothing is committed)
@@ -164,17 +262,13 @@ class XlaRunner:
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         checked = checked_feeds(block, feed, entry.declared)
-
-        def abstract(value) -> Any:
-            return jax.ShapeDtypeStruct(tuple(np.shape(value)), np.dtype(value.dtype))
-
         scope_values = []
         for name in compiled.from_scope:
             value = scope.own(name)
             if value is None or not hasattr(value, "dtype"):
                 value = scope_value(block, scope, name, entry.declared[name])
-            scope_values.append(abstract(value))
-        compiled.executable([abstract(checked[name]) for name in compiled.feeds], scope_values)
+            scope_values.append(_abstract(value))
+        compiled.executable([_abstract(checked[name]) for name in compiled.feeds], scope_values)
 
     @staticmethod
     def _scope_value(block, scope: Scope, name: str, want) -> Any:
