@@ -61,6 +61,7 @@ from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backend import WEIGHED_FOR, feed_batch
+from ..backend.shared.switching import prompt_switching
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
@@ -565,9 +566,10 @@ class AutoRunner:
 
         def work() -> None:
             try:
-                why_not = self._cannot_run(name, program)
-                if why_not is None:
-                    compiled.prepare(program, feed, fetch_names, scope)
+                with prompt_switching():  # (its imports would otherwise wait out every switch interval)
+                    why_not = self._cannot_run(name, program)
+                    if why_not is None:
+                        compiled.prepare(program, feed, fetch_names, scope)
             except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
                 why_not = f"{name} could not compile it: {type(e).__name__}: {message}"

@@ -4,6 +4,7 @@ numpy backend, a fresh trial after an edit, and the choice in the profile and on
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 
@@ -373,6 +374,24 @@ def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_backgroun
     assert log[:COMPILED_WARM] == ["xla"] * COMPILED_WARM  # no compiling run: prepare did it
     assert log[COMPILED_WARM:COMPILED_WARM + len(trial)] == trial
     assert log[-2:] == ["xla", "xla"] and told[0][0] == "xla" and "apart" in told[0][1]
+
+
+def test_the_background_compile_runs_with_a_short_switch_interval_and_gives_the_old_one_back():
+    """Its imports wait for the interpreter lock after every file they read: at the default 5 ms interval, beside
+    runs that hold the lock, ``import jax`` had not finished after 10 s of a 1,010-op chain's runs."""
+    from gradgen.framework.backend.shared.switching import BACKGROUND_SWITCH_SECONDS
+
+    runner, compiled, log, told = _auto_preparing(1.0, 0.25)
+    seen = []
+    prepare = compiled.prepare
+    compiled.prepare = lambda *args: seen.append(sys.getswitchinterval()) or prepare(*args)
+    before = sys.getswitchinterval()
+    _runs(runner, _program(), NUMPY_FIRST + 1)
+    compiled.go.set()
+    assert compiled.done.wait(10)
+    time.sleep(0.05)
+    assert seen == [pytest.approx(min(before, BACKGROUND_SWITCH_SECONDS))]
+    assert sys.getswitchinterval() == pytest.approx(before)
 
 
 def test_a_compile_that_fails_in_the_background_leaves_the_program_on_numpy_and_says_why():

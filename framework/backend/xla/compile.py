@@ -23,6 +23,7 @@ import numpy as np
 
 from ...errors import ExecutionError
 from ..shared.creation import random_draw
+from ..shared.switching import prompt_switching
 from .context import TraceContext
 from .trace import trace_block
 
@@ -267,7 +268,7 @@ class CompiledBlock:
         def compile_again() -> None:
             start = time.perf_counter()
             try:
-                with x64():
+                with prompt_switching(), x64():
                     compiled = lowered.compile()
             except Exception:  # noqa: BLE001 - the quick executable serves on, as correct as ever
                 return
