@@ -7,7 +7,9 @@ against the steady step (issue 32, "Compiles that scale and never stall a run").
 The program is the issue's chain: x -> (scale, tanh) repeated -> fc -> mean, with its backward and SGD, so
 the op count grows with the chain. Each size runs in a process of its own with an empty compile cache; peak
 memory is the process's maximum resident set (``ru_maxrss``). "Longest wait" is the slowest of the runs after
-the first, over the median of the last ten: a run that waited for a compile shows here.
+the first, over the median of the last ten: a run that waited for a compile shows here. Each size runs
+``--runs`` times and for ``--seconds`` at least, so that the default's background preparation (after its first
+second of runs) falls inside the measured runs at every size.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ import time
 __all__ = ["main", "measure"]
 
 
-def measure(engine: str, steps: int, runs: int) -> dict:
+def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
     """Build the chain of ``steps`` (scale, tanh) pairs, run it ``runs`` times on ``engine`` ("auto": the
-    default ``Executor()``)."""
+    default ``Executor()``), and on until ``seconds`` have passed: the default's candidates prepare only after a
+    second of runs, so 40 runs of a short step would end before any compile began."""
     import resource
     import statistics
 
@@ -44,15 +47,17 @@ def measure(engine: str, steps: int, runs: int) -> dict:
     exe, scope = Executor(backend=None if engine == "auto" else engine), Scope()
     exe.run(startup, scope=scope)
     feed = {"x": np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)}
-    times = []
-    for _ in range(runs):
+    times: list[float] = []
+    began = time.perf_counter()
+    while len(times) < runs or time.perf_counter() - began < seconds:
         start = time.perf_counter()
         exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
         times.append(time.perf_counter() - start)
     steady = statistics.median(times[-10:])
     choice = exe.backend_choice(main_program)
     return {"ops": ops, "first_s": times[0], "steady_s": steady, "longest_wait": max(times[1:]) / steady,
-            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "choice": choice and choice[0]}
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "choice": choice and choice[0],
+            "runs": len(times)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,16 +66,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1000,4000,16000,32000",
                         help="ops, roughly (2 per chain step: x is not trained, so the chain has no backward)")
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=8.0,
+                        help="run at least this long, past the default's first second on numpy and the preparation "
+                             "of the compiled engines that follows it (their compiles are what a later run may meet)")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine |")
-    print("|---:|---:|---:|---:|---:|---|")
+    print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine | runs |")
+    print("|---:|---:|---:|---:|---:|---|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
             env.pop("GRADGEN_BACKEND", None)
             code = (f"import json; from tests.bench.compile_scale import measure; "
-                    f"print(json.dumps(measure({args.engine!r}, {max(1, size // 2)}, {args.runs})))")
+                    f"print(json.dumps(measure({args.engine!r}, {max(1, size // 2)}, {args.runs}, {args.seconds})))")
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
                                   timeout=900)
         if done.returncode:
@@ -78,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"| {r['ops']} | {r['first_s']:.2f} | {r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | "
-              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} |", flush=True)
+              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} | {r['runs']} |", flush=True)
 
 
 if __name__ == "__main__":
