@@ -128,7 +128,11 @@ RECHECK_MAX_SECONDS = 640.0
 """The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
 
 RECHECK_MARGIN = 0.10
-"""How much faster (median) the runner-up must be, its times apart, to take over in a check."""
+"""How much faster (median) the runner-up must be to take over in a check: its times apart from the choice's, or
+not when the choice itself was made on times that overlapped (then the check's pooled medians weigh as much as
+the trial's did). Measured (``tests/bench/choice.py``, 60 processes): a seed f64 choice of xla made overlapping
+(numpy 1.26 ms, xla 1.03) was kept by a check that met numpy at 0.82 ms and xla at 1.13, their times not
+apart; it ran xla 30 % slower from then on."""
 
 CHECK_SHARE = 0.05
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
@@ -228,6 +232,9 @@ class Trial:
         self._chosen_because = ""
         """Why the present choice was made (the trial's medians, or the check that switched to it): the reason a
         check that keeps the choice adds its own medians to."""
+        self._chosen_apart = True
+        """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
+        times apart to switch; a choice made on overlapping times is switched by medians alone)."""
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them)."""
@@ -403,9 +410,10 @@ class Trial:
         measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
                     f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
         self.told = False
-        if faster < slower * (1 - RECHECK_MARGIN) and separated(times[other], times[choice]):
-            self.reason = self._chosen_because = f"{measured} (apart)"
-            self.chosen, self.runner_up = other, choice
+        apart = separated(times[other], times[choice])
+        if faster < slower * (1 - RECHECK_MARGIN) and (apart or not self._chosen_apart):
+            self.reason = self._chosen_because = f"{measured} ({'apart' if apart else 'overlapping'})"
+            self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
             self._recheck_after = RECHECK_SECONDS
         else:
             self.reason = f"{self._chosen_because}; {measured} (kept)"
@@ -434,6 +442,7 @@ class Trial:
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
         self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
+        self._chosen_apart = clear
         if self.runner_up is not None:
             self._recheck_after = first_check_after(medians[fast], statistics.median(self.seconds[self.runner_up]),
                                                     clear)

@@ -249,6 +249,35 @@ def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
     assert log[first_timed - 1] == log[first_timed] == "xla"  # run again on the same backend
 
 
+def _after_an_overlapping_choice(monkeypatch, chosen_cycle, other_cycle):
+    """A choice made on overlapping times (the test above), then the runs' times as the cycles say: the told
+    choices after its first check."""
+    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
+    runner, log, told = _auto(0.0, 0.0)
+    for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
+        runner.runners[name].run = _noisy(runner.runners[name], itertools.cycle(cycle))
+    program = _program()
+    while not told:
+        _runs(runner, program, 1)
+    chosen, other = told[0][0], {"numpy": "xla", "xla": "numpy"}[told[0][0]]
+    runner.runners[chosen].run = _noisy(runner.runners[chosen], itertools.cycle(chosen_cycle))
+    runner.runners[other].run = _noisy(runner.runners[other], itertools.cycle(other_cycle))
+    _runs(runner, program, 40)
+    return chosen, other, told
+
+
+def test_a_close_call_is_put_right_by_a_check_whose_medians_differ_though_its_times_overlap(monkeypatch):
+    """The check's pooled times overlap (the runner-up's upper quartile 1.15 over the choice's lower 0.9), but
+    its median is 20 % below: a choice made on overlapping times weighs no more than that."""
+    chosen, other, told = _after_an_overlapping_choice(monkeypatch, [0.9, 1.0, 1.1], [0.6, 0.8, 1.15])
+    assert told[-1][0] == other and "(overlapping)" in told[-1][1] and "checked again" in told[-1][1]
+
+
+def test_a_close_call_stands_when_the_check_finds_the_medians_within_the_margin(monkeypatch):
+    chosen, other, told = _after_an_overlapping_choice(monkeypatch, [0.9, 1.0, 1.1], [0.85, 0.95, 1.05])
+    assert told[-1][0] == chosen and "(kept)" in told[-1][1]
+
+
 def test_a_program_twice_run_is_never_compiled_and_an_edit_starts_a_new_trial():
     runner, log, told = _auto(1.0, 0.2)
     program, other = _program(), _program()
