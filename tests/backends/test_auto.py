@@ -220,9 +220,9 @@ def test_a_clear_choice_between_close_short_steps_is_checked_within_seconds():
     assert log[-1] == "numpy"  # the check began after a few seconds of runs, not RECHECK_SECONDS
 
 
-def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch):
-    """A trial that ends with the times still overlapping (after MAX_ROUNDS) made a close call: its first check
-    comes after RECHECK_SECONDS_OVERLAPPING of runs on the choice, not RECHECK_SECONDS."""
+def _overlapping_choice(monkeypatch):
+    """A trial whose times never separate, run until it chooses (after MAX_ROUNDS): (runner, log, told, program,
+    the choice, the runner-up)."""
     monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
     runner, log, told = _auto(0.0, 0.0)
     for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
@@ -230,8 +230,14 @@ def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch
     program = _program()
     while not told:
         _runs(runner, program, 1)
+    return runner, log, told, program, told[0][0], {"numpy": "xla", "xla": "numpy"}[told[0][0]]
+
+
+def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch):
+    """A trial that ends with the times still overlapping (after MAX_ROUNDS) made a close call: its first check
+    comes after RECHECK_SECONDS_OVERLAPPING of runs on the choice, not RECHECK_SECONDS."""
+    runner, log, told, program, chosen, other = _overlapping_choice(monkeypatch)
     assert "overlapping" in told[0][1]
-    chosen, other = told[0][0], {"numpy": "xla", "xla": "numpy"}[told[0][0]]
     assert RECHECK_SECONDS_OVERLAPPING <= 2.0 < RECHECK_SECONDS
     before = len(log)
     _runs(runner, program, 4)  # about 4 s of runs on the choice: its check is due
@@ -250,16 +256,9 @@ def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
 
 
 def _after_an_overlapping_choice(monkeypatch, chosen_cycle, other_cycle):
-    """A choice made on overlapping times (the test above), then the runs' times as the cycles say: the told
-    choices after its first check."""
-    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
-    runner, log, told = _auto(0.0, 0.0)
-    for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
-        runner.runners[name].run = _noisy(runner.runners[name], itertools.cycle(cycle))
-    program = _program()
-    while not told:
-        _runs(runner, program, 1)
-    chosen, other = told[0][0], {"numpy": "xla", "xla": "numpy"}[told[0][0]]
+    """A choice made on overlapping times, then the runs' times as the cycles say: (the choice, the runner-up,
+    the told choices after its first check)."""
+    runner, log, told, program, chosen, other = _overlapping_choice(monkeypatch)
     runner.runners[chosen].run = _noisy(runner.runners[chosen], itertools.cycle(chosen_cycle))
     runner.runners[other].run = _noisy(runner.runners[other], itertools.cycle(other_cycle))
     _runs(runner, program, 40)
