@@ -13,10 +13,11 @@ import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
-from gradgen.framework.runtime import auto_run
-from gradgen.framework.runtime.auto_run import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
-                                                RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, RECHECK_TURNS,
-                                                SETTLE_SECONDS, AutoRunner, first_check_after)
+from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime.auto_run import AutoRunner
+from gradgen.framework.runtime.trial import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
+                                             RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, RECHECK_TURNS,
+                                             SETTLE_SECONDS, first_check_after)
 from gradgen.framework.runtime.place import CUDAPlace
 from gradgen.framework.tools.cli import main
 from gradgen.framework.tools.profile_text import profile_text
@@ -29,9 +30,9 @@ def _trial_from_the_third_run(monkeypatch):
     """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test),
     run whole blocks however far apart the costs (the cut after one run has its own tests), and blocks of
     ``BLOCK_RUNS`` runs however short (the least block time has its own test)."""
-    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
-    monkeypatch.setattr(auto_run, "CUT_RATIO", float("inf"))
-    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.0)
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(trial_rules, "CUT_RATIO", float("inf"))
+    monkeypatch.setattr(trial_rules, "BLOCK_SECONDS", 0.0)
 
 
 class _Clock:
@@ -125,7 +126,7 @@ def test_the_trial_runs_numpy_first_then_both_in_turn_and_keeps_the_faster(numpy
 def test_numpys_runs_before_the_compiles_are_its_first_block(monkeypatch):
     """The last BLOCK_RUNS of numpy's first runs (its first, the plan's build, left out) are its timed block: the
     trial then runs only xla's."""
-    monkeypatch.setattr(auto_run, "NUMPY_FIRST", BLOCK_RUNS + 2)
+    monkeypatch.setattr(trial_rules, "NUMPY_FIRST", BLOCK_RUNS + 2)
     runner, log, told = _auto(0.0, 0.5)
     runner.runners["numpy"].run = _noisy(runner.runners["numpy"], iter([4.0, 3.0] + [1.0] * 100))
     program = _program()
@@ -192,13 +193,13 @@ def test_a_check_pools_blocks_in_turns_so_one_lucky_block_does_not_move_the_choi
 
 def _check_cost(runner_up: float, slower_by: float) -> float:
     """What a check's runs on the runner-up cost beyond the choice's: settling and a block, per turn."""
-    per_turn = auto_run.SETTLE_SECONDS + max(auto_run.BLOCK_SECONDS, BLOCK_RUNS * runner_up)
+    per_turn = trial_rules.SETTLE_SECONDS + max(trial_rules.BLOCK_SECONDS, BLOCK_RUNS * runner_up)
     return RECHECK_TURNS * per_turn * slower_by
 
 
 def test_the_first_check_waits_as_long_as_its_cost_allows():
     # two turns of settling and a block on an engine 25 % slower: 5 % of the wait
-    wait = _check_cost(0.010, 0.25) / auto_run.CHECK_SHARE
+    wait = _check_cost(0.010, 0.25) / trial_rules.CHECK_SHARE
     assert RECHECK_SECONDS_OVERLAPPING < wait < RECHECK_SECONDS
     assert first_check_after(0.008, 0.010, clear=True) == pytest.approx(wait)
     assert first_check_after(0.25, 0.40, clear=True) == RECHECK_SECONDS  # ResNet-like steps: the longest wait
@@ -212,7 +213,7 @@ def test_a_clear_choice_between_close_short_steps_is_checked_within_seconds():
     while not told:
         _runs(runner, program, 1)
     assert told[0][0] == "xla" and "apart" in told[0][1]
-    wait = _check_cost(0.010, 0.25) / auto_run.CHECK_SHARE
+    wait = _check_cost(0.010, 0.25) / trial_rules.CHECK_SHARE
     before = len(log)
     _runs(runner, program, int(wait / 0.008) - 1)
     assert set(log[before:]) == {"xla"}
@@ -223,7 +224,7 @@ def test_a_clear_choice_between_close_short_steps_is_checked_within_seconds():
 def _overlapping_choice(monkeypatch):
     """A trial whose times never separate, run until it chooses (after MAX_ROUNDS): (runner, log, told, program,
     the choice, the runner-up)."""
-    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
+    monkeypatch.setattr(trial_rules, "TRIAL_SECONDS", 1e9)
     runner, log, told = _auto(0.0, 0.0)
     for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
         runner.runners[name].run = _noisy(runner.runners[name], itertools.cycle(cycle))
@@ -436,7 +437,7 @@ def test_a_compile_that_fails_in_the_background_leaves_the_program_on_numpy_and_
 
 
 def test_times_that_overlap_keep_the_trial_going_until_max_rounds(monkeypatch):
-    monkeypatch.setattr(auto_run, "TRIAL_SECONDS", 1e9)
+    monkeypatch.setattr(trial_rules, "TRIAL_SECONDS", 1e9)
     runner, log, told = _auto(0.0, 0.0)
     # both backends take 0.9, 1.1 and 1.0 in every three runs, in different orders: the times never separate
     for name, cycle in (("numpy", [0.9, 1.1, 1.0]), ("xla", [1.1, 0.9, 1.0])):
@@ -540,8 +541,8 @@ def test_a_block_of_short_runs_lasts_block_seconds(monkeypatch):
     """Runs of 1 ms (numpy) and 2 ms (xla) make blocks of ``BLOCK_SECONDS`` (50 and 25 runs at 0.05 s), not of
     three runs, numpy's first one included (its last runs before the compile, as many as make a block); the choice
     comes after one such block each, and says how many runs it weighed."""
-    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.05)
-    monkeypatch.setattr(auto_run, "NUMPY_FIRST", 80)
+    monkeypatch.setattr(trial_rules, "BLOCK_SECONDS", 0.05)
+    monkeypatch.setattr(trial_rules, "NUMPY_FIRST", 80)
     runner, log, told = _auto(0.001, 0.002)
     program = _program()
     _runs(runner, program, 80 + INLINE_WARM)
@@ -557,7 +558,7 @@ def test_a_block_of_short_runs_lasts_block_seconds(monkeypatch):
 
 
 def test_a_job_shorter_than_the_run_time_threshold_is_never_compiled(monkeypatch):
-    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.5)
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.5)
     runner, log, told = _auto(0.01, 0.001)  # 10 ms numpy runs: the trial starts after 50 of them
     program = _program()
     _runs(runner, program, 49)

@@ -12,7 +12,9 @@ import pytest
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.backend.shared import weighing
 from gradgen.framework.runtime import auto_run
-from gradgen.framework.runtime.auto_run import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST, AutoRunner
+from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime.auto_run import AutoRunner
+from gradgen.framework.runtime.trial import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST
 from gradgen.program import Program, layers, program_guard
 from tests.backends.test_auto import _Clock, _noisy, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch
@@ -22,8 +24,8 @@ INLINE_WARM = COMPILED_WARM + 1
 
 @pytest.fixture(autouse=True)
 def _trial_from_the_third_run(monkeypatch):
-    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
-    monkeypatch.setattr(auto_run, "BLOCK_SECONDS", 0.0)
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(trial_rules, "BLOCK_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -173,11 +175,11 @@ def _auto_on_torch_only(monkeypatch):
     millisecond, and half a second of numpy runs plus 0.2 s of settling per block came to ~1,100 runs, which
     with a loaded suite ran past the 30 s the tests wait (the thresholds' own tests are in test_auto.py); torch
     weighed for these small convolutions too."""
-    from gradgen.framework.runtime import auto_run, executor
+    from gradgen.framework.runtime import executor
     monkeypatch.setattr(executor, "backends", lambda: ["numpy", "torch"])
     monkeypatch.setattr(weighing, "CONVOLUTION_WORK_FOR_TORCH", 0)
-    monkeypatch.setattr(auto_run, "NUMPY_SECONDS_FIRST", 0.0)
-    monkeypatch.setattr(auto_run, "SETTLE_SECONDS", 0.005)
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(trial_rules, "SETTLE_SECONDS", 0.005)
     return Executor(backend="auto")
 
 

@@ -69,7 +69,7 @@ def _in_own_process(engine: str, samples: int, epochs: int, numpy_first: float |
         env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
         env.pop("GRADGEN_BACKEND", None)
         setting = ("" if numpy_first is None else
-                   f"import gradgen.framework.runtime.auto_run as a; a.NUMPY_SECONDS_FIRST = {numpy_first!r}; ")
+                   f"import gradgen.framework.runtime.trial as a; a.NUMPY_SECONDS_FIRST = {numpy_first!r}; ")
         code = (f"import json; {setting}from tests.bench.partial_batch import train; "
                 f"print(json.dumps(train({engine!r}, {samples}, {epochs})))")
         start = time.perf_counter()
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="pairs of processes per engine, equal and partial in turns; the table gives medians "
                              "(one process against another differs by 10-15%% on a 2-core machine)")
     parser.add_argument("--numpy-first", type=float, default=None,
-                        help="auto's NUMPY_SECONDS_FIRST in the child processes (to weigh a setting)")
+                        help="the trial's NUMPY_SECONDS_FIRST in the child processes (to weigh a setting)")
     args = parser.parse_args(argv)
     print("| engine | equal batches (s) | partial last batch (s) | ratio | plans/compiles built (partial, most) "
           "| choice | process, partial (s) |")

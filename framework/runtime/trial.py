@@ -1,0 +1,395 @@
+"""The trial of ``backend="auto"`` (``auto_run.py`` tells the whole story): where the runs of one program version,
+names and feed shapes go while the engines are weighed, when the choice is made, and when it is checked again;
+plain bookkeeping over the run times the runner reports, with the thresholds it uses."""
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+from typing import Mapping, Sequence
+
+__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
+           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "Trial",
+           "first_check_after", "full_block", "separated"]
+
+NUMPY_FIRST = 2
+"""Runs a program makes on the numpy backend before the compiled backend is tried."""
+
+NUMPY_SECONDS_FIRST = 1.0
+"""Seconds of runs a program spends on numpy before the compiled backends are tried: a job shorter than that
+never pays for a compile, as a ski renter buys only after renting about the price. The price: the compiled
+engines' preparation (jax's import, the trace and the compile: ~1 s of a core for a digits CNN) shares the
+interpreter lock with the numpy runs beside it, which run at half speed meanwhile, and the trial's blocks follow
+(tests/bench/partial_batch.py, 1.9 s added in all). Measured there, job on numpy / default: 0.87 s / 2.1 s with
+0.5 here, 0.85 s with 1.0; a 1.7 s job 2.9 s with either, 1.7 with 2.0. A long job pays the wait once, at most
+(1 - compiled / numpy step) of it."""
+
+COMPILED_WARM = 1
+"""Untimed runs on the compiled backend after its compile, before its timed ones."""
+
+MIN_ROUNDS = 3
+"""Timed runs on each backend before a choice may be made."""
+
+BLOCK_RUNS = 3
+"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks), at least."""
+
+BLOCK_SECONDS = 0.05
+"""Timed run time a block spends, at least (it makes ``BLOCK_RUNS`` runs or more): three runs of a sub-millisecond
+step take a millisecond or two, which one burst of other work covers whole. Measured with blocks of three runs
+(``tests/bench/choice.py``, 10 fresh processes each): the seed MLPs picked xla in 3 of 20 processes where numpy
+ran 15-20 % faster (0.55 against 0.67 ms)."""
+
+SETTLE_SECONDS = 0.2
+"""Untimed run time a block spends first when the run before it was another backend's, or when it is its
+backend's first (at least one run): the previous engine's pool threads spin for a while after its work
+(OpenBLAS's about 0.1 s), and a fresh compiled step's first runs are slow."""
+
+CUT_RATIO = 2.0
+"""A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
+block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much slower for that
+run; the settling before it takes out the known slow starts (pool threads of the engine before: 1.8x on LeNet; a
+fresh compiled step: 1.7x on the RNN)."""
+
+MAX_ROUNDS = 15
+"""Timed runs on each backend after which the smaller median wins even if the times still overlap."""
+
+TRIAL_SECONDS = 2.0
+"""Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
+
+RECHECK_SECONDS = 20.0
+"""Run time on the chosen backend before the choice is first checked again against the runner-up."""
+
+RECHECK_SECONDS_OVERLAPPING = 2.0
+"""Run time on a choice made while its times still overlapped the runner-up's (after ``MAX_ROUNDS`` or
+``TRIAL_SECONDS``: a close call) before its first check: the trial's two seconds on a 2-core machine can catch
+one engine slower than it runs later (LeNet's trial: xla 9.26 ms, torch 9.38, overlapping, xla chosen; the same
+process's later rounds: 7.95 and 6.69)."""
+
+RECHECK_MAX_SECONDS = 640.0
+"""The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
+
+RECHECK_MARGIN = 0.10
+"""How much faster (median) the runner-up must be to take over in a check: its times apart from the choice's, or
+not when the choice itself was made on times that overlapped (then the check's pooled medians weigh as much as
+the trial's did). Measured (``tests/bench/choice.py``, 60 processes): a seed f64 choice of xla made overlapping
+(numpy 1.26 ms, xla 1.03) was kept by a check that met numpy at 0.82 ms and xla at 1.13, their times not
+apart; it ran xla 30 % slower from then on."""
+
+CHECK_SHARE = 0.05
+"""The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
+them), as a share of the run time on the choice before it (``first_check_after``): a clear choice between close
+engines with short steps is checked after a few seconds, not ``RECHECK_SECONDS`` (a seed f64 trial measured
+numpy 0.90 ms and xla 0.79, apart; the same process later ran them at 0.69 and 1.06), while ResNet's check
+(~2 s of slower runs) still waits its 20."""
+
+RECHECK_TURNS = 2
+"""Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
+one block each, one check in ten fresh LeNet processes (``tests/bench/choice.py``) moved a right choice to the
+slower engine: a block of five runs met xla at 6.75 ms and torch at 10.3, where both ran 9-10 ms before and after."""
+
+
+def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
+    """Run time on a choice before its first check, from the two engines' median runs: ``RECHECK_SECONDS_OVERLAPPING``
+    after a close call; after a clear one, what keeps the check's cost within ``CHECK_SHARE`` of the runs before
+    it, between ``RECHECK_SECONDS_OVERLAPPING`` and ``RECHECK_SECONDS``."""
+    if not clear:
+        return RECHECK_SECONDS_OVERLAPPING
+    per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
+    extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
+    return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
+
+
+def full_block(runs: int, seconds: float) -> bool:
+    """Whether ``runs`` timed runs that took ``seconds`` in all make a whole block: ``BLOCK_RUNS`` runs and
+    ``BLOCK_SECONDS`` at least."""
+    return runs >= BLOCK_RUNS and seconds >= BLOCK_SECONDS
+
+
+def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
+    """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
+    upper = statistics.quantiles(fast, n=4, method="inclusive")[2]
+    lower = statistics.quantiles(slow, n=4, method="inclusive")[0]
+    return upper < lower
+
+
+class Trial:
+    """Where the runs of one program version, names and feed shapes go: the next backend, the times so far, the
+    choice. ``candidates`` are the compiled backends in the trial beside numpy (``background[name]``: whether its
+    step is prepared in a background thread, else its first run prepares it, untimed); a candidate whose compile
+    fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen."""
+
+    def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
+                 background: Mapping[str, bool] | bool = False):
+        self.candidates = [] if stays_because else list(candidates)
+        self.chosen: str | None = "numpy" if stays_because else None
+        self.reason = stays_because or ""
+        self.numpy_left = NUMPY_FIRST
+        self.numpy_seconds = 0.0
+        """Run time spent on numpy before the trial: the compiles start only after ``NUMPY_SECONDS_FIRST``."""
+        ahead = background if isinstance(background, Mapping) else {name: background for name in self.candidates}
+        self.compile: dict[str, str] = {name: "due" if ahead[name] else "inline" for name in self.candidates}
+        """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready", or
+        "inline" (its first run compiles, untimed)."""
+        self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
+        self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
+        self.blocks: dict[str, int] = dict.fromkeys(self.seconds, 0)
+        """backend -> its whole blocks of timed runs so far (a round is a block of each backend in the contest)."""
+        self.dropped: dict[str, str] = {}
+        """candidate -> why it left the trial."""
+        self.cut: dict[str, str] = {}
+        """backend -> why it left the contest early: after one timed run (``CUT_RATIO``), or after a round whose times
+        put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
+        self._numpy_runs: deque[float] = deque()
+        """numpy's last runs before the compiles start, its first (the plan's build) never among them, as many as
+        make a whole block (``full_block``): its first block."""
+        self._numpy_sum = 0.0
+        self._looks: dict[str, float] = {}
+        """backend -> a first guess at its run time (a candidate's warm run, numpy's runs): the order of a round."""
+        self._spent = 0.0
+        self._block: str | None = None
+        """The backend of the trial's current block of timed runs."""
+        self._block_timed = 0
+        self._block_spent = 0.0
+        """The current block's timed runs and their time: whether it is whole (``full_block``)."""
+        self._settled: float | None = None
+        """Untimed run time the current block has spent settling, or None when it needs none (the run before it
+        was its own backend's)."""
+        self._last: str | None = None
+        """The backend of the last run."""
+        self._lock = threading.Lock()
+        """Background compiles report while the runs go on."""
+        self.told = False
+        """Whether the executor has heard of the choice (a background compile may make it between runs)."""
+        self.runner_up: str | None = None
+        """The second fastest in the trial: what a check of the choice runs against (None: nothing to check)."""
+        self.rechecks = 0
+        self._recheck_after = RECHECK_SECONDS
+        self._on_choice = 0.0
+        """Run time on the choice since it was made or last checked."""
+        self._recheck: dict[str, list[float]] | None = None
+        """While a check runs: each engine's timed runs in it (its blocks pooled)."""
+        self._turns: list[str] = []
+        """While a check runs: the engines of its blocks still to run, the present one first."""
+        self._chosen_because = ""
+        """Why the present choice was made (the trial's medians, or the check that switched to it): the reason a
+        check that keeps the choice adds its own medians to."""
+        self._chosen_apart = True
+        """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
+        times apart to switch; a choice made on overlapping times is switched by medians alone)."""
+
+    def start_due(self) -> list[str]:
+        """The candidates whose background compile is due, now marked running (the caller starts them)."""
+        with self._lock:
+            due = [name for name, state in self.compile.items() if state == "due"]
+            for name in due:
+                self.compile[name] = "running"
+            return due
+
+    def compiling(self) -> bool:
+        """Whether a candidate's background compile is yet to start or still running."""
+        return any(state in ("due", "running") for state in self.compile.values())
+
+    def next_backend(self) -> str:
+        """The backend the next run goes to: numpy first and while any compile runs, then each candidate's
+        untimed warm runs, then the backend with the fewest timed runs (a candidate before numpy on a tie)."""
+        with self._lock:
+            if self.chosen is not None:
+                return self.chosen if self._recheck is None else self._recheck_block()
+            if self.numpy_left or self.compiling():
+                return "numpy"
+            warming = next((name for name in self.candidates if self.warm_left[name]), None)
+            if warming is not None:
+                return warming
+            if self._block in self.seconds and self._block not in self.cut and not self._block_done():
+                return self._block
+            name = min(self._contenders(), key=lambda n: (self.blocks[n], self._looks.get(n, float("inf"))))
+            self._start_block(name, settles=name != self._last or not self.seconds[name])
+            return name
+
+    def _start_block(self, name: str, settles: bool) -> None:
+        """A block of timed runs on ``name`` begins, after ``SETTLE_SECONDS`` of untimed ones if it ``settles``."""
+        self._block, self._block_timed, self._block_spent = name, 0, 0.0
+        self._settled = 0.0 if settles else None
+
+    def _timed_in_block(self, seconds: float) -> bool:
+        """Count a run of the present block: False while it is still settling (untimed), else True, its time
+        added to the block's."""
+        if self._settled is not None and self._settled < SETTLE_SECONDS:
+            self._settled += seconds
+            return False
+        self._block_timed += 1
+        self._block_spent += seconds
+        return True
+
+    def _block_done(self) -> bool:
+        """Whether the current block's timed runs make a whole block."""
+        return full_block(self._block_timed, self._block_spent)
+
+    def _contenders(self) -> list[str]:
+        """The backends still in the contest: numpy and the candidates, less the cut ones."""
+        return [name for name in ("numpy", *self.candidates) if name not in self.cut]
+
+    def drop(self, name: str, why: str) -> None:
+        """Candidate ``name`` leaves the trial (``why``); numpy is chosen when none is left."""
+        with self._lock:
+            self._drop(name, why)
+
+    def _drop(self, name: str, why: str) -> None:
+        if name not in self.candidates:
+            return
+        self.candidates.remove(name)
+        for table in (self.compile, self.warm_left, self.seconds, self.blocks, self.cut):
+            table.pop(name, None)
+        self.dropped[name] = why
+        if not self.candidates and self.chosen is None:
+            self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
+
+    def compiled(self, name: str, why_not: str | None) -> None:
+        """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""
+        with self._lock:
+            if why_not is None:
+                if name in self.compile:
+                    self.compile[name] = "ready"
+            else:
+                self._drop(name, why_not)
+
+    def _recheck_block(self) -> str:
+        """The backend of the check's present block (its first turn still to run), settling if it is new."""
+        name = self._turns[0]
+        if self._block != name:
+            self._start_block(name, settles=name != self._last)
+        return name
+
+    def ran(self, backend: str, seconds: float) -> None:
+        """A run on ``backend`` succeeded in ``seconds``: count it, choose once the trial is over, and check the
+        choice again now and then."""
+        with self._lock:
+            if self.chosen is not None:
+                self._ran_on_choice(backend, seconds)
+                self._last = backend
+                return
+            self._last = backend
+            if self.numpy_left:
+                if self.numpy_seconds:  # (not the first run)
+                    self._numpy_runs.append(seconds)
+                    self._numpy_sum += seconds
+                    while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
+                        self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
+                self.numpy_seconds += seconds
+                if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
+                    self.numpy_left -= 1
+                if not self.numpy_left:
+                    self._numpy_block()
+                return
+            if self.compiling():
+                return  # numpy while a compile runs beside it: slowed by it, not timed
+            if any(self.warm_left.values()):
+                if self.warm_left.get(backend):
+                    self.warm_left[backend] -= 1
+                    self._looks[backend] = seconds
+                return
+            if backend != self._block or not self._timed_in_block(seconds):  # (not sent by the trial, or settling)
+                return
+            self.seconds[backend].append(seconds)
+            self._spent += seconds
+            if self._block_timed == 1:
+                self._cut_if_far_behind(backend, seconds)
+            done = self._block_done()
+            if done:
+                self.blocks[backend] += 1
+            if done or backend in self.cut:
+                self._decide()
+
+    def _numpy_block(self) -> None:
+        """numpy's last runs before the compiles give a first guess at its time, and its first timed block if they
+        make a whole one."""
+        if self._numpy_runs:
+            self._looks["numpy"] = statistics.median(self._numpy_runs)
+        if full_block(len(self._numpy_runs), self._numpy_sum):
+            self.seconds["numpy"] = list(self._numpy_runs)
+            self.blocks["numpy"] = 1
+            self._spent += sum(self._numpy_runs)
+
+    def _cut_if_far_behind(self, backend: str, seconds: float) -> None:
+        """``backend`` leaves the contest if its run of ``seconds`` is over ``CUT_RATIO`` times the slowest run of
+        the fastest complete block."""
+        complete = [name for name in self._contenders() if name != backend and self.blocks[name]]
+        if not complete:
+            return
+        best = min(complete, key=lambda name: statistics.median(self.seconds[name]))
+        slowest = max(self.seconds[best])
+        if seconds > CUT_RATIO * slowest:
+            self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over {CUT_RATIO:g}x "
+                                 f"{best}'s slowest ({slowest * 1e3:.3g} ms)")
+
+    def _ran_on_choice(self, backend: str, seconds: float) -> None:
+        if self.runner_up is None:
+            return
+        if self._recheck is None:
+            self._on_choice += seconds
+            if self._on_choice >= self._recheck_after:
+                self._recheck = {self.runner_up: [], self.chosen: []}
+                self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
+                self._block = None
+            return
+        if backend != self._block or not self._timed_in_block(seconds):
+            return
+        self._recheck[backend].append(seconds)
+        if self._block_done():
+            self._turns.pop(0)
+            self._block = None
+            if not self._turns:
+                self._rechecked()
+
+    def _rechecked(self) -> None:
+        """All blocks of a check are in: the runner-up takes over if clearly faster; the next check waits. Either
+        way the choice's reason gives the check's medians, and the executor hears it."""
+        other, choice, times = self.runner_up, self.chosen, self._recheck
+        self._recheck, self._block, self._on_choice = None, None, 0.0
+        self.rechecks += 1
+        faster, slower = statistics.median(times[other]), statistics.median(times[choice])
+        measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
+                    f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
+        self.told = False
+        apart = separated(times[other], times[choice])
+        if faster < slower * (1 - RECHECK_MARGIN) and (apart or not self._chosen_apart):
+            self.reason = self._chosen_because = f"{measured} ({'apart' if apart else 'overlapping'})"
+            self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
+            self._recheck_after = RECHECK_SECONDS
+        else:
+            self.reason = f"{self._chosen_because}; {measured} (kept)"
+            self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
+
+    def _decide(self) -> None:
+        """After a block: once every backend in the contest has as many whole blocks as the others, those clearly
+        behind the fastest leave, and the fastest is chosen when none is left close to it, or the trial is long
+        enough."""
+        names = self._contenders()
+        if len({self.blocks[name] for name in names}) != 1:
+            return
+        rounds = min(len(self.seconds[name]) for name in names)
+        if rounds < MIN_ROUNDS:
+            return
+        medians = {name: statistics.median(self.seconds[name]) for name in names}
+        fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
+        apart = [name for name in others if separated(self.seconds[fast], self.seconds[name])]
+        clear = len(apart) == len(others)
+        if not clear:  # the ones still close to the fastest go on alone
+            for name in apart:
+                others.remove(name)
+                self.cut[name] = (f"{name} left after {len(self.seconds[name])} runs (median "
+                                  f"{medians[name] * 1e3:.3g} ms), apart from {fast}'s")
+        if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
+            return
+        behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
+        self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
+        self._chosen_apart = clear
+        if self.runner_up is not None:
+            self._recheck_after = first_check_after(medians[fast], statistics.median(self.seconds[self.runner_up]),
+                                                    clear)
+        shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
+        how = "apart" if clear else "overlapping"
+        left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])
+        runs = f"{rounds} runs each" if len({len(self.seconds[n]) for n in names}) == 1 else f"{rounds}+ runs each"
+        self.reason = self._chosen_because = f"median run over {runs} ({how}): {shown}{left}"
