@@ -230,16 +230,17 @@ class XlaRunner:
                                 not value.is_deleted() and not any(value is held for held in scope_values))
         feed_values = [checked[name] for name in compiled.feeds]
         mark("feeds")
-        behind = self._make_reference is not None and entry.may_compile_behind(self.device)
         try:  # compiled here if these shapes are new (the plan phase), unless they may compile behind
-            executable = compiled.executable(feed_values, scope_values, compile_new=not behind)
+            executable = compiled.executable(feed_values, scope_values, compile_new=False)
+            if executable is None:  # (asked only of new shapes: nothing more on a run's usual path)
+                if self._make_reference is not None and entry.may_compile_behind(self.device):
+                    entry.shapes_behind(feed_values, scope_values)
+                    return None
+                executable = compiled.executable(feed_values, scope_values)
         except Exception as e:  # jax's or XLA's own error: raised as gradgen's
             raise compile_failed(block, e) from e
         finally:
             entry.tell_compiles(built)
-        if executable is None:
-            entry.shapes_behind(feed_values, scope_values)
-            return None
         mark("plan")
         with held_interrupts() if executable.donates else nullcontext():
             try:
