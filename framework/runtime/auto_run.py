@@ -59,7 +59,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backend import WEIGHED_FOR, feed_batch
-from ..backend.shared.switching import prompt_switching
+from ..backend.shared.background import background_preparation
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .scope import Scope
@@ -190,7 +190,7 @@ class AutoRunner:
 
         def work() -> None:
             try:
-                with prompt_switching():  # (its imports would otherwise wait out every switch interval)
+                with background_preparation():  # (its imports would otherwise wait out every switch interval)
                     why_not = self._cannot_run(name, program)
                     if why_not is None:
                         compiled.prepare(program, feed, fetch_names, scope)

@@ -408,7 +408,7 @@ def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_backgroun
 def test_the_background_compile_runs_with_a_short_switch_interval_and_gives_the_old_one_back():
     """Its imports wait for the interpreter lock after every file they read: at the default 5 ms interval, beside
     runs that hold the lock, ``import jax`` had not finished after 10 s of a 1,010-op chain's runs."""
-    from gradgen.framework.backend.shared.switching import BACKGROUND_SWITCH_SECONDS
+    from gradgen.framework.backend.shared.background import BACKGROUND_SWITCH_SECONDS
 
     runner, compiled, log, told = _auto_preparing(1.0, 0.25)
     seen = []

@@ -26,7 +26,7 @@ from .checks import declared_type, finite
 from .plan import build_plan
 from .plan_data import Plan, PlanOptions
 from .run import run_plan
-from ..shared.cores import free_cores
+from ..shared.cores import cores_for_runs
 from .threads import blas_threads
 
 __all__ = ["NumpyRunner", "make_runner"]
@@ -96,7 +96,7 @@ class NumpyRunner:
         ``mark(phase)`` ends each phase (``runtime/profile.PHASES``); ``agreed()`` raises before the commit when
         the other ranks of a data-parallel run were fed other shapes."""
         threads = self._settings().threads
-        with scope.run_lock, blas_threads(threads or free_cores(), exact=threads is not None):
+        with scope.run_lock, blas_threads(threads or cores_for_runs(), exact=threads is not None):
             plan = self.plan_for(program, list(feed), fetch_names, built)
             mark("plan")
             env = self._initial_env(plan, feed, scope)

@@ -11,7 +11,8 @@ with numpy's default two OpenBLAS threads and 7.0 ms with one (performance.md, "
 threads included, so gradgen's own work never counts as another's), at most once every ``SAMPLE_SECONDS``;
 at the first reading and after an idle spell (``IDLE_SECONDS``), from the tasks running that moment instead;
 where the counters are missing (not Linux), the CPUs this process may use. Engine-neutral: the numpy engine
-sizes its BLAS pools by it (``numpy/threads.py``), the torch engine its OpenMP threads.
+sizes its BLAS pools by ``cores_for_runs()`` (``numpy/threads.py``), the torch engine its OpenMP threads: the
+free cores less those this process's own background preparations take (``background.py`` says why).
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["IDLE_SECONDS", "SAMPLE_SECONDS", "CoreMeter", "free_cores", "usable_cpus"]
+from .background import preparations
+
+__all__ = ["IDLE_SECONDS", "SAMPLE_SECONDS", "CoreMeter", "cores_for_runs", "free_cores", "usable_cpus"]
 
 SAMPLE_SECONDS = 0.25
 """The shortest interval between two readings of the CPU counters (a reading costs ~20 us; a run may take 0.1)."""
@@ -122,3 +125,9 @@ _METER = CoreMeter()
 def free_cores() -> int:
     """The cores other processes leave free, as the process-wide meter last measured them (``CoreMeter``)."""
     return _METER.free()
+
+
+def cores_for_runs() -> int:
+    """The cores a run's thread pools may use (at least 1): those other processes leave free, less one for each
+    engine preparation this process runs in the background beside the run (``background.preparations``)."""
+    return max(1, free_cores() - preparations())

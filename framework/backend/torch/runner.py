@@ -25,7 +25,7 @@ from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from ..numpy.threads import blas_threads  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
-from ..shared.cores import free_cores
+from ..shared.cores import cores_for_runs
 from .refused import problems
 from .walk import build_steps, walk
 
@@ -60,9 +60,9 @@ _OWN_THREADS = torch.get_num_threads()
 @contextmanager
 def _threads(n: int | None) -> Iterator[None]:
     """torch's intra-op threads for the run (then put back): ``n`` (``Executor(threads=N)``), else the cores other
-    work leaves free, at most torch's own count. torch's OpenMP threads spin against other work: on a loaded
+    work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin against other work: on a loaded
     2-core machine two threads ran the anchors' transformer step in 2440 ms, one in 543."""
-    n = n if n is not None else min(free_cores(), _OWN_THREADS)
+    n = n if n is not None else min(cores_for_runs(), _OWN_THREADS)
     before = torch.get_num_threads()
     if n == before:
         yield

@@ -22,8 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...errors import ExecutionError
+from ..shared.cache_root import cache_root
 from ..shared.creation import random_draw
-from ..shared.switching import prompt_switching
+from ..shared.background import background_preparation
 from .context import TraceContext
 from .trace import trace_block
 
@@ -71,8 +72,7 @@ def x64():
 def cache_dir() -> str:
     """Where compiled executables persist between processes: ``$GRADGEN_CACHE_DIR/xla`` (default
     ``~/.cache/gradgen/xla``), owner-only, since whoever can write it can run code in this process."""
-    root = os.environ.get("GRADGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "gradgen")
-    return os.path.join(root, "xla")
+    return os.path.join(cache_root(), "xla")
 
 
 def _use_persistent_cache() -> None:
@@ -268,7 +268,7 @@ class CompiledBlock:
         def compile_again() -> None:
             start = time.perf_counter()
             try:
-                with prompt_switching(), x64():
+                with background_preparation(), x64():
                     compiled = lowered.compile()
             except Exception:  # noqa: BLE001 - the quick executable serves on, as correct as ever
                 return

@@ -38,7 +38,7 @@ from .. import DEFAULT_BACKEND, RunSettings
 from .. import runner as backend_runner
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from ..shared.switching import prompt_switching
+from ..shared.background import background_preparation
 from .compile import device_for, own_array
 from .failures import compile_failed, run_failed
 from .pieces import compiled_block, declines
@@ -116,7 +116,7 @@ class _Entry:
 
         def work() -> None:
             try:
-                with prompt_switching():
+                with background_preparation():
                     self.compiled.executable(feeds, held)
             except Exception:  # noqa: BLE001 - the next run of these shapes compiles in place and raises it there
                 self.behind_failed = True
@@ -149,7 +149,7 @@ class XlaRunner:
         (the partial batch of ``tests/bench/partial_batch.py``: 0.43 -> 0.2 s)."""
         def make() -> None:
             try:
-                with prompt_switching():
+                with background_preparation():
                     self._reference = self._make_reference()
             except Exception:  # noqa: BLE001 - made again where it is needed, and its error raised there
                 pass
