@@ -7,7 +7,9 @@ drifts from its schema fails the suite. Run with ``GRADGEN_CHECK_TYPES=0`` to se
 ``Executor()`` runs on the numpy reference here (``GRADGEN_BACKEND=numpy``), not on the engine a user's
 ``Executor()`` picks by measurement (``backend="auto"``): every test then sees one engine whatever the timings,
 and no test starts background compiles. The engines are compared with each other by tests of their own
-(tests/backends, tests/differential), and the default's choice by tests/backends/test_auto.py.
+(tests/backends, tests/differential), and the default's choice by tests/backends/test_auto.py. Nor does a test's
+``Executor(backend="auto")`` start from a choice an earlier run remembered (``GRADGEN_REMEMBER_CHOICES=0``): each
+trial is its own; tests/backends/test_remembered.py turns it on in a folder of its own.
 
 The longest test, the differential one (its own two processes compile a few thousand small XLA programs), is
 collected first, so that on the README's two test processes (``-n 2``) the rest of the suite runs beside it
@@ -19,9 +21,11 @@ import os
 
 from gradgen.framework.backend import BACKEND_ENV
 from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
+from gradgen.framework.runtime.remembered import REMEMBER_ENV
 
 os.environ.setdefault(CHECK_TYPES_ENV, "1")
 os.environ.setdefault(BACKEND_ENV, "numpy")
+os.environ.setdefault(REMEMBER_ENV, "0")
 
 
 LONGEST_FIRST = ("tests/differential/test_engines_agree.py::test_every_engine_agrees",)

@@ -46,6 +46,12 @@ new trial, so each shape runs on its own winner):
    choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check
    runs eight numpy steps).
 
+A trial that matches a choice an earlier process recorded (the same program, names, feed shapes, engines,
+thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, after
+``NUMPY_FIRST`` runs, and runs every run once it is ready; its runner-up prepares later, and the checks of 5 go
+on from there, the first after ``RECHECK_SECONDS``. Each choice and check is recorded for the next process (``Executor`` remembers
+unless ``GRADGEN_REMEMBER_CHOICES=0``).
+
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
 What stays on the numpy backend without a trial: programs with collective ops (every rank must run the same
@@ -62,6 +68,7 @@ from ..backend import WEIGHED_FOR, feed_batch
 from ..backend.shared.background import background_preparation
 from .per_version import PerVersion
 from .rank_runs import has_collectives
+from .remembered import recall, remember, trial_key
 from .scope import Scope
 from .trial import Trial
 
@@ -105,10 +112,13 @@ class AutoRunner:
     """One executor's runs with ``backend="auto"``: the numpy runner, the compiled ones (a runner, a list of them,
     or None when none is installed), and a Trial per program version, names and feed shapes. ``chose(program,
     backend, reason)`` is told of each choice (the executor's profile shows it); ``numpy_only()`` says why the
-    executor's settings keep every run on numpy, or None."""
+    executor's settings keep every run on numpy, or None. With ``remember``, each trial starts from the choice an
+    earlier process recorded for the same program and settings (``threads``), and records its own
+    (``remembered.py``)."""
 
     def __init__(self, numpy_runner, compiled_runners, chose: Callable[[Any, str, str], None],
-                 clock: Callable[[], float] = time.perf_counter, numpy_only: Callable[[], str | None] = lambda: None):
+                 clock: Callable[[], float] = time.perf_counter, numpy_only: Callable[[], str | None] = lambda: None,
+                 remember: bool = False, threads: int | None = None):
         if compiled_runners is None:
             compiled_runners = []
         elif not isinstance(compiled_runners, (list, tuple)):
@@ -116,6 +126,7 @@ class AutoRunner:
         self.runners = {"numpy": numpy_runner, **{found.name: found for found in compiled_runners}}
         self.compiled_names = [found.name for found in compiled_runners]
         self._chose, self._clock, self._numpy_only = chose, clock, numpy_only
+        self._remember, self._threads = remember, threads
         self._trials = PerVersion()
 
     def trial(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str]) -> Trial:
@@ -126,18 +137,29 @@ class AutoRunner:
         found = per_program.get(key)
         if found is None:
             background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
-            found = Trial(self.compiled_names, self._stays_on_numpy(program), background)
-            for name, why in self._left_out(program, background, feed_batch(feed)).items():
+            stays = self._stays_on_numpy(program)
+            left_out = self._left_out(program, background, feed_batch(feed)) if stays is None else {}
+            record_key, remembered = None, None
+            if self._remember and stays is None:
+                engines = ["numpy", *(name for name in self.compiled_names if name not in left_out)]
+                record_key = trial_key(program, dict(_feed_shapes(feed)), fetch_names, engines, self._threads)
+                remembered = recall(record_key, engines)
+            found = Trial(self.compiled_names, stays, background, remembered)
+            for name, why in left_out.items():
                 found.drop(name, why)
+            found.record_key = record_key
             per_program[key] = found
             self._tell(program, found)
         return found
 
     def _tell(self, program, trial: Trial) -> None:
-        """Tell the executor of the trial's choice, once."""
+        """Tell the executor of the trial's choice, once, and record a new choice or check for later processes."""
         if trial.chosen is not None and not trial.told:
             trial.told = True
             self._chose(program, trial.chosen, trial.reason)
+            if trial.record_due and trial.record_key is not None:
+                trial.record_due = False
+                remember(trial.record_key, trial.record())
 
     def _stays_on_numpy(self, program) -> str | None:
         """Why ``program`` runs on numpy without a trial, whatever the compiled backends, or None."""
@@ -209,7 +231,7 @@ class AutoRunner:
         """One run on the backend the program's trial names (``runtime/executor``'s runner contract)."""
         trial = self.trial(program, feed, fetch_names)
         backend = trial.next_backend()
-        if trial.chosen is None and not trial.numpy_left:
+        if not trial.numpy_left:  # (after a remembered choice is taken, its runner-up's preparation may be due)
             self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)

@@ -30,6 +30,7 @@ from .per_version import PerVersion
 from .place import CPUPlace, check_place
 from .profile import Profile, Profiler
 from .rank_runs import has_collectives, start_feed_check
+from .remembered import enabled as remembering
 from .scope import Scope, global_scope
 
 __all__ = ["CHECK_TYPES_ENV", "Executor"]
@@ -127,7 +128,8 @@ class Executor:
 
         lazies = [LazyRunner(name, partial(runner, name, plain)) for name in backends()
                   if name != DEFAULT_BACKEND and name not in NOT_BY_DEFAULT]
-        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazies, self._chose, numpy_only=self._numpy_only)
+        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazies, self._chose, numpy_only=self._numpy_only,
+                          remember=remembering(), threads=self.threads)
 
     def _chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for the runs of ``program``'s present version."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
 from collections import deque
 from typing import Mapping, Sequence
+
+from .remembered import Remembered
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
@@ -117,10 +120,16 @@ class Trial:
     """Where the runs of one program version, names and feed shapes go: the next backend, the times so far, the
     choice. ``candidates`` are the compiled backends in the trial beside numpy (``background[name]``: whether its
     step is prepared in a background thread, else its first run prepares it, untimed); a candidate whose compile
-    fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen."""
+    fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen.
+
+    ``remembered``: the choice an earlier process made for the same program (``remembered.py``). Then only that
+    engine prepares, after ``NUMPY_FIRST`` runs (the earlier process ran long enough to choose), and is chosen as
+    soon as it is ready, with no timed runs; the runner-up prepares later, for the first check, which weighs the
+    two as after a trial. If the remembered engine fails to prepare, the others prepare and the trial runs as
+    usual."""
 
     def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
-                 background: Mapping[str, bool] | bool = False):
+                 background: Mapping[str, bool] | bool = False, remembered: Remembered | None = None):
         self.candidates = [] if stays_because else list(candidates)
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
@@ -129,8 +138,9 @@ class Trial:
         """Run time spent on numpy before the trial: the compiles start only after ``NUMPY_SECONDS_FIRST``."""
         ahead = background if isinstance(background, Mapping) else {name: background for name in self.candidates}
         self.compile: dict[str, str] = {name: "due" if ahead[name] else "inline" for name in self.candidates}
-        """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready", or
-        "inline" (its first run compiles, untimed)."""
+        """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready",
+        "inline" (its first run compiles, untimed), or "held" (due later: a remembered choice's runner-up, once
+        the choice is taken)."""
         self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
         self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
         self.blocks: dict[str, int] = dict.fromkeys(self.seconds, 0)
@@ -177,6 +187,57 @@ class Trial:
         self._chosen_apart = True
         """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
         times apart to switch; a choice made on overlapping times is switched by medians alone)."""
+        self._seconds_first = NUMPY_SECONDS_FIRST
+        """Run time on numpy before the preparations start (none after ``NUMPY_FIRST`` runs for a remembered
+        compiled engine)."""
+        self._medians: dict[str, float] = {}
+        """The latest median run of each engine timed (the trial's, then each check's): what a record keeps."""
+        self._measured = ""
+        """What the latest trial or check found, without what an earlier process found: a record's reason."""
+        self.record_due = False
+        """Whether a choice or a check has happened that no record holds yet (the runner files one)."""
+        self.record_key: str | None = None
+        """The key the runner files this trial's records under, or None when it keeps none."""
+        self.recalled: Remembered | None = None
+        """The earlier process's choice, while this trial waits to take it (None once taken or given up)."""
+        if remembered is not None and self.chosen is None:
+            self._recall(remembered)
+
+    def _recall(self, remembered: Remembered) -> None:
+        """Hold every preparation but the remembered engine's; take a remembered numpy at once."""
+        self.recalled = remembered
+        for name, state in self.compile.items():
+            if state == "due" and name != remembered.chosen:
+                self.compile[name] = "held"
+        if remembered.chosen == "numpy":
+            self._take_recalled()
+        else:
+            self._seconds_first = 0.0
+
+    def _take_recalled(self) -> None:
+        """Run on the remembered engine from now on. Its first check waits ``RECHECK_SECONDS``, as after a trial
+        whose choice was clear: a trial or a check weighed the two already, and checking sooner would spend the
+        first seconds the record is kept to save (on the anchors' LeNet, the runner-up's compile and the check's
+        blocks slowed the steps after the choice to 14-23 ms against 9-11). The runner-up prepares halfway to
+        it."""
+        remembered, self.recalled = self.recalled, None
+        self.chosen, self._chosen_apart = remembered.chosen, remembered.apart
+        self.reason = self._chosen_because = remembered.says()
+        self._medians, self._measured = dict(remembered.medians), remembered.reason
+        up = remembered.runner_up
+        self.runner_up = up if up == "numpy" or up in self.candidates else None
+        self._recheck_after = RECHECK_SECONDS
+
+    def _give_up_recall(self) -> None:
+        """The remembered engine cannot run: every candidate prepares, and the trial runs as usual."""
+        self.recalled = None
+        for name, state in self.compile.items():
+            if state == "held":
+                self.compile[name] = "due"
+
+    def _prepared(self, name: str) -> bool:
+        """Whether ``name`` can run now without a background preparation still to finish."""
+        return name == "numpy" or self.compile.get(name) in ("ready", "inline")
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them)."""
@@ -196,6 +257,9 @@ class Trial:
         with self._lock:
             if self.chosen is not None:
                 return self.chosen if self._recheck is None else self._recheck_block()
+            if self.recalled is not None and not self.numpy_left and self._prepared(self.recalled.chosen):
+                self._take_recalled()
+                return self.chosen
             if self.numpy_left or self.compiling():
                 return "numpy"
             warming = next((name for name in self.candidates if self.warm_left[name]), None)
@@ -238,6 +302,10 @@ class Trial:
     def _drop(self, name: str, why: str) -> None:
         if name not in self.candidates:
             return
+        if self.recalled is not None and name == self.recalled.chosen:
+            self._give_up_recall()
+        if name == self.runner_up and self._recheck is None:
+            self.runner_up = None
         self.candidates.remove(name)
         for table in (self.compile, self.warm_left, self.seconds, self.blocks, self.cut):
             table.pop(name, None)
@@ -266,21 +334,14 @@ class Trial:
         choice again now and then."""
         with self._lock:
             if self.chosen is not None:
+                if self.numpy_left and backend == "numpy":  # (a remembered numpy: its runner-up waits as a trial)
+                    self._count_first(seconds)
                 self._ran_on_choice(backend, seconds)
                 self._last = backend
                 return
             self._last = backend
             if self.numpy_left:
-                if self.numpy_seconds:  # (not the first run)
-                    self._numpy_runs.append(seconds)
-                    self._numpy_sum += seconds
-                    while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
-                        self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
-                self.numpy_seconds += seconds
-                if self.numpy_left > 1 or self.numpy_seconds >= NUMPY_SECONDS_FIRST:
-                    self.numpy_left -= 1
-                if not self.numpy_left:
-                    self._numpy_block()
+                self._count_first(seconds)
                 return
             if self.compiling():
                 return  # numpy while a compile runs beside it: slowed by it, not timed
@@ -300,6 +361,20 @@ class Trial:
                 self.blocks[backend] += 1
             if done or backend in self.cut:
                 self._decide()
+
+    def _count_first(self, seconds: float) -> None:
+        """One of the runs on numpy before the preparations start: the last of them that make a whole block are
+        numpy's first."""
+        if self.numpy_seconds:  # (not the first run)
+            self._numpy_runs.append(seconds)
+            self._numpy_sum += seconds
+            while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
+                self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
+        self.numpy_seconds += seconds
+        if self.numpy_left > 1 or self.numpy_seconds >= self._seconds_first:
+            self.numpy_left -= 1
+        if not self.numpy_left:
+            self._numpy_block()
 
     def _numpy_block(self) -> None:
         """numpy's last runs before the compiles give a first guess at its time, and its first timed block if they
@@ -328,7 +403,9 @@ class Trial:
             return
         if self._recheck is None:
             self._on_choice += seconds
-            if self._on_choice >= self._recheck_after:
+            if self.compile.get(self.runner_up) == "held" and self._on_choice >= self._recheck_after / 2:
+                self.compile[self.runner_up] = "due"  # (a remembered choice's runner-up: ready before its check)
+            if self._on_choice >= self._recheck_after and self._prepared(self.runner_up):
                 self._recheck = {self.runner_up: [], self.chosen: []}
                 self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
                 self._block = None
@@ -351,14 +428,16 @@ class Trial:
         faster, slower = statistics.median(times[other]), statistics.median(times[choice])
         measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
                     f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
-        self.told = False
+        self.told, self.record_due = False, True
+        self._medians.update({other: faster, choice: slower})
         apart = separated(times[other], times[choice])
         if faster < slower * (1 - RECHECK_MARGIN) and (apart or not self._chosen_apart):
-            self.reason = self._chosen_because = f"{measured} ({'apart' if apart else 'overlapping'})"
+            self.reason = self._chosen_because = self._measured = f"{measured} ({'apart' if apart else 'overlapping'})"
             self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
             self._recheck_after = RECHECK_SECONDS
         else:
             self.reason = f"{self._chosen_because}; {measured} (kept)"
+            self._measured = f"{measured} (kept)"
             self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
 
     def _decide(self) -> None:
@@ -384,7 +463,8 @@ class Trial:
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
         self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
-        self._chosen_apart = clear
+        self._chosen_apart, self.record_due = clear, True
+        self._medians = {name: statistics.median(times) for name, times in self.seconds.items() if times}
         if self.runner_up is not None:
             self._recheck_after = first_check_after(medians[fast], statistics.median(self.seconds[self.runner_up]),
                                                     clear)
@@ -392,4 +472,10 @@ class Trial:
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])
         runs = f"{rounds} runs each" if len({len(self.seconds[n]) for n in names}) == 1 else f"{rounds}+ runs each"
-        self.reason = self._chosen_because = f"median run over {runs} ({how}): {shown}{left}"
+        self.reason = self._chosen_because = self._measured = f"median run over {runs} ({how}): {shown}{left}"
+
+    def record(self) -> Remembered:
+        """The choice as a record for later processes (``remembered.py``)."""
+        with self._lock:
+            return Remembered(chosen=self.chosen, runner_up=self.runner_up, medians=dict(self._medians),
+                              apart=self._chosen_apart, reason=self._measured, when=time.time())

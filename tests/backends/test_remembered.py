@@ -1,0 +1,246 @@
+"""``backend="auto"``'s choices kept between processes (``runtime/remembered.py``): a later trial of the same
+program takes the recorded engine as soon as it is prepared, prepares nothing else before it, still checks it
+against the runner-up, and records what the check finds."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope, optimizer
+from gradgen.framework.errors import ExecutionError
+from gradgen.framework.runtime import remembered
+from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime.auto_run import AutoRunner
+from gradgen.framework.runtime.trial import NUMPY_FIRST, RECHECK_SECONDS, SETTLE_SECONDS
+from gradgen.program import Program, layers, program_guard
+from tests.backends.xla_harness import need_jax
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path):
+    """Records go to a folder of this test's; choices are remembered (the suite turns that off elsewhere)."""
+    monkeypatch.setenv("GRADGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(remembered.REMEMBER_ENV, "1")
+    monkeypatch.setattr(trial_rules, "CUT_RATIO", float("inf"))
+    monkeypatch.setattr(trial_rules, "BLOCK_SECONDS", 0.0)
+
+
+class _Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Engine:
+    """A stand-in engine: each run advances the fake clock by ``cost`` and is logged."""
+
+    def __init__(self, name: str, clock: _Clock, cost: float, log: list, prepared: list, fails: bool = False):
+        self.name, self.clock, self.cost, self.log, self.prepared, self.fails = name, clock, cost, log, prepared, fails
+
+    def problems(self, block) -> list[str]:
+        return []
+
+    def run(self, program, feed, fetch_names, scope, return_numpy, mark, built, agreed) -> list:
+        self.log.append(self.name)
+        self.clock.now += self.cost
+        return [self.name]
+
+
+class _Compiled(_Engine):
+    """A stand-in compiled engine: its ``prepare`` (run in the trial's background thread) is logged, and raises
+    when ``fails``."""
+
+    def prepare(self, program, feed, fetch_names, scope) -> None:
+        self.prepared.append(self.name)
+        if self.fails:
+            raise ExecutionError("out of memory while compiling")
+
+
+class _Process:
+    """One process's auto runner over stand-ins costing ``costs`` (numpy first), remembering its choices."""
+
+    def __init__(self, costs: dict[str, float], fails: tuple[str, ...] = ()):
+        self.clock, self.log, self.prepared, self.told = _Clock(), [], [], []
+        compiled = [_Compiled(name, self.clock, cost, self.log, self.prepared, name in fails)
+                    for name, cost in costs.items() if name != "numpy"]
+        self.runner = AutoRunner(_Engine("numpy", self.clock, costs["numpy"], self.log, self.prepared), compiled,
+                                 lambda program, backend, reason: self.told.append((backend, reason)), self.clock,
+                                 remember=True)
+
+    def runs(self, program, n: int, rows: int = 2) -> None:
+        for _ in range(n):
+            self.runner.run(program, {"x": np.zeros((rows, 4))}, ["loss"], None, True, None, None, None)
+            _wait_for_preparations()
+
+    def runs_until_told(self, program, most: int = 500) -> None:
+        for _ in range(most):
+            if self.told:
+                return
+            self.runs(program, 1)
+        raise AssertionError(f"no choice after {most} runs: {self.log[-20:]}")
+
+
+def _wait_for_preparations() -> None:
+    for thread in threading.enumerate():
+        if thread.name.startswith("gradgen-auto-compile-"):
+            thread.join(10)
+
+
+def _program(width: int = 2) -> Program:
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        x = layers.data("x", [-1, 4], "float64")
+        layers.reduce_mean(layers.fc(x, width, name="fc"), name="loss")
+    return main_program
+
+
+def _records(tmp_path) -> list[dict]:
+    folder = tmp_path / "choices"
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+
+def test_a_second_process_runs_the_remembered_engine_as_soon_as_it_is_prepared(monkeypatch, tmp_path):
+    first = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
+    first.runs_until_told(_program())
+    assert first.told[0][0] == "fast"
+    [record] = _records(tmp_path)
+    assert record["chosen"] == "fast" and record["runner_up"] == "xla" and record["medians"]["fast"] == 0.25
+
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 1e9)  # a trial would wait for it; a recall does not
+    second = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
+    program = _program()  # (built again: the same program, another object)
+    second.runs(program, NUMPY_FIRST + 1)  # the run after the first ones starts the preparation
+    assert second.prepared == ["fast"] and second.told == []  # only the remembered engine prepares
+    second.runs(program, 1)
+    assert second.told[0][0] == "fast" and second.told[0][1].startswith("remembered from a run at ")
+    assert "median run over" in second.told[0][1]  # the earlier trial's reason, as it was
+    assert second.log == ["numpy"] * (NUMPY_FIRST + 1) + ["fast"]  # no timed blocks of the others
+    halfway = round(RECHECK_SECONDS / 2 / 0.25)  # the runner-up prepares halfway to the first check
+    second.runs(program, halfway - 2)
+    assert second.prepared == ["fast"]
+    second.runs(program, 2)
+    assert second.prepared == ["fast", "xla"] and set(second.log[-halfway:]) == {"fast"}
+
+
+def test_the_check_of_a_remembered_choice_weighs_the_runner_up_and_records_what_it_finds(tmp_path):
+    _Process({"numpy": 1.0, "xla": 0.25}).runs_until_told(_program())
+    assert _records(tmp_path)[0]["chosen"] == "xla"
+    later = _Process({"numpy": 0.125, "xla": 0.25})  # numpy is faster on this day
+    program = _program()
+    later.runs_until_told(program)
+    assert later.told[0][0] == "xla"
+    later.runs(program, 200)
+    assert [backend for backend, _ in later.told] == ["xla", "numpy"]
+    assert later.told[1][1].startswith("checked again after ")
+    [record] = _records(tmp_path)
+    assert record["chosen"] == "numpy" and record["runner_up"] == "xla"
+    assert record["reason"].startswith("checked again") and record["medians"]["numpy"] == 0.125
+
+    third = _Process({"numpy": 0.125, "xla": 0.25})
+    third.runs(_program(), 1)
+    assert third.told[0][0] == "numpy" and third.prepared == []  # remembered numpy: chosen before any preparation
+
+
+def test_a_remembered_numpy_prepares_nothing_until_halfway_to_its_first_check(tmp_path):
+    _Process({"numpy": 0.25, "xla": 1.0}).runs_until_told(_program())
+    later = _Process({"numpy": 0.25, "xla": 1.0})
+    program = _program()
+    halfway = round(RECHECK_SECONDS / 2 / 0.25)
+    later.runs(program, halfway)
+    assert later.prepared == [] and later.told[0][0] == "numpy" and set(later.log) == {"numpy"}
+    later.runs(program, 1)
+    assert later.prepared == ["xla"]
+
+
+def test_a_remembered_engine_that_fails_to_prepare_leaves_the_others_to_a_trial(tmp_path):
+    _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25}).runs_until_told(_program())
+    later = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25}, fails=("fast",))
+    later.runs_until_told(_program())
+    assert later.prepared == ["fast", "xla"]
+    assert later.told[0][0] == "xla" and "median run over" in later.told[0][1] and "fast could not" in later.told[0][1]
+    assert _records(tmp_path)[0]["chosen"] == "xla"
+
+
+def test_a_record_is_for_one_program_feed_shape_and_set_of_engines(tmp_path):
+    _Process({"numpy": 1.0, "xla": 0.25}).runs_until_told(_program())
+    for other, feed_rows, engines in ((_program(width=3), 2, {"numpy": 1.0, "xla": 0.25}),
+                                      (_program(), 5, {"numpy": 1.0, "xla": 0.25}),
+                                      (_program(), 2, {"numpy": 1.0, "xla": 0.25, "fast": 0.5})):
+        process = _Process(engines)
+        process.runs(other, NUMPY_FIRST + 1, rows=feed_rows)
+        assert process.told == [] and set(process.prepared) == set(engines) - {"numpy"}  # a trial of its own
+
+
+def test_the_key_leaves_out_source_lines_but_not_threads(tmp_path):
+    def built_here() -> Program:
+        return _program()
+
+    shapes = {"x": (2, 4)}
+    one = remembered.trial_key(_program(), shapes, ["loss"], ["numpy", "xla"], None)
+    assert remembered.trial_key(built_here(), shapes, ["loss"], ["numpy", "xla"], None) == one
+    assert remembered.trial_key(_program(), shapes, ["loss"], ["numpy", "xla"], 1) != one
+    assert remembered.trial_key(_program(), {"x": (3, 4)}, ["loss"], ["numpy", "xla"], None) != one
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"chosen": "xla"}', "1e999999",
+                                  '{"chosen": "tpu", "runner_up": null, "medians": {"tpu": 1}, "apart": true, '
+                                  '"reason": "", "when": 0}',
+                                  '{"chosen": "xla", "runner_up": "numpy", "medians": {"xla": 1}, "apart": true, '
+                                  '"reason": "", "when": 0}'])
+def test_an_unreadable_or_stale_record_is_ignored(tmp_path, text):
+    os.makedirs(tmp_path / "choices")
+    (tmp_path / "choices" / "k.json").write_text(text)
+    assert remembered.recall("k", ["numpy", "xla"]) is None
+
+
+def test_an_unwritable_cache_folder_leaves_the_choice_unrecorded(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("GRADGEN_CACHE_DIR", str(blocker))  # a file where the folder should be
+    process = _Process({"numpy": 1.0, "xla": 0.25})
+    process.runs_until_told(_program())
+    assert process.told[0][0] == "xla"
+
+
+def test_turned_off_nothing_is_recalled_or_recorded(monkeypatch, tmp_path):
+    monkeypatch.setenv(remembered.REMEMBER_ENV, "0")
+    need_jax()
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        loss = layers.reduce_mean(layers.fc(layers.data("x", [-1, 4], "float64"), 2))
+        optimizer.SGD(0.1).minimize(loss)
+    exe, scope = Executor(backend="auto"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main_program, feed={"x": np.ones((2, 4))}, fetch_list=[loss], scope=scope)
+    assert not (tmp_path / "choices").exists() and exe._runner._remember is False
+
+
+def test_two_executors_the_second_starts_from_the_firsts_choice(monkeypatch, tmp_path):
+    """End to end on the real engines: the first executor's trial records its choice; a second executor (as a
+    later process would) takes it after ``NUMPY_FIRST`` runs and the remembered engine's preparation."""
+    need_jax()
+    monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
+    monkeypatch.setattr(trial_rules, "SETTLE_SECONDS", SETTLE_SECONDS / 10)
+    main_program, startup = Program(), Program()
+    with program_guard(main_program, startup):
+        loss = layers.reduce_mean(layers.fc(layers.tanh(layers.fc(layers.data("x", [-1, 8], "float64"), 16)), 2))
+        optimizer.SGD(0.01).minimize(loss)
+    feed = {"x": np.random.default_rng(0).standard_normal((4, 8))}
+    choices = []
+    for _ in range(2):
+        exe, scope = Executor(backend="auto"), Scope()
+        exe.run(startup, scope=scope)
+        runs = 0
+        while exe.backend_choice(main_program) is None and runs < 5000:
+            exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
+            runs += 1
+        choices.append((exe.backend_choice(main_program), runs))
+    (first, _), (second, second_runs) = choices
+    assert first is not None and second is not None and not first[1].startswith("remembered")
+    assert second[0] == first[0] and second[1].startswith("remembered from a run at ")
+    assert len(_records(tmp_path)) == 1
