@@ -11,7 +11,8 @@ is checked again after 2 s of runs: ``trial.RECHECK_SECONDS_OVERLAPPING``), then
 weighs for the program with executors of their own, in rounds of a few steps each, after untimed ones, in the same
 process (so the same load hits every engine), and reports the medians. A pick is wrong when the engine the
 default runs in steady state (its choice after those seconds) has a median more than ``MARGIN`` above the
-fastest's; the table shows the first choice too. Time with the machine otherwise quiet.
+fastest's; the table shows the first choice too. Each process makes its own trial: no choice remembered from an
+earlier one (``runtime/remembered.py``) is used or recorded. Time with the machine otherwise quiet.
 """
 from __future__ import annotations
 
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             call = f"probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds}, {args.steady})"
             code = f"import json; from tests.bench.choice import probe; print(json.dumps({call}))"
             env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
+            env["GRADGEN_REMEMBER_CHOICES"] = "0"  # (each process's own trial is under test, not an earlier's record)
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, env=env,
                                   timeout=args.budget + 600)
             if done.returncode:
