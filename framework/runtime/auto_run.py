@@ -133,7 +133,8 @@ class AutoRunner:
         """The Trial of ``program``'s present version for these names and feed shapes (a new one after the
         program changed)."""
         per_program = self._trials.entries(program)
-        key = (tuple(sorted(feed)), tuple(fetch_names), _feed_shapes(feed))
+        shapes = _feed_shapes(feed)
+        key = (tuple(sorted(feed)), tuple(fetch_names), shapes)
         found = per_program.get(key)
         if found is None:
             background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
@@ -142,7 +143,7 @@ class AutoRunner:
             record_key, remembered = None, None
             if self._remember and stays is None:
                 engines = ["numpy", *(name for name in self.compiled_names if name not in left_out)]
-                record_key = trial_key(program, dict(_feed_shapes(feed)), fetch_names, engines, self._threads)
+                record_key = trial_key(program, dict(shapes), fetch_names, engines, self._threads)
                 remembered = recall(record_key, engines)
             found = Trial(self.compiled_names, stays, background, remembered)
             for name, why in left_out.items():
@@ -231,8 +232,7 @@ class AutoRunner:
         """One run on the backend the program's trial names (``runtime/executor``'s runner contract)."""
         trial = self.trial(program, feed, fetch_names)
         backend = trial.next_backend()
-        if not trial.numpy_left:  # (after a remembered choice is taken, its runner-up's preparation may be due)
-            self._start_compiles(trial, program, feed, fetch_names, scope)
+        self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
         out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
         trial.ran(backend, self._clock() - start)

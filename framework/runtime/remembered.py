@@ -19,6 +19,7 @@ turns this off (the test suite does: each test's trial must be its own).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -72,16 +73,11 @@ def choices_dir() -> str:
     return os.path.join(cache_root(), "choices")
 
 
-def _versions(engines: Sequence[str]) -> list[tuple[str, str]]:
-    """The installed versions of gradgen, numpy and the packages ``engines`` run on."""
-    packages = ["gradgen", "numpy", *(BACKENDS[name][0] for name in engines if BACKENDS.get(name, (None,))[0])]
-    found = []
-    for package in packages:
-        try:
-            found.append((package, metadata.version(package)))
-        except metadata.PackageNotFoundError:
-            found.append((package, ""))
-    return found
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def _cpu_model() -> str:
@@ -92,6 +88,17 @@ def _cpu_model() -> str:
         return platform.processor()
 
 
+@functools.cache
+def _setting(engines: tuple[str, ...]) -> dict:
+    """What a choice among ``engines`` depends on besides the program, the same all process long (read once:
+    the package versions alone took 6 ms, and every new feed shape makes a trial): the versions of gradgen,
+    numpy and the packages the engines run on, and the machine."""
+    needs = [BACKENDS[name][0] for name in engines if name in BACKENDS and BACKENDS[name][0]]
+    return {"engines": list(engines), "versions": [(package, _version(package)) for package in
+                                                   ("gradgen", "numpy", *needs)],
+            "machine": [platform.machine(), _cpu_model(), os.cpu_count()]}
+
+
 def trial_key(program, feed_shapes: Mapping[str, tuple], fetch_names: Sequence[str], engines: Sequence[str],
               threads: int | None) -> str:
     """The digest a record of this trial is filed under."""
@@ -100,8 +107,7 @@ def trial_key(program, feed_shapes: Mapping[str, tuple], fetch_names: Sequence[s
         for op in block["ops"]:
             op.pop("callsite", None)  # (an edit elsewhere in the script moves every line)
     facts = {"program": described, "feed": sorted((name, list(shape)) for name, shape in feed_shapes.items()),
-             "fetch": list(fetch_names), "engines": sorted(engines), "versions": _versions(engines),
-             "threads": threads, "machine": [platform.machine(), _cpu_model(), os.cpu_count()], "format": _FORMAT}
+             "fetch": list(fetch_names), **_setting(tuple(sorted(engines))), "threads": threads, "format": _FORMAT}
     text = json.dumps(facts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 

@@ -187,9 +187,6 @@ class Trial:
         self._chosen_apart = True
         """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
         times apart to switch; a choice made on overlapping times is switched by medians alone)."""
-        self._seconds_first = NUMPY_SECONDS_FIRST
-        """Run time on numpy before the preparations start (none after ``NUMPY_FIRST`` runs for a remembered
-        compiled engine)."""
         self._medians: dict[str, float] = {}
         """The latest median run of each engine timed (the trial's, then each check's): what a record keeps."""
         self._measured = ""
@@ -211,8 +208,6 @@ class Trial:
                 self.compile[name] = "held"
         if remembered.chosen == "numpy":
             self._take_recalled()
-        else:
-            self._seconds_first = 0.0
 
     def _take_recalled(self) -> None:
         """Run on the remembered engine from now on. Its first check waits ``RECHECK_SECONDS``, as after a trial
@@ -240,7 +235,10 @@ class Trial:
         return name == "numpy" or self.compile.get(name) in ("ready", "inline")
 
     def start_due(self) -> list[str]:
-        """The candidates whose background compile is due, now marked running (the caller starts them)."""
+        """The candidates whose background compile is due, now marked running (the caller starts them): none
+        while numpy's first runs last. Asked before every run, so the usual answer (none) takes no lock."""
+        if self.numpy_left or "due" not in self.compile.values():
+            return []
         with self._lock:
             due = [name for name, state in self.compile.items() if state == "due"]
             for name in due:
@@ -371,7 +369,8 @@ class Trial:
             while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
                 self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
         self.numpy_seconds += seconds
-        if self.numpy_left > 1 or self.numpy_seconds >= self._seconds_first:
+        waits = NUMPY_SECONDS_FIRST if self.recalled is None else 0.0  # (a remembered compiled engine: no wait)
+        if self.numpy_left > 1 or self.numpy_seconds >= waits:
             self.numpy_left -= 1
         if not self.numpy_left:
             self._numpy_block()
