@@ -16,7 +16,7 @@ from gradgen.framework import Executor, Scope
 from gradgen.framework.runtime import communicator as comm_module
 from gradgen.framework.runtime.communicator import Solo, init_parallel
 
-from .cases import CASES, CONTRAST, save_case, train
+from .cases import CASES, CONTRAST, XLA_CASES, save_case, train
 from .launch import ROOT, TIMEOUT, mpiexec, run_ranks
 
 RANKS = (2, 4)
@@ -59,13 +59,13 @@ def test_n_ranks_train_as_one_process_on_the_concatenated_batch(trained, case, n
 
 def test_on_the_xla_backend_two_ranks_train_as_one_numpy_process(tmp_path):
     """The data-parallel step compiles whole on xla (its collectives are ordered host callbacks): two ranks equal
-    one numpy process on the concatenated batch to 1e-12 (float64)."""
+    one numpy process on the concatenated batch to 1e-12 (float64), in each of ``cases.XLA_CASES``."""
     from tests.backends.xla_harness import need_jax
 
     need_jax()
     result = run_ranks(2, sys.executable, "-m", "tests.distributed.worker", "train_xla", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    for case in CASES:
+    for case in XLA_CASES:
         got, ref = np.load(tmp_path / f"{case}.npz"), reference(case)
         assert bool(got["@identical"]), f"{case}: the ranks ended with different values"
         for name, value in ref.items():

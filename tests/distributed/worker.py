@@ -3,7 +3,7 @@
 Modes:
 - ``train``: every case of ``cases.CASES`` and ``cases.CONTRAST`` on this rank's shards; rank 0 checks
   that every rank ends with bit-identical values and writes them to OUT/CASE.npz.
-- ``train_xla``: the same cases on the xla backend (``Executor(backend="xla")``).
+- ``train_xla``: ``cases.XLA_CASES`` on the xla backend (``Executor(backend="xla")``).
 - ``broadcast``: each rank's startup fills a parameter with its own rank; after
   the startup's broadcast, rank 0 writes what every rank holds to OUT/broadcast.npz.
 - ``raise``: rank 1 raises while rank 0 waits in an all-reduce that can never finish.
@@ -19,7 +19,7 @@ from gradgen.framework import Executor, Scope, data_parallel, init_parallel, opt
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.initializer import Constant
 
-from .cases import CASES, CONTRAST, build, train
+from .cases import CASES, CONTRAST, XLA_CASES, build, train
 
 
 def _train(comm, out: str, backend: str = "numpy", cases=None) -> None:
@@ -56,7 +56,7 @@ def _raise(comm, out: str) -> None:
 
 def _train_xla(comm, out: str) -> None:
     """``train`` on the xla backend: the all-reduces and broadcasts are ordered host callbacks there."""
-    _train(comm, out, "xla", CASES)
+    _train(comm, out, "xla", XLA_CASES)
 
 
 MODES = {"train": _train, "train_xla": _train_xla, "broadcast": _broadcast, "raise": _raise}
