@@ -14,30 +14,32 @@ new trial, so each shape runs on its own winner):
    them that make a whole block (the first, which builds the plan, left out) are numpy's first timed block: nothing
    else runs beside them yet, so they are as settled as any later block, and the trial need not run numpy again.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
-   imports itself and builds its steps), and the runs stay on numpy until all are ready: no run waits on a
-   compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
+   imports itself and builds its steps), and the runs stay on numpy until all are ready (but for the warm runs of
+   3): no run waits on a compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
    not finish (its runner's ``declines``: xla compiles a long block in pieces, but a long block with control
    flow compiles whole) leaves the trial and the choice says why. (A runner without ``prepare`` compiles in its
    first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
-   rest: the anchors' RNN 6.8, then 4.0-4.4 ms).
+   rest: the anchors' RNN 6.8, then 4.0-4.4 ms), made as soon as it is ready, beside the others' preparations
+   (torch is ready seconds before xla has compiled a transformer step).
 4. Blocks of timed runs on each, in turn, a block ``BLOCK_RUNS`` runs and ``BLOCK_SECONDS`` at least (the fewest
-   blocks first; on a tie the one that looks fastest, by its warm run or numpy's runs, so the likely winner's block
-   is in before the others'), timed from the call to the fetched arrays, until the fastest's times separate from
-   every other's (its upper quartile below each other's lower quartile) after at least ``MIN_ROUNDS``, or
-   ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the smallest median runs
-   every later run. A backend whose times separate from the fastest's while others still overlap it leaves the
-   contest then, and the next rounds run only the ones still in it (on the anchors' transformer, numpy at 175 ms
-   against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another
-   backend's, and each backend's first block, starts with untimed runs for ``SETTLE_SECONDS``: one engine's thread
-   pools slow the next one's runs for a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads
-   after an op: on LeNet a torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9
+   blocks first; on a tie the one that looks fastest, by its warm run or numpy's runs, so the likely winner's
+   block is in before the others'), timed from the call to the fetched arrays, until the fastest's times separate
+   from every other's (its upper quartile below each other's lower quartile) after at least ``MIN_ROUNDS``, or
+   ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the smallest median
+   runs every later run. A backend whose times separate from the fastest's while others still overlap it leaves
+   the contest then, and the next rounds run only the ones still in it (on the anchors' transformer, numpy at 175
+   ms against xla's and torch's 100-150 ms ran a second block of five runs before). A block that follows another
+   backend's, and each backend's first block, first settles for ``SETTLE_SECONDS``, in untimed runs and in the
+   idle time before them (a job that pauses between steps settles in its pauses): one engine's thread pools slow
+   the next one's runs for a while (numpy's OpenBLAS threads spin after a product, torch's OpenMP threads after
+   an op: on LeNet a torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9
    alone), and a freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms
-   steady: its three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run that
-   fails counts for none and is run again in the trial. A backend whose first timed run takes over ``CUT_RATIO``
-   times the slowest run of the fastest complete block leaves the contest after that one run (its time is kept for
-   the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at most) is no contest,
-   and a block of it costs a second of runs.
+   steady: its three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run
+   that fails counts for none and is run again in the trial. A backend whose first timed run takes over
+   ``CUT_RATIO`` times the slowest run of the fastest complete block leaves the contest after that one run (its
+   time is kept for the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at
+   most) is no contest, and a block of it costs a second of runs.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
    ended with the times still overlapping, or sooner when the check costs little: ``first_check_after``): settled
    blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over only if its pooled times are
@@ -234,7 +236,12 @@ class AutoRunner:
         backend = trial.next_backend()
         self._start_compiles(trial, program, feed, fetch_names, scope)
         start = self._clock()
-        out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
-        trial.ran(backend, self._clock() - start)
+        try:
+            out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
+        except BaseException:
+            trial.failed(self._clock())
+            raise
+        ended = self._clock()
+        trial.ran(backend, ended - start, ended)
         self._tell(program, trial)
         return out

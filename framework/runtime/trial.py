@@ -44,9 +44,12 @@ step take a millisecond or two, which one burst of other work covers whole. Meas
 ran 15-20 % faster (0.55 against 0.67 ms)."""
 
 SETTLE_SECONDS = 0.2
-"""Untimed run time a block spends first when the run before it was another backend's, or when it is its
-backend's first (at least one run): the previous engine's pool threads spin for a while after its work
-(OpenBLAS's about 0.1 s), and a fresh compiled step's first runs are slow."""
+"""Settling a block needs first when the run before it was another backend's, or when it is its backend's first:
+the previous engine's pool threads spin for a while after its work (OpenBLAS's about 0.1 s), and a fresh compiled
+step's first runs are slow. Untimed runs of the block count, and so does the idle time before them (the caller
+sleeping, or waiting on its data): the pools stop spinning then too. A job that runs one step at a time with
+pauses between (the anchors' harness: one transformer step a round) settles in its pauses rather than in steps
+the trial would not time."""
 
 CUT_RATIO = 2.0
 """A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
@@ -163,10 +166,12 @@ class Trial:
         self._block_spent = 0.0
         """The current block's timed runs and their time: whether it is whole (``full_block``)."""
         self._settled: float | None = None
-        """Untimed run time the current block has spent settling, or None when it needs none (the run before it
-        was its own backend's)."""
+        """Settling the current block has had (its untimed runs and the idle time before them), or None when it
+        needs none (the run before it was its own backend's) or has had enough."""
         self._last: str | None = None
         """The backend of the last run."""
+        self._last_ended: float | None = None
+        """When the last run ended, by the runner's clock (None: not told): the idle time before the next."""
         self._lock = threading.Lock()
         """Background compiles report while the runs go on."""
         self.told = False
@@ -258,11 +263,15 @@ class Trial:
             if self.recalled is not None and not self.numpy_left and self._prepared(self.recalled.chosen):
                 self._take_recalled()
                 return self.chosen
-            if self.numpy_left or self.compiling():
+            if self.numpy_left:
                 return "numpy"
-            warming = next((name for name in self.candidates if self.warm_left[name]), None)
-            if warming is not None:
+            compiling = self.compiling()
+            warming = next((name for name in self.candidates
+                            if self.warm_left[name] and (not compiling or self.compile[name] == "ready")), None)
+            if warming is not None:  # (an engine ready while others prepare warms up beside them: untimed)
                 return warming
+            if compiling:
+                return "numpy"
             if self._block in self.seconds and self._block not in self.cut and not self._block_done():
                 return self._block
             name = min(self._contenders(), key=lambda n: (self.blocks[n], self._looks.get(n, float("inf"))))
@@ -274,12 +283,15 @@ class Trial:
         self._block, self._block_timed, self._block_spent = name, 0, 0.0
         self._settled = 0.0 if settles else None
 
-    def _timed_in_block(self, seconds: float) -> bool:
-        """Count a run of the present block: False while it is still settling (untimed), else True, its time
-        added to the block's."""
-        if self._settled is not None and self._settled < SETTLE_SECONDS:
-            self._settled += seconds
-            return False
+    def _timed_in_block(self, seconds: float, idle: float) -> bool:
+        """Count a run of the present block, after ``idle`` seconds without one: False while the block is still
+        settling (untimed), else True, its time added to the block's."""
+        if self._settled is not None:
+            self._settled += idle
+            if self._settled < SETTLE_SECONDS:
+                self._settled += seconds
+                return False
+            self._settled = None
         self._block_timed += 1
         self._block_spent += seconds
         return True
@@ -327,28 +339,29 @@ class Trial:
             self._start_block(name, settles=name != self._last)
         return name
 
-    def ran(self, backend: str, seconds: float) -> None:
-        """A run on ``backend`` succeeded in ``seconds``: count it, choose once the trial is over, and check the
-        choice again now and then."""
+    def ran(self, backend: str, seconds: float, ended: float | None = None) -> None:
+        """A run on ``backend`` succeeded in ``seconds``, ending at ``ended`` by the runner's clock (None: not
+        known, no idle time counted): count it, choose once the trial is over, and check the choice again now and
+        then."""
         with self._lock:
+            idle = self._idle_before(seconds, ended)
             if self.chosen is not None:
                 if self.numpy_left and backend == "numpy":  # (a remembered numpy: its runner-up waits as a trial)
                     self._count_first(seconds)
-                self._ran_on_choice(backend, seconds)
+                self._ran_on_choice(backend, seconds, idle)
                 self._last = backend
                 return
             self._last = backend
             if self.numpy_left:
                 self._count_first(seconds)
                 return
-            if self.compiling():
-                return  # numpy while a compile runs beside it: slowed by it, not timed
-            if any(self.warm_left.values()):
-                if self.warm_left.get(backend):
-                    self.warm_left[backend] -= 1
-                    self._looks[backend] = seconds
+            if self.warm_left.get(backend):
+                self.warm_left[backend] -= 1
+                self._looks[backend] = seconds
                 return
-            if backend != self._block or not self._timed_in_block(seconds):  # (not sent by the trial, or settling)
+            if self.compiling() or any(self.warm_left.values()):
+                return  # (numpy while a compile runs beside it: slowed by it, not timed)
+            if backend != self._block or not self._timed_in_block(seconds, idle):  # (not the trial's, or settling)
                 return
             self.seconds[backend].append(seconds)
             self._spent += seconds
@@ -359,6 +372,16 @@ class Trial:
                 self.blocks[backend] += 1
             if done or backend in self.cut:
                 self._decide()
+
+    def failed(self, ended: float) -> None:
+        """A run failed at ``ended``: it counts for none, and its time is not idle time before the next."""
+        with self._lock:
+            self._last_ended = ended
+
+    def _idle_before(self, seconds: float, ended: float | None) -> float:
+        """The time between the last run's end and the start of this one (``seconds`` long, ending at ``ended``)."""
+        last, self._last_ended = self._last_ended, ended
+        return 0.0 if last is None or ended is None else max(0.0, ended - seconds - last)
 
     def _count_first(self, seconds: float) -> None:
         """One of the runs on numpy before the preparations start: the last of them that make a whole block are
@@ -397,7 +420,7 @@ class Trial:
             self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over {CUT_RATIO:g}x "
                                  f"{best}'s slowest ({slowest * 1e3:.3g} ms)")
 
-    def _ran_on_choice(self, backend: str, seconds: float) -> None:
+    def _ran_on_choice(self, backend: str, seconds: float, idle: float) -> None:
         if self.runner_up is None:
             return
         if self._recheck is None:
@@ -409,7 +432,7 @@ class Trial:
                 self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
                 self._block = None
             return
-        if backend != self._block or not self._timed_in_block(seconds):
+        if backend != self._block or not self._timed_in_block(seconds, idle):
             return
         self._recheck[backend].append(seconds)
         if self._block_done():

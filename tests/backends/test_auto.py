@@ -245,6 +245,25 @@ def test_a_choice_made_while_the_times_overlap_is_checked_again_soon(monkeypatch
     assert log[before:before + 2] == [chosen] * 2 and other in log[before:]
 
 
+def test_a_pause_before_a_block_settles_it():
+    """A job that pauses between its runs (the anchors' harness runs one step a round) settles each block in its
+    pauses: with ``SETTLE_SECONDS`` of idle time before every run, the trial's blocks start timing at once, so it
+    takes the untimed settling runs fewer than the same job run back to back, and chooses the same."""
+    chosen_after = {}
+    for pause in (0.0, SETTLE_SECONDS):
+        runner, log, told = _auto(1.0, 0.25)
+        clock, program = runner.runners["numpy"].clock, _program()
+        while not told:
+            clock.now += pause
+            _runs(runner, program, 1)
+        chosen_after[pause] = len(log)
+        assert told[0][0] == "xla"
+    warm = NUMPY_FIRST + INLINE_WARM
+    settling = len(blocks([("xla", 0.25), ("numpy", 1.0)], after="xla")) - 2 * BLOCK_RUNS
+    assert settling > 0 and chosen_after[0.0] == warm + 2 * BLOCK_RUNS + settling
+    assert chosen_after[SETTLE_SECONDS] == warm + 2 * BLOCK_RUNS
+
+
 def test_a_failed_trial_run_counts_for_neither_and_is_tried_again():
     first_timed = NUMPY_FIRST + INLINE_WARM + 1
     runner, log, told = _auto(1.0, 0.2, fail_on={first_timed})  # the first timed xla run fails

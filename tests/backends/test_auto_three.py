@@ -16,7 +16,7 @@ from gradgen.framework.runtime import trial as trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
 from gradgen.framework.runtime.trial import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST
 from gradgen.program import Program, layers, program_guard
-from tests.backends.test_auto import _Clock, _noisy, _program, _runs, _StandIn, blocks
+from tests.backends.test_auto import _Clock, _noisy, _Preparing, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch
 
 INLINE_WARM = COMPILED_WARM + 1
@@ -85,6 +85,33 @@ def test_an_engine_clearly_behind_after_a_round_leaves_while_the_close_ones_go_o
     assert log.count("numpy") == NUMPY_FIRST + len(numpy_block)  # its one block of the trial, no second
     assert log.count("xla") + log.count("torch") > 2 * (INLINE_WARM + len(blocks([("xla", 0.6)], after="numpy")))
     assert "numpy left after 3 runs (median 1e+03 ms), apart from" in told[0][1]
+
+
+@pytest.mark.usefixtures("_every_program")
+def test_an_engine_ready_first_warms_up_while_another_still_prepares():
+    """torch is ready while xla still compiles: its untimed warm run comes then (on the anchors' transformer,
+    whose harness runs one step a round, the warm run would otherwise be one of the few after xla's compile), and
+    the runs after it stay on numpy until xla is ready; then xla warms and the blocks follow, torch's without a
+    second warm run (numpy's ends at its first timed run: over ``CUT_RATIO`` times torch's)."""
+    clock, log, told = _Clock(), [], []
+    xla, torch = _Preparing("xla", clock, 0.5, log), _Preparing("torch", clock, 0.25, log)
+    runner = AutoRunner(_StandIn("numpy", clock, 1.0, log), [xla, torch],
+                        lambda program, backend, reason: told.append((backend, reason)), clock)
+    program = _program()
+    _runs(runner, program, NUMPY_FIRST + 1)
+    torch.go.set()
+    assert torch.done.wait(10)
+    time.sleep(0.05)  # the thread marks the trial ready after prepare returns
+    _runs(runner, program, 3)
+    assert log == ["numpy"] * (NUMPY_FIRST + 1) + ["torch"] * COMPILED_WARM + ["numpy"] * (3 - COMPILED_WARM)
+    xla.go.set()
+    assert xla.done.wait(10)
+    time.sleep(0.05)
+    del log[:]
+    trial = blocks([("torch", 0.25), ("xla", 0.5)], after="xla") + blocks([("numpy", 1.0)], "xla", timed=1)
+    _runs(runner, program, COMPILED_WARM + len(trial) + 1)
+    assert log == ["xla"] * COMPILED_WARM + trial + ["torch"]
+    assert told[0][0] == "torch"
 
 
 @pytest.mark.usefixtures("_every_program")
