@@ -1,6 +1,6 @@
 """The trial of ``backend="auto"`` (``auto_run.py`` tells the whole story): where the runs of one program version,
 names and feed shapes go while the engines are weighed, when the choice is made, and when it is checked again;
-plain bookkeeping over the run times the runner reports, with the thresholds it uses."""
+plain bookkeeping over the run times the runner reports, by the thresholds of ``trial_rules.py``."""
 from __future__ import annotations
 
 import statistics
@@ -9,114 +9,10 @@ import time
 from collections import deque
 from typing import Mapping, Sequence
 
+from . import trial_rules as rules
 from .remembered import Remembered
 
-__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
-           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "Trial",
-           "first_check_after", "full_block", "separated"]
-
-NUMPY_FIRST = 2
-"""Runs a program makes on the numpy backend before the compiled backend is tried."""
-
-NUMPY_SECONDS_FIRST = 1.0
-"""Seconds of runs a program spends on numpy before the compiled backends are tried: a job shorter than that
-never pays for a compile, as a ski renter buys only after renting about the price. The price: the compiled
-engines' preparation (jax's import, the trace and the compile: ~1 s of a core for a digits CNN) shares the
-interpreter lock with the numpy runs beside it, which run at half speed meanwhile, and the trial's blocks follow
-(tests/bench/partial_batch.py, 1.9 s added in all). Measured there, job on numpy / default: 0.87 s / 2.1 s with
-0.5 here, 0.85 s with 1.0; a 1.7 s job 2.9 s with either, 1.7 with 2.0. A long job pays the wait once, at most
-(1 - compiled / numpy step) of it."""
-
-COMPILED_WARM = 1
-"""Untimed runs on the compiled backend after its compile, before its timed ones."""
-
-MIN_ROUNDS = 3
-"""Timed runs on each backend before a choice may be made."""
-
-BLOCK_RUNS = 3
-"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks), at least."""
-
-BLOCK_SECONDS = 0.05
-"""Timed run time a block spends, at least (it makes ``BLOCK_RUNS`` runs or more): three runs of a sub-millisecond
-step take a millisecond or two, which one burst of other work covers whole. Measured with blocks of three runs
-(``tests/bench/choice.py``, 10 fresh processes each): the seed MLPs picked xla in 3 of 20 processes where numpy
-ran 15-20 % faster (0.55 against 0.67 ms)."""
-
-SETTLE_SECONDS = 0.2
-"""Settling a block needs first when the run before it was another backend's, or when it is its backend's first:
-the previous engine's pool threads spin for a while after its work (OpenBLAS's about 0.1 s), and a fresh compiled
-step's first runs are slow. Untimed runs of the block count, and so does the idle time before them (the caller
-sleeping, or waiting on its data): the pools stop spinning then too. A job that runs one step at a time with
-pauses between (the anchors' harness: one transformer step a round) settles in its pauses rather than in steps
-the trial would not time."""
-
-CUT_RATIO = 2.0
-"""A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
-block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much slower for that
-run; the settling before it takes out the known slow starts (pool threads of the engine before: 1.8x on LeNet; a
-fresh compiled step: 1.7x on the RNN)."""
-
-MAX_ROUNDS = 15
-"""Timed runs on each backend after which the smaller median wins even if the times still overlap."""
-
-TRIAL_SECONDS = 2.0
-"""Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
-
-RECHECK_SECONDS = 20.0
-"""Run time on the chosen backend before the choice is first checked again against the runner-up."""
-
-RECHECK_SECONDS_OVERLAPPING = 2.0
-"""Run time on a choice made while its times still overlapped the runner-up's (after ``MAX_ROUNDS`` or
-``TRIAL_SECONDS``: a close call) before its first check: the trial's two seconds on a 2-core machine can catch
-one engine slower than it runs later (LeNet's trial: xla 9.26 ms, torch 9.38, overlapping, xla chosen; the same
-process's later rounds: 7.95 and 6.69)."""
-
-RECHECK_MAX_SECONDS = 640.0
-"""The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
-
-RECHECK_MARGIN = 0.10
-"""How much faster (median) the runner-up must be to take over in a check: its times apart from the choice's, or
-not when the choice itself was made on times that overlapped (then the check's pooled medians weigh as much as
-the trial's did). Measured (``tests/bench/choice.py``, 60 processes): a seed f64 choice of xla made overlapping
-(numpy 1.26 ms, xla 1.03) was kept by a check that met numpy at 0.82 ms and xla at 1.13, their times not
-apart; it ran xla 30 % slower from then on."""
-
-CHECK_SHARE = 0.05
-"""The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
-them), as a share of the run time on the choice before it (``first_check_after``): a clear choice between close
-engines with short steps is checked after a few seconds, not ``RECHECK_SECONDS`` (a seed f64 trial measured
-numpy 0.90 ms and xla 0.79, apart; the same process later ran them at 0.69 and 1.06), while ResNet's check
-(~2 s of slower runs) still waits its 20."""
-
-RECHECK_TURNS = 2
-"""Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
-one block each, one check in ten fresh LeNet processes (``tests/bench/choice.py``) moved a right choice to the
-slower engine: a block of five runs met xla at 6.75 ms and torch at 10.3, where both ran 9-10 ms before and after."""
-
-
-def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
-    """Run time on a choice before its first check, from the two engines' median runs: ``RECHECK_SECONDS_OVERLAPPING``
-    after a close call; after a clear one, what keeps the check's cost within ``CHECK_SHARE`` of the runs before
-    it, between ``RECHECK_SECONDS_OVERLAPPING`` and ``RECHECK_SECONDS``."""
-    if not clear:
-        return RECHECK_SECONDS_OVERLAPPING
-    per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
-    extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
-    return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
-
-
-def full_block(runs: int, seconds: float) -> bool:
-    """Whether ``runs`` timed runs that took ``seconds`` in all make a whole block: ``BLOCK_RUNS`` runs and
-    ``BLOCK_SECONDS`` at least."""
-    return runs >= BLOCK_RUNS and seconds >= BLOCK_SECONDS
-
-
-def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
-    """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
-    upper = statistics.quantiles(fast, n=4, method="inclusive")[2]
-    lower = statistics.quantiles(slow, n=4, method="inclusive")[0]
-    return upper < lower
+__all__ = ["Trial"]
 
 
 class Trial:
@@ -136,7 +32,7 @@ class Trial:
         self.candidates = [] if stays_because else list(candidates)
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
-        self.numpy_left = NUMPY_FIRST
+        self.numpy_left = rules.NUMPY_FIRST
         self.numpy_seconds = 0.0
         """Run time spent on numpy before the trial: the compiles start only after ``NUMPY_SECONDS_FIRST``."""
         ahead = background if isinstance(background, Mapping) else {name: background for name in self.candidates}
@@ -144,7 +40,7 @@ class Trial:
         """Per candidate, how it gets its step: "due" (a background compile is to start), "running", "ready",
         "inline" (its first run compiles, untimed), or "held" (due later: a remembered choice's runner-up, once
         the choice is taken)."""
-        self.warm_left = {name: COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
+        self.warm_left = {name: rules.COMPILED_WARM + (0 if ahead[name] else 1) for name in self.candidates}
         self.seconds: dict[str, list[float]] = {"numpy": [], **{name: [] for name in self.candidates}}
         self.blocks: dict[str, int] = dict.fromkeys(self.seconds, 0)
         """backend -> its whole blocks of timed runs so far (a round is a block of each backend in the contest)."""
@@ -179,7 +75,7 @@ class Trial:
         self.runner_up: str | None = None
         """The second fastest in the trial: what a check of the choice runs against (None: nothing to check)."""
         self.rechecks = 0
-        self._recheck_after = RECHECK_SECONDS
+        self._recheck_after = rules.RECHECK_SECONDS
         self._on_choice = 0.0
         """Run time on the choice since it was made or last checked."""
         self._recheck: dict[str, list[float]] | None = None
@@ -226,7 +122,7 @@ class Trial:
         self._medians, self._measured = dict(remembered.medians), remembered.reason
         up = remembered.runner_up
         self.runner_up = up if up == "numpy" or up in self.candidates else None
-        self._recheck_after = RECHECK_SECONDS
+        self._recheck_after = rules.RECHECK_SECONDS
 
     def _give_up_recall(self) -> None:
         """The remembered engine cannot run: every candidate prepares, and the trial runs as usual."""
@@ -288,7 +184,7 @@ class Trial:
         settling (untimed), else True, its time added to the block's."""
         if self._settled is not None:
             self._settled += idle
-            if self._settled < SETTLE_SECONDS:
+            if self._settled < rules.SETTLE_SECONDS:
                 self._settled += seconds
                 return False
             self._settled = None
@@ -298,7 +194,7 @@ class Trial:
 
     def _block_done(self) -> bool:
         """Whether the current block's timed runs make a whole block."""
-        return full_block(self._block_timed, self._block_spent)
+        return rules.full_block(self._block_timed, self._block_spent)
 
     def _contenders(self) -> list[str]:
         """The backends still in the contest: numpy and the candidates, less the cut ones."""
@@ -389,10 +285,10 @@ class Trial:
         if self.numpy_seconds:  # (not the first run)
             self._numpy_runs.append(seconds)
             self._numpy_sum += seconds
-            while full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
+            while rules.full_block(len(self._numpy_runs) - 1, self._numpy_sum - self._numpy_runs[0]):
                 self._numpy_sum -= self._numpy_runs.popleft()  # the block is whole without it
         self.numpy_seconds += seconds
-        waits = NUMPY_SECONDS_FIRST if self.recalled is None else 0.0  # (a remembered compiled engine: no wait)
+        waits = rules.NUMPY_SECONDS_FIRST if self.recalled is None else 0.0  # (a remembered compiled engine: no wait)
         if self.numpy_left > 1 or self.numpy_seconds >= waits:
             self.numpy_left -= 1
         if not self.numpy_left:
@@ -403,7 +299,7 @@ class Trial:
         make a whole one."""
         if self._numpy_runs:
             self._looks["numpy"] = statistics.median(self._numpy_runs)
-        if full_block(len(self._numpy_runs), self._numpy_sum):
+        if rules.full_block(len(self._numpy_runs), self._numpy_sum):
             self.seconds["numpy"] = list(self._numpy_runs)
             self.blocks["numpy"] = 1
             self._spent += sum(self._numpy_runs)
@@ -416,9 +312,9 @@ class Trial:
             return
         best = min(complete, key=lambda name: statistics.median(self.seconds[name]))
         slowest = max(self.seconds[best])
-        if seconds > CUT_RATIO * slowest:
-            self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over {CUT_RATIO:g}x "
-                                 f"{best}'s slowest ({slowest * 1e3:.3g} ms)")
+        if seconds > rules.CUT_RATIO * slowest:
+            self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over "
+                                 f"{rules.CUT_RATIO:g}x {best}'s slowest ({slowest * 1e3:.3g} ms)")
 
     def _ran_on_choice(self, backend: str, seconds: float, idle: float) -> None:
         if self.runner_up is None:
@@ -429,7 +325,7 @@ class Trial:
                 self.compile[self.runner_up] = "due"  # (a remembered choice's runner-up: ready before its check)
             if self._on_choice >= self._recheck_after and self._prepared(self.runner_up):
                 self._recheck = {self.runner_up: [], self.chosen: []}
-                self._turns = [self.runner_up, self.chosen] * RECHECK_TURNS
+                self._turns = [self.runner_up, self.chosen] * rules.RECHECK_TURNS
                 self._block = None
             return
         if backend != self._block or not self._timed_in_block(seconds, idle):
@@ -452,15 +348,15 @@ class Trial:
                     f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
         self.told, self.record_due = False, True
         self._medians.update({other: faster, choice: slower})
-        apart = separated(times[other], times[choice])
-        if faster < slower * (1 - RECHECK_MARGIN) and (apart or not self._chosen_apart):
+        apart = rules.separated(times[other], times[choice])
+        if faster < slower * (1 - rules.RECHECK_MARGIN) and (apart or not self._chosen_apart):
             self.reason = self._chosen_because = self._measured = f"{measured} ({'apart' if apart else 'overlapping'})"
             self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
-            self._recheck_after = RECHECK_SECONDS
+            self._recheck_after = rules.RECHECK_SECONDS
         else:
             self.reason = f"{self._chosen_because}; {measured} (kept)"
             self._measured = f"{measured} (kept)"
-            self._recheck_after = min(2 * self._recheck_after, RECHECK_MAX_SECONDS)
+            self._recheck_after = min(2 * self._recheck_after, rules.RECHECK_MAX_SECONDS)
 
     def _decide(self) -> None:
         """After a block: once every backend in the contest has as many whole blocks as the others, those clearly
@@ -470,26 +366,26 @@ class Trial:
         if len({self.blocks[name] for name in names}) != 1:
             return
         rounds = min(len(self.seconds[name]) for name in names)
-        if rounds < MIN_ROUNDS:
+        if rounds < rules.MIN_ROUNDS:
             return
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
-        apart = [name for name in others if separated(self.seconds[fast], self.seconds[name])]
+        apart = [name for name in others if rules.separated(self.seconds[fast], self.seconds[name])]
         clear = len(apart) == len(others)
         if not clear:  # the ones still close to the fastest go on alone
             for name in apart:
                 others.remove(name)
                 self.cut[name] = (f"{name} left after {len(self.seconds[name])} runs (median "
                                   f"{medians[name] * 1e3:.3g} ms), apart from {fast}'s")
-        if not (clear or rounds >= MAX_ROUNDS or self._spent >= TRIAL_SECONDS):
+        if not (clear or rounds >= rules.MAX_ROUNDS or self._spent >= rules.TRIAL_SECONDS):
             return
         behind = sorted(self.cut, key=lambda name: statistics.median(self.seconds[name]))
         self.chosen, self.runner_up = fast, [*others, *behind][0] if others or behind else None
         self._chosen_apart, self.record_due = clear, True
         self._medians = {name: statistics.median(times) for name, times in self.seconds.items() if times}
         if self.runner_up is not None:
-            self._recheck_after = first_check_after(medians[fast], statistics.median(self.seconds[self.runner_up]),
-                                                    clear)
+            runner_up = statistics.median(self.seconds[self.runner_up])
+            self._recheck_after = rules.first_check_after(medians[fast], runner_up, clear)
         shown = ", ".join(f"{name} {medians[name] * 1e3:.3g} ms" for name in medians)
         how = "apart" if clear else "overlapping"
         left = "".join(f"; {why}" for why in [*self.cut.values(), *self.dropped.values()])

@@ -13,9 +13,9 @@ import pytest
 
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
-from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime import trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
-from gradgen.framework.runtime.trial import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
+from gradgen.framework.runtime.trial_rules import (BLOCK_RUNS, COMPILED_WARM, MAX_ROUNDS, MIN_ROUNDS, NUMPY_FIRST,
                                              RECHECK_SECONDS, RECHECK_SECONDS_OVERLAPPING, RECHECK_TURNS,
                                              SETTLE_SECONDS, first_check_after)
 from gradgen.framework.runtime.place import CUDAPlace

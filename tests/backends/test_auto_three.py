@@ -12,9 +12,9 @@ import pytest
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.backend.shared import weighing
 from gradgen.framework.runtime import auto_run
-from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime import trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
-from gradgen.framework.runtime.trial import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST
+from gradgen.framework.runtime.trial_rules import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST
 from gradgen.program import Program, layers, program_guard
 from tests.backends.test_auto import _Clock, _noisy, _Preparing, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch

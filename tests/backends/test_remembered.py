@@ -13,9 +13,9 @@ import pytest
 from gradgen.framework import Executor, Scope, optimizer
 from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import remembered
-from gradgen.framework.runtime import trial as trial_rules
+from gradgen.framework.runtime import trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
-from gradgen.framework.runtime.trial import NUMPY_FIRST, RECHECK_SECONDS, SETTLE_SECONDS
+from gradgen.framework.runtime.trial_rules import NUMPY_FIRST, RECHECK_SECONDS, SETTLE_SECONDS
 from gradgen.program import Program, layers, program_guard
 from tests.backends.xla_harness import need_jax
 

@@ -69,7 +69,7 @@ def _in_own_process(engine: str, samples: int, epochs: int, numpy_first: float |
         env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
         env.pop("GRADGEN_BACKEND", None)
         setting = ("" if numpy_first is None else
-                   f"import gradgen.framework.runtime.trial as a; a.NUMPY_SECONDS_FIRST = {numpy_first!r}; ")
+                   f"import gradgen.framework.runtime.trial_rules as a; a.NUMPY_SECONDS_FIRST = {numpy_first!r}; ")
         code = (f"import json; {setting}from tests.bench.partial_batch import train; "
                 f"print(json.dumps(train({engine!r}, {samples}, {epochs})))")
         start = time.perf_counter()

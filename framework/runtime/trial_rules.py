@@ -1,0 +1,114 @@
+"""The thresholds of ``backend="auto"``'s trial (``trial.py`` keeps its bookkeeping, ``auto_run.py`` tells the
+whole story), each with the measurement behind it, and the three judgements made with them: when a block of
+timed runs is whole, when two engines' times lie apart, and how long a choice runs before its first check."""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
+           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "first_check_after",
+           "full_block", "separated"]
+
+NUMPY_FIRST = 2
+"""Runs a program makes on the numpy backend before the compiled backend is tried."""
+
+NUMPY_SECONDS_FIRST = 1.0
+"""Seconds of runs a program spends on numpy before the compiled backends are tried: a job shorter than that
+never pays for a compile, as a ski renter buys only after renting about the price. The price: the compiled
+engines' preparation (jax's import, the trace and the compile: ~1 s of a core for a digits CNN) shares the
+interpreter lock with the numpy runs beside it, which run at half speed meanwhile, and the trial's blocks follow
+(tests/bench/partial_batch.py, 1.9 s added in all). Measured there, job on numpy / default: 0.87 s / 2.1 s with
+0.5 here, 0.85 s with 1.0; a 1.7 s job 2.9 s with either, 1.7 with 2.0. A long job pays the wait once, at most
+(1 - compiled / numpy step) of it."""
+
+COMPILED_WARM = 1
+"""Untimed runs on the compiled backend after its compile, before its timed ones."""
+
+MIN_ROUNDS = 3
+"""Timed runs on each backend before a choice may be made."""
+
+BLOCK_RUNS = 3
+"""Timed runs a backend makes in a row in the trial (a choice is made only between blocks), at least."""
+
+BLOCK_SECONDS = 0.05
+"""Timed run time a block spends, at least (it makes ``BLOCK_RUNS`` runs or more): three runs of a sub-millisecond
+step take a millisecond or two, which one burst of other work covers whole. Measured with blocks of three runs
+(``tests/bench/choice.py``, 10 fresh processes each): the seed MLPs picked xla in 3 of 20 processes where numpy
+ran 15-20 % faster (0.55 against 0.67 ms)."""
+
+SETTLE_SECONDS = 0.2
+"""Settling a block needs first when the run before it was another backend's, or when it is its backend's first:
+the previous engine's pool threads spin for a while after its work (OpenBLAS's about 0.1 s), and a fresh compiled
+step's first runs are slow. Untimed runs of the block count, and so does the idle time before them (the caller
+sleeping, or waiting on its data): the pools stop spinning then too. A job that runs one step at a time with
+pauses between (the anchors' harness: one transformer step a round) settles in its pauses rather than in steps
+the trial would not time."""
+
+CUT_RATIO = 2.0
+"""A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
+block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much slower for that
+run; the settling before it takes out the known slow starts (pool threads of the engine before: 1.8x on LeNet; a
+fresh compiled step: 1.7x on the RNN)."""
+
+MAX_ROUNDS = 15
+"""Timed runs on each backend after which the smaller median wins even if the times still overlap."""
+
+TRIAL_SECONDS = 2.0
+"""Timed seconds (both backends) after which the smaller median wins, once ``MIN_ROUNDS`` are in."""
+
+RECHECK_SECONDS = 20.0
+"""Run time on the chosen backend before the choice is first checked again against the runner-up."""
+
+RECHECK_SECONDS_OVERLAPPING = 2.0
+"""Run time on a choice made while its times still overlapped the runner-up's (after ``MAX_ROUNDS`` or
+``TRIAL_SECONDS``: a close call) before its first check: the trial's two seconds on a 2-core machine can catch
+one engine slower than it runs later (LeNet's trial: xla 9.26 ms, torch 9.38, overlapping, xla chosen; the same
+process's later rounds: 7.95 and 6.69)."""
+
+RECHECK_MAX_SECONDS = 640.0
+"""The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
+
+RECHECK_MARGIN = 0.10
+"""How much faster (median) the runner-up must be to take over in a check: its times apart from the choice's, or
+not when the choice itself was made on times that overlapped (then the check's pooled medians weigh as much as
+the trial's did). Measured (``tests/bench/choice.py``, 60 processes): a seed f64 choice of xla made overlapping
+(numpy 1.26 ms, xla 1.03) was kept by a check that met numpy at 0.82 ms and xla at 1.13, their times not
+apart; it ran xla 30 % slower from then on."""
+
+CHECK_SHARE = 0.05
+"""The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
+them), as a share of the run time on the choice before it (``first_check_after``): a clear choice between close
+engines with short steps is checked after a few seconds, not ``RECHECK_SECONDS`` (a seed f64 trial measured
+numpy 0.90 ms and xla 0.79, apart; the same process later ran them at 0.69 and 1.06), while ResNet's check
+(~2 s of slower runs) still waits its 20."""
+
+RECHECK_TURNS = 2
+"""Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
+one block each, one check in ten fresh LeNet processes (``tests/bench/choice.py``) moved a right choice to the
+slower engine: a block of five runs met xla at 6.75 ms and torch at 10.3, where both ran 9-10 ms before and after."""
+
+
+def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
+    """Run time on a choice before its first check, from the two engines' median runs: ``RECHECK_SECONDS_OVERLAPPING``
+    after a close call; after a clear one, what keeps the check's cost within ``CHECK_SHARE`` of the runs before
+    it, between ``RECHECK_SECONDS_OVERLAPPING`` and ``RECHECK_SECONDS``."""
+    if not clear:
+        return RECHECK_SECONDS_OVERLAPPING
+    per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
+    extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
+    return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
+
+
+def full_block(runs: int, seconds: float) -> bool:
+    """Whether ``runs`` timed runs that took ``seconds`` in all make a whole block: ``BLOCK_RUNS`` runs and
+    ``BLOCK_SECONDS`` at least."""
+    return runs >= BLOCK_RUNS and seconds >= BLOCK_SECONDS
+
+
+def separated(fast: Sequence[float], slow: Sequence[float]) -> bool:
+    """Whether the run times ``fast`` are clearly below ``slow``: its upper quartile under the other's lower one."""
+    upper = statistics.quantiles(fast, n=4, method="inclusive")[2]
+    lower = statistics.quantiles(slow, n=4, method="inclusive")[0]
+    return upper < lower
