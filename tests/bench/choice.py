@@ -7,7 +7,7 @@
 Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
 transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
 (``backend_choice``) and on for ``--steady`` seconds more (a choice made while the engines' times still overlapped
-is checked again after 2 s of runs: ``trial.RECHECK_SECONDS_OVERLAPPING``), then times every engine ``auto``
+is checked again after 2 s of runs: ``trial_rules.RECHECK_SECONDS_OVERLAPPING``), then times every engine ``auto``
 weighs for the program with executors of their own, in rounds of a few steps each, after untimed ones, in the same
 process (so the same load hits every engine), and reports the medians. A pick is wrong when the engine the
 default runs in steady state (its choice after those seconds) has a median more than ``MARGIN`` above the
