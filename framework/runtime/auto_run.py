@@ -15,10 +15,10 @@ new trial, so each shape runs on its own winner):
    else runs beside them yet, so they are as settled as any later block, and the trial need not run numpy again.
 2. Then each candidate prepares its step in a background thread (its runner's ``prepare``: xla compiles, torch
    imports itself and builds its steps), and the runs stay on numpy until all are ready (but for the warm runs of
-   3): no run waits on a compile. A candidate whose compile fails, that cannot run the program, or that declines a compile that might
-   not finish (its runner's ``declines``: xla compiles a long block in pieces, but a long block with control
-   flow compiles whole) leaves the trial and the choice says why. (A runner without ``prepare`` compiles in its
-   first run.)
+   3): no run waits on a compile. A candidate whose compile fails, that cannot run the program, or that declines
+   a compile that might not finish (its runner's ``declines``: xla compiles a long block in pieces, but a long
+   block with control flow compiles whole) leaves the trial and the choice says why. (A runner without
+   ``prepare`` compiles in its first run.)
 3. ``COMPILED_WARM`` runs on each candidate, not timed (the first run after a compile still runs slower than the
    rest: the anchors' RNN 6.8, then 4.0-4.4 ms), made as soon as it is ready, beside the others' preparations
    (torch is ready seconds before xla has compiled a transformer step).
@@ -51,8 +51,8 @@ new trial, so each shape runs on its own winner):
 A trial that matches a choice an earlier process recorded (the same program, names, feed shapes, engines,
 thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, after
 ``NUMPY_FIRST`` runs, and runs every run once it is ready; its runner-up prepares later, and the checks of 5 go
-on from there, the first after ``RECHECK_SECONDS``. Each choice and check is recorded for the next process (``Executor`` remembers
-unless ``GRADGEN_REMEMBER_CHOICES=0``).
+on from there, the first after ``RECHECK_SECONDS``. Each choice and check is recorded for the next process
+(``Executor`` remembers unless ``GRADGEN_REMEMBER_CHOICES=0``).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -147,10 +147,9 @@ class AutoRunner:
                 engines = ["numpy", *(name for name in self.compiled_names if name not in left_out)]
                 record_key = trial_key(program, dict(shapes), fetch_names, engines, self._threads)
                 remembered = recall(record_key, engines)
-            found = Trial(self.compiled_names, stays, background, remembered)
+            found = Trial(self.compiled_names, stays, background, remembered, record_key)
             for name, why in left_out.items():
                 found.drop(name, why)
-            found.record_key = record_key
             per_program[key] = found
             self._tell(program, found)
         return found

@@ -25,10 +25,11 @@ class Trial:
     engine prepares, after ``NUMPY_FIRST`` runs (the earlier process ran long enough to choose), and is chosen as
     soon as it is ready, with no timed runs; the runner-up prepares later, for the first check, which weighs the
     two as after a trial. If the remembered engine fails to prepare, the others prepare and the trial runs as
-    usual."""
+    usual. ``record_key``: where the runner files this trial's choice for later processes (None: nowhere)."""
 
     def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
-                 background: Mapping[str, bool] | bool = False, remembered: Remembered | None = None):
+                 background: Mapping[str, bool] | bool = False, remembered: Remembered | None = None,
+                 record_key: str | None = None):
         self.candidates = [] if stays_because else list(candidates)
         self.chosen: str | None = "numpy" if stays_because else None
         self.reason = stays_because or ""
@@ -94,7 +95,7 @@ class Trial:
         """What the latest trial or check found, without what an earlier process found: a record's reason."""
         self.record_due = False
         """Whether a choice or a check has happened that no record holds yet (the runner files one)."""
-        self.record_key: str | None = None
+        self.record_key = record_key
         """The key the runner files this trial's records under, or None when it keeps none."""
         self.recalled: Remembered | None = None
         """The earlier process's choice, while this trial waits to take it (None once taken or given up)."""

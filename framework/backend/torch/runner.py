@@ -60,8 +60,8 @@ _OWN_THREADS = torch.get_num_threads()
 @contextmanager
 def _threads(n: int | None) -> Iterator[None]:
     """torch's intra-op threads for the run (then put back): ``n`` (``Executor(threads=N)``), else the cores other
-    work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin against other work: on a loaded
-    2-core machine two threads ran the anchors' transformer step in 2440 ms, one in 543."""
+    work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin against other
+    work: on a loaded 2-core machine two threads ran the anchors' transformer step in 2440 ms, one in 543."""
     n = n if n is not None else min(cores_for_runs(), _OWN_THREADS)
     before = torch.get_num_threads()
     if n == before:
