@@ -218,7 +218,7 @@ class Trial:
             table.pop(name, None)
         self.dropped[name] = why
         if not self.candidates and self.chosen is None:
-            self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
+            self.chosen, self.reason = "numpy", "; ".join(dict.fromkeys(self.dropped.values()))  # each reason once
 
     def compiled(self, name: str, why_not: str | None) -> None:
         """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""

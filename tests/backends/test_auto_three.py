@@ -177,6 +177,53 @@ def test_xla_is_weighed_only_for_convolutions_under_its_limit():
     assert weighing.WEIGHED_FOR["xla"](unknown.global_block(), 10 ** 9) is None
 
 
+def _wide_mlp(layer_count: int, sample_dims: tuple = (), width: int = 1024, then=lambda h: h) -> Program:
+    """``layer_count`` relu layers of ``width`` (each sample ``sample_dims`` rows of them), ``then`` applied, summed
+    squared error, SGD: a step of large products and little else."""
+    main = Program()
+    with program_guard(main, Program()):
+        h = layers.data("x", [-1, *sample_dims, width], "float32")
+        for i in range(layer_count):
+            h = layers.relu(h @ layers.create_parameter([width, width], "float32", name=f"w{i}"))
+        optimizer.SGD(0.1).minimize(layers.reduce_sum(layers.square(then(h)), name="loss"))
+    return main
+
+
+def test_no_compiled_engine_is_weighed_for_a_step_of_large_products():
+    """``weighing.product_bound``: four 1024-wide layers at batch 256 do 3 G multiply-adds of 2-D products (four forward, four for the
+    weights, three for the inputs), over
+    ``PRODUCT_BOUND_RATIO`` per element the rest writes: xla and torch both sit out, saying why. Weighed again:
+    the same layers at batch 64 (under ``PRODUCT_BOUND_WORK``), on 3-D samples (batched products), and with a
+    hundred tanh after them (eight times the elements to write)."""
+    block = _wide_mlp(4).global_block()
+    products, other = weighing.product_work(block, 256), weighing.other_elements(block, 256)
+    assert products == 11 * 256 * 1024 * 1024 and products >= weighing.PRODUCT_BOUND_RATIO * other
+    for engine in ("xla", "torch"):
+        why = weighing.WEIGHED_FOR[engine](block, 256)
+        assert why is not None and "its step is large matrix products (2.95 G multiply-adds" in why
+    assert weighing.product_bound(block, 64) is None
+    assert weighing.WEIGHED_FOR["torch"](block, 64) is None  # 0.74 G: over PRODUCT_WORK_FOR_TORCH
+    assert weighing.product_bound(block, 1024) is not None  # the rows of 256 samples of 4 rows each, 2-D ...
+    assert weighing.product_bound(_wide_mlp(4, (4,)).global_block(), 256) is None  # ... and 3-D
+    def tanh_chain(h):
+        for _ in range(100):
+            h = layers.tanh(h)
+        return h
+
+    much_else = _wide_mlp(4, then=tanh_chain).global_block()
+    assert weighing.product_work(much_else, 256) == products
+    assert weighing.other_elements(much_else, 256) > 8 * other and weighing.product_bound(much_else, 256) is None
+
+
+def test_a_step_of_large_products_stays_on_numpy_with_nothing_prepared():
+    """An auto executor's trial of that MLP chooses numpy at once: no compiled engine runs or prepares, and the
+    choice gives the reason once."""
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.5, "torch": 0.1})
+    _runs(runner, _wide_mlp(4), NUMPY_FIRST + 5, feed={"x": np.zeros((256, 1024), np.float32)})
+    assert set(log) == {"numpy"} and told[0][0] == "numpy"
+    assert told[0][1].startswith("no compiled engine is weighed") and told[0][1].count("matrix products") == 1
+
+
 def test_convolution_work_is_unknown_where_a_spatial_dim_is():
     """A -1 spatial dim (a fully convolutional net fed any size) or gradients without their forward op: the work
     is not known, and torch is weighed."""

@@ -8,7 +8,9 @@ win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its
 4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
 numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. It is weighed for large products too
 (``PRODUCT_WORK_FOR_TORCH``), since its products run on torch's threads. The xla engine is weighed the other way
-round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``).
+round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``). Neither is weighed for a step that is all
+large matrix products (``product_bound``): numpy runs each as one BLAS product as they do, and the rest is too
+little for any engine to gain on, while weighing one would hold its memory for the rest of the process.
 """
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ import math
 from typing import Any, Callable, Mapping
 
 from gradgen.program.ops import OP_SCHEMAS, conv as conv_family
+from gradgen.program.subblocks import owned_blocks
 
-__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR",
-           "convolution_work", "feed_batch", "product_work"]
+__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO", "PRODUCT_BOUND_WORK",
+           "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch", "other_elements", "product_bound",
+           "product_work"]
 
 CONVOLUTION_WORK_FOR_TORCH = 2_000_000
 """Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
@@ -57,6 +61,49 @@ def product_work(block, batch: int) -> float:
         return math.inf
 
 
+def other_elements(block, batch: int) -> float:
+    """Elements ``block``'s ops other than matrix products write in one run with leading dim ``batch`` (what the
+    elementwise work, which a compiled engine could fuse, is proportional to); ``inf`` where a dim other than the
+    leading one is unknown."""
+    shape = _run_shape(block, batch)
+    try:
+        return float(sum(math.prod(shape(name)) for op in block.ops if op.type != "matmul"
+                         for name in op.output_arg_names))
+    except ValueError:
+        return math.inf
+
+
+PRODUCT_BOUND_WORK = 1_000_000_000
+"""Multiply-adds of a step's matrix products from which a step can be all products (``product_bound``): the
+50-layer MLP of the anchors' memory bench has 40 G, the large MLP 23 G, the transformer block 3.6 G."""
+
+PRODUCT_BOUND_RATIO = 300
+"""Multiply-adds of products per element the other ops write, from which a step is all products. Measured (the
+engines side by side in one process, medians, quiet): the 50-layer MLP (499 a element) numpy 713 ms, xla 781,
+torch 1,221; the large MLP (834) numpy 444, xla 454, torch 482 (``tests/bench/engine_steps``' programs). The
+transformer block is far below (90), and the torch engine runs it fastest."""
+
+
+def product_bound(block, batch: int) -> str | None:
+    """Why no compiled engine is weighed for ``block`` at leading dim ``batch``: its step is large 2-D matrix
+    products, at least ``PRODUCT_BOUND_WORK`` multiply-adds and ``PRODUCT_BOUND_RATIO`` per element its other ops
+    write, with no convolution and no sub-block; None otherwise (or where a size is unknown)."""
+    if any(owned_blocks(op) for op in block.ops) or convolution_work(block, batch):
+        return None
+    products, shape = product_work(block, batch), _run_shape(block, batch)
+    if not PRODUCT_BOUND_WORK <= products < math.inf:
+        return None
+    if any(len(shape(op.inputs[slot][0])) != 2 for op in block.ops if op.type == "matmul" for slot in ("X", "Y")):
+        return None  # batched products: numpy runs one BLAS call per matrix, an engine may run them as one
+    other = other_elements(block, batch)
+    if products < PRODUCT_BOUND_RATIO * other:
+        return None
+    return (f"no compiled engine is weighed: its step is large matrix products ({products / 1e9:.3g} G "
+            f"multiply-adds; its other ops write {other / 1e6:.3g} M elements): each runs as one BLAS product on "
+            "every engine, and the rest is too little for a compiled engine to gain on, while weighing one would hold "
+            "its memory (backend.shared.weighing)")
+
+
 CONVOLUTION_WORK_FOR_XLA = 1_000_000_000
 """Multiply-adds of a step's forward convolutions from which the xla engine sits out: XLA's CPU convolutions
 (Eigen's) lose more the larger they are. On the anchors' ResNet blocks (4.8 G a step) its step took 236 ms,
@@ -66,6 +113,9 @@ so it stays weighed below this."""
 
 
 def _xla_left_out(block, batch: int) -> str | None:
+    bound = product_bound(block, batch)
+    if bound:
+        return bound
     work = convolution_work(block, batch)
     if work < CONVOLUTION_WORK_FOR_XLA or math.isinf(work):  # unknown: weighed
         return None
@@ -82,6 +132,9 @@ the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far 
 
 
 def _torch_left_out(block, batch: int) -> str | None:
+    bound = product_bound(block, batch)
+    if bound:
+        return bound
     work = convolution_work(block, batch)
     if work >= CONVOLUTION_WORK_FOR_TORCH or product_work(block, batch) >= PRODUCT_WORK_FOR_TORCH:
         return None
