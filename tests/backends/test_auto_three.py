@@ -215,6 +215,20 @@ def test_no_compiled_engine_is_weighed_for_a_step_of_large_products():
     assert weighing.other_elements(much_else, 256) > 8 * other and weighing.product_bound(much_else, 256) is None
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64"])
+def test_only_products_numpy_gives_its_blas_make_a_step_product_bound(dtype):
+    """Four chained 1024 x 1024 products at batch 1024, nothing else: float32 and float64 are product-bound;
+    numpy's float16 and integer products are its own loops, far slower than a BLAS, so the engines are weighed."""
+    main = Program()
+    with program_guard(main, Program()):
+        h = layers.data("x", [-1, 1024], dtype)
+        for i in range(4):
+            h = h @ layers.data(f"w{i}", [1024, 1024], dtype)
+    block = main.global_block()
+    assert weighing.product_work(block, 1024) == 4 * 1024 ** 3 and weighing.other_elements(block, 1024) == 0
+    assert (weighing.product_bound(block, 1024) is None) == (dtype not in ("float32", "float64"))
+
+
 def test_a_step_of_large_products_stays_on_numpy_with_nothing_prepared():
     """An auto executor's trial of that MLP chooses numpy at once: no compiled engine runs or prepares, and the
     choice gives the reason once."""

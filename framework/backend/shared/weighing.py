@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from gradgen.program.ops import OP_SCHEMAS, conv as conv_family
 from gradgen.program.subblocks import owned_blocks
 
-__all__ = ["CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO", "PRODUCT_BOUND_WORK",
+__all__ = ["BLAS_DTYPES", "CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO", "PRODUCT_BOUND_WORK",
            "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch", "other_elements", "product_bound",
            "product_work"]
 
@@ -84,17 +84,24 @@ torch 1,221; the large MLP (834) numpy 444, xla 454, torch 482 (``tests/bench/en
 transformer block is far below (90), and the torch engine runs it fastest."""
 
 
+BLAS_DTYPES = ("float32", "float64")
+"""The dtypes whose products numpy hands to its BLAS."""
+
+
 def product_bound(block, batch: int) -> str | None:
-    """Why no compiled engine is weighed for ``block`` at leading dim ``batch``: its step is large 2-D matrix
-    products, at least ``PRODUCT_BOUND_WORK`` multiply-adds and ``PRODUCT_BOUND_RATIO`` per element its other ops
-    write, with no convolution and no sub-block; None otherwise (or where a size is unknown)."""
+    """Why no compiled engine is weighed for ``block`` at leading dim ``batch``: its step is large 2-D float32 or
+    float64 matrix products, at least ``PRODUCT_BOUND_WORK`` multiply-adds and ``PRODUCT_BOUND_RATIO`` per element
+    its other ops write, with no convolution and no sub-block; None otherwise (or where a size is unknown)."""
     if any(owned_blocks(op) for op in block.ops) or convolution_work(block, batch):
         return None
     products, shape = product_work(block, batch), _run_shape(block, batch)
     if not PRODUCT_BOUND_WORK <= products < math.inf:
         return None
-    if any(len(shape(op.inputs[slot][0])) != 2 for op in block.ops if op.type == "matmul" for slot in ("X", "Y")):
+    operands = [op.inputs[slot][0] for op in block.ops if op.type == "matmul" for slot in ("X", "Y")]
+    if any(len(shape(name)) != 2 for name in operands):
         return None  # batched products: numpy runs one BLAS call per matrix, an engine may run them as one
+    if any(block.var(name).dtype not in BLAS_DTYPES for name in operands):
+        return None  # numpy's integer and float16 products are loops of its own, not BLAS
     other = other_elements(block, batch)
     if products < PRODUCT_BOUND_RATIO * other:
         return None
