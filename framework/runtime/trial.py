@@ -88,7 +88,8 @@ class Trial:
         check that keeps the choice adds its own medians to."""
         self._chosen_apart = True
         """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
-        times apart to switch; a choice made on overlapping times is switched by medians alone)."""
+        times apart to switch; a choice made on overlapping times is weighed again with the check's medians:
+        ``trial_rules.close_call_overturned``)."""
         self._medians: dict[str, float] = {}
         """The latest median run of each engine timed (the trial's, then each check's): what a record keeps."""
         self._measured = ""
@@ -339,7 +340,8 @@ class Trial:
                 self._rechecked()
 
     def _rechecked(self) -> None:
-        """All blocks of a check are in: the runner-up takes over if clearly faster; the next check waits. Either
+        """All blocks of a check are in: the runner-up takes over if clearly faster (after a close call, faster on
+        all that was measured); the next check waits. Either
         way the choice's reason gives the check's medians, and the executor hears it."""
         other, choice, times = self.runner_up, self.chosen, self._recheck
         self._recheck, self._block, self._on_choice = None, None, 0.0
@@ -348,9 +350,12 @@ class Trial:
         measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
                     f"{other} {faster * 1e3:.3g} ms, {choice} {slower * 1e3:.3g} ms")
         self.told, self.record_due = False, True
+        before = (self._medians[other] / self._medians[choice]
+                  if self._medians.get(other) and self._medians.get(choice) else None)
         self._medians.update({other: faster, choice: slower})
         apart = rules.separated(times[other], times[choice])
-        if faster < slower * (1 - rules.RECHECK_MARGIN) and (apart or not self._chosen_apart):
+        if (rules.close_call_overturned(before, faster / slower) if not self._chosen_apart
+                else apart and faster < slower * (1 - rules.RECHECK_MARGIN)):
             self.reason = self._chosen_because = self._measured = f"{measured} ({'apart' if apart else 'overlapping'})"
             self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
             self._recheck_after = rules.RECHECK_SECONDS

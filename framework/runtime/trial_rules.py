@@ -8,8 +8,8 @@ from typing import Sequence
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "first_check_after",
-           "full_block", "separated"]
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "close_call_overturned",
+           "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -71,11 +71,9 @@ RECHECK_MAX_SECONDS = 640.0
 """The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
 
 RECHECK_MARGIN = 0.10
-"""How much faster (median) the runner-up must be to take over in a check: its times apart from the choice's, or
-not when the choice itself was made on times that overlapped (then the check's pooled medians weigh as much as
-the trial's did). Measured (``tests/bench/choice.py``, 60 processes): a seed f64 choice of xla made overlapping
-(numpy 1.26 ms, xla 1.03) was kept by a check that met numpy at 0.82 ms and xla at 1.13, their times not
-apart; it ran xla 30 % slower from then on."""
+"""How much faster (median) the runner-up must be, its times apart from the choice's, to overturn a choice made on
+times apart. A choice made on overlapping times is a close call, and a check weighs it otherwise
+(``close_call_overturned``)."""
 
 CHECK_SHARE = 0.05
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
@@ -99,6 +97,18 @@ def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
     per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
     extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
     return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
+
+
+def close_call_overturned(before: float | None, check: float) -> bool:
+    """Whether a check overturns a choice made on overlapping times: ``before`` and ``check`` are the runner-up's
+    median run over the choice's, in the measurement before this check (the trial, or the previous check; None
+    when unknown) and in this check. Neither measurement was clear, so they weigh alike: the runner-up takes over when
+    the geometric mean of the two ratios puts it ahead at all. Measured (``tests/bench/choice.py``, 60 processes
+    each): requiring the check's times apart kept a seed f64 choice of xla made overlapping (numpy 1.26 ms, xla
+    1.03) after a check met numpy at 0.82 and xla at 1.13; it ran xla 30 % slower from then on. Requiring the
+    check's median ``RECHECK_MARGIN`` below instead kept a LeNet choice of xla made overlapping (7.77 ms, torch
+    7.81) after a check met torch at 9.87 and xla at 10.7; the bench's rounds then ran torch 9.45, xla 10.41."""
+    return (1.0 if before is None else before) * check < 1.0
 
 
 def full_block(runs: int, seconds: float) -> bool:

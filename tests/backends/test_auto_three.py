@@ -190,11 +190,11 @@ def _wide_mlp(layer_count: int, sample_dims: tuple = (), width: int = 1024, then
 
 
 def test_no_compiled_engine_is_weighed_for_a_step_of_large_products():
-    """``weighing.product_bound``: four 1024-wide layers at batch 256 do 3 G multiply-adds of 2-D products (four forward, four for the
-    weights, three for the inputs), over
-    ``PRODUCT_BOUND_RATIO`` per element the rest writes: xla and torch both sit out, saying why. Weighed again:
-    the same layers at batch 64 (under ``PRODUCT_BOUND_WORK``), on 3-D samples (batched products), and with a
-    hundred tanh after them (eight times the elements to write)."""
+    """``weighing.product_bound``: four 1024-wide layers at batch 256 do 3 G multiply-adds of 2-D products (four
+    forward, four for the weights, three for the inputs), over ``PRODUCT_BOUND_RATIO`` per element the rest
+    writes: xla and torch both sit out, saying why. Weighed again: the same layers at batch 64 (under
+    ``PRODUCT_BOUND_WORK``), on 3-D samples (batched products), and with a hundred tanh after them (eight times
+    the elements to write)."""
     block = _wide_mlp(4).global_block()
     products, other = weighing.product_work(block, 256), weighing.other_elements(block, 256)
     assert products == 11 * 256 * 1024 * 1024 and products >= weighing.PRODUCT_BOUND_RATIO * other

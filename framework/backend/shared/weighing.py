@@ -20,9 +20,9 @@ from typing import Any, Callable, Mapping
 from gradgen.program.ops import OP_SCHEMAS, conv as conv_family
 from gradgen.program.subblocks import owned_blocks
 
-__all__ = ["BLAS_DTYPES", "CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO", "PRODUCT_BOUND_WORK",
-           "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch", "other_elements", "product_bound",
-           "product_work"]
+__all__ = ["BLAS_DTYPES", "CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO",
+           "PRODUCT_BOUND_WORK", "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch",
+           "other_elements", "product_bound", "product_work"]
 
 CONVOLUTION_WORK_FOR_TORCH = 2_000_000
 """Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
