@@ -45,10 +45,9 @@ new trial, so each shape runs on its own winner):
    blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over only if its pooled times are
    apart from the choice's and its median at least ``RECHECK_MARGIN`` below, or, after a close call (a choice made
    on overlapping times), if the trial's and the check's medians together put it ahead (``close_call_overturned``).
-   Another process's burst of work
-   during the trial can make the faster engine look slower; the check puts that right. Each check that keeps the
-   choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its cost fades (on ResNet a check
-   runs eight numpy steps).
+   Another process's burst of work during the trial can make the faster engine look slower; the check puts that
+   right. Each check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its
+   cost fades (on ResNet a check runs eight numpy steps).
 
 A trial that matches a choice an earlier process recorded (the same program, names, feed shapes, engines,
 thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, after
