@@ -117,3 +117,56 @@ def test_the_two_products_are_timed_in_turns_and_the_fastest_of_each_kept(monkey
     monkeypatch.undo()
     assert order == ["numpy", "torch"] * 6
     assert best == (1.0, 0.5)
+
+
+def test_a_run_sums_each_operand_once_and_the_next_run_sums_it_again(torch_products, monkeypatch):
+    """``finite.remembered_finite``: ``x`` feeds two products, ``x @ w1`` and ``x @ w2``, and is summed once in a
+    run (three sums: x, w1, w2), not twice. The memory is the run's: a second run with a NaN in ``x`` sums it
+    again, takes numpy's products and gives the reference's NaN rows."""
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import finite
+    from gradgen.program import Program, layers, program_guard
+
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 4], "float32")
+        w1, w2 = (layers.data(name, [4, 3], "float32") for name in ("w1", "w2"))
+        out = x @ w1 + x @ w2
+    sums, own = [], torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t: sums.append(tuple(t.shape)) or own(t))
+    rng = np.random.default_rng(3)
+    feed = {"x": rng.standard_normal((5, 4)).astype("float32"), "w1": rng.standard_normal((4, 3)).astype("float32"),
+            "w2": rng.standard_normal((4, 3)).astype("float32")}
+    run_on("torch", main, feed, [out.name])
+    assert sorted(sums) == [(4, 3), (4, 3), (5, 4)] and len(torch_products) == 2
+    sums.clear(), torch_products.clear()
+    feed["x"][2, 1] = np.nan
+    want, got = run_on("numpy", main, feed, [out.name]), run_on("torch", main, feed, [out.name])
+    assert sums.count((5, 4)) == 2 and torch_products == []  # (each product asks, and x is never found finite)
+    assert_same(want, got, [out.name], "a NaN in the second run")
+    assert np.isnan(got[0][2]).all() and np.isfinite(np.delete(got[0], 2, axis=0)).all()
+
+
+def test_a_tensor_freed_is_not_taken_for_one_made_at_its_address():
+    """Inside ``remembered_finite`` a finite tensor is remembered by id and a weak reference: a NaN tensor made
+    after it was freed (often at the same address, so the same id) is summed and found not finite; outside, nothing
+    is remembered."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels.finite import all_finite, remembered_finite
+
+    ids = set()
+    with remembered_finite():
+        for _ in range(50):
+            x = torch.ones(8)
+            assert all_finite(x) and all_finite(x)
+            ids.add(id(x))
+            del x
+            y = torch.full((8,), float("nan"))
+            assert not all_finite(y)
+            ids.add(id(y))
+            del y
+    assert len(ids) < 100  # addresses were reused, the case under test
+    assert all_finite(torch.ones(3)) and not all_finite(torch.ones(3), torch.tensor([float("inf")]))

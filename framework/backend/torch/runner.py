@@ -26,6 +26,7 @@ from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from ..numpy.threads import blas_threads  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
 from ..shared.cores import cores_for_runs
+from .kernels.finite import remembered_finite
 from .refused import problems
 from .walk import build_steps, walk
 
@@ -131,8 +132,8 @@ class TorchRunner:
         """One run: the fetched arrays (numpy's, the caller's own); the scope gets the changed persistables only if
         the whole run succeeds."""
         threads = self._settings().threads
-        with scope.run_lock, _threads(threads), blas_threads(PRODUCT_THREADS), \
-                torch.inference_mode():
+        with scope.run_lock, _threads(threads), blas_threads(PRODUCT_THREADS), torch.inference_mode(), \
+                remembered_finite():
             entry = self.entry_for(program, list(feed), fetch_names, built)
             mark("plan")
             block, sig = program.global_block(), entry.sig

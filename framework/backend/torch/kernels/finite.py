@@ -5,10 +5,32 @@ reference's formulas when a value is not finite.)"""
 from __future__ import annotations
 
 import math
+import threading
+import weakref
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
-__all__ = ["all_finite", "fused"]
+__all__ = ["all_finite", "fused", "remembered_finite"]
+
+_run = threading.local()
+"""``_run.finite``: inside ``remembered_finite`` on this thread, id -> weak reference of each tensor found finite."""
+
+
+@contextmanager
+def remembered_finite() -> Iterator[None]:
+    """Inside the ``with`` (one run, on this thread), a tensor ``all_finite`` found finite is not summed again: the
+    engine's tensors never change once made (no kernel writes in place) and a run's tensors are its own (made from
+    the scope's arrays at each run's start). Each is known by its ``id`` and a weak reference, so a tensor freed and
+    another made at its address is not taken for it. Measured on the anchors' transformer block (the products'
+    operands, most read by two or three products a step): the sums took 3.1 ms of a 90.7 ms step before."""
+    before = getattr(_run, "finite", None)
+    _run.finite = {}
+    try:
+        yield
+    finally:
+        _run.finite = before
 
 
 def all_finite(*xs: torch.Tensor) -> bool:
@@ -18,7 +40,19 @@ def all_finite(*xs: torch.Tensor) -> bool:
     and ``isfinite(x).all()`` 1.7 ms (five such checks per convolution and its gradients had cost 30 ms a step).
     The sums are added as Python floats (inf + -inf is NaN there too) and tested once: a tensor ``isfinite`` on
     each sum cost five more ATen calls (LeNet's two tensors: 19.4 against 12.0 us)."""
-    return math.isfinite(sum(float(torch.sum(x)) for x in xs if x.dtype.is_floating_point))
+    known = getattr(_run, "finite", None)
+    if known is None:
+        return math.isfinite(sum(float(torch.sum(x)) for x in xs if x.dtype.is_floating_point))
+    for x in xs:
+        if not x.dtype.is_floating_point:
+            continue
+        seen = known.get(id(x))
+        if seen is not None and seen() is x:
+            continue
+        if not math.isfinite(float(torch.sum(x))):
+            return False
+        known[id(x)] = weakref.ref(x)
+    return True
 
 
 FUSED = (torch.float32, torch.float64)

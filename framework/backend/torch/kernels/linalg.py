@@ -85,12 +85,11 @@ def matmul(op):
     tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
 
     def product(a, b):
+        on_torch = (a.dtype in _TORCH_DTYPES and torch_is_faster(torch.get_num_threads()) and a.numel() and b.numel()
+                    and all_finite(a, b))  # (the operands as made, not their transposed views: the run remembers them)
         a = a.transpose(-1, -2) if tx and a.ndim > 1 else a
         b = b.transpose(-1, -2) if ty and b.ndim > 1 else b
-        if (a.dtype in _TORCH_DTYPES and torch_is_faster(torch.get_num_threads()) and a.numel() and b.numel()
-                and all_finite(a, b)):
-            return torch.matmul(a, b)
-        return _numpy_product(a, b)
+        return torch.matmul(a, b) if on_torch else _numpy_product(a, b)
 
     return product
 
