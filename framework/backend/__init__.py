@@ -20,10 +20,10 @@ from importlib.util import find_spec
 from typing import Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from ..errors import ExecutionError
-from .shared.weighing import WEIGHED_FOR, feed_batch
+from .shared.weighing import WEIGHED_FOR, feed_batch, product_bound
 
 __all__ = ["AUTO", "BACKEND_ENV", "BACKENDS", "DEFAULT_BACKEND", "NOT_BY_DEFAULT", "WEIGHED_FOR", "RunSettings",
-           "Runner", "backends", "default_backend", "feed_batch", "load_backend", "runner"]
+           "Runner", "backends", "default_backend", "feed_batch", "load_backend", "product_bound", "runner"]
 
 DEFAULT_BACKEND = "numpy"
 """The reference interpreter, always installed: what ``Executor()`` runs on when no compiled backend is

@@ -58,8 +58,10 @@ on from there, the first after ``RECHECK_SECONDS``. Each choice and check is rec
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
 What stays on the numpy backend without a trial: programs with collective ops (every rank must run the same
-engine, and their timings differ), programs every candidate cannot run or declines (the reasons are given), and
-every program when no compiled backend is installed.
+engine, and their timings differ), programs whose step is all large matrix products (``backend.product_bound``:
+numpy's BLAS runs them as the engines do, and weighing the engines would only hold their memory), programs every
+candidate cannot run or declines (the reasons are given), and every program when no compiled backend is
+installed.
 """
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from ..backend import WEIGHED_FOR, feed_batch
+from ..backend import WEIGHED_FOR, feed_batch, product_bound
 from ..backend.shared.background import background_preparation
 from .per_version import PerVersion
 from .rank_runs import has_collectives
@@ -141,8 +143,9 @@ class AutoRunner:
         found = per_program.get(key)
         if found is None:
             background = {name: hasattr(self.runners[name], "prepare") for name in self.compiled_names}
-            stays = self._stays_on_numpy(program)
-            left_out = self._left_out(program, background, feed_batch(feed)) if stays is None else {}
+            batch = feed_batch(feed)
+            stays = self._stays_on_numpy(program, batch)
+            left_out = self._left_out(program, background, batch) if stays is None else {}
             record_key, remembered = None, None
             if self._remember and stays is None:
                 engines = ["numpy", *(name for name in self.compiled_names if name not in left_out)]
@@ -164,8 +167,9 @@ class AutoRunner:
                 trial.record_due = False
                 remember(trial.record_key, trial.record())
 
-    def _stays_on_numpy(self, program) -> str | None:
-        """Why ``program`` runs on numpy without a trial, whatever the compiled backends, or None."""
+    def _stays_on_numpy(self, program, batch: int) -> str | None:
+        """Why ``program`` (run at leading dim ``batch``) runs on numpy without a trial, whatever the compiled
+        backends, or None."""
         if not self.compiled_names:
             return "no compiled backend is installed (pip install 'gradgen[xla]')"
         pinned = self._numpy_only()
@@ -173,7 +177,7 @@ class AutoRunner:
             return pinned
         if has_collectives(program.global_block()):
             return "a data-parallel program: every rank must run the same backend"
-        return None
+        return product_bound(program.global_block(), batch)
 
     def _left_out(self, program, background: Mapping[str, bool], batch: int) -> dict[str, str]:
         """The compiled backends that sit ``program``'s trial out, and why: one weighed only for some programs

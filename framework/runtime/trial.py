@@ -219,7 +219,7 @@ class Trial:
             table.pop(name, None)
         self.dropped[name] = why
         if not self.candidates and self.chosen is None:
-            self.chosen, self.reason = "numpy", "; ".join(dict.fromkeys(self.dropped.values()))  # each reason once
+            self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
 
     def compiled(self, name: str, why_not: str | None) -> None:
         """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""

@@ -192,15 +192,14 @@ def _wide_mlp(layer_count: int, sample_dims: tuple = (), width: int = 1024, then
 def test_no_compiled_engine_is_weighed_for_a_step_of_large_products():
     """``weighing.product_bound``: four 1024-wide layers at batch 256 do 3 G multiply-adds of 2-D products (four
     forward, four for the weights, three for the inputs), over ``PRODUCT_BOUND_RATIO`` per element the rest
-    writes: xla and torch both sit out, saying why. Weighed again: the same layers at batch 64 (under
+    writes: no engine is weighed, and the reason says why. Weighed again: the same layers at batch 64 (under
     ``PRODUCT_BOUND_WORK``), on 3-D samples (batched products), and with a hundred tanh after them (eight times
     the elements to write)."""
     block = _wide_mlp(4).global_block()
     products, other = weighing.product_work(block, 256), weighing.other_elements(block, 256)
     assert products == 11 * 256 * 1024 * 1024 and products >= weighing.PRODUCT_BOUND_RATIO * other
-    for engine in ("xla", "torch"):
-        why = weighing.WEIGHED_FOR[engine](block, 256)
-        assert why is not None and "its step is large matrix products (2.95 G multiply-adds" in why
+    why = weighing.product_bound(block, 256)  # (asked once, for every engine: the program stays on numpy)
+    assert why is not None and "its step is large matrix products (2.95 G multiply-adds" in why
     assert weighing.product_bound(block, 64) is None
     assert weighing.WEIGHED_FOR["torch"](block, 64) is None  # 0.74 G: over PRODUCT_WORK_FOR_TORCH
     assert weighing.product_bound(block, 1024) is not None  # the rows of 256 samples of 4 rows each, 2-D ...

@@ -8,9 +8,10 @@ win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its
 4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
 numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. It is weighed for large products too
 (``PRODUCT_WORK_FOR_TORCH``), since its products run on torch's threads. The xla engine is weighed the other way
-round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``). Neither is weighed for a step that is all
-large matrix products (``product_bound``): numpy runs each as one BLAS product as they do, and the rest is too
-little for any engine to gain on, while weighing one would hold its memory for the rest of the process.
+round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``). A step that is all large matrix products
+(``product_bound``) has no trial at all (``runtime/auto_run.py``): numpy runs each as one BLAS product as the
+engines do, and the rest is too little for any engine to gain on, while weighing one would hold its memory for the
+rest of the process.
 """
 from __future__ import annotations
 
@@ -89,9 +90,10 @@ BLAS_DTYPES = ("float32", "float64")
 
 
 def product_bound(block, batch: int) -> str | None:
-    """Why no compiled engine is weighed for ``block`` at leading dim ``batch``: its step is large 2-D float32 or
-    float64 matrix products, at least ``PRODUCT_BOUND_WORK`` multiply-adds and ``PRODUCT_BOUND_RATIO`` per element
-    its other ops write, with no convolution and no sub-block; None otherwise (or where a size is unknown)."""
+    """Why ``block`` at leading dim ``batch`` stays on numpy with no compiled engine weighed: its step is large 2-D
+    float32 or float64 matrix products, at least ``PRODUCT_BOUND_WORK`` multiply-adds and ``PRODUCT_BOUND_RATIO``
+    per element its other ops write, with no convolution and no sub-block; None otherwise (or where a size is
+    unknown)."""
     if any(owned_blocks(op) for op in block.ops) or convolution_work(block, batch):
         return None
     products, shape = product_work(block, batch), _run_shape(block, batch)
@@ -120,9 +122,6 @@ so it stays weighed below this."""
 
 
 def _xla_left_out(block, batch: int) -> str | None:
-    bound = product_bound(block, batch)
-    if bound:
-        return bound
     work = convolution_work(block, batch)
     if work < CONVOLUTION_WORK_FOR_XLA or math.isinf(work):  # unknown: weighed
         return None
@@ -139,9 +138,6 @@ the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far 
 
 
 def _torch_left_out(block, batch: int) -> str | None:
-    bound = product_bound(block, batch)
-    if bound:
-        return bound
     work = convolution_work(block, batch)
     if work >= CONVOLUTION_WORK_FOR_TORCH or product_work(block, batch) >= PRODUCT_WORK_FOR_TORCH:
         return None

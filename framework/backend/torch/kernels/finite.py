@@ -38,20 +38,19 @@ def all_finite(*xs: torch.Tensor) -> bool:
     sum NaN or infinite (IEEE), so a finite sum proves them all finite; a finite tensor whose sum overflows takes
     the careful path, which is right too. On ResNet's [32, 64, 32, 32] float32, two threads, the sum took 0.11 ms
     and ``isfinite(x).all()`` 1.7 ms (five such checks per convolution and its gradients had cost 30 ms a step).
-    The sums are added as Python floats (inf + -inf is NaN there too) and tested once: a tensor ``isfinite`` on
-    each sum cost five more ATen calls (LeNet's two tensors: 19.4 against 12.0 us)."""
+    Each sum is tested as a Python float (a tensor ``isfinite`` on each cost more ATen calls: LeNet's two tensors,
+    19.4 against 12.0 us); inside ``remembered_finite`` a tensor found finite before is not summed again."""
     known = getattr(_run, "finite", None)
-    if known is None:
-        return math.isfinite(sum(float(torch.sum(x)) for x in xs if x.dtype.is_floating_point))
     for x in xs:
         if not x.dtype.is_floating_point:
             continue
-        seen = known.get(id(x))
+        seen = known.get(id(x)) if known is not None else None
         if seen is not None and seen() is x:
             continue
         if not math.isfinite(float(torch.sum(x))):
             return False
-        known[id(x)] = weakref.ref(x)
+        if known is not None:
+            known[id(x)] = weakref.ref(x)
     return True
 
 
