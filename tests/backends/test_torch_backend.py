@@ -298,3 +298,23 @@ def test_random_single_pieces_without_control_flow_equal_numpys():
         ran += 1
         reports += [f"seed {seed}: " + "; ".join(found[:3])] if found else []
     assert ran >= 20 and not reports, reports
+
+
+def test_the_design_doc_names_every_op_type_the_torch_engine_refuses():
+    """backends.md's count of the op types the engine runs and its list of those it refuses follow the kernels."""
+    import re
+    from pathlib import Path
+
+    need_torch()
+    from gradgen.framework.backend.torch import KERNELS
+    from gradgen.program.ops import OP_SCHEMAS
+
+    doc = (Path(__file__).resolve().parents[2] / "design_docs" / "backends.md").read_text(encoding="utf-8")
+    refused = sorted(t for t in OP_SCHEMAS if t not in KERNELS)
+    assert f"**What it runs.** {len(OP_SCHEMAS) - len(refused)} of the {len(OP_SCHEMAS)} op types" in doc
+    start = doc.index("**Refused**")
+    paragraph = doc[start:doc.index("any place but the CPU", start)]
+    assert f"the {len(refused)} op types without a kernel" in paragraph
+    named = set(re.findall(r"`([a-z_0-9]+)`", paragraph))
+    missing = [t for t in refused if t not in named and t.rsplit("_", 1)[0] not in named]
+    assert not missing and not named & set(KERNELS), (missing, named & set(KERNELS))
