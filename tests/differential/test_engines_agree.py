@@ -1,6 +1,6 @@
 """Every engine against the reference interpreter on random programs (issue 31's differential test).
 
-``PROGRAMS`` programs of ``PIECES`` random piece each (``random_programs``): 1,000 programs with their backward
+``PROGRAMS`` programs of ``PIECES`` random piece each (``random_programs``): 700 programs with their backward
 and an optimizer update (``GRADGEN_DIFFERENTIAL_PROGRAMS=N`` runs N: the seeds are the first N, so a longer run
 takes in the suite's), each compiled on its own, every fetched value compared by ``compare.mismatches``. The
 XLA compiles dominate (0.3-0.4 s a program with no persistent cache on a 2-core AMD EPYC, against 0.29 s a piece
@@ -40,12 +40,13 @@ from gradgen.program.errors import GradgenError
 from .compare import initial_values, mismatches, run_on
 from .random_programs import build
 
-PROGRAMS = int(os.environ.get("GRADGEN_DIFFERENTIAL_PROGRAMS", "1000"))
-"""Programs the suite compares on each engine. 2,000 until 2026-11-30, then 1,500, now 1,000: CI took 550-645 s of
-its 600 in four stops. On the 2-core AMD EPYC a program costs 0.15 s of CPU with the persistent compile cache
+PROGRAMS = int(os.environ.get("GRADGEN_DIFFERENTIAL_PROGRAMS", "700"))
+"""Programs the suite compares on each engine. 2,000 until 2026-11-30, then 1,500, then 1,000 (CI took 550-645 s of
+its 600 in four stops), now 700: with 1,000 the local suite took 555 and 584 s (2026-11-30, 2 cores), this test
+102-118 s of it with its two processes beside the other xdist worker. On the 2-core AMD EPYC a program costs 0.15 s of CPU with the persistent compile cache
 warm (jax's trace and lowering, ~0.1 s, come before the cache is asked) and 0.71 s cold (0.48 s wall: XLA's
 compiler uses 1.5 cores); with the cache cold, this test was 733 of the suite's 2,773 worker-seconds (24 min).
-Seeds 1,000-1,999 agreed in every suite run of the stops that ran them (``GRADGEN_DIFFERENTIAL_PROGRAMS=2000``
+Seeds 700-1,999 agreed in every suite run of the stops that ran them (``GRADGEN_DIFFERENTIAL_PROGRAMS=2000``
 runs them again)."""
 PIECES = 1
 WORKERS = 2
