@@ -64,9 +64,21 @@ def _axes(x, dim, reduce_all) -> tuple[int, ...]:
     return tuple(range(x.ndim)) if reduce_all or not dim else tuple(sorted(normalize_axes(dim, x.ndim)))
 
 
+_DTYPE_NAMES: dict = {}
+"""dtype object -> its ``str``, once per dtype: numpy's ``str`` of a dtype runs Python (6.6 us a call on the 2-core AMD
+EPYC, a quarter of the seed MLP's [64, 10] reduce_sum kernel); a dict lookup takes 0.08."""
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def _accumulator(xp, x, promoted: dict):
     """The dtype a sum adds up in: the promoted one for X's dtype, or None (X's own)."""
-    name = promoted.get(str(x.dtype))
+    name = promoted.get(_dtype_name(x.dtype))
     return None if name is None else getattr(xp, name)
 
 
@@ -80,7 +92,7 @@ def reduce_mean(xp, x, *, dim, keep_dim, reduce_all):
     times NaN); ints and bools in float64."""
     axes = _axes(x, dim, reduce_all)
     count = math.prod(x.shape[a] for a in axes)
-    work = xp.float32 if str(x.dtype) == "float16" else _accumulator(xp, x, MEAN_DTYPE)
+    work = xp.float32 if _dtype_name(x.dtype) == "float16" else _accumulator(xp, x, MEAN_DTYPE)
     total = xp.sum(x, axis=axes, keepdims=keep_dim, dtype=work)
     return total / count if count else total * math.nan
 
