@@ -113,18 +113,17 @@ class Trial:
             self._take_recalled()
 
     def _take_recalled(self) -> None:
-        """Run on the remembered engine from now on. Its first check waits ``RECHECK_SECONDS``, as after a trial
-        whose choice was clear: a trial or a check weighed the two already, and checking sooner would spend the
-        first seconds the record is kept to save (on the anchors' LeNet, the runner-up's compile and the check's
-        blocks slowed the steps after the choice to 14-23 ms against 9-11). The runner-up prepares halfway to
-        it."""
+        """Run on the remembered engine from now on. Its first check waits ``RECHECK_SECONDS_REMEMBERED``: a trial
+        or a check weighed the two already, and checking sooner would spend the first seconds the record is kept
+        to save (on the anchors' LeNet, the runner-up's compile and the check's blocks slowed the steps after the
+        choice to 14-23 ms against 9-11). The runner-up prepares halfway to it."""
         remembered, self.recalled = self.recalled, None
         self.chosen, self._chosen_apart = remembered.chosen, remembered.apart
         self.reason = self._chosen_because = remembered.says()
         self._medians, self._measured = dict(remembered.medians), remembered.reason
         up = remembered.runner_up
         self.runner_up = up if up == "numpy" or up in self.candidates else None
-        self._recheck_after = rules.RECHECK_SECONDS
+        self._recheck_after = rules.RECHECK_SECONDS_REMEMBERED
 
     def _give_up_recall(self) -> None:
         """The remembered engine cannot run: every candidate prepares, and the trial runs as usual."""

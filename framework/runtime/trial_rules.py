@@ -8,7 +8,7 @@ from typing import Sequence
 
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "close_call_overturned",
+           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "close_call_overturned",
            "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
@@ -66,6 +66,15 @@ RECHECK_SECONDS_OVERLAPPING = 2.0
 ``TRIAL_SECONDS``: a close call) before its first check: the trial's two seconds on a 2-core machine can catch
 one engine slower than it runs later (LeNet's trial: xla 9.26 ms, torch 9.38, overlapping, xla chosen; the same
 process's later rounds: 7.95 and 6.69)."""
+
+RECHECK_SECONDS_REMEMBERED = 120.0
+"""Run time on a remembered choice (``remembered.py``) before its first check; its runner-up prepares halfway. An
+earlier process's trial or checks weighed the two, and this check has a price the trial's checks do not: the
+runner-up's preparation, beside the runs, takes a core (``background.preparations``) while it compiles. With 20
+s (the runner-up compiling after 10), the anchors' transformer on a remembered torch engine ran its rounds at
+188-260 ms while xla compiled, against 117-131 before and after (the torch engine on one thread, as torch1 runs),
+inside the harness's ten seconds a system. Waiting 60 s puts that cost (a few seconds of runs at one thread) under
+a twentieth of the runs before it."""
 
 RECHECK_MAX_SECONDS = 640.0
 """The longest wait between two checks (the wait doubles after each check that keeps the choice)."""

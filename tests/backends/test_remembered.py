@@ -15,7 +15,7 @@ from gradgen.framework.errors import ExecutionError
 from gradgen.framework.runtime import remembered
 from gradgen.framework.runtime import trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
-from gradgen.framework.runtime.trial_rules import NUMPY_FIRST, RECHECK_SECONDS, SETTLE_SECONDS
+from gradgen.framework.runtime.trial_rules import NUMPY_FIRST, RECHECK_SECONDS_REMEMBERED, SETTLE_SECONDS
 from gradgen.program import Program, layers, program_guard
 from tests.backends.xla_harness import need_jax
 
@@ -120,7 +120,7 @@ def test_a_second_process_runs_the_remembered_engine_as_soon_as_it_is_prepared(m
     assert second.told[0][0] == "fast" and second.told[0][1].startswith("remembered from a run at ")
     assert "median run over" in second.told[0][1]  # the earlier trial's reason, as it was
     assert second.log == ["numpy"] * (NUMPY_FIRST + 1) + ["fast"]  # no timed blocks of the others
-    halfway = round(RECHECK_SECONDS / 2 / 0.25)  # the runner-up prepares halfway to the first check
+    halfway = round(RECHECK_SECONDS_REMEMBERED / 2 / 0.25)  # the runner-up prepares halfway to the first check
     second.runs(program, halfway - 2)
     assert second.prepared == ["fast"]
     second.runs(program, 2)
@@ -134,7 +134,7 @@ def test_the_check_of_a_remembered_choice_weighs_the_runner_up_and_records_what_
     program = _program()
     later.runs_until_told(program)
     assert later.told[0][0] == "xla"
-    later.runs(program, 200)
+    later.runs(program, round(RECHECK_SECONDS_REMEMBERED / 0.25) + 40)  # its check comes after that run time
     assert [backend for backend, _ in later.told] == ["xla", "numpy"]
     assert later.told[1][1].startswith("checked again after ")
     [record] = _records(tmp_path)
@@ -150,7 +150,7 @@ def test_a_remembered_numpy_prepares_nothing_until_halfway_to_its_first_check(tm
     _Process({"numpy": 0.25, "xla": 1.0}).runs_until_told(_program())
     later = _Process({"numpy": 0.25, "xla": 1.0})
     program = _program()
-    halfway = round(RECHECK_SECONDS / 2 / 0.25)
+    halfway = round(RECHECK_SECONDS_REMEMBERED / 2 / 0.25)
     later.runs(program, halfway)
     assert later.prepared == [] and later.told[0][0] == "numpy" and set(later.log) == {"numpy"}
     later.runs(program, 1)
