@@ -52,8 +52,8 @@ new trial, so each shape runs on its own winner):
 A trial that matches a choice an earlier process recorded (the same program, names, feed shapes, engines,
 thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, after
 ``NUMPY_FIRST`` runs, and runs every run once it is ready; its runner-up prepares later, and the checks of 5 go
-on from there, the first after ``RECHECK_SECONDS_REMEMBERED``. Each choice and check is recorded for the next process
-(``Executor`` remembers unless ``GRADGEN_REMEMBER_CHOICES=0``).
+on from there, the first after ``RECHECK_SECONDS_REMEMBERED``. Each choice and check is recorded for the next
+process (``Executor`` remembers unless ``GRADGEN_REMEMBER_CHOICES=0``).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.

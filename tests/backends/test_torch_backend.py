@@ -265,7 +265,8 @@ def conv_and_its_gradients(size: int, dtype: str):
 @pytest.mark.parametrize("where", ["input", "gradient"])
 def test_a_padded_convolution_with_an_infinite_operand_gives_numpys_nan(where):
     """oneDNN never multiplies the padding it leaves implicit; numpy's padded columns meet an infinite operand as
-    0 * inf = NaN (float32: torch runs float64 convolutions through its own padded columns). Found by random programs (a filter gradient inf where numpy has NaN). (An infinite filter is
+    0 * inf = NaN (float32: torch runs float64 convolutions through its own padded columns). Found by random programs
+    (a filter gradient inf where numpy has NaN). (An infinite filter is
     left out: numpy's stride-1 input gradient widens the output gradient with zeros, which makes NaN in a column
     no product of real values reaches; the torch engine does not follow that.)"""
     need_torch()

@@ -43,11 +43,11 @@ from .random_programs import build
 PROGRAMS = int(os.environ.get("GRADGEN_DIFFERENTIAL_PROGRAMS", "700"))
 """Programs the suite compares on each engine. 2,000 until 2026-11-30, then 1,500, then 1,000 (CI took 550-645 s of
 its 600 in four stops), now 700: with 1,000 the local suite took 555 and 584 s (2026-11-30, 2 cores), this test
-102-118 s of it with its two processes beside the other xdist worker. On the 2-core AMD EPYC a program costs 0.15 s of CPU with the persistent compile cache
-warm (jax's trace and lowering, ~0.1 s, come before the cache is asked) and 0.71 s cold (0.48 s wall: XLA's
-compiler uses 1.5 cores); with the cache cold, this test was 733 of the suite's 2,773 worker-seconds (24 min).
-Seeds 700-1,999 agreed in every suite run of the stops that ran them (``GRADGEN_DIFFERENTIAL_PROGRAMS=2000``
-runs them again)."""
+102-118 s of it with its two processes beside the other xdist worker. On the 2-core AMD EPYC a program costs 0.15
+s of CPU with the persistent compile cache warm (jax's trace and lowering, ~0.1 s, come before the cache is asked)
+and 0.71 s cold (0.48 s wall: XLA's compiler uses 1.5 cores); with the cache cold, this test was 733 of the
+suite's 2,773 worker-seconds (24 min). Seeds 700-1,999 agreed in every suite run of the stops that ran them
+(``GRADGEN_DIFFERENTIAL_PROGRAMS=2000`` runs them again)."""
 PIECES = 1
 WORKERS = 2
 TIMEOUT_S = 1500
