@@ -339,8 +339,8 @@ class Trial:
                 self._rechecked()
 
     def _rechecked(self) -> None:
-        """All blocks of a check are in: the runner-up takes over if clearly faster (after a close call, faster on
-        all that was measured); the next check waits. Either way the choice's reason gives the check's medians, and
+        """All blocks of a check are in: the runner-up takes over if clearly faster in the check or on all that was
+        measured (after a close call, faster at all on all that was measured); the next check waits. Either way the choice's reason gives the check's medians, and
         the executor hears it."""
         other, choice, times = self.runner_up, self.chosen, self._recheck
         self._recheck, self._block, self._on_choice = None, None, 0.0
@@ -354,7 +354,7 @@ class Trial:
         self._medians.update({other: faster, choice: slower})
         apart = rules.separated(times[other], times[choice])
         if (rules.close_call_overturned(before, faster / slower) if not self._chosen_apart
-                else apart and faster < slower * (1 - rules.RECHECK_MARGIN)):
+                else rules.clear_choice_overturned(before, faster / slower, apart)):
             self.reason = self._chosen_because = self._measured = f"{measured} ({'apart' if apart else 'overlapping'})"
             self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
             self._recheck_after = rules.RECHECK_SECONDS

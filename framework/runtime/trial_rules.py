@@ -9,7 +9,7 @@ from typing import Sequence
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
            "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS",
-           "TRIAL_SECONDS", "close_call_overturned", "first_check_after", "full_block", "separated"]
+           "TRIAL_SECONDS", "clear_choice_overturned", "close_call_overturned", "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -80,9 +80,9 @@ RECHECK_MAX_SECONDS = 640.0
 """The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
 
 RECHECK_MARGIN = 0.10
-"""How much faster (median) the runner-up must be, its times apart from the choice's, to overturn a choice made on
-times apart. A choice made on overlapping times is a close call, and a check weighs it otherwise
-(``close_call_overturned``)."""
+"""How much faster (median) the runner-up must be, its times apart from the choice's (or the measurements before
+and the check together: ``clear_choice_overturned``), to overturn a choice made on times apart. A choice made on
+overlapping times is a close call, and a check weighs it otherwise (``close_call_overturned``)."""
 
 CHECK_SHARE = 0.05
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
@@ -118,6 +118,19 @@ def close_call_overturned(before: float | None, check: float) -> bool:
     check's median ``RECHECK_MARGIN`` below instead kept a LeNet choice of xla made overlapping (7.77 ms, torch
     7.81) after a check met torch at 9.87 and xla at 10.7; the bench's rounds then ran torch 9.45, xla 10.41."""
     return (1.0 if before is None else before) * check < 1.0
+
+
+def clear_choice_overturned(before: float | None, check: float, apart: bool) -> bool:
+    """Whether a check overturns a choice made on times apart: ``before`` and ``check`` are the runner-up's median
+    run over the choice's as in ``close_call_overturned``, ``apart`` whether the check's times lie apart. The
+    runner-up takes over when the check's times are apart and its median ``RECHECK_MARGIN`` below the choice's, or
+    when the measurement before and the check together (the geometric mean of the two ratios) put it
+    ``RECHECK_MARGIN`` ahead. Measured (``tests/bench/choice.py``, seed MLP float32): a trial chose xla on times apart
+    (numpy 0.725 ms, xla 0.626); its check met numpy at 0.548 and xla at 0.844, overlapping, and kept xla, which
+    the bench's rounds then ran 13 % slower (0.83 against 0.73). Together the two put numpy 13 % ahead."""
+    if apart and check < 1.0 - RECHECK_MARGIN:
+        return True
+    return (1.0 if before is None else before) * check < (1.0 - RECHECK_MARGIN) ** 2
 
 
 def full_block(runs: int, seconds: float) -> bool:

@@ -158,3 +158,26 @@ def test_a_close_call_goes_where_the_trial_and_the_check_together_point(monkeypa
     chosen, other, told = _after_an_overlapping_choice(monkeypatch, *check, numpy_cycle=(0.85, 1.05, 0.95))
     assert chosen == "numpy" and "overlapping" in told[0][1] and "numpy 950 ms, xla 1e+03 ms" in told[0][1]
     assert told[1][0] == chosen and told[1][1].endswith("(kept)")
+
+
+def _after_a_clear_choice(numpy_check_cycle):
+    """A trial that chose xla on times apart (numpy 0.5 a run, xla 0.4: the runner-up's median over the choice's
+    1.25), then a check of noisy runs: xla cycling through 0.3, 1.0, 1.1 (median 1.0), numpy through
+    ``numpy_check_cycle``. The choices told."""
+    runner, log, told, program = _chosen_after_its_trial(0.5, 0.4)
+    assert told[0][0] == "xla" and "(apart)" in told[0][1]
+    runner.runners["xla"].run = _noisy(runner.runners["xla"], itertools.cycle([0.3, 1.0, 1.1]))
+    runner.runners["numpy"].run = _noisy(runner.runners["numpy"], itertools.cycle(numpy_check_cycle))
+    _runs(runner, program, round(RECHECK_SECONDS / 0.8) + 30)
+    return told
+
+
+def test_a_clear_choice_goes_where_the_trial_and_a_far_check_together_point():
+    """``trial_rules.clear_choice_overturned``: the check's times overlap (numpy's upper quartile over xla's lower:
+    xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts numpy 40 %
+    ahead, and with the trial's 25 % for xla the two together put numpy 13 % ahead: numpy takes over. A check
+    that puts numpy only 20 % ahead (together 0 %) keeps xla."""
+    told = _after_a_clear_choice([0.5, 0.6, 0.7])
+    assert [backend for backend, _ in told][:2] == ["xla", "numpy"] and "(overlapping)" in told[1][1]
+    told = _after_a_clear_choice([0.7, 0.8, 0.9])
+    assert [backend for backend, _ in told][:2] == ["xla", "xla"] and told[1][1].endswith("(kept)")
