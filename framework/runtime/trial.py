@@ -340,8 +340,8 @@ class Trial:
 
     def _rechecked(self) -> None:
         """All blocks of a check are in: the runner-up takes over if clearly faster in the check or on all that was
-        measured (after a close call, faster at all on all that was measured); the next check waits. Either way the choice's reason gives the check's medians, and
-        the executor hears it."""
+        measured (after a close call, faster at all on all that was measured); the next check waits. Either way the
+        choice's reason gives the check's medians, and the executor hears it."""
         other, choice, times = self.runner_up, self.chosen, self._recheck
         self._recheck, self._block, self._on_choice = None, None, 0.0
         self.rechecks += 1

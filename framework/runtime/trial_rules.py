@@ -9,7 +9,8 @@ from typing import Sequence
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
            "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS",
-           "TRIAL_SECONDS", "clear_choice_overturned", "close_call_overturned", "first_check_after", "full_block", "separated"]
+           "TRIAL_SECONDS", "clear_choice_overturned", "close_call_overturned", "first_check_after", "full_block",
+           "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
