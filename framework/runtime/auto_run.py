@@ -42,9 +42,10 @@ new trial, so each shape runs on its own winner):
    most) is no contest, and a block of it costs a second of runs.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
    ended with the times still overlapping, or sooner when the check costs little: ``first_check_after``): settled
-   blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over only if its pooled times are
-   apart from the choice's and its median at least ``RECHECK_MARGIN`` below, or, after a close call (a choice made
-   on overlapping times), if the trial's and the check's medians together put it ahead (``close_call_overturned``).
+   blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over if its pooled times are
+   apart from the choice's and its median at least ``RECHECK_MARGIN`` below, or if the trial's and the check's
+   medians together put it ``RECHECK_MARGIN`` ahead; after a close call (a choice made on overlapping times), if
+   they together put it ahead at all (``check_overturns``).
    Another process's burst of work during the trial can make the faster engine look slower; the check puts that
    right. Each check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its
    cost fades (on ResNet a check runs eight numpy steps).

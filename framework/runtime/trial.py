@@ -87,9 +87,8 @@ class Trial:
         """Why the present choice was made (the trial's medians, or the check that switched to it): the reason a
         check that keeps the choice adds its own medians to."""
         self._chosen_apart = True
-        """Whether the present choice was made on times apart from the runner-up's (a check then needs its own
-        times apart to switch; a choice made on overlapping times is weighed again with the check's medians:
-        ``trial_rules.close_call_overturned``)."""
+        """Whether the present choice was made on times apart from the runner-up's (a check then needs the runner-up
+        ``RECHECK_MARGIN`` ahead; a choice made on overlapping times, any lead: ``trial_rules.check_overturns``)."""
         self._medians: dict[str, float] = {}
         """The latest median run of each engine timed (the trial's, then each check's): what a record keeps."""
         self._measured = ""
@@ -353,8 +352,7 @@ class Trial:
                   if self._medians.get(other) and self._medians.get(choice) else None)
         self._medians.update({other: faster, choice: slower})
         apart = rules.separated(times[other], times[choice])
-        if (rules.close_call_overturned(before, faster / slower) if not self._chosen_apart
-                else rules.clear_choice_overturned(before, faster / slower, apart)):
+        if rules.check_overturns(before, faster / slower, apart, close_call=not self._chosen_apart):
             self.reason = self._chosen_because = self._measured = f"{measured} ({'apart' if apart else 'overlapping'})"
             self.chosen, self.runner_up, self._chosen_apart = other, choice, apart
             self._recheck_after = rules.RECHECK_SECONDS

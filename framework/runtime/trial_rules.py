@@ -9,8 +9,7 @@ from typing import Sequence
 __all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
            "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
            "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS",
-           "TRIAL_SECONDS", "clear_choice_overturned", "close_call_overturned", "first_check_after", "full_block",
-           "separated"]
+           "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -81,9 +80,9 @@ RECHECK_MAX_SECONDS = 640.0
 """The longest wait between two checks (the wait doubles after each check that keeps the choice)."""
 
 RECHECK_MARGIN = 0.10
-"""How much faster (median) the runner-up must be, its times apart from the choice's (or the measurements before
-and the check together: ``clear_choice_overturned``), to overturn a choice made on times apart. A choice made on
-overlapping times is a close call, and a check weighs it otherwise (``close_call_overturned``)."""
+"""How much faster (median) the runner-up must be to overturn a choice made on times apart: in a check whose times
+lie apart, or in the measurement before and the check together (``check_overturns``). A choice made on
+overlapping times is a close call: any lead on all that was measured overturns it."""
 
 CHECK_SHARE = 0.05
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
@@ -109,29 +108,25 @@ def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
     return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
 
 
-def close_call_overturned(before: float | None, check: float) -> bool:
-    """Whether a check overturns a choice made on overlapping times: ``before`` and ``check`` are the runner-up's
-    median run over the choice's, in the measurement before this check (the trial, or the previous check; None
-    when unknown) and in this check. Neither measurement was clear, so they weigh alike: the runner-up takes over when
-    the geometric mean of the two ratios puts it ahead at all. Measured (``tests/bench/choice.py``, 60 processes
-    each): requiring the check's times apart kept a seed f64 choice of xla made overlapping (numpy 1.26 ms, xla
-    1.03) after a check met numpy at 0.82 and xla at 1.13; it ran xla 30 % slower from then on. Requiring the
-    check's median ``RECHECK_MARGIN`` below instead kept a LeNet choice of xla made overlapping (7.77 ms, torch
-    7.81) after a check met torch at 9.87 and xla at 10.7; the bench's rounds then ran torch 9.45, xla 10.41."""
-    return (1.0 if before is None else before) * check < 1.0
+def check_overturns(before: float | None, check: float, apart: bool, close_call: bool) -> bool:
+    """Whether a check moves the choice to the runner-up. ``before`` and ``check`` are the runner-up's median run
+    over the choice's, in the measurement before this check (the trial, or the previous check; None when unknown)
+    and in this check; ``apart`` whether the check's times lie apart; ``close_call`` whether the choice was made on
+    overlapping times. The two measurements weigh alike, by the geometric mean of their ratios: after a close call
+    the runner-up takes over when together they put it ahead at all; after a clear choice when together they put
+    it ``RECHECK_MARGIN`` ahead, or when the check alone has its times apart and its median ``RECHECK_MARGIN`` below.
 
-
-def clear_choice_overturned(before: float | None, check: float, apart: bool) -> bool:
-    """Whether a check overturns a choice made on times apart: ``before`` and ``check`` are the runner-up's median
-    run over the choice's as in ``close_call_overturned``, ``apart`` whether the check's times lie apart. The
-    runner-up takes over when the check's times are apart and its median ``RECHECK_MARGIN`` below the choice's, or
-    when the measurement before and the check together (the geometric mean of the two ratios) put it
-    ``RECHECK_MARGIN`` ahead. Measured (``tests/bench/choice.py``, seed MLP float32): a trial chose xla on times apart
-    (numpy 0.725 ms, xla 0.626); its check met numpy at 0.548 and xla at 0.844, overlapping, and kept xla, which
-    the bench's rounds then ran 13 % slower (0.83 against 0.73). Together the two put numpy 13 % ahead."""
-    if apart and check < 1.0 - RECHECK_MARGIN:
-        return True
-    return (1.0 if before is None else before) * check < (1.0 - RECHECK_MARGIN) ** 2
+    Measured (``tests/bench/choice.py``, fresh processes): requiring a check's times apart after a close call kept a
+    seed f64 choice of xla made overlapping (numpy 1.26 ms, xla 1.03) after a check met numpy at 0.82 and xla at
+    1.13; it ran xla 30 % slower from then on. Requiring the check's median ``RECHECK_MARGIN`` below instead kept a
+    LeNet choice of xla made overlapping (7.77 ms, torch 7.81) after a check met torch at 9.87 and xla at 10.7; the
+    bench's rounds then ran torch 9.45, xla 10.41. Requiring the check alone apart after a clear choice kept a seed
+    f32 choice of xla made apart (numpy 0.725 ms, xla 0.626) after a check met numpy at 0.548 and xla at 0.844,
+    overlapping; the bench's rounds then ran xla 13 % slower (0.83 against 0.73)."""
+    together = (1.0 if before is None else before) * check
+    if close_call:
+        return together < 1.0
+    return (apart and check < 1.0 - RECHECK_MARGIN) or together < (1.0 - RECHECK_MARGIN) ** 2
 
 
 def full_block(runs: int, seconds: float) -> bool:

@@ -147,8 +147,8 @@ def test_a_close_call_is_put_right_by_a_check_whose_medians_differ_though_its_ti
 
 
 def test_a_close_call_goes_where_the_trial_and_the_check_together_point(monkeypatch):
-    """``trial_rules.close_call_overturned``: a trial that measured both engines at a median of 1.0 chose one;
-    a check whose runner-up runs 3 % faster (0.97 against 1.0, within ``RECHECK_MARGIN``, times overlapping)
+    """``trial_rules.check_overturns`` after a close call: a trial that measured both engines at a median of 1.0
+    chose one; a check whose runner-up runs 3 % faster (0.97 against 1.0, within ``RECHECK_MARGIN``, times overlapping)
     overturns it, as all that was measured says the runner-up is faster. After a trial that measured the choice
     5 % ahead (numpy at 0.95 against xla's 1.0, still overlapping), the same check keeps it (a second check like
     it, weighed against the first, then overturns it)."""
@@ -173,8 +173,8 @@ def _after_a_clear_choice(numpy_check_cycle):
 
 
 def test_a_clear_choice_goes_where_the_trial_and_a_far_check_together_point():
-    """``trial_rules.clear_choice_overturned``: the check's times overlap (numpy's upper quartile over xla's lower:
-    xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts numpy 40 %
+    """``trial_rules.check_overturns`` after a clear choice: the check's times overlap (numpy's upper quartile over
+    xla's lower: xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts numpy 40 %
     ahead, and with the trial's 25 % for xla the two together put numpy 13 % ahead: numpy takes over. A check
     that puts numpy only 20 % ahead (together 0 %) keeps xla."""
     told = _after_a_clear_choice([0.5, 0.6, 0.7])
