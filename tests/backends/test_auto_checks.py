@@ -174,9 +174,9 @@ def _after_a_clear_choice(numpy_check_cycle):
 
 def test_a_clear_choice_goes_where_the_trial_and_a_far_check_together_point():
     """``trial_rules.check_overturns`` after a clear choice: the check's times overlap (numpy's upper quartile over
-    xla's lower: xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts numpy 40 %
-    ahead, and with the trial's 25 % for xla the two together put numpy 13 % ahead: numpy takes over. A check
-    that puts numpy only 20 % ahead (together 0 %) keeps xla."""
+    xla's lower: xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts
+    numpy 40 % ahead, and with the trial's 25 % for xla the two together put numpy 13 % ahead: numpy takes over. A
+    check that puts numpy only 20 % ahead (together 0 %) keeps xla."""
     told = _after_a_clear_choice([0.5, 0.6, 0.7])
     assert [backend for backend, _ in told][:2] == ["xla", "numpy"] and "(overlapping)" in told[1][1]
     told = _after_a_clear_choice([0.7, 0.8, 0.9])
