@@ -302,17 +302,24 @@ def test_random_single_pieces_without_control_flow_equal_numpys():
 
 
 def test_the_design_doc_names_every_op_type_the_torch_engine_refuses():
-    """backends.md's count of the op types the engine runs and its list of those it refuses follow the kernels."""
+    """backends.md's counts of the op types the engine runs (and derives) and its lists of those it refuses and of
+    those it keeps a kernel for beside their compute follow the kernels."""
     import re
     from pathlib import Path
 
     need_torch()
     from gradgen.framework.backend.torch import KERNELS
+    from gradgen.framework.backend.torch.kernels import FASTER
     from gradgen.program.ops import OP_SCHEMAS
 
     doc = (Path(__file__).resolve().parents[2] / "design_docs" / "backends.md").read_text(encoding="utf-8")
     refused = sorted(t for t in OP_SCHEMAS if t not in KERNELS)
-    assert f"**What it runs.** {len(OP_SCHEMAS) - len(refused)} of the {len(OP_SCHEMAS)} op types" in doc
+    computed = [t for t, schema in OP_SCHEMAS.items() if schema.compute is not None]
+    runs = doc[doc.index("**What it runs.**"):doc.index("Pooling is the pooling ops' computes")]
+    assert (f"**What it runs.** {len(OP_SCHEMAS) - len(refused)} of the {len(OP_SCHEMAS)} op types: the "
+            f"{len(computed)} with a `compute`, {len(computed) - len(FASTER)} of them derived") in runs
+    by_hand = runs[runs.index("by hand"):]
+    assert not [t for t in FASTER if f"`{t}`" not in by_hand], sorted(FASTER)
     start = doc.index("**Refused**")
     paragraph = doc[start:doc.index("any place but the CPU", start)]
     assert f"the {len(refused)} op types without a kernel" in paragraph

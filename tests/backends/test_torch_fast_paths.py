@@ -1,6 +1,7 @@
 """The torch engine's fast ATen paths against the numpy reference where they could part from it: the fused batch
 norm kernels (NaN and infinities, one value per channel, rank 2, the running statistics), layer norm's gradient,
-softmax and gelu's gradient, beside their forwards (NaN and infinities, negative axes, empty batches, float16,
+softmax, the softmax cross-entropy with hard labels (ignored rows, an ignore_index that is a class,
+labels out of range, int32 labels) and gelu's gradient, beside their forwards (NaN and infinities, negative axes, empty batches, float16,
 layer norm rows far from 0), ATen's relu gradient (non-finite values), and the one step that
 computes both gradients of a convolution (only when nothing between the two ops changes what they share)."""
 from __future__ import annotations
@@ -203,6 +204,55 @@ def test_softmax_and_its_gradient_on_aten_equal_numpys(dtype, shape, axis, troub
     _same_as_numpy(Case("softmax_grad", {"Out": big, "Out@GRAD": big}, None, {"axis": axis}, label=f"{label} big"))
 
 
+LABELLED = [((6, 5), -1, True), ((6, 5), -1, False), ((6, 5), 0, True), ((3, 4, 5), 1, True), ((3, 4, 5), -2, False),
+            ((4, 1), -1, True), ((0, 5), -1, True)]
+"""(logits shape, axis, whether the label keeps the class axis as size 1) for the softmax cross-entropy with hard
+labels: negative axes, the class axis first or inside, one class, an empty batch."""
+
+
+def _hard_labels(shape, axis: int, kept_axis: bool, dtype: str, low: int = 0) -> np.ndarray:
+    axis = axis % len(shape)
+    label_shape = tuple(1 if i == axis else d for i, d in enumerate(shape)) if kept_axis else \
+        tuple(d for i, d in enumerate(shape) if i != axis)
+    return rng.integers(low, shape[axis], size=label_shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,axis,kept_axis", LABELLED, ids=[f"{s}@{a}{'' if k else '-squeezed'}"
+                                                                 for s, a, k in LABELLED])
+@pytest.mark.parametrize("label_dtype", ["int64", "int32"])
+@pytest.mark.parametrize("trouble", [None, "nan", "inf"])
+def test_softmax_cross_entropy_with_hard_labels_on_aten_equals_numpys(dtype, shape, axis, kept_axis, label_dtype,
+                                                                      trouble):
+    need_torch()
+    logits = _spoiled_at((rng.standard_normal(shape) * 4).astype(dtype), trouble)
+    label = _hard_labels(shape, axis, kept_axis, label_dtype)
+    for ignore_index, label_here in ((-100, label), (0, label)):  # -100 is no class; 0 is, and its rows give 0
+        _same_as_numpy(Case("softmax_with_cross_entropy", {"Logits": logits, "Label": label_here}, None,
+                            {"axis": axis, "soft_label": False, "ignore_index": ignore_index},
+                            label=f"{dtype} {shape} axis={axis} {label_dtype} {trouble} ignore={ignore_index}"))
+    if label.size:
+        ignored = label.copy()
+        ignored.reshape(-1)[0] = -100  # an ignored row: the compute's path, loss 0 there
+        _same_as_numpy(Case("softmax_with_cross_entropy", {"Logits": logits, "Label": ignored}, None,
+                            {"axis": axis, "soft_label": False, "ignore_index": -100}, label="an ignored row"))
+
+
+@pytest.mark.parametrize("bad", [-1, 5, -100])
+def test_softmax_cross_entropy_refuses_a_label_outside_the_classes_as_numpy_does(bad):
+    """A label outside [0, classes) that is not ignore_index fails the run on both engines, naming the value."""
+    need_torch()
+    logits = rng.standard_normal((6, 5)).astype("float32")
+    label = _hard_labels((6, 5), -1, True, "int64")
+    label[3, 0] = bad
+    main, op, feed = one_op_program(Case("softmax_with_cross_entropy", {"Logits": logits, "Label": label}, None,
+                                         {"axis": -1, "soft_label": False, "ignore_index": 7}))
+    fetch = [n for names in op.outputs.values() for n in names]
+    errors = [run_on(engine, main, feed, fetch) for engine in ("numpy", "torch")]
+    for error in errors:
+        assert isinstance(error, Exception) and f"label {bad} at index [3, 0] is outside [0, 5)" in str(error), error
+
+
 GELU_SHAPES = [(6, 5), (3, 4, 5), (2, 3, 4, 5), (0, 4), (3, 0, 2)]
 
 
@@ -233,7 +283,11 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
     from gradgen.program import OP_SCHEMAS
     aten, t = torch.ops.aten, lambda a: torch.from_numpy(np.ascontiguousarray(a))
     x, dy, w = (rng.standard_normal(s).astype(dtype) for s in ((4, 6, 8), (4, 6, 8), (8,)))
+    label = _hard_labels((4, 6, 8), 1, True, "int64")
     cases = [(Case("softmax", {"X": x}, None, {"axis": -2}), lambda: aten._softmax(t(x), 1, False)),
+             (Case("softmax_with_cross_entropy", {"Logits": x, "Label": label}, None,
+                   {"axis": 1, "soft_label": False, "ignore_index": -100}),
+              lambda: aten._log_softmax(t(x), 1, False).exp()),
              (Case("gelu_grad", {"X": x, "Out@GRAD": dy}, None), lambda: aten.gelu_backward(t(dy), t(x))),
              (Case("layer_norm_grad", {"X": x, "Scale": w, "Y@GRAD": dy}, None, {"begin_norm_axis": 2}),
               lambda: aten.native_layer_norm_backward(t(dy), t(x), [8], *aten.native_layer_norm(t(x), [8], None, None,
