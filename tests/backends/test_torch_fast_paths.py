@@ -1,9 +1,9 @@
 """The torch engine's fast ATen paths against the numpy reference where they could part from it: the fused batch
 norm kernels (NaN and infinities, one value per channel, rank 2, the running statistics), layer norm's gradient,
-softmax, the softmax cross-entropy with hard labels (ignored rows, an ignore_index that is a class,
-labels out of range, int32 labels) and gelu's gradient, beside their forwards (NaN and infinities, negative axes, empty batches, float16,
-layer norm rows far from 0), ATen's relu gradient (non-finite values), and the one step that
-computes both gradients of a convolution (only when nothing between the two ops changes what they share)."""
+softmax, the softmax cross-entropy with hard labels (ignored rows, an ignore_index that is a class, labels out of
+range, int32 labels) and gelu's gradient, beside their forwards (NaN and infinities, negative axes, empty batches,
+float16, layer norm rows far from 0), ATen's relu gradient (non-finite values), and the one step that computes both
+gradients of a convolution (only when nothing between the two ops changes what they share)."""
 from __future__ import annotations
 
 import numpy as np
