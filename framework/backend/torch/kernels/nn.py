@@ -47,10 +47,10 @@ def softmax_with_cross_entropy(op):
 
     def run(logits, label):
         if fused(logits) and logits.ndim and label.dtype in _INDEX_DTYPES:
-            axis = normalize_axis(axis_attr, logits.ndim)
+            axis, axis_less = normalize_axis(axis_attr, logits.ndim), logits.ndim - 1
             classes = logits.shape[axis]
-            index = label if label.ndim == logits.ndim else label.unsqueeze(axis)
-            if (index.shape == logits.shape[:axis] + (1,) + logits.shape[axis + 1:]
+            index = label if label.ndim == logits.ndim else label.unsqueeze(axis) if label.ndim == axis_less else None
+            if (index is not None and index.shape == logits.shape[:axis] + (1,) + logits.shape[axis + 1:]
                     and not 0 <= ignored < classes and all_finite(logits)):
                 low, high = torch.aminmax(index)
                 if int(low) >= 0 and int(high) < classes:
