@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
+from gradgen.program.ops.nn import check_label_shape
 from gradgen.program.shapes import normalize_axis
 
 from ..xp import XP
@@ -39,7 +40,8 @@ def softmax_with_cross_entropy(op):
     """(Softmax, Loss) for hard labels: the loss picked from ATen's ``_log_softmax`` by a gather, the softmax its
     exp, the compute's own formulas. The compute for soft labels, float16, empty or non-finite logits, and labels
     it treats otherwise than a gather would: outside [0, classes) (it refuses them or zeroes an ignored row), or
-    where ``ignore_index`` is a class (a row of it gives 0), or of another shape (it says what it needs)."""
+    where ``ignore_index`` is a class (a row of it gives 0). A label of a shape the op does not take is refused as
+    the compute refuses it (``check_label_shape``)."""
     computed = derived_kernel(OP_SCHEMAS["softmax_with_cross_entropy"], XP)(op)
     if op.attr("soft_label"):
         return computed
@@ -47,11 +49,11 @@ def softmax_with_cross_entropy(op):
 
     def run(logits, label):
         if fused(logits) and logits.ndim and label.dtype in _INDEX_DTYPES:
-            axis, axis_less = normalize_axis(axis_attr, logits.ndim), logits.ndim - 1
+            axis = normalize_axis(axis_attr, logits.ndim)
+            check_label_shape(label, tuple(logits.shape), axis)  # the compute's own refusal of another shape
             classes = logits.shape[axis]
-            index = label if label.ndim == logits.ndim else label.unsqueeze(axis) if label.ndim == axis_less else None
-            if (index is not None and index.shape == logits.shape[:axis] + (1,) + logits.shape[axis + 1:]
-                    and not 0 <= ignored < classes and all_finite(logits)):
+            index = label if label.ndim == logits.ndim else label.unsqueeze(axis)
+            if not 0 <= ignored < classes and all_finite(logits):
                 low, high = torch.aminmax(index)
                 if int(low) >= 0 and int(high) < classes:
                     log_p = _aten._log_softmax(logits, axis, False)
