@@ -6,7 +6,7 @@ takes in the suite's), each compiled on its own, every fetched value compared by
 XLA compiles dominate (0.3-0.4 s a program with no persistent cache on a 2-core AMD EPYC, against 0.29 s a piece
 for programs of four pieces: one piece a program costs little more), so the seeds are split over two worker
 processes, one per core. The torch engine runs the programs it can (no ``cond`` or ``while``: about two in three),
-from more seeds (``SEEDS``), 0.02 s a program.
+from more seeds (``SEEDS``), 0.02 s a program, and a second pass of programs of three pieces (``COMPOSED``).
 
 Known engine differences the generator steps around, each with its repro: the order of a product's additions
 where its terms cancel (``random_programs.LARGE_IN_FIRST_PRODUCT``, seed 70 on an AMD EPYC), an order rule 4 of
@@ -55,13 +55,14 @@ TIMEOUT_S = 1500
 suite took 766 s on a 2-core AMD EPYC."""
 
 
-def check_seeds(seeds: list[int], engine: str) -> tuple[int, int, list[str]]:
-    """(programs compared, programs both engines refused, one report per program that differs) for ``seeds``;
-    a program ``engine`` says up front it cannot run (the torch engine's control flow) is not compared."""
+def check_seeds(seeds: list[int], engine: str, pieces: int = PIECES) -> tuple[int, int, list[str]]:
+    """(programs compared, programs both engines refused, one report per program that differs) for ``seeds``, each
+    a program of ``pieces`` pieces; a program ``engine`` says up front it cannot run (the torch engine's control
+    flow) is not compared."""
     cannot_run = load_backend(engine).problems
     compared, refused, reports = 0, 0, []
     for seed in seeds:
-        built = build(seed, PIECES)
+        built = build(seed, pieces)
         if cannot_run(built.main.global_block()):
             continue
         compared += 1
@@ -79,21 +80,37 @@ SEEDS = {"torch": PROGRAMS * 8 // 5}
 engine runs about two in three: no ``cond`` or ``while``); ``PROGRAMS`` for the others."""
 
 
+COMPOSED = {"torch": (3, PROGRAMS * 2)}
+"""engine -> (pieces, seeds) of a second pass over programs of several pieces, where an engine that runs a program
+in hundredths of a second meets ops in each other's company: one piece's outputs feeding the next's (seed 1251 of
+three pieces found the torch engine's layer norm gradient over a size-1 slice of a 3-D product wrong; about three
+in ten such programs have no control flow, so the torch engine runs them). Seeds 0-39,999 of three pieces agree on
+the torch engine since, but two whose comparison is ill-conditioned, allowed differences a later op makes large:
+15758 (tanh saturating to 1 on one engine and an ulp below on the other, then log and sqrt: 0 against NaN) and 21730
+(1 / log(exp(x)) at x ~5e-7, where log(exp(x)) keeps x to ~1e-7)."""
+
+
 def _engines() -> list[str]:
     return [name for name in backends() if name != "numpy"]
 
 
-@pytest.mark.parametrize("engine", _engines() or [pytest.param("xla", marks=pytest.mark.skip("no engine"))])
-def test_every_engine_agrees_with_the_reference_on_random_programs(engine):
-    seeds = list(range(SEEDS.get(engine, PROGRAMS)))
-    chunks = [seeds[k::WORKERS] for k in range(WORKERS)]
+def _passes() -> list:
+    plain = [pytest.param(name, PIECES, SEEDS.get(name, PROGRAMS), PROGRAMS, id=name) for name in _engines()]
+    composed = [pytest.param(name, pieces, seeds, PROGRAMS // 2, id=f"{name}-{pieces}-pieces")
+                for name in _engines() for pieces, seeds in [COMPOSED.get(name, (0, 0))] if seeds]
+    return plain + composed or [pytest.param("xla", PIECES, 0, 0, marks=pytest.mark.skip("no engine"))]
+
+
+@pytest.mark.parametrize("engine,pieces,seeds,least", _passes())
+def test_every_engine_agrees_with_the_reference_on_random_programs(engine, pieces, seeds, least):
+    chunks = [list(range(seeds))[k::WORKERS] for k in range(WORKERS)]
     with ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(check_seeds, chunk, engine) for chunk in chunks]
+        futures = [pool.submit(check_seeds, chunk, engine, pieces) for chunk in chunks]
         results = [f.result(timeout=TIMEOUT_S) for f in futures]
     compared = sum(r[0] for r in results)
     refused = sum(r[1] for r in results)
     reports = [line for r in results for line in r[2]]
-    assert compared >= PROGRAMS, f"{compared} programs compared on {engine}"
+    assert compared >= least, f"{compared} programs of {pieces} piece(s) compared on {engine}"
     assert refused <= compared // 20, \
         f"{refused} of {compared} programs raised on both engines: the test checks too little"
     assert not reports, f"{len(reports)} of {compared} programs differ from the reference:\n" + "\n".join(reports[:10])
