@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from gradgen.program.guard import default_main_program
 
@@ -34,6 +35,8 @@ from .remembered import enabled as remembering
 from .scope import Scope, global_scope
 
 __all__ = ["CHECK_TYPES_ENV", "Executor"]
+
+T = TypeVar("T")
 
 CHECK_TYPES_ENV = "GRADGEN_CHECK_TYPES"
 """With this environment variable set to 1, ``Executor()`` checks types unless told otherwise (the test suite
@@ -100,11 +103,12 @@ class Executor:
         self.options = options
         self._profiler = Profiler() if profile else None
         self._choices = PerVersion()
-        def asked() -> RunSettings:  # a compiled backend refuses the checks the caller asked for, not the default
-            return self._settings()._replace(check_types=bool(check_types))
-
-        self._runner = (self._auto_runner() if backend == AUTO else
-                        runner(backend, self._settings if backend == DEFAULT_BACKEND else asked))
+        if backend == AUTO:
+            self._runner = self._auto_runner()
+        else:
+            settings = self._settings if backend == DEFAULT_BACKEND else self._asked_settings
+            made = settings()  # what a runner still at work once the executor is gone reads (``_weakly``)
+            self._runner = runner(backend, _weakly(settings, lambda: made))
         self.plans_built = 0
         self._collective = PerVersion()
 
@@ -120,15 +124,22 @@ class Executor:
         return RunSettings(self.place, self.check_types, self.check_nan_inf, self.options, self._profiler,
                            self.threads)
 
+    def _asked_settings(self) -> RunSettings:
+        """A compiled backend's settings: it refuses the type checks the caller asked for, not the default's."""
+        return self._settings()._replace(check_types=self._asked_check_types)
+
+    def _plain_settings(self) -> RunSettings:
+        """The compiled backends' settings under ``backend="auto"``: no per-op checks, no options."""
+        return RunSettings(self.place, False, False, None, None, self.threads, compile_behind=False)
+
     def _auto_runner(self) -> AutoRunner:
         """The runner of ``backend="auto"``: numpy, and every installed compiled backend not in
         ``NOT_BY_DEFAULT``, each made on first use."""
-        def plain() -> RunSettings:  # the compiled backends' own settings: no per-op checks, no options
-            return RunSettings(self.place, False, False, None, None, self.threads, compile_behind=False)
-
-        lazies = [LazyRunner(name, partial(runner, name, plain)) for name in backends()
-                  if name != DEFAULT_BACKEND and name not in NOT_BY_DEFAULT]
-        return AutoRunner(runner(DEFAULT_BACKEND, self._settings), lazies, self._chose, numpy_only=self._numpy_only,
+        made, plain = self._settings(), self._plain_settings()
+        lazies = [LazyRunner(name, partial(runner, name, _weakly(self._plain_settings, lambda: plain)))
+                  for name in backends() if name != DEFAULT_BACKEND and name not in NOT_BY_DEFAULT]
+        return AutoRunner(runner(DEFAULT_BACKEND, _weakly(self._settings, lambda: made)), lazies,
+                          _weakly(self._chose, lambda *args: None), numpy_only=_weakly(self._numpy_only, lambda: None),
                           remember=remembering(), threads=self.threads)
 
     def _chose(self, program, backend: str, reason: str) -> None:
@@ -216,3 +227,21 @@ class Executor:
         if self._profiler is None:
             raise ExecutionError("this executor does not profile: make it with Executor(profile=True)")
         self._profiler.reset()
+
+
+def _weakly(method: Callable[..., T], gone: Callable[..., T]) -> Callable[..., T]:
+    """``method``, bound to an executor, called through a weak reference to it; ``gone`` once it is collected.
+
+    An executor's runners call back into it (its settings, its choices). Bound methods or closures over it would make
+    a reference cycle, freed only by the collector's full passes, which come seldom (``append_backward`` hands its
+    objects to the oldest generation): a process that made executors for a few hundred programs on the xla engine
+    kept every executable (65,530 memory maps, then LLVM's "Cannot allocate memory" and a segfault). A runner still
+    at work once its executor is gone (a compile in the background) gets ``gone``: the settings of the executor's
+    making, no choice recorded."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> T:
+        bound = ref()
+        return gone(*args) if bound is None else bound(*args)
+
+    return call

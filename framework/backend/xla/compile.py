@@ -209,7 +209,10 @@ class CompiledBlock:
             donated, kept = iter(donated_values), iter(kept_values)
             env.update((name, next(donated) if lends else next(kept))
                        for name, lends in zip(from_scope, self._donatable))
-            values = trace_block(block, env, outs, ctx)
+            try:
+                values = trace_block(block, env, outs, ctx)
+            finally:
+                ctx.trace_block = None  # no cycle left between the context and the closure over it
             found.append(ctx)
             return values, _status(ctx, self.fetches)
 
