@@ -19,7 +19,6 @@ Every step is linear in the number of ops: one graph, one reverse walk, one appe
 """
 from __future__ import annotations
 
-import gc
 from typing import Iterable, Sequence
 
 from gradgen.grad_makers import GRAD_MAKERS, NON_DIFFERENTIABLE, Builder, OpDesc, RuleError
@@ -31,6 +30,7 @@ from gradgen.program.variable import Variable
 
 from .backward_context import MakerContext, NameAllocator
 from .backward_subblocks import build_sub_blocks
+from .collector import paused
 from ..errors import BackwardError
 from .recompute import apply_recompute, plan_recompute
 
@@ -266,29 +266,10 @@ class _Pass:
                             callsite=fwd.callsite if fwd is not None else "append_backward")
 
 
-def _promote_survivors() -> None:
-    """Hand every object the collector tracks to its oldest generation without scanning them.
-
-    Almost all the pass allocates stays alive as program, so the two young
-    collections that would follow the pass could only move it there. Cyclic
-    garbage among them waits for the next full collection. Skipped when some
-    objects are frozen already: ``gc.unfreeze`` would release those too.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
-
-
 def _run(targets: list[Variable], inputs: list[Variable], explicit: bool, target_gradients, no_grad_set):
     # The pass allocates many small objects that all stay alive: the cyclic collector would only rescan them.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         return _run_pass(targets, inputs, explicit, target_gradients, no_grad_set)
-    finally:
-        if paused:
-            _promote_survivors()
-            gc.enable()
 
 
 def _check_one_program(target: Variable, groups: list[tuple[str, Iterable | None]]) -> None:
