@@ -3,8 +3,8 @@
 ``piece(rng, k)`` appends one small random computation to the program being built: a float chain over a
 3-D or 4-D input (elementwise ops with broadcasting, 3-D and 4-D products followed by reshape, transpose and
 slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop, powers
-and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose
-loss gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
+and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose loss (in a quarter of the
+pieces a softmax cross-entropy) gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
 division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge and tiny values, in empty,
 size-1 and larger batches that meet the program's -1 dims at run time.
 
@@ -55,8 +55,12 @@ class Built:
 class _Piece:
     """Building one piece: names made unique by the piece's number, values drawn from one generator."""
 
-    def __init__(self, rng: np.random.Generator, k: int, built: Built, dtype: str, batch: int):
+    def __init__(self, rng: np.random.Generator, k: int, built: Built, dtype: str, batch: int,
+                 aside: np.random.Generator | None = None):
         self.rng, self.k, self.built, self.dtype, self.batch = rng, k, built, dtype, batch
+        self.aside = aside if aside is not None else _aside(0, k)
+        """Draws for what came after the seeds were tuned (the cross-entropy loss): ``rng``'s stream, and with
+        it every program the earlier draws made, stays as it was."""
         self.steps: list[str] = []
 
     def data(self, shape: tuple[int, ...], special: bool = True) -> object:
@@ -283,6 +287,29 @@ def _without_large_magnitudes(p: _Piece, x) -> None:
     value[large] = np.sign(value[large]) * LARGE_IN_FIRST_PRODUCT
 
 
+CROSS_ENTROPY_SHARE = 0.25
+"""The share of float pieces whose loss is a softmax cross-entropy of the chain (``_cross_entropy``)."""
+
+
+def _cross_entropy(p: _Piece, h):
+    """The mean softmax cross-entropy of the chain's last axis as classes: hard labels (int64 or int32, a few rows
+    at the ignored index -100) or soft labels that need not sum to 1, drawn from ``_Piece.aside``. The chain's
+    NaN and infinities reach the logits; the mean over no kept rows is 0 / 0."""
+    classes, lead = h.shape[-1], tuple(h.shape[1:-1])
+    name = f"p{p.k}_label{len(p.built.feed)}"
+    if p.aside.random() < 0.5:
+        dtype = str(p.aside.choice(("int64", "int32")))
+        value = p.aside.integers(0, classes, size=(p.batch, *lead, 1))
+        value[p.aside.random(value.shape) < 0.2] = -100
+        p.built.feed[name] = value.astype(dtype)
+        label, soft = L.data(name, [-1, *lead, 1], dtype), False
+    else:
+        p.built.feed[name] = p.aside.uniform(0.0, 1.0, size=(p.batch, *lead, classes)).astype(p.dtype)
+        label, soft = L.data(name, [-1, *lead, classes], p.dtype), True
+    p.note(f"cross-entropy[{'soft' if soft else p.built.feed[name].dtype}]")
+    return L.softmax_with_cross_entropy(h, label, soft_label=soft, reduction="mean")
+
+
 def _float_piece(p: _Piece) -> None:
     rank = 4 if p.rng.random() < 0.4 else 3
     shape = (int(p.rng.integers(1, 4)), 4, 4) if rank == 4 else (int(p.rng.integers(1, 4)), int(p.rng.integers(1, 5)))
@@ -294,6 +321,8 @@ def _float_piece(p: _Piece) -> None:
         h = p.rng.choice(STEPS)(p, h)
         values.append(h)
     loss = L.reduce_mean(L.square(h)) if p.rng.random() < 0.5 else L.reduce_sum(h)
+    if p.aside.random() < CROSS_ENTROPY_SHARE:
+        loss = _cross_entropy(p, h)
     loss = loss + L.reduce_sum(first) * 0.5
     params_grads = append_backward(loss)
     # SGD or momentum: Adam's first step is lr * sign(gradient), so a gradient that is 0 in exact arithmetic
@@ -322,6 +351,12 @@ def _int_piece(p: _Piece) -> None:
     p.built.fetch += [v.name for v in made]
 
 
+def _aside(seed: int, k: int) -> np.random.Generator:
+    """Piece ``k``'s own stream beside ``seed``'s (a spawn key: ``default_rng((seed, 0))`` would be
+    ``default_rng(seed)`` itself, trailing zeros not counting)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(k,)))
+
+
 def build(seed: int, pieces: int) -> Built:
     """A program of ``pieces`` random pieces, drawn from ``seed``."""
     rng = np.random.default_rng(seed)
@@ -331,7 +366,7 @@ def build(seed: int, pieces: int) -> Built:
             integer = rng.random() < 0.15
             dtype = str(rng.choice(("int32", "int64"))) if integer else str(rng.choice(("float32", "float64")))
             batch = int(rng.choice((0, 1, 2, 3)))
-            p = _Piece(rng, k, built, dtype, batch)
+            p = _Piece(rng, k, built, dtype, batch, aside=_aside(seed, k))
             (_int_piece if integer else _float_piece)(p)
             built.described.append(f"piece {k} ({dtype}, batch {batch}): {', '.join(p.steps)}")
     return built

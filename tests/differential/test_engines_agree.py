@@ -161,6 +161,7 @@ def test_pieces_cover_what_the_issue_lists():
                  "layer_norm", "cond", "while", "SGD", "Momentum", "int", "pow", "log(exp)", "exp(x)*exp(y)",
                  "log(pow)"):
         assert step in seen, step
-    for kind in ("pow[fed exponent]", "conv2d dilated", "pool2d padded", "pool2d max", "pool2d avg"):
+    for kind in ("pow[fed exponent]", "conv2d dilated", "pool2d padded", "pool2d max", "pool2d avg",
+                 "cross-entropy[int64]", "cross-entropy[int32]", "cross-entropy[soft]"):
         assert any(kind in line for line in lines), kind
     assert dtypes == {"float32", "float64", "int32", "int64"} and {0, 1} <= batches and special > 10
