@@ -147,7 +147,18 @@ exporter stores it as one), ``full_like`` a ``ConstantOfShape`` of the run-time 
 
 
 def _one_node(onnx_op: str, schema: OpSchema) -> Callable[[Lowering], None]:
-    return lambda ctx: ctx.emit(onnx_op, [ctx.x(slot.name) for slot in schema.inputs])
+    """The op as its one ONNX node; where every input is an integer (or bool) and the output floating, the inputs
+    cast to the output's dtype first, as the compute promotes them (integers divide truly: ONNX's Div of integers
+    truncates)."""
+    def lower(ctx: Lowering) -> None:
+        declared = np.dtype(ctx.out_var(schema.outputs[0].name).dtype)
+        inputs = [ctx.x(slot.name) for slot in schema.inputs]
+        kinds = {np.dtype(ctx.dtype(slot.name)).kind for slot in schema.inputs}
+        if declared.kind == "f" and kinds <= set("biu"):
+            inputs = [ctx.g.node("Cast", [x], to=onnx_dtype(declared.name)) for x in inputs]
+        ctx.emit(onnx_op, inputs)
+
+    return lower
 
 
 def _traced(schema: OpSchema, xp: SimpleNamespace) -> Callable[[Lowering], None]:

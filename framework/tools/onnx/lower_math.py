@@ -15,7 +15,7 @@ from gradgen.program.ops import reduction
 from .context import Lowering
 from .graph import fill_value, onnx_dtype, value_info
 
-__all__ = ["LOWERINGS", "OWN_EXPORTS", "RUN_TIME_SIZES", "erf", "log1p", "reduce_axes"]
+__all__ = ["LOWERINGS", "OWN_EXPORTS", "RUN_TIME_SIZES", "erf", "log1p", "mean_node", "nan_along", "reduce_axes"]
 
 REDUCE = {t: o for t, o in reduction.ONNX.items() if t != "logsumexp"}
 """The reductions that are one ONNX Reduce node, from their family (``program/ops/reduction.ONNX``); logsumexp is
@@ -174,10 +174,48 @@ def reduce_node(ctx: Lowering, onnx_op: str, x: str, axes: list[int] | None, kee
 
 def _reduce(onnx_op):
     def lower(ctx):
+        x, declared = ctx.x(), ctx.out_var().dtype
+        if ctx.dtype() != declared:  # int32 and bool add up in int64, as the compute does
+            x = ctx.g.node("Cast", [x], to=onnx_dtype(declared))
         if ctx.rank() == 0:
-            return ctx.finish(ctx.x())
-        ctx.set(reduce_node(ctx, onnx_op, ctx.x(), reduce_axes(ctx), ctx.attr("keep_dim"), out=ctx.name()))
+            return ctx.finish(x)
+        axes, keep = reduce_axes(ctx), ctx.attr("keep_dim")
+        if onnx_op in ("ReduceMax", "ReduceMin") and np.dtype(declared).kind == "f":
+            # ONNX Runtime's ReduceMax and ReduceMin pass over a NaN that is not first; numpy's give NaN
+            out = reduce_node(ctx, onnx_op, x, axes, keep)
+            return ctx.finish(ctx.g.node("Where", [nan_along(ctx, x, declared, axes, keep),
+                                                   ctx.scalar(np.nan, declared), out]))
+        ctx.set(reduce_node(ctx, onnx_op, x, axes, keep, out=ctx.name()))
     return lower
+
+
+def nan_along(ctx: Lowering, x: str, dtype: str, axes: list[int] | None, keep: bool) -> str:
+    """Whether ``x`` (of float ``dtype``) holds a NaN along ``axes`` (None: anywhere), as a bool tensor."""
+    g = ctx.g
+    marks = g.node("Cast", [g.node("IsNaN", [x])], to=onnx_dtype(dtype))
+    return g.node("Greater", [reduce_node(ctx, "ReduceMax", marks, axes, keep), ctx.scalar(0.0, dtype)])
+
+
+def mean_node(ctx: Lowering, x: str, dtype: str, axes: list[int] | None, keep: bool) -> str:
+    """The mean of ``x`` (of ``dtype``) over ``axes`` (None: all) as its sum / count, counted from the run-time
+    shape: NaN over no elements (0 / 0), as the engines give it, where ONNX Runtime's ReduceMean gives 0."""
+    g = ctx.g
+    # the count a sum of ones shaped like x (run-time sizes, importable back as gradgen ops, as reduce_mean_grad's)
+    ones = g.node("ConstantOfShape", [g.node("Shape", [x])], value=fill_value(1.0, dtype))
+    count = reduce_node(ctx, "ReduceSum", ones, axes, keep)
+    return g.node("Div", [reduce_node(ctx, "ReduceSum", x, axes, keep), count])
+
+
+def _reduce_mean(ctx: Lowering, axes: list[int] | None, keep: bool) -> None:
+    """reduce_mean and mean: sum / count in float64 for integers and bools, float32 for float16 (as the compute)."""
+    x, declared = ctx.x(), ctx.out_var().dtype
+    work = "float32" if declared == "float16" else declared
+    if ctx.dtype() != work:
+        x = ctx.g.node("Cast", [x], to=onnx_dtype(work))
+    if ctx.rank() == 0:
+        return ctx.finish(x if work == declared else ctx.g.node("Cast", [x], to=onnx_dtype(declared)))
+    out = mean_node(ctx, x, work, axes, keep)
+    ctx.finish(out if work == declared else ctx.g.node("Cast", [out], to=onnx_dtype(declared)))
 
 
 def logsumexp(ctx):
@@ -230,9 +268,7 @@ def prod_others(ctx):
 
 
 def mean(ctx):
-    if ctx.rank() == 0:
-        return ctx.finish(ctx.x())
-    ctx.set(reduce_node(ctx, "ReduceMean", ctx.x(), None, False, out=ctx.name()))
+    _reduce_mean(ctx, None, False)
 
 
 def shape_of(ctx: Lowering, x: str) -> str:
@@ -322,6 +358,7 @@ def cast(ctx):
 
 LOWERINGS = {
     **{t: _reduce(o) for t, o in REDUCE.items()},
+    "reduce_mean": lambda ctx: _reduce_mean(ctx, reduce_axes(ctx), ctx.attr("keep_dim")),
     "elementwise_mod": mod, "matmul": matmul, "einsum": einsum, "mean": mean,
     "reduce_mean_grad": reduce_mean_grad,
     "argmax": _arg("ArgMax"),
@@ -338,7 +375,10 @@ LOWERINGS = {
 """gradgen op type -> lowering."""
 
 RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
-OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim" for t in REDUCE}, "mean": "one ReduceMean over every axis",
+OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim, in the declared dtype; a max or min NaN where a NaN is "
+                     "among its values (ONNX Runtime's pass over one not first)" for t in REDUCE},
+               **{t: "ReduceSum over a count from the run-time Shape (NaN over no elements, where ReduceMean "
+                     "gives 0)" for t in ("reduce_mean", "mean")},
                "elementwise_mod": "one Mod node on integers (its fmod=0 takes no floats) and fmod's remainder moved "
                                   "by Y on floats (ONNX's xp has no remainder); ONNX Runtime's Mod refuses a zero "
                                   "integer divisor, as the engines do",

@@ -10,7 +10,7 @@ import numpy as np
 
 from .context import Lowering
 from .graph import fill_value, onnx_dtype
-from .lower_math import log1p, reduce_node, rounded_once
+from .lower_math import log1p, mean_node, nan_along, reduce_node, rounded_once
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
@@ -24,7 +24,21 @@ def softmax(ctx):
 
 
 def log_softmax(ctx):
-    ctx.emit("LogSoftmax", [ctx.x()], axis=_axis(ctx, "X"))
+    ctx.finish(_log_softmax(ctx, "X", _axis(ctx, "X")))
+
+
+def _log_softmax(ctx: Lowering, slot: str, axis: int) -> str:
+    """ONNX's LogSoftmax, NaN along a row that holds a NaN or whose max is +inf, as the compute gives (inf - inf
+    there), where ONNX Runtime gives NaN at the infinity and -inf elsewhere, and in float64 finite values beside a
+    NaN that is not first (46.05 for [0.1, nan, nan, 0.2])."""
+    g, x = ctx.g, ctx.x(slot)
+    log_p = g.node("LogSoftmax", [x], axis=axis)
+    if ctx.var(slot).shape[axis] == 0:  # an empty row: nothing to take a max of
+        return log_p
+    dt = ctx.dtype(slot)
+    infinite = g.node("Equal", [reduce_node(ctx, "ReduceMax", x, [axis], True), ctx.scalar(np.inf, dt)])
+    bad = g.node("Or", [infinite, nan_along(ctx, x, dt, [axis], True)])
+    return g.node("Where", [bad, ctx.scalar(np.nan, dt), log_p])
 
 
 def _hard_index(ctx: Lowering, x_slot: str, axis: int) -> tuple[str, str]:
@@ -64,7 +78,7 @@ def cross_entropy(ctx):
 
 def softmax_with_cross_entropy(ctx):
     g, axis = ctx.g, _axis(ctx, "Logits")
-    log_p = g.node("LogSoftmax", [ctx.x("Logits")], axis=axis)
+    log_p = _log_softmax(ctx, "Logits", axis)
     ctx.emit("Exp", [log_p], slot="Softmax")
     if ctx.attr("soft_label"):
         picked = reduce_node(ctx, "ReduceSum", g.node("Mul", [ctx.x("Label"), log_p]), [axis], True)
@@ -128,9 +142,9 @@ def batch_norm(ctx):
     if ctx.attr("is_test"):
         mu, v = mean, var
     else:
-        mu = reduce_node(ctx, "ReduceMean", x, axes, False)
+        mu = mean_node(ctx, x, dt, axes, False)  # NaN over an empty batch, as the engines' statistics
         d = g.node("Sub", [x, g.node("Reshape", [mu, shape])])
-        v = reduce_node(ctx, "ReduceMean", g.node("Mul", [d, d]), axes, False)
+        v = mean_node(ctx, g.node("Mul", [d, d]), dt, axes, False)
     centered = g.node("Sub", [x, g.node("Reshape", [mu, shape])])
     std = g.node("Sqrt", [g.node("Add", [g.node("Reshape", [v, shape]), ctx.scalar(ctx.attr("epsilon"), dt)])])
     y = g.node("Mul", [g.node("Div", [centered, std]), g.node("Reshape", [ctx.x("Scale"), shape])])
@@ -276,8 +290,9 @@ LOWERINGS = {
 }
 """gradgen op type -> lowering."""
 
-OWN_EXPORTS = {**{t: f"one {node} node (opset 13 on: along axis)" for t, node in (("softmax", "Softmax"),
-                                                                         ("log_softmax", "LogSoftmax"))},
+OWN_EXPORTS = {"softmax": "one Softmax node (opset 13 on: along axis)",
+               "log_softmax": "one LogSoftmax node (opset 13 on: along axis), NaN where a row holds a NaN or its max "
+                              "is +inf (ONNX Runtime's differ there)",
                "cross_entropy": "a hard label's range check is an xp.check, which no ONNX node raises; the labels "
                                 "picked by a one-hot mask (GatherElements where the classes are known only at run "
                                 "time), an ignored one giving 0",

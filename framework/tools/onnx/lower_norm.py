@@ -8,7 +8,7 @@ dX = (c - mean(c) - xhat * mean(c * xhat)) / sqrt(var + epsilon), dScale = sum(d
 from __future__ import annotations
 
 from .context import Lowering
-from .lower_math import RUN_TIME_SIZES, reduce_node
+from .lower_math import RUN_TIME_SIZES, mean_node, reduce_node
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS"]
 
@@ -19,9 +19,10 @@ def _begin(ctx: Lowering) -> int:
 
 def _statistics(ctx: Lowering, x: str, axes: list[int]) -> tuple[str, str, str]:
     """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims), and ``x`` centred."""
-    mean = reduce_node(ctx, "ReduceMean", x, axes, True)
+    dt = ctx.dtype("X")
+    mean = mean_node(ctx, x, dt, axes, True)
     centred = ctx.g.node("Sub", [x, mean])
-    return mean, reduce_node(ctx, "ReduceMean", ctx.g.node("Mul", [centred, centred]), axes, True), centred
+    return mean, mean_node(ctx, ctx.g.node("Mul", [centred, centred]), dt, axes, True), centred
 
 
 def _summed(ctx: Lowering, v: str, axes: list[int], slot: str) -> None:
@@ -42,7 +43,7 @@ def _norm_grads(ctx: Lowering, centred: str, var: str, group: list[int], rest: l
     if fixed:
         ctx.emit("Mul", [c, r], slot="X@GRAD")
     else:
-        mean = lambda v: reduce_node(ctx, "ReduceMean", v, group, True)  # noqa: E731
+        mean = lambda v: mean_node(ctx, v, dt, group, True)  # noqa: E731
         inner = g.node("Sub", [g.node("Sub", [c, mean(c)]), g.node("Mul", [xhat, mean(g.node("Mul", [c, xhat]))])])
         ctx.emit("Mul", [inner, r], slot="X@GRAD")
     if ctx.op.output("Scale@GRAD"):
