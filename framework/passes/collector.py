@@ -45,8 +45,8 @@ _moved = _Moved()
 @contextmanager
 def paused() -> Iterator[None]:
     """Run the body with the cyclic collector paused; then move what it allocated to the oldest generation, and make
-    a full collection where CPython's rule asks for one. Does nothing when the collector was off already, or when
-    objects are frozen already (``gc.unfreeze`` would release those too)."""
+    a full collection once ``FULL_WHEN_MOVED_OVER`` asks for one. Moves nothing when the collector was off already,
+    or when objects are frozen already (``gc.unfreeze`` would release those too)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

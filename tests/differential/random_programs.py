@@ -3,10 +3,10 @@
 ``piece(rng, k)`` appends one small random computation to the program being built: a float chain over a
 3-D or 4-D input (elementwise ops with broadcasting, 3-D and 4-D products followed by reshape, transpose and
 slices, reductions, softmax, a convolution with pooling, batch norm, a ``cond`` and a ``while`` loop, powers
-and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose loss (in a quarter of the
-pieces a softmax cross-entropy) gets gradients and an SGD or momentum update; or an integer chain (exact arithmetic, comparisons, true
-division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge and tiny values, in empty,
-size-1 and larger batches that meet the program's -1 dims at run time.
+and the compositions XLA's simplifier would rewrite: ``design_docs/numerics.md``), whose loss (in a quarter of
+the pieces a softmax cross-entropy) gets gradients and an SGD or momentum update; or an integer chain (exact
+arithmetic, comparisons, true division into floats, casts). Inputs are drawn with zeros, NaN, infinities, huge
+and tiny values, in empty, size-1 and larger batches that meet the program's -1 dims at run time.
 
 ``build(seed, pieces)`` makes a program of several independent pieces (they share nothing, so each piece's
 values are what it would compute alone) with the feeds and initial parameters to run it from; one compile
