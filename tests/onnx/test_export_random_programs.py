@@ -5,9 +5,9 @@ within its tolerance. Running these found what ``test_export_runtime_edges`` now
 (integer true division, int32 sums) and silent differences (means over no elements, a max passing over a NaN,
 log-softmax of rows with NaN or +inf).
 
-Programs are skipped where ONNX Runtime itself dies: an ``Einsum`` with a zero-size contracted dim (the float64
-convolutions' and every convolution gradient's windows, at batch 0) stops the process with SIGFPE in ONNX Runtime
-1.32 (``design_docs/onnx.md``). Seeds 0-999 agree but for 785, whose float64 layer norm (ONNX Runtime's
+ONNX Runtime 1.32 died of SIGFPE on 20 of the first 1,000 (the filter gradient's ``Einsum`` summing over an empty
+batch), until the export gave it a row of zeros there (``lower_conv._with_a_zero_row``). Seeds 0-999 agree but for
+785, whose float64 layer norm (ONNX Runtime's
 ``LayerNormalization``, accurate to 2-8e-9 after some chains) is over the 1e-9 bar. The same programs imported back
 (``import_onnx``) and run on the reference give its numbers (1,000 one-piece and 800 three-piece programs agreed)."""
 from __future__ import annotations
@@ -25,15 +25,11 @@ ROUND_TRIP_SEEDS = 200
 """One-piece programs exported and imported back: ~8 s."""
 
 
-def _dies_in_onnx_runtime(model, feed: dict) -> bool:
-    return any(n.op_type == "Einsum" for n in model.graph.node) and any(np.size(v) == 0 for v in feed.values())
-
-
 def test_random_programs_run_in_onnx_runtime_as_on_the_reference():
     require("onnxruntime")
     from gradgen.framework import export_onnx
 
-    compared, skipped, reports = 0, 0, []
+    compared, reports = 0, []
     for seed in range(SEEDS):
         built = build(seed, 1)
         initial = initial_values(built)
@@ -41,9 +37,6 @@ def test_random_programs_run_in_onnx_runtime_as_on_the_reference():
         assert isinstance(reference, list), f"seed {seed}: the reference raised {reference}"
         fetch = [name for name in built.fetch if name not in initial and name not in built.feed]
         model = export_onnx(built.main, params=initial, fetch_list=fetch, include_updates=True)
-        if _dies_in_onnx_runtime(model, built.feed):
-            skipped += 1
-            continue
         with np.errstate(all="ignore"):
             outs = run_ort(model, built.feed)
         # a parameter's updated value is its output <name>@NEW; a fed value is not an output
@@ -53,7 +46,6 @@ def test_random_programs_run_in_onnx_runtime_as_on_the_reference():
         found = mismatches(built, reference, got)
         if found:
             reports.append(f"seed {seed}: " + "; ".join(found[:3]) + "\n  " + "\n  ".join(built.described))
-    assert compared >= SEEDS * 9 // 10 and skipped < SEEDS // 10, (compared, skipped)
     assert not reports, f"{len(reports)} of {compared} programs differ in ONNX Runtime:\n" + "\n".join(reports[:10])
 
 

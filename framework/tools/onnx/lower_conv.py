@@ -19,7 +19,7 @@ from gradgen.program.ops.conv import SCHEMAS as FAMILY
 from gradgen.program.ops.conv import pool_out_size, pool_paddings, transposed_size
 
 from .context import Lowering
-from .graph import onnx_dtype
+from .graph import fill_value, onnx_dtype
 from .lower_derived import Value
 from .lower_math import reduce_node
 
@@ -198,12 +198,23 @@ def _spread(ctx: Lowering, geo: Geometry, gout: str, o, cg, kernel, groups) -> s
     return scatter(ctx, unstacked(ctx, gcols, geo), geo)
 
 
+def _with_a_zero_row(ctx: Lowering, v: str, dims: list[int], dtype: str) -> str:
+    """``v`` [N, *dims] with one row of zeros after its N. ONNX Runtime 1.32's Einsum dies of SIGFPE summing over a
+    zero-size dim (the filter gradient of an empty batch); one more product 0 * 0 adds +0 to sums that start from
+    +0 (numpy's and ONNX Runtime's products), so nothing changes where N > 0."""
+    zeros = ctx.g.node("ConstantOfShape", [ctx.g.ints([1, *dims])], value=fill_value(0.0, dtype))
+    return ctx.g.node("Concat", [v, zeros], axis=0)
+
+
 def conv2d_filter_grad(ctx):
     o, cg, kernel, groups = _filter_shape(ctx)
     geo = op_geometry(ctx, "Input", kernel)
     sp = _letters(geo)
-    cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, ctx.dtype("Input")))
-    gouts = _groups(ctx, ctx.x("Output@GRAD"), 1, o // groups, groups)
+    dt, channels = ctx.dtype("Input"), ctx.var("Input").shape[1]
+    cols = stacked(ctx, windows(ctx, ctx.x("Input"), geo, 0.0, dt))
+    cols = _with_a_zero_row(ctx, cols, [channels, *geo.out, geo.taps], dt)
+    gout = _with_a_zero_row(ctx, ctx.x("Output@GRAD"), [o, *geo.out], dt)
+    gouts = _groups(ctx, gout, 1, o // groups, groups)
     parts = [ctx.g.node("Reshape", [ctx.g.node("Einsum", [c, go], equation=f"nc{sp}k,no{sp}->ock"),
                                     ctx.g.ints([o // groups, cg, *kernel])])
              for c, go in zip(_groups(ctx, cols, 1, cg, groups), gouts)]
