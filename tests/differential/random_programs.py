@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradgen.framework import append_backward, optimizer
+from gradgen.framework import append_backward, gradients, optimizer
 from gradgen.program import Program, layers as L, program_guard
 
-__all__ = ["Built", "build"]
+__all__ = ["CONTROL_FLOW", "Built", "build", "build_second_order"]
 
 UNARY = ("relu", "tanh", "sigmoid", "exp", "square", "abs", "sin", "cos", "softplus", "silu", "gelu", "erf",
          "sqrt", "log", "reciprocal", "sign", "elu", "leaky_relu")
@@ -270,6 +270,8 @@ def _loop(p: _Piece, x):
 
 STEPS = (_unary, _unary, _binary, _binary, _product, _batched, _reduce, _norm, _conv, _cond, _loop, _power,
          _overflow, _softmax)
+CONTROL_FLOW = (_cond, _loop)
+"""The steps that make sub-blocks, which the torch engine does not run."""
 
 
 LARGE_IN_FIRST_PRODUCT = 1e4
@@ -369,4 +371,33 @@ def build(seed: int, pieces: int) -> Built:
             p = _Piece(rng, k, built, dtype, batch, aside=_aside(seed, k))
             (_int_piece if integer else _float_piece)(p)
             built.described.append(f"piece {k} ({dtype}, batch {batch}): {', '.join(p.steps)}")
+    return built
+
+
+def build_second_order(seed: int, skip: tuple = ()) -> Built | None:
+    """One float chain of ``STEPS`` (but those in ``skip``), the gradient of its loss with respect to its
+    parameters, and the gradient of the sum of that gradient's squares: every step's grad ops differentiated in
+    turn. None where no parameter reaches the loss."""
+    rng = np.random.default_rng(seed)
+    built = Built(Program(), Program())
+    with program_guard(built.main, built.startup):
+        dtype, batch = str(rng.choice(("float32", "float64"))), int(rng.choice((0, 1, 2, 3)))
+        p = _Piece(rng, 0, built, dtype, batch, aside=_aside(seed, 0))
+        rank = 4 if rng.random() < 0.4 else 3
+        shape = (int(rng.integers(1, 4)), 4, 4) if rank == 4 else (int(rng.integers(1, 4)), int(rng.integers(1, 5)))
+        x = p.data(shape)
+        _without_large_magnitudes(p, x)
+        h = L.matmul(x, p.param((shape[-1], shape[-1])))
+        steps = [step for step in STEPS if step not in skip]
+        for _ in range(int(rng.integers(1, 4))):
+            h = steps[int(rng.integers(len(steps)))](p, h)
+        loss = L.reduce_mean(L.square(h))
+        params = [built.main.global_block().var(name) for name in built.params]
+        first = [g for g in gradients([loss], params) if g is not None]
+        if not first:
+            return None
+        squares = [L.reduce_sum(L.square(g)) for g in first]
+        second = [g for g in gradients([L.sum(squares) if len(squares) > 1 else squares[0]], params) if g is not None]
+        built.fetch += [loss.name] + [g.name for g in first + second]
+        built.described.append(f"second order ({dtype}, batch {batch}): {', '.join(p.steps)}")
     return built
