@@ -95,6 +95,8 @@ def _engines() -> list[str]:
 
 
 def _passes() -> list:
+    """(engine, pieces, seeds, least compared) of each pass: every engine on one-piece programs, and the
+    ``COMPOSED`` passes."""
     plain = [pytest.param(name, PIECES, SEEDS.get(name, PROGRAMS), PROGRAMS, id=name) for name in _engines()]
     composed = [pytest.param(name, pieces, seeds, PROGRAMS // 2, id=f"{name}-{pieces}-pieces")
                 for name in _engines() for pieces, seeds in [COMPOSED.get(name, (0, 0))] if seeds]
@@ -170,8 +172,8 @@ def test_pieces_cover_what_the_issue_lists():
 SECOND_ORDER = {"torch": 400}
 """engine -> seeds of second-order programs (``random_programs.build_second_order``: the gradient of a gradient's
 squares, through every step's grad ops), for the engines that run a program in hundredths of a second (xla's
-compiles would take minutes). 2,000 agreed on torch; on xla 391 of 400 ran alike but seed 20, a float64
-gradient 7e-8 apart where attention's scores reach ~1e10 (the softmax gradient's cancellation, an FMA's choice)."""
+compiles would take minutes). 2,000 agreed on torch; on xla all of the 391 probed but seed 20, a float64 gradient
+7e-8 apart where attention's scores reach ~1e10 (the softmax gradient's cancellation, an FMA's choice)."""
 
 
 @pytest.mark.parametrize("engine", [e for e in SECOND_ORDER if e in _engines()]
