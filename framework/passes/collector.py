@@ -63,14 +63,12 @@ def _move_survivors() -> None:
     full = gc.get_stats()[2]["collections"]
     if full != _moved.full_collections:  # CPython made one since: it counts from there
         _moved.objects, _moved.full_collections = 0, full
+    if _moved.survivors is None:
+        _moved.survivors = len(gc.get_objects())  # a walk over every tracked object: once, and after a collection
     _moved.objects += gc.get_count()[0]  # allocations since the last young collection: the pass's objects, about
     gc.freeze()
-    if _moved.survivors is None:
-        _moved.survivors = gc.get_freeze_count()  # a walk over every tracked object: once, and after a collection
     gc.unfreeze()
     if _moved.objects > FULL_WHEN_MOVED_OVER * _moved.survivors:
         gc.collect()
-        gc.freeze()
-        _moved.survivors = gc.get_freeze_count()
-        gc.unfreeze()
-        _moved.objects, _moved.full_collections = 0, gc.get_stats()[2]["collections"]
+        _moved.objects, _moved.survivors = 0, len(gc.get_objects())
+        _moved.full_collections = gc.get_stats()[2]["collections"]

@@ -238,10 +238,10 @@ def _weakly(method: Callable[..., T], gone: Callable[..., T]) -> Callable[..., T
     kept every executable (65,530 memory maps, then LLVM's "Cannot allocate memory" and a segfault). A runner still
     at work once its executor is gone (a compile in the background) gets ``gone``: the settings of the executor's
     making, no choice recorded."""
-    ref = weakref.WeakMethod(method)
+    owner, function = weakref.ref(method.__self__), method.__func__
 
     def call(*args: Any) -> T:
-        bound = ref()
-        return gone(*args) if bound is None else bound(*args)
+        executor = owner()
+        return gone(*args) if executor is None else function(executor, *args)
 
     return call

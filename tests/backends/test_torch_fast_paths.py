@@ -270,7 +270,6 @@ def test_softmax_cross_entropy_refuses_a_label_outside_the_classes_as_numpy_does
         assert isinstance(error, Exception) and f"label {bad} at index [3, 0] is outside [0, 5)" in str(error), error
 
 
-
 def test_softmax_cross_entropy_with_a_label_of_another_rank_gets_the_computes_message():
     """A label whose rank is neither the logits' nor one less (possible at run time with -1 dims declared) is not
     reshaped for the gather: the kernel raises the compute's message."""
@@ -284,6 +283,7 @@ def test_softmax_cross_entropy_with_a_label_of_another_rank_gets_the_computes_me
                                    {"axis": -1, "soft_label": False, "ignore_index": -100}))
     with pytest.raises(ValueError, match=r"Label has run-time shape \[\], but Logits \[6, 5\] needs"):
         KERNELS["softmax_with_cross_entropy"](op)(torch.from_numpy(logits), torch.tensor(3))
+
 
 GELU_SHAPES = [(6, 5), (3, 4, 5), (2, 3, 4, 5), (0, 4), (3, 0, 2)]
 

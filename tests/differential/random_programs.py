@@ -312,12 +312,18 @@ def _cross_entropy(p: _Piece, h):
     return L.softmax_with_cross_entropy(h, label, soft_label=soft, reduction="mean")
 
 
-def _float_piece(p: _Piece) -> None:
+def _first_product(p: _Piece):
+    """A fed 3-D or 4-D input and its product with a parameter that every loss reaches: (input, product)."""
     rank = 4 if p.rng.random() < 0.4 else 3
     shape = (int(p.rng.integers(1, 4)), 4, 4) if rank == 4 else (int(p.rng.integers(1, 4)), int(p.rng.integers(1, 5)))
     x = p.data(shape)
     _without_large_magnitudes(p, x)
-    first = h = L.matmul(x, p.param((shape[-1], shape[-1])))  # a parameter every loss reaches
+    return x, L.matmul(x, p.param((shape[-1], shape[-1])))
+
+
+def _float_piece(p: _Piece) -> None:
+    x, first = _first_product(p)
+    h = first
     values = [x, h]
     for _ in range(int(p.rng.integers(2, 6))):
         h = p.rng.choice(STEPS)(p, h)
@@ -383,11 +389,7 @@ def build_second_order(seed: int, skip: tuple = ()) -> Built | None:
     with program_guard(built.main, built.startup):
         dtype, batch = str(rng.choice(("float32", "float64"))), int(rng.choice((0, 1, 2, 3)))
         p = _Piece(rng, 0, built, dtype, batch, aside=_aside(seed, 0))
-        rank = 4 if rng.random() < 0.4 else 3
-        shape = (int(rng.integers(1, 4)), 4, 4) if rank == 4 else (int(rng.integers(1, 4)), int(rng.integers(1, 5)))
-        x = p.data(shape)
-        _without_large_magnitudes(p, x)
-        h = L.matmul(x, p.param((shape[-1], shape[-1])))
+        _, h = _first_product(p)
         steps = [step for step in STEPS if step not in skip]
         for _ in range(int(rng.integers(1, 4))):
             h = steps[int(rng.integers(len(steps)))](p, h)

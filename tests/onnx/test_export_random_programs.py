@@ -25,54 +25,50 @@ ROUND_TRIP_SEEDS = 200
 """One-piece programs exported and imported back: ~8 s."""
 
 
-def test_random_programs_run_in_onnx_runtime_as_on_the_reference():
-    require("onnxruntime")
+def _differences(seeds: int, run_model) -> list[str]:
+    """One report per program of the first ``seeds`` whose export, run by ``run_model(model, built)`` (output name
+    -> value), differs from the reference. A parameter's updated value is its output ``<name>@NEW``; a fed value is
+    not an output."""
     from gradgen.framework import export_onnx
 
-    compared, reports = 0, []
-    for seed in range(SEEDS):
+    reports = []
+    for seed in range(seeds):
         built = build(seed, 1)
         initial = initial_values(built)
         reference = run_on("numpy", built, initial)
         assert isinstance(reference, list), f"seed {seed}: the reference raised {reference}"
         fetch = [name for name in built.fetch if name not in initial and name not in built.feed]
-        model = export_onnx(built.main, params=initial, fetch_list=fetch, include_updates=True)
         with np.errstate(all="ignore"):
-            outs = run_ort(model, built.feed)
-        # a parameter's updated value is its output <name>@NEW; a fed value is not an output
+            outs = run_model(export_onnx(built.main, params=initial, fetch_list=fetch, include_updates=True), built)
         got = [outs[name + "@NEW"] if name in initial else outs.get(name, built.feed.get(name))
                for name in built.fetch]
-        compared += 1
         found = mismatches(built, reference, got)
         if found:
             reports.append(f"seed {seed}: " + "; ".join(found[:3]) + "\n  " + "\n  ".join(built.described))
-    assert not reports, f"{len(reports)} of {compared} programs differ in ONNX Runtime:\n" + "\n".join(reports[:10])
+    return reports
+
+
+def _imported_back(model, built) -> dict:
+    """The model imported as a gradgen program and run on the reference: output name -> value."""
+    from gradgen.framework import import_onnx
+
+    program, params, outputs = import_onnx(model)
+    scope = Scope()
+    for name, value in params.items():
+        scope.set(name, value)
+    names = [o.name for o in model.graph.output]
+    feed = {k: np.asarray(v) for k, v in built.feed.items() if program.global_block().find_var(k) is not None}
+    values = Executor(backend="numpy").run(program, feed=feed, fetch_list=[outputs[n] for n in names], scope=scope)
+    return dict(zip(names, values))
+
+
+def test_random_programs_run_in_onnx_runtime_as_on_the_reference():
+    require("onnxruntime")
+    reports = _differences(SEEDS, lambda model, built: run_ort(model, built.feed))
+    assert not reports, f"{len(reports)} programs differ in ONNX Runtime:\n" + "\n".join(reports[:10])
 
 
 def test_random_programs_exported_and_imported_back_compute_what_they_did():
     require("onnx")
-    from gradgen.framework import export_onnx, import_onnx
-
-    reports = []
-    for seed in range(ROUND_TRIP_SEEDS):
-        built = build(seed, 1)
-        initial = initial_values(built)
-        reference = run_on("numpy", built, initial)
-        fetch = [name for name in built.fetch if name not in initial and name not in built.feed]
-        model = export_onnx(built.main, params=initial, fetch_list=fetch, include_updates=True)
-        program, params, outputs = import_onnx(model)
-        scope = Scope()
-        for name, value in params.items():
-            scope.set(name, value)
-        names = [o.name for o in model.graph.output]
-        feed = {k: np.asarray(v) for k, v in built.feed.items() if program.global_block().find_var(k) is not None}
-        with np.errstate(all="ignore"):
-            values = Executor(backend="numpy").run(program, feed=feed, fetch_list=[outputs[n] for n in names],
-                                                   scope=scope)
-        outs = dict(zip(names, values))
-        got = [outs[name + "@NEW"] if name in initial else outs.get(name, built.feed.get(name))
-               for name in built.fetch]
-        found = mismatches(built, reference, got)
-        if found:
-            reports.append(f"seed {seed}: " + "; ".join(found[:3]) + "\n  " + "\n  ".join(built.described))
+    reports = _differences(ROUND_TRIP_SEEDS, _imported_back)
     assert not reports, f"{len(reports)} programs differ after the round trip:\n" + "\n".join(reports[:10])

@@ -51,11 +51,11 @@ class NumpyRunner:
         self._plans = PerVersion()
         self._options: dict[tuple, PlanOptions] = {}
 
-    def options(self) -> PlanOptions:
+    def options(self, given: RunSettings | None = None) -> PlanOptions:
         """The executor's ``options`` (default ``PlanOptions()``) plus the checks its ``check_types`` and
-        ``check_nan_inf`` ask for and its profiler: the same object every time for the same settings, so that it
-        keys the plan cache."""
-        given = self._settings()
+        ``check_nan_inf`` ask for and its profiler, from its settings now (or ``given``, read already): the same
+        object every time for the same settings, so that it keys the plan cache."""
+        given = self._settings() if given is None else given
         key = (given.options, given.check_types, given.check_nan_inf, given.profiler)
         found = self._options.get(key)
         if found is None:
@@ -75,11 +75,11 @@ class NumpyRunner:
         return []
 
     def plan_for(self, program, feed_names: Sequence[str], fetch_names: Sequence[str],
-                 built: Callable[[float], None]) -> Plan:
+                 built: Callable[[float], None], given: RunSettings | None = None) -> Plan:
         """The cached plan of ``program``'s block 0 for these names, built if missing or stale (``built(seconds)``
-        is told of every build)."""
+        is told of every build), with the options of the executor's settings (``given``, read already, or now)."""
         per_program = self._plans.entries(program)
-        options = self.options()
+        options = self.options(given)
         key = (tuple(sorted(feed_names)), tuple(fetch_names), options)
         plan = per_program.get(key)
         if plan is None:
@@ -95,9 +95,10 @@ class NumpyRunner:
         """One run: the fetched arrays; the scope gets the changed persistables only if the whole run succeeds.
         ``mark(phase)`` ends each phase (``runtime/profile.PHASES``); ``agreed()`` raises before the commit when
         the other ranks of a data-parallel run were fed other shapes."""
-        threads = self._settings().threads
+        given = self._settings()  # once a run: the executor's flags may change between runs, not within one
+        threads = given.threads
         with scope.run_lock, blas_threads(threads or cores_for_runs(), exact=threads is not None):
-            plan = self.plan_for(program, list(feed), fetch_names, built)
+            plan = self.plan_for(program, list(feed), fetch_names, built, given)
             mark("plan")
             env = self._initial_env(plan, feed, scope)
             mark("feeds")

@@ -17,9 +17,10 @@ from .graph import fill_value, onnx_dtype, value_info
 
 __all__ = ["LOWERINGS", "OWN_EXPORTS", "RUN_TIME_SIZES", "erf", "log1p", "mean_node", "nan_along", "reduce_axes"]
 
-REDUCE = {t: o for t, o in reduction.ONNX.items() if t != "logsumexp"}
+REDUCE = {t: o for t, o in reduction.ONNX.items() if t not in ("logsumexp", "reduce_mean")}
 """The reductions that are one ONNX Reduce node, from their family (``program/ops/reduction.ONNX``); logsumexp is
-exported from its max-shifted form (``logsumexp``), finite where ReduceLogSumExp's naive one overflows."""
+exported from its max-shifted form (``logsumexp``), finite where ReduceLogSumExp's naive one overflows, and
+reduce_mean as sum / count (``mean_node``), NaN over no elements where ReduceMean gives 0."""
 
 ERF_TERMS = 160
 """Terms of the series that computes float64 erf; enough for |x| <= 6, beyond which erf is +-1 in float64."""
@@ -196,17 +197,28 @@ def nan_along(ctx: Lowering, x: str, dtype: str, axes: list[int] | None, keep: b
     return g.node("Greater", [reduce_node(ctx, "ReduceMax", marks, axes, keep), ctx.scalar(0.0, dtype)])
 
 
+def _count(ctx: Lowering, x: str, dtype: str, axes: list[int] | None, keep: bool) -> str:
+    """How many elements of ``x`` each reduction over ``axes`` (None: all) takes, as ``dtype``: a sum of ones shaped
+    like x (run-time sizes, importable back as gradgen ops)."""
+    ones = ctx.g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1.0, dtype))
+    return reduce_node(ctx, "ReduceSum", ones, axes, keep)
+
+
 def mean_node(ctx: Lowering, x: str, dtype: str, axes: list[int] | None, keep: bool) -> str:
-    """The mean of ``x`` (of ``dtype``) over ``axes`` (None: all) as its sum / count, counted from the run-time
-    shape: NaN over no elements (0 / 0), as the engines give it, where ONNX Runtime's ReduceMean gives 0."""
-    g = ctx.g
-    # the count a sum of ones shaped like x (run-time sizes, importable back as gradgen ops, as reduce_mean_grad's)
-    ones = g.node("ConstantOfShape", [g.node("Shape", [x])], value=fill_value(1.0, dtype))
-    count = reduce_node(ctx, "ReduceSum", ones, axes, keep)
-    return g.node("Div", [reduce_node(ctx, "ReduceSum", x, axes, keep), count])
+    """The mean of ``x`` (of ``dtype``) over ``axes`` (None: all) as its sum / count: NaN over no elements (0 / 0),
+    as the engines give it, where ONNX Runtime's ReduceMean gives 0."""
+    return ctx.g.node("Div", [reduce_node(ctx, "ReduceSum", x, axes, keep), _count(ctx, x, dtype, axes, keep)])
 
 
-def _reduce_mean(ctx: Lowering, axes: list[int] | None, keep: bool) -> None:
+def reduce_mean(ctx):
+    _mean(ctx, reduce_axes(ctx), ctx.attr("keep_dim"))
+
+
+def mean(ctx):
+    _mean(ctx, None, False)
+
+
+def _mean(ctx: Lowering, axes: list[int] | None, keep: bool) -> None:
     """reduce_mean and mean: sum / count in float64 for integers and bools, float32 for float16 (as the compute)."""
     x, declared = ctx.x(), ctx.out_var().dtype
     work = "float32" if declared == "float16" else declared
@@ -267,24 +279,19 @@ def prod_others(ctx):
     ctx.emit("Transpose", [back], perm=[int(i) for i in np.argsort(kept + axes)])
 
 
-def mean(ctx):
-    _reduce_mean(ctx, None, False)
-
-
 def shape_of(ctx: Lowering, x: str) -> str:
     return ctx.g.node("Shape", [x])
 
 
 def reduce_mean_grad(ctx):
-    # count = sum of ones over the reduced axes (run-time sizes, and importable back as gradgen ops)
+    # Out@GRAD / count at every element (count 1 over no elements: nothing to share out)
     g, x, dout, dt = ctx.g, ctx.x("X"), ctx.x("Out@GRAD"), ctx.dtype("Out@GRAD")
     rank = ctx.rank("X")
     axes = reduce_axes(ctx)
     axes = list(range(rank)) if axes is None else axes
     if rank == 0:
         return ctx.finish(dout, slot="X@GRAD")
-    ones = g.node("ConstantOfShape", [shape_of(ctx, x)], value=fill_value(1.0, dt))
-    count = g.node("Max", [reduce_node(ctx, "ReduceSum", ones, axes, True), ctx.scalar(1.0, dt)])
+    count = g.node("Max", [_count(ctx, x, dt, axes, True), ctx.scalar(1.0, dt)])
     if not ctx.attr("keep_dim"):
         dout = g.node("Unsqueeze", [dout, g.ints(axes)])
     ctx.emit("Expand", [g.node("Div", [dout, count]), shape_of(ctx, x)], slot="X@GRAD")
@@ -357,8 +364,7 @@ def cast(ctx):
 
 
 LOWERINGS = {
-    **{t: _reduce(o) for t, o in REDUCE.items()},
-    "reduce_mean": lambda ctx: _reduce_mean(ctx, reduce_axes(ctx), ctx.attr("keep_dim")),
+    **{t: _reduce(o) for t, o in REDUCE.items()}, "reduce_mean": reduce_mean,
     "elementwise_mod": mod, "matmul": matmul, "einsum": einsum, "mean": mean,
     "reduce_mean_grad": reduce_mean_grad,
     "argmax": _arg("ArgMax"),
@@ -375,8 +381,9 @@ LOWERINGS = {
 """gradgen op type -> lowering."""
 
 RUN_TIME_SIZES = "its formula reads static shapes; the export counts elements from the run-time Shape"
-OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim, in the declared dtype; a max or min NaN where a NaN is "
-                     "among its values (ONNX Runtime's pass over one not first)" for t in REDUCE},
+OWN_EXPORTS = {**{t: "one ONNX Reduce node, axes from dim, in the declared dtype" for t in REDUCE},
+               **{t: "ReduceMax/ReduceMin, NaN where a NaN is among the values (ONNX Runtime's pass over one that is "
+                     "not first)" for t in ("reduce_max", "reduce_min")},
                **{t: "ReduceSum over a count from the run-time Shape (NaN over no elements, where ReduceMean "
                      "gives 0)" for t in ("reduce_mean", "mean")},
                "elementwise_mod": "one Mod node on integers (its fmod=0 takes no floats) and fmod's remainder moved "
