@@ -9,7 +9,8 @@ with numpy's default two OpenBLAS threads and 7.0 ms with one (performance.md, "
 ``free_cores()`` estimates the cores nobody else is using from two readings of the kernel's CPU counters
 (``/proc/stat``: busy time of all CPUs) less this process's own CPU time over the same interval (its pools'
 threads included, so gradgen's own work never counts as another's), at most once every ``SAMPLE_SECONDS``;
-at the first reading and after an idle spell (``IDLE_SECONDS``), from the tasks running that moment instead;
+at the first reading, after an idle spell (``IDLE_SECONDS``) and after an interval this process spent mostly idle
+(``ACTIVE_SHARE``), from the tasks running that moment instead;
 where the counters are missing (not Linux), the CPUs this process may use. Engine-neutral: the numpy engine
 sizes its BLAS pools by ``cores_for_runs()`` (``numpy/threads.py``), the torch engine its OpenMP threads: the
 free cores less those this process's own background preparations take (``background.py`` says why).
@@ -23,7 +24,7 @@ from typing import Callable
 
 from .background import preparations
 
-__all__ = ["IDLE_SECONDS", "SAMPLE_SECONDS", "CoreMeter", "cores_for_runs", "free_cores", "usable_cpus"]
+__all__ = ["ACTIVE_SHARE", "IDLE_SECONDS", "SAMPLE_SECONDS", "CoreMeter", "cores_for_runs", "free_cores", "usable_cpus"]
 
 SAMPLE_SECONDS = 0.25
 """The shortest interval between two readings of the CPU counters (a reading costs ~20 us; a run may take 0.1)."""
@@ -33,6 +34,15 @@ IDLE_SECONDS = 2.0
 present: the reading then counts the tasks running this moment instead (``procs_running``). Measured: after
 another process's 2 s burst, the torch engine's next two ResNet steps ran at one thread, 165 ms against 90,
 because the interval since the last reading was all burst."""
+
+ACTIVE_SHARE = 0.5
+"""An interval in which this process used less than this share of one core (its CPU seconds over the wall seconds)
+saw it idle for much of the time, and what other processes did then need not have overlapped its runs (jobs that
+take turns: a trainer and the process that prepares its data, the anchors' harness): the reading then counts the
+tasks running this moment instead, as after an idle spell. Measured: three processes taking turns, the anchors'
+LeNet step in blocks of 13 on the torch engine between PyTorch's and the numpy engine's blocks (0.9 s idle
+between its own), every run of the engine went on one thread, 6.2 ms a step, because each interval held the
+others' blocks."""
 
 
 def usable_cpus() -> int:
@@ -98,8 +108,9 @@ class CoreMeter:
 
     def free(self) -> int:
         """The whole cores free for this process now (at least 1): all usable CPUs less what other processes
-        kept busy since the last reading, rounded to the nearest core; at the first reading and after an idle
-        spell (``IDLE_SECONDS``), less the other tasks running this moment."""
+        kept busy since the last reading, rounded to the nearest core; at the first reading and after an interval
+        that saw this process idle (longer than ``IDLE_SECONDS``, or under ``ACTIVE_SHARE`` of a core used), less
+        the other tasks running this moment."""
         now = self._clock()
         with self._lock:
             if self._last is not None and now - self._last[0] < SAMPLE_SECONDS:
@@ -108,7 +119,7 @@ class CoreMeter:
             if busy is None:
                 return self.cpus
             reading = (now, busy, self._own())
-            if self._last is not None and now - self._last[0] <= IDLE_SECONDS:
+            if self._worked_through(reading):
                 wall = reading[0] - self._last[0]
                 others = max(0.0, (reading[1] - self._last[1]) - (reading[2] - self._last[2])) / wall
             else:  # no interval that tells of now: the tasks running now but this one (else the load average)
@@ -117,6 +128,15 @@ class CoreMeter:
             self._free = max(1, min(self.cpus, round(self.cpus - others)))
             self._last = reading
             return self._free
+
+    def _worked_through(self, reading: tuple[float, float, float]) -> bool:
+        """Whether the interval from the last reading to ``reading`` (wall, busy and own seconds) is one this
+        process spent working (not longer than ``IDLE_SECONDS``, ``ACTIVE_SHARE`` of a core used at least), so
+        that what the others did in it overlapped its runs."""
+        if self._last is None:
+            return False
+        wall = reading[0] - self._last[0]
+        return 0 < wall <= IDLE_SECONDS and reading[2] - self._last[2] >= ACTIVE_SHARE * wall
 
 
 _METER = CoreMeter()
