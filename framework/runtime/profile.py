@@ -15,6 +15,8 @@ What is measured, per program (rows of several plans of one program add up):
   loop's own work between steps is the ``loop`` phase.
 - plans built (and, on a compiled backend, compiles), whose time is part of
   the ``plan`` phase.
+- the threads each run's engine ran its pool at (``threads``): the count the
+  executor set, or what the free-core meter left it (``backend/shared/cores``).
 
 A run that fails counts in ``failed_runs`` and nothing else: its steps' times
 are dropped, so every row's ``calls`` and ``seconds`` are over the same
@@ -83,6 +85,9 @@ class Profile:
     ``seconds == sum(own_seconds) + sum(outside)``)."""
     backend_choice: tuple[str, str] | None = None
     """``Executor(backend="auto")``: (the backend chosen for the program, why); None otherwise or while trying."""
+    threads: tuple[tuple[int, int], ...] = ()
+    """(threads, runs) pairs, most threads first: how many counted runs ran their engine's pool at each count (numpy's
+    BLAS, torch's intra-op threads, XLA's CPU pool)."""
 
 
 class _Slot:
@@ -119,6 +124,8 @@ class _Record:
         self.runs = self.failed_runs = self.plans_built = 0
         self.seconds = self.plan_build_seconds = 0.0
         self.outside = dict.fromkeys(PHASES, 0.0)
+        self.threads: dict[int, int] = {}
+        self.run_threads: int | None = None  # the run going on's, told by its engine
 
 
 class Profiler:
@@ -175,6 +182,10 @@ class Profiler:
         record.plans_built += 1
         record.plan_build_seconds += seconds
 
+    def ran_threads(self, program, threads: int) -> None:
+        """The run of ``program`` going on runs its engine's pool at ``threads``."""
+        self._record(program).run_threads = threads
+
     def chose(self, program, backend: str, reason: str) -> None:
         """``backend="auto"`` chose ``backend`` for ``program`` (``runtime/auto_run``)."""
         self._record(program).backend_choice = (backend, reason)
@@ -184,6 +195,7 @@ class Profiler:
         """Around one run of ``program``: yields ``mark(phase)``, called at the end of each phase (``PHASES``);
         the time since the last mark, less the step calls in it, is the phase's. Kept only if the run succeeds."""
         record = self._record(program)
+        record.run_threads = None
         self._frames.clear()
         self._top = 0.0
         phases = dict.fromkeys(PHASES, 0.0)
@@ -205,6 +217,8 @@ class Profiler:
             raise
         record.runs += 1
         record.seconds += last[0] - start
+        if record.run_threads is not None:
+            record.threads[record.run_threads] = record.threads.get(record.run_threads, 0) + 1
         for phase, seconds in phases.items():
             record.outside[phase] += seconds
         for slot in record.slots.values():
@@ -235,7 +249,8 @@ class Profiler:
         return Profile(runs=record.runs, failed_runs=record.failed_runs, seconds=record.seconds, rows=tuple(rows),
                        outside=dict(record.outside), plans_built=record.plans_built,
                        plan_build_seconds=record.plan_build_seconds,
-                       backend_choice=record.backend_choice)
+                       backend_choice=record.backend_choice,
+                       threads=tuple(sorted(record.threads.items(), reverse=True)))
 
 
 def _control_flow_parents(program) -> dict[int, tuple[int, int]]:

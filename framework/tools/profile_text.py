@@ -59,6 +59,10 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
              f"plans built: {profile.plans_built} ({profile.plan_build_seconds * 1e3:.1f} ms, in 'plan lookup')"]
     if profile.backend_choice is not None:
         lines.append("backend: auto chose {} ({})".format(*profile.backend_choice))
+    if profile.threads:
+        counts = ", ".join(f"{n} on {t}" for t, n in profile.threads)
+        lines.append(f"threads: runs by the engine's pool count: {counts} (Executor(threads=N), or the cores other "
+                     "work leaves free)")
     if profile.rows:
         lines += _op_tables(program, profile, top, whole)
     else:

@@ -188,3 +188,66 @@ def test_the_printed_profile_names_ops_by_type_by_step_and_outside():
     assert indents["while"] == 0 and indents["cond"] == 2 and indents["tanh"] == indents["exp"] == 4
     for phase in PHASES.values():
         assert phase in text
+
+
+def _product_program():
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 8], "float32")
+        out = layers.reduce_sum(layers.matmul(x, x, transpose_y=True))
+    return main, out, {"x": np.ones((4, 8), np.float32)}
+
+
+def test_the_profile_counts_runs_by_the_threads_the_meter_left(monkeypatch):
+    """Each counted run's pool count, as the free-core meter gave it (here one core free, then two), and none for a
+    run that failed; the printed profile says it."""
+    from gradgen.framework.backend.numpy import runner
+    main, out, feed = _product_program()
+    free = iter([1, 1, 2, 2, 2, 1])
+    monkeypatch.setattr(runner, "cores_for_runs", lambda: next(free))
+    exe = Executor(backend="numpy", profile=True)
+    for _ in range(5):
+        exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    with pytest.raises(Exception):
+        exe.run(main, feed={"x": np.ones((4, 3), np.float32)}, fetch_list=[out], scope=Scope())
+    profile = exe.profile(main)
+    assert profile.runs == 5 and profile.failed_runs == 1
+    assert profile.threads == ((2, 3), (1, 2))
+    assert "threads: runs by the engine's pool count: 3 on 2, 2 on 1" in profile_text(main, profile)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_profile_counts_the_threads_the_executor_set(backend):
+    """Executor(threads=1): every run on one thread."""
+    if backend == "torch":
+        from tests.backends.test_torch_backend import need_torch
+        need_torch()
+    main, out, feed = _product_program()
+    exe = Executor(backend=backend, threads=1, profile=True)
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    assert exe.profile(main).threads == ((1, 3),)
+
+
+_XLA_THREADS_PROBE = """
+from gradgen.framework import Executor, Scope
+from tests.framework.test_profile import _product_program
+main, out, feed = _product_program()
+exe = Executor(backend="xla", threads=1, profile=True)
+for _ in range(3):
+    exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+print(exe.profile(main).threads)
+"""
+
+
+def test_the_profile_counts_the_xla_pool():
+    """XLA's CPU pool, made with the first executor on xla in a process (so a child process), at one thread."""
+    import subprocess
+    import sys
+    from importlib.util import find_spec
+
+    from tests.extras import require
+    require(None if find_spec("jax") else "jax", "pip install -e '.[xla]'")
+    done = subprocess.run([sys.executable, "-c", _XLA_THREADS_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("((1, 3),)"), done.stdout

@@ -97,7 +97,9 @@ class NumpyRunner:
         the other ranks of a data-parallel run were fed other shapes."""
         given = self._settings()  # once a run: the executor's flags may change between runs, not within one
         threads = given.threads
-        with scope.run_lock, blas_threads(threads or cores_for_runs(), exact=threads is not None):
+        with scope.run_lock, blas_threads(threads or cores_for_runs(), exact=threads is not None) as pool:
+            if given.profiler is not None:
+                given.profiler.ran_threads(program, pool)
             plan = self.plan_for(program, list(feed), fetch_names, built, given)
             mark("plan")
             env = self._initial_env(plan, feed, scope)

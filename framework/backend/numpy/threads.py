@@ -51,10 +51,11 @@ the first of them opened: what the last one to close puts back."""
 
 
 @contextlib.contextmanager
-def blas_threads(n: int, exact: bool = False) -> Iterator[None]:
+def blas_threads(n: int, exact: bool = False) -> Iterator[int]:
     """Run the block with every BLAS pool at ``n`` threads, or (``exact`` False) at ``n`` or the pool's own count
-    if that is smaller (a limit the user set, ``OPENBLAS_NUM_THREADS`` or threadpoolctl's, stands). The pools
-    get the counts they had back when the last open block closes (blocks of other threads may overlap)."""
+    if that is smaller (a limit the user set, ``OPENBLAS_NUM_THREADS`` or threadpoolctl's, stands); yields the
+    count numpy's pool runs at (``n`` where no pool is found). The pools get the counts they had back when the
+    last open block closes (blocks of other threads may overlap)."""
     global _POOLS
     with _LOCK:
         if _POOLS is None:
@@ -62,12 +63,12 @@ def blas_threads(n: int, exact: bool = False) -> Iterator[None]:
         if _ACTIVE["runs"] == 0:
             _ACTIVE["counts"] = [get() for get, _ in _POOLS]
         _ACTIVE["runs"] += 1
-        for (get, put), was in zip(_POOLS, _ACTIVE["counts"]):
-            want = n if exact else min(n, was)
+        wanted = [n if exact else min(n, was) for was in _ACTIVE["counts"]]
+        for (get, put), want in zip(_POOLS, wanted):
             if get() != want:
                 put(want)
     try:
-        yield
+        yield wanted[0] if wanted else n
     finally:
         with _LOCK:
             _ACTIVE["runs"] -= 1

@@ -59,18 +59,19 @@ _OWN_THREADS = torch.get_num_threads()
 
 
 @contextmanager
-def _threads(n: int | None) -> Iterator[None]:
-    """torch's intra-op threads for the run (then put back): ``n`` (``Executor(threads=N)``), else the cores other
-    work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin against other
-    work: on a loaded 2-core machine two threads ran the anchors' transformer step in 2440 ms, one in 543."""
+def _threads(n: int | None) -> Iterator[int]:
+    """torch's intra-op threads for the run (then put back), yielded: ``n`` (``Executor(threads=N)``), else the
+    cores other work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin
+    against other work: on a loaded 2-core machine two threads ran the anchors' transformer step in 2440 ms, one
+    in 543."""
     n = n if n is not None else min(cores_for_runs(), _OWN_THREADS)
     before = torch.get_num_threads()
     if n == before:
-        yield
+        yield n
         return
     torch.set_num_threads(n)
     try:
-        yield
+        yield n
     finally:
         torch.set_num_threads(before)
 
@@ -131,9 +132,11 @@ class TorchRunner:
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run: the fetched arrays (numpy's, the caller's own); the scope gets the changed persistables only if
         the whole run succeeds."""
-        threads = self._settings().threads
-        with scope.run_lock, _threads(threads), blas_threads(PRODUCT_THREADS), torch.inference_mode(), \
-                remembered_finite():
+        given = self._settings()
+        with scope.run_lock, _threads(given.threads) as pool, blas_threads(PRODUCT_THREADS), \
+                torch.inference_mode(), remembered_finite():
+            if given.profiler is not None:
+                given.profiler.ran_threads(program, pool)
             entry = self.entry_for(program, list(feed), fetch_names, built)
             mark("plan")
             block, sig = program.global_block(), entry.sig

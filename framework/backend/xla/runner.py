@@ -39,10 +39,11 @@ from .. import runner as backend_runner
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from ..shared.background import background_preparation
+from ..shared.cores import usable_cpus
 from .compile import device_for, own_array
 from .failures import compile_failed, run_failed
 from .pieces import compiled_block, declines
-from .pool import size_pool
+from .pool import pool_threads, size_pool
 from .refused import problems
 
 __all__ = ["COMPILE_BEHIND", "XlaRunner", "make_runner"]
@@ -64,7 +65,8 @@ def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
         raise ExecutionError(f"check_nan_inf, check_types and options are numpy-backend settings; backend "
                              f"'{NAME}' checks types while it compiles and has no per-op checks")
     size_pool(given.threads)
-    return XlaRunner(given.place, partial(backend_runner, DEFAULT_BACKEND, settings) if given.compile_behind else None)
+    return XlaRunner(given.place, partial(backend_runner, DEFAULT_BACKEND, settings) if given.compile_behind else None,
+                     given.profiler)
 
 
 def _deleted(value: Any) -> bool:
@@ -136,12 +138,14 @@ class XlaRunner:
 
     name = NAME
 
-    def __init__(self, place, reference: Callable[[], Any] | None = None):
+    def __init__(self, place, reference: Callable[[], Any] | None = None, profiler: Any = None):
         self.device = device_for(place)
         self._compiled = PerVersion()
         self._make_reference, self._reference = reference, None
         """Makes the numpy runner that runs shapes compiling behind (none: every shape compiles in its run)."""
         self._making_reference: threading.Thread | None = None
+        self._profiler = profiler if self.device is None else None
+        """The executor's profiler, told of XLA's CPU pool each run (on the CPU: a GPU's runs have no such count)."""
 
     def _warm_reference(self) -> None:
         """Make the reference runner in a background thread, once: its import (0.25 s) overlaps the first
@@ -203,6 +207,8 @@ class XlaRunner:
             self._warm_reference()
         with scope.run_lock:
             fetched = self._run_locked(program, feed, fetch_names, scope, mark, built, agreed)
+        if fetched is not None and self._profiler is not None:
+            self._profiler.ran_threads(program, pool_threads() or usable_cpus())
         if fetched is None:  # new shapes: this run is the reference's, then they compile behind
             try:
                 return self._reference_runner().run(program, feed, fetch_names, scope, return_numpy, mark, built,
