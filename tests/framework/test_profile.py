@@ -218,7 +218,7 @@ def test_the_profile_counts_runs_by_the_threads_the_meter_left(monkeypatch):
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_the_profile_counts_the_threads_the_executor_set(backend):
-    """Executor(threads=1): every run on one thread."""
+    """Executor(threads=1): every run on one thread (XLA's pool: test_threads.py's probe, in a process of its own)."""
     if backend == "torch":
         from tests.backends.test_torch_backend import need_torch
         need_torch()
@@ -228,26 +228,3 @@ def test_the_profile_counts_the_threads_the_executor_set(backend):
         exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
     assert exe.profile(main).threads == ((1, 3),)
 
-
-_XLA_THREADS_PROBE = """
-from gradgen.framework import Executor, Scope
-from tests.framework.test_profile import _product_program
-main, out, feed = _product_program()
-exe = Executor(backend="xla", threads=1, profile=True)
-for _ in range(3):
-    exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
-print(exe.profile(main).threads)
-"""
-
-
-def test_the_profile_counts_the_xla_pool():
-    """XLA's CPU pool, made with the first executor on xla in a process (so a child process), at one thread."""
-    import subprocess
-    import sys
-    from importlib.util import find_spec
-
-    from tests.extras import require
-    require(None if find_spec("jax") else "jax", "pip install -e '.[xla]'")
-    done = subprocess.run([sys.executable, "-c", _XLA_THREADS_PROBE], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().endswith("((1, 3),)"), done.stdout

@@ -182,7 +182,7 @@ from gradgen.framework import Executor, Scope, ExecutionError
 from gradgen.framework.backend.xla.pool import pool_threads
 from gradgen.program import Program, program_guard, layers
 cpus = os.sched_getaffinity(0)
-exe = Executor(backend="xla", threads=1)
+exe = Executor(backend="xla", threads=1, profile=True)
 main = Program()
 with program_guard(main, Program()):
     a = layers.data("a", [1024, 1024], "float32")
@@ -199,18 +199,20 @@ try:
     refused = "no"
 except ExecutionError as e:
     refused = "cannot change" in str(e)
-print(pool_threads(), round(ratio, 2), refused, os.sched_getaffinity(0) == cpus)
+print(pool_threads(), round(ratio, 2), refused, os.sched_getaffinity(0) == cpus,
+      exe.profile(main).threads == ((1, 21),))
 """
 
 
 def test_executor_threads_size_the_xla_pool_once():
     """threads=1 on xla: one pool thread (a jitted product's CPU time at most 1.5 times its wall time, where two
     threads give 1.7-1.9 on two free cores; one stayed under 1.2 in earlier stops and gave 1.2-1.37 since on this
-    machine, the caller's waits included), the caller's own CPU mask as it was, the same count again accepted, and
-    another count refused with the reason (the pool is made once per process)."""
+    machine, the caller's waits included), the caller's own CPU mask as it was, the same count again accepted,
+    another count refused with the reason (the pool is made once per process), and the profile counting every run
+    on that one thread."""
     require(None if find_spec("jax") else "jax", "pip install -e '.[xla]'")
     out = subprocess.run([sys.executable, "-c", _XLA_POOL_PROBE], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    threads, ratio, refused, mask_kept = out.stdout.split()
-    assert threads == "1" and refused == "True" and mask_kept == "True"
+    threads, ratio, refused, mask_kept, profiled = out.stdout.split()
+    assert threads == "1" and refused == "True" and mask_kept == "True" and profiled == "True"
     assert float(ratio) < 1.5
