@@ -149,21 +149,21 @@ def test_layer_norm_over_one_value_gives_a_scale_gradient_of_zero(dtype, shape, 
 
 
 def _as_the_compute(case: Case) -> None:
-    """The torch engine gives the op's derived kernel's numbers bit for bit (the fast path stood aside), and
+    """The torch engine gives the numbers of the op's compute bit for bit (the fast path stood aside), and
     numpy's to float16's rounding: the two engines compute float16 with the same formulas, each rounding every
     operation to float16, but for the sums (torch's float32 accumulator), which part them by an ulp here and there
     on any path."""
     import torch
 
     from gradgen.framework.backend.torch.kernels import XP
-    from gradgen.framework.backend.torch.kernels.derived import derived_kernel
+    from gradgen.framework.backend.torch.kernels.derived import computed_kernel
     from gradgen.program import OP_SCHEMAS
     main, op, feed = one_op_program(case)
     fetch = [n for names in op.outputs.values() for n in names]
     got = run_on("torch", main, feed, fetch)
     assert not isinstance(got, Exception), got
     arrays = [torch.from_numpy(feed[op.input(s.name)[0]]) for s in OP_SCHEMAS[case.op].inputs if op.input(s.name)]
-    derived = derived_kernel(OP_SCHEMAS[case.op], XP)(op)(*arrays)
+    derived = computed_kernel(OP_SCHEMAS[case.op], XP)(op)(*arrays)
     for name, g, d in zip(fetch, got, derived if isinstance(derived, tuple) else (derived,)):
         np.testing.assert_array_equal(g, d.numpy(), err_msg=f"{case.op} {case.label} {name}")
     for name, g, w in zip(fetch, got, run_on("numpy", main, feed, fetch)):
@@ -309,12 +309,12 @@ def test_gelu_gradient_on_aten_equals_numpys(dtype, shape, x_trouble, dout_troub
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
     """The tests above would pass with no fast path at all: here each kernel gives ATen's numbers bit for bit on
-    plain values, and the derived kernel's on a NaN, an infinity and a layer norm row far from 0."""
+    plain values, and the compute's on a NaN, an infinity and a layer norm row far from 0."""
     need_torch()
     import torch
 
     from gradgen.framework.backend.torch.kernels import KERNELS, XP
-    from gradgen.framework.backend.torch.kernels.derived import derived_kernel
+    from gradgen.framework.backend.torch.kernels.derived import computed_kernel
     from gradgen.program import OP_SCHEMAS
     aten, t = torch.ops.aten, lambda a: torch.from_numpy(np.ascontiguousarray(a))
     x, dy, w = (rng.standard_normal(s).astype(dtype) for s in ((4, 6, 8), (4, 6, 8), (8,)))
@@ -324,6 +324,7 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
                    {"axis": 1, "soft_label": False, "ignore_index": -100}),
               lambda: aten._log_softmax(t(x), 1, False).exp()),
              (Case("gelu_grad", {"X": x, "Out@GRAD": dy}, None), lambda: aten.gelu_backward(t(dy), t(x))),
+             (Case("gelu", {"X": x}, None), lambda: aten.gelu(t(x))),
              (Case("layer_norm_grad", {"X": x, "Scale": w, "Y@GRAD": dy}, None, {"begin_norm_axis": 2}),
               lambda: aten.native_layer_norm_backward(t(dy), t(x), [8], *aten.native_layer_norm(t(x), [8], None, None,
                                                                                                 1e-5)[1:],
@@ -342,7 +343,7 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
         for bad in spoiled:
             _, op, feed = one_op_program(Case(case.op, {**case.inputs, next(iter(case.inputs)): bad}, None, case.attrs))
             arrays = [t(feed[op.input(s.name)[0]]) for s in OP_SCHEMAS[case.op].inputs if op.input(s.name)]
-            got, want = KERNELS[case.op](op)(*arrays), derived_kernel(OP_SCHEMAS[case.op], XP)(op)(*arrays)
+            got, want = KERNELS[case.op](op)(*arrays), computed_kernel(OP_SCHEMAS[case.op], XP)(op)(*arrays)
             for g, d in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want))):
                 assert torch.equal(g.isnan(), d.isnan()) and torch.equal(g.nan_to_num(), d.nan_to_num()), case.op
 

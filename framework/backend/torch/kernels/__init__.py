@@ -2,9 +2,10 @@
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
 (``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``), or of the op's own family where numpy
-derives it (``network``: layer norm; ``nn``: softmax; ``activation``: ``gelu_grad``); ``kept`` and ``finite``
-are helpers they share; an op in neither is refused (``refused.problems``). ``metrics`` holds only
-the metrics' primitive (``xp.tally``); ``indexing`` only rows written at positions (``xp.scatter_rows``)."""
+derives it (``network``: layer norm; ``nn``: softmax); an op whose schema names one ATen call (``OpSchema.aten``)
+is derived, on that call where its values allow (``derived``); ``kept`` and ``finite`` are helpers they share; an
+op in neither is refused (``refused.problems``). ``metrics`` holds only the metrics' primitive (``xp.tally``);
+``indexing`` only rows written at positions (``xp.scatter_rows``)."""
 from __future__ import annotations
 
 from functools import partial
@@ -12,13 +13,13 @@ from typing import Callable, Mapping
 
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
-from . import activation, conv, creation, grad_ops, indexing, linalg, metrics, network, nn, normalization
+from . import conv, creation, grad_ops, indexing, linalg, metrics, network, nn, normalization
 from .derived import derived_kernel
 from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "XP"]
 
-FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, activation, conv, indexing, metrics)
+FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, conv, indexing, metrics)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""

@@ -8,6 +8,10 @@ an index such as argmax's, stays float: cast, NaN and inf became integers; an in
 only, ids, or of an op that takes its inputs as given, stays as it is: ``derive.uncast_inputs``), and the result is
 cast to it. A bool result (a comparison) compares its inputs as they are; an op with several outputs or optional slots
 (layer norm) states its working dtype in its ``compute``.
+
+An op whose schema names one ATen call (``OpSchema.aten``; ``program.ops.activation.ATEN``) runs that call where every input
+is of the op's dtype, float32 or float64, not empty and finite (``finite``), and its ``compute`` elsewhere: ATen's
+fused kernels part from the reference on NaN and infinities in places.
 """
 from __future__ import annotations
 
@@ -20,8 +24,11 @@ from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, uncast_inputs
 from ..xp import torch_dtype
+from .finite import all_finite, fused
 
-__all__ = ["derived_kernel"]
+__all__ = ["computed_kernel", "derived_kernel"]
+
+_ATEN = torch.ops.aten
 
 
 def _as(value, dtype: torch.dtype) -> torch.Tensor:
@@ -30,7 +37,30 @@ def _as(value, dtype: torch.dtype) -> torch.Tensor:
 
 
 def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
-    """The kernel factory of an op with a ``compute``, run over ``xp``."""
+    """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
+    the values allow (module docstring)."""
+    computed = computed_kernel(schema, xp)
+    if schema.aten is None:
+        return computed
+    call = schema.aten
+
+    def factory(op) -> Callable:
+        attrs, (dtype, *others), _, _ = call_of(schema, op)
+        run_compute, dtype = computed(op), torch_dtype(dtype)
+        if others:
+            raise RuntimeError(f"{schema.type}: an ATen call stands for an op of one output")
+
+        def run(*xs):
+            if all(x.dtype == dtype and fused(x) for x in xs) and all_finite(*xs):
+                return call(_ATEN, *xs, **attrs)
+            return run_compute(*xs)
+        return run
+
+    return factory
+
+
+def computed_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
+    """The kernel factory running ``schema.compute`` over ``xp``."""
     compute = schema.compute
 
     def factory(op) -> Callable:

@@ -56,7 +56,7 @@ def all_finite(*xs: torch.Tensor) -> bool:
 
 FUSED = (torch.float32, torch.float64)
 """The dtypes ATen's fused kernels run here: float16 takes the op's compute (in float32 for the norms, in float16
-for softmax and ``gelu_grad``, as the reference rounds; ATen's half kernels round otherwise)."""
+for softmax and the ops of one ATen call, as the reference rounds; ATen's half kernels round otherwise)."""
 
 
 def fused(x: torch.Tensor) -> bool:
