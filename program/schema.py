@@ -214,10 +214,11 @@ class OpSchema:
     aten: Callable[..., Any] | None = None
     """The op as one call of PyTorch's ATen operators, where that one call measures faster than ``compute`` run
     over torch a pass per term: ``aten(ops, *inputs, **attrs)`` with ``ops`` = ``torch.ops.aten`` and the inputs
-    and attrs as ``compute`` takes them. It must give what ``compute`` gives on finite float32 and float64 values;
-    the torch engine calls it only there (every input of the op's dtype, none empty, all finite) and runs
-    ``compute`` elsewhere. Written beside the schema with the measurement that justifies it, as ``onnx`` names
-    the op's one ONNX node; nothing here imports torch."""
+    and attrs as ``compute`` takes them; it returns None where it would part from ``compute`` on the values it is
+    given (an exp that would overflow). It must give what ``compute`` gives on the finite float32 and float64
+    values it takes; the torch engine calls it only on those (every input of the op's dtype, none empty, all
+    finite) and runs ``compute`` elsewhere. Written beside the schema with the measurement that justifies it, as
+    ``onnx`` names the op's one ONNX node; nothing here imports torch."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

@@ -118,15 +118,28 @@ ONNX = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log
         "erf": "Erf"}
 """op type -> the ONNX operator that is the op as one node (``OpSchema.onnx``)."""
 
+def _exp_stays_finite(ops, x) -> bool:
+    """Whether exp(-x) is finite for every element of ``x`` (float32 or float64): where it overflows, ATen's
+    1 / (1 + exp(-x)) gives 0 and the compute's stable form e / (1 + e) the tiny value it is (log of it finite)."""
+    return float(ops.amin(x)) > (-88.0 if x.dtype.itemsize == 4 else -708.0)
+
+
 ATEN = {
     "gelu": lambda ops, x: ops.gelu(x),
     "gelu_grad": lambda ops, x, dout: ops.gelu_backward(dout, x),
+    "leaky_relu": lambda ops, x, *, alpha: ops.leaky_relu(x, alpha),
+    "leaky_relu_grad": lambda ops, x, dout, *, alpha: ops.leaky_relu_backward(dout, x, alpha, False),
+    "sigmoid": lambda ops, x: ops.sigmoid(x) if _exp_stays_finite(ops, x) else None,
+    "silu": lambda ops, x: ops.silu(x) if _exp_stays_finite(ops, x) else None,
 }
-"""op type -> the op as one ATen call (``OpSchema.aten``), where the torch engine measured it faster than the
-compute's passes (erf, exp and each product a pass of its own): on the anchors' transformer block's [16, 128, 1024]
-float32, two threads, each call's finiteness check included, gelu took 0.73 ms against the compute's 3.3 and its
-gradient 1.6 against 22 (medians of 15 rounds, 2026-11-30); the block's step on the torch engine went from 1.17x
-PyTorch's to 1.08x (``tests/bench/torch_vs_pytorch.py transformer``)."""
+"""op type -> the op as one ATen call (``OpSchema.aten``; None where it would part from the compute on these
+values), where the torch engine measured it faster than the compute's passes (erf, exp, each product and each
+``where`` a pass of its own; torch's ``where`` on a bool mask took 3.8-4.4 ms over [16, 128, 1024] float32, a
+copy 0.12). On [16, 128, 1024] float32, two threads, each call's checks included, medians (2026-11-30): gelu 0.73
+ms against the compute's 3.3, its gradient 1.6 against 22; sigmoid 0.66 against 9.8, silu 0.63 against 10.1,
+leaky_relu 0.18 against 5.0; on [64, 1024]: sigmoid 0.031 against 0.187, silu 0.032 against 0.184, leaky_relu
+0.017 against 0.073. The transformer block's step on the torch engine went from 1.17x PyTorch's to 1.08x with
+gelu's two (``tests/bench/torch_vs_pytorch.py transformer``)."""
 
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
 _FROM_INPUT = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
@@ -149,7 +162,7 @@ SCHEMAS = tuple(
            dtypes=_FROM_OUTPUT, compute=COMPUTE["sigmoid_grad"]),
     schema("leaky_relu_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X, {"alpha": Attr("float", 0.01)},
            doc="X@GRAD = Out@GRAD where X > 0, else alpha * Out@GRAD.", dtypes=_FROM_INPUT,
-           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * alpha)),
+           compute=lambda xp, x, dout, *, alpha: xp.where(x > 0, dout, dout * alpha), aten=ATEN["leaky_relu_grad"]),
     schema("clip_grad", ["X", "Out@GRAD"], ["X@GRAD"], _LIKE_X,
            {"min": Attr("float", float("-inf")), "max": Attr("float", float("inf"))},
            doc="X@GRAD = Out@GRAD where min < X < max, else 0.", dtypes=_FROM_INPUT,

@@ -1,8 +1,9 @@
 """The torch engine's fast ATen paths against the numpy reference where they could part from it: the fused batch
 norm kernels (NaN and infinities, one value per channel, rank 2, the running statistics), layer norm's gradient,
 softmax, the softmax cross-entropy with hard labels (ignored rows, an ignore_index that is a class, labels out of
-range, int32 labels) and gelu's gradient, beside their forwards (NaN and infinities, negative axes, empty batches,
-float16, layer norm rows far from 0), ATen's relu gradient (non-finite values), and the one step that computes both
+range, int32 labels) and the ops of one ATen call (gelu and its gradient, leaky_relu and its gradient, sigmoid,
+silu), beside their forwards (NaN and infinities, negative axes, empty batches, float16, layer norm rows far from 0,
+sigmoids whose exp(-x) overflows), ATen's relu gradient (non-finite values), and the one step that computes both
 gradients of a convolution (only when nothing between the two ops changes what they share)."""
 from __future__ import annotations
 
@@ -306,10 +307,55 @@ def test_gelu_gradient_on_aten_equals_numpys(dtype, shape, x_trouble, dout_troub
         _same_as_numpy(Case("gelu", {"X": x}, None, label=label))
 
 
+ONE_CALL = ["leaky_relu", "leaky_relu_grad", "sigmoid", "silu"]
+"""The ops besides gelu's two that run as one ATen call (``activation.ATEN``)."""
+
+
+def _one_call_case(op_type: str, x: np.ndarray, dout: np.ndarray, label: str) -> Case:
+    if op_type == "leaky_relu_grad":
+        return Case(op_type, {"X": x, "Out@GRAD": dout}, None, {"alpha": 0.2}, label=label)
+    return Case(op_type, {"X": x}, None, {"alpha": 0.2} if op_type == "leaky_relu" else {}, label=label)
+
+
+@pytest.mark.parametrize("op_type", ONE_CALL)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", GELU_SHAPES, ids=[str(s) for s in GELU_SHAPES])
+@pytest.mark.parametrize("trouble", [None, "nan", "inf", "-inf", "dout-nan"])
+def test_the_ops_of_one_aten_call_equal_numpys(op_type, dtype, shape, trouble):
+    """Over the whole range: exp(-x) overflowing in each dtype (-100 and -1000: the compute's tiny values, where
+    ATen's sigmoid would give 0), just inside it, 0, both signs of tiny values, and NaN and infinities."""
+    need_torch()
+    x = rng.standard_normal(shape) * 3
+    ends = [-1000.0, -100.0, -87.0, -0.0, 1e-30, -1e-30, 30.0, 1000.0]
+    if x.size >= len(ends):
+        x.reshape(-1)[:len(ends)] = ends
+    x = _spoiled_at(x.astype(dtype), None if trouble == "dout-nan" else trouble)
+    dout = _spoiled_at(rng.standard_normal(shape).astype(dtype), "nan" if trouble == "dout-nan" else None)
+    _same_as_numpy(_one_call_case(op_type, x, dout, f"{dtype} {shape} {trouble}"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_of_a_sigmoid_far_below_zero_stays_finite_on_both_engines(dtype):
+    """What the stand-aside at exp's overflow keeps: log(sigmoid(x)) at x = -100 (float32) or -740 (float64) is
+    about x on the reference, and would be -inf from ATen's 0."""
+    need_torch()
+    from gradgen.program import Program, layers, program_guard
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", shape=[-1, 3], dtype=dtype)
+        out = layers.log(layers.sigmoid(x))
+    far = -100.0 if dtype == "float32" else -740.0
+    feed = {"x": np.array([[far, -1.0, 2.0]] * 2, dtype)}
+    want, got = (run_on(backend, main, feed, [out])[0] for backend in ("numpy", "torch"))
+    assert np.isfinite(want).all() and want[0, 0] < far / 2
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
     """The tests above would pass with no fast path at all: here each kernel gives ATen's numbers bit for bit on
-    plain values, and the compute's on a NaN, an infinity and a layer norm row far from 0."""
+    plain values, and the compute's on a NaN, an infinity, a layer norm row far from 0 and a sigmoid whose exp(-x)
+    overflows."""
     need_torch()
     import torch
 
@@ -325,6 +371,10 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
               lambda: aten._log_softmax(t(x), 1, False).exp()),
              (Case("gelu_grad", {"X": x, "Out@GRAD": dy}, None), lambda: aten.gelu_backward(t(dy), t(x))),
              (Case("gelu", {"X": x}, None), lambda: aten.gelu(t(x))),
+             (_one_call_case("leaky_relu", x, dy, ""), lambda: aten.leaky_relu(t(x), 0.2)),
+             (_one_call_case("leaky_relu_grad", x, dy, ""), lambda: aten.leaky_relu_backward(t(dy), t(x), 0.2, False)),
+             (_one_call_case("sigmoid", x, dy, ""), lambda: aten.sigmoid(t(x))),
+             (_one_call_case("silu", x, dy, ""), lambda: aten.silu(t(x))),
              (Case("layer_norm_grad", {"X": x, "Scale": w, "Y@GRAD": dy}, None, {"begin_norm_axis": 2}),
               lambda: aten.native_layer_norm_backward(t(dy), t(x), [8], *aten.native_layer_norm(t(x), [8], None, None,
                                                                                                 1e-5)[1:],
@@ -339,6 +389,10 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
         if case.op.startswith("layer_norm"):
             far = first.copy()
             far[0, 0] += 1000.0  # one row's mean ~1000 standard deviations from 0
+            spoiled.append(far)
+        if case.op in ("sigmoid", "silu"):
+            far = first.copy()
+            far[0, 0, 0] = -1000.0  # exp(-x) overflows: ATen's 1 / (1 + exp(-x)) would give 0
             spoiled.append(far)
         for bad in spoiled:
             _, op, feed = one_op_program(Case(case.op, {**case.inputs, next(iter(case.inputs)): bad}, None, case.attrs))

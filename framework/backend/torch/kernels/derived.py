@@ -9,9 +9,10 @@ only, ids, or of an op that takes its inputs as given, stays as it is: ``derive.
 cast to it. A bool result (a comparison) compares its inputs as they are; an op with several outputs or optional slots
 (layer norm) states its working dtype in its ``compute``.
 
-An op whose schema names one ATen call (``OpSchema.aten``; ``program.ops.activation.ATEN``) runs that call where every input
-is of the op's dtype, float32 or float64, not empty and finite (``finite``), and its ``compute`` elsewhere: ATen's
-fused kernels part from the reference on NaN and infinities in places.
+An op whose schema names one ATen call (``OpSchema.aten``; ``program.ops.activation.ATEN``) runs that call where
+every input is of the op's dtype, float32 or float64, not empty and finite (``finite``), and the call does not
+decline them (None), and its ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and
+infinities in places, and some at the ends of the float range.
 """
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
 
         def run(*xs):
             if all(x.dtype == dtype and fused(x) for x in xs) and all_finite(*xs):
-                return call(_ATEN, *xs, **attrs)
+                result = call(_ATEN, *xs, **attrs)
+                if result is not None:
+                    return result
             return run_compute(*xs)
         return run
 
