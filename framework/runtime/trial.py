@@ -363,8 +363,8 @@ class Trial:
 
     def _decide(self) -> None:
         """After a block: once every backend in the contest has as many whole blocks as the others, those clearly
-        behind the fastest leave, and the fastest is chosen when none is left close to it, or the trial is long
-        enough."""
+        behind the fastest (times apart, ``rules.parted``) leave, and the fastest is chosen when none is left close
+        to it, or the trial is long enough."""
         names = self._contenders()
         if len({self.blocks[name] for name in names}) != 1:
             return
@@ -373,7 +373,8 @@ class Trial:
             return
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
-        apart = [name for name in others if rules.separated(self.seconds[fast], self.seconds[name])]
+        apart = [name for name in others if rules.separated(self.seconds[fast], self.seconds[name])
+                 and rules.parted(self.blocks[fast], medians[name] / medians[fast])]
         clear = len(apart) == len(others)
         if not clear:  # the ones still close to the fastest go on alone
             for name in apart:

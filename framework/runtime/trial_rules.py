@@ -6,10 +6,10 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-__all__ = ["BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
-           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
+__all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
+           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
            "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS",
-           "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "separated"]
+           "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "parted", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -28,6 +28,21 @@ COMPILED_WARM = 1
 
 MIN_ROUNDS = 3
 """Timed runs on each backend before a choice may be made."""
+
+PART_RATIO = 1.5
+"""How many times one backend's median run must be another's for their times, apart, to part them after one block
+each (``BLOCKS_TO_PART``): the slow starts a block's settling leaves in (1.2-1.5x on this machine's first steps
+after a pause) stay under it; the seed MLPs' numpy and xla (1.2-1.3x) and the transformer's torch and xla (1.1x)
+then take a second round."""
+
+BLOCKS_TO_PART = 2
+"""Whole blocks each backend in the contest has run, at different moments in turns, before their times may count as
+apart (``parted``: a clear choice, or a backend leaving the contest for being clearly behind), unless one median is
+``PART_RATIO`` times the other: one block each is one moment each, which a burst of other work or the engine run
+just before can tilt. Measured (``tests/bench/choice.py``, the transformer, 10 fresh processes): with one block
+each, one trial met xla at 96.8 ms and torch at 107, "apart", and chose xla; its check 2 s later met torch at 88.6
+and xla at 97.6, not enough to overturn a clear choice, and the process ran xla 16 % slower than torch from then
+on (89 ms against 77)."""
 
 BLOCK_RUNS = 3
 """Timed runs a backend makes in a row in the trial (a choice is made only between blocks), at least."""
@@ -127,6 +142,12 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     if close_call:
         return together < 1.0
     return (apart and check < 1.0 - RECHECK_MARGIN) or together < (1.0 - RECHECK_MARGIN) ** 2
+
+
+def parted(blocks: int, ratio: float) -> bool:
+    """Whether two backends whose run times lie apart (``separated``) after ``blocks`` whole blocks each, the slower's
+    median ``ratio`` times the faster's, are apart for the trial (``BLOCKS_TO_PART``)."""
+    return blocks >= BLOCKS_TO_PART or ratio >= PART_RATIO
 
 
 def full_block(runs: int, seconds: float) -> bool:

@@ -118,6 +118,7 @@ ONNX = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log
         "erf": "Erf"}
 """op type -> the ONNX operator that is the op as one node (``OpSchema.onnx``)."""
 
+
 def _exp_stays_finite(ops, x) -> bool:
     """Whether exp(-x) is finite for every element of ``x`` (float32 or float64): where it overflows, ATen's
     1 / (1 + exp(-x)) gives 0 and the compute's stable form e / (1 + e) the tiny value it is (log of it finite)."""
@@ -135,11 +136,12 @@ ATEN = {
 """op type -> the op as one ATen call (``OpSchema.aten``; None where it would part from the compute on these
 values), where the torch engine measured it faster than the compute's passes (erf, exp, each product and each
 ``where`` a pass of its own; torch's ``where`` on a bool mask took 3.8-4.4 ms over [16, 128, 1024] float32, a
-copy 0.12). On [16, 128, 1024] float32, two threads, each call's checks included, medians (2026-11-30): gelu 0.73
-ms against the compute's 3.3, its gradient 1.6 against 22; sigmoid 0.66 against 9.8, silu 0.63 against 10.1,
-leaky_relu 0.18 against 5.0; on [64, 1024]: sigmoid 0.031 against 0.187, silu 0.032 against 0.184, leaky_relu
-0.017 against 0.073. The transformer block's step on the torch engine went from 1.17x PyTorch's to 1.08x with
-gelu's two (``tests/bench/torch_vs_pytorch.py transformer``)."""
+copy 0.12). The torch engine's kernels against the computes on [16, 128, 1024] float32, two threads, checks
+included, medians of 11 rounds (2026-11-30): gelu 0.60 ms against 2.8, its gradient 1.3 against 6.1, sigmoid 0.61
+against 10.4, silu 0.62 against 10-22, leaky_relu 0.22 against 5.1, its gradient 0.38 against 4.8; on [64, 1024]:
+0.073 / 0.114, 0.078 / 0.183, 0.044 / 0.212, 0.048 / 0.243, 0.022 / 0.086, 0.036 / 0.091. The transformer block's
+step on the torch engine went from 1.17x PyTorch's to 1.08x with gelu's two (``tests/bench/torch_vs_pytorch.py
+transformer``)."""
 
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
 _FROM_INPUT = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}

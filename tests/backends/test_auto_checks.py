@@ -161,10 +161,10 @@ def test_a_close_call_goes_where_the_trial_and_the_check_together_point(monkeypa
 
 
 def _after_a_clear_choice(numpy_check_cycle):
-    """A trial that chose xla on times apart (numpy 0.5 a run, xla 0.4: the runner-up's median over the choice's
-    1.25), then a check of noisy runs: xla cycling through 0.3, 1.0, 1.1 (median 1.0), numpy through
-    ``numpy_check_cycle``. The choices told."""
-    runner, log, told, program = _chosen_after_its_trial(0.5, 0.4)
+    """A trial that chose xla on times apart (numpy 0.625 a run, xla 0.4: the runner-up's median over the choice's
+    1.56, over ``PART_RATIO``: apart after one block each), then a check of noisy runs: xla cycling through 0.3, 1.0, 1.1
+    (median 1.0), numpy through ``numpy_check_cycle``. The choices told."""
+    runner, log, told, program = _chosen_after_its_trial(0.625, 0.4)
     assert told[0][0] == "xla" and "(apart)" in told[0][1]
     runner.runners["xla"].run = _noisy(runner.runners["xla"], itertools.cycle([0.3, 1.0, 1.1]))
     runner.runners["numpy"].run = _noisy(runner.runners["numpy"], itertools.cycle(numpy_check_cycle))
@@ -175,9 +175,24 @@ def _after_a_clear_choice(numpy_check_cycle):
 def test_a_clear_choice_goes_where_the_trial_and_a_far_check_together_point():
     """``trial_rules.check_overturns`` after a clear choice: the check's times overlap (numpy's upper quartile over
     xla's lower: xla's 0.3 runs), so the check alone does not overturn a choice made apart; but its median puts
-    numpy 40 % ahead, and with the trial's 25 % for xla the two together put numpy 13 % ahead: numpy takes over. A
-    check that puts numpy only 20 % ahead (together 0 %) keeps xla."""
-    told = _after_a_clear_choice([0.5, 0.6, 0.7])
+    numpy at half xla's, and with the trial's 1.56 for xla the two together put numpy 22 % ahead: numpy takes over.
+    A check that puts numpy only 20 % ahead (together xla 25 % ahead) keeps xla."""
+    told = _after_a_clear_choice([0.4, 0.5, 0.6])
     assert [backend for backend, _ in told][:2] == ["xla", "numpy"] and "(overlapping)" in told[1][1]
     told = _after_a_clear_choice([0.7, 0.8, 0.9])
     assert [backend for backend, _ in told][:2] == ["xla", "xla"] and told[1][1].endswith("(kept)")
+
+
+def test_times_apart_after_one_block_each_take_a_second_round_unless_far_apart():
+    """One block each is one moment each (``trial_rules.BLOCKS_TO_PART``): numpy at 0.0625 s a run against xla's 0.05
+    (1.25x, under ``PART_RATIO``), apart, is no choice after the first round; the second round, in turns, makes it.
+    At 0.1 against 0.05 (2x) the first round does."""
+    for numpy_cost, runs_each in ((0.0625, 6), (0.1, 3)):
+        runner, log, told = _auto(numpy_cost, 0.05)
+        program = _program()
+        for _ in range(80):
+            _runs(runner, program, 1)
+            if told:
+                break
+        assert told and told[0][0] == "xla", (numpy_cost, told)
+        assert f"median run over {runs_each} runs each (apart)" in told[0][1], (numpy_cost, told)
