@@ -6,10 +6,11 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-__all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS", "MIN_ROUNDS",
-           "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS",
-           "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS", "SETTLE_SECONDS",
-           "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "parted", "separated"]
+__all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS",
+           "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS",
+           "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS",
+           "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "parted",
+           "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""

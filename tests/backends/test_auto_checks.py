@@ -162,8 +162,8 @@ def test_a_close_call_goes_where_the_trial_and_the_check_together_point(monkeypa
 
 def _after_a_clear_choice(numpy_check_cycle):
     """A trial that chose xla on times apart (numpy 0.625 a run, xla 0.4: the runner-up's median over the choice's
-    1.56, over ``PART_RATIO``: apart after one block each), then a check of noisy runs: xla cycling through 0.3, 1.0, 1.1
-    (median 1.0), numpy through ``numpy_check_cycle``. The choices told."""
+    1.56, over ``PART_RATIO``: apart after one block each), then a check of noisy runs: xla cycling through 0.3,
+    1.0, 1.1 (median 1.0), numpy through ``numpy_check_cycle``. The choices told."""
     runner, log, told, program = _chosen_after_its_trial(0.625, 0.4)
     assert told[0][0] == "xla" and "(apart)" in told[0][1]
     runner.runners["xla"].run = _noisy(runner.runners["xla"], itertools.cycle([0.3, 1.0, 1.1]))
