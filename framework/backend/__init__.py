@@ -61,10 +61,12 @@ class RunSettings(NamedTuple):
     options: Any
     """The backend's own options object, or None for its defaults (numpy: ``PlanOptions``)."""
     profiler: Any
-    """A ``runtime.profile.Profiler`` the run's steps are timed into, or None."""
+    """A ``runtime.profile.Profiler`` the run's steps are timed into (the numpy backend's; every engine tells it the
+    threads its pool ran at), or None."""
     threads: int | None = None
     """The threads an engine's pools run with (``Executor(threads=N)``), or None: the cores other work leaves
-    free (``backend/shared/cores.py``), at most what the pools' own settings allow (numpy: ``backend/numpy/threads.py``)."""
+    free (``backend/shared/cores.py``), at most what the pools' own settings allow (numpy:
+    ``backend/numpy/threads.py``)."""
     compile_behind: bool = True
     """Whether a compiled engine may give a run of shapes new to a compiled block to the numpy reference while it
     compiles them in the background (``backend/xla/runner.py``); ``backend="auto"`` says no: its trial must time

@@ -129,8 +129,9 @@ class Executor:
         return self._settings()._replace(check_types=self._asked_check_types)
 
     def _plain_settings(self) -> RunSettings:
-        """The compiled backends' settings under ``backend="auto"``: no per-op checks, no options."""
-        return RunSettings(self.place, False, False, None, None, self.threads, compile_behind=False)
+        """The compiled backends' settings under ``backend="auto"``: no per-op checks, no options; the profiler, which
+        counts their runs by the threads their pools ran at (``Profile.threads``)."""
+        return RunSettings(self.place, False, False, None, self._profiler, self.threads, compile_behind=False)
 
     def _auto_runner(self) -> AutoRunner:
         """The runner of ``backend="auto"``: numpy, and every installed compiled backend not in

@@ -374,7 +374,7 @@ class Trial:
         medians = {name: statistics.median(self.seconds[name]) for name in names}
         fast, *others = sorted(names, key=lambda name: (medians[name], name != "numpy"))
         apart = [name for name in others if rules.separated(self.seconds[fast], self.seconds[name])
-                 and rules.parted(self.blocks[fast], medians[name] / medians[fast])]
+                 and rules.parted(self.blocks[fast], medians[fast], medians[name])]
         clear = len(apart) == len(others)
         if not clear:  # the ones still close to the fastest go on alone
             for name in apart:

@@ -145,10 +145,10 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     return (apart and check < 1.0 - RECHECK_MARGIN) or together < (1.0 - RECHECK_MARGIN) ** 2
 
 
-def parted(blocks: int, ratio: float) -> bool:
-    """Whether two backends whose run times lie apart (``separated``) after ``blocks`` whole blocks each, the slower's
-    median ``ratio`` times the faster's, are apart for the trial (``BLOCKS_TO_PART``)."""
-    return blocks >= BLOCKS_TO_PART or ratio >= PART_RATIO
+def parted(blocks: int, fast: float, slow: float) -> bool:
+    """Whether two backends whose run times lie apart (``separated``) after ``blocks`` whole blocks each, with
+    medians ``fast`` and ``slow``, are apart for the trial (``BLOCKS_TO_PART``)."""
+    return blocks >= BLOCKS_TO_PART or slow >= PART_RATIO * fast
 
 
 def full_block(runs: int, seconds: float) -> bool:

@@ -235,6 +235,8 @@ def test_auto_trains_as_the_numpy_backend_and_says_what_it_chose():
     backend, reason = exe.backend_choice(program)
     assert backend in ("numpy", "xla", "torch") and "median run" in reason
     assert f"backend: auto chose {backend} (median run" in profile_text(program, exe.profile(program))
+    profile = exe.profile(program)  # every run counted by its pool's threads, the trial's compiled runs too
+    assert sum(runs for _, runs in profile.threads) == profile.runs
     assert Executor().backend_choice(program) == ("numpy", "chosen by the caller")
 
 

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["all_finite", "fused", "remembered_finite"]
+__all__ = ["FUSED", "all_finite", "fused", "remembered_finite"]
 
 _run = threading.local()
 """``_run.finite``: inside ``remembered_finite`` on this thread, id -> weak reference of each tensor found finite."""
