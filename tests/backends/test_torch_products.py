@@ -97,6 +97,29 @@ def test_the_faster_product_is_measured_once_per_thread_count(monkeypatch):
     assert waited == [linalg._POOLS_SETTLE_SECONDS] * 2 and linalg._POOLS_SETTLE_SECONDS >= 0.1
 
 
+def test_a_close_call_at_two_threads_is_timed_again(monkeypatch):
+    """A calibration that met torch's threads with a core taken looks like a tie: at two threads a close call is
+    timed again, each side keeping its fastest, until the two are apart or ``_CALIBRATIONS`` are taken; at one
+    thread (where the two products are equal on this machine) a tie is kept as it is."""
+    need_torch()
+    from gradgen.framework.backend.torch.kernels import linalg
+
+    def calibrate(threads, timings):
+        monkeypatch.setattr(linalg, "_faster", {})
+        pairs, waited = iter(timings), []
+        monkeypatch.setattr(linalg, "_best_pair", lambda a, b: next(pairs))
+        monkeypatch.setattr(linalg.time, "sleep", waited.append)
+        faster = linalg.torch_is_faster(threads)
+        return faster, len(waited), next(pairs, None)
+
+    # torch at one thread's speed first (a tie, numpy ahead), then its two threads: torch, after two timings
+    assert calibrate(2, [(1.30, 1.32), (1.35, 0.75), (9.0, 9.0)]) == (True, 2, (9.0, 9.0))
+    # still close after four timings: each side's fastest decides (numpy's 1.0 from the first against torch's 1.1)
+    assert calibrate(2, [(1.0, 1.2), (1.4, 1.1), (1.3, 1.15), (1.2, 1.12), (9.0, 9.0)]) == (False, 4, (9.0, 9.0))
+    assert calibrate(2, [(2.0, 1.0), (9.0, 9.0)]) == (True, 1, (9.0, 9.0))  # clear at once: timed once
+    assert calibrate(1, [(1.30, 1.32), (9.0, 9.0)]) == (False, 1, (9.0, 9.0))  # one thread: a tie stands
+
+
 def test_the_two_products_are_timed_in_turns_and_the_fastest_of_each_kept(monkeypatch):
     """A burst of other work during the calibration slows the runs around it, whichever product they are: in
     turns, both sides meet it; the fastest timing of each side counts."""
