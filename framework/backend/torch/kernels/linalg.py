@@ -36,7 +36,7 @@ _CLOSE_RATIO = 1.25
 """Timings of the two products within this ratio of each other at two threads or more are a close call, timed again
 (``_CALIBRATIONS``): the fastest of five runs each can still meet torch's threads with a core taken for the whole ~15
 ms (at one thread the two are equal here, and a tie costs nothing). On this 2-core AMD EPYC (AVX-512) the calibration
-shape takes numpy's product ~1.3 ms at one thread and torch's 0.66-0.91 at two; 2 of 9 fresh processes on the
+shape takes numpy's product ~1.3 ms at one thread and torch's 0.66-0.91 at two; 2 of 8 fresh processes on the
 anchors' transformer met torch at one thread's speed (1.32 against numpy's 1.39 ms, 1.27 against 1.34), a coin toss,
 and a process whose toss picks numpy's products runs the step at 137 ms against 85 (one process, the two
 interleaved). Timed again 50 ms apart, 40 of 40 calibrations in 10 other fresh processes were clear (torch 0.66-0.91
