@@ -24,8 +24,9 @@ new trial, so each shape runs on its own winner):
    (torch is ready seconds before xla has compiled a transformer step).
 4. Blocks of timed runs on each, in turn, a block ``BLOCK_RUNS`` runs and ``BLOCK_SECONDS`` at least (the fewest
    blocks first; on a tie the one that looks fastest, by its warm run or numpy's runs, so the likely winner's
-   block is in before the others'), timed from the call to the fetched arrays, until the fastest's times separate
-   from every other's (its upper quartile below each other's lower quartile) after at least ``MIN_ROUNDS``, or
+   block is in before the others'), timed from the call to the fetched arrays (less the engine's one-time
+   measuring in the run, ``shared/one_time``: the torch engine's product calibration), until the fastest's times
+   separate from every other's (its upper quartile below each other's lower quartile) after at least ``MIN_ROUNDS``, or
    ``MAX_ROUNDS`` rounds or ``TRIAL_SECONDS`` of timed runs have passed; the backend with the smallest median
    runs every later run. A backend whose times separate from the fastest's while others still overlap it leaves
    the contest then, and the next rounds run only the ones still in it (on the anchors' transformer, numpy at 175
@@ -72,6 +73,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..backend import WEIGHED_FOR, feed_batch, product_bound
 from ..backend.shared.background import background_preparation
+from ..backend.shared.one_time import spent
 from .per_version import PerVersion
 from .rank_runs import has_collectives
 from .remembered import recall, remember, trial_key
@@ -240,13 +242,13 @@ class AutoRunner:
         trial = self.trial(program, feed, fetch_names)
         backend = trial.next_backend()
         self._start_compiles(trial, program, feed, fetch_names, scope)
-        start = self._clock()
+        start, measuring = self._clock(), spent()
         try:
             out = self.runners[backend].run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
         except BaseException:
             trial.failed(self._clock())
             raise
         ended = self._clock()
-        trial.ran(backend, ended - start, ended)
+        trial.ran(backend, max(0.0, ended - start - (spent() - measuring)), ended)  # less one-time measuring
         self._tell(program, trial)
         return out

@@ -454,3 +454,26 @@ def test_a_job_shorter_than_the_run_time_threshold_is_never_compiled(monkeypatch
     assert log == ["numpy"] * 49
     _runs(runner, program, 1 + INLINE_WARM + len(blocks([("xla", 0.001), ("numpy", 0.01)], after="xla")) + 1)
     assert log[50:50 + INLINE_WARM] == ["xla"] * INLINE_WARM and told[0][0] == "xla"
+
+
+def test_a_run_is_timed_less_its_engines_one_time_measuring(monkeypatch):
+    """A run in which the engine measured something once (the torch engine's product calibration, ~0.2 s at the
+    first run of each thread count) is timed without it: here each xla run spends 2.0 of its 2.5 s in
+    ``one_time``, and the trial, seeing 0.5 against numpy's 1.0, keeps xla (it would keep numpy on 2.5)."""
+    from gradgen.framework.backend.shared import one_time
+
+    runner, log, told = _auto(1.0, 0.5)
+    clock = runner._clock
+    monkeypatch.setattr(one_time, "_now", clock)
+    xla = runner.runners["xla"]
+    plain_run = xla.run
+
+    def run_with_measuring(*args):
+        with one_time.one_time():
+            clock.now += 2.0
+        return plain_run(*args)
+
+    monkeypatch.setattr(xla, "run", run_with_measuring)
+    program = _program()
+    _runs(runner, program, 60)
+    assert told == [("xla", "median run over 3 runs each (apart): numpy 1e+03 ms, xla 500 ms")], told

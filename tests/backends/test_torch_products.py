@@ -120,6 +120,25 @@ def test_a_close_call_at_two_threads_is_timed_again(monkeypatch):
     assert calibrate(1, [(1.30, 1.32), (9.0, 9.0)]) == (False, 1, (9.0, 9.0))  # one thread: a tie stands
 
 
+def test_the_calibration_is_one_time_measuring_not_the_runs_time(monkeypatch):
+    """``backend="auto"`` times a run less its engine's one-time measuring (``shared/one_time``): the calibration,
+    waits included, counts as that, and a product whose thread count is calibrated adds nothing."""
+    need_torch()
+    from gradgen.framework.backend.shared import one_time
+    from gradgen.framework.backend.torch.kernels import linalg
+
+    now = [0.0]
+    monkeypatch.setattr(one_time, "_now", lambda: now[0])
+    monkeypatch.setattr(linalg, "_faster", {})
+    monkeypatch.setattr(linalg.time, "sleep", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    monkeypatch.setattr(linalg, "_best_pair", lambda a, b: now.__setitem__(0, now[0] + 0.02) or (1.3, 0.7))
+    before = one_time.spent()
+    assert linalg.torch_is_faster(2) is True
+    assert one_time.spent() - before == pytest.approx(linalg._POOLS_SETTLE_SECONDS + 0.02)
+    assert linalg.torch_is_faster(2) is True  # known now: nothing more measured
+    assert one_time.spent() - before == pytest.approx(linalg._POOLS_SETTLE_SECONDS + 0.02)
+
+
 def test_the_two_products_are_timed_in_turns_and_the_fastest_of_each_kept(monkeypatch):
     """A burst of other work during the calibration slows the runs around it, whichever product they are: in
     turns, both sides meet it; the fastest timing of each side counts."""

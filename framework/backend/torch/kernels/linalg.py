@@ -10,6 +10,7 @@ import time
 import numpy as np
 import torch
 
+from ...shared.one_time import one_time
 from .finite import all_finite
 
 __all__ = ["KERNELS", "torch_is_faster"]
@@ -80,7 +81,7 @@ def torch_is_faster(threads: int) -> bool:
     known = _faster.get(threads)  # each product asks: no lock once measured
     if known is not None:
         return known
-    with _lock:
+    with _lock, one_time():
         if threads not in _faster:
             m, k, n = _CALIBRATION_SHAPE
             a, b = torch.rand(m, k), torch.rand(k, n)
