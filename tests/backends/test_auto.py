@@ -463,9 +463,9 @@ def test_a_run_is_timed_less_its_engines_one_time_measuring(monkeypatch):
     from gradgen.framework.backend.shared import one_time
 
     runner, log, told = _auto(1.0, 0.5)
-    clock = runner._clock
-    monkeypatch.setattr(one_time, "_now", clock)
     xla = runner.runners["xla"]
+    clock = xla.clock  # the stand-ins' fake clock, the trial's too
+    monkeypatch.setattr(one_time, "_now", clock)
     plain_run = xla.run
 
     def run_with_measuring(*args):
