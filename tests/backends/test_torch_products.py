@@ -98,9 +98,9 @@ def test_the_faster_product_is_measured_once_per_thread_count(monkeypatch):
 
 
 def test_a_close_call_at_two_threads_is_timed_again(monkeypatch):
-    """A calibration that met torch's threads with a core taken looks like a tie: at two threads a close call is
-    timed again, each side keeping its fastest, until the two are apart or ``_CALIBRATIONS`` are taken; at one
-    thread (where the two products are equal on this machine) a tie is kept as it is."""
+    """A calibration that met torch's threads with a core taken looks like a tie or numpy ahead: at two threads the
+    products are timed again, each side keeping its fastest, until torch's is clearly ahead or ``_CALIBRATIONS``
+    are taken; at one thread (where the two products are equal on this machine) a tie is kept as it is."""
     need_torch()
     from gradgen.framework.backend.torch.kernels import linalg
 
@@ -118,6 +118,10 @@ def test_a_close_call_at_two_threads_is_timed_again(monkeypatch):
     assert calibrate(2, [(1.0, 1.2), (1.4, 1.1), (1.3, 1.15), (1.2, 1.12), (9.0, 9.0)]) == (False, 4, (9.0, 9.0))
     assert calibrate(2, [(2.0, 1.0), (9.0, 9.0)]) == (True, 1, (9.0, 9.0))  # clear at once: timed once
     assert calibrate(1, [(1.30, 1.32), (9.0, 9.0)]) == (False, 1, (9.0, 9.0))  # one thread: a tie stands
+    # numpy clearly ahead is looked at again too (a taken core slows torch's threads): torch at its second timing
+    assert calibrate(2, [(1.3, 1.9), (1.3, 0.7), (9.0, 9.0)]) == (True, 2, (9.0, 9.0))
+    # and stands where it holds at every timing (a machine whose numpy product is faster)
+    assert calibrate(2, [(1.0, 3.0)] * 4 + [(9.0, 9.0)]) == (False, 4, (9.0, 9.0))
 
 
 def test_the_calibration_is_one_time_measuring_not_the_runs_time(monkeypatch):
