@@ -100,12 +100,15 @@ RECHECK_MARGIN = 0.10
 lie apart, or in the measurement before and the check together (``check_overturns``). A choice made on
 overlapping times is a close call: any lead on all that was measured overturns it."""
 
-CHECK_SHARE = 0.05
+CHECK_SHARE = 0.10
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
 them), as a share of the run time on the choice before it (``first_check_after``): a clear choice between close
 engines with short steps is checked after a few seconds, not ``RECHECK_SECONDS`` (a seed f64 trial measured
 numpy 0.90 ms and xla 0.79, apart; the same process later ran them at 0.69 and 1.06), while ResNet's check
-(~2 s of slower runs) still waits its 20."""
+(~2 s of slower runs) still waits its 20. With 0.05, a seed f64 trial that chose xla apart (numpy 1.29 ms, xla
+0.738) waited 7.5 s for its check, and ran xla 21 % slower than numpy (0.68 against 0.56 ms) for the 6 s the
+choice bench watches; with 0.10 the check comes after 3.7 s (each later check waits twice as long as the one
+before, so their cost fades as before)."""
 
 RECHECK_TURNS = 2
 """Blocks each engine runs in a check, in turns (runner-up, choice, runner-up, ...); their times are pooled. With
@@ -128,9 +131,10 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     """Whether a check moves the choice to the runner-up. ``before`` and ``check`` are the runner-up's median run
     over the choice's, in the measurement before this check (the trial, or the previous check; None when unknown)
     and in this check; ``apart`` whether the check's times lie apart; ``close_call`` whether the choice was made on
-    overlapping times. The two measurements weigh alike, by the geometric mean of their ratios: after a close call
-    the runner-up takes over when together they put it ahead at all; after a clear choice when together they put
-    it ``RECHECK_MARGIN`` ahead, or when the check alone has its times apart and its median ``RECHECK_MARGIN`` below.
+    overlapping times. A check whose times lie apart with the runner-up's median ``RECHECK_MARGIN`` below overturns
+    any choice. Otherwise the two measurements weigh alike, by the geometric mean of their ratios: after a close
+    call the runner-up takes over when together they put it ahead at all; after a clear choice when together they
+    put it ``RECHECK_MARGIN`` ahead.
 
     Measured (``tests/bench/choice.py``, fresh processes): requiring a check's times apart after a close call kept a
     seed f64 choice of xla made overlapping (numpy 1.26 ms, xla 1.03) after a check met numpy at 0.82 and xla at
@@ -138,11 +142,13 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     LeNet choice of xla made overlapping (7.77 ms, torch 7.81) after a check met torch at 9.87 and xla at 10.7; the
     bench's rounds then ran torch 9.45, xla 10.41. Requiring the check alone apart after a clear choice kept a seed
     f32 choice of xla made apart (numpy 0.725 ms, xla 0.626) after a check met numpy at 0.548 and xla at 0.844,
-    overlapping; the bench's rounds then ran xla 13 % slower (0.83 against 0.73)."""
+    overlapping; the bench's rounds then ran xla 13 % slower (0.83 against 0.73). Weighing the trial alike after a
+    close call kept a seed f32 choice of xla made overlapping (numpy 0.792 ms, xla 0.574: the trial's numpy runs
+    slowed) after a check met numpy at 0.468 and xla at 0.572, apart; the bench's rounds then ran xla 21 % slower."""
     together = (1.0 if before is None else before) * check
-    if close_call:
-        return together < 1.0
-    return (apart and check < 1.0 - RECHECK_MARGIN) or together < (1.0 - RECHECK_MARGIN) ** 2
+    if apart and check < 1.0 - RECHECK_MARGIN:
+        return True
+    return together < (1.0 if close_call else (1.0 - RECHECK_MARGIN) ** 2)
 
 
 def parted(blocks: int, fast: float, slow: float) -> bool:
