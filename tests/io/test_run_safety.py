@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import _thread
 import random
+import signal
 import threading
 import time
 
@@ -37,7 +38,17 @@ def _steps_in_scope(scope: Scope, n_params: int = N_PARAMS) -> set[float]:
     return {float(-v) for i in range(n_params) for v in scope[f"p{i}"]}
 
 
-def test_interrupts_at_random_moments_never_tear_the_commit():
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt for the test, as in an interactive Python: a process started in the
+    background by a non-interactive shell (``cmd &``) inherits SIGINT ignored, and ``_thread.interrupt_main`` then
+    does nothing, so a loop that only an interrupt ends would never end."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_interrupts_at_random_moments_never_tear_the_commit(sigint_raises):
     main, loss, scope = _counting_model()
     exe = Executor()
     started = time.perf_counter()
