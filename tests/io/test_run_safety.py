@@ -165,7 +165,8 @@ def test_a_string_where_a_program_is_expected():
 
 
 def test_places_are_accepted_as_paddle_does(monkeypatch):
-    monkeypatch.delenv(CHECK_TYPES_ENV, raising=False)  # the suite turns type checks on for every Executor; a user's are off
+    # the suite turns type checks on for every Executor; a user's are off
+    monkeypatch.delenv(CHECK_TYPES_ENV, raising=False)
     for place in (None, CPUPlace(), "cpu", "CPU"):
         exe = Executor(place)
         assert exe.place == CPUPlace() and not exe.check_nan_inf and not exe.check_types
