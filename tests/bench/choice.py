@@ -11,8 +11,9 @@ is checked again after 2 s of runs: ``trial_rules.RECHECK_SECONDS_OVERLAPPING``)
 weighs for the program with executors of their own, in rounds of a few steps each (50 ms at least), after untimed
 ones, in the same process (so the same load hits every engine), and reports the medians. A pick is wrong when
 the engine the default runs in steady state (its choice after those seconds) has a median more than ``MARGIN``
-above the fastest's; the table shows the first choice too. Each process makes its own trial: no choice remembered from an
-earlier one (``runtime/remembered.py``) is used or recorded. Time with the machine otherwise quiet.
+above the fastest's; the table shows the first choice too. Each process makes its own trial: no choice
+remembered from an earlier one (``runtime/remembered.py``) is used or recorded. Time with the machine otherwise
+quiet.
 """
 from __future__ import annotations
 
@@ -24,16 +25,11 @@ import subprocess
 import sys
 import time
 
+from gradgen.framework.runtime.trial_rules import BLOCK_RUNS, BLOCK_SECONDS, full_block
+
 __all__ = ["CASES", "MARGIN", "main", "probe"]
 
 CASES = ("seed-f32", "seed-f64", "lenet", "resnet", "transformer", "rnn")
-BLOCK = 3
-"""Timed steps an engine runs in a row in each round, after ``SETTLE_SECONDS`` of untimed ones, at least."""
-BLOCK_SECONDS = 0.05
-"""Timed run time an engine spends in a row in each round, at least (it runs ``BLOCK`` steps or more), as the
-trial's blocks do (``trial_rules.BLOCK_SECONDS``): three sub-millisecond seed steps take a millisecond or two, and
-with 21 of them per engine the bench's verdict on the seed MLPs flipped from the check made in the same process
-just before (a check met numpy at 0.328 ms and xla at 0.426, apart; the bench's rounds then numpy 0.74, xla 0.53)."""
 SETTLE_SECONDS = 0.25
 """Untimed run time before each engine's timed steps: the engine before it leaves its pool's threads spinning (a
 torch-engine LeNet step took 7.1 ms right after numpy steps and 3.9 alone; OpenBLAS's threads spin ~0.1 s)."""
@@ -89,8 +85,11 @@ def probe(case: str, folder: str, budget_s: float, rounds: int, steady_s: float 
             fn()  # untimed, for SETTLE_SECONDS: the engine before it leaves its pool's threads spinning a while
             while time.perf_counter() < settle:
                 fn()
+            # a whole block as the trial's (full_block): three sub-millisecond seed steps a round, 21 an engine, gave
+            # verdicts against the check made just before in the same process (a check met numpy at 0.328 ms and
+            # xla at 0.426, apart; the bench's rounds then numpy 0.74, xla 0.53)
             timed, spent = 0, 0.0
-            while timed < BLOCK or spent < BLOCK_SECONDS:
+            while not full_block(timed, spent):
                 t = time.perf_counter()
                 fn()
                 took = time.perf_counter() - t
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--budget", type=float, default=120.0, help="seconds a process may take to choose")
     parser.add_argument("--rounds", type=int, default=7,
-                        help=f"rounds of {BLOCK} timed steps or more ({BLOCK_SECONDS:g} s) per engine")
+                        help=f"rounds of {BLOCK_RUNS} timed steps or more ({BLOCK_SECONDS:g} s) per engine")
     parser.add_argument("--steady", type=float, default=6.0,
                         help="seconds the default runs on after its first choice before the choice is read again")
     parser.add_argument("--anchors", default=_ANCHORS, help="the anchors' workloads folder (wl.py)")
