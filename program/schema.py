@@ -218,7 +218,13 @@ class OpSchema:
     given (an exp that would overflow). It must give what ``compute`` gives on the finite float32 and float64
     values it takes; the torch engine calls it only on those (every input of the op's dtype, none empty, all
     finite) and runs ``compute`` elsewhere. Written beside the schema with the measurement that justifies it, as
-    ``onnx`` names the op's one ONNX node; nothing here imports torch."""
+    ``onnx`` names the op's one ONNX node; nothing here imports torch. An op of several outputs returns them as
+    ``compute`` does, a tuple."""
+    aten_any_values: bool = False
+    """True where ``aten`` meets NaN, infinities and overflow as ``compute`` does (its passes are the compute's
+    IEEE operations, a multiply-add fused only where no product can overflow), so the torch engine calls it on
+    any float32 and float64 values, without summing every input first to prove it finite (for an optimizer
+    update, four sums of the parameter's size would cost what the call saves)."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

@@ -9,10 +9,12 @@ only, ids, or of an op that takes its inputs as given, stays as it is: ``derive.
 cast to it. A bool result (a comparison) compares its inputs as they are; an op with several outputs or optional slots
 (layer norm) states its working dtype in its ``compute``.
 
-An op whose schema names one ATen call (``OpSchema.aten``; ``program.ops.activation.ATEN``) runs that call where
-every input is of the op's dtype, float32 or float64, not empty and finite (``finite``), and the call does not
-decline them (None), and its ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and
-infinities in places, and some at the ends of the float range.
+An op whose schema names one ATen call (``OpSchema.aten``; ``program.ops.activation.ATEN``; an optimizer update's few
+passes in ``program.ops.optimizer``) runs that call where every output and input is of the op's dtype, float32
+or float64, no input is empty, every input is finite (``finite``; not asked where the schema says the call meets
+special values as the compute does, ``aten_any_values``), and the call does not decline them (None), and its
+``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and infinities in places, and some at
+the ends of the float range.
 """
 from __future__ import annotations
 
@@ -46,15 +48,14 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     call = schema.aten
 
     def factory(op) -> Callable:
-        attrs, (dtype, *others), _, _ = call_of(schema, op)
-        run_compute, dtype = computed(op), torch_dtype(dtype)
-        if others:
-            raise RuntimeError(f"{schema.type}: an ATen call stands for an op of one output")
-        if dtype not in FUSED:  # float16: the compute, as the reference rounds
+        attrs, dtypes, _, _ = call_of(schema, op)
+        run_compute, dtype = computed(op), torch_dtype(dtypes[0])
+        if dtype not in FUSED or any(torch_dtype(d) != dtype for d in dtypes):  # float16: the compute's rounding
             return run_compute
+        checked = (lambda xs: True) if schema.aten_any_values else (lambda xs: all_finite(*xs))
 
         def run(*xs):
-            if all(x.dtype == dtype and x.numel() for x in xs) and all_finite(*xs):
+            if all(x.dtype == dtype and x.numel() for x in xs) and checked(xs):
                 result = call(_ATEN, *xs, **attrs)
                 if result is not None:
                     return result
