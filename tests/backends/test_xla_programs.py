@@ -27,6 +27,13 @@ def _same(main, feed, fetch, what="", params=None):
     return want
 
 
+def _startup_values(startup, **params) -> dict:
+    """The values ``startup`` puts in a scope (a learning rate), with ``params`` over them."""
+    scope = Scope()
+    Executor(backend="numpy").run(startup, scope=scope)
+    return {**scope.snapshot(), **params}
+
+
 def _counted_loop(steps, body, loop_vars, **kw):
     """``body`` applied ``steps`` times (``steps`` an int or an int64 var) to ``loop_vars``; their final values."""
     limit = steps if not isinstance(steps, int) else layers.fill_constant([], "int64", steps)
@@ -300,7 +307,38 @@ def test_a_gradient_loop_after_an_update_reads_the_weights_the_loop_saw():
         (again,) = gradients(loss, [w])
     assert {"w@SNAPSHOT"} <= set(main.global_block().vars)
     _same(main, {"x": rng.standard_normal((4, 3)), "n": np.int64(5)}, [loss, again, "w"], "after the update",
-          params={"w": 0.5 * rng.standard_normal((3, 3))})
+          params=_startup_values(startup, w=0.5 * rng.standard_normal((3, 3))))
+
+
+def test_a_block_with_a_loop_is_traced_once_and_donates_nothing(monkeypatch):
+    """A loop always states its overflow, so its block has run-time checks: lowered once without donation, not
+    lowered with donation, found to check, and lowered again (``control_flow.ALWAYS_STATED``); the run still
+    equals numpy's and writes its update."""
+    from gradgen.framework import optimizer
+    from gradgen.framework.backend.xla import compile as compile_module
+
+    rng = np.random.default_rng(4)
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 3], "float64")
+        w = layers.create_parameter([3, 3], "float64", name="w")
+        (h,) = _counted_loop(3, lambda h: [layers.tanh(layers.matmul(h, w))], [x])
+        loss = layers.reduce_mean(layers.square(h))
+        optimizer.SGD(0.5).minimize(loss)
+    traces = []
+    step = compile_module.CompiledBlock._step
+    monkeypatch.setattr(compile_module.CompiledBlock, "_step", lambda self, *a: traces.append(1) or step(self, *a))
+    feed, w0 = {"x": rng.standard_normal((4, 3))}, 0.5 * rng.standard_normal((3, 3))
+    params = _startup_values(startup, w=w0)
+    exe, scope = Executor(backend="xla"), Scope()
+    scope.update({name: value.copy() for name, value in params.items()})
+    got = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    (entry,) = exe._runner._compiled.entries(main).values()
+    (executable,) = entry.compiled._executables.values()
+    assert len(traces) == 1 and not executable.donates
+    want = _same(main, feed, [loss, "w"], "one trace", params=params)
+    assert not np.allclose(want[1], w0)
+    assert_same(want, [got[0], np.asarray(scope["w"])], ["loss", "w"], "the traced-once run")
 
 
 def test_a_check_inside_a_loop_body_fails_the_run_naming_its_op():

@@ -26,6 +26,7 @@ from ..shared.cache_root import cache_root
 from ..shared.creation import random_draw
 from ..shared.background import background_preparation
 from .context import TraceContext
+from .lowerings.control_flow import ALWAYS_STATED
 from .trace import trace_block
 
 __all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "QUICK_COMPILE", "UPGRADE_AFTER", "cache_dir",
@@ -182,9 +183,11 @@ class CompiledBlock:
         committed = set(self.commits)
         self._donatable = tuple(name in committed for name in self.from_scope)
         """Per scope value: does the run write a new value of it (so its old array may lend its memory)?"""
-        self._checks: bool | None = None
+        self._checks: bool | None = True if any(op.type in ALWAYS_STATED for i, op in enumerate(block.ops)
+                                                if i not in skipped) else None
         """Whether the last trace stated run-time checks (a step that may fail keeps the old values, so it donates
-        nothing): a later shape then lowers once, without donation, where the first lowered twice."""
+        nothing): a later shape then lowers once, without donation, where the first lowered twice; known before
+        the first trace where the block holds an op whose lowering always states one (``ALWAYS_STATED``)."""
         self._lock = threading.Lock()
         """Held while the executables are looked up or stored (not while one compiles): a later shape may compile
         in a background thread while runs call the others (``runner``, *compile behind*)."""
