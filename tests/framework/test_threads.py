@@ -21,7 +21,7 @@ class Counters:
     """Fake readings: the machine's busy CPU seconds, this process's CPU seconds, the wall clock."""
 
     def __init__(self):
-        self.busy, self.own, self.now, self.running = 100.0, 10.0, 1000.0, 1
+        self.busy, self.own, self.now, self.running = 100.0, 10.0, 1000.0, 0
 
     def advance(self, wall: float, others: float, own: float) -> None:
         self.now += wall
@@ -44,7 +44,7 @@ def test_free_cores_are_the_cpus_less_what_other_processes_kept_busy(cpus, other
     assert meter.free() == free
 
 
-@pytest.mark.parametrize("running_now,free", [(1, 2), (2, 1)])
+@pytest.mark.parametrize("running_now,free", [(0, 2), (1, 1)])
 def test_an_interval_spent_mostly_idle_counts_the_tasks_running_now(running_now, free):
     """Jobs that take turns (a trainer and the process preparing its data): the others' work fell in this
     process's idle time, not beside its runs; what runs now tells whether a core is taken."""
@@ -54,7 +54,7 @@ def test_an_interval_spent_mostly_idle_counts_the_tasks_running_now(running_now,
     counters.running = running_now
     counters.advance(1.0, 1.0, (cores.ACTIVE_SHARE - 0.1) * 1.0)  # another process busy while this one waited
     assert meter.free() == free
-    counters.running = 1
+    counters.running = 0
     counters.advance(1.0, 1.0, cores.ACTIVE_SHARE * 1.0)  # now both worked through the interval: it counts
     assert meter.free() == 1
 
@@ -69,11 +69,11 @@ def test_the_counters_are_read_at_most_once_per_sample_interval():
     assert meter.free() == 1
 
 
-@pytest.mark.parametrize("running_now,free", [(1, 2), (2, 1), (3, 1)])
+@pytest.mark.parametrize("running_now,free", [(0, 2), (1, 1), (2, 1)])
 def test_after_an_idle_spell_the_tasks_running_now_count_not_the_spell(running_now, free):
     """A process idle while others worked (a harness's other systems, a notebook between cells): the interval
-    since its last reading is all their work, and says nothing of now; the tasks running now (this one
-    included) do."""
+    since its last reading is all their work, and says nothing of now; the other processes' tasks running now
+    do."""
     counters = Counters()
     meter = counters.meter(2)
     meter.free()
@@ -84,18 +84,53 @@ def test_after_an_idle_spell_the_tasks_running_now_count_not_the_spell(running_n
     assert meter.free() == 1
 
 
-@pytest.mark.parametrize("looks,running", [([2, 1, 1], 1), ([2, 2, 2], 2), ([1, 3, 2], 1), ([2, None, 1], None)])
+@pytest.mark.parametrize("looks,running", [([2, 1, 1], 0), ([2, 2, 2], 1), ([1, 3, 2], 0), ([2, None, 1], None)])
 def test_the_tasks_running_now_are_the_least_of_three_looks(monkeypatch, looks, running):
     """Whatever woke the process (a pipe's writer) may still run for a moment: it shows in the first look only;
-    a task that keeps running shows in every look."""
+    a task that keeps running shows in every look. (Here this process runs the caller alone.)"""
     seen = iter(looks)
     monkeypatch.setattr(cores, "_procs_running", lambda: next(seen))
+    monkeypatch.setattr(cores, "_own_running_threads", lambda: 1)
     assert cores._running_tasks(apart=0.0) == running
+
+
+@pytest.mark.parametrize("machine,own,others", [(3, 3, 0), (3, 2, 1), (4, 1, 3), (2, None, 1)])
+def test_this_processs_own_running_threads_are_not_other_tasks(monkeypatch, machine, own, others):
+    """An engine's pool of this process still spinning after its run is not another process's work (where the
+    threads cannot be read, only the caller is taken for this process's)."""
+    monkeypatch.setattr(cores, "_procs_running", lambda: machine)
+    monkeypatch.setattr(cores, "_own_running_threads", lambda: own)
+    assert cores._running_tasks(apart=0.0) == others
+
+
+def test_a_spinning_thread_of_this_process_is_not_counted_among_the_running_tasks():
+    """A real reading: a thread of this process in long BLAS products (they run without the interpreter lock)
+    shows among the machine's running tasks; the count of other processes' tasks leaves it out, where the old
+    count (the machine's running tasks less the caller) took it for another's, whatever else runs."""
+    import threading
+
+    stop = threading.Event()
+    a = np.random.default_rng(0).standard_normal((600, 600))
+
+    def spin() -> None:
+        while not stop.is_set():
+            a @ a
+
+    with threads.blas_threads(1, exact=True):
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+        try:
+            time.sleep(0.2)
+            left_out = [(cores._procs_running() - 1) - cores._running_tasks(looks=1) for _ in range(20)]
+            assert max(left_out) >= 1, left_out
+        finally:
+            stop.set()
+            spinner.join(timeout=10)
 
 
 def test_the_first_reading_counts_the_tasks_running_now():
     counters = Counters()
-    counters.running = 2
+    counters.running = 1
     assert counters.meter(4).free() == 3
 
 

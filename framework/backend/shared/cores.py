@@ -10,7 +10,8 @@ with numpy's default two OpenBLAS threads and 7.0 ms with one (performance.md, "
 (``/proc/stat``: busy time of all CPUs) less this process's own CPU time over the same interval (its pools'
 threads included, so gradgen's own work never counts as another's), at most once every ``SAMPLE_SECONDS``;
 at the first reading, after an idle spell (``IDLE_SECONDS``) and after an interval this process spent mostly idle
-(``ACTIVE_SHARE``), from the tasks running that moment instead;
+(``ACTIVE_SHARE``), from the other processes' tasks running that moment instead (this process's own running
+threads, a pool still spinning after the run before, left out);
 where the counters are missing (not Linux), the CPUs this process may use. Engine-neutral: the numpy engine
 sizes its BLAS pools by ``cores_for_runs()`` (``numpy/threads.py``), the torch engine its OpenMP threads: the
 free cores less those this process's own background preparations take (``background.py`` says why).
@@ -64,23 +65,55 @@ def _procs_running() -> int | None:
     return None
 
 
+def _own_running_threads() -> int | None:
+    """This process's threads running or ready to run this moment (state R in ``/proc/self/task/*/stat``), the
+    caller included, or None where the files are missing."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    running = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # (a thread that ended since the listing)
+            continue
+        state_at = stat.rfind(b")") + 2  # (the name, in parentheses, may hold spaces and parentheses)
+        running += stat[state_at:state_at + 1] == b"R"
+    return running
+
+
 def _running_tasks(looks: int = 3, apart: float = 0.0) -> int | None:
-    """The tasks the kernel has running or ready to run this moment, the caller included (``/proc/stat``'s
-    ``procs_running``), or None where the file says nothing: the least of ``looks`` looks, each after a sleep of
-    ``apart`` seconds, because whatever woke this process (a pipe's writer, a lock's holder) is often still
-    queued at the first look (one look in a harness that writes each worker its command saw two tasks on an idle
-    machine at every wake-up, and the torch engine ran each block's first two steps on one thread). A sleep of 0
-    is enough: it lets the waker run and block. Measured on the 2-core VM, a parent waking a child through a pipe
-    and then waiting for its answer, 300 wake-ups: the child's first look saw 2 tasks in 294, a look after
-    ``time.sleep(0)`` 1 in 296 (after 25 us: 295), while looks 1 ms apart that only spun saw 2 throughout. Longer
-    sleeps cost the run that reads them: with 0.5 ms apart, the first torch-engine LeNet step after a 0.3 s pause
-    took 2.6 ms over the steady step, with 0, 1.4 (PyTorch's own: 1.2-1.3)."""
+    """The other processes' tasks the kernel has running or ready to run this moment (``/proc/stat``'s
+    ``procs_running`` less this process's own running threads, ``_own_running_threads``), or None where the file
+    says nothing: the least of ``looks`` looks, each after a sleep of ``apart`` seconds, because whatever woke this
+    process (a pipe's writer, a lock's holder) is often still queued at the first look (one look in a harness that
+    writes each worker its command saw two tasks on an idle machine at every wake-up, and the torch engine ran
+    each block's first two steps on one thread). A sleep of 0 is enough: it lets the waker run and block.
+    Measured on the 2-core VM, a parent waking a child through a pipe and then waiting for its answer, 300
+    wake-ups: the child's first look saw 2 tasks in 294, a look after ``time.sleep(0)`` 1 in 296 (after 25 us:
+    295), while looks 1 ms apart that only spun saw 2 throughout. Longer sleeps cost the run that reads them: with
+    0.5 ms apart, the first torch-engine LeNet step after a 0.3 s pause took 2.6 ms over the steady step, with 0,
+    1.4 (PyTorch's own: 1.2-1.3).
+
+    This process's own threads are not another's work: an engine's pool still spinning after the run before (the
+    xla engine's, right after its runs) showed among the running tasks, and in 2 of 4 fresh processes weighing the
+    anchors' transformer block the torch engine's first runs of a check after 2 s of xla runs went to one thread
+    (202-213 ms against 83-126 at two), and the check kept xla on those times. Their states are read (~0.2 ms for
+    17 threads) only in a look that sees more tasks running than the caller."""
     seen = []
     for i in range(looks):
         if i:
             time.sleep(apart)
-        seen.append(_procs_running())
-    return None if None in seen else min(seen)
+        running = _procs_running()
+        if running is not None and running > 1:
+            own = _own_running_threads()
+            running -= own if own is not None else 1
+        elif running is not None:
+            running = 0
+        seen.append(running)
+    return None if None in seen else max(0, min(seen))
 
 
 def _machine_busy_seconds() -> float | None:
@@ -127,9 +160,9 @@ class CoreMeter:
             if self._worked_through(reading):
                 wall = reading[0] - self._last[0]
                 others = max(0.0, (reading[1] - self._last[1]) - (reading[2] - self._last[2])) / wall
-            else:  # no interval that tells of now: the tasks running now but this one (else the load average)
+            else:  # no interval that tells of now: the other processes' tasks running now (else the load average)
                 running = self._running()
-                others = max(0, running - 1) if running is not None else os.getloadavg()[0]
+                others = running if running is not None else os.getloadavg()[0]
             self._free = max(1, min(self.cpus, round(self.cpus - others)))
             self._last = reading
             return self._free
