@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.backends.test_torch_backend import need_torch, run_on
-from tests.backends.xla_harness import assert_same
+from tests.backends.test_torch_backend import need_torch
+from tests.backends.test_torch_fast_paths import _same_as_numpy
 from tests.framework.op_harness import Case, one_op_program
 
 rng = np.random.default_rng(5)
@@ -27,15 +27,6 @@ def _case(op_type: str, inputs: dict, label: str, **attrs) -> Case:
     if op_type == "adamw":
         attrs.setdefault("coeff", 0.01)
     return Case(op_type, inputs, None, attrs, label=label)
-
-
-def _same_as_numpy(case: Case) -> None:
-    main, op, feed = one_op_program(case)
-    fetch = [n for names in op.outputs.values() for n in names]
-    want = run_on("numpy", main, feed, fetch)
-    got = run_on("torch", main, feed, fetch)
-    assert not isinstance(want, Exception), want
-    assert_same(want, got, fetch, f"{case.op} {case.label}")
 
 
 @pytest.mark.parametrize("op_type", ["adam", "adamw"])
