@@ -80,21 +80,25 @@ def adam(xp, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, coeff=
 
 
 def adam_aten(ops, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, coeff=0.0):
-    """``adam`` over ATen in 7 passes over the parameter's values where the compute over torch makes 12 (each
-    product and sum its own pass and tensor): the moments as ``mul`` then ``add_`` with alpha and ``addcmul_``
-    (ATen fuses each multiply-add: one rounding where the compute has two), epsilon added in place, and the step
-    as ``addcdiv``, which computes Param + (-lr_t m1) / denominator in the compute's order. The scalars are the
-    compute's own (``_adam_scales``) over numpy, on arrays of the tensors' values, dtypes and shapes. NaN and
-    infinities come out where the compute's do (a fused multiply-add rounds once but meets the same special
-    values; the product it fuses, a moment times a beta in [0, 1], cannot overflow), so the torch engine calls it
-    on any values (``OpSchema.aten_any_values``); betas outside [0, 1], or beta powers of more than one value,
-    take the compute.
+    """``adam`` over ATen in 9 passes over the parameter's values where the compute over torch makes 12, and with
+    fewer new tensors (each product and sum of the compute is its own pass and tensor): Moment1 as ``mul`` then
+    ``add_`` with alpha, a fused multiply-add (one rounding where the compute has two) whose product, the gradient
+    times 1 - beta1 in [0, 1], cannot overflow; Moment2 as the compute's own four passes, bit for bit (a fused
+    square of the gradient could overflow where the compute's sum does not); epsilon added in place; the step as
+    ``addcdiv``, which computes Param + (-lr_t m1) / denominator in the compute's order, bit for bit. The scalars
+    are the compute's own (``_adam_scales``) over numpy, on arrays of the tensors' values, dtypes and shapes. NaN
+    and infinities come out where the compute's do, but for a Moment1 within a rounding of the largest float,
+    which one rounding may carry to infinity where two do not (or the reverse), as XLA's fused loops may; so the
+    torch engine calls it on any values (``OpSchema.aten_any_values``). Betas outside [0, 1], or beta powers of
+    more than one value, take the compute.
 
     Measured (2026-12-01, two threads, the anchors' transformer block's 16 parameters, 789,760 float32 values,
-    medians of 30 in one process, the two interleaved): the kernels 3.5-4.9 ms a step against the compute's
-    5.2-12.3 (the machine's speed drifting; each pair taken together; ``torch.optim.Adam``'s 2.0-3.0, in place);
-    the block's whole step on the torch engine, both kinds in one process, in turn, three runs: 95.7 / 102.0,
-    91.3 / 95.1, 87.1 / 88.7 ms."""
+    medians of 30 in one process, the two interleaved): with Moment2 fused too (7 passes), the kernels 3.5-4.9 ms
+    a step against the compute's 5.2-12.3 (the machine's speed drifting; each pair taken together;
+    ``torch.optim.Adam``'s 2.0-3.0, in place), and the block's whole step on the torch engine, both kinds in one
+    process, in turn, three runs: 95.7 / 102.0, 91.3 / 95.1, 87.1 / 88.7 ms. As written (9 passes), the kernels
+    6.2-7.1 ms against the compute's 7.1-9.6 and the 7-pass form's 5.6-5.9 (the three in turn, 40 rounds, two
+    runs); the whole step, three runs: 95.2 / 94.7, 108.6 / 106.2, 99.3 / 99.2 ms, within the runs' noise."""
     if not (0.0 <= beta1 <= 1.0 and 0.0 <= beta2 <= 1.0) or b1p.numel() != 1 or b2p.numel() != 1:
         return None
     dtype = np.float32 if param.dtype.itemsize == 4 else np.float64
@@ -102,7 +106,7 @@ def adam_aten(ops, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, 
         lr_t, epsilon_t, shrink = (np.asarray(s).item() for s in _adam_scales(
             np, *(np.array(x.tolist(), dtype) for x in (lr, b1p, b2p)), epsilon, coeff))
     m1 = ops.add_.Tensor(ops.mul.Scalar(m1, beta1), grad, alpha=1.0 - beta1)
-    m2 = ops.addcmul_.default(ops.mul.Scalar(m2, beta2), grad, grad, value=1.0 - beta2)
+    m2 = ops.add_.Tensor(ops.mul.Scalar(m2, beta2), ops.mul_.Tensor(ops.mul.Scalar(grad, 1.0 - beta2), grad))
     denominator = ops.add_.Scalar(ops.sqrt.default(m2), epsilon_t)
     start = ops.mul.Scalar(param, shrink) if coeff else param
     return (ops.addcdiv.default(start, m1, denominator, value=-lr_t), m1, m2, ops.mul.Scalar(b1p, beta1),
