@@ -107,13 +107,11 @@ def _running_tasks(looks: int = 3, apart: float = 0.0) -> int | None:
         if i:
             time.sleep(apart)
         running = _procs_running()
-        if running is not None and running > 1:
-            own = _own_running_threads()
-            running -= own if own is not None else 1
-        elif running is not None:
-            running = 0
+        if running is not None:
+            own = (_own_running_threads() if running > 1 else None) or 1  # (the caller alone where unread)
+            running = max(0, running - own)
         seen.append(running)
-    return None if None in seen else max(0, min(seen))
+    return None if None in seen else min(seen)
 
 
 def _machine_busy_seconds() -> float | None:

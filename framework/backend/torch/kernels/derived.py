@@ -52,10 +52,10 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
         run_compute, dtype = computed(op), torch_dtype(dtypes[0])
         if dtype not in FUSED or any(torch_dtype(d) != dtype for d in dtypes):  # float16: the compute's rounding
             return run_compute
-        checked = (lambda xs: True) if schema.aten_any_values else (lambda xs: all_finite(*xs))
+        any_values = schema.aten_any_values
 
         def run(*xs):
-            if all(x.dtype == dtype and x.numel() for x in xs) and checked(xs):
+            if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
                 result = call(_ATEN, *xs, **attrs)
                 if result is not None:
                     return result
