@@ -52,10 +52,11 @@ new trial, so each shape runs on its own winner):
    cost fades (on ResNet a check runs eight numpy steps).
 
 A trial that matches a choice an earlier process recorded (the same program, names, feed shapes, engines,
-thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, after
-``NUMPY_FIRST`` runs, and runs every run once it is ready; its runner-up prepares later, and the checks of 5 go
-on from there, the first after ``RECHECK_SECONDS_REMEMBERED``. Each choice and check is recorded for the next
-process (``Executor`` remembers unless ``GRADGEN_REMEMBER_CHOICES=0``).
+thread setting and machine: ``remembered.py``) skips the weighing: only the remembered engine prepares, before
+the first run, which waits for it, when its recorded preparation was short (``RECALLED_WAIT_SECONDS``), else
+after ``NUMPY_FIRST`` runs beside numpy's, and runs every run once it is ready; its runner-up prepares later, and
+the checks of 5 go on from there, the first after ``RECHECK_SECONDS_REMEMBERED``. Each choice and check is
+recorded for the next process (``Executor`` remembers unless ``GRADGEN_REMEMBER_CHOICES=0``).
 
 Every backend computes the same values (float64 to 1e-12, float32 to 1e-5: tests/backends), the scope holds any
 one's arrays, and a run commits only if it succeeds, so switching between runs changes nothing but the speed.
@@ -217,10 +218,12 @@ class AutoRunner:
         for name in trial.start_due():
             self._start_compile(trial, name, program, dict(feed), list(fetch_names), scope)
 
-    def _start_compile(self, trial: Trial, name: str, program, feed: dict, fetch_names: list, scope: Scope) -> None:
+    def _start_compile(self, trial: Trial, name: str, program, feed: dict, fetch_names: list,
+                       scope: Scope) -> threading.Thread:
         compiled = self.runners[name]
 
         def work() -> None:
+            started = time.perf_counter()
             try:
                 with background_preparation():  # (its imports would otherwise wait out every switch interval)
                     why_not = self._cannot_run(name, program)
@@ -229,17 +232,23 @@ class AutoRunner:
             except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
                 why_not = f"{name} could not compile it: {type(e).__name__}: {message}"
-            trial.compiled(name, why_not)
+            trial.compiled(name, why_not, time.perf_counter() - started)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are
         # declined (the runner's ``declines``).
-        threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False).start()
+        thread = threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False)
+        thread.start()
+        return thread
 
     def run(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope, return_numpy: bool,
             mark: Callable[[str], None], built: Callable[[float], None], agreed: Callable[[], None]) -> list:
         """One run on the backend the program's trial names (``runtime/executor``'s runner contract)."""
         trial = self.trial(program, feed, fetch_names)
+        first = trial.prepare_first()
+        if first is not None:  # (a remembered engine that prepares quickly: this run waits for it, within a bound)
+            name, longest = first
+            self._start_compile(trial, name, program, dict(feed), list(fetch_names), scope).join(longest)
         backend = trial.next_backend()
         self._start_compiles(trial, program, feed, fetch_names, scope)
         start, measuring = self._clock(), spent()

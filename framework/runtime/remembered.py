@@ -1,7 +1,8 @@
 """``backend="auto"``'s choices kept between processes, as FFTW keeps its wisdom and jax its compiled executables:
 which engine a trial (``trial.py``) chose for a program, feed and fetch names and feed shapes on this machine, so
-that the next process running the same program prepares that engine first, runs on it as soon as it is ready, and
-weighs it against the runner-up only in the later checks.
+that the next process running the same program prepares that engine first (before its first run when it prepared
+quickly: the record keeps how long it took), runs on it as soon as it is ready, and weighs it against the runner-up
+only in the later checks.
 
 Why: a trial costs the program its first seconds. Its runs go to numpy while every candidate prepares (the
 preparations share the interpreter lock and the cores with them), then to each engine in turn, the slower ones
@@ -56,6 +57,10 @@ class Remembered:
     reason: str
     when: float
     """When it was recorded (seconds since the epoch)."""
+    prepare_seconds: float | None = None
+    """How long the chosen engine took to prepare (import, trace, compile) in the process that recorded it, None
+    when unknown (numpy, or a record made before this was kept): the next process waits for a preparation this
+    short before its first run (``trial_rules.RECALLED_WAIT_SECONDS``)."""
 
     def says(self) -> str:
         """The reason a choice taken from this record gives."""
@@ -116,6 +121,18 @@ def _path(key: str) -> str:
     return os.path.join(choices_dir(), f"{key}.json")
 
 
+def _seconds_or_none(value) -> float | None:
+    """A record's duration: a finite number of seconds, at least 0, or None (anything else makes it unreadable)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a duration: {value!r}")
+    seconds = float(value)
+    if not 0.0 <= seconds < float("inf"):
+        raise ValueError(f"not a duration: {value!r}")
+    return seconds
+
+
 def recall(key: str, engines: Sequence[str]) -> Remembered | None:
     """The record filed under ``key`` when it names engines among ``engines``; None when there is none, or it is
     unreadable or stale."""
@@ -124,7 +141,8 @@ def recall(key: str, engines: Sequence[str]) -> Remembered | None:
             data = json.load(file)
         found = Remembered(chosen=str(data["chosen"]), runner_up=data["runner_up"] and str(data["runner_up"]),
                            medians={str(k): float(v) for k, v in dict(data["medians"]).items()},
-                           apart=bool(data["apart"]), reason=str(data["reason"]), when=float(data["when"]))
+                           apart=bool(data["apart"]), reason=str(data["reason"]), when=float(data["when"]),
+                           prepare_seconds=_seconds_or_none(data.get("prepare_seconds")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     known = set(engines)

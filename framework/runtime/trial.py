@@ -22,8 +22,9 @@ class Trial:
     fails, or that cannot run the program, leaves the trial (``dropped``), and with none left numpy is chosen.
 
     ``remembered``: the choice an earlier process made for the same program (``remembered.py``). Then only that
-    engine prepares, after ``NUMPY_FIRST`` runs (the earlier process ran long enough to choose), and is chosen as
-    soon as it is ready, with no timed runs; the runner-up prepares later, for the first check, which weighs the
+    engine prepares, after ``NUMPY_FIRST`` runs (the earlier process ran long enough to choose), or before the
+    first run when its preparation was short (``prepare_first``), and is chosen as soon as it is ready, with no
+    timed runs; the runner-up prepares later, for the first check, which weighs the
     two as after a trial. If the remembered engine fails to prepare, the others prepare and the trial runs as
     usual. ``record_key``: where the runner files this trial's choice for later processes (None: nowhere)."""
 
@@ -99,6 +100,10 @@ class Trial:
         """The key the runner files this trial's records under, or None when it keeps none."""
         self.recalled: Remembered | None = None
         """The earlier process's choice, while this trial waits to take it (None once taken or given up)."""
+        self.prepare_seconds: dict[str, float] = {}
+        """candidate -> how long its preparation took in this process (what a record keeps of the choice's)."""
+        self._when: float | None = None
+        """When the measurement behind the present choice was made, if in an earlier process (its record's)."""
         if remembered is not None and self.chosen is None:
             self._recall(remembered)
 
@@ -119,7 +124,10 @@ class Trial:
         remembered, self.recalled = self.recalled, None
         self.chosen, self._chosen_apart = remembered.chosen, remembered.apart
         self.reason = self._chosen_because = remembered.says()
-        self._medians, self._measured = dict(remembered.medians), remembered.reason
+        self._medians, self._measured, self._when = dict(remembered.medians), remembered.reason, remembered.when
+        self.record_due = self.chosen in self.prepare_seconds  # (the record learns this preparation's time)
+        if self._last is None and self.chosen in self.prepare_seconds:  # (taken in the first run)
+            self.reason += f"; prepared before the first run, in {self.prepare_seconds[self.chosen]:.2g} s"
         up = remembered.runner_up
         self.runner_up = up if up == "numpy" or up in self.candidates else None
         self._recheck_after = rules.RECHECK_SECONDS_REMEMBERED
@@ -134,6 +142,21 @@ class Trial:
     def _prepared(self, name: str) -> bool:
         """Whether ``name`` can run now without a background preparation still to finish."""
         return name == "numpy" or self.compile.get(name) in ("ready", "inline")
+
+    def prepare_first(self) -> tuple[str, float] | None:
+        """The remembered engine and the longest its preparation is waited for, now marked running (the caller
+        prepares it and waits), when it prepares before the first run: its record's preparation took at most
+        ``RECALLED_WAIT_SECONDS``. Else None (and always after the first run)."""
+        if self.recalled is None or self._last is not None:
+            return None
+        with self._lock:
+            recalled = self.recalled
+            took = None if recalled is None else recalled.prepare_seconds
+            if took is None or took > rules.RECALLED_WAIT_SECONDS or self.compile.get(recalled.chosen) != "due":
+                return None
+            self.compile[recalled.chosen] = "running"
+            self.numpy_left = 0
+            return recalled.chosen, rules.recalled_wait(took)
 
     def start_due(self) -> list[str]:
         """The candidates whose background compile is due, now marked running (the caller starts them): none
@@ -219,12 +242,15 @@ class Trial:
         if not self.candidates and self.chosen is None:
             self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
 
-    def compiled(self, name: str, why_not: str | None) -> None:
-        """Candidate ``name``'s background compile finished: ready, or ``why_not`` (it leaves the trial)."""
+    def compiled(self, name: str, why_not: str | None, seconds: float | None = None) -> None:
+        """Candidate ``name``'s background compile finished, after ``seconds`` (None: not timed): ready, or
+        ``why_not`` (it leaves the trial)."""
         with self._lock:
             if why_not is None:
                 if name in self.compile:
                     self.compile[name] = "ready"
+                if seconds is not None:
+                    self.prepare_seconds[name] = seconds
             else:
                 self._drop(name, why_not)
 
@@ -342,7 +368,7 @@ class Trial:
         measured (after a close call, faster at all on all that was measured); the next check waits. Either way the
         choice's reason gives the check's medians, and the executor hears it."""
         other, choice, times = self.runner_up, self.chosen, self._recheck
-        self._recheck, self._block, self._on_choice = None, None, 0.0
+        self._recheck, self._block, self._on_choice, self._when = None, None, 0.0, None
         self.rechecks += 1
         faster, slower = statistics.median(times[other]), statistics.median(times[choice])
         measured = (f"checked again after {self._recheck_after:g} s of runs on {choice}: median run "
@@ -400,4 +426,5 @@ class Trial:
         """The choice as a record for later processes (``remembered.py``)."""
         with self._lock:
             return Remembered(chosen=self.chosen, runner_up=self.runner_up, medians=dict(self._medians),
-                              apart=self._chosen_apart, reason=self._measured, when=time.time())
+                              apart=self._chosen_apart, reason=self._measured, when=self._when or time.time(),
+                              prepare_seconds=self.prepare_seconds.get(self.chosen))

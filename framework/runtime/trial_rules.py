@@ -7,10 +7,10 @@ import statistics
 from typing import Sequence
 
 __all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS",
-           "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECHECK_MARGIN", "RECHECK_MAX_SECONDS",
-           "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED", "RECHECK_TURNS",
-           "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block", "parted",
-           "separated"]
+           "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECALLED_WAIT_SECONDS", "RECHECK_MARGIN",
+           "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED",
+           "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block",
+           "parted", "recalled_wait", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -23,6 +23,19 @@ interpreter lock with the numpy runs beside it, which run at half speed meanwhil
 (tests/bench/partial_batch.py, 1.9 s added in all). Measured there, job on numpy / default: 0.87 s / 2.1 s with
 0.5 here, 0.85 s with 1.0; a 1.7 s job 2.9 s with either, 1.7 with 2.0. A long job pays the wait once, at most
 (1 - compiled / numpy step) of it."""
+
+RECALLED_WAIT_SECONDS = 5.0
+"""A remembered engine (``remembered.py``) whose preparation took at most this long in the process that recorded it
+prepares before the program's first run, which waits for it (``recalled_wait``), instead of after ``NUMPY_FIRST``
+runs with numpy's runs beside it. The earlier process ran the program long enough to choose, so this one likely
+will too, and a preparation beside numpy's runs is slow for both: they share the interpreter lock (``import
+jax`` unmarshals its modules holding it for 0.2-0.5 s at a time). Measured with the anchors' harness, which sizes
+each system's rounds by a step timed after eight warm-up steps: beside the preparation the RNN's numpy steps took
+72-150 ms (11 alone) and the preparation 1.36 s, so its rounds were 3-7 steps (the default 1.07-1.23x JAX);
+waiting, the first step took 0.81 s (preparation 0.75 s), the step timed 4.75 ms, and the default ran 3.68 ms
+against JAX's 3.70 and gradgen@xla's 3.65. LeNet on torch: preparation 3.21 s beside numpy's steps, 1.80 s
+waiting (first step 2.01 s), then gradgen@torch's 6.25 ms steps from the first round. A first run waits 10.5 s at
+most (``recalled_wait``); what a preparation takes is recorded anew each time."""
 
 COMPILED_WARM = 1
 """Untimed runs on the compiled backend after its compile, before its timed ones."""
@@ -125,6 +138,12 @@ def first_check_after(chosen: float, runner_up: float, clear: bool) -> float:
     per_turn = max(SETTLE_SECONDS, runner_up) + max(BLOCK_SECONDS, BLOCK_RUNS * runner_up)
     extra = RECHECK_TURNS * per_turn * max(0.0, runner_up / chosen - 1.0)
     return min(RECHECK_SECONDS, max(RECHECK_SECONDS_OVERLAPPING, extra / CHECK_SHARE))
+
+
+def recalled_wait(recorded: float) -> float:
+    """The longest a first run waits for a remembered engine whose preparation took ``recorded`` seconds before:
+    twice that (a cache emptied since makes it compile afresh), then the runs go on on numpy beside it."""
+    return 2.0 * recorded + 0.5
 
 
 def check_overturns(before: float | None, check: float, apart: bool, close_call: bool) -> bool:

@@ -1,11 +1,12 @@
 """``backend="auto"``'s choices kept between processes (``runtime/remembered.py``): a later trial of the same
-program takes the recorded engine as soon as it is prepared, prepares nothing else before it, still checks it
-against the runner-up, and records what the check finds."""
+program takes the recorded engine as soon as it is prepared (before its first run when it prepared quickly),
+prepares nothing else before it, still checks it against the runner-up, and records what the check finds."""
 from __future__ import annotations
 
 import json
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -52,11 +53,15 @@ class _Engine:
 
 
 class _Compiled(_Engine):
-    """A stand-in compiled engine: its ``prepare`` (run in the trial's background thread) is logged, and raises
-    when ``fails``."""
+    """A stand-in compiled engine: its ``prepare`` (run in the trial's background thread) is logged, waits for
+    ``release`` when given one, and raises when ``fails``."""
+
+    release: threading.Event | None = None
 
     def prepare(self, program, feed, fetch_names, scope) -> None:
         self.prepared.append(self.name)
+        if self.release is not None:
+            self.release.wait(30)
         if self.fails:
             raise ExecutionError("out of memory while compiling")
 
@@ -66,8 +71,8 @@ class _Process:
 
     def __init__(self, costs: dict[str, float], fails: tuple[str, ...] = ()):
         self.clock, self.log, self.prepared, self.told = _Clock(), [], [], []
-        compiled = [_Compiled(name, self.clock, cost, self.log, self.prepared, name in fails)
-                    for name, cost in costs.items() if name != "numpy"]
+        self.compiled = compiled = [_Compiled(name, self.clock, cost, self.log, self.prepared, name in fails)
+                                    for name, cost in costs.items() if name != "numpy"]
         self.runner = AutoRunner(_Engine("numpy", self.clock, costs["numpy"], self.log, self.prepared), compiled,
                                  lambda program, backend, reason: self.told.append((backend, reason)), self.clock,
                                  remember=True)
@@ -104,12 +109,21 @@ def _records(tmp_path) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.exists() else []
 
 
+def _forget_preparation_times(tmp_path) -> None:
+    """Make the records as a gradgen that kept no preparation times wrote them."""
+    for path in (tmp_path / "choices").glob("*.json"):
+        record = json.loads(path.read_text())
+        del record["prepare_seconds"]
+        path.write_text(json.dumps(record))
+
+
 def test_a_second_process_runs_the_remembered_engine_as_soon_as_it_is_prepared(monkeypatch, tmp_path):
     first = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
     first.runs_until_told(_program())
     assert first.told[0][0] == "fast"
     [record] = _records(tmp_path)
     assert record["chosen"] == "fast" and record["runner_up"] == "xla" and record["medians"]["fast"] == 0.25
+    _forget_preparation_times(tmp_path)  # (how long it takes to prepare unknown: numpy runs beside it)
 
     monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 1e9)  # a trial would wait for it; a recall does not
     second = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
@@ -125,6 +139,51 @@ def test_a_second_process_runs_the_remembered_engine_as_soon_as_it_is_prepared(m
     assert second.prepared == ["fast"]
     second.runs(program, 2)
     assert second.prepared == ["fast", "xla"] and set(second.log[-halfway:]) == {"fast"}
+
+
+def test_a_remembered_engine_that_prepared_quickly_prepares_before_the_first_run(tmp_path):
+    first = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
+    first.runs_until_told(_program())
+    [record] = _records(tmp_path)
+    assert 0.0 <= record["prepare_seconds"] < 1.0  # (the stand-in's preparation: a list append)
+
+    second = _Process({"numpy": 1.0, "xla": 0.5, "fast": 0.25})
+    program = _program()
+    second.runs(program, 1)
+    assert second.log == ["fast"] and second.prepared == ["fast"]  # the first run waited for it
+    assert second.told[0][0] == "fast" and "prepared before the first run, in " in second.told[0][1]
+    [again] = _records(tmp_path)  # its own preparation's time, the earlier measurement's stamp and medians
+    assert again["prepare_seconds"] != record["prepare_seconds"] and again["when"] == record["when"]
+    assert {key: again[key] for key in ("chosen", "runner_up", "medians", "reason")} == \
+        {key: record[key] for key in ("chosen", "runner_up", "medians", "reason")}
+
+
+def test_a_first_run_waits_for_a_remembered_preparation_only_so_long(monkeypatch, tmp_path):
+    _Process({"numpy": 1.0, "fast": 0.25}).runs_until_told(_program())
+    monkeypatch.setattr(trial_rules, "recalled_wait", lambda recorded: 0.2)
+    later = _Process({"numpy": 1.0, "fast": 0.25})
+    later.compiled[0].release = release = threading.Event()  # (a cache emptied since: it compiles afresh)
+    program = _program()
+    try:
+        later.runner.run(program, {"x": np.zeros((2, 4))}, ["loss"], None, True, None, None, None)
+        later.runner.run(program, {"x": np.zeros((2, 4))}, ["loss"], None, True, None, None, None)
+        assert later.log == ["numpy", "numpy"] and later.prepared == ["fast"] and later.told == []
+    finally:
+        release.set()
+    _wait_for_preparations()
+    later.runs(program, 1)
+    assert later.log[-1] == "fast" and later.told[0][0] == "fast"
+    assert "prepared before the first run" not in later.told[0][1]
+    [record] = _records(tmp_path)
+    assert record["prepare_seconds"] >= 0.2  # what it took this time: the next process does not wait as long
+
+
+def test_a_long_preparation_is_not_waited_for(monkeypatch, tmp_path):
+    _Process({"numpy": 1.0, "fast": 0.25}).runs_until_told(_program())
+    monkeypatch.setattr(trial_rules, "RECALLED_WAIT_SECONDS", _records(tmp_path)[0]["prepare_seconds"] / 2)
+    later = _Process({"numpy": 1.0, "fast": 0.25})
+    later.runs(_program(), NUMPY_FIRST + 1)
+    assert later.log == ["numpy"] * (NUMPY_FIRST + 1) and later.prepared == ["fast"]
 
 
 def test_the_check_of_a_remembered_choice_weighs_the_runner_up_and_records_what_it_finds(tmp_path):
@@ -191,7 +250,10 @@ def test_the_key_leaves_out_source_lines_but_not_threads(tmp_path):
                                   '{"chosen": "tpu", "runner_up": null, "medians": {"tpu": 1}, "apart": true, '
                                   '"reason": "", "when": 0}',
                                   '{"chosen": "xla", "runner_up": "numpy", "medians": {"xla": 1}, "apart": true, '
-                                  '"reason": "", "when": 0}'])
+                                  '"reason": "", "when": 0}',
+                                  *('{"chosen": "xla", "runner_up": null, "medians": {"xla": 1}, "apart": true, '
+                                    f'"reason": "", "when": 0, "prepare_seconds": {took}}}'
+                                    for took in ("-1", "NaN", "Infinity", '"1"', "[1]", "true"))])
 def test_an_unreadable_or_stale_record_is_ignored(tmp_path, text):
     os.makedirs(tmp_path / "choices")
     (tmp_path / "choices" / "k.json").write_text(text)
@@ -222,7 +284,7 @@ def test_turned_off_nothing_is_recalled_or_recorded(monkeypatch, tmp_path):
 
 def test_two_executors_the_second_starts_from_the_firsts_choice(monkeypatch, tmp_path):
     """End to end on the real engines: the first executor's trial records its choice; a second executor (as a
-    later process would) takes it after ``NUMPY_FIRST`` runs and the remembered engine's preparation."""
+    later process would) takes it in its first run, which waits for the remembered engine's preparation."""
     need_jax()
     monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
     monkeypatch.setattr(trial_rules, "SETTLE_SECONDS", SETTLE_SECONDS / 10)
@@ -233,14 +295,16 @@ def test_two_executors_the_second_starts_from_the_firsts_choice(monkeypatch, tmp
     feed = {"x": np.random.default_rng(0).standard_normal((4, 8))}
     choices = []
     for _ in range(2):
+        if choices:  # (the first one's preparation, beside its runs, took seconds: wait for it whatever it took)
+            monkeypatch.setattr(trial_rules, "RECALLED_WAIT_SECONDS", float("inf"))
         exe, scope = Executor(backend="auto"), Scope()
         exe.run(startup, scope=scope)
-        runs = 0
-        while exe.backend_choice(main_program) is None and runs < 5000:
+        runs, deadline = 0, time.monotonic() + 120  # (jax's import beside a tiny step's runs takes seconds)
+        while exe.backend_choice(main_program) is None and time.monotonic() < deadline:
             exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
             runs += 1
         choices.append((exe.backend_choice(main_program), runs))
     (first, _), (second, second_runs) = choices
     assert first is not None and second is not None and not first[1].startswith("remembered")
-    assert second[0] == first[0] and second[1].startswith("remembered from a run at ")
+    assert second[0] == first[0] and second[1].startswith("remembered from a run at ") and second_runs == 1
     assert len(_records(tmp_path)) == 1
