@@ -24,9 +24,9 @@ class Trial:
     ``remembered``: the choice an earlier process made for the same program (``remembered.py``). Then only that
     engine prepares, after ``NUMPY_FIRST`` runs (the earlier process ran long enough to choose), or before the
     first run when its preparation was short (``prepare_first``), and is chosen as soon as it is ready, with no
-    timed runs; the runner-up prepares later, for the first check, which weighs the
-    two as after a trial. If the remembered engine fails to prepare, the others prepare and the trial runs as
-    usual. ``record_key``: where the runner files this trial's choice for later processes (None: nowhere)."""
+    timed runs; the runner-up prepares later, for the first check, which weighs the two as after a trial. If the
+    remembered engine fails to prepare, the others prepare and the trial runs as usual. ``record_key``: where the
+    runner files this trial's choice for later processes (None: nowhere)."""
 
     def __init__(self, candidates: Sequence[str], stays_because: str | None = None,
                  background: Mapping[str, bool] | bool = False, remembered: Remembered | None = None,
