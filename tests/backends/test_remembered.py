@@ -178,9 +178,12 @@ def test_a_first_run_waits_for_a_remembered_preparation_only_so_long(monkeypatch
     assert record["prepare_seconds"] >= 0.2  # what it took this time: the next process does not wait as long
 
 
-def test_a_long_preparation_is_not_waited_for(monkeypatch, tmp_path):
+def test_a_long_preparation_is_not_waited_for(tmp_path):
     _Process({"numpy": 1.0, "fast": 0.25}).runs_until_told(_program())
-    monkeypatch.setattr(trial_rules, "RECALLED_WAIT_SECONDS", _records(tmp_path)[0]["prepare_seconds"] / 2)
+    [path] = (tmp_path / "choices").glob("*.json")
+    record = json.loads(path.read_text())
+    record["prepare_seconds"] = 2 * trial_rules.RECALLED_WAIT_SECONDS
+    path.write_text(json.dumps(record))
     later = _Process({"numpy": 1.0, "fast": 0.25})
     later.runs(_program(), NUMPY_FIRST + 1)
     assert later.log == ["numpy"] * (NUMPY_FIRST + 1) and later.prepared == ["fast"]
