@@ -58,8 +58,9 @@ def test_adam_with_betas_at_and_past_the_ends_equals_numpys(betas, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_adam_over_the_whole_float_range_has_numpys_special_values(dtype):
     """Random states from the tiniest to the largest magnitudes of the dtype, with NaN, infinities, signed
-    zeros and values near overflow scattered in (negative second moments too), random learning rates, beta powers and betas in [0, 1]: the
-    ATen passes give NaN and infinities exactly where the reference does, finite values to rounding."""
+    zeros and values near overflow scattered in (negative second moments too), random learning rates, beta powers
+    and betas in [0, 1]: the ATen passes give NaN and infinities exactly where the reference does, finite values
+    to rounding."""
     need_torch()
     top = 38 if dtype == "float32" else 300
     specials = [np.inf, -np.inf, np.nan, 0.0, -0.0, 3e38, -3e38, 1e38, 1e-38, 1e-45, 2e19]

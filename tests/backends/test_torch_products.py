@@ -11,6 +11,8 @@ from tests.backends.test_torch_backend import need_torch, run_on
 from tests.backends.xla_harness import assert_same
 from tests.framework.op_harness import Case, one_op_program
 
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # (IEEE values are the semantics, not warnings)
+
 SPECIALS = (0.0, np.inf, -np.inf, np.nan, 1e30)
 
 SHAPES = {

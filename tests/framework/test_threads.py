@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from importlib.util import find_spec
 
@@ -107,8 +108,6 @@ def test_a_spinning_thread_of_this_process_is_not_counted_among_the_running_task
     """A real reading: a thread of this process in long BLAS products (they run without the interpreter lock)
     shows among the machine's running tasks; the count of other processes' tasks leaves it out, where the old
     count (the machine's running tasks less the caller) took it for another's, whatever else runs."""
-    import threading
-
     stop = threading.Event()
     a = np.random.default_rng(0).standard_normal((600, 600))
 

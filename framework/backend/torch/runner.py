@@ -134,7 +134,7 @@ class TorchRunner:
         the whole run succeeds."""
         given = self._settings()
         with scope.run_lock, _threads(given.threads) as pool, blas_threads(PRODUCT_THREADS), \
-                torch.inference_mode(), remembered_finite():
+                torch.inference_mode(), remembered_finite(), np.errstate(all="ignore"):  # (as numpy's ``run_plan``)
             if given.profiler is not None:
                 given.profiler.ran_threads(program, pool)
             entry = self.entry_for(program, list(feed), fetch_names, built)

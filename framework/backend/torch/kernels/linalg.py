@@ -99,11 +99,10 @@ def torch_is_faster(threads: int) -> bool:
 
 
 def _numpy_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with np.errstate(all="ignore"):  # (inf * 0 is NaN here as in torch's product, which warns not)
-        if a.ndim > 2 and b.ndim == 2:  # x[..., k] @ y[k, n] is one product of x's rows
-            rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).numpy(), b.numpy())
-            return torch.from_numpy(rows).reshape(tuple(a.shape[:-1]) + (b.shape[-1],))
-        return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
+    if a.ndim > 2 and b.ndim == 2:  # x[..., k] @ y[k, n] is one product of x's rows
+        rows = np.matmul(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).numpy(), b.numpy())
+        return torch.from_numpy(rows).reshape(tuple(a.shape[:-1]) + (b.shape[-1],))
+    return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
 
 
 def matmul(op):
