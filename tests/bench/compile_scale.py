@@ -10,6 +10,11 @@ memory is the process's maximum resident set (``ru_maxrss``). "Longest wait" is 
 the first, over the median of the last ten: a run that waited for a compile shows here. Each size runs
 ``--runs`` times and for ``--seconds`` at least, so that the default's background preparation (after its first
 second of runs) falls inside the measured runs at every size.
+
+A run can also wait for Python's cyclic garbage collector: a full collection walks every object the process
+holds (jax's import adds some 10^5), 15-90 ms on a 2-core AMD EPYC, whichever thread triggers it. The last two
+columns tell those runs apart (``gc.callbacks``): how many runs held a full collection, and the longest later run
+that held none.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
     """Build the chain of ``steps`` (scale, tanh) pairs, run it ``runs`` times on ``engine`` ("auto": the
     default ``Executor()``), and on until ``seconds`` have passed: the default's candidates prepare only after a
     second of runs, so 40 runs of a short step would end before any compile began."""
+    import gc
     import resource
     import statistics
 
@@ -48,16 +54,27 @@ def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
     exe.run(startup, scope=scope)
     feed = {"x": np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)}
     times: list[float] = []
+    full_collections = [0]
+
+    def count_full(phase: str, info: dict) -> None:
+        full_collections[0] += phase == "start" and info["generation"] == 2
+
+    gc.callbacks.append(count_full)
+    collected: list[bool] = []
     began = time.perf_counter()
     while len(times) < runs or time.perf_counter() - began < seconds:
-        start = time.perf_counter()
+        before, start = full_collections[0], time.perf_counter()
         exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
         times.append(time.perf_counter() - start)
+        collected.append(full_collections[0] != before)
+    gc.callbacks.remove(count_full)
     steady = statistics.median(times[-10:])
     choice = exe.backend_choice(main_program)
+    uncollected = [t for t, c in zip(times[1:], collected[1:]) if not c]
     return {"ops": ops, "first_s": times[0], "steady_s": steady, "longest_wait": max(times[1:]) / steady,
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "choice": choice and choice[0],
-            "runs": len(times)}
+            "runs": len(times), "collected_runs": sum(collected[1:]),
+            "longest_uncollected": max(uncollected, default=0.0) / steady}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,8 +88,9 @@ def main(argv: list[str] | None = None) -> None:
                              "of the compiled engines that follows it (their compiles are what a later run may meet)")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine | runs |")
-    print("|---:|---:|---:|---:|---:|---|---:|")
+    print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine | runs "
+          "| runs with a full collection | longest later run without one / steady |")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
@@ -86,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         r = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"| {r['ops']} | {r['first_s']:.2f} | {r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | "
-              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} | {r['runs']} |", flush=True)
+              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} | {r['runs']} | {r['collected_runs']} | "
+              f"{r['longest_uncollected']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
