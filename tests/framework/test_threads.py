@@ -154,7 +154,7 @@ def test_another_busy_process_takes_a_core_from_the_estimate():
 
 
 def _pool_counts() -> list[int]:
-    return [get() for get, _ in threads._pools()]
+    return [pool.get() for pool in threads._pools()]
 
 
 def test_a_block_runs_at_n_threads_and_the_pools_get_their_counts_back():
@@ -163,6 +163,22 @@ def test_a_block_runs_at_n_threads_and_the_pools_get_their_counts_back():
     with threads.blas_threads(1):
         assert _pool_counts() == [1] * len(before)
     assert _pool_counts() == before
+
+
+def test_a_block_sets_the_pools_on_a_thread_where_torch_set_its_count():
+    """torch's ``set_num_threads`` (the torch engine's runs call it) made MKL's process-wide count stop reaching the
+    thread that called it: on an Intel CPU, MKL's pool read 2 inside a block of 1. The MKL pool is set per thread."""
+    require(None if find_spec("torch") else "torch", "pip install -e '.[oracle]'")
+    import torch
+    count = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        before = _pool_counts()
+        with threads.blas_threads(1):
+            assert _pool_counts() == [1] * len(before)
+        assert _pool_counts() == before
+    finally:
+        torch.set_num_threads(count)
 
 
 def test_a_limit_the_user_set_stands_unless_the_count_is_exact():

@@ -10,36 +10,47 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from . import blas
 
-__all__ = ["blas_threads"]
+__all__ = ["blas_threads", "pools_changed"]
 
 
-def _thread_calls(lib: ctypes.CDLL, get_name: str, set_name: str
-                  ) -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """A BLAS library's (get thread count, set thread count) functions, or None where it lacks them."""
+class _Pool(NamedTuple):
+    """A BLAS library's thread count: ``get`` (the count a product on the calling thread runs with) and ``put``;
+    ``local``: ``put`` sets the calling thread's own count and returns the one it replaces (MKL's ``_Local``
+    call), else it sets the process's."""
+    get: Callable[[], int]
+    put: Callable[[int], Any]
+    local: bool
+
+
+def _pool(lib: ctypes.CDLL, get_name: str, set_name: str, local: bool = False) -> _Pool | None:
+    """A BLAS library's pool by the names of its two calls, or None where it lacks them."""
     try:
         get, put = getattr(lib, get_name), getattr(lib, set_name)
     except AttributeError:
         return None
-    get.restype, put.argtypes = ctypes.c_int, [ctypes.c_int]
-    return get, put
+    get.restype, put.argtypes, put.restype = ctypes.c_int, [ctypes.c_int], ctypes.c_int if local else None
+    return _Pool(get, put, local)
 
 
-def _pools() -> list[tuple[Callable[[], int], Callable[[int], None]]]:
-    """(get, set) of every BLAS pool gradgen's products reach: numpy's OpenBLAS and, where it is another
-    library, the GEMM provider."""
+def _pools() -> list[_Pool]:
+    """Every BLAS pool gradgen's products reach: numpy's OpenBLAS and, where it is another library, the GEMM
+    provider. MKL's count is set for the calling thread (the run's, where its products run): once torch has set
+    its own thread count (``torch.set_num_threads``: the torch engine's runs do), MKL's process-wide count no longer
+    reaches the threads that did: on a 2-core Intel Xeon, MKL's pool read 2 inside a block of 1, so a numpy run
+    after a torch-engine run (``backend="auto"``'s checks) kept two MKL threads on a busy core."""
     pools = []
     numpy_blas = blas.numpy_openblas()
-    if numpy_blas is not None and (calls := _thread_calls(numpy_blas.lib, "scipy_openblas_get_num_threads64_",
-                                                          "scipy_openblas_set_num_threads64_")):
-        pools.append(calls)
+    if numpy_blas is not None and (pool := _pool(numpy_blas.lib, "scipy_openblas_get_num_threads64_",
+                                                 "scipy_openblas_set_num_threads64_")):
+        pools.append(pool)
     provider = blas.PROVIDER
     if provider is not None and provider.name == "mkl" and (
-            calls := _thread_calls(provider.lib, "MKL_Get_Max_Threads", "MKL_Set_Num_Threads")):
-        pools.append(calls)
+            pool := _pool(provider.lib, "MKL_Get_Max_Threads", "MKL_Set_Num_Threads_Local", local=True)):
+        pools.append(pool)
     return pools
 
 
@@ -61,18 +72,28 @@ def blas_threads(n: int, exact: bool = False) -> Iterator[int]:
         if _POOLS is None:
             _POOLS = _pools()
         if _ACTIVE["runs"] == 0:
-            _ACTIVE["counts"] = [get() for get, _ in _POOLS]
+            _ACTIVE["counts"] = [pool.get() for pool in _POOLS]
         _ACTIVE["runs"] += 1
         wanted = [n if exact else min(n, was) for was in _ACTIVE["counts"]]
-        for (get, put), want in zip(_POOLS, wanted):
-            if get() != want:
-                put(want)
+        replaced = [pool.put(want) for pool, want in zip(_POOLS, wanted) if pool.local]  # (this thread's, put back)
+        for pool, want in zip(_POOLS, wanted):
+            if not pool.local and pool.get() != want:
+                pool.put(want)
     try:
         yield wanted[0] if wanted else n
     finally:
         with _LOCK:
+            for pool, was in zip((pool for pool in _POOLS if pool.local), replaced):
+                pool.put(was)
             _ACTIVE["runs"] -= 1
             if _ACTIVE["runs"] == 0:
-                for (get, put), was in zip(_POOLS, _ACTIVE["counts"]):
-                    if get() != was:
-                        put(was)
+                for pool, was in zip(_POOLS, _ACTIVE["counts"]):
+                    if not pool.local and pool.get() != was:
+                        pool.put(was)
+
+
+def pools_changed() -> bool:
+    """Whether a ``blas_threads`` block is open in this process now (in any thread): the pools' counts may then be
+    the block's, not the process's own. (Where MKL is the provider, its count is Intel OpenMP's, and a thread that
+    first asks torch for its thread count meanwhile gets the block's: ``torch/runner._own_threads``.)"""
+    return _ACTIVE["runs"] > 0
