@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -26,7 +29,7 @@ def _matmul_op(shape_x, shape_y, dtype, tx, ty):
 
 def test_mkl_is_the_default_on_intel_cpus_where_installed_and_numpy_is_chosen_on_request():
     require(None if blas._mkl_path() else "the mkl wheel", "pip install gradgen[mkl]")
-    default = "mkl" if blas._intel_cpu() else "numpy"  # the measured winners (performance.md)
+    default = "mkl" if blas._intel_cpu() and not blas._torch_installed() else "numpy"  # (performance.md)
     assert blas.PROVIDER is not None and blas.PROVIDER.name == default
     a, b = np.random.default_rng(0).standard_normal((2, 128, 128))
     try:
@@ -122,3 +125,17 @@ def test_a_bad_operand_is_refused_not_miscomputed():
         blas.gemm(False, False, 1.0, np.ones((3, 4)), np.ones((5, 2)), 0.0, np.empty((3, 2)))
     with pytest.raises(ValueError, match="dtype"):
         blas.gemm(False, False, 1.0, np.ones((3, 4), np.float32), np.ones((4, 2)), 0.0, np.empty((3, 2)))
+
+
+def test_with_torch_installed_the_default_blas_loads_no_other_openmp_runtime():
+    """MKL's Intel OpenMP runtime, loaded before torch (gradgen's numpy engine first, torch in ``backend="auto"``'s
+    preparation), answers torch's OpenMP calls and slows the torch engine: with torch installed, "auto" loads no
+    MKL. A fresh process, as a user's would start."""
+    require(None if importlib.util.find_spec("torch") else "torch", "pip install -e '.[oracle]'")
+    code = ("from gradgen.framework.backend.numpy import blas\n"
+            "print(blas.PROVIDER.name if blas.PROVIDER else None)\n"
+            "print(any('libiomp5' in line or 'libmkl' in line for line in open('/proc/self/maps')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "GRADGEN_BLAS"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["numpy", "False"]

@@ -4,7 +4,9 @@ Every sizable product gradgen runs goes through one provider (``PROVIDER``),
 chosen by measurement (``design_docs/performance.md``, *Choosing the GEMM*):
 
 - ``mkl`` when the ``mkl`` wheel is installed (``pip install gradgen[mkl]``,
-  part of the test command) and the CPU is Intel's: on a 2-core Intel AVX-512
+  part of the test command), the CPU is Intel's and torch is not installed
+  (``_torch_installed``: MKL's Intel OpenMP, loaded before torch, takes over
+  torch's OpenMP calls): on a 2-core Intel AVX-512
   machine, quiet, two threads, the seed step's five products took 238 us
   (f64) and 150 us (f32) against 364 / 175 us through numpy's bundled OpenBLAS
   and 322 / 192 us through the OpenBLAS PyTensor links; it picks AVX-512
@@ -41,6 +43,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import threading
@@ -192,9 +195,18 @@ def _intel_cpu() -> bool:
     return "intel" in platform.processor().lower()
 
 
+def _torch_installed() -> bool:
+    """Whether torch is installed (not imported: asking costs no import). Then "auto" keeps MKL out of the process:
+    loaded first, as gradgen's numpy engine loads it, MKL's Intel OpenMP runtime answers the OpenMP calls of a torch
+    imported after it (its worker threads ran torch's parallel regions), and on a 2-core Intel Xeon the torch
+    engine's anchors transformer step then took 115-150 ms against 67-82 without MKL; ``backend="auto"`` imports
+    torch after its numpy runs, and then chose xla over the torch engine it had slowed."""
+    return importlib.util.find_spec("torch") is not None
+
+
 def _choose(name: str) -> Provider | None:
     if name == "auto":
-        return (_mkl() if _intel_cpu() else None) or numpy_openblas()
+        return (_mkl() if _intel_cpu() and not _torch_installed() else None) or numpy_openblas()
     if name not in _LOADERS:
         raise ValueError(f"GRADGEN_BLAS / use_blas: unknown BLAS '{name}' (known: auto, {', '.join(_LOADERS)})")
     return _LOADERS[name]() or (numpy_openblas() if name != "numpy" else None)
@@ -206,7 +218,8 @@ PROVIDER: Provider | None = _choose(os.environ.get("GRADGEN_BLAS") or "auto")
 
 def use_blas(name: str) -> Provider | None:
     """Run gradgen's products on BLAS ``name`` from now on: "mkl", "numpy", or "auto" (MKL when installed on an
-    Intel CPU, the default); numpy's when ``name`` is not installed. Returns the provider now in use."""
+    Intel CPU without torch, the default); numpy's when ``name`` is not installed. Returns the provider now in
+    use."""
     global PROVIDER
     PROVIDER = _choose(name)
     return PROVIDER
