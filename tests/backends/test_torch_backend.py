@@ -4,6 +4,7 @@ trained three steps, and the refusals it owes (an op without a kernel, numpy-onl
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -236,29 +237,12 @@ def test_threads_are_set_for_the_run_and_put_back(monkeypatch):
     assert seen == [1] and torch.get_num_threads() == before
 
 
-def test_torch_own_count_is_not_read_while_gradgen_holds_the_blas_pools(monkeypatch):
-    """While a numpy run's ``blas_threads`` block is open, torch's count may read as the block's (MKL's, on an
-    Intel CPU): the engine's own count is then the usable CPUs, and torch is asked later, once, outside any block."""
-    need_torch()
-    import torch
-
-    from gradgen.framework.backend.numpy.threads import blas_threads
-    from gradgen.framework.backend.shared.cores import usable_cpus
-    from gradgen.framework.backend.torch import runner
-    monkeypatch.setattr(runner, "_OWN", [])
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # what a read inside the block may say
-    with blas_threads(1):
-        assert runner._own_threads() == usable_cpus() and runner._OWN == []
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # outside: torch's own (a limit the user set)
-    assert runner._own_threads() == 3 and runner._OWN == [3]
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 5)
-    assert runner._own_threads() == 3  # read once
-
-
 def test_the_engine_imported_beside_a_numpy_run_keeps_torchs_thread_count():
     """``backend="auto"`` imports the engine in a background thread while its numpy runs hold the BLAS pools at one
-    thread (a preparation counts as a core taken); on a 2-core Intel Xeon with MKL the engine then ran every later
-    run at one thread (``runner._own_threads``). A fresh process does what auto does."""
+    thread (a preparation counts as a core taken). On a 2-core Intel Xeon with MKL's count set for the whole process,
+    that thread's first question to torch answered MKL's 1, and the engine ran every later run at one thread; MKL's
+    count is now the run's thread's own (``numpy/threads._pools``). A fresh process does what auto does, with MKL
+    asked for (where the mkl wheel is missing, numpy's OpenBLAS answers)."""
     need_torch()
     code = ("import threading\n"
             "from gradgen.framework.backend.numpy.threads import blas_threads\n"
@@ -267,8 +251,9 @@ def test_the_engine_imported_beside_a_numpy_run_keeps_torchs_thread_count():
             "    t.start(); t.join()\n"
             "import torch\n"
             "from gradgen.framework.backend.torch import runner\n"
-            "print(torch.get_num_threads(), runner._own_threads())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            "print(torch.get_num_threads(), runner._OWN_THREADS)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GRADGEN_BLAS": "mkl"})
     assert done.returncode == 0, done.stderr
     torch_count, own = map(int, done.stdout.split())
     assert own == torch_count

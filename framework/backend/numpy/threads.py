@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from . import blas
 
-__all__ = ["blas_threads", "pools_changed"]
+__all__ = ["blas_threads"]
 
 
 class _Pool(NamedTuple):
@@ -91,9 +91,3 @@ def blas_threads(n: int, exact: bool = False) -> Iterator[int]:
                     if not pool.local and pool.get() != was:
                         pool.put(was)
 
-
-def pools_changed() -> bool:
-    """Whether a ``blas_threads`` block is open in this process now (in any thread): the pools' counts may then be
-    the block's, not the process's own. (Where MKL is the provider, its count is Intel OpenMP's, and a thread that
-    first asks torch for its thread count meanwhile gets the block's: ``torch/runner._own_threads``.)"""
-    return _ACTIVE["runs"] > 0

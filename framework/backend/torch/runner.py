@@ -24,8 +24,8 @@ from ...runtime.scope import Scope
 from .. import RunSettings
 from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
-from ..numpy.threads import blas_threads, pools_changed  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
-from ..shared.cores import cores_for_runs, usable_cpus
+from ..numpy.threads import blas_threads  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
+from ..shared.cores import cores_for_runs
 from .kernels.finite import remembered_finite
 from .refused import problems
 from .walk import build_steps, walk
@@ -54,25 +54,8 @@ spin on the cores OpenBLAS's threads then want. Measured in one process, interle
 anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own 2.3 beside them,
 5.3 beside the thrashing engine); the transformer 345 and 125 ms."""
 
-_OWN: list[int] = []
-"""torch's own intra-op thread count once read (``_own_threads``)."""
-
-
-def _own_threads() -> int:
-    """torch's own intra-op thread count (its default, or what the process set): read at the engine's first run, on
-    the run's thread, outside any of gradgen's BLAS blocks; while one is open (another thread's numpy run), the
-    usable CPUs, unread. Not read at import: ``backend="auto"`` imports this module in a background thread while
-    its numpy runs hold MKL's pool at one thread (``numpy/threads.blas_threads``), and on an Intel CPU, where MKL
-    is gradgen's GEMM provider, a thread's first question to torch then answers with MKL's count (Intel OpenMP's,
-    which torch's shares): 1, and every later run of the engine went to one thread. Measured on a 2-core Intel
-    Xeon, the anchors' ResNet blocks with ``Executor()``: 280-460 ms a step on torch at one thread, 153-253 at two
-    (PyTorch 144-215)."""
-    if _OWN:
-        return _OWN[0]
-    if pools_changed():
-        return usable_cpus()
-    _OWN.append(torch.get_num_threads())
-    return _OWN[0]
+_OWN_THREADS = torch.get_num_threads()
+"""torch's own intra-op thread count (its default, or what the process set before the engine was loaded)."""
 
 
 @contextmanager
@@ -81,7 +64,7 @@ def _threads(n: int | None) -> Iterator[int]:
     cores other work leaves free (``cores_for_runs``), at most torch's own count. torch's OpenMP threads spin
     against other work: on a loaded 2-core machine two threads ran the anchors' transformer step in 2440 ms, one
     in 543."""
-    n = n if n is not None else min(cores_for_runs(), _own_threads())
+    n = n if n is not None else min(cores_for_runs(), _OWN_THREADS)
     before = torch.get_num_threads()
     if n == before:
         yield n
