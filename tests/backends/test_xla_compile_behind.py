@@ -48,6 +48,7 @@ def held(monkeypatch):
     _Held.made = []
     monkeypatch.setattr(runner, "threading", types.SimpleNamespace(Thread=_Held, Lock=threading.Lock))
     monkeypatch.setattr(runner, "COMPILE_BEHIND", True)
+    monkeypatch.setattr(runner, "RENT_BEFORE_COMPILE", 0.0)  # each new shape compiles behind after its first run
     return lambda: [t for t in _Held.made if t.name == "gradgen-xla-compile-behind"]
 
 
@@ -113,6 +114,32 @@ def test_a_later_shape_runs_on_the_reference_until_its_background_compile_is_don
     assert exe.plans_built - built == 1  # the background compile is counted once, by the next run
     want_losses, want_w = _numpy_run(sizes)
     np.testing.assert_allclose(losses, want_losses, rtol=1e-12)
+    np.testing.assert_allclose(scope["fc_0.w_0"], want_w, rtol=1e-12)
+
+
+def test_a_new_shape_stays_on_the_reference_until_its_runs_have_cost_a_compile(held, monkeypatch):
+    from gradgen.framework.backend.xla import runner
+
+    main, startup, loss = _classifier()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=_feed(16, 0), fetch_list=[loss], scope=scope)
+    (entry,) = exe._runner._compiled.entries(main).values()
+    assert entry.compiled.compiles == 1 and entry.compiled.compile_seconds > 0
+    monkeypatch.setattr(runner, "RENT_BEFORE_COMPILE", 1e9)  # a compile dearer than any number of runs here
+    sizes = (16, 5, 16, 5, 5)
+    losses = [exe.run(main, feed=_feed(n, k + 1), fetch_list=[loss], scope=scope)[0] for k, n in enumerate(sizes)]
+    assert held() == [] and _xla_compiles(exe, main) == 1  # batch 5 ran three times on the reference
+    (rent,) = entry.rent.values()
+    assert rent > 0
+    monkeypatch.setattr(runner, "RENT_BEFORE_COMPILE", rent / (entry.compiled.compile_seconds * 2))
+    losses.append(exe.run(main, feed=_feed(5, 6), fetch_list=[loss], scope=scope)[0])  # the rent now passes
+    (behind,) = held()
+    behind.let_run()
+    losses.append(exe.run(main, feed=_feed(5, 7), fetch_list=[loss], scope=scope)[0])
+    assert _xla_compiles(exe, main) == 2
+    want_losses, want_w = _numpy_run((16,) + sizes + (5, 5))
+    np.testing.assert_allclose(losses, want_losses[1:], rtol=1e-12)
     np.testing.assert_allclose(scope["fc_0.w_0"], want_w, rtol=1e-12)
 
 

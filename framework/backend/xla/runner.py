@@ -6,9 +6,10 @@ run (``runtime/commit.held_interrupts``), fetched arrays handed out as numpy arr
 itself is one pure function per block and run signature (``compile.py``).
 
 A block compiled for one set of shapes meets another (a partial last batch, an eval batch): that run goes to the
-numpy reference while XLA compiles the new shapes in a background thread (*compile behind*, as TensorFlow's XLA
-runs a cluster on its fallback kernels while ``--tf_xla_async_compilation`` compiles it), and the first run after
-the compile is done is XLA's. Not on a GPU (the reference runs on the host), not for a block that draws from
+numpy reference, and once the reference's runs of those shapes have taken as long as a compile of the block
+(``RENT_BEFORE_COMPILE``), XLA compiles them in a background thread (*compile behind*, as TensorFlow's XLA runs a
+cluster on its fallback kernels while ``--tf_xla_async_compilation`` compiles it); the first run after the compile
+is done is XLA's. Not on a GPU (the reference runs on the host), not for a block that draws from
 random streams (its draws stay in the order one engine gives them), not for a data-parallel block (every rank
 runs the same engine): those compile in the run, as a first shape always does. ``COMPILE_BEHIND = False`` makes
 every shape compile in its run.
@@ -22,6 +23,7 @@ once lent, the old values are gone, so the new ones must land.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import nullcontext
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
@@ -46,7 +48,7 @@ from .pieces import compiled_block, declines
 from .pool import pool_threads, size_pool
 from .refused import problems
 
-__all__ = ["COMPILE_BEHIND", "XlaRunner", "make_runner"]
+__all__ = ["COMPILE_BEHIND", "RENT_BEFORE_COMPILE", "XlaRunner", "make_runner"]
 
 NAME = "xla"
 
@@ -55,6 +57,13 @@ COMPILE_BEHIND = True
 (the module docstring). Measured on ``tests/bench/partial_batch.py`` (a digits CNN, 60 epochs, a batch of 5 at
 each epoch's end): the batch-5 compile, 0.5-0.7 s in the run, was the whole of the xla engine's 1.25-1.36x over
 the run with equal batches."""
+
+RENT_BEFORE_COMPILE = 1.0
+"""A shape new to a compiled block compiles behind once the reference's runs of it have taken this many times the
+block's mean compile so far: rent, then buy, which costs at most about twice what the better choice would have
+had the number of runs been known (the rule ``compile.UPGRADE_AFTER`` follows). A shape met once an epoch (a
+partial last batch) may then never compile: on ``tests/bench/partial_batch.py``, 60 epochs, the batch-5 compile
+behind took 0.87 s beside the runs, and its reference runs ~1 ms each; 0 compiles each new shape at once."""
 
 
 def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
@@ -89,6 +98,8 @@ class _Entry:
         self.collective = has_collectives(block)
         """A data-parallel block: every rank must run it on the same engine."""
         self._pending: tuple[list, list] | None = None
+        self.rent: dict[tuple, float] = {}
+        """Seconds the reference has run each new shape (its shapes and dtypes) while it waits to compile."""
 
     def tell_compiles(self, built: Callable[[float], None]) -> None:
         """Tell ``built`` of each compile since the last time (a background one too), once; two or more that
@@ -108,6 +119,18 @@ class _Entry:
     def shapes_behind(self, feed_values: Sequence[Any], scope_values: Sequence[Any]) -> None:
         """Note the shapes and dtypes of a run's values, for ``compile_behind`` after it."""
         self._pending = ([_abstract(v) for v in feed_values], [_abstract(v) for v in scope_values])
+
+    def rented(self, seconds: float) -> None:
+        """The reference ran the shapes ``shapes_behind`` noted in ``seconds``: compile them behind once their
+        runs have cost a compile (``RENT_BEFORE_COMPILE``)."""
+        if self._pending is None:
+            return
+        key = tuple((s.shape, s.dtype) for part in self._pending for s in part)
+        self.rent[key] = self.rent.get(key, 0.0) + seconds
+        compiled = self.compiled
+        if self.rent[key] >= RENT_BEFORE_COMPILE * compiled.compile_seconds / max(compiled.compiles, 1):
+            self.compile_behind()
+        self._pending = None
 
     def compile_behind(self) -> None:
         """Compile the executable of the shapes ``shapes_behind`` noted in a background thread, unless one is
@@ -209,12 +232,13 @@ class XlaRunner:
             fetched = self._run_locked(program, feed, fetch_names, scope, mark, built, agreed)
         if fetched is not None and self._profiler is not None:
             self._profiler.ran_threads(program, pool_threads() or usable_cpus())
-        if fetched is None:  # new shapes: this run is the reference's, then they compile behind
+        if fetched is None:  # new shapes: this run is the reference's, then they may compile behind
+            reference = self._reference_runner()
+            start = time.perf_counter()
             try:
-                return self._reference_runner().run(program, feed, fetch_names, scope, return_numpy, mark, built,
-                                                    agreed)
+                return reference.run(program, feed, fetch_names, scope, return_numpy, mark, built, agreed)
             finally:  # (started after the run: its trace would hold the interpreter lock the run needs)
-                self.compiled_for(program, list(feed), fetch_names).compile_behind()
+                self.compiled_for(program, list(feed), fetch_names).rented(time.perf_counter() - start)
         try:
             out = [np.array(value) for value in fetched]  # the caller's own arrays, not views of the backend's
         except Exception as e:  # an asynchronous failure of the run, met when its result is read
