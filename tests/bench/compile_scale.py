@@ -3,6 +3,7 @@ against the steady step (issue 32, "Compiles that scale and never stall a run").
 
     python -m tests.bench.compile_scale                       # the default Executor(), 1k, 4k, 16k, 32k ops
     python -m tests.bench.compile_scale --engine xla --sizes 1000,2000,3000
+    python -m tests.bench.compile_scale --processes 2       # and again, as a user's second run of the program
 
 The program is the issue's chain: x -> (scale, tanh) repeated -> fc -> mean, with its backward and SGD, so
 the op count grows with the chain. Each size runs in a process of its own with an empty compile cache; peak
@@ -15,6 +16,11 @@ A run can also wait for Python's cyclic garbage collector: a full collection wal
 holds (jax's import adds some 10^5), 15-90 ms on a 2-core AMD EPYC, whichever thread triggers it. The last two
 columns tell those runs apart (``gc.callbacks``): how many runs held a full collection, and the longest later run
 that held none.
+
+With ``--processes 2`` each size runs again in a second process sharing the first's cache folder (XLA's compile
+cache and the default's remembered choice, ``runtime/remembered.py``): a user's second run of the same program,
+whose first run waits for the remembered engine's preparation (``trial_rules.RECALLED_WAIT_SECONDS``) instead of
+importing and compiling it beside the runs.
 """
 from __future__ import annotations
 
@@ -86,6 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=8.0,
                         help="run at least this long, past the default's first second on numpy and the preparation "
                              "of the compiled engines that follows it (their compiles are what a later run may meet)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="processes run one after another for each size, sharing its cache folder (2: the "
+                             "second shows a user's second run of the program, its engine remembered)")
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine | runs "
@@ -97,15 +106,17 @@ def main(argv: list[str] | None = None) -> None:
             env.pop("GRADGEN_BACKEND", None)
             code = (f"import json; from tests.bench.compile_scale import measure; "
                     f"print(json.dumps(measure({args.engine!r}, {max(1, size // 2)}, {args.runs}, {args.seconds})))")
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
-                                  timeout=900)
-        if done.returncode:
-            print(f"| ~{size} | failed: {done.stderr.strip().splitlines()[-1]} |", flush=True)
-            continue
-        r = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"| {r['ops']} | {r['first_s']:.2f} | {r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | "
-              f"{r['peak_mib']:.0f} | {r['choice'] or args.engine} | {r['runs']} | {r['collected_runs']} | "
-              f"{r['longest_uncollected']:.1f} |", flush=True)
+            for process in range(1, args.processes + 1):
+                done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                      cwd=root, timeout=900)
+                if done.returncode:
+                    print(f"| ~{size} | failed: {done.stderr.strip().splitlines()[-1]} |", flush=True)
+                    break
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                print(f"| {r['ops']}{'' if process == 1 else f' (process {process})'} | {r['first_s']:.2f} | "
+                      f"{r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | {r['peak_mib']:.0f} | "
+                      f"{r['choice'] or args.engine} | {r['runs']} | {r['collected_runs']} | "
+                      f"{r['longest_uncollected']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

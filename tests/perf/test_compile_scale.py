@@ -4,7 +4,7 @@ from __future__ import annotations
 import gc
 
 from gradgen.framework import Executor
-from tests.bench.compile_scale import measure
+from tests.bench.compile_scale import main, measure
 
 
 def test_runs_that_held_a_full_collection_are_counted_apart(monkeypatch):
@@ -21,3 +21,11 @@ def test_runs_that_held_a_full_collection_are_counted_apart(monkeypatch):
     assert collected["collected_runs"] == collected["runs"] - 1  # every run after the first
     assert collected["longest_uncollected"] == 0.0  # none left to time
     assert quiet["collected_runs"] < quiet["runs"] and 0 < quiet["longest_uncollected"] <= quiet["longest_wait"]
+
+
+def test_a_second_process_shares_the_first_ones_cache_and_gets_its_own_row(capsys):
+    main(["--engine", "numpy", "--sizes", "6", "--runs", "3", "--seconds", "0", "--processes", "2"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "ops" not in line]
+    ops = [row.split("|")[1].strip() for row in rows]
+    assert len(ops) == 2 and ops[1] == f"{ops[0]} (process 2)"
+    assert all(row.split("|")[6].strip() == "numpy" for row in rows)
