@@ -133,20 +133,23 @@ def _overflow(p: _Piece, x):
     log(y ** 0.5) added to x, y fed (NaN for a negative y, where the rewrite gave 0.5 log|y|).
 
     Stepped around, each an engine's choice rather than a wrong answer: exp's inputs are clipped below at
-    ``NORMAL_EXP_FLOOR`` and log(pow) takes fed values, never the chain's, since XLA's CPU code flushes subnormal
-    results and inputs to zero (log of a subnormal is -47 on numpy, -inf there); the product passes through tanh,
+    ``NORMAL_EXP_FLOOR`` (the product's two at half of it: exp(-44) * exp(-44) is subnormal in float32, and its
+    tanh then -inf under log on xla, -87.9 on numpy, seed 10,627) and log(pow) takes fed values, never the chain's,
+    since XLA's CPU code flushes subnormal results and inputs to zero (log of a subnormal is -47 on numpy, -inf
+    there); the product passes through tanh,
     as values near float32's limit would make later sums overflow or not by their order of additions; not
     exp(x) * exp(-x), whose gradient is 0 by cancellation, left as a rounding by an FMA."""
     kind = int(p.rng.integers(3))
     p.note(("log(exp)", "exp(x)*exp(y)", "log(pow)")[kind])
 
-    def exp(v):
-        return L.exp(L.clip(v, NORMAL_EXP_FLOOR[p.dtype], float("inf")))
+    def exp(v, floor: float = NORMAL_EXP_FLOOR[p.dtype]):
+        return L.exp(L.clip(v, floor, float("inf")))
 
     if kind == 0:
         return L.log(exp(x))
     if kind == 1:
-        return L.tanh(exp(x) * exp(p.data(tuple(x.shape[1:]))))
+        half = NORMAL_EXP_FLOOR[p.dtype] / 2
+        return L.tanh(exp(x, half) * exp(p.data(tuple(x.shape[1:])), half))
     return x + L.log(L.pow(p.data(tuple(x.shape[1:])), 0.5))
 
 
