@@ -3,6 +3,7 @@
 
     python -m tests.bench.choice                       # 10 processes for each of the six cases
     python -m tests.bench.choice --cases lenet,rnn --processes 3
+    python -m tests.bench.choice --cases seed-f64 --rule TRIAL_SECONDS=4.0   # a trial rule set otherwise
 
 Each process builds the case's training step (the bench's seed MLPs, the anchors' LeNet, ResNet blocks,
 transformer block and RNN, as ``engine_steps`` builds them), runs the default executor until it has chosen
@@ -109,6 +110,16 @@ def _verdict(row: dict) -> str:
     return "wrong" if medians[chosen] > (1 + MARGIN) * fastest else "right"
 
 
+def _rule(given: str) -> tuple[str, str]:
+    """``NAME=JSON`` as (NAME, JSON), NAME one of the trial's rules."""
+    from gradgen.framework.runtime import trial_rules
+
+    name, _, value = given.partition("=")
+    if name not in trial_rules.__all__ or not value:
+        raise SystemExit(f"--rule {given!r}: want NAME=JSON with NAME in runtime/trial_rules.py's __all__")
+    return name, value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
@@ -119,7 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady", type=float, default=6.0,
                         help="seconds the default runs on after its first choice before the choice is read again")
     parser.add_argument("--anchors", default=_ANCHORS, help="the anchors' workloads folder (wl.py)")
+    parser.add_argument("--rule", action="append", default=[], metavar="NAME=JSON",
+                        help="set a trial rule (runtime/trial_rules.py) in every process, its value as JSON, to "
+                             "weigh a setting: --rule TRIAL_SECONDS=4.0")
     args = parser.parse_args(argv)
+    setting = "".join(f"trial_rules.{name} = {json.loads(value)!r}; "
+                      for name, value in (_rule(given) for given in args.rule))
     print("| case | process | first choice | steady choice | medians (ms) | verdict | runs to choose |")
     print("|---|---:|---|---|---|---|---:|")
     wrong = total = 0
@@ -127,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     for case in args.cases.split(","):
         for k in range(args.processes):
             call = f"probe({case!r}, {args.anchors!r}, {args.budget}, {args.rounds}, {args.steady})"
-            code = f"import json; from tests.bench.choice import probe; print(json.dumps({call}))"
+            code = (f"import json; from gradgen.framework.runtime import trial_rules; {setting}"
+                    f"from tests.bench.choice import probe; print(json.dumps({call}))")
             env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
             env["GRADGEN_REMEMBER_CHOICES"] = "0"  # (each process's own trial is under test, not an earlier's record)
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=_ROOT, env=env,
