@@ -143,6 +143,21 @@ def test_a_new_shape_stays_on_the_reference_until_its_runs_have_cost_a_compile(h
     np.testing.assert_allclose(scope["fc_0.w_0"], want_w, rtol=1e-12)
 
 
+def test_a_block_keeps_the_rent_of_the_last_new_shapes_only(held, monkeypatch):
+    from gradgen.framework.backend.xla import runner
+
+    monkeypatch.setattr(runner, "RENT_BEFORE_COMPILE", 1e9)
+    monkeypatch.setattr(runner, "RENT_KEPT", 2)
+    main, startup, loss = _classifier()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    for k, n in enumerate((16, 5, 6, 5, 7)):
+        exe.run(main, feed=_feed(n, k), fetch_list=[loss], scope=scope)
+    (entry,) = exe._runner._compiled.entries(main).values()
+    assert [key[0][0][0] for key in entry.rent] == [5, 7]  # batch 6's rent dropped: met before 5's second run
+    assert held() == [] and _xla_compiles(exe, main) == 1
+
+
 def test_a_reference_run_that_fails_leaves_the_scope_as_it_was(held):
     main, startup, loss = _classifier()
     exe, scope = Executor(backend="xla"), Scope()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from contextlib import nullcontext
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
@@ -48,7 +49,7 @@ from .pieces import compiled_block, declines
 from .pool import pool_threads, size_pool
 from .refused import problems
 
-__all__ = ["COMPILE_BEHIND", "RENT_BEFORE_COMPILE", "XlaRunner", "make_runner"]
+__all__ = ["COMPILE_BEHIND", "RENT_BEFORE_COMPILE", "RENT_KEPT", "XlaRunner", "make_runner"]
 
 NAME = "xla"
 
@@ -63,7 +64,10 @@ RENT_BEFORE_COMPILE = 1.0
 block's mean compile so far: rent, then buy, which costs at most about twice what the better choice would have
 had the number of runs been known (the rule ``compile.UPGRADE_AFTER`` follows). A shape met once an epoch (a
 partial last batch) may then never compile: on ``tests/bench/partial_batch.py``, 60 epochs, the batch-5 compile
-behind took 0.87 s beside the runs, and its reference runs ~1 ms each; 0 compiles each new shape at once."""
+behind took 0.87 s beside the runs, and its reference runs 3 ms each; 0 compiles each new shape at once."""
+
+RENT_KEPT = 256
+"""New shapes whose rent a compiled block keeps (the last met); an older one starts again from nothing."""
 
 
 def make_runner(settings: Callable[[], RunSettings]) -> "XlaRunner":
@@ -98,8 +102,9 @@ class _Entry:
         self.collective = has_collectives(block)
         """A data-parallel block: every rank must run it on the same engine."""
         self._pending: tuple[list, list] | None = None
-        self.rent: dict[tuple, float] = {}
-        """Seconds the reference has run each new shape (its shapes and dtypes) while it waits to compile."""
+        self.rent: OrderedDict[tuple, float] = OrderedDict()
+        """Seconds the reference has run each new shape (its shapes and dtypes) while it waits to compile, for the
+        ``RENT_KEPT`` shapes met last (a job whose every batch has a shape of its own keeps no more)."""
 
     def tell_compiles(self, built: Callable[[float], None]) -> None:
         """Tell ``built`` of each compile since the last time (a background one too), once; two or more that
@@ -126,7 +131,9 @@ class _Entry:
         if self._pending is None:
             return
         key = tuple((s.shape, s.dtype) for part in self._pending for s in part)
-        self.rent[key] = self.rent.get(key, 0.0) + seconds
+        self.rent[key] = self.rent.pop(key, 0.0) + seconds
+        if len(self.rent) > RENT_KEPT:
+            self.rent.popitem(last=False)
         compiled = self.compiled
         if self.rent[key] >= RENT_BEFORE_COMPILE * compiled.compile_seconds / max(compiled.compiles, 1):
             self.compile_behind()
