@@ -106,8 +106,8 @@ class LazyRunner:
     def problems(self, block) -> list[str]:
         return self.made().problems(block)
 
-    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
-        self.made().prepare(program, feed, fetch_names, scope)
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> float | None:
+        return self.made().prepare(program, feed, fetch_names, scope)
 
     def declines(self, program) -> str | None:
         declines = getattr(self.made(), "declines", None)
@@ -223,16 +223,16 @@ class AutoRunner:
         compiled = self.runners[name]
 
         def work() -> None:
-            started = time.perf_counter()
+            started, kept = time.perf_counter(), 0.0
             try:
                 with background_preparation():  # (its imports would otherwise wait out every switch interval)
                     why_not = self._cannot_run(name, program)
                     if why_not is None:
-                        compiled.prepare(program, feed, fetch_names, scope)
+                        kept = compiled.prepare(program, feed, fetch_names, scope) or 0.0
             except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
                 why_not = f"{name} could not compile it: {type(e).__name__}: {message}"
-            trial.compiled(name, why_not, time.perf_counter() - started)
+            trial.compiled(name, why_not, time.perf_counter() - started, kept)
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are

@@ -58,9 +58,10 @@ class Remembered:
     when: float
     """When it was recorded (seconds since the epoch)."""
     prepare_seconds: float | None = None
-    """How long the chosen engine took to prepare (import, trace, compile) in the process that recorded it, None
-    when unknown (numpy, or a record made before this was kept): the next process waits for a preparation this
-    short before its first run (``trial_rules.RECALLED_WAIT_SECONDS``)."""
+    """How long the chosen engine's preparation (import, trace, compile) should take in a later process: what it
+    took in the process that recorded it, less the compiles a persistent cache keeps (XLA's), None when unknown
+    (numpy, or a record made before this was kept): the next process waits for a preparation this short before
+    its first run (``trial_rules.RECALLED_WAIT_SECONDS``)."""
 
     def says(self) -> str:
         """The reason a choice taken from this record gives."""

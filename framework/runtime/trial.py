@@ -101,7 +101,12 @@ class Trial:
         self.recalled: Remembered | None = None
         """The earlier process's choice, while this trial waits to take it (None once taken or given up)."""
         self.prepare_seconds: dict[str, float] = {}
-        """candidate -> how long its preparation took in this process (what a record keeps of the choice's)."""
+        """candidate -> how long its preparation took in this process."""
+        self._prepare_later: dict[str, float] = {}
+        """candidate -> how long its preparation should take in a later process (what a record keeps of the
+        choice's): this process's, less the compiles a persistent cache keeps (a 4,010-op chain's xla preparation,
+        over ``RECALLED_WAIT_SECONDS`` with its compiles, was recorded as 2.1 s, and the next process waited for
+        it at its first run instead of importing jax beside its runs)."""
         self._when: float | None = None
         """When the measurement behind the present choice was made, if in an earlier process (its record's)."""
         if remembered is not None and self.chosen is None:
@@ -242,15 +247,17 @@ class Trial:
         if not self.candidates and self.chosen is None:
             self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
 
-    def compiled(self, name: str, why_not: str | None, seconds: float | None = None) -> None:
-        """Candidate ``name``'s background compile finished, after ``seconds`` (None: not timed): ready, or
-        ``why_not`` (it leaves the trial)."""
+    def compiled(self, name: str, why_not: str | None, seconds: float | None = None, kept: float = 0.0) -> None:
+        """Candidate ``name``'s background compile finished, after ``seconds`` (None: not timed), ``kept`` of them
+        compiling what a persistent cache keeps for later processes: ready, or ``why_not`` (it leaves the
+        trial)."""
         with self._lock:
             if why_not is None:
                 if name in self.compile:
                     self.compile[name] = "ready"
                 if seconds is not None:
                     self.prepare_seconds[name] = seconds
+                    self._prepare_later[name] = max(0.0, seconds - kept)
             else:
                 self._drop(name, why_not)
 
@@ -427,4 +434,4 @@ class Trial:
         with self._lock:
             return Remembered(chosen=self.chosen, runner_up=self.runner_up, medians=dict(self._medians),
                               apart=self._chosen_apart, reason=self._measured, when=self._when or time.time(),
-                              prepare_seconds=self.prepare_seconds.get(self.chosen))
+                              prepare_seconds=self._prepare_later.get(self.chosen))

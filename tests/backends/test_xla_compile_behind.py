@@ -237,3 +237,19 @@ def test_the_default_executor_never_compiles_behind():
     need_jax()
     exe = Executor(backend="auto")
     assert exe._runner.runners["xla"].made()._make_reference is None
+
+
+@pytest.mark.parametrize("persisted", [True, False])
+def test_prepare_says_how_long_it_compiled_what_a_persistent_cache_keeps(monkeypatch, persisted):
+    """``backend="auto"`` records a preparation less what it returns (``Remembered.prepare_seconds``)."""
+    need_jax()
+    from gradgen.framework.backend.xla import runner
+
+    monkeypatch.setattr(runner, "persists_compiles", lambda: persisted)
+    main, startup, loss = _classifier()
+    exe, scope = Executor(backend="xla"), Scope()
+    exe.run(startup, scope=scope)
+    kept = exe._runner.prepare(main, _feed(16, 0), [loss.name], scope)
+    (entry,) = exe._runner._compiled.entries(main).values()
+    assert entry.compiled.compiles == 1
+    assert kept == (entry.compiled.compile_seconds if persisted else 0.0) and (kept > 0) == persisted

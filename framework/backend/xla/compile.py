@@ -30,7 +30,7 @@ from .lowerings.control_flow import ALWAYS_STATED
 from .trace import trace_block
 
 __all__ = ["CompiledBlock", "INITIAL_HISTORY_ROWS", "MAX_EXECUTABLES", "QUICK_COMPILE", "UPGRADE_AFTER", "cache_dir",
-           "device_for", "own_array", "x64"]
+           "device_for", "own_array", "persists_compiles", "x64"]
 
 INITIAL_HISTORY_ROWS = 64
 """History rows a loop without ``max_iterations`` starts with; a longer loop makes the step re-run with four
@@ -93,6 +93,12 @@ def _use_persistent_cache() -> None:
         jax.config.update("jax_compilation_cache_dir", path)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def persists_compiles() -> bool:
+    """Whether compiles are kept between processes: jax's persistent compilation cache has a folder (``cache_dir()``,
+    or the user's own)."""
+    return bool(jax.config.jax_compilation_cache_dir)
 
 
 def own_array(value: Any) -> bool:

@@ -43,7 +43,7 @@ from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from ..shared.background import background_preparation
 from ..shared.cores import usable_cpus
-from .compile import device_for, own_array
+from .compile import device_for, own_array, persists_compiles
 from .failures import compile_failed, run_failed
 from .pieces import compiled_block, declines
 from .pool import pool_threads, size_pool
@@ -296,10 +296,12 @@ class XlaRunner:
         mark("commit")
         return fetched
 
-    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> None:
+    def prepare(self, program, feed: Mapping[str, Any], fetch_names: Sequence[str], scope: Scope) -> float:
         """Compile the step for these names and the shapes and dtypes of these feeds and of the scope's values,
         without running it: ``backend="auto"`` calls it from a background thread while the numpy backend runs.
-        Only shapes and dtypes are read (the scope's arrays may be lent to a run meanwhile)."""
+        Only shapes and dtypes are read (the scope's arrays may be lent to a run meanwhile). Returns the seconds
+        spent in compiles a persistent cache keeps for later processes (``compile.persists_compiles``), which a
+        later process's preparation skips."""
         entry = self.compiled_for(program, list(feed), fetch_names)
         compiled, block = entry.compiled, program.global_block()
         checked = checked_feeds(block, feed, entry.declared)
@@ -309,7 +311,9 @@ class XlaRunner:
             if value is None or not hasattr(value, "dtype"):
                 value = scope_value(block, scope, name, entry.declared[name])
             scope_values.append(_abstract(value))
+        before = compiled.compile_seconds
         compiled.executable([_abstract(checked[name]) for name in compiled.feeds], scope_values)
+        return compiled.compile_seconds - before if persists_compiles() else 0.0
 
     @staticmethod
     def _scope_value(block, scope: Scope, name: str, want) -> Any:
