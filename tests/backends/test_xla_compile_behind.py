@@ -224,6 +224,7 @@ def test_a_block_compiled_in_pieces_compiles_a_later_shape_behind(held, monkeypa
     (entry,) = exe._runner._compiled.entries(main).values()
     assert isinstance(entry.compiled, pieces.PiecewiseBlock)
     one_shape = entry.compiled.compiles
+    assert one_shape > 1 and entry.compiled.compile_seconds_per_shape == entry.compiled.compile_seconds  # (the rent's)
     held()[0].let_run()
     losses.append(exe.run(main, feed=_feed(5, 2), fetch_list=[loss], scope=scope)[0])
     assert entry.compiled.compiles == 2 * one_shape  # every piece compiled the second shape, behind

@@ -110,14 +110,17 @@ def _verdict(row: dict) -> str:
     return "wrong" if medians[chosen] > (1 + MARGIN) * fastest else "right"
 
 
-def _rule(given: str) -> tuple[str, str]:
-    """``NAME=JSON`` as (NAME, JSON), NAME one of the trial's rules."""
+def _rule(given: str) -> tuple[str, object]:
+    """``NAME=JSON`` as (NAME, the JSON's value), NAME one of the trial's rules."""
     from gradgen.framework.runtime import trial_rules
 
     name, _, value = given.partition("=")
-    if name not in trial_rules.__all__ or not value:
-        raise SystemExit(f"--rule {given!r}: want NAME=JSON with NAME in runtime/trial_rules.py's __all__")
-    return name, value
+    try:
+        if name in trial_rules.__all__:
+            return name, json.loads(value)
+    except json.JSONDecodeError:
+        pass
+    raise SystemExit(f"--rule {given!r}: want NAME=JSON with NAME in runtime/trial_rules.py's __all__")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,8 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="set a trial rule (runtime/trial_rules.py) in every process, its value as JSON, to "
                              "weigh a setting: --rule TRIAL_SECONDS=4.0")
     args = parser.parse_args(argv)
-    setting = "".join(f"trial_rules.{name} = {json.loads(value)!r}; "
-                      for name, value in (_rule(given) for given in args.rule))
+    setting = "".join(f"trial_rules.{name} = {value!r}; " for name, value in map(_rule, args.rule))
     print("| case | process | first choice | steady choice | medians (ms) | verdict | runs to choose |")
     print("|---|---:|---|---|---|---|---:|")
     wrong = total = 0

@@ -136,9 +136,9 @@ def _overflow(p: _Piece, x):
     ``NORMAL_EXP_FLOOR`` (the product's two at half of it: exp(-44) * exp(-44) is subnormal in float32, and its
     tanh then -inf under log on xla, -87.9 on numpy, seed 10,627) and log(pow) takes fed values, never the chain's,
     since XLA's CPU code flushes subnormal results and inputs to zero (log of a subnormal is -47 on numpy, -inf
-    there); the product passes through tanh,
-    as values near float32's limit would make later sums overflow or not by their order of additions; not
-    exp(x) * exp(-x), whose gradient is 0 by cancellation, left as a rounding by an FMA."""
+    there); the product passes through tanh, as values near float32's limit would make later sums overflow or not
+    by their order of additions; not exp(x) * exp(-x), whose gradient is 0 by cancellation, left as a rounding by
+    an FMA."""
     kind = int(p.rng.integers(3))
     p.note(("log(exp)", "exp(x)*exp(y)", "log(pow)")[kind])
 

@@ -227,6 +227,11 @@ class CompiledBlock:
 
         return step
 
+    @property
+    def compile_seconds_per_shape(self) -> float:
+        """The mean compile of this block for one set of shapes so far (0 before the first)."""
+        return self.compile_seconds / max(self.compiles, 1)
+
     def executable(self, feed_values: Sequence[Any], scope_values: Sequence[Any], keep_text: bool = False,
                    compile_new: bool = True) -> _Executable | None:
         """The executable for these arrays' shapes and dtypes (and the current History rows), compiled if new;

@@ -105,6 +105,12 @@ class PiecewiseBlock:
         return sum(p.compile_seconds for p in self._pieces)
 
     @property
+    def compile_seconds_per_shape(self) -> float:
+        """The mean compile of the whole block (every piece) for one set of shapes so far: each shape compiles
+        the first piece once."""
+        return self.compile_seconds / max(self._pieces[0].compiles, 1)
+
+    @property
     def draws_at_random(self) -> bool:
         return any(p.draws_at_random for p in self._pieces)
 

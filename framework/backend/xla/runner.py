@@ -61,7 +61,8 @@ the run with equal batches."""
 
 RENT_BEFORE_COMPILE = 1.0
 """A shape new to a compiled block compiles behind once the reference's runs of it have taken this many times the
-block's mean compile so far: rent, then buy, which costs at most about twice what the better choice would have
+block's mean compile of one set of shapes so far (``compile_seconds_per_shape``: every piece of a block in
+pieces): rent, then buy, which costs at most about twice what the better choice would have
 had the number of runs been known (the rule ``compile.UPGRADE_AFTER`` follows). A shape met once an epoch (a
 partial last batch) may then never compile: on ``tests/bench/partial_batch.py``, 60 epochs, the batch-5 compile
 behind took 0.87 s beside the runs, and its reference runs 3 ms each; 0 compiles each new shape at once."""
@@ -134,8 +135,7 @@ class _Entry:
         self.rent[key] = self.rent.pop(key, 0.0) + seconds
         if len(self.rent) > RENT_KEPT:
             self.rent.popitem(last=False)
-        compiled = self.compiled
-        if self.rent[key] >= RENT_BEFORE_COMPILE * compiled.compile_seconds / max(compiled.compiles, 1):
+        if self.rent[key] >= RENT_BEFORE_COMPILE * self.compiled.compile_seconds_per_shape:
             self.compile_behind()
         self._pending = None
 
