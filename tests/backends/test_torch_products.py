@@ -218,3 +218,91 @@ def test_a_tensor_freed_is_not_taken_for_one_made_at_its_address():
             del y
     assert len(ids) < 100  # addresses were reused, the case under test
     assert all_finite(torch.ones(3)) and not all_finite(torch.ones(3), torch.tensor([float("inf")]))
+
+
+def test_a_view_of_a_tensor_found_finite_is_not_summed_again(monkeypatch):
+    """``finite._span``: a reshape or a transpose of a tensor found finite reads the same bytes and is not summed
+    again, even once the tensor it views is gone (its storage lives on in the view); a slice or an expanded view
+    reads other elements (or some twice) and is summed; a view of another dtype's bytes is its own."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import finite
+
+    sums, own = [], torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t: sums.append(tuple(t.shape)) or own(t))
+    with finite.remembered_finite():
+        x = torch.randn(4, 6, dtype=torch.float64)
+        assert finite.all_finite(x) and sums == [(4, 6)]
+        rows, turned = x.reshape(24), x.t()
+        del x
+        assert finite.all_finite(rows, turned, rows.reshape(2, 12).permute(1, 0)) and sums == [(4, 6)]
+        assert finite.all_finite(rows[:12], rows.reshape(4, 6)[:, :3]) and sums == [(4, 6), (12,), (4, 3)]
+        assert finite.all_finite(rows[:1].expand(24)) and sums[-1] == (24,)
+        assert finite.all_finite(rows.view(torch.float32)) and sums[-1] == (48,)
+
+
+def test_a_storage_freed_is_not_taken_for_one_made_at_its_address():
+    """A span is trusted only while the storage found finite lives: a NaN tensor made at a freed one's address
+    (the same first byte, size and dtype) is summed and found not finite."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels.finite import all_finite, remembered_finite
+
+    addresses, reused = set(), 0
+    with remembered_finite():
+        for _ in range(50):
+            x = torch.ones(1024).reshape(32, 32)
+            assert all_finite(x)
+            addresses.add(x.data_ptr())
+            del x
+            y = torch.full((1024,), float("nan"))
+            reused += y.data_ptr() in addresses
+            assert not all_finite(y) and not all_finite(y.reshape(32, 32))
+            del y
+    assert reused  # the case under test
+
+
+def test_softmax_and_relus_gradient_say_their_outputs_are_finite(torch_products, monkeypatch):
+    """Attention's weights: the softmax of scores found finite lies in [0, 1], and the product of the weights with
+    V sums only V; relu's gradient of finite operands is dOut's values or 0, and the product reading it sums only
+    the weight. Against the reference, a NaN score included."""
+    import torch
+
+    from gradgen.framework import append_backward
+    from gradgen.framework.backend.torch.kernels import finite
+    from gradgen.program import Program, layers, program_guard
+
+    main = Program()
+    with program_guard(main, Program()):
+        scores = layers.data("scores", [-1, 3, 3], "float64")
+        v = layers.data("v", [-1, 3, 2], "float64")
+        x = layers.data("x", [-1, 4], "float64")
+        w = layers.data("w", [4, 5], "float64")
+        w.stop_gradient = False
+        attended = layers.matmul(layers.softmax(scores, axis=-1), v)
+        hidden = layers.relu(layers.matmul(x, w))
+        loss = layers.reduce_sum(layers.matmul(hidden, layers.transpose(w, [1, 0])))
+        append_backward(loss, parameter_list=[w.name])
+    block = main.global_block()
+    softmax_out = next(op.output("Out")[0] for op in block.ops if op.type == "softmax")
+    relu_dx = next(op.output_arg_names[0] for op in block.ops if op.type == "relu_grad")
+    summed = []
+    own = finite.torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t, *more, **named: (
+        summed.append(t) if not (more or named) else None) or own(t, *more, **named))  # (the program's own sums)
+    rng = np.random.default_rng(5)
+    feed = {"scores": rng.standard_normal((2, 3, 3)), "v": rng.standard_normal((2, 3, 2)),
+            "x": rng.standard_normal((6, 4)), "w": rng.standard_normal((4, 5))}
+    fetches = [attended.name, "w@GRAD", softmax_out, relu_dx]
+    got = run_on("torch", main, feed, fetches)
+    want = run_on("numpy", main, feed, fetches)
+    assert_same(want, got, fetches, "finite scores")
+    found = {tuple(t.shape) for t in summed}
+    assert (2, 3, 3) in found and (6, 5) in found  # the scores, the relu's output and its dOut: summed
+    for value in (got[2], got[3]):  # the softmax's output and relu's dX: never summed
+        assert not any(t.shape == value.shape and np.array_equal(t.numpy(), value) for t in summed
+                       if isinstance(t, torch.Tensor) and t.dtype == torch.float64)
+    feed["scores"][1, 2, 0] = np.nan
+    assert_same(run_on("numpy", main, feed, fetches), run_on("torch", main, feed, fetches), fetches, "a NaN score")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .finite import all_finite
+from .finite import all_finite, known_finite
 
 __all__ = ["FASTER", "KERNELS"]
 
@@ -14,10 +14,13 @@ _aten = torch.ops.aten
 def relu_grad(op):
     """``where(Out > 0, dOut, dOut * 0)`` (the op's compute) as ATen's ``threshold_backward`` where Out and dOut are
     finite (the same numbers, but that a negative dOut at an inactive unit gives +0 where the compute gives -0),
-    else as ``dOut * (Out > 0)``: NaN from an infinite or NaN dOut at an inactive unit, dOut * 0 at a NaN Out."""
+    else as ``dOut * (Out > 0)``: NaN from an infinite or NaN dOut at an inactive unit, dOut * 0 at a NaN Out. Each
+    element of ATen's is dOut's or 0: known finite for the next kernel reading it."""
     def run(y, dout):
         if all_finite(y, dout):
-            return _aten.threshold_backward(dout, y, 0)
+            dx = _aten.threshold_backward(dout, y, 0)
+            known_finite(dx)
+            return dx
         return dout * (y > 0)
 
     return run

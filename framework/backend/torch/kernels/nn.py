@@ -11,7 +11,7 @@ from gradgen.program.shapes import normalize_axis
 
 from ..xp import XP
 from .derived import derived_kernel
-from .finite import all_finite, fused
+from .finite import all_finite, fused, known_finite
 
 __all__ = ["FASTER", "KERNELS"]
 
@@ -20,13 +20,17 @@ _aten = torch.ops.aten
 
 def softmax(op):
     """ATen's ``_softmax`` (the same max-shifted exponentials, scaled by their sum); the compute for float16, an
-    empty or 0-d X and one that is not finite (an infinity makes ATen's row and the compute's NaN in other places)."""
+    empty or 0-d X and one that is not finite (an infinity makes ATen's row and the compute's NaN in other places).
+    The softmax of a finite X lies in [0, 1] (each exponential at most 1, their sum at least 1): known finite, the
+    next product reading it (attention's weights times V) sums nothing."""
     axis = op.attr("axis")
     computed = derived_kernel(OP_SCHEMAS["softmax"], XP)(op)
 
     def run(x):
         if fused(x) and x.ndim and all_finite(x):
-            return _aten._softmax(x, normalize_axis(axis, x.ndim), False)
+            out = _aten._softmax(x, normalize_axis(axis, x.ndim), False)
+            known_finite(out)
+            return out
         return computed(x)
 
     return run
