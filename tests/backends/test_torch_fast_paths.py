@@ -334,6 +334,33 @@ def test_the_ops_of_one_aten_call_equal_numpys(op_type, dtype, shape, trouble):
     _same_as_numpy(_one_call_case(op_type, x, dout, f"{dtype} {shape} {trouble}"))
 
 
+SOFTMAX_GRAD_SHAPES = [((6, 5), -1), ((6, 5), 0), ((3, 4, 5), 1), ((2, 3, 4, 5), -2), ((1, 1), -1), ((0, 4), -1),
+                       ((3, 0, 2), 1), ((4,), 0)]
+"""(Out's shape, axis): ranks 1-4, the softmax axis first, inner and last, rows of one value, empty tensors."""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,axis", SOFTMAX_GRAD_SHAPES, ids=[f"{s}-{a}" for s, a in SOFTMAX_GRAD_SHAPES])
+@pytest.mark.parametrize("trouble", [None, "out-nan", "dout-nan", "dout-inf", "dout-huge", "not-a-softmax"])
+def test_softmax_gradient_on_aten_equals_numpys(dtype, shape, axis, trouble):
+    """``softmax_grad`` on ATen's ``_softmax_backward_data`` where Out and Out@GRAD are finite, the compute where
+    not: NaN and infinities, gradients near the dtype's end (where a row's sum of Out@GRAD * Out overflows in both),
+    and an Out that is no softmax (negative, over 1: the op takes any values)."""
+    need_torch()
+    logits = rng.standard_normal(shape) * 3
+    out = np.exp(logits - logits.max(axis=axis, keepdims=True)) if logits.size else logits
+    out = out / out.sum(axis=axis, keepdims=True) if out.size else out
+    dout = rng.standard_normal(shape)
+    if trouble == "dout-huge" and dout.size:
+        dout.reshape(-1)[:2] = np.finfo(dtype).max / 2
+    if trouble == "not-a-softmax":
+        out = rng.standard_normal(shape) * 10
+    out = _spoiled_at(out.astype(dtype), "nan" if trouble == "out-nan" else None)
+    dout = _spoiled_at(dout.astype(dtype), {"dout-nan": "nan", "dout-inf": "inf"}.get(trouble))
+    _same_as_numpy(Case("softmax_grad", {"Out": out, "Out@GRAD": dout}, None, {"axis": axis},
+                        label=f"{dtype} {shape} {axis} {trouble}"))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_log_of_a_sigmoid_far_below_zero_stays_finite_on_both_engines(dtype):
     """What the stand-aside at exp's overflow keeps: log(sigmoid(x)) at x = -100 (float32) or -740 (float64) is
@@ -371,6 +398,8 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
               lambda: aten._log_softmax(t(x), 1, False).exp()),
              (Case("gelu_grad", {"X": x, "Out@GRAD": dy}, None), lambda: aten.gelu_backward(t(dy), t(x))),
              (Case("gelu", {"X": x}, None), lambda: aten.gelu(t(x))),
+             (Case("softmax_grad", {"Out": x, "Out@GRAD": dy}, None, {"axis": 1}),
+              lambda: aten._softmax_backward_data(t(dy), t(x), 1, t(x).dtype)),
              (_one_call_case("leaky_relu", x, dy, ""), lambda: aten.leaky_relu(t(x), 0.2)),
              (_one_call_case("leaky_relu_grad", x, dy, ""), lambda: aten.leaky_relu_backward(t(dy), t(x), 0.2, False)),
              (_one_call_case("sigmoid", x, dy, ""), lambda: aten.sigmoid(t(x))),
