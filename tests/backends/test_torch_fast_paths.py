@@ -404,6 +404,8 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
              (_one_call_case("leaky_relu_grad", x, dy, ""), lambda: aten.leaky_relu_backward(t(dy), t(x), 0.2, False)),
              (_one_call_case("sigmoid", x, dy, ""), lambda: aten.sigmoid(t(x))),
              (_one_call_case("silu", x, dy, ""), lambda: aten.silu(t(x))),
+             (Case("layer_norm", {"X": x, "Scale": w, "Bias": w}, None, {"begin_norm_axis": 2}),
+              lambda: aten.native_layer_norm(t(x), [8], t(w), t(w), 1e-5)[0]),
              (Case("layer_norm_grad", {"X": x, "Scale": w, "Y@GRAD": dy}, None, {"begin_norm_axis": 2}),
               lambda: aten.native_layer_norm_backward(t(dy), t(x), [8], *aten.native_layer_norm(t(x), [8], None, None,
                                                                                                 1e-5)[1:],
@@ -419,6 +421,10 @@ def test_the_fast_paths_run_on_plain_values_and_stand_aside_otherwise(dtype):
             far = first.copy()
             far[0, 0] += 1000.0  # one row's mean ~1000 standard deviations from 0
             spoiled.append(far)
+        if case.op == "layer_norm":
+            flat = first.copy()
+            flat[1, 2] = 0.5 + 1e-4 * flat[1, 2]  # one row's variance under epsilon: Variance not from ATen's rstd
+            spoiled.append(flat)
         if case.op in ("sigmoid", "silu"):
             far = first.copy()
             far[0, 0, 0] = -1000.0  # exp(-x) overflows: ATen's 1 / (1 + exp(-x)) would give 0
@@ -584,3 +590,46 @@ def test_the_finite_check_catches_every_nonfinite_value(values, finite):
 
     tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
     assert all_finite(*tensors, torch.tensor([7], dtype=torch.int64)) is finite
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norms_gradient_reads_the_statistics_its_forward_kept(dtype, monkeypatch):
+    """``kept``: in a run with layer norm's forward and gradient over one X, ATen's ``native_layer_norm`` runs once
+    (the forward's mean and rstd serve the gradient); a gradient whose X no forward saw makes its own. Both give the
+    reference's numbers."""
+    need_torch()
+    import torch
+
+    from gradgen.framework import append_backward
+    from gradgen.framework.backend.torch.kernels import network
+    from gradgen.program import Program, layers, program_guard
+
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            found = getattr(torch.ops.aten, name)
+            return (lambda *a, **k: calls.append(name) or found(*a, **k)) if name == "native_layer_norm" else found
+
+    monkeypatch.setattr(network, "_aten", Counting())
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 6, 8], dtype)
+        x.stop_gradient = False
+        y = layers.layer_norm(x, begin_norm_axis=-1, name="ln")
+        loss = layers.reduce_sum(layers.square(y))
+        append_backward(loss)
+    feed = {"x": (rng.standard_normal((3, 6, 8)) * 2 + 0.5).astype(dtype)}
+    scale, bias = (rng.standard_normal(8).astype(dtype) for _ in range(2))
+    (grad_op,) = [op for op in main.global_block().ops if op.type == "layer_norm_grad"]
+    fetches = [y.name, grad_op.output("X@GRAD")[0], grad_op.output("Scale@GRAD")[0]]
+    params = {"ln.scale": scale, "ln.bias": bias}
+    got = run_on("torch", main, feed, fetches, params)
+    assert calls == ["native_layer_norm"], got
+    assert_same(run_on("numpy", main, feed, fetches, params), got, fetches, "forward and gradient")
+    calls.clear()
+    dy = rng.standard_normal((3, 6, 8)).astype(dtype)
+    case = Case("layer_norm_grad", {"X": feed["x"], "Scale": scale, "Y@GRAD": dy}, None,
+                {"begin_norm_axis": -1, "epsilon": 1e-5})
+    _same_as_numpy(case)
+    assert calls == ["native_layer_norm"]

@@ -1,8 +1,8 @@
-"""Layer normalization's gradient in the torch engine on ATen's fused ``native_layer_norm_backward`` (``FASTER`` says
-why it stays beside the op's compute), the rows' statistics from ``native_layer_norm``: the compute where they do
-not run or would part from it (float16, empty tensors, values that are not finite, magnitudes near the end of the
-float range, rows whose mean lies far from 0). The forward stays the op's compute: ATen's took 0.22 ms against
-0.38-0.49 on the transformer's rows, 0.4 ms of a 117 ms step, not worth a kernel beside the compute."""
+"""Layer normalization in the torch engine on ATen's fused ``native_layer_norm``, its gradient on
+``native_layer_norm_backward`` (``FASTER`` says why each stays beside the op's compute), the rows' statistics from
+``native_layer_norm``: the compute where they do not run or would part from it (float16, empty tensors, values
+that are not finite, magnitudes near the end of the float range, rows whose mean lies far from 0, and for the
+forward's Variance rows whose variance is under epsilon)."""
 from __future__ import annotations
 
 import functools
@@ -17,7 +17,8 @@ from gradgen.program.shapes import normalize_axis
 from ...derive import call_of
 from ..xp import XP
 from .derived import derived_kernel
-from .finite import fused
+from .finite import fused, known_finite
+from .kept import keep, kept
 
 __all__ = ["FASTER", "KERNELS"]
 
@@ -86,8 +87,60 @@ def _rows(mean: torch.Tensor, rstd: torch.Tensor, n: int, eps: float) -> _Rows:
     return _Rows(spread <= _SPREAD, _one_or_more(span), _one_or_more(float(torch.max(rstd))))
 
 
+def _statistics_key(norm: list, eps: float) -> tuple:
+    """What ``native_layer_norm``'s mean and rstd of a tensor depend on besides it (``kept``)."""
+    return "layer_norm", tuple(norm), eps
+
+
+def _statistics(x: torch.Tensor, norm: list, n: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, _Rows]:
+    """``native_layer_norm``'s mean and rstd of ``x``'s rows and what the guards read from them."""
+    _, mean, rstd = _aten.native_layer_norm(x, norm, None, None, eps)
+    return mean, rstd, _rows(mean, rstd, n, _rounded(eps, x.dtype))
+
+
+def layer_norm(op):
+    """(Y, Mean, Variance) from ATen's ``native_layer_norm``: Y as it makes it, Mean its own, Variance recovered from
+    its 1 / sqrt(var + eps) as 1 / rstd**2 - eps (ATen keeps no variance; ``torch.var_mean``, a second pass, took
+    2.4 ms over the transformer's rows, ``native_layer_norm`` 0.27). The compute for float16, an empty or 0-d X,
+    rows of one value, where ``_Rows.fit`` fails (ATen's Welford moments and its Y, formed as X rstd - mean rstd,
+    part from the compute's centred ones by the row's spread in ulp), where 16 max|x| max(1, rstd) max(1, |Scale|)
+    + |Bias| passes the dtype's largest value (X, Scale or Bias not finite among them), and where a row's variance
+    is under epsilon (recovering it from var + eps would lose its digits: at var = epsilon the float32 error is
+    about 5e-7 of it, twice that of a row far above). Y of a finite X, Scale and Bias so bounded is finite: known
+    finite for the products that read it."""
+    schema, eps, begin_attr = OP_SCHEMAS["layer_norm"], op.attr("epsilon"), op.attr("begin_norm_axis")
+    computed = derived_kernel(schema, XP)(op)
+    has_scale, has_bias = bool(op.input("Scale")), bool(op.input("Bias"))
+
+    def run(x, *rest):
+        if not fused(x) or x.ndim == 0:
+            return computed(x, *rest)
+        scale, bias = rest[0] if has_scale else None, rest[-1] if has_bias else None
+        begin = normalize_axis(begin_attr, x.ndim)
+        lead, norm = tuple(x.shape[:begin]), list(x.shape[begin:])
+        n = math.prod(norm)
+        if n == 1:
+            return computed(x, *rest)
+        y, mean, rstd = _aten.native_layer_norm(x, norm, scale, bias, eps)
+        epsilon = _rounded(eps, x.dtype)
+        rows = _rows(mean, rstd, n, epsilon)
+        keep(x, _statistics_key(norm, eps), (mean, rstd, rows))
+        g = 1.0 if scale is None else _one_or_more(_largest(scale))
+        bound = 16 * rows.span * rows.top * g + (0.0 if bias is None else _largest(bias))
+        if not (rows.fit and bound <= _MOST[x.dtype]):
+            return computed(x, *rest)
+        variance = rstd.reciprocal().square_().sub_(epsilon)
+        if not float(torch.min(variance)) >= epsilon:
+            return computed(x, *rest)
+        known_finite(y)
+        return y, mean.reshape(lead), variance.reshape(lead)
+
+    return run
+
+
 def layer_norm_grad(op):
-    """On ATen's ``native_layer_norm_backward``, the rows' statistics from ``native_layer_norm``; the compute for
+    """On ATen's ``native_layer_norm_backward``, the rows' statistics from ``native_layer_norm`` (the forward
+    kernel's, kept while X lives, as batch norm's are: ``kept``; else made again); the compute for
     float16, an empty or 0-d X, rows of one value, where ``_Rows.fit`` fails, and where 16 max(n, rows) max|dY|
     max(1, |Scale|) max|x|**2 max(1, rstd)**3 passes the dtype's largest value (dY or Scale not finite among them:
     an infinite dY gives NaN and infinities in other places of ATen's dX than of the compute's). ATen forms dX from
@@ -110,8 +163,7 @@ def layer_norm_grad(op):
         # differential test, seed 1251 of three pieces)
         if n == 1:
             return computed(x, *rest)
-        _, mean, rstd = _aten.native_layer_norm(x, norm, None, None, eps)
-        rows = _rows(mean, rstd, n, _rounded(eps, x.dtype))
+        mean, rstd, rows = kept(x, _statistics_key(norm, eps)) or _statistics(x, norm, n, eps)
         g = 1.0 if scale is None else _one_or_more(_largest(scale))
         bound = 16 * max(n, x.numel() // n) * _largest(dy) * g * rows.span ** 2 * rows.top ** 3
         if not (rows.fit and bound <= _MOST[x.dtype]):
@@ -126,9 +178,12 @@ def layer_norm_grad(op):
     return run
 
 
-KERNELS = {"layer_norm_grad": layer_norm_grad}
+KERNELS = {"layer_norm": layer_norm, "layer_norm_grad": layer_norm_grad}
 
 FASTER = {
+    "layer_norm": "ATen's native_layer_norm with its guards took 0.53-0.73 ms on the transformer's [16, 128, 256] "
+                  "float32 over the last dim inside its step (two threads), the op's formulas 1.5; alone 0.27 "
+                  "against 1.2",
     "layer_norm_grad": "ATen's native_layer_norm_backward, with native_layer_norm for the rows' statistics, took "
                        "0.54 ms on the transformer's [16, 128, 256] float32 over the last dim (two threads), the "
                        "op's formulas 0.90-1.2",
