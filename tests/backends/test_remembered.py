@@ -332,3 +332,33 @@ def test_two_executors_the_second_starts_from_the_firsts_choice(monkeypatch, tmp
     assert first is not None and second is not None and not first[1].startswith("remembered")
     assert second[0] == first[0] and second[1].startswith("remembered from a run at ") and second_runs == 1
     assert len(_records(tmp_path)) == 1
+
+
+def test_the_key_changes_with_gradgens_code(tmp_path, monkeypatch):
+    """``_code_stamp``: a file of gradgen's edited (its size or time), added or removed gives another digest, so a
+    record made under the old code is not recalled; its tests and caches are left out."""
+    package = tmp_path / "pkg"
+    (package / "framework").mkdir(parents=True)
+    (package / "tests").mkdir()
+    (package / "framework" / "a.py").write_text("x = 1\n")
+    stamp = remembered._code_stamp.__wrapped__
+    first = stamp(str(package))
+    (package / "tests" / "test_a.py").write_text("y = 2\n")
+    (package / "framework" / "notes.txt").write_text("z")
+    assert stamp(str(package)) == first
+    (package / "framework" / "a.py").write_text("x = 2\n")
+    os.utime(package / "framework" / "a.py", ns=(1, 1))
+    second = stamp(str(package))
+    assert second != first
+    os.utime(package / "framework" / "a.py", ns=(2, 2))
+    assert stamp(str(package)) != second
+    (package / "framework" / "b.py").write_text("")
+    assert stamp(str(package)) not in (first, second)
+    shapes = {"x": (2, 4)}
+    one = remembered.trial_key(_program(), shapes, ["loss"], ["numpy", "xla"], None)
+    remembered._setting.cache_clear()
+    monkeypatch.setattr(remembered, "_code_stamp", lambda: "edited")
+    try:
+        assert remembered.trial_key(_program(), shapes, ["loss"], ["numpy", "xla"], None) != one
+    finally:
+        remembered._setting.cache_clear()
