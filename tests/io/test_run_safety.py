@@ -48,6 +48,30 @@ def sigint_raises():
     signal.signal(signal.SIGINT, previous)
 
 
+class _Interrupter:
+    """Interrupts the main thread after ``delay`` seconds, and again every 0.5 s until it says it caught one: an
+    interrupt that lands inside a garbage collector's callback (hypothesis installs one) is reported there as
+    unraisable and lost, and the loop it was to end would run on for good."""
+
+    def __init__(self, delay: float):
+        self.caught, self.lock = threading.Event(), threading.Lock()
+        self.thread = threading.Thread(target=self._interrupt, args=(delay,), daemon=True)
+
+    def _interrupt(self, delay: float) -> None:
+        time.sleep(delay)
+        while True:
+            with self.lock:
+                if self.caught.is_set():
+                    return
+                _thread.interrupt_main()
+            if self.caught.wait(0.5):
+                return
+
+    def got_it(self) -> None:
+        with self.lock:  # (no second interrupt can be sent once this returns)
+            self.caught.set()
+
+
 def test_interrupts_at_random_moments_never_tear_the_commit(sigint_raises):
     main, loss, scope = _counting_model()
     exe = Executor()
@@ -59,14 +83,14 @@ def test_interrupts_at_random_moments_never_tear_the_commit(sigint_raises):
     seen: set[float] = set()
     last = 0.0
     for _ in range(150):
-        timer = threading.Timer(rng.uniform(0.0, 3 * per_run), _thread.interrupt_main)
+        interrupter = _Interrupter(rng.uniform(0.0, 3 * per_run))
         try:
-            timer.start()  # inside the try: a tiny delay can interrupt start() itself
+            interrupter.thread.start()  # inside the try: a tiny delay can interrupt start() itself
             while True:  # only the interrupt ends this loop, so it lands inside some run
                 exe.run(main, fetch_list=[loss], scope=scope)
         except KeyboardInterrupt:
-            pass
-        timer.join()
+            interrupter.got_it()
+        interrupter.thread.join()
         steps = _steps_in_scope(scope)
         assert len(steps) == 1, f"parameters are at steps {sorted(steps)}"
         (step,) = steps
