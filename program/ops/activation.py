@@ -125,8 +125,18 @@ def _exp_stays_finite(ops, x) -> bool:
     return float(ops.amin(x)) > (-88.0 if x.dtype.itemsize == 4 else -708.0)
 
 
+def _gelu_aten(ops, x):
+    """ATen's gelu, declined where it overflowed: its float32 vector kernel forms x (1 + erf(x / sqrt 2)) before
+    halving, infinite for x over half the largest float (3e38 gave inf where the compute's x Phi(x) is 3e38; its
+    scalar kernel, for short tensors, did not). The output's sum, finite exactly where no element is infinite,
+    decides (a finite output whose sum overflows takes the compute too), and proves it finite for the next kernel
+    (``aten_finite_out``)."""
+    out = ops.gelu(x)
+    return out if math.isfinite(float(ops.sum(out))) else None
+
+
 ATEN = {
-    "gelu": lambda ops, x: ops.gelu(x),
+    "gelu": _gelu_aten,
     "gelu_grad": lambda ops, x, dout: ops.gelu_backward(dout, x),
     "leaky_relu": lambda ops, x, *, alpha: ops.leaky_relu(x, alpha),
     "leaky_relu_grad": lambda ops, x, dout, *, alpha: ops.leaky_relu_backward(dout, x, alpha, False),
@@ -143,6 +153,10 @@ against 10.4, silu 0.62 against 10-22, leaky_relu 0.22 against 5.1, its gradient
 step on the torch engine went from 1.17x PyTorch's to 1.08x with gelu's two (``tests/bench/torch_vs_pytorch.py
 transformer``)."""
 
+FINITE_OUT = ("gelu", "sigmoid", "silu")
+"""The ops whose ``ATEN`` call gives a finite output for finite inputs it does not decline (``aten_finite_out``):
+sigmoid's in [0, 1], silu's x sigmoid(x) and gelu's x Phi(x) at most |x|."""
+
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
 _FROM_INPUT = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
 _LIKE_X = _grad_like("X", "X@GRAD")
@@ -150,7 +164,7 @@ _LIKE_X = _grad_like("X", "X@GRAD")
 SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _scale if t == "scale" else same_as("X"), attrs,
            dtypes={"X": NUMERIC_DTYPES if t in EXACT_ON_INTS else FLOAT_DTYPES}, compute=COMPUTE[t],
-           onnx=ONNX.get(t), aten=ATEN.get(t))
+           onnx=ONNX.get(t), aten=ATEN.get(t), aten_finite_out=t in FINITE_OUT)
     for t, attrs in UNARY_ATTRS.items()
 ) + (
     schema("relu_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
@@ -179,5 +193,5 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["ATEN", "COMPUTE", "EXACT_ON_INTS", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES", "SCHEMAS",
+__all__ = ["ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES", "SCHEMAS",
            "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]

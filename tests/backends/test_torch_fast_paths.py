@@ -633,3 +633,80 @@ def test_layer_norms_gradient_reads_the_statistics_its_forward_kept(dtype, monke
                 {"begin_norm_axis": -1, "epsilon": 1e-5})
     _same_as_numpy(case)
     assert calls == ["native_layer_norm"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fraction", [0.49, 0.51, 0.75, 1.0])
+def test_gelu_over_half_the_largest_float_equals_numpys(dtype, fraction):
+    """ATen's float32 gelu kernel over a vector's lanes forms x (1 + erf(x / sqrt 2)) before halving: inf for x over
+    half the largest float, where the compute's x Phi(x) is x. One such value among ordinary ones (their sum
+    finite, so the finiteness check lets ATen's call run), in a tensor long enough for the vector kernel: the
+    reference's numbers, and its gradient's."""
+    need_torch()
+    x = rng.standard_normal((4, 64)).astype(dtype)
+    x[1, 37] = np.finfo(dtype).max * fraction
+    _same_as_numpy(Case("gelu", {"X": x}, None, label=f"{dtype} {fraction}"))
+    _same_as_numpy(Case("gelu_grad", {"X": x, "Out@GRAD": rng.standard_normal((4, 64)).astype(dtype)}, None,
+                        label=f"{dtype} {fraction}"))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "sigmoid", "silu"])
+def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activation, monkeypatch):
+    """``OpSchema.aten_finite_out``: the product reading gelu's, sigmoid's or silu's output of a finite input does
+    not sum it (it sums only the weight); the numbers are the reference's."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import finite, linalg
+    from gradgen.program import Program, layers, program_guard
+
+    monkeypatch.setattr(linalg, "torch_is_faster", lambda threads: True)
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 40], "float32")
+        w = layers.data("w", [40, 3], "float32")
+        hidden = getattr(layers, activation)(x)
+        out = layers.matmul(hidden, w)
+    summed, own = [], torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t, *more, **named: (
+        summed.append(tuple(t.shape)) if not (more or named) else None) or own(t, *more, **named))
+    feed = {"x": rng.standard_normal((6, 40)).astype("float32") * 3,
+            "w": rng.standard_normal((40, 3)).astype("float32")}
+    got = run_on("torch", main, feed, [out.name])
+    assert_same(run_on("numpy", main, feed, [out.name]), got, [out.name], activation)
+    assert summed == [(6, 40), (40, 3)], summed  # x (the activation's own check) and w; not the activation's output
+
+
+def _ends(dtype: str) -> list[float]:
+    most = float(np.finfo(dtype).max)
+    return [most, -most, most / 2, -most / 2, most / 1.5, most / 3, most / 8, most / 100, float(np.finfo(dtype).tiny),
+            -float(np.finfo(dtype).tiny), 700.0, -700.0, 88.0, -88.0, 1e-30]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("at", range(15))
+def test_every_aten_fast_path_meets_one_extreme_value_as_numpy_does(dtype, at):
+    """One value near an end of the float range (``_ends``) among 63 ordinary ones: their sum stays finite, so the
+    finiteness checks let ATen's calls run, and the tensor is long enough for ATen's vector kernels (a short one
+    runs the scalar kernel, which rounds otherwise: gelu's float32 vector kernel overflowed over half the largest
+    float, its scalar kernel did not). Every fast path (the ops of one ATen call, softmax, relu's gradient, layer
+    norm) against the reference, the value in X and in the output gradient."""
+    need_torch()
+    extreme = _ends(dtype)[at]
+    spoiled = rng.standard_normal((4, 16)).astype(dtype)
+    spoiled[1, 3] = extreme
+    plain = rng.standard_normal((4, 16)).astype(dtype)
+    norm = {"begin_norm_axis": 1, "epsilon": 1e-5}
+    cases = [Case("gelu", {"X": spoiled}, None), Case("gelu_grad", {"X": spoiled, "Out@GRAD": plain}, None),
+             Case("gelu_grad", {"X": plain, "Out@GRAD": spoiled}, None), Case("sigmoid", {"X": spoiled}, None),
+             Case("silu", {"X": spoiled}, None), Case("leaky_relu", {"X": spoiled}, None, {"alpha": 0.2}),
+             Case("leaky_relu_grad", {"X": spoiled, "Out@GRAD": plain}, None, {"alpha": 0.2}),
+             Case("leaky_relu_grad", {"X": plain, "Out@GRAD": spoiled}, None, {"alpha": 0.2}),
+             Case("softmax", {"X": spoiled}, None, {"axis": -1}),
+             Case("softmax_grad", {"Out": np.abs(plain) / 10, "Out@GRAD": spoiled}, None, {"axis": -1}),
+             Case("relu_grad", {"Out": np.maximum(spoiled, 0), "Out@GRAD": plain}, None),
+             Case("relu_grad", {"Out": np.maximum(plain, 0), "Out@GRAD": spoiled}, None),
+             Case("layer_norm", {"X": spoiled}, None, norm), Case("layer_norm_grad", {"X": plain, "Y@GRAD": spoiled},
+                                                                  None, norm)]
+    for case in cases:
+        _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))

@@ -14,7 +14,8 @@ passes in ``program.ops.optimizer``) runs that call where every output and input
 or float64, no input is empty, every input is finite (``finite``; not asked where the schema says the call meets
 special values as the compute does, ``aten_any_values``), and the call does not decline them (None), and its
 ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and infinities in places, and some at
-the ends of the float range.
+the ends of the float range. A result the schema says is finite for finite inputs (``aten_finite_out``) is known
+finite to the next kernel (``finite.known_finite``).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, uncast_inputs
 from ..xp import torch_dtype
-from .finite import FUSED, all_finite
+from .finite import FUSED, all_finite, known_finite
 
 __all__ = ["computed_kernel", "derived_kernel"]
 
@@ -52,12 +53,14 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
         run_compute, dtype = computed(op), torch_dtype(dtypes[0])
         if dtype not in FUSED or any(torch_dtype(d) != dtype for d in dtypes):  # float16: the compute's rounding
             return run_compute
-        any_values = schema.aten_any_values
+        any_values, finite_out = schema.aten_any_values, schema.aten_finite_out and not schema.aten_any_values
 
         def run(*xs):
             if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
                 result = call(_ATEN, *xs, **attrs)
                 if result is not None:
+                    if finite_out:
+                        known_finite(result)
                     return result
             return run_compute(*xs)
         return run
