@@ -193,5 +193,5 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES", "SCHEMAS",
-           "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]
+__all__ = ["ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES",
+           "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]
