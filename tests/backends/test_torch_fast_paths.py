@@ -710,3 +710,28 @@ def test_every_aten_fast_path_meets_one_extreme_value_as_numpy_does(dtype, at):
                                                                   None, norm)]
     for case in cases:
         _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))
+
+
+@pytest.mark.parametrize("seed", [1, 10, 11])
+def test_batch_norms_gradient_where_aten_overflows_takes_the_compute(seed, monkeypatch):
+    """A float64 X holding the largest float: the compute's dX is finite there (1e308), ATen's formula overflowed
+    to inf (in 77 of 200 such draws); the kernel sees its result is not finite and gives the reference's. Beside
+    it, a plain draw whose dX the convolution's gradient would read is known finite (not summed again)."""
+    need_torch()
+    draw = np.random.default_rng(seed)
+    x = draw.standard_normal((4, 3, 4, 8))
+    x[1, 2, 0, 3] = np.finfo("float64").max
+    inputs = {"X": x, "Scale": draw.standard_normal(3), "Mean": np.zeros(3), "Variance": np.ones(3),
+              "Y@GRAD": draw.standard_normal((4, 3, 4, 8))}
+    _same_as_numpy(Case("batch_norm_grad", inputs, None, {}, label=f"seed {seed}"))
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import KERNELS, finite
+    _, op, feed = one_op_program(Case("batch_norm_grad", {**inputs, "X": draw.standard_normal((4, 3, 4, 8))}, None,
+                                      {}))
+    arrays = [torch.from_numpy(feed[op.input(slot)[0]]) for slot in ("X", "Scale", "Mean", "Variance", "Y@GRAD")]
+    with finite.remembered_finite():
+        dx = KERNELS["batch_norm_grad"](op)(*arrays)[0]
+        summed, own = [], torch.sum
+        monkeypatch.setattr(finite.torch, "sum", lambda t: summed.append(t) or own(t))
+        assert finite.all_finite(dx) and summed == []

@@ -3,6 +3,8 @@ numpy's own the same way): the op's compute where they do not run (float16, an e
 channel), the batch statistics kept from the forward kernel for the gradient (``kept``)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
@@ -11,7 +13,7 @@ from gradgen.program.ops.network import moved_statistics
 from . import kept
 from ..xp import XP
 from .derived import derived_kernel
-from .finite import fused
+from .finite import fused, known_finite
 
 __all__ = ["FASTER", "KERNELS"]
 
@@ -51,7 +53,10 @@ def batch_norm(op):
 def batch_norm_grad(op):
     """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel kept
     for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take the
-    op's compute."""
+    op's compute, and so does a result that is not finite: ATen's dX, formed otherwise, overflowed where the
+    compute's did not (float64 X holding the largest float: inf against 1.07e308), and NaN and infinities in the
+    inputs then take the reference's own places. The sum that decides proves dX finite for the convolution's
+    gradient that reads it next (which would sum it otherwise)."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
     computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"], XP)(op)
 
@@ -61,12 +66,16 @@ def batch_norm_grad(op):
         dy = rest[-1]
         if is_test:
             mean, var = rest[0], rest[1]
-            return tuple(_aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps,
-                                                          [True, True, True]))
-        stats = kept.kept(x, ("batch_norm", eps))
-        _, mean, rstd = (None, *stats) if stats else _aten.native_batch_norm(x, None, None, None, None, True, 0.0, eps)
-        return tuple(_aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps,
-                                                      [True, True, True]))
+            outs = _aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps, [True, True, True])
+        else:
+            stats = kept.kept(x, ("batch_norm", eps))
+            _, mean, rstd = (None, *stats) if stats else _aten.native_batch_norm(x, None, None, None, None, True, 0.0,
+                                                                                 eps)
+            outs = _aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps, [True, True, True])
+        if not all(math.isfinite(float(torch.sum(g))) for g in outs):
+            return computed(x, scale, *rest)
+        known_finite(outs[0])
+        return tuple(outs)
 
     return run
 
