@@ -735,3 +735,25 @@ def test_batch_norms_gradient_where_aten_overflows_takes_the_compute(seed, monke
         summed, own = [], torch.sum
         monkeypatch.setattr(finite.torch, "sum", lambda t: summed.append(t) or own(t))
         assert finite.all_finite(dx) and summed == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("at", range(15))
+def test_remainders_and_running_products_meet_one_extreme_value_as_numpy_does(dtype, at):
+    """The torch engine's ``xp``: torch's vector remainder and fmod gave NaN where X / Y overflows (a float32 X of
+    3.4e38 over 0.37), and its running sums and products accumulate float32 in float64, so a running product that
+    overflows and comes back in range was finite again (reduce_prod's gradient, ``prod_others``). One extreme
+    value among 63 ordinary ones, against the reference."""
+    need_torch()
+    extreme = _ends(dtype)[at]
+    spoiled = rng.standard_normal((4, 16)).astype(dtype)
+    spoiled[1, 3] = extreme
+    plain = rng.standard_normal((4, 16)).astype(dtype)
+    positive = np.abs(plain) + np.asarray(0.1, dtype)
+    cases = [Case("elementwise_mod", {"X": spoiled, "Y": positive}, None, {"fmod": fmod}) for fmod in (False, True)]
+    cases += [Case("elementwise_mod", {"X": plain, "Y": spoiled}, None, {"fmod": False}),
+              Case("prod_others", {"X": spoiled}, None, {"dim": [1]}),
+              Case("cumsum", {"X": spoiled}, None, {"axis": -1}), Case("cumsum", {"X": spoiled}, None, {"axis": 0}),
+              Case("reduce_prod", {"X": spoiled / 2}, None, {"dim": [1]})]
+    for case in cases:
+        _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))

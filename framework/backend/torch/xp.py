@@ -17,6 +17,9 @@ __all__ = ["XP", "torch_dtype"]
 
 _DTYPES: dict[np.dtype, torch.dtype] = {}
 
+_NUMPY_FLOATS = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
+"""The float dtypes whose tensors ``.numpy()`` shares with numpy (bfloat16 has no numpy dtype), and numpy's."""
+
 
 def torch_dtype(dtype) -> torch.dtype:
     """torch's dtype for a numpy dtype (or name); a torch dtype is returned as it is."""
@@ -92,6 +95,34 @@ def _binary(fn):
     return lambda a, b: fn(*_pair(a, b))
 
 
+def _exact_remainder(torch_fn, numpy_fn):
+    """A float remainder on numpy's exact ``fmod``/``remainder``: torch's vector kernels gave NaN wherever the
+    quotient X / Y overflows (X = 3.4e38, Y = 0.37, float32; X = 1.8e308 in float64), where the remainder is
+    an ordinary number smaller than Y (its scalar kernel, for short tensors, was right). Integers stay on torch's
+    (exact, and its integer division by zero is what the op's check refuses first)."""
+    def run(a, b):
+        a, b = _pair(a, b)
+        if not (a.dtype.is_floating_point and a.dtype in _NUMPY_FLOATS):
+            return torch_fn(a, b)
+        return torch.from_numpy(np.asarray(numpy_fn(a.numpy(), b.numpy())))
+
+    return run
+
+
+def _running(torch_fn, numpy_fn):
+    """A running sum or product along ``axis``, for floats numpy's: ATen's CPU kernels accumulate float32 in
+    float64 and round each step's result, so a running product that overflows float32 and comes back in range
+    was finite again on torch and stays inf in the reference's float32 accumulation (reduce_prod's gradient,
+    ``prod_others``, at a value over 1e38), and long running sums round otherwise. Integers stay on torch's."""
+    def run(x, axis, dtype=None):
+        dtype = x.dtype if dtype is None else torch_dtype(dtype)
+        if dtype not in _NUMPY_FLOATS or x.dtype not in _NUMPY_FLOATS:
+            return torch_fn(x, dim=axis, dtype=dtype)
+        return torch.from_numpy(np.asarray(numpy_fn(x.numpy(), axis=axis, dtype=_NUMPY_FLOATS[dtype])))
+
+    return run
+
+
 def _isdtype(dtype, kind: str) -> bool:
     if kind == "integral":
         return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
@@ -148,21 +179,22 @@ def _expand_dims(x, axis):
 XP = SimpleNamespace(
     permute_dims=lambda x, axes: torch.permute(x, axes),
     add=_binary(torch.add), subtract=_binary(torch.subtract), multiply=_binary(torch.multiply),
-    divide=_binary(torch.true_divide), pow=_binary(torch.pow), remainder=_binary(torch.remainder),
-    fmod=_binary(torch.fmod), copysign=_binary(torch.copysign), maximum=_maximum, minimum=_minimum,
+    divide=_binary(torch.true_divide), pow=_binary(torch.pow), copysign=_binary(torch.copysign),
+    remainder=_exact_remainder(torch.remainder, np.remainder), fmod=_exact_remainder(torch.fmod, np.fmod),
+    maximum=_maximum, minimum=_minimum,
     less=_binary(torch.lt), less_equal=_binary(torch.le), greater=_binary(torch.gt), greater_equal=_binary(torch.ge),
     equal=_binary(torch.eq), not_equal=_binary(torch.ne), logical_and=_binary(torch.logical_and),
     logical_or=_binary(torch.logical_or), logical_xor=_binary(torch.logical_xor),
     where=_where, clip=lambda x, lo, hi: torch.clamp(x, lo, hi),
     **{schema.compute.xp_name: getattr(torch, schema.compute.xp_name) for schema in OP_SCHEMAS.values()
        if hasattr(schema.compute, "xp_name") and len(schema.inputs) == 1},
-    log1p=torch.log1p, expm1=torch.expm1, floor=torch.floor, isfinite=torch.isfinite, isnan=torch.isnan, all=torch.all, check=check,
+    log1p=torch.log1p, expm1=torch.expm1, floor=torch.floor, isfinite=torch.isfinite, isnan=torch.isnan,
+    all=torch.all, check=check,
     sum=_sum, prod=_prod, max=_extreme(torch.amax), min=_extreme(torch.amin),
     reshape=lambda x, shape: torch.reshape(x, tuple(shape)), expand_dims=_expand_dims,
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),
     flip=lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else _axes(x, axis)),
-    cumsum=lambda x, axis, dtype=None: torch.cumsum(x, dim=axis, dtype=None if dtype is None else torch_dtype(dtype)),
-    cumprod=lambda x, axis, dtype=None: torch.cumprod(x, dim=axis, dtype=None if dtype is None else torch_dtype(dtype)),
+    cumsum=_running(torch.cumsum, np.cumsum), cumprod=_running(torch.cumprod, np.cumprod),
     einsum=torch.einsum,
     zeros_like=torch.zeros_like, full=_full, full_like=_full_like, nextafter=torch.nextafter, inf=float("inf"),
     tril=lambda x, k=0: torch.tril(x, k), triu=lambda x, k=0: torch.triu(x, k),
