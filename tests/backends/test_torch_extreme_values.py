@@ -1,7 +1,7 @@
 """Every op type of one or two float inputs (and no required attrs) on the torch engine, against the numpy
 reference, with one value near an end of the float range among 63 ordinary ones: their sum stays finite, so the
 engine's finiteness checks let ATen's fast paths run, and the tensor is long enough for ATen's vector kernels
-(which round otherwise than its scalar ones). Such a sweep found ATen's float32 gelu, torch's remainder, ATen's
+(which round otherwise than its scalar ones); NaN, the infinities and -0 too. Such a sweep found ATen's float32 gelu, torch's remainder, ATen's
 running products and its batch norm gradient parting from the reference there (``design_docs/numerics.md``)."""
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def _swept_types() -> list[str]:
 
 def _extremes(dtype: str) -> list[float]:
     most = float(np.finfo(dtype).max)
-    return [most, -most, most / 2, -most / 2, 1e19, float(np.finfo(dtype).tiny), -700.0, 88.0]
+    return [most, -most, most / 2, -most / 2, 1e19, float(np.finfo(dtype).tiny), -700.0, 88.0,
+            float("nan"), float("inf"), float("-inf"), -0.0]
 
 
 @pytest.mark.parametrize("op_type", _swept_types())
