@@ -1,8 +1,9 @@
 """Every op type of one or two float inputs (and no required attrs) on the torch engine, against the numpy
 reference, with one value near an end of the float range among 63 ordinary ones: their sum stays finite, so the
 engine's finiteness checks let ATen's fast paths run, and the tensor is long enough for ATen's vector kernels
-(which round otherwise than its scalar ones); NaN, the infinities and -0 too. Such a sweep found ATen's float32 gelu, torch's remainder, ATen's
-running products and its batch norm gradient parting from the reference there (``design_docs/numerics.md``)."""
+(which round otherwise than its scalar ones); NaN, the infinities and -0 too. Such a sweep found ATen's float32
+gelu, torch's remainder, ATen's running products and its batch norm gradient parting from the reference there
+(``design_docs/numerics.md``)."""
 from __future__ import annotations
 
 import numpy as np
