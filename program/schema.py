@@ -226,9 +226,9 @@ class OpSchema:
     any float32 and float64 values, without summing every input first to prove it finite (for an optimizer
     update, four sums of the parameter's size would cost what the call saves)."""
     aten_finite_out: bool = False
-    """True where ``aten``'s result is finite whenever it is given finite inputs and does not decline them (sigmoid's
-    in [0, 1]; silu's and gelu's at most |x|, gelu's call declining where ATen's float32 kernel overflows): the
-    torch engine then knows it finite, and the next kernel that would sum it to prove so does not."""
+    """True where ``aten``'s (first) result is finite whenever the call does not decline the inputs it is given
+    (every input finite, unless ``aten_any_values``): the torch engine then knows it finite, and the next kernel
+    that would sum it to prove so does not. Written beside the measurement, with the reason it holds."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

@@ -12,8 +12,11 @@ import pytest
 from gradgen.program.ops import OP_SCHEMAS
 from gradgen.program.schema import REQUIRED
 from tests.backends.test_torch_backend import need_torch, run_on
+from tests.backends.test_torch_fast_paths import _same_as_numpy
 from tests.backends.xla_harness import assert_same
 from tests.framework.op_harness import Case, one_op_program
+
+rng = np.random.default_rng(17)
 
 REORDERED = {"reduce_prod", "prod_others"}
 """Products whose order of multiplication decides whether a value near the largest float overflows: the engines
@@ -63,3 +66,75 @@ def test_an_extreme_value_among_ordinary_ones_gives_the_references_numbers(op_ty
                 assert_same(want, run_on("torch", main, feed, fetch), fetch, f"{op_type} {dtype} {extreme}")
                 compared += 1
     assert compared or op_type in ("increment",), op_type
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fraction", [0.49, 0.51, 0.75, 1.0])
+def test_gelu_over_half_the_largest_float_equals_numpys(dtype, fraction):
+    """ATen's float32 gelu kernel over a vector's lanes forms x (1 + erf(x / sqrt 2)) before halving: inf for x over
+    half the largest float, where the compute's x Phi(x) is x. One such value among ordinary ones (their sum
+    finite, so the finiteness check lets ATen's call run), in a tensor long enough for the vector kernel: the
+    reference's numbers, and its gradient's."""
+    need_torch()
+    x = rng.standard_normal((4, 64)).astype(dtype)
+    x[1, 37] = np.finfo(dtype).max * fraction
+    _same_as_numpy(Case("gelu", {"X": x}, None, label=f"{dtype} {fraction}"))
+    _same_as_numpy(Case("gelu_grad", {"X": x, "Out@GRAD": rng.standard_normal((4, 64)).astype(dtype)}, None,
+                        label=f"{dtype} {fraction}"))
+
+
+def _ends(dtype: str) -> list[float]:
+    most = float(np.finfo(dtype).max)
+    return [most, -most, most / 2, -most / 2, most / 1.5, most / 3, most / 8, most / 100, float(np.finfo(dtype).tiny),
+            -float(np.finfo(dtype).tiny), 700.0, -700.0, 88.0, -88.0, 1e-30]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("at", range(15))
+def test_every_aten_fast_path_meets_one_extreme_value_as_numpy_does(dtype, at):
+    """One value near an end of the float range (``_ends``) among 63 ordinary ones: their sum stays finite, so the
+    finiteness checks let ATen's calls run, and the tensor is long enough for ATen's vector kernels (a short one
+    runs the scalar kernel, which rounds otherwise: gelu's float32 vector kernel overflowed over half the largest
+    float, its scalar kernel did not). Every fast path (the ops of one ATen call, softmax, relu's gradient, layer
+    norm) against the reference, the value in X and in the output gradient."""
+    need_torch()
+    extreme = _ends(dtype)[at]
+    spoiled = rng.standard_normal((4, 16)).astype(dtype)
+    spoiled[1, 3] = extreme
+    plain = rng.standard_normal((4, 16)).astype(dtype)
+    norm = {"begin_norm_axis": 1, "epsilon": 1e-5}
+    cases = [Case("gelu", {"X": spoiled}, None), Case("gelu_grad", {"X": spoiled, "Out@GRAD": plain}, None),
+             Case("gelu_grad", {"X": plain, "Out@GRAD": spoiled}, None), Case("sigmoid", {"X": spoiled}, None),
+             Case("silu", {"X": spoiled}, None), Case("leaky_relu", {"X": spoiled}, None, {"alpha": 0.2}),
+             Case("leaky_relu_grad", {"X": spoiled, "Out@GRAD": plain}, None, {"alpha": 0.2}),
+             Case("leaky_relu_grad", {"X": plain, "Out@GRAD": spoiled}, None, {"alpha": 0.2}),
+             Case("softmax", {"X": spoiled}, None, {"axis": -1}),
+             Case("softmax_grad", {"Out": np.abs(plain) / 10, "Out@GRAD": spoiled}, None, {"axis": -1}),
+             Case("relu_grad", {"Out": np.maximum(spoiled, 0), "Out@GRAD": plain}, None),
+             Case("relu_grad", {"Out": np.maximum(plain, 0), "Out@GRAD": spoiled}, None),
+             Case("layer_norm", {"X": spoiled}, None, norm), Case("layer_norm_grad", {"X": plain, "Y@GRAD": spoiled},
+                                                                  None, norm)]
+    for case in cases:
+        _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("at", range(15))
+def test_remainders_and_running_products_meet_one_extreme_value_as_numpy_does(dtype, at):
+    """The torch engine's ``xp``: torch's vector remainder and fmod gave NaN where X / Y overflows (a float32 X of
+    3.4e38 over 0.37), and its running sums and products accumulate float32 in float64, so a running product that
+    overflows and comes back in range was finite again (reduce_prod's gradient, ``prod_others``). One extreme
+    value among 63 ordinary ones, against the reference."""
+    need_torch()
+    extreme = _ends(dtype)[at]
+    spoiled = rng.standard_normal((4, 16)).astype(dtype)
+    spoiled[1, 3] = extreme
+    plain = rng.standard_normal((4, 16)).astype(dtype)
+    positive = np.abs(plain) + np.asarray(0.1, dtype)
+    cases = [Case("elementwise_mod", {"X": spoiled, "Y": positive}, None, {"fmod": fmod}) for fmod in (False, True)]
+    cases += [Case("elementwise_mod", {"X": plain, "Y": spoiled}, None, {"fmod": False}),
+              Case("prod_others", {"X": spoiled}, None, {"dim": [1]}),
+              Case("cumsum", {"X": spoiled}, None, {"axis": -1}), Case("cumsum", {"X": spoiled}, None, {"axis": 0}),
+              Case("reduce_prod", {"X": spoiled / 2}, None, {"dim": [1]})]
+    for case in cases:
+        _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))

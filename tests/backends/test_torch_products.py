@@ -232,7 +232,7 @@ def test_a_view_of_a_tensor_found_finite_is_not_summed_again(monkeypatch):
     sums, own = [], torch.sum
     monkeypatch.setattr(finite.torch, "sum", lambda t: sums.append(tuple(t.shape)) or own(t))
     with finite.remembered_finite():
-        x = torch.randn(4, 6, dtype=torch.float64)
+        x = torch.arange(24, dtype=torch.float64).reshape(4, 6) + 0.5  # (its bits read as float32 are finite too)
         assert finite.all_finite(x) and sums == [(4, 6)]
         rows, turned = x.reshape(24), x.t()
         del x
@@ -306,3 +306,49 @@ def test_softmax_and_relus_gradient_say_their_outputs_are_finite(torch_products,
                        if isinstance(t, torch.Tensor) and t.dtype == torch.float64)
     feed["scores"][1, 2, 0] = np.nan
     assert_same(run_on("numpy", main, feed, fetches), run_on("torch", main, feed, fetches), fetches, "a NaN score")
+
+
+@pytest.mark.parametrize("values,finite", [
+    ([[1.0, 2.0], [3.0]], True),
+    ([[1.0, np.inf], [3.0]], False),
+    ([[np.nan], [3.0]], False),
+    ([[np.inf], [-np.inf]], False),  # one tensor's +inf and another's -inf: their sums add to NaN, still caught
+    ([[], [2.0]], True),
+    ([[3e38, 3e38], [1.0]], False),  # a float32 sum that overflows: the careful path, which is right too
+])
+def test_the_finite_check_catches_every_nonfinite_value(values, finite):
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels.finite import all_finite
+
+    tensors = [torch.tensor(v, dtype=torch.float32) for v in values]
+    assert all_finite(*tensors, torch.tensor([7], dtype=torch.int64)) is finite
+
+
+@pytest.mark.parametrize("activation", ["gelu", "sigmoid", "silu"])
+def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activation, monkeypatch):
+    """``OpSchema.aten_finite_out``: the product reading gelu's, sigmoid's or silu's output of a finite input does
+    not sum it (it sums only the weight); the numbers are the reference's."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import finite, linalg
+    from gradgen.program import Program, layers, program_guard
+
+    monkeypatch.setattr(linalg, "torch_is_faster", lambda threads: True)
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 40], "float32")
+        w = layers.data("w", [40, 3], "float32")
+        hidden = getattr(layers, activation)(x)
+        out = layers.matmul(hidden, w)
+    summed, own = [], torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t, *more, **named: (
+        summed.append(tuple(t.shape)) if not (more or named) else None) or own(t, *more, **named))
+    rng = np.random.default_rng(19)
+    feed = {"x": rng.standard_normal((6, 40)).astype("float32") * 3,
+            "w": rng.standard_normal((40, 3)).astype("float32")}
+    got = run_on("torch", main, feed, [out.name])
+    assert_same(run_on("numpy", main, feed, [out.name]), got, [out.name], activation)
+    assert summed == [(6, 40), (40, 3)], summed  # x (the activation's own check) and w; not the activation's output

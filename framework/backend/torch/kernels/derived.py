@@ -14,8 +14,9 @@ passes in ``program.ops.optimizer``) runs that call where every output and input
 or float64, no input is empty, every input is finite (``finite``; not asked where the schema says the call meets
 special values as the compute does, ``aten_any_values``), and the call does not decline them (None), and its
 ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and infinities in places, and some at
-the ends of the float range. A result the schema says is finite for finite inputs (``aten_finite_out``) is known
-finite to the next kernel (``finite.known_finite``).
+the ends of the float range. The call takes the inputs in the compute's places (None for an optional one not
+given) and its results are picked as the compute's are. A result the schema says is finite (``aten_finite_out``:
+its first output, for the inputs the call takes) is known finite to the next kernel (``finite.known_finite``).
 """
 from __future__ import annotations
 
@@ -49,19 +50,19 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     call = schema.aten
 
     def factory(op) -> Callable:
-        attrs, dtypes, _, _ = call_of(schema, op)
+        attrs, dtypes, args, pick = call_of(schema, op)
         run_compute, dtype = computed(op), torch_dtype(dtypes[0])
         if dtype not in FUSED or any(torch_dtype(d) != dtype for d in dtypes):  # float16: the compute's rounding
             return run_compute
-        any_values, finite_out = schema.aten_any_values, schema.aten_finite_out and not schema.aten_any_values
+        any_values, finite_out = schema.aten_any_values, schema.aten_finite_out
 
         def run(*xs):
             if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
-                result = call(_ATEN, *xs, **attrs)
+                result = call(_ATEN, *(xs if args is None else args(xs)), **attrs)
                 if result is not None:
                     if finite_out:
-                        known_finite(result)
-                    return result
+                        known_finite(result[0] if isinstance(result, tuple) else result)
+                    return result if pick is None else pick(result)
             return run_compute(*xs)
         return run
 
