@@ -2,7 +2,7 @@
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
 (``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``), or of the op's own family where numpy
-derives it (``network``: layer norm; ``nn``: softmax); an op whose schema names one ATen call (``OpSchema.aten``)
+derives it (``network``: layer norm's gradient; ``nn``: the softmax cross-entropy); an op whose schema names one ATen call (``OpSchema.aten``)
 is derived, on that call where its values allow (``derived``); ``kept`` and ``finite`` are helpers they share; an
 op in neither is refused (``refused.problems``). ``metrics`` holds only the metrics' primitive (``xp.tally``);
 ``indexing`` only rows written at positions (``xp.scatter_rows``)."""

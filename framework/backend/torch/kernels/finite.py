@@ -56,22 +56,24 @@ def known_finite(x: torch.Tensor) -> None:
     inputs are (softmax's, of inputs it found finite) says so, and the next kernel reading it sums nothing."""
     known = getattr(_run, "finite", None)
     if known is not None:
-        known[id(x)] = weakref.ref(x)
-        span = _span(x)
-        if span is not None:
-            _run.spans[span] = weakref.ref(x.untyped_storage())
+        _remember(x, known, _span(x))
 
 
-def _remembered(x: torch.Tensor, known: dict) -> bool:
-    """Whether this run knows ``x`` finite, or a tensor of ``x``'s span whose storage is ``x``'s (alive, so the
-    bytes are still the ones found finite: no kernel writes in place). The storage, not the tensor, is what must
-    be alive: a reshape's view outlives the tensor it views where that dies at the reshape (torch keeps a storage's
-    Python object while any tensor uses it, so a weak reference to it dies with the storage). A view so found is
-    remembered by id too."""
+def _remember(x: torch.Tensor, known: dict, span: tuple | None) -> None:
+    known[id(x)] = weakref.ref(x)
+    if span is not None:
+        _run.spans[span] = weakref.ref(x.untyped_storage())
+
+
+def _remembered(x: torch.Tensor, known: dict, span: tuple | None) -> bool:
+    """Whether this run knows ``x`` finite, or a tensor of ``x``'s span (``span``) whose storage is ``x``'s (alive,
+    so the bytes are still the ones found finite: no kernel writes in place). The storage, not the tensor, is what
+    must be alive: a reshape's view outlives the tensor it views where that dies at the reshape (torch keeps a
+    storage's Python object while any tensor uses it, so a weak reference to it dies with the storage). A view so
+    found is remembered by id too."""
     seen = known.get(id(x))
     if seen is not None and seen() is x:
         return True
-    span = _span(x)
     storage = _run.spans.get(span) if span is not None else None
     if storage is None or storage() is not x.untyped_storage():
         return False
@@ -89,11 +91,15 @@ def all_finite(*xs: torch.Tensor) -> bool:
     summed again."""
     known = getattr(_run, "finite", None)
     for x in xs:
-        if not x.dtype.is_floating_point or (known is not None and _remembered(x, known)):
+        if not x.dtype.is_floating_point:
+            continue
+        span = _span(x) if known is not None else None
+        if known is not None and _remembered(x, known, span):
             continue
         if not math.isfinite(float(torch.sum(x))):
             return False
-        known_finite(x)
+        if known is not None:
+            _remember(x, known, span)
     return True
 
 

@@ -1,6 +1,6 @@
-"""Softmax in the torch engine on ATen's ``_softmax``, and the softmax cross-entropy with hard labels on ATen's
-``_log_softmax`` and a gather (``FASTER`` says why each stays beside the op's compute); the compute where they would
-part from it."""
+"""The softmax cross-entropy with hard labels in the torch engine on ATen's ``_log_softmax`` and a gather (``FASTER``
+says why it stays beside the op's compute); the compute where they would part from it. (Softmax itself is its
+op's one ATen call, ``program/ops/nn.softmax_aten``, derived.)"""
 from __future__ import annotations
 
 import torch
@@ -11,29 +11,11 @@ from gradgen.program.shapes import normalize_axis
 
 from ..xp import XP
 from .derived import derived_kernel
-from .finite import all_finite, fused, known_finite
+from .finite import all_finite, fused
 
 __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
-
-
-def softmax(op):
-    """ATen's ``_softmax`` (the same max-shifted exponentials, scaled by their sum); the compute for float16, an
-    empty or 0-d X and one that is not finite (an infinity makes ATen's row and the compute's NaN in other places).
-    The softmax of a finite X lies in [0, 1] (each exponential at most 1, their sum at least 1): known finite, the
-    next product reading it (attention's weights times V) sums nothing."""
-    axis = op.attr("axis")
-    computed = derived_kernel(OP_SCHEMAS["softmax"], XP)(op)
-
-    def run(x):
-        if fused(x) and x.ndim and all_finite(x):
-            out = _aten._softmax(x, normalize_axis(axis, x.ndim), False)
-            known_finite(out)
-            return out
-        return computed(x)
-
-    return run
 
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
@@ -67,11 +49,9 @@ def softmax_with_cross_entropy(op):
     return run
 
 
-KERNELS = {"softmax": softmax, "softmax_with_cross_entropy": softmax_with_cross_entropy}
+KERNELS = {"softmax_with_cross_entropy": softmax_with_cross_entropy}
 
 FASTER = {
-    "softmax": "ATen's _softmax with the finiteness check took 0.63 ms on the transformer's attention scores [16, 4, "
-               "128, 128] float32 over the last axis (two threads), the op's formulas 2.4-2.7",
     "softmax_with_cross_entropy": "hard labels: ATen's _log_softmax and a gather, with the finiteness and label "
                                   "checks, took 25 us on LeNet's [64, 10] float32 logits (two threads), the op's "
                                   "formulas 95-130 (about 30 ATen calls; 400 inside the LeNet step)",
