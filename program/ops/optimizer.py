@@ -15,7 +15,8 @@ from .creation import rounded
 
 def _same_as_param(*pairs: tuple[str, str]):
     """Outputs typed like their inputs; Param's shape is known, and Grad and every state have exactly that shape
-    (a -1 dim could broadcast at run time into an update of another shape); LearningRate is a scalar."""
+    (a -1 dim could broadcast at run time into an update of another shape); LearningRate and the beta powers are
+    scalars (shape [] or [1], as Paddle keeps them)."""
     def infer(ctx):
         p = ctx.input("Param")
         if -1 in p.shape:
@@ -25,9 +26,9 @@ def _same_as_param(*pairs: tuple[str, str]):
             if tuple(t.shape) != tuple(p.shape):
                 ctx.fail(f"{slot} is {t.dtype}{list(t.shape)} but Param is {p.dtype}{list(p.shape)} "
                          "(the shapes must be equal, with no -1)")
-        lr = ctx.input("LearningRate")
-        if lr.shape not in ((), (1,)):
-            ctx.fail(f"LearningRate must be a scalar, got shape {list(lr.shape)}")
+        for slot in ("LearningRate",) + tuple(i for i, _ in pairs if i in ("Beta1Pow", "Beta2Pow")):
+            if tuple(ctx.input(slot).shape) not in ((), (1,)):
+                ctx.fail(f"{slot} must be a scalar, got shape {list(ctx.input(slot).shape)}")
         return {out: ctx.input(inp) for inp, out in pairs}
 
     return infer
@@ -57,16 +58,18 @@ def sgd(xp, param, grad, lr):
 
 
 def momentum(xp, param, grad, velocity, lr, *, mu, use_nesterov):
-    """(ParamOut, VelocityOut): v = mu * Velocity + Grad; Param - lr * v, or with Nesterov Param - lr * (Grad + mu v)."""
+    """(ParamOut, VelocityOut): v = mu * Velocity + Grad; Param - lr * v, or with Nesterov Param - lr * (Grad +
+    mu v)."""
     v = velocity * mu + grad
     step = grad + v * mu if use_nesterov else v
     return step * -lr.reshape(()) + param, v  # (Param - lr step, bit for bit, in one new array: ``sgd``)
 
 
 def _adam_scales(xp, lr, b1p, b2p, epsilon, coeff):
-    """Adam's scalars: the step size lr sqrt(1 - b2^t) / (1 - b1^t), the bias-corrected epsilon
-    epsilon sqrt(1 - b2^t), and adamw's shrink 1 - lr coeff (1 without a coeff)."""
-    lr = xp.reshape(lr, ())
+    """Adam's scalars, 0-d (a [1] beta power would make a 0-d Param's step [1]): the step size lr sqrt(1 - b2^t) /
+    (1 - b1^t), the bias-corrected epsilon epsilon sqrt(1 - b2^t), and adamw's shrink 1 - lr coeff (1 without a
+    coeff)."""
+    lr, b1p, b2p = xp.reshape(lr, ()), xp.reshape(b1p, ()), xp.reshape(b2p, ())
     return lr * xp.sqrt(1.0 - b2p) / (1.0 - b1p), epsilon * xp.sqrt(1.0 - b2p), 1.0 - lr * coeff if coeff else 1.0
 
 
@@ -125,7 +128,8 @@ def lamb(xp, param, grad, lr, m1, m2, b1p, b2p, *, beta1, beta2, epsilon, weight
     either norm is 0, as Paddle's lamb kernel does)."""
     m1 = beta1 * m1 + (1.0 - beta1) * grad
     m2 = beta2 * m2 + (1.0 - beta2) * grad * grad
-    r = (m1 / (1.0 - b1p)) / (xp.sqrt(m2 / (1.0 - b2p)) + epsilon) + weight_decay * param
+    b1p_now, b2p_now = xp.reshape(b1p, ()), xp.reshape(b2p, ())  # (0-d, as ``_adam_scales``' are)
+    r = (m1 / (1.0 - b1p_now)) / (xp.sqrt(m2 / (1.0 - b2p_now)) + epsilon) + weight_decay * param
     p_norm, r_norm = _norm2(xp, param), _norm2(xp, r)
     both = (p_norm > 0) & (r_norm > 0)
     one = xp.ones((), dtype=param.dtype)
@@ -222,5 +226,6 @@ SCHEMAS = (
 )
 
 
-__all__ = ["SCHEMAS", "adagrad", "adam", "adam_aten", "clip_by_global_norm", "global_norm", "lamb", "momentum", "rmsprop",
+__all__ = ["SCHEMAS", "adagrad", "adam", "adam_aten", "clip_by_global_norm", "global_norm", "lamb", "momentum",
+           "rmsprop",
            "sgd"]

@@ -1,6 +1,8 @@
 """One rule for every op: the schema declares the dtype, and the kernel computes exactly that."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,23 @@ def test_an_optimizer_update_whose_grad_has_unknown_dims_is_a_build_error(op, gr
     with pytest.raises(OpError, match=rf"\({op}\).*Grad is float64\[.*\] but Param is float64\[2, 3\]"):
         block.append_op(op, ins, outs)
 
+
+
+@pytest.mark.parametrize("op", ["adam", "adamw", "lamb"])
+@pytest.mark.parametrize("slot, shape", [("Beta1Pow", [2, 3]), ("Beta2Pow", [3]), ("LearningRate", [1, 1])])
+def test_an_adam_scalar_of_more_than_one_value_is_a_build_error(op, slot, shape):
+    """The learning rate and the beta powers are scalars ([] or [1], as Paddle keeps them): a beta power shaped like
+    Param made the step per element, and one of another shape failed only at run time."""
+    main = Program()
+    block = main.global_block()
+    state = {n: block.create_var(n, [2, 3], "float64", persistable=True) for n in ("p", "g", "m1", "m2")}
+    scalars = {n: block.create_var(n, shape if n == slot else [1], "float64", persistable=True)
+               for n in ("LearningRate", "Beta1Pow", "Beta2Pow")}
+    ins = {"Param": state["p"], "Grad": state["g"], "Moment1": state["m1"], "Moment2": state["m2"], **scalars}
+    outs = {"ParamOut": state["p"], "Moment1Out": state["m1"], "Moment2Out": state["m2"],
+            "Beta1PowOut": scalars["Beta1Pow"], "Beta2PowOut": scalars["Beta2Pow"]}
+    with pytest.raises(OpError, match=rf"\({op}\).*{slot} must be a scalar, got shape {re.escape(str(shape))}"):
+        block.append_op(op, ins, outs)
 
 def test_every_schema_states_the_dtypes_of_every_input_and_dtype_attr():
     """So the registry test can enumerate them, and building an op checks them before inference."""

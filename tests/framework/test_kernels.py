@@ -129,6 +129,14 @@ def _copies(result):
     return [np.array(r, copy=True) for r in (result if isinstance(result, tuple) else (result,))]
 
 
+
+@pytest.mark.parametrize("case", SGD_CASES + MULTI_CASES, ids=lambda c: c.id)
+def test_an_update_keeps_its_type_promise(case):
+    """Every output of an optimizer update has its var's declared dtype and shape: a rank-0 Param with [1] beta
+    powers made adam's step [1] (the type promise was checked for ``ALL_CASES`` only)."""
+    got, declared = run_case(case)
+    check_type_promise(got, declared, case.op)
+
 @pytest.mark.parametrize("case", CASES + MULTI_CASES, ids=lambda c: c.id)
 def test_a_kernel_leaves_its_inputs_alone_and_keeps_nothing_between_calls(case):
     """The reference interpreter's kernels are plain functions: a result is never an array the kernel hands out

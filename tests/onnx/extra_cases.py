@@ -139,6 +139,12 @@ def optimizer_cases():
         for label, param in (("", p), ("zero_param", np.zeros_like(p))):
             yield Case("lamb", {**adam_ins, "Param": param}, None, {"beta1": 0.8, "beta2": 0.9, "weight_decay": 0.1},
                        label=label)
+        scalar_ins = {"Param": randn((), dtype), "Grad": randn((), dtype), "LearningRate": np.asarray([0.1], dtype),
+                      "Moment1": randn((), dtype), "Moment2": np.abs(randn((), dtype)),
+                      "Beta1Pow": np.asarray([0.8 ** 3], dtype), "Beta2Pow": np.asarray([0.9 ** 3], dtype)}
+        for op, attrs in (("adam", {}), ("adamw", {"coeff": 0.3}), ("lamb", {"weight_decay": 0.1})):
+            yield Case(op, scalar_ins, None, {"beta1": 0.8, "beta2": 0.9, **attrs},
+                       label="rank-0 Param, [1] beta powers")  # (the step stayed [1] on numpy and in ONNX)
         for centered, mu in ((False, 0.0), (True, 0.9)):
             yield Case("rmsprop", {"Param": p, "Grad": g, "LearningRate": lr, "MeanSquare": 2.0 + np.abs(v),
                                    "MeanGrad": v / 2, "Moment": v}, None,

@@ -178,7 +178,8 @@ def momentum(ctx):
 
 def _adam_moments(ctx) -> tuple[str, str, str, str]:
     """Moment1Out, Moment2Out and the beta powers' outputs, as adam, adamw and lamb all update them; returns the
-    new moments and the step's beta powers (the inputs: binding an output rebinds the var's name)."""
+    new moments and the step's beta powers (the inputs, binding an output rebinding the var's name; rank 0, so
+    that a [1] beta power leaves a rank-0 Param's step rank 0)."""
     g, dt = ctx.g, ctx.dtype("Param")
     b1, b2, grad, b1p, b2p = ctx.attr("beta1"), ctx.attr("beta2"), ctx.x("Grad"), ctx.x("Beta1Pow"), ctx.x("Beta2Pow")
     c = lambda v: ctx.scalar(v, dt)  # noqa: E731
@@ -188,7 +189,7 @@ def _adam_moments(ctx) -> tuple[str, str, str, str]:
                           g.node("Mul", [g.node("Mul", [c(1.0 - b2), grad]), grad])], slot="Moment2Out")
     ctx.emit("Mul", [b1p, c(b1)], slot="Beta1PowOut")
     ctx.emit("Mul", [b2p, c(b2)], slot="Beta2PowOut")
-    return m1, m2, b1p, b2p
+    return m1, m2, ctx.to_scalar(b1p), ctx.to_scalar(b2p)
 
 
 def _adam_step(ctx, param: str) -> None:
