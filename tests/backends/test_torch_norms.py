@@ -2,7 +2,8 @@
 infinities, one value per channel, rank 2, the running statistics, the batch statistics kept for the gradient, a
 gradient where ATen's overflows) and layer norm on ``native_layer_norm`` (the op's one ATen call,
 ``program/ops/network.layer_norm_aten``) and ``native_layer_norm_backward`` (rows far from 0, rows of one value,
-optional slots, the float range's end)."""
+optional slots, the float range's end); and where ATen's folded batch norm parts from the compute (a Scale
+or an X near the float range's end, channels far from 0 under the running statistics)."""
 from __future__ import annotations
 
 import numpy as np
@@ -199,7 +200,7 @@ def test_layer_norms_forward_runs_as_its_one_aten_call_and_its_gradient_on_atens
 @pytest.mark.parametrize("seed", [1, 10, 11])
 def test_batch_norms_gradient_where_aten_overflows_takes_the_compute(seed, monkeypatch):
     """A float64 X holding the largest float: the compute's dX is finite there (1e308), ATen's formula overflowed
-    to inf (in 77 of 200 such draws); the kernel sees its result is not finite and gives the reference's. Beside
+    to inf (in 77 of 200 such draws); the kernel's bound on its terms sends it to the compute. Beside
     it, a plain draw whose dX the convolution's gradient would read is known finite (not summed again)."""
     need_torch()
     draw = np.random.default_rng(seed)
@@ -219,3 +220,74 @@ def test_batch_norms_gradient_where_aten_overflows_takes_the_compute(seed, monke
         summed, own = [], torch.sum
         monkeypatch.setattr(finite.torch, "sum", lambda t: summed.append(t) or own(t))
         assert finite.all_finite(dx) and summed == []
+
+
+def _batch_norm_cases(x, scale, is_test: bool, label: str) -> list:
+    dtype, plain = x.dtype, x[np.isfinite(x) & (np.abs(x) < 1e6)]  # (the running statistics of ordinary values)
+    stats = {"Scale": scale, "Bias": np.full(3, 0.5, dtype), "Mean": np.full(3, float(plain.mean()), dtype),
+             "Variance": np.full(3, float(plain.var()), dtype)}
+    grad_stats = {"Mean": stats["Mean"], "Variance": stats["Variance"]} if is_test else {}
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    return [Case("batch_norm", {"X": x, **stats}, None, {"momentum": 0.8, "epsilon": 1e-5, "is_test": is_test},
+                 label=label),
+            Case("batch_norm_grad", {"X": x, "Scale": scale, **grad_stats, "Y@GRAD": dy}, None,
+                 {"epsilon": 1e-5, "is_test": is_test}, label=label)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("is_test", [False, True], ids=["train", "test"])
+def test_batch_norm_where_atens_folded_formula_parts_from_the_compute_takes_the_compute(dtype, is_test):
+    """ATen forms Y = X a + (Bias - mean a), a = Scale rstd, where the compute centres first: a Scale of inf or
+    near the largest float made NaN where the compute's Y is +-inf; with the running statistics a channel 1e4
+    deviations from 0 lost about that many ulp (float32 8e-5, float64 2e-13); an X at the float range's end
+    overflowed in the compute's Scale@GRAD and not in ATen's (test mode). Each takes the reference's numbers."""
+    need_torch()
+    most = float(np.finfo(dtype).max)
+    plain = rng.standard_normal((4, 3, 2, 2)).astype(dtype)
+    for value in (most, most / 2, np.inf, -np.inf):
+        scale = np.array([1.5, value, -0.5], dtype)
+        for case in _batch_norm_cases(plain, scale, is_test, f"{dtype} Scale {value}"):
+            _same_as_numpy(case)
+    if is_test:  # (in training the compute's own sums over torch part further: the kernel keeps ATen's)
+        far = (1e4 + rng.standard_normal((8, 3, 4, 4))).astype(dtype)
+        for case in _batch_norm_cases(far, rng.standard_normal(3).astype(dtype), is_test, f"{dtype} 1e4 out"):
+            _same_as_numpy(case)
+    for value in (-most, most / 2):
+        spoiled = plain.copy()
+        spoiled[0, 0, 0, 0] = value
+        for case in _batch_norm_cases(spoiled, rng.standard_normal(3).astype(dtype), is_test, f"{dtype} X {value}"):
+            _same_as_numpy(case)
+
+
+@pytest.mark.parametrize("is_test", [False, True], ids=["train", "test"])
+def test_batch_norm_on_plain_values_stays_atens(is_test, monkeypatch):
+    """The guards read statistics and maxima, not the kernel's numbers: ordinary values still run ATen's
+    ``native_batch_norm`` and its backward (one call each), and their results are bit for bit ATen's."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import KERNELS
+    from gradgen.framework.backend.torch.kernels import normalization
+
+    calls = []
+
+    class Counted:
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append(name)
+                return getattr(torch.ops.aten, name)(*args)
+            return call
+
+    monkeypatch.setattr(normalization, "_aten", Counted())
+    x, scale = rng.standard_normal((4, 3, 2, 2)), rng.standard_normal(3)
+    forward, backward = _batch_norm_cases(x, scale, is_test, "plain")
+    ops = [one_op_program(case)[1] for case in (forward, backward)]
+    tensors = [torch.from_numpy(np.asarray(v)) for v in forward.inputs.values()]
+    y = KERNELS["batch_norm"](ops[0])(*tensors)[0]
+    fresh = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    want = torch.ops.aten.native_batch_norm(*tensors, False, 0.0, 1e-5) if is_test else \
+        torch.ops.aten.native_batch_norm(*tensors[:3], *fresh, True, 1.0, 1e-5)
+    assert torch.equal(y, want[0])
+    KERNELS["batch_norm_grad"](ops[1])(*[torch.from_numpy(np.asarray(v)) for v in backward.inputs.values()])
+    assert calls == ["native_batch_norm", "native_batch_norm_backward"] if is_test else \
+        calls == ["native_batch_norm", "native_batch_norm", "native_batch_norm_backward"], calls

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.framework.backend.numpy import blas
 from gradgen.framework.backend.numpy.kernels import KERNELS
 from tests.framework.op_cases import ALL_CASES
 from tests.framework.op_harness import Case, check_type_promise, one_op_program, run_case

@@ -56,7 +56,7 @@ def layer_norm_grad(op):
             return computed(x, *rest)
         mean, rstd, rows = _statistics(x, norm, n, eps)
         g = 1.0 if scale is None else one_or_more(largest(scale))
-        bound = 16 * max(n, x.numel() // n) * largest(dy) * g * rows.span ** 2 * rows.top ** 3
+        bound = 16 * max(n, x.numel() // n) * largest(dy) * g * rows.span * rows.span * rows.top * rows.top * rows.top
         if not (rows.fit and bound <= most(x)):
             return computed(x, *rest)
         # ATen makes Scale@GRAD only beside a weight (ones where the op has no Scale: the same numbers) and

@@ -8,7 +8,8 @@ import math
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
-from gradgen.program.ops.network import moved_statistics
+from gradgen.program.ops.network import (ATEN_SPREAD, AtenRows, aten_rows, largest, most, moved_statistics,
+                                         one_or_more, rounded)
 
 from . import kept
 from ..xp import XP
@@ -20,20 +21,51 @@ __all__ = ["FASTER", "KERNELS"]
 _aten = torch.ops.aten
 
 def _normalized(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float):
-    """y over x's batch statistics, and those statistics: x's per-channel mean and population variance. One call
-    of ATen's ``native_batch_norm`` with fresh running buffers and momentum 1, which it fills with the mean and
-    the unbiased variance, rescaled here."""
+    """y over x's batch statistics, those statistics (x's per-channel mean and population variance) and ATen's own
+    (saved mean, rstd). One call of ATen's ``native_batch_norm`` with fresh running buffers and momentum 1, which
+    it fills with the mean and the unbiased variance, rescaled here."""
     mean, unbiased = torch.zeros(x.shape[1], dtype=x.dtype), torch.zeros(x.shape[1], dtype=x.dtype)
     y, saved_mean, rstd = _aten.native_batch_norm(x, scale, bias, mean, unbiased, True, 1.0, eps)
     kept.keep(x, ("batch_norm", eps), (saved_mean, rstd))
     count = x.numel() // x.shape[1]
-    return y, mean, unbiased * ((count - 1) / count)
+    return y, mean, unbiased * ((count - 1) / count), saved_mean, rstd
+
+
+def _magnitude(t: torch.Tensor) -> float:
+    """A bound on max|t| for the guards: the square root of t's sum of squares (one BLAS pass, 0.18 ms over ResNet's
+    [32, 64, 32, 32] float32 where ``largest``'s ``aminmax`` took 0.33); NaN with a NaN in t, inf with an infinity
+    or where the squares' sum overflows (a float32 t past 1e19: the compute then runs, which is right too)."""
+    flat = t.reshape(-1)
+    return math.sqrt(float(torch.dot(flat, flat))) if flat.numel() else 0.0
+
+
+def _running_rows(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float) -> AtenRows:
+    """``AtenRows`` of the channels under the running statistics (``is_test``), which bound no |x|: the span is
+    max|x| + max|Mean| (one pass over X, ``_magnitude``)."""
+    rstd = (var + rounded(eps, x)).rsqrt()
+    spread = float((mean.abs() * var.clamp(min=0).sqrt() * rstd * rstd).max())
+    return AtenRows(spread <= ATEN_SPREAD, one_or_more(_magnitude(x) + largest(mean)), one_or_more(float(rstd.max())))
+
+
+def _batch_rows(x: torch.Tensor, saved_mean: torch.Tensor, rstd: torch.Tensor, eps: float) -> AtenRows:
+    """``AtenRows`` of the channels under the batch's own statistics (ATen's mean and rstd)."""
+    return aten_rows(saved_mean, rstd, x.numel() // x.shape[1], rounded(eps, x))
 
 
 def batch_norm(op):
-    """Training on ATen's fused kernel (``native_batch_norm``), the running statistics moved as the op's compute
-    moves them; float16, an empty batch and one value per channel take the compute (``FASTER`` says why the
-    fused kernel stays)."""
+    """On ATen's fused kernel (``native_batch_norm``), the running statistics moved as the op's compute moves
+    them; float16, an empty batch and one value per channel take the compute (``FASTER`` says why the fused kernel
+    stays), and so do the channels ATen's formula parts from the compute's on (the guards layer norm's ATen call
+    keeps, ``program/ops/network.py``). ATen folds the normalisation into Y = X a + (Bias - mean a), a = Scale
+    rstd, where the compute centres first, so its X a and mean a overflow where the compute's terms do not (a
+    Scale of inf or 3.4e38 made NaN where the compute's Y is +-inf): 16 max|x| max(1, rstd) max(1, |Scale|) +
+    |Bias| must stay under the dtype's largest value, max|x| bounded by the batch's statistics in training, read
+    from X in test mode. And they lose about |mean| / sqrt(var) ulp on a channel far from 0: with the running
+    statistics (test mode) such channels (``AtenRows.fit``) take the compute, which has no sum there (float32
+    channels 1e4 deviations out parted from the reference by 8e-5, past the engines' 1e-5; the compute's 0); in
+    training they stay ATen's, the compute over torch parting further by its own order of summation (float64,
+    1e4 deviations: ATen's 1.7e-12 of the reference, the compute's 1e-11; float32 4.7e-4 and 3.9e-4, a
+    reordered sum, ``numerics.md`` rule 4). Y is then finite, and known so to the next kernel."""
     momentum, eps, is_test = op.attr("momentum"), op.attr("epsilon"), op.attr("is_test")
     estimator = op.attr("running_variance")
     computed = derived_kernel(OP_SCHEMAS["batch_norm"], XP)(op)
@@ -42,8 +74,18 @@ def batch_norm(op):
         if not fused(x) or (not is_test and x.numel() == x.shape[1]):
             return computed(x, scale, bias, mean, var)
         if is_test:
-            return _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0], mean, var
-        y, mu, v = _normalized(x, scale, bias, eps)
+            rows = _running_rows(x, mean, var, eps)
+        else:
+            y, mu, v, saved_mean, rstd = _normalized(x, scale, bias, eps)
+            rows = _batch_rows(x, saved_mean, rstd, eps)
+        if not ((rows.fit or not is_test) and
+                16 * rows.span * rows.top * one_or_more(largest(scale)) + largest(bias) <= most(x)):
+            return computed(x, scale, bias, mean, var)
+        if is_test:
+            y = _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0]
+        known_finite(y)
+        if is_test:
+            return y, mean, var
         return (y, *moved_statistics(mean, var, mu, v, tuple(x.shape), momentum=momentum,
                                      running_variance=estimator))
 
@@ -53,10 +95,12 @@ def batch_norm(op):
 def batch_norm_grad(op):
     """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel kept
     for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take the
-    op's compute, and so does a result that is not finite: ATen's dX, formed otherwise, overflowed where the
-    compute's did not (float64 X holding the largest float: inf against 1.07e308), and NaN and infinities in the
-    inputs then take the reference's own places. The sum that decides proves dX finite for the convolution's
-    gradient that reads it next (which would sum it otherwise)."""
+    op's compute, and so do magnitudes at which ATen's terms or the compute's could overflow where the other's do
+    not: ATen's dX overflowed where the compute's did not (float64 X holding the largest float: inf against
+    1.07e308), and with the running statistics the compute's Scale@GRAD overflowed where ATen's did not (float32 X
+    of -3.4e38). As layer norm's gradient: 16 n max|dY| max(1, |Scale|) span**2 max(1, rstd)**3 under the dtype's
+    largest value (n values a channel; span bounds |x|, ``AtenRows``; max|dY| bounded by ``_magnitude``; NaN and
+    infinities fail it). dX is then finite, and known so to the convolution's gradient that reads it next."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
     computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"], XP)(op)
 
@@ -66,14 +110,21 @@ def batch_norm_grad(op):
         dy = rest[-1]
         if is_test:
             mean, var = rest[0], rest[1]
-            outs = _aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps, [True, True, True])
+            rows = _running_rows(x, mean, var, eps)
         else:
             stats = kept.kept(x, ("batch_norm", eps))
             _, mean, rstd = (None, *stats) if stats else _aten.native_batch_norm(x, None, None, None, None, True, 0.0,
                                                                                  eps)
-            outs = _aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps, [True, True, True])
-        if not all(math.isfinite(float(torch.sum(g))) for g in outs):
+            rows = _batch_rows(x, mean, rstd, eps)
+        n = x.numel() // x.shape[1]
+        span, top = rows.span, rows.top  # (products, not powers: a float's ** raises past the range, * gives inf)
+        bound = 16 * n * _magnitude(dy) * one_or_more(largest(scale)) * span * span * top * top * top
+        if not bound <= most(x):
             return computed(x, scale, *rest)
+        if is_test:
+            outs = _aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps, [True, True, True])
+        else:
+            outs = _aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps, [True, True, True])
         known_finite(outs[0])
         return tuple(outs)
 
