@@ -1,9 +1,9 @@
 """Every op type of one or two float inputs (and no required attrs) on the torch engine, against the numpy
 reference, with one value near an end of the float range among 63 ordinary ones: their sum stays finite, so the
 engine's finiteness checks let ATen's fast paths run, and the tensor is long enough for ATen's vector kernels
-(which round otherwise than its scalar ones); NaN, the infinities and -0 too. Such a sweep found ATen's float32
-gelu, torch's remainder, ATen's running products and its batch norm gradient parting from the reference there
-(``design_docs/numerics.md``)."""
+(which round otherwise than its scalar ones); NaN, the infinities and -0 too; and integers at the ends of their
+range. Such a sweep found ATen's float32 gelu, torch's remainder, ATen's running products and its batch norm
+gradient parting from the reference there (``design_docs/numerics.md``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -138,3 +138,43 @@ def test_remainders_and_running_products_meet_one_extreme_value_as_numpy_does(dt
               Case("reduce_prod", {"X": spoiled / 2}, None, {"dim": [1]})]
     for case in cases:
         _same_as_numpy(Case(case.op, case.inputs, None, case.attrs, label=f"{dtype} {extreme}"))
+
+
+def _integer_types() -> list[str]:
+    """The op types of one or two inputs (no required attrs) whose case builds with int32 inputs."""
+    found = []
+    for op_type in _swept_types() + sorted(REORDERED):
+        slots = [slot.name for slot in OP_SCHEMAS[op_type].inputs if not slot.optional]
+        ints = np.arange(64, dtype="int32").reshape(4, 16)
+        try:
+            one_op_program(Case(op_type, dict(zip(slots, [ints] * len(slots))), None, {}))
+        except Exception:  # floats only, bools, indices of other shapes: not this sweep's
+            continue
+        found.append(op_type)
+    return found
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integers_at_the_ends_of_their_range_give_the_references_numbers(dtype):
+    """Every op type of one or two inputs that takes integers, on values at the ends of the dtype's range, 0, +-1,
+    and 46341 (whose square overflows int32), mixed with each other and with small ones: wrap-around, integer
+    division and remainder (by zero: the same error), comparisons, sorts and reductions as the reference computes
+    them. (The mean of such int64 values is left out: its float64 sum rounds by the order of its additions.)"""
+    need_torch()
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    values = np.array([low, high, low + 1, high - 1, 0, -1, 1, 2, -2, 7, -7, high // 2, low // 2, 3, -3, 46341], dtype)
+    draw = np.random.default_rng(5)
+    compared = 0
+    for op_type in _integer_types():
+        if dtype == "int64" and op_type in ("mean", "reduce_mean"):
+            continue
+        slots = [slot.name for slot in OP_SCHEMAS[op_type].inputs if not slot.optional]
+        ends = [draw.permutation(np.resize(values, 64)).reshape(4, 16) for _ in slots]
+        small = draw.integers(-5, 6, (4, 16)).astype(dtype)
+        for arrays in ([ends[0]],) if len(slots) == 1 else (ends, [ends[0], small], [small, ends[0]]):
+            main, op, feed = one_op_program(Case(op_type, dict(zip(slots, arrays)), None, {}))
+            fetch = [n for names in op.outputs.values() for n in names]
+            assert_same(run_on("numpy", main, feed, fetch), run_on("torch", main, feed, fetch), fetch,
+                        f"{op_type} {dtype}")
+            compared += 1
+    assert compared > 60, compared
