@@ -179,3 +179,24 @@ def test_integers_at_the_ends_of_their_range_give_the_references_numbers(dtype):
                         f"{op_type} {dtype}")
             compared += 1
     assert compared > 60, compared
+
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("equation, shapes", [("ij,jk,kl->il", [(2, 3), (3, 1), (4, 2)]),
+                                              ("ij,jk,kl->", [(2, 3), (3, 4), (4, 2)]),
+                                              ("bij,bjk,bkl->bil", [(2, 2, 3), (2, 3, 4), (2, 4, 2)])])
+def test_an_einsum_of_three_operands_contracts_in_the_references_order(dtype, equation, shapes):
+    """The order of contraction groups the products: with a value near the largest float in one operand, one
+    grouping overflows to inf and another meets inf - inf (``ij,jk,kl->il``, k broadcast from 1 to 4: inf on
+    numpy, NaN in torch's own order). Three float operands take the reference's order on the torch engine."""
+    need_torch()
+    draw = np.random.default_rng(len(equation))
+    most = float(np.finfo(dtype).max)
+    for value in (most, -most, most / 2):
+        for spoiled, shape in enumerate(shapes):
+            for at in range(int(np.prod(shape))):
+                operands = [draw.standard_normal(s).astype(dtype) for s in shapes]
+                operands[spoiled].flat[at] = value
+                _same_as_numpy(Case("einsum", {"Operands": operands}, None, {"equation": equation},
+                                    label=f"{equation} {dtype} {value} at {spoiled}.{at}"))

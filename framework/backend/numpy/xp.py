@@ -1,7 +1,7 @@
 """The array namespace the numpy engine hands to an op's ``compute`` (``OpSchema.compute``): numpy's functions,
 plus ``erf`` (scipy's ufunc, in the input's dtype: scipy computes float16 in float32), ``pow`` with C99's
 special cases (``design_docs/numerics.md``), ``check`` (``backend/derive``: raises at once) and ``einsum`` through
-BLAS."""
+BLAS (``shared/contraction``)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -10,6 +10,7 @@ import numpy
 from scipy.special import erf as _scipy_erf
 
 from ..derive import check
+from ..shared.contraction import reference_einsum
 
 __all__ = ["XP"]
 
@@ -34,12 +35,6 @@ def _pow(x, y):
     return out
 
 
-def _einsum(equation: str, *operands):
-    """numpy's einsum, contracting pairs through BLAS (``optimize``) where there are several operands, rather than
-    in one loop over every index."""
-    return numpy.einsum(equation, *operands, optimize=len(operands) > 1)
-
-
 XP = SimpleNamespace(**{**{name: getattr(numpy, name) for name in dir(numpy) if not name.startswith("_")},
-                        "erf": _erf, "pow": _pow, "check": check, "einsum": _einsum})
+                        "erf": _erf, "pow": _pow, "check": check, "einsum": reference_einsum})
 """numpy as ``xp``: a plain namespace, so each function is one attribute lookup away."""

@@ -12,6 +12,7 @@ import torch
 from gradgen.program.ops import OP_SCHEMAS
 
 from ..derive import check
+from ..shared.contraction import reference_einsum
 
 __all__ = ["XP", "torch_dtype"]
 
@@ -130,6 +131,16 @@ def _running(torch_fn, numpy_fn):
     return run
 
 
+def _einsum(equation: str, *operands):
+    """torch's einsum of one or two operands; of three or more float ones the reference's (``shared/contraction``,
+    numpy's pairs in its ``optimize`` order): the order groups the products, and where a value near the largest float
+    makes one grouping overflow to inf, another meets inf - inf (``ij,jk,kl->il`` with 3.4e38 in the third
+    operand: inf on numpy, NaN in torch's order). Integers wrap alike in any grouping."""
+    if len(operands) > 2 and all(o.dtype in _NUMPY_FLOATS for o in operands):
+        return torch.from_numpy(np.asarray(reference_einsum(equation, *(o.numpy() for o in operands))))
+    return torch.einsum(equation, *operands)
+
+
 def _isdtype(dtype, kind: str) -> bool:
     if kind == "integral":
         return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
@@ -202,7 +213,7 @@ XP = SimpleNamespace(
     concat=lambda xs, axis=0: torch.cat(tuple(xs), dim=axis),
     flip=lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else _axes(x, axis)),
     cumsum=_running(torch.cumsum, np.cumsum), cumprod=_running(torch.cumprod, np.cumprod),
-    einsum=torch.einsum,
+    einsum=_einsum,
     zeros_like=torch.zeros_like, full=_full, full_like=_full_like, nextafter=torch.nextafter, inf=float("inf"),
     tril=lambda x, k=0: torch.tril(x, k), triu=lambda x, k=0: torch.triu(x, k),
     broadcast_to=lambda x, shape: torch.broadcast_to(x, tuple(shape)),
