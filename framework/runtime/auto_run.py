@@ -45,8 +45,8 @@ new trial, so each shape runs on its own winner):
    ended with the times still overlapping, or sooner when the check costs little: ``first_check_after``): settled
    blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over if its pooled times are
    apart from the choice's and its median at least ``RECHECK_MARGIN`` below, or if the trial's and the check's
-   medians together put it ``RECHECK_MARGIN`` ahead (after a close call, a choice made on overlapping times: ahead
-   at all; ``check_overturns``).
+   medians together put it ``RECHECK_MARGIN`` ahead (after a close call, a choice made on overlapping times: the
+   check alone, ahead at all; ``check_overturns``).
    Another process's burst of work during the trial can make the faster engine look slower; the check puts that
    right. Each check that keeps the choice doubles the wait before the next, up to ``RECHECK_MAX_SECONDS``, so its
    cost fades (on ResNet a check runs eight numpy steps).

@@ -89,7 +89,8 @@ class Trial:
         check that keeps the choice adds its own medians to."""
         self._chosen_apart = True
         """Whether the present choice was made on times apart from the runner-up's (a check then needs the runner-up
-        ``RECHECK_MARGIN`` ahead; a choice made on overlapping times, any lead: ``trial_rules.check_overturns``)."""
+        ``RECHECK_MARGIN`` ahead; a choice made on overlapping times, any lead in the check:
+        ``trial_rules.check_overturns``)."""
         self._medians: dict[str, float] = {}
         """The latest median run of each engine timed (the trial's, then each check's): what a record keeps."""
         self._measured = ""

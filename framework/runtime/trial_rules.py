@@ -112,7 +112,7 @@ RECHECK_MAX_SECONDS = 640.0
 RECHECK_MARGIN = 0.10
 """How much faster (median) the runner-up must be to overturn a choice made on times apart: in a check whose times
 lie apart, or in the measurement before and the check together (``check_overturns``). A choice made on
-overlapping times is a close call: any lead on all that was measured overturns it."""
+overlapping times is a close call: any lead in its check overturns it."""
 
 CHECK_SHARE = 0.10
 """The most a choice's first check may cost (the runner-up's runs in it, less what the choice would have taken for
@@ -152,9 +152,11 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     over the choice's, in the measurement before this check (the trial, or the previous check; None when unknown)
     and in this check; ``apart`` whether the check's times lie apart; ``close_call`` whether the choice was made on
     overlapping times. A check whose times lie apart with the runner-up's median ``RECHECK_MARGIN`` below overturns
-    any choice. Otherwise the two measurements weigh alike, by the geometric mean of their ratios: after a close
-    call the runner-up takes over when together they put it ahead at all; after a clear choice when together they
-    put it ``RECHECK_MARGIN`` ahead.
+    any choice. After a close call the check alone decides: the runner-up takes over if its median is below the
+    choice's at all (the trial could not tell the two apart, and its first seconds are the biased ones: numpy's
+    first second runs slow, xla's right after its compile). After a clear choice the two measurements weigh alike,
+    by the geometric mean of their ratios: the runner-up takes over when together they put it ``RECHECK_MARGIN``
+    ahead.
 
     Measured (``tests/bench/choice.py``, fresh processes): requiring a check's times apart after a close call kept a
     seed f64 choice of xla made overlapping (numpy 1.26 ms, xla 1.03) after a check met numpy at 0.82 and xla at
@@ -164,11 +166,16 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     f32 choice of xla made apart (numpy 0.725 ms, xla 0.626) after a check met numpy at 0.548 and xla at 0.844,
     overlapping; the bench's rounds then ran xla 13 % slower (0.83 against 0.73). Weighing the trial alike after a
     close call kept a seed f32 choice of xla made overlapping (numpy 0.792 ms, xla 0.574: the trial's numpy runs
-    slowed) after a check met numpy at 0.468 and xla at 0.572, apart; the bench's rounds then ran xla 21 % slower."""
-    together = (1.0 if before is None else before) * check
+    slowed) after a check met numpy at 0.468 and xla at 0.572, apart; the bench's rounds then ran xla 21 % slower;
+    and (2026-12-01) a seed f64 choice of xla made overlapping (numpy 1.03 ms, xla 0.895) after a check met numpy at
+    0.773 and xla at 0.817, overlapping (together 1.09: kept); the bench's rounds then ran xla 12 % slower (0.85
+    against 0.76): 1 wrong pick in 60. The check alone decides each of these close calls right."""
     if apart and check < 1.0 - RECHECK_MARGIN:
         return True
-    return together < (1.0 if close_call else (1.0 - RECHECK_MARGIN) ** 2)
+    if close_call:
+        return check < 1.0
+    together = (1.0 if before is None else before) * check
+    return together < (1.0 - RECHECK_MARGIN) ** 2
 
 
 def parted(blocks: int, fast: float, slow: float) -> bool:

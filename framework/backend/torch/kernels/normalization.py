@@ -20,6 +20,7 @@ __all__ = ["FASTER", "KERNELS"]
 
 _aten = torch.ops.aten
 
+
 def _normalized(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, eps: float):
     """y over x's batch statistics, those statistics (x's per-channel mean and population variance) and ATen's own
     (saved mean, rstd). One call of ATen's ``native_batch_norm`` with fresh running buffers and momentum 1, which
