@@ -8,8 +8,7 @@ import math
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
-from gradgen.program.ops.network import (ATEN_SPREAD, AtenRows, aten_rows, largest, most, moved_statistics,
-                                         one_or_more, rounded)
+from gradgen.program.ops.network import AtenRows, aten_rows, largest, most, moved_statistics, one_or_more, rounded
 
 from . import kept
 from ..xp import XP
@@ -43,14 +42,14 @@ def _magnitude(t: torch.Tensor) -> float:
 def _running_rows(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float) -> AtenRows:
     """``AtenRows`` of the channels under the running statistics (``is_test``), which bound no |x|: the span is
     max|x| + max|Mean| (one pass over X, ``_magnitude``)."""
-    rstd = (var + rounded(eps, x)).rsqrt()
-    spread = float((mean.abs() * var.clamp(min=0).sqrt() * rstd * rstd).max())
-    return AtenRows(spread <= ATEN_SPREAD, one_or_more(_magnitude(x) + largest(mean)), one_or_more(float(rstd.max())))
+    rows = aten_rows(mean, (var + rounded(eps, x)).rsqrt(), 1, rounded(eps, x))
+    return rows._replace(span=one_or_more(_magnitude(x) + largest(mean)))
 
 
 def _batch_rows(x: torch.Tensor, saved_mean: torch.Tensor, rstd: torch.Tensor, eps: float) -> AtenRows:
-    """``AtenRows`` of the channels under the batch's own statistics (ATen's mean and rstd)."""
-    return aten_rows(saved_mean, rstd, x.numel() // x.shape[1], rounded(eps, x))
+    """``AtenRows`` of the channels under the batch's own statistics (ATen's mean and rstd), fit whatever their
+    spread: in training a channel far from 0 stays ATen's (``batch_norm`` says why)."""
+    return aten_rows(saved_mean, rstd, x.numel() // x.shape[1], rounded(eps, x))._replace(fit=True)
 
 
 def batch_norm(op):
@@ -79,8 +78,7 @@ def batch_norm(op):
         else:
             y, mu, v, saved_mean, rstd = _normalized(x, scale, bias, eps)
             rows = _batch_rows(x, saved_mean, rstd, eps)
-        if not ((rows.fit or not is_test) and
-                16 * rows.span * rows.top * one_or_more(largest(scale)) + largest(bias) <= most(x)):
+        if not (rows.fit and 16 * rows.span * rows.top * one_or_more(largest(scale)) + largest(bias) <= most(x)):
             return computed(x, scale, bias, mean, var)
         if is_test:
             y = _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0]
