@@ -17,11 +17,11 @@ import subprocess
 import sys
 import time
 
+from .engine_survey import DEFAULT_FOLDER
+
 __all__ = ["WORKLOADS", "remember"]
 
 WORKLOADS = ("lenet", "resnet", "transformer", "rnn")
-_ANCHORS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..",
-                        "shared", "anchors", "workloads")
 _SETTLED = ("checked again", "remembered from")
 """Words of ``Executor.backend_choice``'s reason once a record stands: the trial's choice checked once (and
 recorded again), or a record found."""
@@ -48,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", help=f"any of {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--seconds", type=float, default=45.0, help="the most each workload runs")
-    parser.add_argument("--anchors", default=os.path.normpath(_ANCHORS), help="the anchors' workloads folder")
+    parser.add_argument("--anchors", default=DEFAULT_FOLDER, help="the anchors' workloads folder")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     unknown = sorted(set(args.workloads) - set(WORKLOADS))
