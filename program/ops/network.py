@@ -238,6 +238,21 @@ class AtenRows(NamedTuple):
     top: float
     """max(1, rstd)."""
 
+    def output_fits(self, x: Any, scale: Any, bias: Any) -> bool:
+        """The forward's guard: every row fit and 16 max|x| max(1, rstd) max(1, |Scale|) + |Bias| (a bound on every
+        term of ATen's Y and of the compute's) under X's dtype's largest value; Scale or Bias None where the op has
+        none. NaN and infinities fail it."""
+        g = 1.0 if scale is None else one_or_more(largest(scale))
+        return self.fit and 16 * self.span * self.top * g + (0.0 if bias is None else largest(bias)) <= most(x)
+
+    def gradient_bound(self, count: int, dy_largest: float, scale: Any) -> float:
+        """16 count max|dY| max(1, |Scale|) span**2 max(1, rstd)**3: a bound on every term of ATen's gradient and
+        of the compute's (``count`` the values a sum runs over; Scale None where the op has none). Products, not
+        powers: a float's ** raises OverflowError past the range, where * gives inf."""
+        g = 1.0 if scale is None else one_or_more(largest(scale))
+        span, top = self.span, self.top
+        return 16 * count * dy_largest * g * span * span * top * top * top
+
 
 def aten_rows(mean: Any, rstd: Any, n: int, eps: float) -> AtenRows:
     """``AtenRows`` from ATen's per-row mean and rstd = 1 / sqrt(var + eps) (``eps`` rounded to their dtype)."""
@@ -267,10 +282,7 @@ def layer_norm_aten(ops, x, scale, bias, *, begin_norm_axis, epsilon):
         return None
     y, mean, rstd = ops.native_layer_norm(x, norm, scale, bias, epsilon)
     eps = rounded(epsilon, x)
-    rows = aten_rows(mean, rstd, n, eps)
-    g = 1.0 if scale is None else one_or_more(largest(scale))
-    bound = 16 * rows.span * rows.top * g + (0.0 if bias is None else largest(bias))
-    if not (rows.fit and bound <= most(x)):
+    if not aten_rows(mean, rstd, n, eps).output_fits(x, scale, bias):
         return None
     variance = rstd.reciprocal().square_().sub_(eps)
     if not float(variance.min()) >= eps:

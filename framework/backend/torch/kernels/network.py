@@ -10,7 +10,7 @@ import math
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
-from gradgen.program.ops.network import AtenRows, aten_rows, largest, most, one_or_more, rounded
+from gradgen.program.ops.network import AtenRows, aten_rows, largest, most, rounded
 from gradgen.program.shapes import normalize_axis
 
 from ...derive import call_of
@@ -55,9 +55,7 @@ def layer_norm_grad(op):
         if n == 1:
             return computed(x, *rest)
         mean, rstd, rows = _statistics(x, norm, n, eps)
-        g = 1.0 if scale is None else one_or_more(largest(scale))
-        bound = 16 * max(n, x.numel() // n) * largest(dy) * g * rows.span * rows.span * rows.top * rows.top * rows.top
-        if not (rows.fit and bound <= most(x)):
+        if not (rows.fit and rows.gradient_bound(max(n, x.numel() // n), largest(dy), scale) <= most(x)):
             return computed(x, *rest)
         # ATen makes Scale@GRAD only beside a weight (ones where the op has no Scale: the same numbers) and
         # Bias@GRAD only beside a bias, whose values it does not read

@@ -74,17 +74,15 @@ def batch_norm(op):
         if not fused(x) or (not is_test and x.numel() == x.shape[1]):
             return computed(x, scale, bias, mean, var)
         if is_test:
-            rows = _running_rows(x, mean, var, eps)
-        else:
-            y, mu, v, saved_mean, rstd = _normalized(x, scale, bias, eps)
-            rows = _batch_rows(x, saved_mean, rstd, eps)
-        if not (rows.fit and 16 * rows.span * rows.top * one_or_more(largest(scale)) + largest(bias) <= most(x)):
-            return computed(x, scale, bias, mean, var)
-        if is_test:
+            if not _running_rows(x, mean, var, eps).output_fits(x, scale, bias):
+                return computed(x, scale, bias, mean, var)
             y = _aten.native_batch_norm(x, scale, bias, mean, var, False, 0.0, eps)[0]
-        known_finite(y)
-        if is_test:
+            known_finite(y)
             return y, mean, var
+        y, mu, v, saved_mean, rstd = _normalized(x, scale, bias, eps)
+        if not _batch_rows(x, saved_mean, rstd, eps).output_fits(x, scale, bias):
+            return computed(x, scale, bias, mean, var)
+        known_finite(y)
         return (y, *moved_statistics(mean, var, mu, v, tuple(x.shape), momentum=momentum,
                                      running_variance=estimator))
 
@@ -92,14 +90,15 @@ def batch_norm(op):
 
 
 def batch_norm_grad(op):
-    """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel kept
-    for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take the
-    op's compute, and so do magnitudes at which ATen's terms or the compute's could overflow where the other's do
-    not: ATen's dX overflowed where the compute's did not (float64 X holding the largest float: inf against
-    1.07e308), and with the running statistics the compute's Scale@GRAD overflowed where ATen's did not (float32 X
-    of -3.4e38). As layer norm's gradient: 16 n max|dY| max(1, |Scale|) span**2 max(1, rstd)**3 under the dtype's
-    largest value (n values a channel; span bounds |x|, ``AtenRows``; max|dY| bounded by ``_magnitude``; NaN and
-    infinities fail it). dX is then finite, and known so to the convolution's gradient that reads it next."""
+    """On ATen's fused kernel (``native_batch_norm_backward``, the batch statistics those batch_norm's kernel
+    kept for this tensor (``kept``), else recomputed by ``native_batch_norm``); float16 and an empty batch take
+    the op's compute, and so do magnitudes at which ATen's terms or the compute's could overflow where the
+    other's do not: ATen's dX overflowed where the compute's did not (float64 X holding the largest float: inf
+    against 1.07e308), and with the running statistics the compute's Scale@GRAD overflowed where ATen's did not
+    (float32 X of -3.4e38). As layer norm's gradient (``AtenRows.gradient_bound``): 16 n max|dY| max(1, |Scale|)
+    span**2 max(1, rstd)**3 under the dtype's largest value (n values a channel; span bounds |x|, ``AtenRows``;
+    max|dY| bounded by ``_magnitude``; NaN and infinities fail it). dX is then finite, and known so to the
+    convolution's gradient that reads it next."""
     eps, is_test = op.attr("epsilon"), op.attr("is_test")
     computed = derived_kernel(OP_SCHEMAS["batch_norm_grad"], XP)(op)
 
@@ -109,21 +108,15 @@ def batch_norm_grad(op):
         dy = rest[-1]
         if is_test:
             mean, var = rest[0], rest[1]
-            rows = _running_rows(x, mean, var, eps)
+            rows, statistics = _running_rows(x, mean, var, eps), (mean, var, None, None)
         else:
             stats = kept.kept(x, ("batch_norm", eps))
             _, mean, rstd = (None, *stats) if stats else _aten.native_batch_norm(x, None, None, None, None, True, 0.0,
                                                                                  eps)
-            rows = _batch_rows(x, mean, rstd, eps)
-        n = x.numel() // x.shape[1]
-        span, top = rows.span, rows.top  # (products, not powers: a float's ** raises past the range, * gives inf)
-        bound = 16 * n * _magnitude(dy) * one_or_more(largest(scale)) * span * span * top * top * top
-        if not bound <= most(x):
+            rows, statistics = _batch_rows(x, mean, rstd, eps), (None, None, mean, rstd)
+        if not rows.gradient_bound(x.numel() // x.shape[1], _magnitude(dy), scale) <= most(x):
             return computed(x, scale, *rest)
-        if is_test:
-            outs = _aten.native_batch_norm_backward(dy, x, scale, mean, var, None, None, False, eps, [True, True, True])
-        else:
-            outs = _aten.native_batch_norm_backward(dy, x, scale, None, None, mean, rstd, True, eps, [True, True, True])
+        outs = _aten.native_batch_norm_backward(dy, x, scale, *statistics, not is_test, eps, [True, True, True])
         known_finite(outs[0])
         return tuple(outs)
 
