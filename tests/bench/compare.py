@@ -19,7 +19,7 @@ from typing import Callable
 from .steps import CASES, make_step
 
 SYSTEMS = ("gradgen", "gradgen@xla", "numpy", "torch", "jax", "pytensor")
-LOCAL = ("gradgen", "gradgen@xla", "numpy", "numpy_gemms", "provider_gemms")
+LOCAL = ("gradgen", "gradgen@xla", "numpy", "numpy_gemms", "provider_gemms", "compiled_ops")
 """Systems that run in this interpreter; the others run in ``--python``'s."""
 
 
@@ -71,15 +71,24 @@ def compare_main(python: str, quick: bool = False) -> None:
     """Interleaved rounds of every system on every case, each in its own process: gradgen and numpy in this
     interpreter, the others in ``python`` (an environment that has them, e.g. the anchors harness's)."""
     rounds, cases = (2, ("seed-f64", "seed-f32")) if quick else (5, tuple(CASES))
-    results, missing = run_rounds(SYSTEMS, cases, rounds, lambda case: 5 if case.startswith("large") else 101,
-                                  python)
-    print(f"{'case':<12}" + "".join(f"{s:>12}" for s in SYSTEMS)
+    results, missing = run_rounds(SYSTEMS, cases, rounds, steps_per_run, python)
+    print_table(SYSTEMS, cases, results, missing)
+
+
+def steps_per_run(case: str) -> int:
+    """Steps a worker times for ``case``: a few of the large MLP's, a hundred of the seed's."""
+    return 5 if case.startswith("large") else 101
+
+
+def print_table(systems: tuple[str, ...], cases: tuple[str, ...], results: dict, missing: dict[str, str]) -> None:
+    """``run_rounds``' results as a table: a row per case, a column per system, the median over rounds in ms."""
+    print(f"{'case':<12}" + "".join(f"{s:>14}" for s in systems)
           + "   (ms, median over rounds; each in its own process)")
     for case in cases:
         cells = []
-        for system in SYSTEMS:
+        for system in systems:
             ts = results.get((case, system))
-            cells.append(f"{statistics.median(ts) * 1e3:12.3f}" if ts else f"{'-':>12}")
+            cells.append(f"{statistics.median(ts) * 1e3:14.3f}" if ts else f"{'-':>14}")
         print(f"{case:<12}" + "".join(cells))
     for system, why in missing.items():
         print(f"{system}: not run ({why})")

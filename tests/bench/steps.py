@@ -4,7 +4,8 @@
 plain SGD, fetching the loss, from the same data and weights in every system. The systems: gradgen (an
 ``Executor.run`` per step), the numpy loop as a user writes it (a function per step, default malloc), PyTorch
 eager, JAX jit, PyTensor; and two floors that run the step's five matrix products alone into preallocated arrays,
-through numpy (``numpy_gemms``) and through gradgen's chosen BLAS (``provider_gemms``, ``backend.numpy.blas.gemm``).
+through numpy (``numpy_gemms``) and through gradgen's chosen BLAS (``provider_gemms``, ``backend.numpy.blas.gemm``);
+and gradgen's program compiled whole by inductor (``compiled_ops``, a bound, not an engine: ``whole_step_bound``).
 Each maker imports its system only when called, so a process that times one system loads no other.
 """
 from __future__ import annotations
@@ -155,6 +156,60 @@ def _pytensor(x, y, w1, w2):
     return lambda: float(fn(x, y))
 
 
+def _compiled_ops(x, y, w1, w2):
+    """The gradgen program's ops as one function compiled by inductor (``torch.compile(fullgraph=True)``): each op
+    by its own ``compute`` over torch (the torch engine's derived kernels), the products ``torch.matmul``, each with
+    the finiteness flag an engine would need before taking ATen's product; its new weights fed back each step, as
+    a run commits them. What compiling the whole step would reach (``whole_step_bound``); not a gradgen engine."""
+    import torch
+    from gradgen.framework import Executor, Scope
+    from gradgen.framework.backend.torch.kernels import XP
+    from gradgen.framework.backend.torch.kernels.derived import computed_kernel
+    from gradgen.program.ops import OP_SCHEMAS
+
+    main, startup, loss, feed, params = mlp_program(x, y, w1, w2)
+    block = main.global_block()
+    scope = Scope()
+    Executor(backend="numpy").run(startup, scope=scope)
+    flags: list = []
+
+    def product(op):
+        tx, ty = op.attr("transpose_x"), op.attr("transpose_y")
+
+        def run(a, b):
+            out = torch.matmul(a.mT if tx else a, b.mT if ty else b)
+            flags.append(torch.isfinite(out).all())  # ATen's product is right only where no operand was inf or NaN
+            return out
+        return run
+
+    steps = [(product(op) if op.type == "matmul" else computed_kernel(OP_SCHEMAS[op.type], XP)(op),
+              tuple(op.input_arg_names), tuple(op.output_arg_names)) for op in block.ops]
+    held = sorted({n for op in block.ops for n in op.input_arg_names if block.var(n).persistable})
+    written = [n for n in held if any(n in op.output_arg_names for op in block.ops)]
+    inputs, loss_name = [*feed, *held], loss.name  # (dynamo traces no method of a gradgen Variable)
+
+    def whole(*values):
+        env = dict(zip(inputs, values))
+        flags.clear()
+        for fn, ins, outs in steps:
+            result = fn(*[env[n] for n in ins])
+            env.update(zip(outs, (result,) if len(outs) == 1 else result))
+        return (env[loss_name], *[env[n] for n in written], torch.stack(flags).all())
+
+    compiled = torch.compile(whole, fullgraph=True, dynamic=False)
+    state = {**{n: np.asarray(scope[n]) for n in held}, **params}
+
+    def step():
+        with torch.inference_mode():
+            *values, ok = compiled(*(torch.from_numpy(a) for a in (*feed.values(), *(state[n] for n in held))))
+        if not bool(ok):
+            raise RuntimeError("a product met inf or NaN: an engine would run this step eagerly")
+        state.update(zip(written, (v.numpy() for v in values[1:])))
+        return float(values[0])
+
+    return step
+
+
 def _gradgen_on(backend: str, needs: str) -> Callable:
     """gradgen on a compiled ``backend`` (an extra, ``gradgen[xla]``): ImportError without the module ``needs``, as
     the other optional systems."""
@@ -166,7 +221,7 @@ def _gradgen_on(backend: str, needs: str) -> Callable:
 
 MAKERS = {"gradgen": _gradgen, "gradgen@xla": _gradgen_on("xla", "jax"), "gradgen@torch": _gradgen_on("torch", "torch"),
           "numpy": _numpy, "numpy_gemms": _numpy_gemms, "provider_gemms": _provider_gemms, "torch": _torch,
-          "jax": _jax, "pytensor": _pytensor}
+          "jax": _jax, "pytensor": _pytensor, "compiled_ops": _compiled_ops}
 
 
 def case_data(case: str) -> tuple:
