@@ -200,3 +200,32 @@ def test_an_einsum_of_three_operands_contracts_in_the_references_order(dtype, eq
                 operands[spoiled].flat[at] = value
                 _same_as_numpy(Case("einsum", {"Operands": operands}, None, {"equation": equation},
                                     label=f"{equation} {dtype} {value} at {spoiled}.{at}"))
+
+
+NUMBERS = [0, -1, 0.1, -0.0, 1e-8, 1e-45, 16777217, 65504, 65519, 3.4028235e38, 1e300, 2 ** 61, 2 ** 70,
+           float("nan"), float("inf"), float("-inf")]
+"""Numbers a compute may clamp at: ordinary, rounding in float16 or float32, past a dtype's range or int64's, and
+the special values."""
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_a_maximum_or_minimum_with_a_number_is_numpys_bit_for_bit(dtype, name):
+    """The torch engine's ``xp.maximum(x, number)`` (relu's compute) clamps where the number fits torch's
+    conversion and compares a tensor of it elsewhere; either way numpy 2's value (the number rounded to X's dtype
+    first), the number on either side, NaN and the infinities in X too."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.xp import XP
+
+    most = float(np.finfo(dtype).max)
+    x = np.array([np.nan, -np.inf, np.inf, -1.5, -0.0, 0.0, 0.1, 0.09997, 2.0, most, -most, 1e-40, 5e-324],
+                 dtype=dtype)
+    for number in NUMBERS:
+        with np.errstate(all="ignore"):
+            expected = getattr(np, name)(x, number)
+        for got in (getattr(XP, name)(torch.from_numpy(x.copy()), number),
+                    getattr(XP, name)(number, torch.from_numpy(x.copy()))):
+            assert got.numpy().dtype == expected.dtype, (number, got.dtype)
+            np.testing.assert_array_equal(got.numpy(), expected, err_msg=f"{name}({dtype}, {number!r})")

@@ -4,6 +4,7 @@ Python number where numpy does (``maximum(x, 0)``), so each is a small function 
 """
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -85,11 +86,32 @@ def _extreme(fn):
     return reduce
 
 
+def _bound(a, b) -> bool:
+    """Whether ``maximum(a, b)`` or ``minimum`` may clamp tensor ``a`` at the Python number ``b``: a float tensor
+    (numpy 2 rounds a weak scalar to its dtype first; clamping, the same comparison in a wider type, then rounds the
+    result, which gives the same value, rounding being monotone). One ATen call where the pair is three (the number
+    made a tensor, then the comparison): relu's ``maximum(x, 0)`` over ResNet's [32, 64, 32, 32] float32 took
+    0.96 ms and ``clamp_min`` 0.84 (two threads), and over LeNet's [64, 84] 11.9 us against 5.8."""
+    if not (isinstance(a, torch.Tensor) and a.dtype in _NUMPY_FLOATS and type(b) in (int, float)):
+        return False
+    size = abs(b)  # (torch refuses an int past int64's range and a finite number past the dtype's, which numpy
+    # rounds to inf)
+    return size <= min(torch.finfo(a.dtype).max, 2.0 ** 62) or size == math.inf or size != size
+
+
 def _maximum(a, b):
+    if _bound(a, b):
+        return torch.clamp_min(a, b)
+    if _bound(b, a):
+        return torch.clamp_min(b, a)
     return torch.maximum(*_pair(a, b))
 
 
 def _minimum(a, b):
+    if _bound(a, b):
+        return torch.clamp_max(a, b)
+    if _bound(b, a):
+        return torch.clamp_max(b, a)
     return torch.minimum(*_pair(a, b))
 
 
