@@ -2,8 +2,9 @@
 infinities, one value per channel, rank 2, the running statistics, the batch statistics kept for the gradient, a
 gradient where ATen's overflows) and layer norm on ``native_layer_norm`` (the op's one ATen call,
 ``program/ops/network.layer_norm_aten``) and ``native_layer_norm_backward`` (rows far from 0, rows of one value,
-optional slots, the float range's end); and where ATen's folded batch norm parts from the compute (a Scale
-or an X near the float range's end, channels far from 0 under the running statistics)."""
+optional slots, the float range's end, the statistics kept for the gradient); and where ATen's folded batch norm
+parts from the compute (a Scale or an X near the float range's end, channels far from 0 under the running
+statistics)."""
 from __future__ import annotations
 
 import numpy as np
@@ -161,10 +162,60 @@ def test_batch_statistics_kept_for_the_gradient_die_with_their_tensor_and_match_
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, begin", [((16, 8, 32), 2), ((4, 7), 1), ((2, 3, 4, 5), 1), ((5, 3, 33), 2)])
+def test_layer_norm_statistics_kept_for_the_gradient_match_a_recomputation_and_die_with_their_tensor(dtype, shape,
+                                                                                                     begin):
+    """The forward keeps ``native_layer_norm``'s mean and rstd for X; the gradient made from them is the one made
+    from its own recomputation (without the weight and bias) bit for bit, at one thread and two; they are kept for
+    that X and epsilon only, and go with X."""
+    need_torch()
+    import gc
+
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import KERNELS, kept
+    from gradgen.program import Program
+    main = Program()
+    block = main.global_block()
+    norm = list(shape[begin:])
+    for name, var_shape in (("x", shape), ("s", norm), ("b", norm), ("dy", shape), ("y", shape), ("dx", shape),
+                            ("ds", norm), ("db", norm), ("mean", shape[:begin]), ("var", shape[:begin])):
+        block.create_var(name, list(var_shape), dtype)
+    attrs = {"begin_norm_axis": begin, "epsilon": 1e-5}
+    forward = block.append_op("layer_norm", {"X": ["x"], "Scale": ["s"], "Bias": ["b"]},
+                              {"Y": ["y"], "Mean": ["mean"], "Variance": ["var"]}, attrs)
+    backward = block.append_op("layer_norm_grad", {"X": ["x"], "Scale": ["s"], "Y@GRAD": ["dy"]},
+                               {"X@GRAD": ["dx"], "Scale@GRAD": ["ds"], "Bias@GRAD": ["db"]}, attrs)
+    torch_dtype = getattr(torch, dtype)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            x = torch.from_numpy((rng.standard_normal(shape) * 3 + 1).astype(dtype))
+            s, b = (torch.from_numpy(rng.standard_normal(norm).astype(dtype)) for _ in range(2))
+            dy = torch.from_numpy(rng.standard_normal(shape).astype(dtype))
+            recomputed = KERNELS["layer_norm_grad"](backward)(x, s, dy)
+            KERNELS["layer_norm"](forward)(x, s, b)
+            key = ("layer_norm", tuple(norm), 1e-5)
+            assert kept.kept(x, key) is not None and kept.kept(x.clone(), key) is None
+            assert kept.kept(x, key[:2] + (1e-3,)) is None  # another epsilon: not these statistics
+            assert all(t.dtype == torch_dtype for t in kept.kept(x, key))
+            from_kept = KERNELS["layer_norm_grad"](backward)(x, s, dy)
+            for a, c in zip(recomputed, from_kept):
+                assert torch.equal(a, c), threads  # bit for bit
+            held = len(kept._KEPT)
+            del x
+            gc.collect()
+            assert len(kept._KEPT) == held - 1
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_layer_norms_forward_runs_as_its_one_aten_call_and_its_gradient_on_atens(dtype, monkeypatch):
     """In a run with layer norm's forward and gradient over one X, the forward is ``layer_norm_aten``'s
-    ``native_layer_norm`` and the gradient makes its own statistics with another; both give the reference's
-    numbers, and the forward's Y is known finite (the products reading it do not sum it)."""
+    ``native_layer_norm`` and the gradient reads the rows' statistics it kept (no second call); both give the
+    reference's numbers, and the forward's Y is known finite (the products reading it do not sum it)."""
     need_torch()
     import torch
 
@@ -193,7 +244,7 @@ def test_layer_norms_forward_runs_as_its_one_aten_call_and_its_gradient_on_atens
     (grad_op,) = [op for op in main.global_block().ops if op.type == "layer_norm_grad"]
     fetches = [y.name, grad_op.output("X@GRAD")[0], grad_op.output("Scale@GRAD")[0]]
     got = run_on("torch", main, feed, fetches, params)
-    assert calls == ["native_layer_norm", "native_layer_norm"], got
+    assert calls == ["native_layer_norm"], got
     assert_same(run_on("numpy", main, feed, fetches, params), got, fetches, "forward and gradient")
 
 

@@ -21,7 +21,7 @@ its first output, for the inputs the call takes) is known finite to the next ker
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -41,9 +41,10 @@ def _as(value, dtype: torch.dtype) -> torch.Tensor:
     return value if value.dtype == dtype else value.to(dtype)
 
 
-def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
+def derived_kernel(schema: OpSchema, xp: SimpleNamespace, ops: Any = _ATEN) -> Callable:
     """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
-    the values allow (module docstring)."""
+    the values allow (module docstring), the call given ``ops`` as its ATen operators (an engine's stand-in that
+    keeps what the gradient needs again: ``network.py``)."""
     computed = computed_kernel(schema, xp)
     if schema.aten is None:
         return computed
@@ -58,7 +59,7 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
 
         def run(*xs):
             if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
-                result = call(_ATEN, *(xs if args is None else args(xs)), **attrs)
+                result = call(ops, *(xs if args is None else args(xs)), **attrs)
                 if result is not None:
                     if finite_out:
                         known_finite(result[0] if isinstance(result, tuple) else result)
