@@ -222,13 +222,15 @@ class OpSchema:
     ``compute`` does, a tuple."""
     aten_any_values: bool = False
     """True where ``aten`` meets NaN, infinities and overflow as ``compute`` does (its passes are the compute's
-    IEEE operations, a multiply-add fused only where no product can overflow), so the torch engine calls it on
-    any float32 and float64 values, without summing every input first to prove it finite (for an optimizer
-    update, four sums of the parameter's size would cost what the call saves)."""
+    IEEE operations, a multiply-add fused only where no product can overflow), or declines them, so the torch
+    engine calls it on any float32 and float64 values, without summing every input first to prove it finite (for
+    an optimizer update, four sums of the parameter's size would cost what the call saves)."""
     aten_finite_out: bool = False
     """True where ``aten``'s (first) result is finite whenever the call does not decline the inputs it is given
     (every input finite, unless ``aten_any_values``): the torch engine then knows it finite, and the next kernel
-    that would sum it to prove so does not. Written beside the measurement, with the reason it holds."""
+    that would sum it to prove so does not. With ``aten_any_values`` as well, the call declines every input that is
+    not finite, and the engine knows the inputs finite too where it does not. Written beside the measurement, with
+    the reason it holds."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

@@ -200,6 +200,42 @@ def test_gelu_gradient_on_aten_equals_numpys(dtype, shape, x_trouble, dout_troub
         _same_as_numpy(Case("gelu", {"X": x}, None, label=label))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trouble", [None, "nan", "inf", "-inf"])
+def test_gelu_sums_only_its_output_and_then_knows_its_input_finite(dtype, trouble):
+    """gelu runs ATen's call on any input (``activation.ANY_VALUES``): one sum, of the output, and a finite one
+    proves the input finite too, so the next kernel reading it sums nothing; an input that is not finite takes
+    the compute, the input unproven."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import KERNELS, finite
+    from gradgen.program import Program
+
+    block = Program().global_block()
+    block.create_var("x", [4, 64], dtype)
+    block.create_var("y", [4, 64], dtype)
+    op = block.append_op("gelu", {"X": ["x"]}, {"Out": ["y"]})
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x = torch.from_numpy(_spoiled_at(rng.standard_normal((4, 64)).astype(dtype), trouble))
+    kernel, sums = KERNELS["gelu"](op), []
+
+    class Sums(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ == "sum":
+                sums.append("x" if args[0] is x else "other")
+            return func(*args, **(kwargs or {}))
+
+    with finite.remembered_finite(), Sums():
+        y = kernel(x)
+        proven = finite.all_finite(x)
+    # finite: the output's sum alone; not: the output's sum, then the check's of X
+    assert (sums, proven) == ((["other"], True) if trouble is None else (["other", "x"], False))
+    _same_as_numpy(Case("gelu", {"X": x.numpy()}, None, label=f"{dtype} {trouble}"))
+    assert y.dtype == x.dtype
+
+
 ONE_CALL = ["leaky_relu", "leaky_relu_grad", "sigmoid", "silu"]
 """The ops besides gelu's two that run as one ATen call (``activation.ATEN``)."""
 

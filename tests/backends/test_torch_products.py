@@ -330,6 +330,7 @@ def test_the_finite_check_catches_every_nonfinite_value(values, finite):
 def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activation, monkeypatch):
     """``OpSchema.aten_finite_out``: the product reading gelu's, sigmoid's or silu's output of a finite input does
     not sum it (it sums only the weight); the numbers are the reference's."""
+    from gradgen.program.ops.activation import ANY_VALUES
     need_torch()
     import torch
 
@@ -351,4 +352,6 @@ def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activatio
             "w": rng.standard_normal((40, 3)).astype("float32")}
     got = run_on("torch", main, feed, [out.name])
     assert_same(run_on("numpy", main, feed, [out.name]), got, [out.name], activation)
-    assert summed == [(6, 40), (40, 3)], summed  # x (the activation's own check) and w; not the activation's output
+    # x (the activation's own check: none for gelu, whose call declines any input not finite) and w; not the
+    # activation's output
+    assert summed == ([] if activation in ANY_VALUES else [(6, 40)]) + [(40, 3)], summed

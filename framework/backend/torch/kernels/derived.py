@@ -16,7 +16,8 @@ special values as the compute does, ``aten_any_values``), and the call does not 
 ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and infinities in places, and some at
 the ends of the float range. The call takes the inputs in the compute's places (None for an optional one not
 given) and its results are picked as the compute's are. A result the schema says is finite (``aten_finite_out``:
-its first output, for the inputs the call takes) is known finite to the next kernel (``finite.known_finite``).
+its first output, for the inputs the call takes) is known finite to the next kernel (``finite.known_finite``), and
+so are the inputs of a call that meets any values (``aten_any_values``) and gives one: it declined them otherwise.
 """
 from __future__ import annotations
 
@@ -63,6 +64,9 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace, ops: Any = _ATEN) -> C
                 if result is not None:
                     if finite_out:
                         known_finite(result[0] if isinstance(result, tuple) else result)
+                        if any_values:  # such a call declines any input that is not finite (``OpSchema``)
+                            for x in xs:
+                                known_finite(x)
                     return result if pick is None else pick(result)
             return run_compute(*xs)
         return run
