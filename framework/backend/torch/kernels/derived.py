@@ -15,14 +15,15 @@ or float64, no input is empty, every input is finite (``finite``; not asked wher
 special values as the compute does, ``aten_any_values``), and the call does not decline them (None), and its
 ``compute`` elsewhere: ATen's fused kernels part from the reference on NaN and infinities in places, and some at
 the ends of the float range. The call takes the inputs in the compute's places (None for an optional one not
-given) and its results are picked as the compute's are. A result the schema says is finite (``aten_finite_out``:
+given) and its results are picked as the compute's are; its ATen operators keep what a gradient kernel needs again
+(``kept.ATEN``: layer norm's row statistics). A result the schema says is finite (``aten_finite_out``:
 its first output, for the inputs the call takes) is known finite to the next kernel (``finite.known_finite``), and
 so are the inputs of a call that meets any values (``aten_any_values``) and gives one: it declined them otherwise.
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -30,11 +31,13 @@ from gradgen.program.schema import OpSchema
 
 from ...derive import call_of, uncast_inputs
 from ..xp import torch_dtype
+from . import kept
 from .finite import FUSED, all_finite, known_finite
 
 __all__ = ["computed_kernel", "derived_kernel"]
 
-_ATEN = torch.ops.aten
+_ATEN = kept.ATEN
+"""ATen's operators, ``native_layer_norm`` keeping what its gradient needs again (``kept``)."""
 
 
 def _as(value, dtype: torch.dtype) -> torch.Tensor:
@@ -42,10 +45,9 @@ def _as(value, dtype: torch.dtype) -> torch.Tensor:
     return value if value.dtype == dtype else value.to(dtype)
 
 
-def derived_kernel(schema: OpSchema, xp: SimpleNamespace, ops: Any = _ATEN) -> Callable:
+def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
-    the values allow (module docstring), the call given ``ops`` as its ATen operators (an engine's stand-in that
-    keeps what the gradient needs again: ``network.py``)."""
+    the values allow (module docstring)."""
     computed = computed_kernel(schema, xp)
     if schema.aten is None:
         return computed
@@ -60,7 +62,7 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace, ops: Any = _ATEN) -> C
 
         def run(*xs):
             if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
-                result = call(ops, *(xs if args is None else args(xs)), **attrs)
+                result = call(_ATEN, *(xs if args is None else args(xs)), **attrs)
                 if result is not None:
                     if finite_out:
                         known_finite(result[0] if isinstance(result, tuple) else result)

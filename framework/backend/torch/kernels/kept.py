@@ -19,9 +19,11 @@ from typing import Any, Hashable
 
 import torch
 
-__all__ = ["keep", "kept"]
+__all__ = ["ATEN", "keep", "kept", "row_statistics_key"]
 
 _KEPT: dict[int, tuple[weakref.ref, dict[Hashable, Any]]] = {}
+
+_aten = torch.ops.aten
 
 
 def keep(x: torch.Tensor, key: Hashable, value: Any) -> None:
@@ -45,3 +47,31 @@ def kept(x: torch.Tensor, key: Hashable) -> Any:
     if found is None or found[0]() is not x:
         return None
     return found[1].get(key)
+
+
+def row_statistics_key(norm, eps: float) -> tuple:
+    """The key ``native_layer_norm``'s mean and rstd of X's rows over the dims ``norm`` are kept under."""
+    return "native_layer_norm", tuple(norm), eps
+
+
+class _KeepingAten:
+    """ATen's operators as the derived kernels call them (``derived.py``: an op's one ATen call), but
+    ``native_layer_norm`` keeps the rows' mean and rstd for its X, for the gradient that normalizes X again
+    (``network._statistics``). They are that recomputation's bit for bit: ATen forms them from X alone, with a
+    weight and bias given or not (tests/backends/test_torch_norms.py). Inside the transformer block's step (two
+    threads) the gradient's own ``native_layer_norm`` took 0.60 ms of its 1.48 (2026-12-01)."""
+
+    def __getattr__(self, name: str):
+        found = getattr(_aten, name)
+        setattr(self, name, found)  # (looked up once)
+        return found
+
+    @staticmethod
+    def native_layer_norm(x: torch.Tensor, norm, weight, bias, eps: float):
+        y, mean, rstd = _aten.native_layer_norm(x, norm, weight, bias, eps)
+        keep(x, row_statistics_key(norm, eps), (mean, rstd))
+        return y, mean, rstd
+
+
+ATEN = _KeepingAten()
+"""The operators the derived kernels' ATen calls are given."""

@@ -1,9 +1,9 @@
 """Layer normalization's gradient in the torch engine on ATen's fused ``native_layer_norm_backward`` (``FASTER`` says
-why it stays beside the op's compute), the rows' statistics from ``native_layer_norm``: the compute where they do
-not run or would part from it (float16, empty tensors, values that are not finite, magnitudes near the end of the
-float range, rows whose mean lies far from 0: the op's guards, ``program/ops/network.py``, beside its forward's
-one ATen call, ``layer_norm_aten``). The forward is the derived kernel, its ATen call given operators that keep the
-rows' mean and rstd for the gradient (``kept``), as PyTorch's autograd saves them."""
+why it stays beside the op's compute), the rows' statistics those the forward's ``native_layer_norm`` kept
+(``kept.ATEN``, as PyTorch's autograd saves them) or made again: the compute where they do not run or would part
+from it (float16, empty tensors, values that are not finite, magnitudes near the end of the float range, rows whose
+mean lies far from 0: the op's guards, ``program/ops/network.py``, beside its forward's one ATen call,
+``layer_norm_aten``)."""
 from __future__ import annotations
 
 import math
@@ -25,30 +25,10 @@ __all__ = ["FASTER", "KERNELS"]
 _aten = torch.ops.aten
 
 
-def _key(norm, eps: float) -> tuple:
-    return "layer_norm", tuple(norm), eps
-
-
-class _KeepingStatistics:
-    """ATen's operators for layer norm's forward (``layer_norm_aten``), ``native_layer_norm`` keeping the rows'
-    mean and rstd for X. They are the gradient's own recomputation bit for bit: ATen forms them from X alone, with
-    a weight and bias given or not (tests/backends/test_torch_norms.py). Inside the transformer block's step (two
-    threads) the gradient's ``native_layer_norm`` took 0.60 ms of its 1.48 (2026-12-01)."""
-
-    def __getattr__(self, name: str):
-        return getattr(_aten, name)
-
-    @staticmethod
-    def native_layer_norm(x: torch.Tensor, norm, weight, bias, eps: float):
-        y, mean, rstd = _aten.native_layer_norm(x, norm, weight, bias, eps)
-        kept.keep(x, _key(norm, eps), (mean, rstd))
-        return y, mean, rstd
-
-
 def _statistics(x: torch.Tensor, norm: list, n: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, AtenRows]:
     """``native_layer_norm``'s mean and rstd of ``x``'s rows (kept by the forward, or made again) and what the
     guards read from them."""
-    found = kept.kept(x, _key(norm, eps))
+    found = kept.kept(x, kept.row_statistics_key(norm, eps))
     mean, rstd = found if found else _aten.native_layer_norm(x, norm, None, None, eps)[1:]
     return mean, rstd, aten_rows(mean, rstd, n, rounded(eps, x))
 
@@ -91,12 +71,9 @@ def layer_norm_grad(op):
     return run
 
 
-KERNELS = {"layer_norm": derived_kernel(OP_SCHEMAS["layer_norm"], XP, ops=_KeepingStatistics()),
-           "layer_norm_grad": layer_norm_grad}
+KERNELS = {"layer_norm_grad": layer_norm_grad}
 
 FASTER = {
-    "layer_norm": "the derived kernel itself, its ATen call keeping the rows' statistics for the gradient, which "
-                  "then took 0.76 ms on the transformer's [16, 128, 256] float32 inside its step instead of 1.48",
     "layer_norm_grad": "ATen's native_layer_norm_backward, with native_layer_norm for the rows' statistics, took "
                        "0.54 ms on the transformer's [16, 128, 256] float32 over the last dim (two threads), the "
                        "op's formulas 0.90-1.2",
