@@ -1,6 +1,6 @@
 """Every engine against the reference interpreter on random programs (issue 31's differential test).
 
-``PROGRAMS`` programs of ``PIECES`` random piece each (``random_programs``): 700 programs with their backward
+``PROGRAMS`` programs of ``PIECES`` random piece each (``random_programs``): 500 programs with their backward
 and an optimizer update (``GRADGEN_DIFFERENTIAL_PROGRAMS=N`` runs N: the seeds are the first N, so a longer run
 takes in the suite's), each compiled on its own, every fetched value compared by ``compare.mismatches``. The
 XLA compiles dominate (0.3-0.4 s a program with no persistent cache on a 2-core AMD EPYC, against 0.29 s a piece
@@ -43,14 +43,15 @@ from tests.extras import require
 from .compare import initial_values, mismatches, run_on
 from .random_programs import CONTROL_FLOW, Built, build, build_second_order
 
-PROGRAMS = int(os.environ.get("GRADGEN_DIFFERENTIAL_PROGRAMS", "700"))
+PROGRAMS = int(os.environ.get("GRADGEN_DIFFERENTIAL_PROGRAMS", "500"))
 """Programs the suite compares on each engine. 2,000 until 2026-11-30, then 1,500, then 1,000 (CI took 550-645 s of
-its 600 in four stops), now 700: with 1,000 the local suite took 555 and 584 s (2026-11-30, 2 cores), this test
-102-118 s of it with its two processes beside the other xdist worker. On the 2-core AMD EPYC a program costs 0.15
-s of CPU with the persistent compile cache warm (jax's trace and lowering, ~0.1 s, come before the cache is asked)
-and 0.71 s cold (0.48 s wall: XLA's compiler uses 1.5 cores); with the cache cold, this test was 733 of the
-suite's 2,773 worker-seconds (24 min). Seeds 700-1,999 agreed in every suite run of the stops that ran them
-(``GRADGEN_DIFFERENTIAL_PROGRAMS=2000`` runs them again)."""
+its 600 in four stops), then 700, now 500: with 700 the local suite took 635 and 681 s (2026-12-02, 2 cores, this
+test 148 worker-seconds of them: xla 72 s, torch's three-piece pass 29, with its two processes beside the other
+xdist worker), and CI 589 s. On the 2-core AMD EPYC a program costs 0.15 s of CPU with the persistent compile cache
+warm (jax's trace and lowering, ~0.1 s, come before the cache is asked) and 0.71 s cold (0.48 s wall: XLA's compiler
+uses 1.5 cores); with the cache cold, this test was 733 of the suite's 2,773 worker-seconds (24 min). Seeds
+500-1,999 agreed in every suite run of the stops that ran them (``GRADGEN_DIFFERENTIAL_PROGRAMS=2000`` runs them
+again; sweeps past them are in ``design_docs/performance.md``)."""
 PIECES = 1
 WORKERS = 2
 TIMEOUT_S = 1500
