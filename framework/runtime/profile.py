@@ -47,13 +47,15 @@ PHASES = {
 
 
 class ProfileRow(NamedTuple):
-    """One step of a plan: an op, or a fused group of ops that runs as one function."""
+    """One step of a run: an op, or the ops one kernel runs together (the torch engine's joint kernels,
+    ``backend/torch/joint.py``)."""
 
     block: int
     ops: tuple[int, ...]
-    """The ops the step runs (indexes in ``block``); more than one for a fused step."""
+    """The ops the step runs (indexes in ``block``); two for a joint kernel."""
     kind: str
-    """The op's type, or what fused the ops: ``region``, ``matmul+sgd``."""
+    """The op's type, or the types of the ops one kernel runs, joined by ``+``
+    (``conv2d_input_grad+conv2d_filter_grad``)."""
     where: str
     """Where the step's last op is (``op_location``: block, index, type, source line)."""
     parent: tuple[int, int] | None
@@ -148,10 +150,10 @@ class Profiler:
             record.clear()
 
     # -- planning: the timers --------------------------------------------------------------------------------
-    def timed(self, fn: Callable[..., Any], block, index: int, kind: str) -> Callable[..., Any]:
-        """``fn``, the step function of op ``index`` of ``block``, timed into that step's row."""
+    def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str) -> Callable[..., Any]:
+        """``fn``, the step function running ops ``ops`` (indexes) of ``block``, timed into that step's row."""
         record = self._record(block.program)
-        key = (block.idx, (index,))
+        key = (block.idx, tuple(ops))
         slot = record.slots.get(key)
         if slot is None:
             slot = record.slots[key] = _Slot(key, kind)

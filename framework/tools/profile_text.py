@@ -66,8 +66,8 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
     if profile.rows:
         lines += _op_tables(program, profile, top, whole)
     else:
-        lines += ["", "no op rows: a compiled backend runs the block as one program (its 'run loop' row below); "
-                      "`gradgen show PROGRAM --backend NAME` prints what it was compiled to"]
+        lines += ["", "no op rows: a compiled backend (xla) runs the block as one program (its 'run loop' row "
+                      "below); `gradgen show PROGRAM --backend NAME` prints what it was compiled to"]
     lines += ["", "outside the ops"]
     table = [[_ms(profile.outside[p], runs), _percent(profile.outside[p], whole), what] for p, what in PHASES.items()]
     lines += table_lines(["ms/run", "% of run", "phase"], table, right=[0, 1], indent="  ")

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from gradgen.framework import ExecutionError, Executor, Scope
+from gradgen.framework import ExecutionError, Executor, Scope, optimizer
 from gradgen.framework.backend.numpy.kernels import KERNELS
 from gradgen.framework.backend.numpy.plan_data import PlanOptions
 from gradgen.framework.runtime.profile import PHASES
@@ -80,7 +80,7 @@ def test_rows_cover_every_op_once_and_times_add_up_in_a_training_step(options, c
     profile = exe.profile(main)
     assert _covered(profile) == _every_op(main)
     assert profile.runs == 4 and profile.failed_runs == 0 and profile.plans_built == 1
-    assert all(r.calls == 4 for r in profile.rows if r.kind != "region")
+    assert all(r.calls == 4 for r in profile.rows)
     _adds_up(profile)
     assert exe.profile(startup).runs == 1  # each program has its own profile
 
@@ -228,3 +228,38 @@ def test_the_profile_counts_the_threads_the_executor_set(backend):
         exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
     assert exe.profile(main).threads == ((1, 3),)
 
+
+
+def _two_convs():
+    """A training step whose second convolution's input and filter gradients run as one torch kernel."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [-1, 1, 8, 8], "float32")
+        h = layers.relu(layers.conv2d(x, 4, 3, padding=1))
+        loss = layers.mean(layers.conv2d(h, 2, 3))
+        optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss, {"x": np.random.default_rng(0).standard_normal((2, 1, 8, 8)).astype(np.float32)}
+
+
+def test_the_torch_engine_profiles_each_op_and_each_joint_kernel_once():
+    """The torch engine walks op by op: its profile has a row per op as the numpy engine's, a joint kernel one
+    row for its two ops, and the times add up as they do there."""
+    from tests.backends.test_torch_backend import need_torch
+    need_torch()
+    main, startup, loss, feed = _two_convs()
+    losses = {}
+    for profiled in (True, False):
+        exe, scope = Executor(backend="torch", profile=profiled), Scope()
+        exe.run(startup, scope=scope)
+        losses[profiled] = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for _ in range(3)]
+        if profiled:
+            profile = exe.profile(main)
+    np.testing.assert_array_equal(losses[True], losses[False])  # profiling changes no number
+    assert _covered(profile) == _every_op(main)
+    assert profile.runs == 3 and all(r.calls == 3 for r in profile.rows)
+    joint = [r for r in profile.rows if len(r.ops) == 2]
+    assert [r.kind for r in joint] == ["conv2d_input_grad+conv2d_filter_grad"]
+    assert [main.global_block().ops[i].type for i in joint[0].ops] == ["conv2d_input_grad", "conv2d_filter_grad"]
+    _adds_up(profile)
+    text = profile_text(main, profile)
+    assert "conv2d_input_grad+conv2d_filter_grad" in text and "no op rows" not in text

@@ -6,7 +6,8 @@ A run: look up (or build) the steps for this program version and these feed and 
 a program with an op the engine cannot run before anything runs (``refused``); check the feeds and the scope's
 values against their declared types (``shared/conformance``) and view them as tensors (no copy: the kernels never
 write into an input); walk the steps; then, only if every op succeeded, write the persistables the run changed
-into the scope as numpy arrays, all at once. Fetched values are numpy arrays the caller owns.
+into the scope as numpy arrays, all at once. Fetched values are numpy arrays the caller owns. A profiling
+executor's steps are built timed (``walk.build_steps``): its profile has a row per op, as the numpy engine's.
 """
 from __future__ import annotations
 
@@ -85,9 +86,10 @@ def _tensor(value: np.ndarray) -> torch.Tensor:
 
 
 class _Entry:
-    def __init__(self, block, sig, feed_names: Sequence[str]):
+    def __init__(self, block, sig, feed_names: Sequence[str], profiler=None):
         self.sig = sig
-        self.steps = build_steps(block, sig)
+        timer = None if profiler is None else lambda fn, ops, kind: profiler.timed(fn, block, ops, kind)
+        self.steps = build_steps(block, sig, timer)
         self.declared = {n: declared(block.var(n)) for n in (*feed_names, *sig.from_scope)}
 
 
@@ -117,7 +119,7 @@ class TorchRunner:
             if found:
                 raise ExecutionError(f"the {NAME} backend cannot run this program ({len(found)} op"
                                      f"{'s' if len(found) > 1 else ''}):\n  " + "\n  ".join(found))
-            entry = _Entry(block, run_signature(block, key[0], key[1]), key[0])
+            entry = _Entry(block, run_signature(block, key[0], key[1]), key[0], self._settings().profiler)
             per_program[key] = entry
             built(time.perf_counter() - start)
         return entry

@@ -15,7 +15,7 @@ from .joint import pairs
 from .kernels import JOINT, KERNELS
 from .xp import torch_dtype
 
-__all__ = ["Step", "build_steps", "walk"]
+__all__ = ["Step", "Timer", "build_steps", "walk"]
 
 
 class Step(NamedTuple):
@@ -42,9 +42,16 @@ def _kernel(block, i: int, make: Callable[[], Callable]) -> Callable:
                              f"{type(e).__name__}: {e}") from e
 
 
-def build_steps(block, sig: RunSignature) -> list[Step]:
+Timer = Callable[[Callable[..., Any], tuple[int, ...], str], Callable[..., Any]]
+"""``timer(fn, ops, kind)``: ``fn``, the kernel of ops ``ops`` (indexes), timed into a profile's row for them
+(``runtime/profile.Profiler.timed``, given the block)."""
+
+
+def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[Step]:
     """The steps of a run of ``block`` with these names (the ops ``sig.skipped`` leaves out are not there); a pair
-    of ops one kernel serves (``joint.pairs``) is one step at the first op's place, its index the first op's."""
+    of ops one kernel serves (``joint.pairs``) is one step at the first op's place, its index the first op's. With
+    ``timer`` (a profiling executor's), each step's kernel is timed into the profile's row of its op or pair
+    (kind ``first+second``)."""
     order = [i for i in range(len(block.ops)) if i not in sig.skipped]
     joined = pairs(block, order)
     seconds = set(joined.values())
@@ -57,9 +64,13 @@ def build_steps(block, sig: RunSignature) -> list[Step]:
             other = block.ops[joined[i]]
             fn = _kernel(block, i, lambda: JOINT[op.type, other.type](op, other))
             outs = (*op.output_arg_names, *other.output_arg_names)
+            if timer is not None:
+                fn = timer(fn, (i, joined[i]), f"{op.type}+{other.type}")
         else:
             fn = _kernel(block, i, lambda: KERNELS[op.type](op))
             outs = tuple(op.output_arg_names)
+            if timer is not None:
+                fn = timer(fn, (i,), op.type)
         planned.append((i, fn, tuple(op.input_arg_names), outs))
     last_use: dict[str, int] = {}
     for at, (_, _, ins, outs) in enumerate(planned):
