@@ -114,7 +114,8 @@ def cmd_backward(args) -> int:
 
 
 def _show_lowered(program, args) -> int:
-    """The program as the compiled backend lowers it: every instruction located at the gradgen op it came from."""
+    """The program as an engine runs it (``lowered_text``): xla's StableHLO, every instruction located at the
+    gradgen op it came from; the torch engine's steps and their kernels."""
     from ..backend import load_backend
     from .plan_listing import default_feeds
 
@@ -325,11 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a program file")
     p.add_argument("program")
     p.add_argument("--block", type=int, help="print only this block")
-    p.add_argument("--plan", action="store_true", help="list the steps the executor runs, fused steps with their ops")
-    backend_option(p, "with a compiled backend: print the lowered program (StableHLO), each instruction located "
-                       "at the gradgen op it came from (-1 dims as 1)")
-    p.add_argument("--feed", help="with --plan: the fed vars, comma-separated (default: every var no op makes)")
-    p.add_argument("--fetch", help="with --plan: the fetched vars, comma-separated")
+    p.add_argument("--plan", action="store_true", help="list the steps the numpy engine (the reference) runs, one "
+                   "per op, and the vars freed after each")
+    backend_option(p, "xla: print the lowered program (StableHLO), each instruction located at the gradgen op it "
+                      "came from (-1 dims as 1); torch: list the engine's steps, each with the kernel that runs it")
+    p.add_argument("--feed", help="with --plan or --backend: the fed vars, comma-separated (default: every var no "
+                   "op makes)")
+    p.add_argument("--fetch", help="with --plan or --backend: the fetched vars, comma-separated")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("backward", help="append the backward part to a program file")

@@ -26,6 +26,8 @@ class Step(NamedTuple):
     """Per output: the declared dtype, rank and fixed (axis, size) pairs."""
     dead: tuple[str, ...]
     index: int
+    ops: tuple[int, ...]
+    """The op indexes the step runs: its own, or a joint pair's two (``joint.pairs``)."""
 
 
 def _declared(block, name: str):
@@ -55,7 +57,7 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
     order = [i for i in range(len(block.ops)) if i not in sig.skipped]
     joined = pairs(block, order)
     seconds = set(joined.values())
-    planned = []  # (op index, kernel, input names, output names)
+    planned = []  # (op indexes, kernel, input names, output names)
     for i in order:
         if i in seconds:
             continue
@@ -71,7 +73,7 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
             outs = tuple(op.output_arg_names)
             if timer is not None:
                 fn = timer(fn, (i,), op.type)
-        planned.append((i, fn, tuple(op.input_arg_names), outs))
+        planned.append(((i, joined[i]) if i in joined else (i,), fn, tuple(op.input_arg_names), outs))
     last_use: dict[str, int] = {}
     for at, (_, _, ins, outs) in enumerate(planned):
         for name in (*ins, *outs):
@@ -81,8 +83,8 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
     for name, at in last_use.items():
         if name not in keep and not is_persistable(block, name):
             dying.setdefault(at, []).append(name)
-    return [Step(fn, ins, outs, tuple(_declared(block, n) for n in outs), tuple(dying.get(at, ())), i)
-            for at, (i, fn, ins, outs) in enumerate(planned)]
+    return [Step(fn, ins, outs, tuple(_declared(block, n) for n in outs), tuple(dying.get(at, ())), ops[0], ops)
+            for at, (ops, fn, ins, outs) in enumerate(planned)]
 
 
 def _wrong_type(value, declared) -> str | None:
@@ -106,7 +108,7 @@ def _writer(block, index: int, name: str) -> int:
 def walk(block, steps: Sequence[Step], env: dict) -> None:
     """Run ``steps`` over ``env`` (name -> tensor): each output stored, checked against its declared dtype and
     shape; dead vars dropped. A kernel's failure or a wrong output type is an ExecutionError naming the op."""
-    for fn, ins, outs, types, dead, index in steps:
+    for fn, ins, outs, types, dead, index, _ in steps:
         try:
             result = fn(*[env[n] for n in ins])
         except Exception as e:
