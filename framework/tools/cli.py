@@ -411,6 +411,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str) -> str:
+    """An error's lines as one (an error line is one line, for grep and logs): joined by "; ", or by a space
+    after a line that ends with a colon (the list it introduces follows it)."""
+    joined = ""
+    for line in (line.strip() for line in message.splitlines()):
+        if line:
+            joined += line if not joined else (" " if joined.endswith(":") else "; ") + line
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -431,8 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GradgenError, OSError, ValueError) as e:
         if args.debug:
             raise
-        message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
-        print(f"gradgen: error: {message}", file=sys.stderr)
+        print(f"gradgen: error: {_one_line(str(e)) or type(e).__name__}", file=sys.stderr)
         return 1
 
 

@@ -95,3 +95,23 @@ def test_summary_rejects_negative_feed_shapes(tmp_path):
     _huge_program().save(tmp_path / "main.json")
     result = gradgen("summary", tmp_path / "main.json", "--feed-shape", "x=-5,3")
     _one_error_line(result, "--feed-shape x: dims must be >= 0")
+
+
+def test_an_engine_that_cannot_run_the_program_says_which_ops_on_one_line(tmp_path, capsys):
+    """The refusal lists each op after its colon (no ":;"), one error line whatever the number of ops."""
+    from gradgen.framework.tools.cli import main
+    from tests.backends.test_torch_backend import need_torch
+
+    need_torch()
+    program = Program()
+    with program_guard(program, Program()):
+        x = layers.data("x", [3], "float64")
+        one, two = layers.fill_constant([], "int64", 1), layers.fill_constant([], "int64", 2)
+        layers.while_loop(lambda i, h: layers.less_than(i, two), lambda i, h: [layers.add(i, one), layers.scale(h, 2.0)],
+                          [layers.fill_constant([], "int64", 0), x], max_iterations=10)
+    program.save(str(tmp_path / "loop.json"))
+    assert main(["show", str(tmp_path / "loop.json"), "--backend", "torch"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gradgen: error: the torch backend cannot run this program: "
+                                                   "block 0, op #"), lines
+    assert ":;" not in lines[0] and "(while)" in lines[0]
