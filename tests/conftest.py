@@ -11,6 +11,14 @@ and no test starts background compiles. The engines are compared with each other
 ``Executor(backend="auto")`` start from a choice an earlier run remembered (``GRADGEN_REMEMBER_CHOICES=0``): each
 trial is its own; tests/backends/test_remembered.py turns it on in a folder of its own.
 
+Where the environment forbids writing bytecode (``PYTHONDONTWRITEBYTECODE``, which keeps ``__pycache__`` folders
+out of the source tree), the suite writes it to a folder of its own outside the tree instead (``BYTECODE``, through
+``PYTHONPYCACHEPREFIX``, which its subprocesses inherit): each of the few hundred ``gradgen`` commands, MPI ranks
+and worker processes the suite starts would otherwise compile gradgen's modules from source again (0.37 s against
+0.15 s to import ``gradgen.framework``), and pytest rewrite every test module's asserts again in each worker.
+Measured, 2 cores: ``tests/cli`` 32.0 s as it was, 21.6 s with the folder warm. A user's own
+``PYTHONPYCACHEPREFIX`` is left as it is.
+
 The longest test, the differential one (its own two processes compile a few thousand small XLA programs), is
 collected first, so that on the README's two test processes (``-n 2``) the rest of the suite runs beside it
 rather than after it.
@@ -18,6 +26,8 @@ rather than after it.
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 
 from gradgen.framework.backend import BACKEND_ENV
 from gradgen.framework.runtime.executor import CHECK_TYPES_ENV
@@ -26,6 +36,14 @@ from gradgen.framework.runtime.remembered import REMEMBER_ENV
 os.environ.setdefault(CHECK_TYPES_ENV, "1")
 os.environ.setdefault(BACKEND_ENV, "numpy")
 os.environ.setdefault(REMEMBER_ENV, "0")
+
+BYTECODE = os.path.join(tempfile.gettempdir(), "gradgen-tests-bytecode")
+"""Where the suite's processes keep compiled bytecode when the environment forbids writing it into the tree."""
+
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = BYTECODE
+    sys.dont_write_bytecode = False
 
 
 LONGEST_FIRST = ("tests/differential/test_engines_agree.py::test_every_engine_agrees",)
