@@ -16,7 +16,7 @@ __all__ = ["profile_text", "step_label"]
 
 
 def step_label(program: Program, row: ProfileRow) -> str:
-    """``block 0, op #3 (matmul), created at model.py:12``, or for a fused step its kind and every op it runs."""
+    """``block 0, op #3 (matmul), created at model.py:12``, or for a joint kernel's step its kind and both its ops."""
     if len(row.ops) == 1:
         return row.where
     block = program.block(row.block)
