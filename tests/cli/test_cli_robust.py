@@ -107,7 +107,8 @@ def test_an_engine_that_cannot_run_the_program_says_which_ops_on_one_line(tmp_pa
     with program_guard(program, Program()):
         x = layers.data("x", [3], "float64")
         one, two = layers.fill_constant([], "int64", 1), layers.fill_constant([], "int64", 2)
-        layers.while_loop(lambda i, h: layers.less_than(i, two), lambda i, h: [layers.add(i, one), layers.scale(h, 2.0)],
+        layers.while_loop(lambda i, h: layers.less_than(i, two),
+                          lambda i, h: [layers.add(i, one), layers.scale(h, 2.0)],
                           [layers.fill_constant([], "int64", 0), x], max_iterations=10)
     program.save(str(tmp_path / "loop.json"))
     assert main(["show", str(tmp_path / "loop.json"), "--backend", "torch"]) == 1

@@ -1,7 +1,8 @@
 """The torch engine: block 0 run op by op on PyTorch CPU tensors (eager ATen, whose convolutions are oneDNN's).
 
 ``make_runner(settings)`` is all the executor uses (``backend.runner``); ``KERNELS`` (op type -> kernel factory)
-and ``problems(block)`` say what it runs, ``lowered_text`` how (``gradgen show PROGRAM --backend torch``). Needs the ``torch`` package; imported only when a runner is made.
+and ``problems(block)`` say what it runs, ``lowered_text`` how (``gradgen show PROGRAM --backend torch``). Needs
+the ``torch`` package; imported only when a runner is made.
 """
 from __future__ import annotations
 
