@@ -67,6 +67,9 @@ class ProfileRow(NamedTuple):
     """Over the counted runs, steps nested inside (sub-block steps) included."""
     own_seconds: float
     """Over the counted runs, steps nested inside excluded."""
+    engine: str = "numpy"
+    """The engine that ran the step (``numpy`` or ``torch``, the engines that walk a block op by op): under
+    ``backend="auto"`` an op has a row for each that ran it."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class _Slot:
 
     __slots__ = ("key", "kind", "calls", "seconds", "own", "run_calls", "run_seconds", "run_own")
 
-    def __init__(self, key: tuple[int, tuple[int, ...]], kind: str):
+    def __init__(self, key: tuple[int, tuple[int, ...], str], kind: str):
         self.key, self.kind = key, kind
         self.calls = self.run_calls = 0
         self.seconds = self.own = self.run_seconds = self.run_own = 0.0
@@ -150,10 +153,12 @@ class Profiler:
             record.clear()
 
     # -- planning: the timers --------------------------------------------------------------------------------
-    def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str) -> Callable[..., Any]:
-        """``fn``, the step function running ops ``ops`` (indexes) of ``block``, timed into that step's row."""
+    def timed(self, fn: Callable[..., Any], block, ops: tuple[int, ...], kind: str, engine: str
+              ) -> Callable[..., Any]:
+        """``fn``, the step function running ops ``ops`` (indexes) of ``block`` on ``engine``, timed into that
+        step's row."""
         record = self._record(block.program)
-        key = (block.idx, tuple(ops))
+        key = (block.idx, tuple(ops), engine)
         slot = record.slots.get(key)
         if slot is None:
             slot = record.slots[key] = _Slot(key, kind)
@@ -238,12 +243,12 @@ class Profiler:
 
         def add(block_idx: int, depth: int) -> None:
             block = program.block(block_idx)
-            for slot in sorted(by_block.get(block_idx, ()), key=lambda s: s.key[1][-1]):
+            for slot in sorted(by_block.get(block_idx, ()), key=lambda s: (s.key[1][-1], s.key[2])):
                 index = slot.key[1][-1]
                 op = block.ops[index]
                 where = op_location(block, index, op.type, op.callsite)
                 rows.append(ProfileRow(block_idx, slot.key[1], slot.kind, where, parents.get(block_idx), depth,
-                                       slot.calls, slot.seconds, slot.own))
+                                       slot.calls, slot.seconds, slot.own, slot.key[2]))
                 for sub in sorted(b for b, p in parents.items() if p == (block_idx, index)):
                     add(sub, depth + 1)
 

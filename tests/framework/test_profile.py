@@ -1,6 +1,7 @@
 """Executor(profile=True): every op in one row, nested time adding up, failed runs left out, no timers when off."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -263,3 +264,27 @@ def test_the_torch_engine_profiles_each_op_and_each_joint_kernel_once():
     _adds_up(profile)
     text = profile_text(main, profile)
     assert "conv2d_input_grad+conv2d_filter_grad" in text and "no op rows" not in text
+
+
+def test_rows_of_two_engines_stay_apart_and_the_text_names_the_engine():
+    """Under ``backend="auto"`` an op runs on the numpy trial and on the torch engine: a row for each, and the
+    printed tables gain an engine column (a profile of one engine has none)."""
+    from gradgen.framework.runtime.profile import Profiler
+
+    main = _two_convs()[0]
+    block, profiler = main.global_block(), Profiler()
+    on_numpy = profiler.timed(lambda: None, block, (0,), "conv2d", "numpy")
+    on_torch = profiler.timed(lambda: None, block, (0,), "conv2d", "torch")
+    for steps in ([on_numpy], [on_torch, on_torch]):
+        with profiler.run(main) as mark:
+            for step in steps:
+                step()
+            for phase in PHASES:
+                mark(phase)
+    profile = profiler.profile(main)
+    assert [(r.ops, r.engine, r.calls) for r in profile.rows] == [((0,), "numpy", 1), ((0,), "torch", 2)]
+    _adds_up(profile)
+    text = profile_text(main, profile)
+    assert re.search(r"calls/run +engine +op type", text) and re.search(r" numpy +conv2d\n", text)
+    assert re.search(r" torch +block 0, op #0 \(conv2d\)", text)
+    assert "engine" not in profile_text(main, dataclasses.replace(profile, rows=profile.rows[:1]))

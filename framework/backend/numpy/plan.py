@@ -135,6 +135,6 @@ def _step(block, index: int, fn: Callable[..., Any], dead: tuple[str, ...], opti
     if options.checks:
         fn = checked(fn, block, index, ins, outs, options.checks)
     if options.profile is not None:
-        fn = options.profile.timed(fn, block, (index,), op.type)
+        fn = options.profile.timed(fn, block, (index,), op.type, "numpy")
     return Step(fn=fn, take=ins[0] if len(ins) == 1 else itemgetter(*ins) if ins else None, nargs=len(ins),
                 out=outs[0] if len(outs) == 1 else None, outs=outs, dead=dead, ins=ins, index=index)

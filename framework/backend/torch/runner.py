@@ -88,7 +88,7 @@ def _tensor(value: np.ndarray) -> torch.Tensor:
 class _Entry:
     def __init__(self, block, sig, feed_names: Sequence[str], profiler=None):
         self.sig = sig
-        timer = None if profiler is None else lambda fn, ops, kind: profiler.timed(fn, block, ops, kind)
+        timer = None if profiler is None else lambda fn, ops, kind: profiler.timed(fn, block, ops, kind, NAME)
         self.steps = build_steps(block, sig, timer)
         self.declared = {n: declared(block.var(n)) for n in (*feed_names, *sig.from_scope)}
 
