@@ -77,17 +77,19 @@ def profile_text(program: Program, profile: Profile, top: int | None = None) -> 
 def _op_tables(program: Program, profile: Profile, top: int | None, whole: float) -> list[str]:
     """The by-op-type and by-step tables of a profile with step rows."""
     runs = profile.runs
-    several = len({r.engine for r in profile.rows}) > 1  # (backend="auto": the trial's numpy runs and torch's)
-    engine = (lambda r: [r.engine]) if several else (lambda r: [])
+    # an engine column only where rows of several engines meet (backend="auto": the trial's numpy runs and torch's)
+    several = len({r.engine for r in profile.rows}) > 1
+    engine, column = ((lambda r: (r.engine,)), ["engine"]) if several else ((lambda r: ()), [])
     lines = ["", "by op type (own time: what nested steps take is theirs)"]
     by_type: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0])
     for r in profile.rows:
-        by_type[(*engine(r), r.kind)][0] += r.own_seconds
-        by_type[(*engine(r), r.kind)][1] += r.calls
+        totals = by_type[(*engine(r), r.kind)]
+        totals[0] += r.own_seconds
+        totals[1] += r.calls
     table = [[_ms(s, runs), _percent(s, whole), f"{c / runs:.3g}", *key]
              for key, (s, c) in sorted(by_type.items(), key=lambda kv: -kv[1][0])]
-    lines += table_lines(["ms/run", "% of run", "calls/run", *["engine"] * several, "op type"], table,
-                         right=[0, 1, 2], indent="  ")
+    lines += table_lines(["ms/run", "% of run", "calls/run", *column, "op type"], table, right=[0, 1, 2],
+                         indent="  ")
 
     shown, left_out = _shown(profile.rows, top)
     lines += ["", "by step, in block order (a control-flow op's ms/run includes the steps nested under it)"]
@@ -95,8 +97,8 @@ def _op_tables(program: Program, profile: Profile, top: int | None, whole: float
               *engine(r), "  " * r.depth + step_label(program, r)] for r in shown]
     if left_out:
         rest = sum(r.seconds for r in left_out)
-        table.append([_ms(rest, runs), "", _percent(rest, whole), "", *[""] * several,
+        table.append([_ms(rest, runs), "", _percent(rest, whole), "", *[""] * len(column),
                       f"({len(left_out)} faster steps not shown)"])
-    lines += table_lines(["ms/run", "own ms/run", "% of run", "calls/run", *["engine"] * several, "step"], table,
+    lines += table_lines(["ms/run", "own ms/run", "% of run", "calls/run", *column, "step"], table,
                          right=[0, 1, 2, 3], indent="  ")
     return lines

@@ -351,3 +351,27 @@ def test_the_design_doc_names_every_op_type_the_torch_engine_refuses():
     named = set(re.findall(r"`([a-z_0-9]+)`", paragraph))
     missing = [t for t in refused if t not in named and t.rsplit("_", 1)[0] not in named]
     assert not missing and not named & set(KERNELS), (missing, named & set(KERNELS))
+
+
+def test_a_joint_kernels_wrong_output_names_the_op_that_writes_it(monkeypatch):
+    """A joint kernel (a convolution's input and filter gradients in one call) whose second output has the wrong
+    dtype: the error names the second op, the one that writes that output, not the step's first."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch import walk
+    from tests.framework.test_profile import _two_convs
+
+    pair = ("conv2d_input_grad", "conv2d_filter_grad")
+    made = walk.JOINT[pair]
+
+    def wrong_filter_grad(op, other):
+        run = made(op, other)
+        return lambda *xs: (lambda dx, dw: (dx, dw.to(torch.float64)))(*run(*xs))
+
+    monkeypatch.setitem(walk.JOINT, pair, wrong_filter_grad)
+    main, startup, loss, feed = _two_convs()
+    exe, scope = Executor(backend="torch"), Scope()
+    exe.run(startup, scope=scope)
+    with pytest.raises(ExecutionError, match=r"op #\d+ \(conv2d_filter_grad\).*output '.*@GRAD' is torch\.float64"):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)

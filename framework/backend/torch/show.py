@@ -8,7 +8,7 @@ walks these steps eagerly, so this is all there is to what it was "compiled" to.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Hashable, Sequence
 
 from gradgen.program import OP_SCHEMAS
 
@@ -19,10 +19,10 @@ from .walk import build_steps
 __all__ = ["kernel_source", "lowered_text"]
 
 
-def _family(op_type: str, table: str = "KERNELS") -> str | None:
-    """The kernels module whose ``table`` has ``op_type``, by file name, or None."""
+def _family(key: Hashable, table: str = "KERNELS") -> str | None:
+    """The kernels module whose ``table`` has ``key`` (an op type; a pair of them in ``JOINT``), by file name."""
     return next((f"{family.__name__.rsplit('.', 1)[-1]}.py" for family in FAMILIES
-                 if op_type in getattr(family, table, {})), None)
+                 if key in getattr(family, table, {})), None)
 
 
 def kernel_source(op_type: str) -> str:
@@ -48,12 +48,12 @@ def lowered_text(program, feed_names: Sequence[str], fetch_names: Sequence[str])
     steps = build_steps(block, run_signature(block, feed_names, fetch_names))
     lines = []
     for at, step in enumerate(steps):
-        ran = " + ".join(f"op #{i} {block.ops[i].type}" for i in step.ops)
-        if len(step.ops) > 1:
-            types = tuple(block.ops[i].type for i in step.ops)
-            how = f"joint kernel ({_family(types, 'JOINT')}: one call for {len(step.ops)} ops)"
+        types = tuple(block.ops[i].type for i in step.ops)
+        ran = " + ".join(f"op #{i} {t}" for i, t in zip(step.ops, types))
+        if len(types) > 1:
+            how = f"joint kernel ({_family(types, 'JOINT')}: one call for {len(types)} ops)"
         else:
-            how = kernel_source(block.ops[step.index].type)
+            how = kernel_source(types[0])
         frees = f"; frees {', '.join(step.dead)}" if step.dead else ""
         lines.append(f"step {at}: {ran} -> {', '.join(step.outs) or '-'}; {how}{frees}")
     lines.append(f"{len(steps)} steps for {len(block.ops)} ops (a joint kernel runs two), in block order")

@@ -25,9 +25,8 @@ class Step(NamedTuple):
     types: tuple[tuple[torch.dtype, int, tuple[tuple[int, int], ...]], ...]
     """Per output: the declared dtype, rank and fixed (axis, size) pairs."""
     dead: tuple[str, ...]
-    index: int
     ops: tuple[int, ...]
-    """The op indexes the step runs: its own, or a joint pair's two (``joint.pairs``)."""
+    """The op indexes the step runs: its own, or a joint pair's two (``joint.pairs``), in block order."""
 
 
 def _declared(block, name: str):
@@ -51,9 +50,8 @@ Timer = Callable[[Callable[..., Any], tuple[int, ...], str], Callable[..., Any]]
 
 def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[Step]:
     """The steps of a run of ``block`` with these names (the ops ``sig.skipped`` leaves out are not there); a pair
-    of ops one kernel serves (``joint.pairs``) is one step at the first op's place, its index the first op's. With
-    ``timer`` (a profiling executor's), each step's kernel is timed into the profile's row of its op or pair
-    (kind ``first+second``)."""
+    of ops one kernel serves (``joint.pairs``) is one step at the first op's place. With ``timer`` (a profiling
+    executor's), each step's kernel is timed into the profile's row of its op or pair (kind ``first+second``)."""
     order = [i for i in range(len(block.ops)) if i not in sig.skipped]
     joined = pairs(block, order)
     seconds = set(joined.values())
@@ -61,19 +59,13 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
     for i in order:
         if i in seconds:
             continue
-        op = block.ops[i]
-        if i in joined:
-            other = block.ops[joined[i]]
-            fn = _kernel(block, i, lambda: JOINT[op.type, other.type](op, other))
-            outs = (*op.output_arg_names, *other.output_arg_names)
-            if timer is not None:
-                fn = timer(fn, (i, joined[i]), f"{op.type}+{other.type}")
-        else:
-            fn = _kernel(block, i, lambda: KERNELS[op.type](op))
-            outs = tuple(op.output_arg_names)
-            if timer is not None:
-                fn = timer(fn, (i,), op.type)
-        planned.append(((i, joined[i]) if i in joined else (i,), fn, tuple(op.input_arg_names), outs))
+        ops = (i, joined[i]) if i in joined else (i,)
+        run = [block.ops[k] for k in ops]
+        types = tuple(op.type for op in run)
+        fn = _kernel(block, i, lambda: JOINT[types](*run) if len(run) > 1 else KERNELS[types[0]](run[0]))
+        if timer is not None:
+            fn = timer(fn, ops, "+".join(types))
+        planned.append((ops, fn, tuple(run[0].input_arg_names), tuple(n for op in run for n in op.output_arg_names)))
     last_use: dict[str, int] = {}
     for at, (_, _, ins, outs) in enumerate(planned):
         for name in (*ins, *outs):
@@ -83,7 +75,7 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
     for name, at in last_use.items():
         if name not in keep and not is_persistable(block, name):
             dying.setdefault(at, []).append(name)
-    return [Step(fn, ins, outs, tuple(_declared(block, n) for n in outs), tuple(dying.get(at, ())), ops[0], ops)
+    return [Step(fn, ins, outs, tuple(_declared(block, n) for n in outs), tuple(dying.get(at, ())), ops)
             for at, (ops, fn, ins, outs) in enumerate(planned)]
 
 
@@ -100,18 +92,14 @@ def _wrong_type(value, declared) -> str | None:
     return None
 
 
-def _writer(block, index: int, name: str) -> int:
-    """The index of the op that writes ``name``: the step's op, or the op it shares its step with (``joint``)."""
-    return next(i for i in range(index, len(block.ops)) if name in block.ops[i].output_arg_names)
-
-
 def walk(block, steps: Sequence[Step], env: dict) -> None:
     """Run ``steps`` over ``env`` (name -> tensor): each output stored, checked against its declared dtype and
     shape; dead vars dropped. A kernel's failure or a wrong output type is an ExecutionError naming the op."""
-    for fn, ins, outs, types, dead, index, _ in steps:
+    for fn, ins, outs, types, dead, ops in steps:
         try:
             result = fn(*[env[n] for n in ins])
         except Exception as e:
+            index = ops[0]
             op = block.ops[index]
             given = ", ".join(f"{n}: {getattr(env.get(n), 'dtype', '?')}{list(getattr(env.get(n), 'shape', []))}"
                               for n in ins)
@@ -119,13 +107,14 @@ def walk(block, steps: Sequence[Step], env: dict) -> None:
                                  f"{e}; inputs: {given}") from e
         values = (result,) if len(outs) == 1 else result
         if len(values) != len(outs):
+            index = ops[0]
             op = block.ops[index]
             raise ExecutionError(f"{op_location(block, index, op.type, op.callsite)}: the torch kernel returned "
                                  f"{len(values)} outputs for {len(outs)} output vars")
         for name, value, declared in zip(outs, values, types):
             wrong = _wrong_type(value, declared)
             if wrong is not None:
-                at = _writer(block, index, name)
+                at = next(i for i in ops if name in block.ops[i].output_arg_names)
                 op = block.ops[at]
                 raise ExecutionError(f"{op_location(block, at, op.type, op.callsite)}: output '{name}' is {wrong}, "
                                      f"declared {block.var(name).dtype}{list(block.var(name).shape)} (torch kernel)")
