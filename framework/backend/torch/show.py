@@ -4,7 +4,7 @@ engine's counterpart of the numpy plan listing (``tools/plan_listing``) and of x
 walks these steps eagerly, so this is all there is to what it was "compiled" to.
 
     step 20: op #51 conv2d_input_grad + op #52 conv2d_filter_grad -> x@GRAD, w@GRAD; joint kernel (conv.py: one
-    ATen call for both)
+    call for 2 ops)
 """
 from __future__ import annotations
 
