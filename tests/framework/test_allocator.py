@@ -26,13 +26,14 @@ for mib in (16, 96):  # glibc maps a fresh 16 MiB block alone (the first of its 
     block = np.ones(mib << 20, np.uint8)
     before = rss_pages()
     del block
-    print((before - rss_pages()) * 4096 >> 20)
+    print((before - rss_pages()) * 4096 >> 10)  # KiB; below 0 where a page was touched meanwhile
 """
 
 
 def _probe(**env: str) -> tuple[str, int, int]:
-    """(keep_freed_blocks() after an Executor was made, MiB handed back to the system when a 16 MiB block dies, and
-    when a 96 MiB one does)."""
+    """(keep_freed_blocks() after an Executor was made, KiB handed back to the system when a 16 MiB block dies, and
+    when a 96 MiB one does; the resident size may also grow by a page between the two reads, so a kept block reads as
+    0 or a few KiB below)."""
     clean = {k: v for k, v in os.environ.items() if not (k.startswith("MALLOC_") or k == "GRADGEN_MALLOC")}
     out = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env}, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
@@ -42,16 +43,16 @@ def _probe(**env: str) -> tuple[str, int, int]:
 def test_an_executor_keeps_a_freed_block_in_the_process():
     kept, given_back, large_given_back = _probe()
     assert kept == "True"
-    assert given_back == 0 and large_given_back == 0
+    assert given_back < 1024 and large_given_back < 1024  # not even a MiB of either block went back
 
 
 def test_the_system_allocator_when_asked():
     kept, given_back, large_given_back = _probe(GRADGEN_MALLOC="system")
     assert kept == "False"
-    assert given_back >= 15 and large_given_back >= 95  # glibc's default: mapped alone, unmapped at once
+    assert given_back >= 15 << 10 and large_given_back >= 95 << 10  # glibc's default: mapped alone, unmapped at once
 
 
 def test_the_owners_malloc_variables_win():
     kept, given_back, large_given_back = _probe(MALLOC_MMAP_THRESHOLD_="131072")
     assert kept == "False"
-    assert given_back >= 15 and large_given_back >= 95
+    assert given_back >= 15 << 10 and large_given_back >= 95 << 10
