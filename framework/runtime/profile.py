@@ -37,7 +37,7 @@ from gradgen.program.subblocks import owned_blocks
 __all__ = ["PHASES", "Profile", "ProfileRow", "Profiler"]
 
 PHASES = {
-    "plan": "plan lookup (and builds)",
+    "plan": "plan lookup (and builds, one-time measuring)",
     "feeds": "feed and scope checks",
     "loop": "run loop between steps",
     "commit": "commit to the scope",

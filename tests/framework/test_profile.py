@@ -288,3 +288,23 @@ def test_rows_of_two_engines_stay_apart_and_the_text_names_the_engine():
     assert re.search(r"calls/run +engine +op type", text) and re.search(r" numpy +conv2d\n", text)
     assert re.search(r" torch +block 0, op #0 \(conv2d\)", text)
     assert "engine" not in profile_text(main, dataclasses.replace(profile, rows=profile.rows[:1]))
+
+
+def test_the_torch_engines_choice_of_product_shows_in_the_plan_phase_not_in_a_product_row(monkeypatch):
+    """The torch engine times torch's product against numpy's once per thread count in a process (``linalg.
+    torch_is_faster``, ~0.2 s): a run does that before its first step, so a profile puts it in the plan phase
+    and the matmul row holds the product alone (it made matmul 66 % of `gradgen example cnn --profile`)."""
+    from tests.backends.test_torch_backend import need_torch
+    need_torch()
+    from gradgen.framework.backend.torch.kernels import linalg
+    monkeypatch.setattr(linalg, "_faster", {})  # as in a fresh process
+    monkeypatch.setattr(linalg, "_POOLS_SETTLE_SECONDS", 0.3)
+    main, out, feed = _product_program()
+    exe = Executor(backend="torch", profile=True)
+    exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    profile = exe.profile(main)
+    (product,) = [r for r in profile.rows if r.kind == "matmul"]
+    first_plan = profile.outside["plan"]
+    assert first_plan >= 0.3 > product.seconds
+    exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
+    assert exe.profile(main).outside["plan"] - first_plan < 0.1  # measured once: the next run's plan is a lookup
