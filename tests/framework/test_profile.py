@@ -299,12 +299,16 @@ def test_the_torch_engines_choice_of_product_shows_in_the_plan_phase_not_in_a_pr
     from gradgen.framework.backend.torch.kernels import linalg
     monkeypatch.setattr(linalg, "_faster", {})  # as in a fresh process
     monkeypatch.setattr(linalg, "_POOLS_SETTLE_SECONDS", 0.3)
+    timings = []
+    timed = linalg._best_pair
+    monkeypatch.setattr(linalg, "_best_pair", lambda *args: timings.append(1) or timed(*args))
     main, out, feed = _product_program()
     exe = Executor(backend="torch", profile=True)
     exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
     profile = exe.profile(main)
     (product,) = [r for r in profile.rows if r.kind == "matmul"]
-    first_plan = profile.outside["plan"]
-    assert first_plan >= 0.3 > product.seconds
+    assert profile.outside["plan"] >= 0.3 > product.seconds
+    measured = len(timings)
+    assert measured >= 1
     exe.run(main, feed=feed, fetch_list=[out], scope=Scope())
-    assert exe.profile(main).outside["plan"] - first_plan < 0.1  # measured once: the next run's plan is a lookup
+    assert len(timings) == measured  # once a process: the next run looks it up
