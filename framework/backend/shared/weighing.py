@@ -7,7 +7,8 @@ of its own. The torch engine is weighed for its convolutions (oneDNN's), and onl
 win: on the anchors' LeNet (15.4 M multiply-adds a step in its convolutions) its step took 2.4 ms against numpy's
 4.0; on a digits classifier (8 x 8 images, 0.3 M a step; ``tests/bench/partial_batch.py``) 1.0 ms against
 numpy's 0.6 and xla's 0.5, and weighing it cost a 1 s job 3 s. It is weighed for large products too
-(``PRODUCT_WORK_FOR_TORCH``), since its products run on torch's threads. The xla engine is weighed the other way
+(``PRODUCT_WORK_FOR_TORCH``), since its products run on torch's threads, and for LSTM layers
+(``RECURRENT_FOR_TORCH``). The xla engine is weighed the other way
 round: for convolutions up to a size (``CONVOLUTION_WORK_FOR_XLA``). A step that is all large matrix products
 (``product_bound``) has no trial at all (``runtime/auto_run.py``): numpy runs each as one BLAS product as the
 engines do, and the rest is too little for any engine to gain on, while weighing one would hold its memory for the
@@ -22,8 +23,8 @@ from gradgen.program.ops import OP_SCHEMAS, conv as conv_family
 from gradgen.program.subblocks import owned_blocks
 
 __all__ = ["BLAS_DTYPES", "CONVOLUTION_WORK_FOR_TORCH", "CONVOLUTION_WORK_FOR_XLA", "PRODUCT_BOUND_RATIO",
-           "PRODUCT_BOUND_WORK", "PRODUCT_WORK_FOR_TORCH", "WEIGHED_FOR", "convolution_work", "feed_batch",
-           "other_elements", "product_bound", "product_work"]
+           "PRODUCT_BOUND_WORK", "PRODUCT_WORK_FOR_TORCH", "RECURRENT_FOR_TORCH", "WEIGHED_FOR", "convolution_work",
+           "feed_batch", "other_elements", "product_bound", "product_work"]
 
 CONVOLUTION_WORK_FOR_TORCH = 2_000_000
 """Multiply-adds of a step's forward convolutions from which the torch engine is weighed (between the digits
@@ -137,14 +138,21 @@ transformer block (3.6 G a step) its step took 117 ms, xla's 138 and numpy's 209
 the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far below."""
 
 
+RECURRENT_FOR_TORCH = ("lstm",)
+"""Op types for which the torch engine is weighed at any size: it runs them on oneDNN's RNN primitive, as PyTorch's
+``nn.LSTM`` does (``backend/torch/kernels/recurrent``). A 50-step LSTM of batch 32, 64 inputs, hidden 128 trained
+at 9.0 ms a step there, 31.6 on xla, 42.1 on numpy (PyTorch 8.2; one process, in turns, 2026-12-02)."""
+
+
 def _torch_left_out(block, batch: int) -> str | None:
     work = convolution_work(block, batch)
-    if work >= CONVOLUTION_WORK_FOR_TORCH or product_work(block, batch) >= PRODUCT_WORK_FOR_TORCH:
+    if (work >= CONVOLUTION_WORK_FOR_TORCH or product_work(block, batch) >= PRODUCT_WORK_FOR_TORCH
+            or any(op.type in RECURRENT_FOR_TORCH for op in block.ops)):
         return None
     held = f"{work / 1e6:.2g} M" if work else "none"
     return (f"torch is weighed only for convolutions of at least {CONVOLUTION_WORK_FOR_TORCH / 1e6:g} M "
-            f"multiply-adds a run (this program's: {held}) or products of at least "
-            f"{PRODUCT_WORK_FOR_TORCH / 1e6:g} M (backend.shared.weighing)")
+            f"multiply-adds a run (this program's: {held}), products of at least "
+            f"{PRODUCT_WORK_FOR_TORCH / 1e6:g} M or an LSTM layer (backend.shared.weighing)")
 
 
 WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out, "xla": _xla_left_out}

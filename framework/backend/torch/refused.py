@@ -1,11 +1,11 @@
 """What the torch engine does not run, one line per op: op types without a torch kernel (control flow among them:
-the engine walks block 0 only). The runner refuses such a program whole, before
-anything runs."""
+the engine walks block 0 only), and ops whose kernel does not run them (``kernels.REFUSES``: the LSTM in float64).
+The runner refuses such a program whole, before anything runs."""
 from __future__ import annotations
 
 from gradgen.program.describe import op_location
 
-from .kernels import KERNELS
+from .kernels import KERNELS, REFUSES
 
 __all__ = ["problems"]
 
@@ -18,6 +18,7 @@ def problems(block) -> list[str]:
     torch engine cannot run, as one line each."""
     found = []
     for index, op in enumerate(block.ops):
-        if op.type not in KERNELS:
-            found.append(f"{op_location(block, index, op.type, op.callsite)}: {NO_KERNEL}")
+        reason = NO_KERNEL if op.type not in KERNELS else REFUSES[op.type](op) if op.type in REFUSES else None
+        if reason is not None:
+            found.append(f"{op_location(block, index, op.type, op.callsite)}: {reason}")
     return found
