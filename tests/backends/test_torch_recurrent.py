@@ -125,10 +125,28 @@ def test_the_gradient_reads_the_forwards_kept_workspace(monkeypatch):
     _trained("torch", steps=2)
     assert calls.count("mkldnn_rnn_layer") == 2 and calls.count("mkldnn_rnn_layer_backward") == 2
     calls.clear()
+    _trained("torch", steps=2, bidirectional=True)  # two directions reading one X: each finds its own
+    assert calls.count("mkldnn_rnn_layer") == 4 and calls.count("mkldnn_rnn_layer_backward") == 4
+    calls.clear()
+    _side_by_side()
+    assert calls.count("mkldnn_rnn_layer") == 2 and calls.count("mkldnn_rnn_layer_backward") == 2
+    calls.clear()
     ins, attrs = _feed((4, 3, 3, 2), (False, True), 1)
     main, op, feed = one_op_program(_grad_case(ins, attrs, _cotangents(ins, np.random.default_rng(0), None)))
     Executor(backend="torch").run(main, feed=feed, fetch_list=op.output_arg_names, scope=Scope())
     assert calls == ["mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"]
+
+
+def _side_by_side() -> None:
+    """A training step of two LSTMs of one direction reading the same X, run once on torch."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup):
+        x = layers.data("x", [6, -1, 3], "float32")
+        loss = layers.reduce_mean(layers.lstm(x, 4)[0]) + layers.reduce_mean(layers.lstm(x, 2)[0])
+        optimizer.SGD(0.1).minimize(loss)
+    exe, scope = Executor(backend="torch"), Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed={"x": np.ones((6, 2, 3), np.float32)}, fetch_list=[loss], scope=scope)
 
 
 def _refused_case(kind: str) -> Case:

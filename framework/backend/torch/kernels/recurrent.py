@@ -84,8 +84,11 @@ def _forward(run: _Run, reverse: bool, train: bool) -> tuple:
         return _aten.mkldnn_rnn_layer(*run.args(), reverse, [], _LSTM, run.hidden, 1, True, False, False, train)
 
 
-def _key(reverse: bool) -> tuple:
-    return "mkldnn_lstm", reverse
+def _key(reverse: bool, run: _Run) -> tuple:
+    """What a kept forward of X is found by: the direction and the input weights' tensor (two layers may read one X:
+    a bidirectional layer's two directions, two LSTMs side by side). The entry's inputs are checked too
+    (``_kept_forward``): an id may be another tensor's once the first is gone."""
+    return "mkldnn_lstm", reverse, id(run.given["W"])
 
 
 def _has_gradient(op) -> bool:
@@ -105,7 +108,7 @@ def lstm(op) -> Callable:
         y, h, c, workspace = _forward(run, reverse, train)
         if workspace is not None and train:
             given = tuple(None if t is None else weakref.ref(t) for t in run.given.values())
-            kept.keep(tensors[0], _key(reverse), (given, (y, h, c, workspace)))
+            kept.keep(tensors[0], _key(reverse, run), (given, (y, h, c, workspace)))
         return y, h, c
 
     return run_lstm
@@ -113,7 +116,7 @@ def lstm(op) -> Callable:
 
 def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> tuple | None:
     """The forward kept for ``x`` on these same inputs, or None."""
-    found = kept.kept(x, _key(reverse))
+    found = kept.kept(x, _key(reverse, run))
     if found is None:
         return None
     given, outputs = found
