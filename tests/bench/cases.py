@@ -44,6 +44,26 @@ def paired_medians(fns: list[Callable[[], object]], repeats: int, warmup: int = 
     return [statistics.median(ts) for ts in times]
 
 
+def block_medians(steps: dict[str, Callable[[], object]], rounds: int, block: int, warmup: int = 3,
+                  settle: float = 0.0) -> dict[str, float]:
+    """Per name, the median ms a call of ``steps[name]`` over ``rounds`` blocks of ``block`` calls, the blocks taken
+    in turn (after ``warmup`` calls of each): a slow moment of the machine hits every side alike. ``settle``: seconds
+    of pause before each block, for the thread pools of the block before to go idle (XLA's and torch's spin a while
+    after their work, on the cores the next block wants)."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            time.sleep(settle)
+            start = time.perf_counter()
+            for _ in range(block):
+                step()
+            times[name].append((time.perf_counter() - start) / block * 1e3)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def tanh_chain(repeats: int, length: int = 1000) -> list[dict]:
     """A chain of ``length`` tanh ops on 4 numbers through the numpy engine, against numpy's own calls."""
     main = Program()

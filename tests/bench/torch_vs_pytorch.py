@@ -23,9 +23,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import time
 from typing import Callable
+
+from .cases import block_medians
 
 
 def _workloads(folder: str):
@@ -112,17 +113,7 @@ def main() -> None:
         start = time.perf_counter()
         steps["compiled"]()
         print(f"compiled: first step (the compile) {time.perf_counter() - start:.1f} s", flush=True)
-    for step in steps.values():
-        for _ in range(3):
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(args.rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            times[name].append((time.perf_counter() - start) / args.steps * 1e3)
-    medians = {name: statistics.median(values) for name, values in times.items()}
+    medians = block_medians(steps, args.rounds, args.steps)
     print(f"{args.workload}, {args.threads} thread(s), load {os.getloadavg()[0]:.2f}: " +
           ", ".join(f"{name} {medians[name]:.2f} ms" for name in steps) +
           f"; engine / pytorch {medians['engine'] / medians['pytorch']:.2f}" +
