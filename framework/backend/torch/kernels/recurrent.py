@@ -31,7 +31,9 @@ __all__ = ["KERNELS", "REFUSES"]
 _aten = torch.ops.aten
 
 _LSTM = 2
-"""The LSTM's ``mode`` in ``mkldnn_rnn_layer`` (ideep's ``rnn_kind``: RNN_RELU 0, RNN_TANH 1, LSTM 2, GRU 3)."""
+"""The LSTM's ``mode`` in ``mkldnn_rnn_layer`` (ideep's ``rnn_kind``). The other modes, 0, 1 and 3, fail there
+with "could not create a primitive descriptor for the LSTM forward propagation primitive" (torch 2.13): ATen builds
+only the LSTM's primitive."""
 
 _STATES = ("H0", "C0")
 _WEIGHTS = ("W", "R", "WB", "RB", *_STATES)
