@@ -9,8 +9,8 @@ from typing import Sequence
 __all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS",
            "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECALLED_WAIT_SECONDS", "RECHECK_MARGIN",
            "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED",
-           "RECHECK_TIE", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after", "full_block",
-           "parted", "recalled_wait", "separated"]
+           "RECHECK_TIE", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after",
+           "full_block", "parted", "recalled_wait", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -161,9 +161,8 @@ def check_overturns(before: float | None, check: float, apart: bool, close_call:
     any choice. After a close call the check alone decides: the runner-up takes over if its median is below the
     choice's by more than a tie (``RECHECK_TIE``; the trial could not tell the two apart, and its first seconds are
     the biased ones: numpy's first second runs slow, xla's right after its compile). After a clear choice the two
-    measurements weigh alike,
-    by the geometric mean of their ratios: the runner-up takes over when together they put it ``RECHECK_MARGIN``
-    ahead.
+    measurements weigh alike, by the geometric mean of their ratios: the runner-up takes over when together they put
+    it ``RECHECK_MARGIN`` ahead.
 
     Measured (``tests/bench/choice.py``, fresh processes): requiring a check's times apart after a close call kept a
     seed f64 choice of xla made overlapping (numpy 1.26 ms, xla 1.03) after a check met numpy at 0.82 and xla at

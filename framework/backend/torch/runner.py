@@ -51,10 +51,10 @@ def make_runner(settings: Callable[[], RunSettings]) -> "TorchRunner":
 
 PRODUCT_THREADS = 1
 """numpy's BLAS threads for the engine's products where they run on numpy's (``kernels/linalg.matmul``): one, the
-engine's parallel work being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op torch's OpenMP threads
-spin on the cores OpenBLAS's threads then want. Measured in one process, interleaved, torch at two threads: the
-anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own 2.3 beside them,
-5.3 beside the thrashing engine); the transformer 345 and 125 ms."""
+engine's parallel work being torch's pool. Two pools of two threads each on two cores thrash: after each ATen op
+torch's OpenMP threads spin on the cores OpenBLAS's threads then want. Measured in one process, interleaved, torch
+at two threads: the anchors' LeNet step took 28.4 ms with OpenBLAS at two threads and 3.8 with one (PyTorch's own
+2.3 beside them, 5.3 beside the thrashing engine); the transformer 345 and 125 ms."""
 
 _OWN_THREADS = torch.get_num_threads()
 """torch's own intra-op thread count (its default, or what the process set before the engine was loaded)."""

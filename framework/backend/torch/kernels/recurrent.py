@@ -9,11 +9,12 @@ again: what the recomputation would make, bit for bit (the same call on the same
 sequence of batch 32, 64 inputs, hidden 128, float32, two threads: forward 3.1 ms, backward 5.8; the whole training
 step took 31 ms on the xla engine, 39 on numpy, 8.1 in PyTorch (2026-12-02).
 
-oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's own), sigmoid and
-tanh. Where it does not, the op is refused (``REFUSES``) and the program runs on numpy or xla: float64 and float16
-(oneDNN's RNN takes float32), sequence lengths and other activations. The GRU and the jvp ops have no kernel here
-(ATen's oneDNN RNN is the LSTM's only). The primitive fails on a zero size: zero steps or an empty batch leave the
-states as they came (no step runs) and every weight's gradient zero; no input features run as one feature of zeros.
+oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's own), with the
+cell's default activations. Where it does not, the op is refused (``REFUSES``) and the program runs on numpy or
+xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The GRU and the jvp
+ops have no kernel here (ATen's oneDNN RNN is the LSTM's only). The primitive fails on a zero size: zero steps or an
+empty batch leave the states as they came (no step runs) and every weight's gradient zero; no input features run as
+one feature of zeros.
 """
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ _LSTM = 2
 with "could not create a primitive descriptor for the LSTM forward propagation primitive" (torch 2.13): ATen builds
 only the LSTM's primitive."""
 
-_STATES = ("H0", "C0")
-_WEIGHTS = ("W", "R", "WB", "RB", *_STATES)
+_WEIGHTS = ("W", "R", "WB", "RB", "H0", "C0")
 """The inputs besides X that the forward's values depend on: a kept forward is read only for the same ones."""
 
 
@@ -47,8 +47,10 @@ def refused(op) -> str | None:
         return f"oneDNN's LSTM runs float32, this one is {dtype}; run it on numpy or xla"
     if op.input("SeqLens"):
         return "oneDNN's LSTM here takes no sequence lengths (SeqLens); run it on numpy or xla"
-    if [n.lower() for n in op.attr("activations") or []] not in ([], default_activations("lstm")):
-        return f"oneDNN's LSTM runs sigmoid and tanh, not {op.attr('activations')}; run it on numpy or xla"
+    defaults = default_activations("lstm")
+    if [n.lower() for n in op.attr("activations") or []] not in ([], defaults):
+        return (f"oneDNN's LSTM runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; "
+                "run it on numpy or xla")
     return None
 
 
@@ -122,10 +124,8 @@ def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> tuple | None:
     if found is None:
         return None
     given, outputs = found
-    if any((t is None) != (ref is None) or (ref is not None and ref() is not t)
-           for t, ref in zip(run.given.values(), given)):
-        return None
-    return outputs
+    alive = (None if ref is None else ref() for ref in given)  # (a dead reference gives None: not the tensor)
+    return outputs if all(a is t for a, t in zip(alive, run.given.values())) else None
 
 
 def lstm_grad(op) -> Callable:
@@ -137,9 +137,9 @@ def lstm_grad(op) -> Callable:
         run = _Run(slots, tensors)
         dy, dh, dc = (run.get(grad_slot(o)) for o in OUTPUTS["lstm"])
         if run.empty or (dy is None and dh is None and dc is None):
-            grads = {s: torch.zeros_like(run[s]) for s in ("X", "W", "R", "WB", "RB")}
-            grads.update(H0=torch.zeros_like(run["H0"]) if dh is None or not run.empty else dh,
-                         C0=torch.zeros_like(run["C0"]) if dc is None or not run.empty else dc)
+            grads = {s: torch.zeros_like(run[s]) for s in ("X", *_WEIGHTS)}
+            if run.empty:  # no step ran: the final states are the initial ones, and so are their gradients
+                grads.update({s: d for s, d in (("H0", dh), ("C0", dc)) if d is not None})
         else:
             y, h, c, workspace = _kept_forward(tensors[0], run, reverse) or _forward(run, reverse, True)
             dx, dw, dr, dwb, drb, dh0, dc0 = _aten.mkldnn_rnn_layer_backward(
