@@ -68,20 +68,76 @@ def test_the_product_equals_the_reference_on_every_value(torch_products, shape, 
         assert_same(want, got, fetch, f"{case.op} {case.label} {dtype}")
 
 
-def test_only_finite_nonempty_floats_take_torchs_product(torch_products):
+def test_only_finite_nonempty_floats_keep_torchs_product(torch_products, monkeypatch):
+    """A product of finite floats is torch's; one with an infinity or a NaN is numpy's (torch's may be made first
+    and dropped, where the product is the smaller to sum); an empty or integer one never reaches torch."""
+    from gradgen.framework.backend.torch.kernels import linalg
+
+    by_numpy, own = [], linalg._numpy_product
+    monkeypatch.setattr(linalg, "_numpy_product", lambda a, b: by_numpy.append(1) or own(a, b))
     rng = np.random.default_rng(5)
-    for shape, special, dtype, taken in [("2-D", None, "float32", 1), ("batched", None, "float64", 1),
-                                         ("2-D", np.inf, "float32", 0), ("2-D", np.nan, "float64", 0),
-                                         ("empty rows", None, "float32", 0)]:
-        torch_products.clear()
+    for shape, special, dtype, kept in [("2-D", None, "float32", True), ("batched", None, "float64", True),
+                                        ("2-D", np.inf, "float32", False), ("2-D", np.nan, "float64", False),
+                                        ("vector by matrix", -np.inf, "float32", False),
+                                        ("empty rows", None, "float32", False)]:
+        torch_products.clear(), by_numpy.clear()
         main, op, feed = one_op_program(_product_case(shape, dtype, special, rng))
         run_on("torch", main, feed, op.output("Out"))
-        assert len(torch_products) == taken, (shape, special, dtype)
+        assert (by_numpy == []) == kept and len(torch_products) <= 1, (shape, special, dtype)
     torch_products.clear()
     main, op, feed = one_op_program(Case("matmul", {"X": np.ones((3, 4), np.int64), "Y": np.ones((4, 2), np.int64)},
                                          None, {"transpose_x": False, "transpose_y": False}))
     assert np.array_equal(run_on("torch", main, feed, op.output("Out"))[0], np.full((3, 2), 4))
     assert torch_products == []
+
+
+@pytest.mark.parametrize("sizes, summed", [((64, 1000, 100), [(64, 100)]),  # the product is the smaller
+                                           ((64, 10, 100), [(64, 10), (10, 100)])])  # the operands are
+def test_the_smaller_side_of_a_product_is_summed(torch_products, monkeypatch, sizes, summed):
+    """Summing the product after it is made, where it is smaller than its operands, proves them finite too: the
+    next product reading them sums nothing more."""
+    import torch
+
+    from gradgen.framework.backend.torch.kernels import finite
+    from gradgen.program import Program, layers, program_guard
+
+    m, k, n = sizes
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, k], "float32")
+        w = layers.data("w", [k, n], "float32")
+        first, second = x @ w, x @ w
+    sums, own = [], torch.sum
+    monkeypatch.setattr(finite.torch, "sum", lambda t: sums.append(tuple(t.shape)) or own(t))
+    rng = np.random.default_rng(4)
+    feed = {"x": rng.standard_normal((m, k)).astype("float32"), "w": rng.standard_normal((k, n)).astype("float32")}
+    fetch = [first.name, second.name]
+    want, got = run_on("numpy", main, feed, fetch), run_on("torch", main, feed, fetch)
+    assert not isinstance(got, Exception), got
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())  # (sums of 1000 terms)
+    assert sorted(sums) == sorted(summed) and len(torch_products) == 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torchs_product_of_a_nonfinite_operand_is_never_all_finite(dtype):
+    """What the product's check after it rests on, held against the installed torch's own product (MKL or
+    another BLAS): an infinity or a NaN anywhere in either operand leaves a non-finite value in the product, at the
+    shapes its blocked kernels take too, whatever the other values (zeros included)."""
+    need_torch()
+    import torch
+
+    rng = np.random.default_rng(11)
+    shapes = [(7, 5, 3), (64, 1000, 100), (100, 64, 1000), (33, 65, 17), (1, 300, 1), (256, 256, 256)]
+    for trial in range(60):
+        m, k, n = shapes[trial % len(shapes)]
+        a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        if trial % 3 == 0:
+            b[rng.random(b.shape) < 0.5] = 0.0
+        target = a if trial % 2 else b
+        target.reshape(-1)[rng.integers(target.size)] = (np.inf, -np.inf, np.nan)[trial % 3]
+        tx, ty = torch.from_numpy(a), torch.from_numpy(b)
+        assert not bool(torch.isfinite(torch.matmul(tx, ty)).all()), (m, k, n, trial)
+        assert not bool(torch.isfinite(torch.matmul(ty.T, tx.T)).all()), (m, k, n, trial)  # (transposed operands)
 
 
 def test_the_faster_product_is_measured_once_per_thread_count(monkeypatch):
@@ -168,12 +224,13 @@ def test_the_two_products_are_timed_in_turns_and_the_fastest_of_each_kept(monkey
 
 
 def test_a_run_sums_each_operand_once_and_the_next_run_sums_it_again(torch_products, monkeypatch):
-    """``finite.remembered_finite``: ``x`` feeds two products, ``x @ w1`` and ``x @ w2``, and is summed once in a
-    run (three sums: x, w1, w2), not twice. The memory is the run's: a second run with a NaN in ``x`` sums it
-    again, takes numpy's products and gives the reference's NaN rows."""
+    """``finite.remembered_finite``: ``x`` feeds two products, ``x @ w1`` and ``x @ w2``, and is proved finite once
+    in a run: the first product [5, 3] is summed (fewer elements than x and w1, and finite only if they are), then
+    w2 alone, not x again. The memory is the run's: a second run with a NaN in ``x`` proves nothing, keeps numpy's
+    products and gives the reference's NaN rows."""
     import torch
 
-    from gradgen.framework.backend.torch.kernels import finite
+    from gradgen.framework.backend.torch.kernels import finite, linalg
     from gradgen.program import Program, layers, program_guard
 
     main = Program()
@@ -187,11 +244,13 @@ def test_a_run_sums_each_operand_once_and_the_next_run_sums_it_again(torch_produ
     feed = {"x": rng.standard_normal((5, 4)).astype("float32"), "w1": rng.standard_normal((4, 3)).astype("float32"),
             "w2": rng.standard_normal((4, 3)).astype("float32")}
     run_on("torch", main, feed, [out.name])
-    assert sorted(sums) == [(4, 3), (4, 3), (5, 4)] and len(torch_products) == 2
+    assert sorted(sums) == [(4, 3), (5, 3)] and len(torch_products) == 2
     sums.clear(), torch_products.clear()
     feed["x"][2, 1] = np.nan
+    by_numpy, own_numpy = [], linalg._numpy_product
+    monkeypatch.setattr(linalg, "_numpy_product", lambda a, b: by_numpy.append(1) or own_numpy(a, b))
     want, got = run_on("numpy", main, feed, [out.name]), run_on("torch", main, feed, [out.name])
-    assert sums.count((5, 4)) == 2 and torch_products == []  # (each product asks, and x is never found finite)
+    assert sums == [(5, 3), (5, 3)] and len(by_numpy) == 2  # (each product is summed: x is never found finite)
     assert_same(want, got, [out.name], "a NaN in the second run")
     assert np.isnan(got[0][2]).all() and np.isfinite(np.delete(got[0], 2, axis=0)).all()
 
@@ -348,10 +407,10 @@ def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activatio
     monkeypatch.setattr(finite.torch, "sum", lambda t, *more, **named: (
         summed.append(tuple(t.shape)) if not (more or named) else None) or own(t, *more, **named))
     rng = np.random.default_rng(19)
-    feed = {"x": rng.standard_normal((6, 40)).astype("float32") * 3,
+    feed = {"x": rng.standard_normal((60, 40)).astype("float32") * 3,
             "w": rng.standard_normal((40, 3)).astype("float32")}
     got = run_on("torch", main, feed, [out.name])
     assert_same(run_on("numpy", main, feed, [out.name]), got, [out.name], activation)
-    # x (the activation's own check: none for gelu, whose call declines any input not finite) and w; not the
-    # activation's output
-    assert summed == ([] if activation in ANY_VALUES else [(6, 40)]) + [(40, 3)], summed
+    # x (the activation's own check: none for gelu, whose call declines any input not finite) and w (fewer
+    # elements than the product's 180); not the activation's output
+    assert summed == ([] if activation in ANY_VALUES else [(60, 40)]) + [(40, 3)], summed

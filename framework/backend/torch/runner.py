@@ -30,7 +30,7 @@ from ..shared.cores import cores_for_runs
 from .kernels.finite import remembered_finite
 from .kernels.linalg import KERNELS as PRODUCT_KERNELS, torch_is_faster
 from .refused import problems
-from .walk import build_steps, walk
+from .walk import build_steps, compile_walk
 
 __all__ = ["TorchRunner", "make_runner"]
 
@@ -91,6 +91,7 @@ class _Entry:
         self.sig = sig
         timer = None if profiler is None else lambda fn, ops, kind: profiler.timed(fn, block, ops, kind, NAME)
         self.steps = build_steps(block, sig, timer)
+        self.walk = compile_walk(block, self.steps)
         self.has_products = any(block.ops[i].type in PRODUCT_KERNELS for step in self.steps for i in step.ops)
         """Whether a step multiplies matrices: the run then has its products' provider chosen before the first
         step (``torch_is_faster``), so that the ~0.2 s of that measurement shows in the profile's plan phase, not
@@ -157,7 +158,7 @@ class TorchRunner:
             env = {name: _tensor(value) for name, value in inputs.items()}
             shared = {t.untyped_storage().data_ptr() for t in env.values() if t.numel()}
             mark("feeds")
-            walk(block, entry.steps, env)
+            entry.walk(env)
             agreed()
             mark("loop")
             new = {name: self._own(env[name], shared) for name in sig.commits if name not in feed and name in env}

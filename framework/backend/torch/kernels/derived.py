@@ -59,9 +59,11 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
         if dtype not in FUSED or any(torch_dtype(d) != dtype for d in dtypes):  # float16: the compute's rounding
             return run_compute
         any_values, finite_out = schema.aten_any_values, schema.aten_finite_out
+        if any(torch_dtype(op.block.var(name).dtype) != dtype for name in op.input_arg_names):
+            return run_compute  # (an input of another dtype: the inputs arrive in their declared dtypes)
 
         def run(*xs):
-            if all(x.dtype == dtype and x.numel() for x in xs) and (any_values or all_finite(*xs)):
+            if all(x.numel() for x in xs) and (any_values or all_finite(*xs)):
                 result = call(_ATEN, *(xs if args is None else args(xs)), **attrs)
                 if result is not None:
                     if finite_out:
@@ -94,6 +96,11 @@ def computed_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
             return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
         kept, uncast = (dtype, torch.bool), uncast_inputs(schema, op)
         floats_kept = not dtype.is_floating_point  # an index of float values (argmax) reads them as they are
+        given = [torch_dtype(op.block.var(name).dtype) for name in op.input_arg_names]
+        if all(d in kept or (floats_kept and d.is_floating_point) or k in uncast for k, d in enumerate(given)):
+            # Every input arrives in its declared dtype (the runner checks the feeds and the scope's values, the
+            # walk every output), so none is cast: decided here, not per call (a LeNet step runs 70 such kernels).
+            return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
         return lambda *xs: _as(compute(xp, *(x if x.dtype in kept or (floats_kept and x.dtype.is_floating_point)
                                              or k in uncast else x.to(dtype) for k, x in enumerate(xs)), **attrs),
                           dtype)

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["FUSED", "all_finite", "fused", "known_finite", "remembered_finite"]
+__all__ = ["FUSED", "all_finite", "fused", "known_finite", "remembered", "remembered_finite"]
 
 _run = threading.local()
 """Inside ``remembered_finite`` on this thread: ``_run.finite``, id -> weak reference of each tensor known finite;
@@ -79,6 +79,15 @@ def _remembered(x: torch.Tensor, known: dict, span: tuple | None) -> bool:
         return False
     known[id(x)] = weakref.ref(x)
     return True
+
+
+def remembered(x: torch.Tensor) -> bool:
+    """Whether this run knows ``x`` finite already (no sum taken): an integer tensor, one found finite, or a view of
+    one's bytes."""
+    if not x.dtype.is_floating_point:
+        return True
+    known = getattr(_run, "finite", None)
+    return known is not None and _remembered(x, known, _span(x))
 
 
 def all_finite(*xs: torch.Tensor) -> bool:
