@@ -149,3 +149,27 @@ def test_a_failing_kernel_names_the_op_and_its_inputs(monkeypatch):
     with pytest.raises(ExecutionError, match=r"op #0 \(scale\).* failed: ValueError: no such value; inputs: x: "
                                              r"torch\.float64\[2, 3\]"):
         Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=Scope())
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 256])
+def test_a_kernel_failing_deep_in_a_chunk_is_named_by_its_op_index(monkeypatch, chunk):
+    """The chunk's one handler finds the failing step by the line it was on: the op index and the inputs named
+    are that step's, wherever it sits in its chunk."""
+    need_torch()
+    from gradgen.framework.backend.torch import walk
+
+    monkeypatch.setattr(walk, "CHUNK_STEPS", chunk)
+
+    def failing(run):
+        def fn(x):
+            raise ArithmeticError("this one")
+        return fn
+
+    _monkeypatched_kernel(monkeypatch, "square", failing)
+    main, startup, loss = _deep_training(4)
+    at = next(i for i, op in enumerate(main.global_block().ops) if op.type == "square")
+    exe, scope = Executor(backend="torch"), Scope()
+    exe.run(startup, scope=scope)
+    with pytest.raises(ExecutionError, match=rf"op #{at} \(square\).* failed: ArithmeticError: this one; inputs: "
+                                             r".*: torch\.float64\[5, 6\]"):
+        exe.run(main, feed={"x": np.ones((5, 6))}, fetch_list=[loss], scope=scope)

@@ -5,7 +5,7 @@ between ops."""
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -16,6 +16,8 @@ from ..shared.signature import RunSignature, is_persistable
 from .joint import pairs
 from .kernels import JOINT, KERNELS
 from .xp import torch_dtype
+
+Tensor = torch.Tensor
 
 __all__ = ["CHUNK_STEPS", "Step", "Timer", "build_steps", "compile_walk"]
 
@@ -99,112 +101,144 @@ CHUNK_STEPS = 256
 of thousands of ops is not held up by one long compile before its first run."""
 
 
-class _Failures:
-    """The walk's error messages, raised from the generated code by step number (``compile_walk``)."""
+class _Refusal(Exception):
+    """Carries a walk's own ExecutionError (a wrong output) past the chunk's handler of kernel failures."""
 
-    def __init__(self, block, steps: Sequence[Step]):
-        self.block, self.steps = block, steps
 
-    def failed(self, at: int, error: Exception, values: Sequence[Any]) -> ExecutionError:
-        """Step ``at``'s kernel raised ``error`` on ``values`` (its inputs)."""
+def _type_test(declared) -> Callable[[Any], bool]:
+    """A test true for a tensor of the declared (dtype, rank, fixed dims)."""
+    dtype, rank, fixed = declared
+    if not fixed:
+        return lambda value: isinstance(value, Tensor) and value.dtype is dtype and value.dim() == rank
+    if len(fixed) == 1:
+        ((axis, size),) = fixed
+        return lambda value: (isinstance(value, Tensor) and value.dtype is dtype and value.dim() == rank
+                              and value.shape[axis] == size)
+    return lambda value: (isinstance(value, Tensor) and value.dtype is dtype and value.dim() == rank
+                          and all(value.shape[axis] == size for axis, size in fixed))
+
+
+class _Chunk:
+    """One generated function's source, and what it calls besides the kernels: each step's output checks, and, for
+    its one handler of kernel failures, which step each source line runs and the locals holding its inputs."""
+
+    def __init__(self, block, steps: Sequence[Step], tests: dict):
+        self.block, self.steps, self.tests = block, steps, tests
+        self.line_step: dict[int, int] = {}
+        self.inputs: dict[int, tuple[str, ...]] = {}
+
+    def op_of(self, at: int, name: str | None = None) -> tuple[int, Any]:
+        """The index and op of step ``at`` (the one writing ``name`` where given: a joint step runs two)."""
+        ops = self.steps[at].ops
+        index = ops[0] if name is None else next(i for i in ops if name in self.block.ops[i].output_arg_names)
+        return index, self.block.ops[index]
+
+    def checked(self, at: int) -> Callable[[Any], Any]:
+        """Step ``at``'s output check: its one value, returned as it is when of the declared type."""
+        test = self._test(self.steps[at].types[0])
+
+        def check(value):
+            if test(value):
+                return value
+            raise self._wrong(at, 0, value)
+        return check
+
+    def counted(self, at: int, result) -> tuple:
+        """Step ``at``'s values, each of its declared type, where there is one per output var."""
         step = self.steps[at]
-        op = self.block.ops[step.ops[0]]
+        if len(result) != len(step.outs):
+            index, op = self.op_of(at)
+            raise _Refusal(ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: the torch "
+                                          f"kernel returned {len(result)} outputs for {len(step.outs)} output vars"))
+        for which, (value, declared) in enumerate(zip(result, step.types)):
+            if not self._test(declared)(value):
+                raise self._wrong(at, which, value)
+        return result
+
+    def failed(self, error: Exception, line: int, values: Mapping[str, Any]) -> ExecutionError:
+        """The kernel of the step on source line ``line`` raised ``error``; ``values`` are the function's locals."""
+        at = self.line_step.get(line)
+        if at is None:  # (a read of ``env``: the run signature gives every step its inputs, so never so far)
+            return ExecutionError(f"the torch walk failed outside its kernels: {type(error).__name__}: {error}")
+        index, op = self.op_of(at)
         given = ", ".join(f"{n}: {getattr(v, 'dtype', '?')}{list(getattr(v, 'shape', []))}"
-                          for n, v in zip(step.ins, values))
-        return ExecutionError(f"{op_location(self.block, step.ops[0], op.type, op.callsite)} failed: "
+                          for n, v in zip(self.steps[at].ins, (values.get(name) for name in self.inputs[at])))
+        return ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)} failed: "
                               f"{type(error).__name__}: {error}; inputs: {given}")
 
-    def counted(self, at: int, result) -> ExecutionError | None:
-        """Step ``at``'s kernel returned ``result``: the error where it is not one value per output var."""
-        step = self.steps[at]
-        if len(result) == len(step.outs):
-            return None
-        op = self.block.ops[step.ops[0]]
-        return ExecutionError(f"{op_location(self.block, step.ops[0], op.type, op.callsite)}: the torch kernel "
-                              f"returned {len(result)} outputs for {len(step.outs)} output vars")
+    def _test(self, declared) -> Callable[[Any], bool]:
+        found = self.tests.get(declared)
+        if found is None:
+            found = self.tests[declared] = _type_test(declared)
+        return found
 
-    def wrong(self, at: int, which: int, value) -> ExecutionError:
-        """Output ``which`` of step ``at`` is not of its declared type."""
-        step = self.steps[at]
-        name = step.outs[which]
-        found = _wrong_type(value, step.types[which])
-        index = next(i for i in step.ops if name in self.block.ops[i].output_arg_names)
-        op, var = self.block.ops[index], self.block.var(name)
-        return ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: output '{name}' is {found}, "
-                              f"declared {var.dtype}{list(var.shape)} (torch kernel)")
+    def _wrong(self, at: int, which: int, value) -> _Refusal:
+        name = self.steps[at].outs[which]
+        index, op = self.op_of(at, name)
+        var = self.block.var(name)
+        return _Refusal(ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: output '{name}' is "
+                                       f"{_wrong_type(value, self.steps[at].types[which])}, declared {var.dtype}"
+                                       f"{list(var.shape)} (torch kernel)"))
 
+    def source(self, first: int, last: int) -> tuple[str, dict[str, Any]]:
+        """The function running steps ``first`` to ``last - 1`` over ``env``: each value a local from its first
+        use (read from ``env`` if an earlier chunk or the run made it), each kernel's result passed through its
+        output check, each dead var deleted (and dropped from ``env``), the values it made that live on written
+        back; a kernel's failure found by its line. A line a step and a call per check: ``compile`` takes ~15 us
+        a line, more for a test written inline. Returned with the globals it reads (which hold this object, never
+        the reverse: no reference cycle)."""
+        names: dict[str, Any] = {"chunk": self, "_Refusal": _Refusal}
+        local: dict[str, str] = {}
+        from_env: set[str] = set()
+        produced: set[str] = set()
+        fresh = itertools.count()
+        lines = ["def walk_chunk(env):", "    try:"]
 
-def _type_test(local: str, declared, dtype_name: str) -> str:
-    """Python source true when the tensor in ``local`` is of the declared (dtype, rank, fixed dims), the dtype
-    being the generated code's global ``dtype_name``."""
-    _, rank, fixed = declared
-    tests = [f"isinstance({local}, Tensor)", f"{local}.dtype is {dtype_name}", f"{local}.dim() == {int(rank)}"]
-    tests += [f"{local}.shape[{int(axis)}] == {int(size)}" for axis, size in fixed]  # (ints: nothing else is spliced)
-    return " and ".join(tests)
-
-
-def _chunk_source(steps: Sequence[Step], first: int, last: int) -> str:
-    """The source of one generated function running steps ``first`` to ``last - 1`` over ``env``: each value a
-    local from its first use (read from ``env`` if an earlier chunk or the run made it), each kernel called in
-    its own ``try`` (free in CPython 3.11 until something raises), each output's type tested inline, each dead
-    var deleted (and dropped from ``env``), and the values it made that live on written back."""
-    local: dict[str, str] = {}
-    from_env: set[str] = set()
-    produced: set[str] = set()
-    lines = ["def walk_chunk(env):"]
-
-    fresh = itertools.count()
-
-    def name_of(var: str) -> str:
-        if var not in local:
-            local[var] = f"v{next(fresh)}"
-        return local[var]
-
-    for at in range(first, last):
-        step = steps[at]
-        for var in step.ins:
+        def name_of(var: str) -> str:
             if var not in local:
-                lines.append(f"    {name_of(var)} = env[{var!r}]")
-                from_env.add(var)
-        args = ", ".join(local[var] for var in step.ins)
-        outs = [name_of(var) for var in step.outs]
-        target = outs[0] if len(outs) == 1 else "result"
-        lines += ["    try:", f"        {target} = f{at}({args})", "    except Exception as e:",
-                  f"        raise failures.failed({at}, e, ({args}{',' if step.ins else ''})) from e"]
-        if len(outs) > 1:
-            lines += [f"    error = failures.counted({at}, result)", "    if error is not None:",
-                      "        raise error", f"    {', '.join(outs)} = result"]
-        for which, (out, declared) in enumerate(zip(outs, step.types)):
-            lines += [f"    if not ({_type_test(out, declared, f'd{at}_{which}')}):",
-                      f"        raise failures.wrong({at}, {which}, {out})"]
-        produced.update(step.outs)
-        for var in step.dead:
-            lines.append(f"    del {local.pop(var)}")
-            if var in from_env:
-                lines.append(f"    env.pop({var!r}, None)")
-    written = [var for var in local if var in produced]
-    lines += [f"    env[{var!r}] = {local[var]}" for var in written]
-    return "\n".join(lines)
+                local[var] = f"v{next(fresh)}"
+            return local[var]
+
+        for at in range(first, last):
+            step = self.steps[at]
+            for var in step.ins:
+                if var not in local:
+                    lines.append(f"        {name_of(var)} = env[{var!r}]")
+                    from_env.add(var)
+            self.inputs[at] = tuple(local[var] for var in step.ins)
+            names[f"f{at}"] = step.fn
+            call = f"f{at}({', '.join(self.inputs[at])})"
+            outs = [name_of(var) for var in step.outs]
+            if len(outs) == 1:
+                names[f"c{at}"] = self.checked(at)
+                lines.append(f"        {outs[0]} = c{at}({call})")
+            else:
+                lines.append(f"        {', '.join(outs)} = chunk.counted({at}, {call})")
+            self.line_step[len(lines)] = at  # (line numbers count from 1)
+            produced.update(step.outs)
+            if step.dead:
+                lines.append(f"        del {', '.join(local.pop(var) for var in step.dead)}")
+                lines += [f"        env.pop({var!r}, None)" for var in step.dead if var in from_env]
+        lines += [f"        env[{var!r}] = {name}" for var, name in local.items() if var in produced]
+        return "\n".join([*lines, "        pass", "    except _Refusal as refusal:",
+                          "        raise refusal.args[0] from None", "    except Exception as e:",
+                          "        raise chunk.failed(e, e.__traceback__.tb_lineno, locals()) from e"]), names
 
 
 def compile_walk(block, steps: Sequence[Step]) -> Callable[[dict], None]:
     """``steps`` as generated Python functions over an env of tensors (name -> tensor), in chunks of
     ``CHUNK_STEPS``: each output stored, checked against its declared dtype and shape, dead vars dropped, with
-    locals in place of the env's lookups and no loop between the kernels (PyTensor's
-    ``fgraph_to_python`` generates such a function). Measured on the anchors' seed MLP step (17 ops, float32):
-    750-833 us a run against 898-1004 walked. A kernel's failure or a wrong output type is an ExecutionError
-    naming the op."""
-    failures = _Failures(block, steps)
+    locals in place of the env's lookups and no loop between the kernels (PyTensor's ``fgraph_to_python``
+    generates such a function); var names enter the source only as string literals. Measured on the anchors' seed
+    MLP step (17 ops, float32): 750-833 us a run against 898-1004 walked; a 15,005-op program's functions took
+    ~0.6 s to make. A kernel's failure or a wrong output type is an ExecutionError naming the op."""
+    tests: dict[tuple, Callable[[Any], bool]] = {}
     chunks = []
     for first in range(0, len(steps), CHUNK_STEPS):
         last = min(first + CHUNK_STEPS, len(steps))
-        namespace = {"Tensor": torch.Tensor, "failures": failures}
-        for at in range(first, last):
-            namespace[f"f{at}"] = steps[at].fn
-            namespace.update((f"d{at}_{which}", declared[0]) for which, declared in enumerate(steps[at].types))
-        exec(compile(_chunk_source(steps, first, last), f"<torch walk of steps {first}-{last - 1}>", "exec"),
-             namespace)
-        chunks.append(namespace.pop("walk_chunk"))  # (left in its own globals, it would be a reference cycle)
+        source, names = _Chunk(block, steps, tests).source(first, last)
+        exec(compile(source, f"<torch walk of steps {first}-{last - 1}>", "exec"), names)
+        chunks.append(names.pop("walk_chunk"))  # (left in its own globals, it would be a reference cycle)
     if len(chunks) == 1:
         return chunks[0]
 
@@ -212,4 +246,3 @@ def compile_walk(block, steps: Sequence[Step]) -> Callable[[dict], None]:
         for chunk in chunks:
             chunk(env)
     return walk_all
-
