@@ -97,29 +97,40 @@ def _monkeypatched_kernel(monkeypatch, op_type: str, wrong):
     monkeypatch.setitem(walk.KERNELS, op_type, lambda op: wrong(made(op)))
 
 
+def _scale_refused(monkeypatch, wrong, message: str) -> None:
+    """A one-op program (scale) whose kernel ``wrong`` replaces is refused with an error matching ``message``."""
+    need_torch()
+    _monkeypatched_kernel(monkeypatch, "scale", wrong)
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [-1, 3], "float64")
+        y = layers.scale(x, scale=2.0)
+    with pytest.raises(ExecutionError, match=message):
+        Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=Scope())
+
+
 def test_an_output_of_the_wrong_dtype_names_the_op_and_its_declared_type(monkeypatch):
     need_torch()
     import torch
 
-    _monkeypatched_kernel(monkeypatch, "scale", lambda run: lambda x: run(x).to(torch.float32))
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [-1, 3], "float64")
-        y = layers.scale(x, scale=2.0)
-    with pytest.raises(ExecutionError, match=r"op #0 \(scale\).*output '.*' is torch\.float32\[2, 3\], declared "
-                                             r"float64\[-1, 3\] \(torch kernel\)"):
-        Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=Scope())
+    _scale_refused(monkeypatch, lambda run: lambda x: run(x).to(torch.float32),
+                   r"op #0 \(scale\).*output '.*' is torch\.float32\[2, 3\], declared float64\[-1, 3\] "
+                   r"\(torch kernel\)")
 
 
 def test_an_output_of_the_wrong_fixed_dim_is_refused(monkeypatch):
-    need_torch()
-    _monkeypatched_kernel(monkeypatch, "scale", lambda run: lambda x: run(x)[:, :2])
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [-1, 3], "float64")
-        y = layers.scale(x, scale=2.0)
-    with pytest.raises(ExecutionError, match=r"\(scale\).*is torch\.float64\[2, 2\], declared float64\[-1, 3\]"):
-        Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=Scope())
+    _scale_refused(monkeypatch, lambda run: lambda x: run(x)[:, :2],
+                   r"\(scale\).*is torch\.float64\[2, 2\], declared float64\[-1, 3\]")
+
+
+def test_a_failing_kernel_names_the_op_and_its_inputs(monkeypatch):
+    def failing(run):
+        def fn(x):
+            raise ValueError("no such value")
+        return fn
+
+    _scale_refused(monkeypatch, failing,
+                   r"op #0 \(scale\).* failed: ValueError: no such value; inputs: x: torch\.float64\[2, 3\]")
 
 
 def test_a_kernel_returning_too_few_outputs_is_an_error_naming_the_op(monkeypatch):
@@ -131,24 +142,6 @@ def test_a_kernel_returning_too_few_outputs_is_an_error_naming_the_op(monkeypatc
         values, indices = layers.top_k(x, k=2)
     with pytest.raises(ExecutionError, match=r"\(top_k\).*returned 1 outputs for 2 output vars"):
         Executor(backend="torch").run(main, feed={"x": np.ones((2, 5))}, fetch_list=[values], scope=Scope())
-
-
-def test_a_failing_kernel_names_the_op_and_its_inputs(monkeypatch):
-    need_torch()
-
-    def failing(run):
-        def fn(x):
-            raise ValueError("no such value")
-        return fn
-
-    _monkeypatched_kernel(monkeypatch, "scale", failing)
-    main = Program()
-    with program_guard(main, Program()):
-        x = layers.data("x", [-1, 3], "float64")
-        y = layers.scale(x, scale=2.0)
-    with pytest.raises(ExecutionError, match=r"op #0 \(scale\).* failed: ValueError: no such value; inputs: x: "
-                                             r"torch\.float64\[2, 3\]"):
-        Executor(backend="torch").run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y], scope=Scope())
 
 
 @pytest.mark.parametrize("chunk", [1, 4, 256])
