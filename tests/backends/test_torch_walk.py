@@ -166,3 +166,19 @@ def test_a_kernel_failing_deep_in_a_chunk_is_named_by_its_op_index(monkeypatch, 
     with pytest.raises(ExecutionError, match=rf"op #{at} \(square\).* failed: ArithmeticError: this one; inputs: "
                                              r".*: torch\.float64\[5, 6\]"):
         exe.run(main, feed={"x": np.ones((5, 6))}, fetch_list=[loss], scope=scope)
+
+
+def test_steps_of_no_output_and_of_two_outputs_compile_and_run():
+    """The generated line of a step whose kernel gives no value (the run signature leaves such a step out, but its
+    source stays valid) and of one with two: each value counted and checked, both stored."""
+    need_torch()
+    import torch
+
+    from gradgen.framework.backend.torch import walk
+
+    vector = (torch.float32, 1, ())
+    steps = [walk.Step(lambda: (), (), (), (), (), (0,)),
+             walk.Step(lambda: (torch.zeros(2), torch.ones(3)), (), ("a", "b"), (vector, vector), (), (1,))]
+    env: dict = {}
+    walk.compile_walk(None, steps)(env)
+    assert sorted(env) == ["a", "b"] and env["b"].tolist() == [1.0, 1.0, 1.0]

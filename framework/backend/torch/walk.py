@@ -212,8 +212,8 @@ class _Chunk:
             if len(outs) == 1:
                 names[f"c{at}"] = self.checked(at)
                 lines.append(f"        {outs[0]} = c{at}({call})")
-            else:
-                lines.append(f"        {', '.join(outs)} = chunk.counted({at}, {call})")
+            else:  # (no output at all: the run signature skips such a step, and this line stays valid Python)
+                lines.append(f"        {', '.join(outs)}{' = ' if outs else ''}chunk.counted({at}, {call})")
             self.line_step[len(lines)] = at  # (line numbers count from 1)
             produced.update(step.outs)
             if step.dead:
