@@ -83,17 +83,11 @@ def build_steps(block, sig: RunSignature, timer: Timer | None = None) -> list[St
             for at, (ops, fn, ins, outs) in enumerate(planned)]
 
 
-def _wrong_type(value, declared) -> str | None:
-    dtype, rank, fixed = declared
+def _described(value) -> str:
+    """A kernel's value as the error of a wrong output names it (``_type_test`` said it is not the declared type)."""
     if not isinstance(value, torch.Tensor):
         return f"a {type(value).__name__}, not a tensor"
-    shape = value.shape
-    if value.dtype != dtype or len(shape) != rank:
-        return f"{value.dtype}{list(shape)}"
-    for axis, size in fixed:
-        if shape[axis] != size:
-            return f"{value.dtype}{list(shape)}"
-    return None
+    return f"{value.dtype}{list(value.shape)}"
 
 
 CHUNK_STEPS = 256
@@ -177,8 +171,7 @@ class _Chunk:
         index, op = self.op_of(at, name)
         var = self.block.var(name)
         return _Refusal(ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: output '{name}' is "
-                                       f"{_wrong_type(value, self.steps[at].types[which])}, declared {var.dtype}"
-                                       f"{list(var.shape)} (torch kernel)"))
+                                       f"{_described(value)}, declared {var.dtype}{list(var.shape)} (torch kernel)"))
 
     def source(self, first: int, last: int) -> tuple[str, dict[str, Any]]:
         """The function running steps ``first`` to ``last - 1`` over ``env``: each value a local from its first

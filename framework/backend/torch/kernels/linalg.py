@@ -139,14 +139,14 @@ def matmul(op):
         y = b.transpose(-1, -2) if ty and b.ndim > 1 else b
         if not (a.dtype in _TORCH_DTYPES and torch_is_faster(torch.get_num_threads()) and a.numel() and b.numel()):
             return _numpy_product(x, y)
-        unknown = sum(t.numel() for t in (a, b) if not remembered(t))  # (the operands as made: the run knows them)
-        if unknown <= _product_elements(x, y):
-            return torch.matmul(x, y) if all_finite(a, b) else _numpy_product(x, y)
+        unknown = [t for t in (a, b) if not remembered(t)]  # (the operands as made: the run knows them)
+        if sum(t.numel() for t in unknown) <= _product_elements(x, y):
+            return torch.matmul(x, y) if all_finite(*unknown) else _numpy_product(x, y)
         out = torch.matmul(x, y)
         if not all_finite(out):
             return _numpy_product(x, y)
-        known_finite(a)
-        known_finite(b)
+        for t in unknown:
+            known_finite(t)
         return out
 
     return product
