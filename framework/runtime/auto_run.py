@@ -76,6 +76,7 @@ from ..backend import WEIGHED_FOR, feed_batch, product_bound
 from ..backend.shared.background import background_preparation
 from ..backend.shared.one_time import spent
 from .per_version import PerVersion
+from .preparation_clock import PreparationClock
 from .rank_runs import has_collectives
 from .remembered import recall, remember, trial_key
 from .scope import Scope
@@ -223,7 +224,7 @@ class AutoRunner:
         compiled = self.runners[name]
 
         def work() -> None:
-            started, kept = time.perf_counter(), 0.0
+            clock, kept = PreparationClock(), 0.0
             try:
                 with background_preparation():  # (its imports would otherwise wait out every switch interval)
                     why_not = self._cannot_run(name, program)
@@ -232,7 +233,7 @@ class AutoRunner:
             except Exception as e:  # noqa: BLE001 - any failure leaves the backend out of the trial, with the reason
                 message = str(e).splitlines()[0] if str(e) else ""
                 why_not = f"{name} could not compile it: {type(e).__name__}: {message}"
-            trial.compiled(name, why_not, time.perf_counter() - started, kept)
+            trial.compiled(name, why_not, clock.seconds(), kept, alone=clock.alone())
 
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are

@@ -105,9 +105,10 @@ class Trial:
         """candidate -> how long its preparation took in this process."""
         self._prepare_later: dict[str, float] = {}
         """candidate -> how long its preparation should take in a later process (what a record keeps of the
-        choice's): this process's, less the compiles a persistent cache keeps (a 4,010-op chain's xla preparation,
-        over ``RECALLED_WAIT_SECONDS`` with its compiles, was recorded as 2.1 s, and the next process waited for
-        it at its first run instead of importing jax beside its runs)."""
+        choice's): what this one would take alone (``PreparationClock``: beside a trial's runs LeNet's torch
+        preparation took 3.9-5.4 s, alone 2.2), less the compiles a persistent cache keeps (a 4,010-op
+        chain's xla preparation, over ``RECALLED_WAIT_SECONDS`` with its compiles, was recorded as 2.1 s, and the
+        next process waited for it at its first run instead of importing jax beside its runs)."""
         self._when: float | None = None
         """When the measurement behind the present choice was made, if in an earlier process (its record's)."""
         if remembered is not None and self.chosen is None:
@@ -248,8 +249,10 @@ class Trial:
         if not self.candidates and self.chosen is None:
             self.chosen, self.reason = "numpy", "; ".join(self.dropped.values())
 
-    def compiled(self, name: str, why_not: str | None, seconds: float | None = None, kept: float = 0.0) -> None:
-        """Candidate ``name``'s background compile finished, after ``seconds`` (None: not timed), ``kept`` of them
+    def compiled(self, name: str, why_not: str | None, seconds: float | None = None, kept: float = 0.0,
+                 alone: float | None = None) -> None:
+        """Candidate ``name``'s background compile finished, after ``seconds`` (None: not timed), of which it would
+        have taken ``alone`` with nothing beside it (``PreparationClock``; None: all of them) and ``kept``
         compiling what a persistent cache keeps for later processes: ready, or ``why_not`` (it leaves the
         trial)."""
         with self._lock:
@@ -258,7 +261,7 @@ class Trial:
                     self.compile[name] = "ready"
                 if seconds is not None:
                     self.prepare_seconds[name] = seconds
-                    self._prepare_later[name] = max(0.0, seconds - kept)
+                    self._prepare_later[name] = max(0.0, (seconds if alone is None else alone) - kept)
             else:
                 self._drop(name, why_not)
 

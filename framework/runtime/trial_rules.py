@@ -25,10 +25,10 @@ interpreter lock with the numpy runs beside it, which run at half speed meanwhil
 (1 - compiled / numpy step) of it."""
 
 RECALLED_WAIT_SECONDS = 5.0
-"""A remembered engine (``remembered.py``) whose preparation took at most this long in the process that recorded it
-(less the compiles XLA's persistent cache kept: ``Remembered.prepare_seconds``) prepares before the program's first
-run, which waits for it (``recalled_wait``), instead of after ``NUMPY_FIRST``
-runs with numpy's runs beside it. The earlier process ran the program long enough to choose, so this one likely
+"""A remembered engine (``remembered.py``) whose preparation would take at most this long alone, as the process that
+recorded it measured it (``preparation_clock``), less the compiles XLA's persistent cache kept
+(``Remembered.prepare_seconds``), prepares before the program's first run, which waits for it (``recalled_wait``),
+instead of after ``NUMPY_FIRST`` runs with numpy's runs beside it. The earlier process ran the program long enough to choose, so this one likely
 will too, and a preparation beside numpy's runs is slow for both: they share the interpreter lock (``import
 jax`` unmarshals its modules holding it for 0.2-0.5 s at a time). Measured with the anchors' harness, which sizes
 each system's rounds by a step timed after eight warm-up steps: beside the preparation the RNN's numpy steps took

@@ -259,9 +259,11 @@ class _Preparing(_StandIn):
     def __init__(self, *args, fails: bool = False, **kw):
         super().__init__(*args, **kw)
         self.go, self.done, self.fails, self.prepared = threading.Event(), threading.Event(), fails, []
+        self.started = threading.Semaphore(0)
 
     def prepare(self, program, feed, fetch_names, scope):
         self.prepared.append(tuple(np.shape(feed["x"])))
+        self.started.release()
         try:
             assert self.go.wait(10)
             if self.fails:
@@ -282,6 +284,7 @@ def test_runs_stay_on_numpy_while_the_compiled_backend_compiles_in_the_backgroun
     runner, compiled, log, told = _auto_preparing(1.0, 0.25)
     program = _program()
     _runs(runner, program, NUMPY_FIRST + 7)  # the compile was started by the third run and has not finished
+    assert compiled.started.acquire(timeout=10)
     assert log == ["numpy"] * (NUMPY_FIRST + 7) and compiled.prepared == [(2, 4)] and told == []
     compiled.go.set()
     assert compiled.done.wait(10)
@@ -353,9 +356,8 @@ def test_another_batch_size_is_a_trial_of_its_own():
     program = _program()
     _runs(runner, program, NUMPY_FIRST + 1)
     _runs(runner, program, NUMPY_FIRST + 1, feed={"x": np.zeros((5, 4))})
-    assert compiled.done.wait(10)
-    time.sleep(0.05)
-    assert compiled.prepared == [(2, 4), (5, 4)]
+    assert compiled.started.acquire(timeout=10) and compiled.started.acquire(timeout=10)
+    assert sorted(compiled.prepared) == [(2, 4), (5, 4)]
 
 
 def test_a_compile_the_backend_declines_is_not_started_and_the_choice_says_why():
