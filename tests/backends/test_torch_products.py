@@ -414,3 +414,30 @@ def test_an_activation_whose_aten_output_is_finite_is_not_summed_again(activatio
     # x (the activation's own check: none for gelu, whose call declines any input not finite) and w (fewer
     # elements than the product's 180); not the activation's output
     assert summed == ([] if activation in ANY_VALUES else [(60, 40)]) + [(40, 3)], summed
+
+
+@pytest.mark.parametrize("size,stride,dilation,disjoint", [(2, 2, 1, True), (3, 3, 1, True), (3, 1, 1, False),
+                                                           (2, 3, 2, True), (2, 2, 2, False)])
+def test_a_max_pool_gradient_is_known_finite_only_where_no_two_windows_share_an_element(size, stride, dilation,
+                                                                                         disjoint):
+    """ATen's max pooling gradient of finite operands: where windows share no element, each element is one of the
+    output gradient's or 0, and the next kernel reading it (relu's gradient) need not sum it; where they share
+    one, an element sums several, which can overflow (two windows' 2e38 in float32)."""
+    need_torch()
+    import torch
+
+    from gradgen.framework import gradients
+    from gradgen.framework.backend.torch.kernels import KERNELS, finite
+    from gradgen.program import Program, layers, program_guard
+    main = Program()
+    with program_guard(main, Program()):
+        x = layers.data("x", [1, 1, 7, 7], "float32")
+        out = layers.pool2d(x, size, "max", stride=stride, dilation=dilation)
+        gradients([layers.reduce_sum(out)], [x])
+    grad = next(op for op in main.global_block().ops if op.type == "pool2d_grad")
+    value = torch.zeros(1, 1, 7, 7)
+    value[0, 0, 2, 2] = 1.0  # the maximum of every window that holds it
+    with finite.remembered_finite():
+        dx = KERNELS["pool2d_grad"](grad)(value, torch.ones(tuple(out.shape)))
+        assert finite.remembered(dx) == disjoint
+    assert (float(dx.max()) == 1.0) == disjoint  # (else the center took several windows' gradients)

@@ -17,7 +17,7 @@ from ...shared.conv import Pooling, Sweep
 from ..xp import XP
 from . import kept
 from .derived import derived_kernel
-from .finite import all_finite
+from .finite import all_finite, known_finite
 
 __all__ = ["FASTER", "JOINT", "KERNELS", "PRIMITIVES"]
 
@@ -186,16 +186,22 @@ def pool2d_grad(op):
     """A max window's gradient by ATen (``max_pool2d_with_indices`` and its backward) where the input and the
     output gradient are finite and the geometry is ATen's: ATen's window takes its first maximum too, and only a
     NaN (the last one there, the first here) or an infinite gradient (0 * inf in the other taps here) tells the
-    two apart. Otherwise the op's compute."""
+    two apart. Otherwise the op's compute. Where no two windows share an element (LeNet's), each element of the
+    gradient is one of the finite output gradient's or 0: known finite for the next kernel reading it (relu's
+    gradient, which summed all 221 k of LeNet's first one each step)."""
     pool, computed = Pooling.of(op), derived_kernel(OP_SCHEMAS["pool2d_grad"], _XP)(op)
     aten_args = _aten_max_pool(pool)
+    disjoint = all(s >= dl * (k - 1) + 1 for k, s, dl in zip(pool.ksize, pool.strides, pool.dilations))
 
     def run(x, gout):
         if _aten_fits(aten_args, x) and all_finite(x, gout):
             found = kept.kept(x, ("max_pool", tuple(map(tuple, aten_args))))
             out, index = found if found else _aten.max_pool2d_with_indices(x, *aten_args, False)
             if out.shape == gout.shape:
-                return _aten.max_pool2d_with_indices_backward(gout, x, *aten_args, False, index)
+                dx = _aten.max_pool2d_with_indices_backward(gout, x, *aten_args, False, index)
+                if disjoint:
+                    known_finite(dx)
+                return dx
         return computed(x, gout)
 
     return run
