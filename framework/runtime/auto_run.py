@@ -84,6 +84,14 @@ from .trial import Trial
 
 __all__ = ["AutoRunner", "LazyRunner"]
 
+_PREPARATION = "gradgen-auto-compile-"
+"""The name of each background preparation's thread, less the engine's name."""
+
+
+def _preparation_threads() -> set[int]:
+    """The native ids of the background preparations running now (each one's clock leaves the others' CPU out)."""
+    return {thread.native_id for thread in threading.enumerate() if thread.name.startswith(_PREPARATION)}
+
 
 def _feed_shapes(feed: Mapping[str, Any]) -> tuple:
     return tuple(sorted((name, tuple(getattr(value, "shape", ()))) for name, value in feed.items()))
@@ -224,7 +232,7 @@ class AutoRunner:
         compiled = self.runners[name]
 
         def work() -> None:
-            clock, kept = PreparationClock(), 0.0
+            clock, kept = PreparationClock(_preparation_threads), 0.0
             try:
                 with background_preparation():  # (its imports would otherwise wait out every switch interval)
                     why_not = self._cannot_run(name, program)
@@ -238,7 +246,7 @@ class AutoRunner:
         # Not a daemon: a process that ends mid-compile waits for it (a daemon thread killed inside XLA's C++
         # compiler aborts the process: "FATAL: exception not rethrown"). Compiles that could take long are
         # declined (the runner's ``declines``).
-        thread = threading.Thread(target=work, name=f"gradgen-auto-compile-{name}", daemon=False)
+        thread = threading.Thread(target=work, name=f"{_PREPARATION}{name}", daemon=False)
         thread.start()
         return thread
 

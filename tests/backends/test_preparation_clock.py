@@ -52,3 +52,18 @@ def test_without_proc_it_is_the_wall_time(monkeypatch):
     clock = PreparationClock()
     time.sleep(0.2)
     assert clock.alone() == pytest.approx(clock.seconds(), abs=0.05) and clock.alone() >= 0.2
+
+
+def test_the_preparations_beside_it_are_not_counted():
+    """A trial starts torch's and xla's preparations together: each one's clock leaves the other's thread out."""
+    done, stop = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (_spin(0.3), done.set(), stop.wait(30)), name="the other preparation")
+    clock = PreparationClock(lambda: {other.native_id})
+    try:
+        other.start()
+        done.wait(30)
+        alone = clock.alone()
+    finally:
+        stop.set()
+        other.join()
+    assert alone < 0.15
