@@ -28,15 +28,15 @@ RECALLED_WAIT_SECONDS = 5.0
 """A remembered engine (``remembered.py``) whose preparation would take at most this long alone, as the process that
 recorded it measured it (``preparation_clock``), less the compiles XLA's persistent cache kept
 (``Remembered.prepare_seconds``), prepares before the program's first run, which waits for it (``recalled_wait``),
-instead of after ``NUMPY_FIRST`` runs with numpy's runs beside it. The earlier process ran the program long enough to choose, so this one likely
-will too, and a preparation beside numpy's runs is slow for both: they share the interpreter lock (``import
-jax`` unmarshals its modules holding it for 0.2-0.5 s at a time). Measured with the anchors' harness, which sizes
-each system's rounds by a step timed after eight warm-up steps: beside the preparation the RNN's numpy steps took
-72-150 ms (11 alone) and the preparation 1.36 s, so its rounds were 3-7 steps (the default 1.07-1.23x JAX);
-waiting, the first step took 0.81 s (preparation 0.75 s), the step timed 4.75 ms, and the default ran 3.68 ms
-against JAX's 3.70 and gradgen@xla's 3.65. LeNet on torch: preparation 3.21 s beside numpy's steps, 1.80 s
-waiting (first step 2.01 s), then gradgen@torch's 6.25 ms steps from the first round. A first run waits 10.5 s at
-most (``recalled_wait``); what a preparation takes is recorded anew each time."""
+instead of after ``NUMPY_FIRST`` runs with numpy's runs beside it. The earlier process ran the program long enough
+to choose, so this one likely will too, and a preparation beside numpy's runs is slow for both: they share the
+interpreter lock (``import jax`` unmarshals its modules holding it for 0.2-0.5 s at a time). Measured with the
+anchors' harness, which sizes each system's rounds by a step timed after eight warm-up steps: beside the preparation
+the RNN's numpy steps took 72-150 ms (11 alone) and the preparation 1.36 s, so its rounds were 3-7 steps (the
+default 1.07-1.23x JAX); waiting, the first step took 0.81 s (preparation 0.75 s), the step timed 4.75 ms, and the
+default ran 3.68 ms against JAX's 3.70 and gradgen@xla's 3.65. LeNet on torch: preparation 3.21 s beside numpy's
+steps, 1.80 s waiting (first step 2.01 s), then gradgen@torch's 6.25 ms steps from the first round. A first run
+waits 10.5 s at most (``recalled_wait``); what a preparation takes is recorded anew each time."""
 
 COMPILED_WARM = 1
 """Untimed runs on the compiled backend after its compile, before its timed ones."""
