@@ -5,11 +5,11 @@ for it before its first run when that was short (``trial_rules.RECALLED_WAIT_SEC
 engines in background threads beside numpy's runs and each other, so their wall times overstate what a later
 process, which prepares the one engine alone, will take: LeNet's torch preparation took 3.9-5.4 s beside the trial
 and 2.2 s alone, and a record over the 5 s rule made the next process run numpy first and weigh the engines again
-inside the anchors' timed rounds (``design_docs/performance.md``, the twentieth stop). The CPU time the preparation
-spends (its own thread's, and that of the threads it starts: XLA compiles on a pool of its own, 4.0 s of CPU in 3.8
-s of wall time for a 3,005-op program where its calling thread spent 1.9) is what it costs whatever runs beside
-it; the smaller of that and the wall time is the record's estimate (the wall time when it waited, not computed:
-a disk or a lock; a later process's caches are warm).
+inside the anchors' timed rounds (``design_docs/performance.md``, the twenty-first stop). The CPU time the
+preparation spends (its own thread's, and that of the threads it starts: XLA compiles on a pool of its own, 4.0 s of
+CPU in 3.8 s of wall time for a 3,005-op program where its calling thread spent 1.9) is what it costs whatever runs
+beside it; the smaller of that and the wall time is the record's estimate (the wall time when it waited, not
+computed: a disk or a lock; a later process's caches are warm).
 """
 from __future__ import annotations
 
