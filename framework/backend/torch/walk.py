@@ -100,7 +100,9 @@ class _Refusal(Exception):
 
 
 def _type_test(declared) -> Callable[[Any], bool]:
-    """A test true for a tensor of the declared (dtype, rank, fixed dims)."""
+    """A test true for a tensor of the declared (dtype, rank, fixed dims). No fixed dim or one, the common cases, get
+    tests of their own without a generator: 0.40 and 0.70 us a call against 1.01 and 1.34 for the general one (a
+    LeNet step checks 66 outputs)."""
     dtype, rank, fixed = declared
     if not fixed:
         return lambda value: isinstance(value, Tensor) and value.dtype is dtype and value.dim() == rank
@@ -137,17 +139,21 @@ class _Chunk:
             raise self._wrong(at, 0, value)
         return check
 
-    def counted(self, at: int, result) -> tuple:
-        """Step ``at``'s values, each of its declared type, where there is one per output var."""
-        step = self.steps[at]
-        if len(result) != len(step.outs):
-            index, op = self.op_of(at)
-            raise _Refusal(ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: the torch "
-                                          f"kernel returned {len(result)} outputs for {len(step.outs)} output vars"))
-        for which, (value, declared) in enumerate(zip(result, step.types)):
-            if not self._test(declared)(value):
-                raise self._wrong(at, which, value)
-        return result
+    def counted(self, at: int) -> Callable[[Any], tuple]:
+        """Step ``at``'s output check where it has several outputs (or none): its values, returned as they are when
+        there is one per output var, each of its declared type."""
+        tests = [self._test(declared) for declared in self.steps[at].types]
+
+        def count(result):
+            if len(result) != len(tests):
+                index, op = self.op_of(at)
+                raise _Refusal(ExecutionError(f"{op_location(self.block, index, op.type, op.callsite)}: the torch "
+                                              f"kernel returned {len(result)} outputs for {len(tests)} output vars"))
+            for which, (value, test) in enumerate(zip(result, tests)):
+                if not test(value):
+                    raise self._wrong(at, which, value)
+            return result
+        return count
 
     def failed(self, error: Exception, line: int, values: Mapping[str, Any]) -> ExecutionError:
         """The kernel of the step on source line ``line`` raised ``error``; ``values`` are the function's locals."""
@@ -202,11 +208,9 @@ class _Chunk:
             names[f"f{at}"] = step.fn
             call = f"f{at}({', '.join(self.inputs[at])})"
             outs = [name_of(var) for var in step.outs]
-            if len(outs) == 1:
-                names[f"c{at}"] = self.checked(at)
-                lines.append(f"        {outs[0]} = c{at}({call})")
-            else:  # (no output at all: the run signature skips such a step, and this line stays valid Python)
-                lines.append(f"        {', '.join(outs)}{' = ' if outs else ''}chunk.counted({at}, {call})")
+            names[f"c{at}"] = self.checked(at) if len(outs) == 1 else self.counted(at)
+            # (no output at all: the run signature skips such a step, and the line stays valid Python)
+            lines.append(f"        {', '.join(outs)}{' = ' if outs else ''}c{at}({call})")
             self.line_step[len(lines)] = at  # (line numbers count from 1)
             produced.update(step.outs)
             if step.dead:

@@ -96,13 +96,16 @@ def computed_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
             return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
         kept, uncast = (dtype, torch.bool), uncast_inputs(schema, op)
         floats_kept = not dtype.is_floating_point  # an index of float values (argmax) reads them as they are
-        given = [torch_dtype(op.block.var(name).dtype) for name in op.input_arg_names]
-        if all(d in kept or (floats_kept and d.is_floating_point) or k in uncast for k, d in enumerate(given)):
+
+        def read_as_given(k: int, given: torch.dtype) -> bool:
+            return given in kept or (floats_kept and given.is_floating_point) or k in uncast
+
+        declared = [torch_dtype(op.block.var(name).dtype) for name in op.input_arg_names]
+        if all(read_as_given(k, d) for k, d in enumerate(declared)):
             # Every input arrives in its declared dtype (the runner checks the feeds and the scope's values, the
             # walk every output), so none is cast: decided here, not per call (a LeNet step runs 70 such kernels).
             return lambda *xs: _as(compute(xp, *xs, **attrs), dtype)
-        return lambda *xs: _as(compute(xp, *(x if x.dtype in kept or (floats_kept and x.dtype.is_floating_point)
-                                             or k in uncast else x.to(dtype) for k, x in enumerate(xs)), **attrs),
-                          dtype)
+        return lambda *xs: _as(compute(xp, *(x if read_as_given(k, x.dtype) else x.to(dtype)
+                                             for k, x in enumerate(xs)), **attrs), dtype)
 
     return factory
