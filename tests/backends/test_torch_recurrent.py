@@ -3,7 +3,7 @@ reference: ``lstm`` and ``lstm_grad`` as one-op programs (both directions, biase
 each cotangent absent in turn, zero steps, an empty batch, no input features, one step of one), NaN and the
 infinities in every input, ``layers.lstm`` trained alike (two layers, both directions, batch first, no biases), the
 gradient reading the forward's kept workspace instead of running it again, and what it refuses (float64, sequence
-lengths, other activations, the GRU, the tangent op), named before anything runs."""
+lengths, other activations, the tangent op), named before anything runs. ``test_torch_gru.py`` holds the GRU's."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,15 +24,15 @@ CONFIGS = [(False, True), (True, False), (True, True), (False, False)]
 """(is_reverse, biases and initial states given)."""
 
 
-def _feed(shape, config, seed: int) -> tuple[dict, dict]:
+def _feed(shape, config, seed: int, cell: str = "lstm", dtype: str = "float32") -> tuple[dict, dict]:
     reverse, full = config
-    return inputs("lstm", *shape, seed=seed, dtype="float32", bias=full, initial=full), {"is_reverse": reverse}
+    return inputs(cell, *shape, seed=seed, dtype=dtype, bias=full, initial=full), {"is_reverse": reverse}
 
 
-def _cotangents(ins: dict, rng, absent: str | None) -> dict:
+def _cotangents(ins: dict, rng, absent: str | None, cell: str = "lstm") -> dict:
     steps, batch, hidden = ins["X"].shape[0], ins["X"].shape[1], ins["R"].shape[1]
     shapes = {"Y": (steps, batch, hidden), "H": (batch, hidden), "C": (batch, hidden)}
-    return {grad_slot(o): rng.standard_normal(shapes[o]).astype(np.float32) for o in OUTPUTS["lstm"] if o != absent}
+    return {grad_slot(o): rng.standard_normal(shapes[o]).astype(ins["X"].dtype) for o in OUTPUTS[cell] if o != absent}
 
 
 def _compare(case: Case) -> None:
@@ -44,8 +44,8 @@ def _compare(case: Case) -> None:
     assert_same(want, got, fetch, case.id)
 
 
-def _grad_case(ins: dict, attrs: dict, cotangents: dict) -> Case:
-    return Case("lstm_grad", {**ins, **cotangents}, None, attrs, {grad_slot(p): 1 for p in PARAMS["lstm"] if p in ins})
+def _grad_case(ins: dict, attrs: dict, cotangents: dict, cell: str = "lstm") -> Case:
+    return Case(f"{cell}_grad", {**ins, **cotangents}, None, attrs, {grad_slot(p): 1 for p in PARAMS[cell] if p in ins})
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
@@ -79,12 +79,14 @@ def test_a_special_value_in_any_input_gives_the_references_numbers(slot, value):
     _compare(_grad_case({k: v for k, v in arrays.items() if k in ins}, attrs, {k: arrays[k] for k in cots}))
 
 
-def _trained(backend: str, steps: int = 5, **options):
+def _trained(backend: str, steps: int = 5, cell: str = "lstm", **options):
+    """``steps`` losses of a ``layers.<cell>`` trained by Adam on ``backend``, and its parameters by name."""
     rng = np.random.default_rng(2)
     main, startup = Program(), Program()
     with program_guard(main, startup):
         x = layers.data("x", [-1, 6, 3] if options.get("batch_first") else [6, -1, 3], "float32")
-        y, (h, c) = layers.lstm(x, 4, **options)
+        y, states = getattr(layers, cell)(x, 4, **options)
+        h, c = states if cell == "lstm" else (states, states)
         loss = layers.reduce_mean(layers.square(y)) + layers.reduce_sum(h * c)
         optimizer.Adam(0.05).minimize(loss)
     feed = {"x": rng.standard_normal((5, 6, 3) if options.get("batch_first") else (6, 5, 3)).astype(np.float32)}
@@ -159,8 +161,6 @@ def _refused_case(kind: str) -> Case:
         return Case("lstm_grad", {**ins, "Y@GRAD": np.ones((4, 3, 2), np.float32)}, None,
                     {**attrs, "activations": ["hardsigmoid", "tanh", "tanh"]},
                     {grad_slot(p): 1 for p in PARAMS["lstm"]})
-    if kind == "gru":
-        return Case("gru", inputs("gru", 4, 3, 3, 2, dtype="float32"), None, {})
     dots = {tangent_slot("W"): np.ones_like(ins["W"])}
     return Case("lstm_jvp", {**ins, **dots}, None, attrs, {tangent_slot("Y"): 1})
 
@@ -168,10 +168,14 @@ def _refused_case(kind: str) -> Case:
 @pytest.mark.parametrize("kind,reason", [
     ("float64", "oneDNN's LSTM runs float32, this one is float64"), ("lengths", "no sequence lengths"),
     ("activations", "runs the default activations (sigmoid, tanh, tanh), not ['hardsigmoid'"),
-    ("gru", "no torch kernel"), ("jvp", "no torch kernel")])
+    ("jvp", "no torch kernel")])
 def test_what_onednn_does_not_run_is_refused_naming_the_op(kind, reason):
+    assert_refused(_refused_case(kind), reason)
+
+
+def assert_refused(case: Case, reason: str) -> None:
+    """The torch engine refuses ``case``'s one-op program, naming the op and ``reason``; numpy runs it."""
     need_torch()
-    case = _refused_case(kind)
     main, op, feed = one_op_program(case)
     got = run_on("torch", main, feed, op.output_arg_names)
     assert isinstance(got, ExecutionError) and f"op #0 ({case.op})" in str(got) and reason in str(got), got
@@ -189,4 +193,4 @@ def test_auto_weighs_the_torch_engine_for_an_lstm_whatever_its_size():
             layers.reduce_sum(out)
         why = WEIGHED_FOR["torch"](main.global_block(), 4)
         assert (why is None) == with_lstm, why
-        assert with_lstm or "or an LSTM layer" in why
+        assert with_lstm or "or an LSTM or GRU layer" in why

@@ -138,10 +138,12 @@ transformer block (3.6 G a step) its step took 117 ms, xla's 138 and numpy's 209
 the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far below."""
 
 
-RECURRENT_FOR_TORCH = ("lstm",)
-"""Op types for which the torch engine is weighed at any size: it runs them on oneDNN's RNN primitive, as PyTorch's
-``nn.LSTM`` does (``backend/torch/kernels/recurrent``). A 50-step LSTM of batch 32, 64 inputs, hidden 128 trained
-at 9.0 ms a step there, 31.6 on xla, 42.1 on numpy (PyTorch 8.2; one process, in turns, 2026-12-02)."""
+RECURRENT_FOR_TORCH = ("lstm", "gru")
+"""Op types for which the torch engine is weighed at any size: it runs the LSTM on oneDNN's RNN primitive, as
+PyTorch's ``nn.LSTM`` does (``backend/torch/kernels/recurrent``), and the GRU on ATen's recurrence with autograd,
+as ``nn.GRU`` trains (``kernels/gru``). A 50-step LSTM of batch 32, 64 inputs, hidden 128 trained at 9.0 ms a step
+there, 31.6 on xla, 42.1 on numpy (PyTorch 8.2; one process, in turns, 2026-12-02); the GRU of those sizes at 22.7
+there, 33.2 on xla, 39.0 on numpy (PyTorch 21.6; ``tests.bench.recurrent_layers --cell gru``, 2026-12-02)."""
 
 
 def _torch_left_out(block, batch: int) -> str | None:
@@ -152,7 +154,7 @@ def _torch_left_out(block, batch: int) -> str | None:
     held = f"{work / 1e6:.2g} M" if work else "none"
     return (f"torch is weighed only for convolutions of at least {CONVOLUTION_WORK_FOR_TORCH / 1e6:g} M "
             f"multiply-adds a run (this program's: {held}), products of at least "
-            f"{PRODUCT_WORK_FOR_TORCH / 1e6:g} M or an LSTM layer (backend.shared.weighing)")
+            f"{PRODUCT_WORK_FOR_TORCH / 1e6:g} M or an LSTM or GRU layer (backend.shared.weighing)")
 
 
 WEIGHED_FOR: dict[str, Callable[[Any, int], str | None]] = {"torch": _torch_left_out, "xla": _xla_left_out}

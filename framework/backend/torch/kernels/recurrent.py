@@ -11,8 +11,8 @@ step took 31 ms on the xla engine, 39 on numpy, 8.1 in PyTorch (2026-12-02).
 
 oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's own), with the
 cell's default activations. Where it does not, the op is refused (``REFUSES``) and the program runs on numpy or
-xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The GRU and the jvp
-ops have no kernel here (ATen's oneDNN RNN is the LSTM's only). The primitive fails on a zero size: zero steps or an
+xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The jvp ops have
+no kernel here; the GRU runs on ATen's own recurrence (``gru.py``: ATen's oneDNN RNN is the LSTM's only). The primitive fails on a zero size: zero steps or an
 empty batch leave the states as they came (no step runs) and every weight's gradient zero; no input features run as
 one feature of zeros.
 """
@@ -27,7 +27,7 @@ from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, default_activations, 
 
 from . import kept
 
-__all__ = ["KERNELS", "REFUSES"]
+__all__ = ["KERNELS", "REFUSES", "has_gradient", "still_given", "weakly"]
 
 _aten = torch.ops.aten
 
@@ -95,24 +95,34 @@ def _key(reverse: bool, run: _Run) -> tuple:
     return "mkldnn_lstm", reverse, id(run.given["W"])
 
 
-def _has_gradient(op) -> bool:
-    """Whether ``op``'s block also has the gradient of ``op`` on the same inputs (the forward then keeps what it
-    reads)."""
-    same = ("X", *_WEIGHTS, "SeqLens")
-    return any(g.type == "lstm_grad" and all(g.input(s) == op.input(s) for s in same)
+def has_gradient(op, weights: tuple[str, ...]) -> bool:
+    """Whether ``op``'s block also has the gradient of ``op`` (``<type>_grad``) on the same inputs, X and
+    ``weights`` (the forward then keeps what it reads)."""
+    same = ("X", *weights, "SeqLens")
+    return any(g.type == f"{op.type}_grad" and all(g.input(s) == op.input(s) for s in same)
                and bool(g.attr("is_reverse")) == bool(op.attr("is_reverse")) for g in op.block.ops)
+
+
+def weakly(given: dict) -> tuple:
+    """Weak references to a forward's given inputs (None where absent), kept beside what it keeps."""
+    return tuple(None if t is None else weakref.ref(t) for t in given.values())
+
+
+def still_given(refs: tuple, given: dict) -> bool:
+    """Whether ``refs`` (``weakly``'s) are of these very inputs: a kept forward is read only for the same ones."""
+    alive = (None if ref is None else ref() for ref in refs)  # (a dead reference gives None: not the tensor)
+    return all(a is t for a, t in zip(alive, given.values()))
 
 
 def lstm(op) -> Callable:
     slots = [s for s in (*PARAMS["lstm"], "SeqLens") if op.input(s)]
-    reverse, train = bool(op.attr("is_reverse")), _has_gradient(op)
+    reverse, train = bool(op.attr("is_reverse")), has_gradient(op, _WEIGHTS)
 
     def run_lstm(*tensors):
         run = _Run(slots, tensors)
         y, h, c, workspace = _forward(run, reverse, train)
         if workspace is not None and train:
-            given = tuple(None if t is None else weakref.ref(t) for t in run.given.values())
-            kept.keep(tensors[0], _key(reverse, run), (given, (y, h, c, workspace)))
+            kept.keep(tensors[0], _key(reverse, run), (weakly(run.given), (y, h, c, workspace)))
         return y, h, c
 
     return run_lstm
@@ -123,9 +133,8 @@ def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> tuple | None:
     found = kept.kept(x, _key(reverse, run))
     if found is None:
         return None
-    given, outputs = found
-    alive = (None if ref is None else ref() for ref in given)  # (a dead reference gives None: not the tensor)
-    return outputs if all(a is t for a, t in zip(alive, run.given.values())) else None
+    refs, outputs = found
+    return outputs if still_given(refs, run.given) else None
 
 
 def lstm_grad(op) -> Callable:

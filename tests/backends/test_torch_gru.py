@@ -1,0 +1,159 @@
+"""The GRU on the torch engine (ATen's recurrence, its gradient by autograd: ``backend/torch/kernels/gru.py``) against
+the numpy reference: ``gru`` and ``gru_grad`` as one-op programs in float32 and float64 (both directions, biases and
+initial states given or not, each cotangent absent in turn, zero steps, an empty batch, no input features, one
+step of one), NaN, the infinities, the range's end and -0 in every input, ``layers.gru`` trained alike, the forward
+recorded once for its gradient, and what it refuses, named before anything runs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradgen.framework import Executor, Scope
+from gradgen.program import Program, layers, program_guard
+from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot
+from tests.backends.test_torch_backend import need_torch, run_on
+from tests.backends.test_torch_recurrent import (CONFIGS, SHAPES, _compare, _cotangents, _feed, _grad_case, _trained,
+                                                 assert_refused)
+from tests.backends.xla_harness import assert_same
+from tests.framework.op_harness import Case, one_op_program
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_the_layer_and_its_gradient_match_numpy(shape, config, dtype):
+    seed = sum(shape) + 10 * CONFIGS.index(config)
+    ins, attrs = _feed(shape, config, seed, "gru", dtype)
+    _compare(Case("gru", ins, None, attrs))
+    rng = np.random.default_rng(seed)
+    for absent in (None, *OUTPUTS["gru"]):  # each cotangent absent (zero) in turn
+        _compare(_grad_case(ins, attrs, _cotangents(ins, rng, absent, "gru"), "gru"))
+
+
+def test_a_gradient_without_cotangents_is_zero():
+    ins, attrs = _feed((4, 3, 3, 2), (False, True), 1, "gru")
+    _compare(_grad_case(ins, attrs, {}, "gru"))
+
+
+def _same_but_nan_for_an_infinity(want, got, names) -> None:
+    """``assert_same``, but where the reference has an infinity the engine may have NaN (every other value, finite
+    or not, the reference's)."""
+    for name, w, g in zip(names, want, got):
+        loose = np.isinf(w) & np.isnan(g)
+        assert_same([np.where(loose, 0, w)], [np.where(loose, 0, g)], [name])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 3e38, -0.0])
+@pytest.mark.parametrize("slot", ["X", "W", "R", "WB", "RB", "H0", "Y@GRAD", "H@GRAD"])
+def test_a_special_value_in_any_input_gives_the_references_numbers(slot, value):
+    """One element of one input NaN, infinite, near the float32 range's end or -0, forward and gradient: ATen's
+    cell and autograd give the reference's NaNs, infinities and values, but for an infinite cotangent, where X's
+    gradient may hold NaN for the reference's infinity: autograd's gradient of h' = (h - n) z + n in n is
+    dh' - dh' z, NaN for an infinite dh', where the reference writes dh' (1 - z) (the xla engine, JAX's vjp of the
+    same step, does the same)."""
+    ins, attrs = _feed((5, 3, 4, 3), (slot == "R", True), 3, "gru")
+    cots = _cotangents(ins, np.random.default_rng(4), None, "gru")
+    arrays = {**ins, **cots}
+    arrays[slot] = arrays[slot].copy()
+    arrays[slot].reshape(-1)[arrays[slot].size // 2] = value
+    if not slot.endswith("@GRAD"):
+        _compare(Case("gru", {k: v for k, v in arrays.items() if k in ins}, None, attrs))
+    case = _grad_case({k: v for k, v in arrays.items() if k in ins}, attrs, {k: arrays[k] for k in cots}, "gru")
+    if not (slot.endswith("@GRAD") and np.isinf(value)):
+        _compare(case)
+        return
+    main, op, feed = one_op_program(case)
+    fetch = op.output_arg_names
+    want, got = run_on("numpy", main, feed, fetch), run_on("torch", main, feed, fetch)
+    assert not isinstance(got, Exception), got
+    for name, w, g in zip(fetch, want, got):  # X's gradient as said; every weight's and state's, the reference's
+        (_same_but_nan_for_an_infinity if name == op.output("X@GRAD")[0] else assert_same)([w], [g], [name])
+
+
+LAYERS = [{}, {"num_layers": 2, "bidirectional": True}, {"batch_first": True, "bias": False}]
+
+
+@pytest.mark.parametrize("options", LAYERS, ids=str)
+def test_layers_gru_trains_as_on_numpy(options):
+    need_torch()
+    want_losses, want, names = _trained("numpy", cell="gru", **options)
+    got_losses, got, _ = _trained("torch", cell="gru", **options)
+    assert_same(want_losses, got_losses, ["loss"] * len(want_losses), str(options))
+    assert_same(want, got, names, str(options))
+    assert len({float(v) for v in want_losses}) == len(want_losses)  # the steps trained: each loss another
+
+
+def test_the_gradient_reads_the_forward_recorded_once(monkeypatch):
+    """A training step runs ATen's GRU once a direction: the gradient goes back through the forward the ``gru`` op
+    recorded. A gradient op alone (no forward of its inputs in the block) records the forward itself, and so does
+    a second gradient of one forward (autograd frees what it recorded as it goes back)."""
+    need_torch()
+    from gradgen.framework.backend.torch.kernels import gru
+
+    calls = []
+    real = gru.torch.gru
+
+    def counting(*args):
+        calls.append(args[0].shape[0])
+        return real(*args)
+
+    monkeypatch.setattr(gru.torch, "gru", counting)
+    _trained("torch", steps=2, cell="gru")
+    assert len(calls) == 2
+    calls.clear()
+    _trained("torch", steps=2, cell="gru", bidirectional=True)  # two directions reading one X: each finds its own
+    assert len(calls) == 4
+    calls.clear()
+    ins, attrs = _feed((4, 3, 3, 2), (False, True), 1, "gru")
+    main, op, feed = one_op_program(_grad_case(ins, attrs, _cotangents(ins, np.random.default_rng(0), None, "gru"),
+                                               "gru"))
+    Executor(backend="torch").run(main, feed=feed, fetch_list=op.output_arg_names, scope=Scope())
+    assert len(calls) == 1
+    calls.clear()
+    _twice_differentiated()
+    assert len(calls) == 2
+
+
+def _twice_differentiated() -> None:
+    """One forward and two gradient ops of it (the loss's and a second cotangent's), run once on torch, compared
+    with numpy."""
+    ins, attrs = _feed((4, 3, 3, 2), (False, True), 1, "gru")
+    main = Program()
+    with program_guard(main, Program()):
+        block = main.global_block()
+        given = {s: layers.data(s, list(a.shape), "float32") for s, a in ins.items()}
+        block.append_op("gru", {s: [v] for s, v in given.items()}, {"Y": ["y"], "H": ["h"]}, attrs)
+        for k in range(2):
+            dy = layers.data(f"dy{k}", [4, 3, 2], "float32")
+            block.append_op("gru_grad", {**{s: [v] for s, v in given.items()}, "Y@GRAD": [dy]},
+                            {grad_slot(s): [f"d{s.lower()}{k}"] for s in given}, attrs)
+    rng = np.random.default_rng(5)
+    feed = {**ins, **{f"dy{k}": rng.standard_normal((4, 3, 2)).astype(np.float32) for k in range(2)}}
+    fetch = ["y", "dx0", "dx1"]
+    assert_same(run_on("numpy", main, feed, fetch), run_on("torch", main, feed, fetch), fetch, "twice")
+
+
+def _refused_case(kind: str) -> Case:
+    ins, attrs = _feed((4, 3, 3, 2), (False, True), 0, "gru")
+    if kind == "onnx":
+        return Case("gru", ins, None, {**attrs, "linear_before_reset": False})
+    if kind == "lengths":
+        return Case("gru", {**ins, "SeqLens": np.array([4, 1, 2], np.int32)}, None, attrs)
+    return Case("gru_grad", {**ins, "Y@GRAD": np.ones((4, 3, 2), np.float32)}, None,
+                {**attrs, "activations": ["hardsigmoid", "relu"]}, {grad_slot(p): 1 for p in PARAMS["gru"]})
+
+
+@pytest.mark.parametrize("kind,reason", [
+    ("onnx", "this op is ONNX's without it"),
+    ("lengths", "no sequence lengths"), ("activations", "not ['hardsigmoid', 'relu']")])
+def test_what_aten_does_not_run_is_refused_naming_the_op(kind, reason):
+    assert_refused(_refused_case(kind), reason)
+
+
+def test_auto_weighs_the_torch_engine_for_a_gru():
+    from gradgen.framework.backend import WEIGHED_FOR
+
+    main = Program()
+    with program_guard(main, Program()):
+        layers.reduce_sum(layers.gru(layers.data("x", [2, -1, 3], "float32"), 2)[0])
+    assert WEIGHED_FOR["torch"](main.global_block(), 4) is None
