@@ -92,12 +92,14 @@ def _grad_kernel(cell_type: str):
     def factory(op):
         outs = OUTPUTS[cell_type]
         d = _Direction(op, cell_type, [*PARAMS[cell_type], "SeqLens", *map(grad_slot, outs)])
+        named = [bool(op.output(grad_slot(p))) for p in PARAMS[cell_type] if op.input(p)]  # the outputs it has
 
         def run(*arrays):
             run, vals = d.bind(arrays)
             _, _, trace = run.run_forward(vals)
             dy, ds = _cotangents(run, vals)
-            return _result(_cast(run.run_backward(vals, trace, dy, ds), vals["X"].dtype))
+            grads = run.run_backward(vals, trace, dy, ds)
+            return _result(_cast([g for g, keep in zip(grads, named) if keep], vals["X"].dtype))
 
         return run
 

@@ -125,7 +125,7 @@ def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> _Recorded | None
 
 def gru_grad(op) -> Callable:
     slots = [s for s in (*PARAMS["gru"], "SeqLens", *map(grad_slot, OUTPUTS["gru"])) if op.input(s)]
-    wanted = [p for p in PARAMS["gru"] if p in slots]
+    wanted = [p for p in PARAMS["gru"] if p in slots and op.output(grad_slot(p))]  # the outputs it has
     reverse = bool(op.attr("is_reverse"))
 
     def run_gru_grad(*tensors):

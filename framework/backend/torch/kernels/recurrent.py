@@ -139,7 +139,7 @@ def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> tuple | None:
 
 def lstm_grad(op) -> Callable:
     slots = [s for s in (*PARAMS["lstm"], "SeqLens", *map(grad_slot, OUTPUTS["lstm"])) if op.input(s)]
-    wanted = [p for p in PARAMS["lstm"] if p in slots]
+    wanted = [p for p in PARAMS["lstm"] if p in slots and op.output(grad_slot(p))]  # the outputs it has
     reverse = bool(op.attr("is_reverse"))
 
     def run_lstm_grad(*tensors):

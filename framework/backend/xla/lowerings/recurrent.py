@@ -203,6 +203,7 @@ def _grad(cell: str):
         d = _Direction(op, cell)
         slots = [*PARAMS[cell], "SeqLens", *map(grad_slot, OUTPUTS[cell])]
         present = len([s for s in (*PARAMS[cell], "SeqLens") if op.input(s)])
+        named = [bool(op.output(grad_slot(p))) for p in d.params]  # the gradients the op has outputs for
 
         def run(*arrays):
             vals, forward = _bind(op, d, ctx, slots, arrays)
@@ -211,7 +212,8 @@ def _grad(cell: str):
                 outs, pullback = jax.vjp(forward, *(vals[p] for p in d.params))  # run the forward again
             else:
                 outs = jax.eval_shape(forward, *(vals[p] for p in d.params))
-            return _cast(pullback(_given(cell, vals, outs, grad_slot)), d.dtype)
+            grads = pullback(_given(cell, vals, outs, grad_slot))
+            return _cast([g for g, keep in zip(grads, named) if keep], d.dtype)
 
         return run
 
