@@ -1,8 +1,8 @@
-"""The GRU on the torch engine (ATen's recurrence, its gradient by autograd: ``backend/torch/kernels/gru.py``) against
-the numpy reference: ``gru`` and ``gru_grad`` as one-op programs in float32 and float64 (both directions, biases and
-initial states given or not, each cotangent absent in turn, zero steps, an empty batch, no input features, one
-step of one), NaN, the infinities, the range's end and -0 in every input, ``layers.gru`` trained alike, the forward
-recorded once for its gradient, and what it refuses, named before anything runs."""
+"""The GRU on the torch engine (ATen's recurrence, its gradient by autograd: ``backend/torch/kernels/recurrent.py``)
+against the numpy reference: ``gru`` and ``gru_grad`` as one-op programs in float32 and float64 (both directions,
+biases and initial states given or not, each cotangent absent in turn, zero steps, an empty batch, no input
+features, one step of one), NaN, the infinities, the range's end and -0 in every input, ``layers.gru`` trained
+alike, the forward recorded once for its gradient, and what it refuses, named before anything runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -88,16 +88,16 @@ def test_the_gradient_reads_the_forward_recorded_once(monkeypatch):
     recorded. A gradient op alone (no forward of its inputs in the block) records the forward itself, and so does
     a second gradient of one forward (autograd frees what it recorded as it goes back)."""
     need_torch()
-    from gradgen.framework.backend.torch.kernels import gru
+    from gradgen.framework.backend.torch.kernels import recurrent
 
     calls = []
-    real = gru.torch.gru
+    real = recurrent.torch.gru
 
     def counting(*args):
         calls.append(args[0].shape[0])
         return real(*args)
 
-    monkeypatch.setattr(gru.torch, "gru", counting)
+    monkeypatch.setattr(recurrent.torch, "gru", counting)
     _trained("torch", steps=2, cell="gru")
     assert len(calls) == 2
     calls.clear()

@@ -5,6 +5,7 @@ of the same sizes (what a PyTorch user writes), in one process, in turns, median
 
     python -m tests.bench.recurrent_layers                      # LSTM, 50 steps, batch 32, 64 inputs, hidden 128
     python -m tests.bench.recurrent_layers --cell gru --steps 100 --hidden 256
+    python -m tests.bench.recurrent_layers --cell gru --dtype float64
 
 The default executor runs untimed for ``--settle`` seconds first, so that its trial has chosen (the choice and why
 are printed); every step then runs ``--warm`` times untimed and ``--rounds`` blocks of ``--block`` steps, in turns,
@@ -35,7 +36,7 @@ def gradgen_step(cell: str, x: np.ndarray, hidden: int,
 
     main, startup = Program(), Program()
     with program_guard(main, startup):
-        xv = layers.data("x", [x.shape[0], -1, x.shape[2]], "float32")
+        xv = layers.data("x", [x.shape[0], -1, x.shape[2]], str(x.dtype))
         out, _ = getattr(layers, cell)(xv, hidden)
         loss = layers.reduce_mean(layers.square(out))
         optimizer.SGD(0.01).minimize(loss)
@@ -48,7 +49,7 @@ def pytorch_step(cell: str, x: np.ndarray, hidden: int) -> Callable[[], object]:
     """PyTorch's training step of the same layer: forward, backward, SGD."""
     import torch
 
-    layer = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(x.shape[2], hidden)
+    layer = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(x.shape[2], hidden, dtype=getattr(torch, str(x.dtype)))
     sgd = torch.optim.SGD(layer.parameters(), lr=0.01)
     inputs = torch.from_numpy(x)
 
@@ -70,13 +71,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--inputs", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--engines", default="numpy,xla,torch", help="gradgen engines timed beside the default")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds of the default's runs before timing")
     parser.add_argument("--warm", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--block", type=int, default=5)
     args = parser.parse_args(argv)
-    x = np.random.default_rng(0).standard_normal((args.steps, args.batch, args.inputs)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((args.steps, args.batch, args.inputs)).astype(args.dtype)
     default, chosen = gradgen_step(args.cell, x, args.hidden, None)
     began = time.perf_counter()
     while time.perf_counter() - began < args.settle:
@@ -86,13 +88,13 @@ def main(argv: list[str] | None = None) -> None:
         try:
             steps[f"gradgen@{engine}"] = gradgen_step(args.cell, x, args.hidden, engine)[0]
             steps[f"gradgen@{engine}"]()
-        except Exception as e:  # an engine that cannot run the layer (the torch engine's GRU): said, not timed
+        except Exception as e:  # an engine that cannot run the layer (torch's float64 LSTM): said, not timed
             print(f"gradgen@{engine}: {type(e).__name__}: {str(e).splitlines()[0]}")
             steps.pop(f"gradgen@{engine}")
     steps["pytorch"] = pytorch_step(args.cell, x, args.hidden)
     medians = block_medians(steps, args.rounds, args.block, args.warm, settle=0.2)
-    print(f"{args.cell}, {args.steps} steps, batch {args.batch}, {args.inputs} inputs, hidden {args.hidden}, float32, "
-          f"load {os.getloadavg()[0]:.2f}; the default chose {chosen()}")
+    print(f"{args.cell}, {args.steps} steps, batch {args.batch}, {args.inputs} inputs, hidden {args.hidden}, "
+          f"{args.dtype}, load {os.getloadavg()[0]:.2f}; the default chose {chosen()}")
     print("| system | ms a step | / PyTorch |\n|---|---:|---:|")
     for name, ms in medians.items():
         print(f"| {name} | {ms:.2f} | {ms / medians['pytorch']:.2f} |")

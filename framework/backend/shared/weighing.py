@@ -141,7 +141,7 @@ the seed MLP's products (19 M) and LeNet's fully connected layers (8 M) are far 
 RECURRENT_FOR_TORCH = ("lstm", "gru")
 """Op types for which the torch engine is weighed at any size: it runs the LSTM on oneDNN's RNN primitive, as
 PyTorch's ``nn.LSTM`` does (``backend/torch/kernels/recurrent``), and the GRU on ATen's recurrence with autograd,
-as ``nn.GRU`` trains (``kernels/gru``). A 50-step LSTM of batch 32, 64 inputs, hidden 128 trained at 9.0 ms a step
+as ``nn.GRU`` trains (``kernels/recurrent``). A 50-step LSTM of batch 32, 64 inputs, hidden 128 trained at 9.0 ms a step
 there, 31.6 on xla, 42.1 on numpy (PyTorch 8.2; one process, in turns, 2026-12-02); the GRU of those sizes at 22.7
 there, 33.2 on xla, 39.0 on numpy (PyTorch 21.6; ``tests.bench.recurrent_layers --cell gru``, 2026-12-02)."""
 

@@ -2,7 +2,7 @@
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
 (``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``, ``recurrent``: the LSTM on oneDNN's RNN
-primitive; ``gru``: the GRU on ATen's recurrence, its gradient by autograd), or of the op's own family where numpy derives it (``network``: layer norm's gradient; ``nn``: the softmax
+primitive, the GRU on ATen's recurrence, its gradient by autograd), or of the op's own family where numpy derives it (``network``: layer norm's gradient; ``nn``: the softmax
 cross-entropy); an op whose schema names one ATen call (``OpSchema.aten``) is derived, on that call where its values
 allow (``derived``); ``kept`` and ``finite`` are helpers they share. An op in neither is refused
 (``refused.problems``), and so is one a family's ``REFUSES`` says its kernel does not run (the LSTM in float64).
@@ -15,13 +15,13 @@ from typing import Callable, Mapping
 
 from ...derive import with_derived, with_primitives
 from ...shared.tables import collect
-from . import conv, creation, grad_ops, gru, indexing, linalg, metrics, network, nn, normalization, recurrent
+from . import conv, creation, grad_ops, indexing, linalg, metrics, network, nn, normalization, recurrent
 from .derived import derived_kernel
 from .. import xp
 
 __all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "REFUSES", "XP"]
 
-FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, conv, indexing, metrics, recurrent, gru)
+FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, conv, indexing, metrics, recurrent)
 
 FASTER: Mapping[str, str] = collect(FAMILIES, "FASTER")
 """op type -> why its hand-written kernel stays although the op states its math (a measurement)."""

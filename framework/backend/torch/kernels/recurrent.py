@@ -1,20 +1,34 @@
-"""The LSTM in the torch engine on oneDNN's fused RNN primitive, as PyTorch's own CPU ``nn.LSTM`` runs it: ATen's
-``mkldnn_rnn_layer`` for ``lstm`` and ``mkldnn_rnn_layer_backward`` for ``lstm_grad`` (``numpy/kernels/recurrent.py``
-is the reference: its recurrence in numpy, step by step).
+"""The fused recurrent layers in the torch engine as PyTorch's own CPU ``nn.LSTM`` and ``nn.GRU`` run them
+(``numpy/kernels/recurrent.py`` is the reference: its recurrence in numpy, step by step).
 
-``lstm_grad`` is a function of the forward's inputs alone (it recomputes the recurrence: ``program/ops/recurrent``).
-Here the forward, when the block also has the gradient of the same inputs, runs in training mode and keeps its
-outputs and oneDNN's workspace for its X (``kept``), and the gradient reads them instead of running the forward
-again: what the recomputation would make, bit for bit (the same call on the same tensors). Measured on a 50-step
-sequence of batch 32, 64 inputs, hidden 128, float32, two threads: forward 3.1 ms, backward 5.8; the whole training
-step took 31 ms on the xla engine, 39 on numpy, 8.1 in PyTorch (2026-12-02).
+**The LSTM** runs on oneDNN's fused RNN primitive: ATen's ``mkldnn_rnn_layer`` for ``lstm`` and
+``mkldnn_rnn_layer_backward`` for ``lstm_grad``. ``lstm_grad`` is a function of the forward's inputs alone (it
+recomputes the recurrence: ``program/ops/recurrent``). Here the forward, when the block also has the gradient of the
+same inputs, runs in training mode and keeps its outputs and oneDNN's workspace for its X (``kept``), and the
+gradient reads them instead of running the forward again: what the recomputation would make, bit for bit (the same
+call on the same tensors). Measured on a 50-step sequence of batch 32, 64 inputs, hidden 128, float32, two threads:
+forward 3.1 ms, backward 5.8; the whole training step took 31 ms on the xla engine, 39 on numpy, 8.1 in PyTorch
+(2026-12-02). oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's
+own), with the cell's default activations. Where it does not, the op is refused (``REFUSES``) and the program runs
+on numpy or xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The
+primitive fails on a zero size: zero steps or an empty batch leave the states as they came (no step runs) and every
+weight's gradient zero; no input features run as one feature of zeros.
 
-oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's own), with the
-cell's default activations. Where it does not, the op is refused (``REFUSES``) and the program runs on numpy or
-xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The jvp ops have
-no kernel here; the GRU runs on ATen's own recurrence (``gru.py``: ATen's oneDNN RNN is the LSTM's only). The primitive fails on a zero size: zero steps or an
-empty batch leave the states as they came (no step runs) and every weight's gradient zero; no input features run as
-one feature of zeros.
+**The GRU** has no oneDNN primitive in ATen (its ``mkldnn_rnn_layer`` builds the LSTM's only). ATen's CPU GRU is a
+loop of ATen calls a step (a product of h by R and the gates' elementwise calls), which PyTorch trains by recording
+that loop for autograd; there is no fused backward to call. So ``gru`` is ``aten::gru``, and ``gru_grad`` runs that
+forward with its inputs as autograd leaves and asks autograd for their gradients: the engine runs the gradient op
+gradgen's maker put in the program, and autograd only computes its outputs. Where the block also has the gradient
+of the same inputs, ``gru`` itself runs the recorded forward and keeps it (``kept``) for the gradient, which then
+does not run the forward again; a kept forward is used once (autograd frees what it recorded as it goes back).
+Measured on the same sizes: forward and gradient this way 21.4 ms against PyTorch's whole ``nn.GRU`` training
+step's 19.9 (2026-12-02, a scratch script). ATen's cell is the op's with ``linear_before_reset`` (PyTorch's GRU:
+n = G(x W_n + WB_n + r (h R_n + RB_n))), gates reset, update, new in the op's layout, the default activations, and
+h' = (h - n) z + n as the reference writes it, in float32 and float64. An op that asks otherwise (ONNX's form
+without ``linear_before_reset``, other activations, sequence lengths) is refused. ATen refuses zero steps: they
+leave the state as it came and every weight's gradient zero. Autograd differentiates h' in n as dh' - dh' z where
+the reference writes dh' (1 - z): an infinite output gradient gives NaN in X's gradient where the reference has an
+infinity (``tests/backends/test_torch_gru.py``).
 """
 from __future__ import annotations
 
@@ -27,7 +41,7 @@ from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, default_activations, 
 
 from . import kept
 
-__all__ = ["KERNELS", "REFUSES", "has_gradient", "still_given", "weakly"]
+__all__ = ["KERNELS", "REFUSES"]
 
 _aten = torch.ops.aten
 
@@ -163,7 +177,126 @@ def lstm_grad(op) -> Callable:
     return run_lstm_grad
 
 
-KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad}
+# -- the GRU ---------------------------------------------------------------------------------------------------------
+_GRU_WEIGHTS = ("W", "R", "WB", "RB", "H0")
+"""The inputs besides X that the forward's values depend on: a kept forward is read only for the same ones."""
 
-REFUSES = {"lstm": refused, "lstm_grad": refused}
+
+def gru_refused(op) -> str | None:
+    """Why this ``gru`` or ``gru_grad`` does not run on ATen's GRU, or None."""
+    if not op.attr("linear_before_reset"):
+        return ("ATen's GRU is the cell with linear_before_reset (PyTorch's), this op is ONNX's without it; "
+                "run it on numpy or xla")
+    if op.input("SeqLens"):
+        return "ATen's GRU here takes no sequence lengths (SeqLens); run it on numpy or xla"
+    defaults = default_activations("gru")
+    if [n.lower() for n in op.attr("activations") or []] not in ([], defaults):
+        return (f"ATen's GRU runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; "
+                "run it on numpy or xla")
+    return None
+
+
+class _GruRun(dict):
+    """One call's inputs by slot; ``given``: the forward's inputs as passed (None where absent)."""
+
+    def __init__(self, slots: list[str], tensors: tuple):
+        super().__init__(zip(slots, tensors))
+        self.given = {s: self.get(s) for s in _GRU_WEIGHTS}
+        self.steps, self.batch, self.hidden = self["X"].shape[0], self["X"].shape[1], self["R"].shape[1]
+
+    def initial_state(self) -> torch.Tensor:
+        h0 = self.get("H0")
+        return self["X"].new_zeros((self.batch, self.hidden)) if h0 is None else h0
+
+
+class _Recorded:
+    """A forward recorded for autograd: its leaves by slot, its outputs Y and H as autograd sees them, and
+    whether autograd has gone back through it already (it frees what it recorded)."""
+
+    def __init__(self, leaves: dict[str, torch.Tensor], y: torch.Tensor, h: torch.Tensor):
+        self.leaves, self.y, self.h, self.used = leaves, y, h, False
+
+
+def _aten_gru(x, h0, w, r, wb, rb, reverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """ATen's GRU over the whole sequence, time-major, one direction: (Y, final H). The reverse direction walks
+    the sequence flipped in time and flips its Y back (autograd records the flips)."""
+    biases = [] if wb is None and rb is None else [torch.zeros_like(r[:, 0]) if b is None else b for b in (wb, rb)]
+    y, h = torch.gru(x.flip(0) if reverse else x, h0.unsqueeze(0), [w, r, *biases], bool(biases), 1, 0.0, True,
+                     False, False)
+    return (y.flip(0) if reverse else y), h.squeeze(0)
+
+
+def _recorded_forward(run: _GruRun, reverse: bool) -> _Recorded:
+    """The forward with every given input an autograd leaf (copies made outside inference mode: the engine's own
+    tensors are inference tensors, which autograd does not save)."""
+    with torch.inference_mode(False), torch.enable_grad():
+        leaves = {s: t.clone().requires_grad_() for s, t in run.items() if s in PARAMS["gru"] and t is not None}
+        h0 = leaves.get("H0")
+        y, h = _aten_gru(leaves["X"], run.initial_state().clone() if h0 is None else h0, leaves["W"], leaves["R"],
+                         leaves.get("WB"), leaves.get("RB"), reverse)
+    return _Recorded(leaves, y, h)
+
+
+def _gru_key(reverse: bool, run: _GruRun) -> tuple:
+    """What a kept forward of X is found by: the direction and the input weights' tensor (a bidirectional layer's
+    two directions read one X). The entry's inputs are checked too (``_kept_gru``)."""
+    return "aten_gru", reverse, id(run.given["W"])
+
+
+def gru(op) -> Callable:
+    slots = [s for s in (*PARAMS["gru"], "SeqLens") if op.input(s)]
+    reverse, train = bool(op.attr("is_reverse")), has_gradient(op, _GRU_WEIGHTS)
+
+    def run_gru(*tensors):
+        run = _GruRun(slots, tensors)
+        if not run.steps:
+            return run["X"].new_zeros((0, run.batch, run.hidden)), run.initial_state()
+        if not train:
+            return _aten_gru(run["X"], run.initial_state(), run["W"], run["R"], run.get("WB"), run.get("RB"),
+                             reverse)
+        recorded = _recorded_forward(run, reverse)
+        kept.keep(tensors[0], _gru_key(reverse, run), (weakly(run.given), recorded))
+        return recorded.y.detach(), recorded.h.detach()
+
+    return run_gru
+
+
+def _kept_gru(x: torch.Tensor, run: _GruRun, reverse: bool) -> _Recorded | None:
+    """The forward kept for ``x`` on these same inputs and not yet gone back through, or None."""
+    found = kept.kept(x, _gru_key(reverse, run))
+    if found is None:
+        return None
+    refs, recorded = found
+    return recorded if still_given(refs, run.given) and not recorded.used else None
+
+
+def gru_grad(op) -> Callable:
+    slots = [s for s in (*PARAMS["gru"], "SeqLens", *map(grad_slot, OUTPUTS["gru"])) if op.input(s)]
+    wanted = [p for p in PARAMS["gru"] if p in slots and op.output(grad_slot(p))]  # the outputs it has
+    reverse = bool(op.attr("is_reverse"))
+
+    def run_gru_grad(*tensors):
+        run = _GruRun(slots, tensors)
+        cotangents = [(o, run.get(grad_slot(o))) for o in OUTPUTS["gru"] if run.get(grad_slot(o)) is not None]
+        if not run.steps or not cotangents:
+            grads = {s: torch.zeros_like(run[s]) for s in wanted}
+            if not run.steps and run.get("H0") is not None and run.get("H@GRAD") is not None:
+                grads["H0"] = run["H@GRAD"]  # no step ran: the final state is the initial one
+        else:
+            recorded = _kept_gru(tensors[0], run, reverse) or _recorded_forward(run, reverse)
+            recorded.used = True
+            outputs = {"Y": recorded.y, "H": recorded.h}
+            with torch.inference_mode(False):
+                found = torch.autograd.grad([outputs[o] for o, _ in cotangents], [recorded.leaves[s] for s in wanted],
+                                            [d.clone() for _, d in cotangents], allow_unused=True)
+            grads = {s: torch.zeros_like(run[s]) if g is None else g.detach() for s, g in zip(wanted, found)}
+        out = tuple(grads[p] for p in wanted)
+        return out[0] if len(out) == 1 else out
+
+    return run_gru_grad
+
+
+KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad, "gru": gru, "gru_grad": gru_grad}
+
+REFUSES = {"lstm": refused, "lstm_grad": refused, "gru": gru_refused, "gru_grad": gru_refused}
 """op type -> ``refused(op)``: why this op (its dtype, its inputs, its attrs) does not run here, or None."""
