@@ -101,18 +101,22 @@ def _dropout_program(dtype: str, p: float, seed: int):
     return main
 
 
+@pytest.mark.parametrize("engine", ["xla", "torch"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_training_dropout_draws_the_numpy_backends_masks_run_after_run(dtype):
-    need_jax()
+def test_training_dropout_draws_the_numpy_backends_masks_run_after_run(dtype, engine):
+    """On xla (a host callback) and on torch (the kernel draws on the host) alike."""
+    from tests.backends.test_torch_backend import need_torch
+
+    (need_jax if engine == "xla" else need_torch)()
     main = _dropout_program(dtype, p=0.3, seed=11)
     x = rng.uniform(1.0, 2.0, (6, 5)).astype(dtype)
     runs = {}
-    for backend in ("numpy", "xla"):
+    for backend in ("numpy", engine):
         exe, scope = Executor(backend=backend), Scope()
         runs[backend] = [exe.run(main, feed={"x": x}, fetch_list=["out", "mask"], scope=scope) for _ in range(4)]
     masks = [mask for _, mask in runs["numpy"]]
     assert len({m.tobytes() for m in masks}) == 4, "the stream should give a new mask every run"
-    for (out, mask), (want_out, want_mask) in zip(runs["xla"], runs["numpy"]):
+    for (out, mask), (want_out, want_mask) in zip(runs[engine], runs["numpy"]):
         assert mask.dtype == want_mask.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(mask, want_mask)
         np.testing.assert_array_equal(out, want_out)

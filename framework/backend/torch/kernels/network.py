@@ -1,4 +1,5 @@
-"""Layer normalization's gradient in the torch engine on ATen's fused ``native_layer_norm_backward`` (``FASTER`` says
+"""Dropout in the torch engine, its masks drawn on the host as every engine draws them (``shared/network``), and
+layer normalization's gradient on ATen's fused ``native_layer_norm_backward`` (``FASTER`` says
 why it stays beside the op's compute), the rows' statistics those the forward's ``native_layer_norm`` kept
 (``kept.ATEN``, as PyTorch's autograd saves them) or made again: the compute where they do not run or would part
 from it (float16, empty tensors, values that are not finite, magnitudes near the end of the float range, rows whose
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from gradgen.program.ops import OP_SCHEMAS
@@ -15,6 +17,7 @@ from gradgen.program.ops.network import AtenRows, aten_rows, largest, most, roun
 from gradgen.program.shapes import normalize_axis
 
 from ...derive import call_of
+from ...shared.network import dropout_mask, dropout_stream
 from ..xp import XP
 from . import kept
 from .derived import derived_kernel
@@ -71,7 +74,23 @@ def layer_norm_grad(op):
     return run
 
 
-KERNELS = {"layer_norm_grad": layer_norm_grad}
+def dropout(op):
+    """The numpy kernel's masks, one stream per built step (a fixed seed gives the same masks run after run, as on
+    numpy and xla), drawn on the host and multiplied here: Out and Mask bit for bit the reference's."""
+    p, is_test = op.attr("p"), op.attr("is_test")
+    dtype = np.dtype(op.block.var(op.input("X")[0]).dtype)
+    stream = dropout_stream(op)
+
+    def run(x):
+        if is_test or p == 0.0:
+            return x, torch.ones_like(x)
+        mask = torch.from_numpy(dropout_mask(stream, tuple(x.shape), p, dtype))
+        return x * mask, mask
+
+    return run
+
+
+KERNELS = {"layer_norm_grad": layer_norm_grad, "dropout": dropout}
 
 FASTER = {
     "layer_norm_grad": "ATen's native_layer_norm_backward, with native_layer_norm for the rows' statistics, took "
