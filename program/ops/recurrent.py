@@ -237,7 +237,7 @@ def _schemas(cell: str) -> tuple:
                    f"the defaults {', '.join(DEFAULT_ACTIVATIONS[cell])}, activation_alpha/_beta their "
                    "parameters (one per activation, ONNX's defaults when empty). "
                    "is_reverse walks each sequence from its end; SeqLens (per batch entry) stops a sequence "
-                   "early: its later steps output zero and keep its state.",
+                   "early: its later steps output zero and keep its state, their X not read.",
                dtypes=_dtypes(inputs)),
         schema(f"{cell}_grad", _slots(grad_inputs, _REQUIRED), _slots(map(grad_slot, params)), _infer_grad(cell),
                _attrs(cell), doc=f"{cell}'s gradients of <Y@GRAD, Y> plus the final states' given gradients, in "

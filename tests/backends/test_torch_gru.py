@@ -1,14 +1,15 @@
 """The GRU on the torch engine (ATen's recurrence, its gradient by autograd: ``backend/torch/kernels/recurrent.py``)
 against the numpy reference: ``gru`` and ``gru_grad`` as one-op programs in float32 and float64 (both directions,
 biases and initial states given or not, each cotangent absent in turn, zero steps, an empty batch, no input
-features, one step of one), NaN, the infinities, the range's end and -0 in every input, ``layers.gru`` trained
-alike, the forward recorded once for its gradient, and what it refuses, named before anything runs."""
+features, one step of one, sequence lengths), NaN, the infinities, the range's end and -0 in every input and in a
+batch's padding, ``layers.gru`` trained alike, the forward recorded once for its gradient, and what it refuses,
+named before anything runs."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gradgen.framework import Executor, Scope
+from gradgen.framework import ExecutionError, Executor, Scope
 from gradgen.program import Program, layers, program_guard
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot
 from tests.backends.test_torch_backend import need_torch, run_on
@@ -28,6 +29,56 @@ def test_the_layer_and_its_gradient_match_numpy(shape, config, dtype):
     rng = np.random.default_rng(seed)
     for absent in (None, *OUTPUTS["gru"]):  # each cotangent absent (zero) in turn
         _compare(_grad_case(ins, attrs, _cotangents(ins, rng, absent, "gru"), "gru"))
+
+
+LENGTHS = [[4, 1, 2], [0, 4, 3], [0, 0, 0], [4, 4, 4], [1, 0, 1]]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("lengths", LENGTHS, ids=str)
+def test_sequence_lengths_match_numpy(lengths, config, dtype):
+    """Each sequence its own steps (a packed batch on ATen; one of length 0 left out of ATen's call), both
+    directions, forward and each cotangent absent in turn."""
+    ins, attrs = _feed((4, 3, 3, 2), config, sum(lengths), "gru")
+    ins = {**ins, "SeqLens": np.array(lengths, dtype)}
+    _compare(Case("gru", ins, None, attrs))
+    rng = np.random.default_rng(len(lengths))
+    for absent in (None, *OUTPUTS["gru"]):
+        _compare(_grad_case(ins, attrs, _cotangents(ins, rng, absent, "gru"), "gru"))
+
+
+@pytest.mark.parametrize("cell,engine", [("gru", "torch"), ("gru", "xla"), ("lstm", "xla")])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_steps_past_a_sequences_length_are_not_read(reverse, cell, engine):
+    """NaN and an infinity past each sequence's end, and all through one of length 0 (a batch's padding): the
+    outputs and every gradient are finite on the reference, and the same on xla and torch (the torch engine refuses
+    the LSTM's lengths)."""
+    from tests.backends.xla_harness import need_jax
+
+    (need_jax if engine == "xla" else need_torch)()
+    ins, attrs = _feed((4, 3, 3, 2), (reverse, True), 5, cell)
+    x = ins["X"].copy()
+    x[2:, 0], x[:, 1], x[1:, 2] = np.nan, np.inf, np.nan
+    ins = {**ins, "X": x, "SeqLens": np.array([2, 0, 1], np.int64)}
+    for case in (Case(cell, ins, None, attrs),
+                 _grad_case(ins, attrs, _cotangents(ins, np.random.default_rng(6), None, cell), cell)):
+        main, op, feed = one_op_program(case)
+        fetch = op.output_arg_names
+        want = run_on("numpy", main, feed, fetch)
+        assert all(np.isfinite(w).all() for w in want), case.op
+        got = run_on(engine, main, feed, fetch)
+        assert_same(want, got, fetch, f"{engine} {case.op}")
+
+
+@pytest.mark.parametrize("lengths", [[5, 1, 2], [-1, 1, 2]])
+def test_a_length_outside_the_time_axis_fails_as_on_numpy(lengths):
+    need_torch()
+    ins, attrs = _feed((4, 3, 3, 2), (False, True), 1, "gru")
+    main, op, feed = one_op_program(Case("gru", {**ins, "SeqLens": np.array(lengths, np.int64)}, None, attrs))
+    for engine in ("numpy", "torch"):
+        got = run_on(engine, main, feed, op.output_arg_names)
+        assert isinstance(got, ExecutionError) and "sequence lengths must be in [0, 4]" in str(got), (engine, got)
 
 
 def test_a_gradient_without_cotangents_is_zero():
@@ -137,15 +188,13 @@ def _refused_case(kind: str) -> Case:
     ins, attrs = _feed((4, 3, 3, 2), (False, True), 0, "gru")
     if kind == "onnx":
         return Case("gru", ins, None, {**attrs, "linear_before_reset": False})
-    if kind == "lengths":
-        return Case("gru", {**ins, "SeqLens": np.array([4, 1, 2], np.int32)}, None, attrs)
     return Case("gru_grad", {**ins, "Y@GRAD": np.ones((4, 3, 2), np.float32)}, None,
                 {**attrs, "activations": ["hardsigmoid", "relu"]}, {grad_slot(p): 1 for p in PARAMS["gru"]})
 
 
 @pytest.mark.parametrize("kind,reason", [
     ("onnx", "this op is ONNX's without it"),
-    ("lengths", "no sequence lengths"), ("activations", "not ['hardsigmoid', 'relu']")])
+    ("activations", "not ['hardsigmoid', 'relu']")])
 def test_what_aten_does_not_run_is_refused_naming_the_op(kind, reason):
     assert_refused(_refused_case(kind), reason)
 

@@ -2,7 +2,8 @@
 
 Each binds the op's slots to ``recurrence``'s one-direction recurrence: absent initial states are zeros,
 ``is_reverse`` runs each sequence backwards (its own length when SeqLens is given), SeqLens masks steps past a
-sequence's end. The ``*_jvp`` kernels run the same recurrence on dual numbers (see ``recurrence``).
+sequence's end, whose X is not read (taken as 0: NaN or an infinity in a batch's padding changes nothing, as in
+PyTorch's packed sequences). The ``*_jvp`` kernels run the same recurrence on dual numbers (see ``recurrence``).
 """
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class _Direction:
         lens = None if lens is None else np.asarray(lens).astype(np.int64)
         run.mask = None if lens is None else sequence_mask(lens, steps, dtype)
         run.order = reverse_index(lens, steps, batch) if self.reverse else None
+        if run.mask is not None:  # the steps past a sequence's end are not read: their X (and its tangent) as 0
+            for slot in ("X", tangent_slot("X")):
+                if slot in vals:
+                    vals[slot] = np.where(run.mask > 0, vals[slot], 0).astype(dtype, copy=False)
         for s in self.initial:
             vals.setdefault(s, np.zeros((batch, r.shape[1]), dtype))
         return run, vals

@@ -25,7 +25,8 @@ Measured on the same sizes: forward and gradient this way 21.4 ms against PyTorc
 step's 19.9 (2026-12-02, a scratch script). ATen's cell is the op's with ``linear_before_reset`` (PyTorch's GRU:
 n = G(x W_n + WB_n + r (h R_n + RB_n))), gates reset, update, new in the op's layout, the default activations, and
 h' = (h - n) z + n as the reference writes it, in float32 and float64. An op that asks otherwise (ONNX's form
-without ``linear_before_reset``, other activations, sequence lengths) is refused. ATen refuses zero steps: they
+without ``linear_before_reset``, other activations) is refused. Sequence lengths run as ``nn.GRU`` runs a packed
+batch (``_packed_gru``). ATen refuses zero steps: they
 leave the state as it came and every weight's gradient zero. Autograd differentiates h' in n as dh' - dh' z where
 the reference writes dh' (1 - z): an infinite output gradient gives NaN in X's gradient where the reference has an
 infinity (``tests/backends/test_torch_gru.py``).
@@ -36,6 +37,7 @@ import weakref
 from typing import Callable
 
 import torch
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, default_activations, grad_slot
 
@@ -187,8 +189,6 @@ def gru_refused(op) -> str | None:
     if not op.attr("linear_before_reset"):
         return ("ATen's GRU is the cell with linear_before_reset (PyTorch's), this op is ONNX's without it; "
                 "run it on numpy or xla")
-    if op.input("SeqLens"):
-        return "ATen's GRU here takes no sequence lengths (SeqLens); run it on numpy or xla"
     defaults = default_activations("gru")
     if [n.lower() for n in op.attr("activations") or []] not in ([], defaults):
         return (f"ATen's GRU runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; "
@@ -203,6 +203,11 @@ class _GruRun(dict):
         super().__init__(zip(slots, tensors))
         self.given = {s: self.get(s) for s in _GRU_WEIGHTS}
         self.steps, self.batch, self.hidden = self["X"].shape[0], self["X"].shape[1], self["R"].shape[1]
+        self.lengths = None if self.get("SeqLens") is None else self["SeqLens"].to(torch.int64)
+        if self.lengths is not None and self.batch and (
+                int(self.lengths.min()) < 0 or int(self.lengths.max()) > self.steps):
+            raise ValueError(f"sequence lengths must be in [0, {self.steps}] (the time axis), got "
+                             f"{self.lengths.tolist()}")
 
     def initial_state(self) -> torch.Tensor:
         h0 = self.get("H0")
@@ -217,13 +222,46 @@ class _Recorded:
         self.leaves, self.y, self.h, self.used = leaves, y, h, False
 
 
-def _aten_gru(x, h0, w, r, wb, rb, reverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _aten_gru(x, h0, w, r, wb, rb, reverse: bool, lengths=None) -> tuple[torch.Tensor, torch.Tensor]:
     """ATen's GRU over the whole sequence, time-major, one direction: (Y, final H). The reverse direction walks
-    the sequence flipped in time and flips its Y back (autograd records the flips)."""
+    the sequence flipped in time and flips its Y back (autograd records the flips); with ``lengths``, each sequence
+    its own steps (``_packed_gru``)."""
     biases = [] if wb is None and rb is None else [torch.zeros_like(r[:, 0]) if b is None else b for b in (wb, rb)]
+    if lengths is not None:
+        return _packed_gru(x, h0, [w, r, *biases], reverse, lengths)
     y, h = torch.gru(x.flip(0) if reverse else x, h0.unsqueeze(0), [w, r, *biases], bool(biases), 1, 0.0, True,
                      False, False)
     return (y.flip(0) if reverse else y), h.squeeze(0)
+
+
+def _within_lengths(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """[T, N]: the step each (t, n) reads when each sequence runs backwards over its own first lengths[n] steps
+    (later steps stay where they are); its own inverse."""
+    t = torch.arange(steps).unsqueeze(1)
+    return torch.where(t < lengths, lengths - 1 - t, t)
+
+
+def _packed_gru(x, h0, params: list, reverse: bool, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ATen's GRU over sequences of their own lengths, as ``nn.GRU`` runs a packed batch: a sequence's steps at or
+    past its length output zero and keep its state (the op's rule, ONNX's). ATen packs only sequences with steps,
+    so one of length 0 is left out of the call: its output zero, its final state H0 (and H0's gradient the final
+    state's), whatever its X holds."""
+    steps, width = x.shape[0], h0.shape[1]
+    if reverse:
+        order = _within_lengths(lengths, steps).unsqueeze(2)
+        x = x.gather(0, order.expand(-1, -1, x.shape[2]))
+    y, h = x.new_zeros((steps, x.shape[1], width)), h0
+    some = torch.nonzero(lengths).squeeze(1)
+    if some.numel():
+        packed = pack_padded_sequence(x.index_select(1, some), lengths[some], enforce_sorted=False)
+        hx = h0.index_select(0, some).index_select(0, packed.sorted_indices).unsqueeze(0)
+        out, hn = torch.gru(packed.data, packed.batch_sizes, hx, params, len(params) == 4, 1, 0.0, True, False)
+        ran = PackedSequence(out, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        y = y.index_copy(1, some, pad_packed_sequence(ran, total_length=steps)[0])
+        h = h.index_copy(0, some, hn.squeeze(0).index_select(0, packed.unsorted_indices))
+    if reverse:
+        y = y.gather(0, order.expand(-1, -1, width))
+    return y, h
 
 
 def _recorded_forward(run: _GruRun, reverse: bool) -> _Recorded:
@@ -233,7 +271,7 @@ def _recorded_forward(run: _GruRun, reverse: bool) -> _Recorded:
         leaves = {s: t.clone().requires_grad_() for s, t in run.items() if s in PARAMS["gru"] and t is not None}
         h0 = leaves.get("H0")
         y, h = _aten_gru(leaves["X"], run.initial_state().clone() if h0 is None else h0, leaves["W"], leaves["R"],
-                         leaves.get("WB"), leaves.get("RB"), reverse)
+                         leaves.get("WB"), leaves.get("RB"), reverse, run.lengths)
     return _Recorded(leaves, y, h)
 
 
@@ -253,7 +291,7 @@ def gru(op) -> Callable:
             return run["X"].new_zeros((0, run.batch, run.hidden)), run.initial_state()
         if not train:
             return _aten_gru(run["X"], run.initial_state(), run["W"], run["R"], run.get("WB"), run.get("RB"),
-                             reverse)
+                             reverse, run.lengths)
         recorded = _recorded_forward(run, reverse)
         kept.keep(tensors[0], _gru_key(reverse, run), (weakly(run.given), recorded))
         return recorded.y.detach(), recorded.h.detach()
@@ -286,10 +324,12 @@ def gru_grad(op) -> Callable:
             recorded = _kept_gru(tensors[0], run, reverse) or _recorded_forward(run, reverse)
             recorded.used = True
             outputs = {"Y": recorded.y, "H": recorded.h}
+            read = [(outputs[o], d) for o, d in cotangents if outputs[o].requires_grad]  # (none: every length 0)
             with torch.inference_mode(False):
-                found = torch.autograd.grad([outputs[o] for o, _ in cotangents], [recorded.leaves[s] for s in wanted],
-                                            [d.clone() for _, d in cotangents], allow_unused=True)
-            grads = {s: torch.zeros_like(run[s]) if g is None else g.detach() for s, g in zip(wanted, found)}
+                found = torch.autograd.grad([y for y, _ in read], [recorded.leaves[s] for s in wanted],
+                                            [d.clone() for _, d in read], allow_unused=True) if read else ()
+            grads = {s: torch.zeros_like(run[s]) if g is None else g.detach()
+                     for s, g in zip(wanted, found or [None] * len(wanted))}
         out = tuple(grads[p] for p in wanted)
         return out[0] if len(out) == 1 else out
 

@@ -144,6 +144,7 @@ class _Direction:
             mask = None
             if lens is not None:
                 mask = (jnp.arange(steps)[:, None] < lens[None, :]).astype(self.dtype)[:, :, None]
+                x = jnp.where(mask > 0, x, 0.0)  # the steps past a sequence's end are not read (numpy's ``bind``)
             order = _reverse_index(lens, steps, batch) if self.reverse else None
             flip = (lambda a: a[order]) if order is not None else (lambda a: a)
             y, states = _sequence(self.cell, self.lbr, self.acts, flip(x), vals["W"], r, vals.get("WB"), vals.get("RB"),
