@@ -56,6 +56,15 @@ _WEIGHTS = ("W", "R", "WB", "RB", "H0", "C0")
 """The inputs besides X that the forward's values depend on: a kept forward is read only for the same ones."""
 
 
+def _other_activations(op, runner: str) -> str | None:
+    """Why ``runner`` does not run ``op``'s activations (it runs the cell's defaults only), or None."""
+    defaults = default_activations(op.type.removesuffix("_grad"))
+    if [n.lower() for n in op.attr("activations") or []] in ([], defaults):
+        return None
+    return f"{runner} runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; run it on " \
+           "numpy or xla"
+
+
 def refused(op) -> str | None:
     """Why this ``lstm`` or ``lstm_grad`` does not run on oneDNN's primitive, or None."""
     dtype = op.block.var(op.input("X")[0]).dtype
@@ -63,11 +72,7 @@ def refused(op) -> str | None:
         return f"oneDNN's LSTM runs float32, this one is {dtype}; run it on numpy or xla"
     if op.input("SeqLens"):
         return "oneDNN's LSTM here takes no sequence lengths (SeqLens); run it on numpy or xla"
-    defaults = default_activations("lstm")
-    if [n.lower() for n in op.attr("activations") or []] not in ([], defaults):
-        return (f"oneDNN's LSTM runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; "
-                "run it on numpy or xla")
-    return None
+    return _other_activations(op, "oneDNN's LSTM")
 
 
 class _Run(dict):
@@ -107,7 +112,7 @@ def _forward(run: _Run, reverse: bool, train: bool) -> tuple:
 def _key(reverse: bool, run: _Run) -> tuple:
     """What a kept forward of X is found by: the direction and the input weights' tensor (two layers may read one X:
     a bidirectional layer's two directions, two LSTMs side by side). The entry's inputs are checked too
-    (``_kept_forward``): an id may be another tensor's once the first is gone."""
+    (``_kept_for``): an id may be another tensor's once the first is gone."""
     return "mkldnn_lstm", reverse, id(run.given["W"])
 
 
@@ -119,15 +124,20 @@ def has_gradient(op, weights: tuple[str, ...]) -> bool:
                and bool(g.attr("is_reverse")) == bool(op.attr("is_reverse")) for g in op.block.ops)
 
 
-def weakly(given: dict) -> tuple:
-    """Weak references to a forward's given inputs (None where absent), kept beside what it keeps."""
-    return tuple(None if t is None else weakref.ref(t) for t in given.values())
+def _keep_for(x: torch.Tensor, key: tuple, given: dict, value) -> None:
+    """Keep ``value`` for ``x`` under ``key``, beside weak references to the forward's given inputs (None where
+    absent): a kept forward is read only for those very inputs (``_kept_for``)."""
+    kept.keep(x, key, (tuple(None if t is None else weakref.ref(t) for t in given.values()), value))
 
 
-def still_given(refs: tuple, given: dict) -> bool:
-    """Whether ``refs`` (``weakly``'s) are of these very inputs: a kept forward is read only for the same ones."""
+def _kept_for(x: torch.Tensor, key: tuple, given: dict):
+    """What ``_keep_for`` kept for ``x`` under ``key`` where ``given`` are the inputs it was kept for, or None."""
+    found = kept.kept(x, key)
+    if found is None:
+        return None
+    refs, value = found
     alive = (None if ref is None else ref() for ref in refs)  # (a dead reference gives None: not the tensor)
-    return all(a is t for a, t in zip(alive, given.values()))
+    return value if all(a is t for a, t in zip(alive, given.values())) else None
 
 
 def lstm(op) -> Callable:
@@ -138,25 +148,21 @@ def lstm(op) -> Callable:
         run = _Run(slots, tensors)
         y, h, c, workspace = _forward(run, reverse, train)
         if workspace is not None and train:
-            kept.keep(tensors[0], _key(reverse, run), (weakly(run.given), (y, h, c, workspace)))
+            _keep_for(tensors[0], _key(reverse, run), run.given, (y, h, c, workspace))
         return y, h, c
 
     return run_lstm
 
 
-def _kept_forward(x: torch.Tensor, run: _Run, reverse: bool) -> tuple | None:
-    """The forward kept for ``x`` on these same inputs, or None."""
-    found = kept.kept(x, _key(reverse, run))
-    if found is None:
-        return None
-    refs, outputs = found
-    return outputs if still_given(refs, run.given) else None
+def _grad_slots(op) -> tuple[list[str], list[str], bool]:
+    """A ``<cell>_grad`` op's input slots present, the inputs whose gradients it has outputs for, its direction."""
+    cell = op.type.removesuffix("_grad")
+    slots = [s for s in (*PARAMS[cell], "SeqLens", *map(grad_slot, OUTPUTS[cell])) if op.input(s)]
+    return slots, [p for p in PARAMS[cell] if p in slots and op.output(grad_slot(p))], bool(op.attr("is_reverse"))
 
 
 def lstm_grad(op) -> Callable:
-    slots = [s for s in (*PARAMS["lstm"], "SeqLens", *map(grad_slot, OUTPUTS["lstm"])) if op.input(s)]
-    wanted = [p for p in PARAMS["lstm"] if p in slots and op.output(grad_slot(p))]  # the outputs it has
-    reverse = bool(op.attr("is_reverse"))
+    slots, wanted, reverse = _grad_slots(op)
 
     def run_lstm_grad(*tensors):
         run = _Run(slots, tensors)
@@ -166,7 +172,7 @@ def lstm_grad(op) -> Callable:
             if run.empty:  # no step ran: the final states are the initial ones, and so are their gradients
                 grads.update({s: d for s, d in (("H0", dh), ("C0", dc)) if d is not None})
         else:
-            y, h, c, workspace = _kept_forward(tensors[0], run, reverse) or _forward(run, reverse, True)
+            y, h, c, workspace = _kept_for(tensors[0], _key(reverse, run), run.given) or _forward(run, reverse, True)
             dx, dw, dr, dwb, drb, dh0, dc0 = _aten.mkldnn_rnn_layer_backward(
                 *run.args(), y, h, c, dy, dh, dc, reverse, _LSTM, run.hidden, 1, True, True, False, [], False,
                 workspace)
@@ -189,11 +195,7 @@ def gru_refused(op) -> str | None:
     if not op.attr("linear_before_reset"):
         return ("ATen's GRU is the cell with linear_before_reset (PyTorch's), this op is ONNX's without it; "
                 "run it on numpy or xla")
-    defaults = default_activations("gru")
-    if [n.lower() for n in op.attr("activations") or []] not in ([], defaults):
-        return (f"ATen's GRU runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; "
-                "run it on numpy or xla")
-    return None
+    return _other_activations(op, "ATen's GRU")
 
 
 class _GruRun(dict):
@@ -293,7 +295,7 @@ def gru(op) -> Callable:
             return _aten_gru(run["X"], run.initial_state(), run["W"], run["R"], run.get("WB"), run.get("RB"),
                              reverse, run.lengths)
         recorded = _recorded_forward(run, reverse)
-        kept.keep(tensors[0], _gru_key(reverse, run), (weakly(run.given), recorded))
+        _keep_for(tensors[0], _gru_key(reverse, run), run.given, recorded)
         return recorded.y.detach(), recorded.h.detach()
 
     return run_gru
@@ -301,17 +303,12 @@ def gru(op) -> Callable:
 
 def _kept_gru(x: torch.Tensor, run: _GruRun, reverse: bool) -> _Recorded | None:
     """The forward kept for ``x`` on these same inputs and not yet gone back through, or None."""
-    found = kept.kept(x, _gru_key(reverse, run))
-    if found is None:
-        return None
-    refs, recorded = found
-    return recorded if still_given(refs, run.given) and not recorded.used else None
+    recorded = _kept_for(x, _gru_key(reverse, run), run.given)
+    return recorded if recorded is not None and not recorded.used else None
 
 
 def gru_grad(op) -> Callable:
-    slots = [s for s in (*PARAMS["gru"], "SeqLens", *map(grad_slot, OUTPUTS["gru"])) if op.input(s)]
-    wanted = [p for p in PARAMS["gru"] if p in slots and op.output(grad_slot(p))]  # the outputs it has
-    reverse = bool(op.attr("is_reverse"))
+    slots, wanted, reverse = _grad_slots(op)
 
     def run_gru_grad(*tensors):
         run = _GruRun(slots, tensors)
