@@ -181,3 +181,14 @@ def test_kernel_returning_too_few_outputs_is_reported(check_nan_inf):
     with pytest.raises(ExecutionError, match=r"op #0 \(split\).*returned 1 outputs for 2 output vars"):
         Executor(check_nan_inf=check_nan_inf, options=options).run(main, feed={"x": np.ones(4)}, fetch_list=["p0"],
                                                                    scope=Scope())
+
+
+def test_kernel_returning_several_outputs_for_one_var_is_reported_at_the_op():
+    """Without the type checks too: not stored as a tuple in the var, to be found at a fetch or read as an array
+    by a later op (the recurrent gradients once returned one)."""
+    main = Program()
+    with program_guard(main, Program()):
+        out = layers.relu(layers.data("x", shape=[4], dtype="float64"))
+    options = PlanOptions(kernels={**KERNELS, "relu": lambda op: lambda v: (v, v)})
+    with pytest.raises(ExecutionError, match=r"op #0 \(relu\).*returned 2 outputs for 1 output var"):
+        Executor(check_types=False, options=options).run(main, feed={"x": np.ones(4)}, fetch_list=[out], scope=Scope())

@@ -42,6 +42,8 @@ def run_steps(steps: Sequence[Step], env: dict, first: int = 0) -> None:
             else:
                 result = fn()
             if out is not None:
+                if type(result) is tuple:  # (a kernel of several results for one var: say so here, not at a fetch)
+                    raise ValueError(f"the kernel returned {len(result)} outputs for 1 output var")
                 env[out] = result
             else:
                 if len(result) != len(outs):
