@@ -272,7 +272,7 @@ def _recorded_forward(run: _GruRun, reverse: bool) -> _Recorded:
     with torch.inference_mode(False), torch.enable_grad():
         leaves = {s: t.clone().requires_grad_() for s, t in run.items() if s in PARAMS["gru"] and t is not None}
         h0 = leaves.get("H0")
-        y, h = _aten_gru(leaves["X"], run.initial_state().clone() if h0 is None else h0, leaves["W"], leaves["R"],
+        y, h = _aten_gru(leaves["X"], run.initial_state() if h0 is None else h0, leaves["W"], leaves["R"],
                          leaves.get("WB"), leaves.get("RB"), reverse, run.lengths)
     return _Recorded(leaves, y, h)
 
@@ -324,9 +324,8 @@ def gru_grad(op) -> Callable:
             read = [(outputs[o], d) for o, d in cotangents if outputs[o].requires_grad]  # (none: every length 0)
             with torch.inference_mode(False):
                 found = torch.autograd.grad([y for y, _ in read], [recorded.leaves[s] for s in wanted],
-                                            [d.clone() for _, d in read], allow_unused=True) if read else ()
-            grads = {s: torch.zeros_like(run[s]) if g is None else g.detach()
-                     for s, g in zip(wanted, found or [None] * len(wanted))}
+                                            [d for _, d in read], allow_unused=True) if read else [None] * len(wanted)
+            grads = {s: torch.zeros_like(run[s]) if g is None else g.detach() for s, g in zip(wanted, found)}
         out = tuple(grads[p] for p in wanted)
         return out[0] if len(out) == 1 else out
 
