@@ -231,6 +231,11 @@ class OpSchema:
     that would sum it to prove so does not. With ``aten_any_values`` as well, the call declines every input that is
     not finite, and the engine knows the inputs finite too where it does not. Written beside the measurement, with
     the reason it holds."""
+    finite_from_finite: bool = False
+    """True where the output is finite whenever every input is, for every value, with no overflow anywhere (relu's
+    max(x, 0), abs, a bounded function such as sin): the torch engine then knows the output finite where it knows
+    every input so, and the next kernel that would sum it to prove so does not (ResNet's relu outputs, each read
+    by a convolution that needs its operands finite)."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

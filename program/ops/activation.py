@@ -163,6 +163,10 @@ first (``aten_any_values``): ATen's gelu gives NaN or an infinity for NaN, inf a
 scalar and vector kernels), and ``_gelu_aten`` declines an output that is not finite. Inside the transformer block's
 step (two threads) gelu's kernel took 1.63 ms without the input's sum and 2.09 with it (2026-12-01)."""
 
+FINITE_FROM_FINITE = ("relu", "abs", "sign", "sin", "cos", "erf", "sigmoid", "tanh")
+"""The ops whose output is finite whenever the input is (``OpSchema.finite_from_finite``): max(x, 0) and |x| no larger
+than |x|, the others bounded by 1."""
+
 _FROM_OUTPUT = {"Out": FLOAT_DTYPES, "Out@GRAD": "Out"}
 _FROM_INPUT = {"X": FLOAT_DTYPES, "Out@GRAD": "X"}
 _LIKE_X = _grad_like("X", "X@GRAD")
@@ -170,7 +174,8 @@ _LIKE_X = _grad_like("X", "X@GRAD")
 SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _scale if t == "scale" else same_as("X"), attrs,
            dtypes={"X": NUMERIC_DTYPES if t in EXACT_ON_INTS else FLOAT_DTYPES}, compute=COMPUTE[t],
-           onnx=ONNX.get(t), aten=ATEN.get(t), aten_finite_out=t in FINITE_OUT, aten_any_values=t in ANY_VALUES)
+           onnx=ONNX.get(t), aten=ATEN.get(t), aten_finite_out=t in FINITE_OUT, aten_any_values=t in ANY_VALUES,
+           finite_from_finite=t in FINITE_FROM_FINITE)
     for t, attrs in UNARY_ATTRS.items()
 ) + (
     schema("relu_grad", ["Out", "Out@GRAD"], ["X@GRAD"], _grad_like("Out", "X@GRAD"),
@@ -199,5 +204,5 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["ANY_VALUES", "ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX",
+__all__ = ["ANY_VALUES", "ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_FROM_FINITE", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX",
            "OUTPUT_SLOPES", "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]

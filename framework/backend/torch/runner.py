@@ -99,6 +99,11 @@ class _Entry:
         self.declared = {n: declared(block.var(n)) for n in (*feed_names, *sig.from_scope)}
 
 
+def _overlaps(value: torch.Tensor) -> bool:
+    """Whether two of ``value``'s elements are one place in memory (a dim of stride 0, broadcast)."""
+    return any(stride == 0 and size > 1 for stride, size in zip(value.stride(), value.shape))
+
+
 class TorchRunner:
     """One executor's runs on torch: steps cached per program version, feed and fetch names."""
 
@@ -172,7 +177,8 @@ class TorchRunner:
     @staticmethod
     def _own(value: torch.Tensor, shared: set) -> np.ndarray:
         """``value`` as a numpy array the scope may keep: a copy where it shares memory with a fed or scope array
-        (an ``assign``, a view), else a view of the kernel's own tensor."""
-        if value.numel() and value.untyped_storage().data_ptr() in shared:
+        (an ``assign``, a view) or where its elements overlap (a broadcast view, one number at many places), else
+        a view of the kernel's own tensor."""
+        if value.numel() and (value.untyped_storage().data_ptr() in shared or _overlaps(value)):
             return np.array(value.numpy())
         return value.numpy()

@@ -32,7 +32,7 @@ from gradgen.program.schema import OpSchema
 from ...derive import call_of, uncast_inputs
 from ..xp import torch_dtype
 from . import kept
-from .finite import FUSED, all_finite, known_finite
+from .finite import FUSED, all_finite, known_finite, remembered
 
 __all__ = ["computed_kernel", "derived_kernel"]
 
@@ -48,9 +48,30 @@ def _as(value, dtype: torch.dtype) -> torch.Tensor:
 def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
     the values allow (module docstring)."""
+    factory = _aten_kernel(schema, xp) if schema.aten is not None else computed_kernel(schema, xp)
+    return _finite_from_finite(factory) if schema.finite_from_finite else factory
+
+
+def _finite_from_finite(factory: Callable) -> Callable:
+    """``factory``'s kernels, their output known finite where each input is known so already (no sum taken):
+    ``OpSchema.finite_from_finite``."""
+    def finite_factory(op) -> Callable:
+        run = factory(op)
+
+        def known_run(*xs):
+            out = run(*xs)
+            if all(remembered(x) for x in xs):
+                known_finite(out)
+            return out
+        return known_run
+
+    return finite_factory
+
+
+def _aten_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
+    """The kernel factory of an op with an ``aten`` call: that call where the dtypes and the values allow, its
+    ``compute`` elsewhere."""
     computed = computed_kernel(schema, xp)
-    if schema.aten is None:
-        return computed
     call = schema.aten
 
     def factory(op) -> Callable:
