@@ -100,8 +100,8 @@ def test_a_special_value_in_any_input_gives_the_references_numbers(slot, value):
     """One element of one input NaN, infinite, near the float32 range's end or -0, forward and gradient: ATen's
     cell and autograd give the reference's NaNs, infinities and values, but for an infinite cotangent, where X's
     gradient may hold NaN for the reference's infinity: autograd's gradient of h' = (h - n) z + n in n is
-    dh' - dh' z, NaN for an infinite dh', where the reference writes dh' (1 - z) (the xla engine, JAX's vjp of the
-    same step, does the same)."""
+    dh' - dh' z, NaN for an infinite dh', where the reference writes dh' (1 - z) (the xla engine runs the
+    reference's own backward, ``program/ops/recurrence.py``, and gives its infinities)."""
     ins, attrs = _feed((5, 3, 4, 3), (slot == "R", True), 3, "gru")
     cots = _cotangents(ins, np.random.default_rng(4), None, "gru")
     arrays = {**ins, **cots}

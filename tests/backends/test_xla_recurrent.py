@@ -1,7 +1,8 @@
 """The fused recurrences on the xla backend beside numpy: ``lstm_grad``/``gru_grad`` and ``lstm_jvp``/``gru_jvp``
 as one-op programs (ONNX's other activations,
 both directions, sequence lengths, both GRU forms, absent biases, initial states and
-cotangents, zero steps, an empty batch; float64 to 1e-12, float32 to 1e-5), a length out of range failing the
+cotangents, zero steps, an empty batch; float64 to 1e-12, float32 to 1e-5; NaN, the infinities, 3e38 and -0 in
+any input, the reference's non-finite values exactly), a length out of range failing the
 run as numpy's kernel raises, and ``layers.lstm``/``layers.gru`` trained alike for 5 steps. The forward ops are
 ``op_cases.recurrent_cases`` (``test_xla_ops``)."""
 from __future__ import annotations
@@ -157,8 +158,8 @@ def test_layers_train_alike_for_5_steps(cell):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_a_training_step_runs_each_recurrence_once_forward_and_once_back(cell):
-    """The gradient op pulls back through the forward op's saved residuals: one scan forward, one back (running
-    the forward again inside the gradient op would make three)."""
+    """The gradient op backpropagates through the steps' values its forward op kept: one scan forward, one back
+    (running the forward again inside the gradient op would make three)."""
     need_jax()
     from gradgen.framework.backend.xla.show import lowered_text
 
@@ -174,3 +175,29 @@ def test_a_training_step_runs_each_recurrence_once_forward_and_once_back(cell):
 
     assert scans(False) == 1
     assert scans(True) == 2
+
+
+SPECIAL = [np.nan, np.inf, -np.inf, 3e38, -0.0]
+"""NaN, the infinities, a value near float32's largest and -0."""
+
+
+@pytest.mark.parametrize("value", SPECIAL, ids=str)
+@pytest.mark.parametrize("config", [(False, None, True, True), (True, [3, 0, 4], True, False)], ids=str)
+@pytest.mark.parametrize("cell,slot", [(c, s) for c in ("lstm", "gru")
+                                       for s in (*PARAMS[c], *(grad_slot(o) for o in OUTPUTS[c]))])
+def test_a_special_value_in_any_input_gives_the_references_numbers(cell, slot, value, config):
+    """One element of one input or output gradient NaN, infinite, near float32's end or -0: the gradient and the
+    tangent ops give the reference's NaNs, infinities and values. The gradient is the reference's own
+    backpropagation through time (``program/ops/recurrence.py``), not JAX's derivative of the step: that gave NaN
+    in X's gradient for an infinite output gradient (dh' - dh' z), where the reference has dh' (1 - z), and other
+    kinds of non-finite values for 3e38 in Y's."""
+    ins, attrs = _feed(cell, (4, 3, 3, 2), config, "float32", 3)
+    rng = np.random.default_rng(4)
+    arrays = {**ins, **{grad_slot(o): v for o, v in _outputs_like(cell, ins, rng, "float32", None).items()}}
+    arrays[slot] = arrays[slot].copy()
+    arrays[slot].reshape(-1)[arrays[slot].size // 2] = value
+    params = [p for p in PARAMS[cell] if p in ins]
+    _compare(Case(f"{cell}_grad", arrays, None, attrs, {grad_slot(p): 1 for p in params}))
+    dots = {tangent_slot(p): rng.standard_normal(ins[p].shape).astype("float32") for p in params}
+    outs = {**{tangent_slot(o): 1 for o in OUTPUTS[cell]}, **{tangent_slot(grad_slot(p)): 1 for p in params}}
+    _compare(Case(f"{cell}_jvp", {**arrays, **dots}, None, attrs, outs))

@@ -55,10 +55,10 @@ class TraceContext:
     """(where, var, shape, dtype, bytes) of every op output traced: an allocation the compiled run cannot make
     names the op whose output it was (``failures.run_failed``)."""
 
-    pullbacks: dict = field(default_factory=dict)
-    """A forward op's ``jax.vjp`` pullback and the traced inputs it was taken at, by (op type, input names): its
-    gradient op in the same trace, reading the very same values, pulls back through it instead of running the
-    forward again."""
+    kept_steps: dict = field(default_factory=dict)
+    """A fused recurrence's values of every step, kept by its forward op for its gradient, and the traced inputs
+    they were computed from, by (op type, input names): the gradient op in the same trace, reading the very same
+    values, backpropagates through them instead of running the forward again."""
 
     def check(self, ok, message: str) -> None:
         """Fail the run with ``message`` (naming the op being traced) unless traced bool ``ok`` is True."""

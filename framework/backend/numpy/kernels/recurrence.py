@@ -1,13 +1,10 @@
-"""The LSTM and GRU recurrences in numpy, forward and backward through time, written once for plain arrays and
-for dual numbers.
+"""The LSTM and GRU recurrences in numpy, forward and backward through time, for plain arrays and for dual
+numbers: the cells' math is ``program/ops/recurrence.py``'s (written once for every engine), run here step by step
+with numpy's product (``@``) and ``concat``, which take duals.
 
-One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]``. Gates follow PyTorch's
-layout, stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases WB, RB ``[G*H]``: LSTM
-(G = 4) input, forget, cell, output; GRU (G = 3) reset, update, new. The input projection of every step is
-one GEMM before the loop; the loop does the recurrent GEMM and the gates; the backward pass collects each
-step's gate gradients and does the weight gradients as GEMMs after its loop. The gates' activations are data
-(``Activation``, by ``activation(name, alpha, beta)``): ONNX's set, each written once over ``xp`` with its slope
-in ``ops.recurrent.ACTIVATIONS``, the xla lowering's too.
+One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]`` (the gate layout:
+``recurrence``). The gates' activations are data (``Activation``, by ``activation(name, alpha, beta)``): ONNX's
+set, each written once over ``xp`` with its slope in ``ops.recurrent.ACTIVATIONS``.
 
 ``Dual`` (value, tangent) runs the same code forward-mode: the forward pass on duals gives the Jacobian of
 the outputs applied to the inputs' tangents, and the backward pass on duals gives the tangent of the
@@ -21,16 +18,18 @@ sequence from its own last step back to its first (``reverse_index``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
 
+from gradgen.program.ops.recurrence import Cell, backward_step, forward_step, input_projection, weight_gradients
 from gradgen.program.ops.recurrent import ACTIVATIONS
 
 from ..xp import XP
 
-__all__ = ["Dual", "Cell", "CELLS", "Trace", "value", "tangent", "Activation", "activation",
-           "concat", "stack", "sequence_mask", "reverse_index", "forward", "backward"]
+__all__ = ["Dual", "Trace", "value", "tangent", "Activation", "activation", "concat", "stack", "sequence_mask",
+           "reverse_index", "forward", "backward"]
 
 
 class Dual:
@@ -154,91 +153,9 @@ def stack(parts: list):
     return np.stack(parts)
 
 
-def _gates(a, h: int, g: int) -> list:
-    return [a[:, k * h:(k + 1) * h] for k in range(g)]
-
-
-# -- the cells: one step forward, and its gradient ----------------------------------------------------------------
-def _lstm_step(xg, states, r, rb, _lbr, acts):
-    h, c = states
-    a = xg + h @ r.T
-    if rb is not None:
-        a = a + rb
-    width = h.shape[1]
-    i, f, g, o = _gates(a, width, 4)
-    fa, ga, ha = acts
-    i, f, g, o = fa.apply(i), fa.apply(f), ga.apply(g), fa.apply(o)
-    c2 = f * c + i * g
-    tc = ha.apply(c2)
-    return [o * tc, c2], (h, c, i, f, g, o, tc, h)
-
-
-def _lstm_back(saved, dstates, r, _lbr, acts):
-    """Gradients in the step's input projection, its recurrent pre-activation and its incoming states."""
-    h, c, i, f, g, o, tc, _ = saved
-    dh2, dc2 = dstates
-    do = dh2 * tc
-    fa, ga, ha = acts
-    dc2 = dc2 + ha.back(dh2 * o, tc)
-    da = concat([fa.back(dc2 * g, i), fa.back(dc2 * c, f), ga.back(dc2 * i, g), fa.back(do, o)], 1)
-    return da, da, [da @ r, dc2 * f]
-
-
-def _gru_step(xg, states, r, rb, lbr, acts):
-    (h,) = states
-    width = h.shape[1]
-    xr, xz, xn = _gates(xg, width, 3)
-    if lbr:
-        hr = h @ r.T
-        if rb is not None:
-            hr = hr + rb
-        hr_r, hr_z, hn = _gates(hr, width, 3)
-        hin = h
-    else:
-        hrz = h @ r[:2 * width].T
-        if rb is not None:
-            hrz = hrz + rb[:2 * width]
-        hr_r, hr_z = _gates(hrz, width, 2)
-    fa, ga = acts
-    rg, z = fa.apply(xr + hr_r), fa.apply(xz + hr_z)
-    if not lbr:
-        hin = rg * h
-        hn = hin @ r[2 * width:].T
-        if rb is not None:
-            hn = hn + rb[2 * width:]
-    n = ga.apply(xn + rg * hn) if lbr else ga.apply(xn + hn)
-    return [n + z * (h - n)], (h, rg, z, n, hn, hin)
-
-
-def _gru_back(saved, dstates, r, lbr, acts):
-    h, rg, z, n, hn, _ = saved
-    (dh2,) = dstates
-    width = h.shape[1]
-    fa, ga = acts
-    dan = ga.back(dh2 * (1.0 - z), n)
-    daz = fa.back(dh2 * (h - n), z)
-    dh = dh2 * z
-    if lbr:
-        dar = fa.back(dan * hn, rg)
-        dhr = concat([dar, daz, dan * rg], 1)
-        return concat([dar, daz, dan], 1), dhr, [dh + dhr @ r]
-    drh = dan @ r[2 * width:]
-    dar = fa.back(drh * h, rg)
-    dhr = concat([dar, daz, dan], 1)
-    return dhr, dhr, [dh + drh * rg + dhr[:, :2 * width] @ r[:2 * width]]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One recurrent cell: its gate count, its states (the first is the output h) and its step and gradient."""
-
-    gates: int
-    states: tuple[str, ...]
-    step: Callable
-    back: Callable
-
-
-CELLS = {"lstm": Cell(4, ("H", "C"), _lstm_step, _lstm_back), "gru": Cell(3, ("H",), _gru_step, _gru_back)}
+_OPS = SimpleNamespace(mm=lambda a, b: a @ b, concat=concat)
+"""What the shared cell math (``program/ops/recurrence``) asks of the engine: numpy's product and concat, on
+arrays and duals."""
 
 
 # -- whole sequences ----------------------------------------------------------------------------------------------
@@ -269,20 +186,12 @@ class Trace:
 def forward(cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool, acts: list[Activation]):
     """Run the cell over the steps of ``x`` with its activations ``acts``; ``(Y, final states, Trace)``."""
     steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
-    xg = x.reshape(steps * batch, x.shape[2]) @ w.T
-    if wb is not None:
-        xg = xg + wb
-    xg = xg.reshape(steps, batch, cell.gates * width)
+    xg = input_projection(_OPS, cell, x, w, wb)
     states, ys, saved = states0, [], []
     for t in range(steps):
-        new, keep = cell.step(xg[t], states, r, rb, lbr, acts)
-        if mask is not None:
-            m = mask[t]
-            new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
-            ys.append(m * new[0])
-        else:
-            ys.append(new[0])
-        states = new
+        states, y_t, keep = forward_step(_OPS, cell, xg[t], states, None if mask is None else mask[t], r, rb, lbr,
+                                         acts)
+        ys.append(y_t)
         saved.append(keep)
     y = stack(ys) if steps else np.zeros((0, batch, width), value(x).dtype)
     return y, states, Trace(x, saved, states0)
@@ -295,23 +204,13 @@ def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool,
     dxgs, dhrs = [None] * steps, [None] * steps
     ds = list(dstates)
     for t in reversed(range(steps)):
-        m = None if mask is None else mask[t]
-        if dy is not None:
-            ds[0] = ds[0] + (dy[t] if m is None else m * dy[t])
-        if m is not None:
-            kept = [(1.0 - m) * d for d in ds]
-            ds = [m * d for d in ds]
-        dxgs[t], dhrs[t], ds = cell.back(trace.saved[t], ds, r, lbr, acts)
-        if mask is not None:
-            ds = [d + k for d, k in zip(ds, kept)]
+        dxgs[t], dhrs[t], ds = backward_step(_OPS, cell, trace.saved[t], ds, None if dy is None else dy[t],
+                                             None if mask is None else mask[t], r, lbr, acts)
     if not steps:
         zero = lambda a: np.zeros_like(value(a))  # noqa: E731
         return zero(x), zero(w), zero(r), np.zeros(r.shape[0], value(x).dtype), np.zeros(r.shape[0], value(x).dtype), ds
     rows = steps * batch
     dxg, dhr = stack(dxgs).reshape(rows, r.shape[0]), stack(dhrs).reshape(rows, r.shape[0])
-    x2 = x.reshape(rows, x.shape[2])
     h_prev = stack([s[0] for s in trace.saved]).reshape(rows, width)
     h_last = stack([s[-1] for s in trace.saved]).reshape(rows, width)  # what R's last gate block multiplies
-    cut = (cell.gates - 1) * width
-    dr = concat([dhr[:, :cut].T @ h_prev, dhr[:, cut:].T @ h_last], 0)
-    return ((dxg @ w).reshape(x.shape), dxg.T @ x2, dr, dxg.sum(0), dhr.sum(0), ds)
+    return (*weight_gradients(_OPS, cell, x, w, r, dxg, dhr, h_prev, h_last), ds)

@@ -11,9 +11,10 @@ import copy
 
 import numpy as np
 
+from gradgen.program.ops.recurrence import CELLS
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
-from .recurrence import CELLS, Dual, activation, backward, forward, reverse_index, sequence_mask, tangent, value
+from .recurrence import Dual, activation, backward, forward, reverse_index, sequence_mask, tangent, value
 
 __all__ = ["KERNELS"]
 

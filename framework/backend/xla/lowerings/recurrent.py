@@ -1,26 +1,31 @@
 """Lowerings of the fused recurrences (``lstm``, ``gru``), their gradients (``*_grad``) and tangents (``*_jvp``).
 
-The forward is the numpy recurrence (``backend/numpy/kernels/recurrence.py``) as one jax function: one input
-projection GEMM for every step, then ``lax.scan`` over time doing the recurrent GEMM and the gates in the same
-order of operations. Sequence lengths blend each step's new state with the old one by the step's 0/1 mask (steps
-past a sequence's end output zero and keep the state); the reverse direction reverses each sequence in place (its
-own length) before and after. ``*_grad`` is ``jax.vjp`` of that function (the numpy kernel recomputes the forward
-and backpropagates through time: the same gradient); when the forward op is in the same trace, reading the same
-values, the forward lowering takes the vjp itself and the grad op pulls back through its saved residuals rather
-than running the recurrence a second time. And ``*_jvp`` is ``jax.jvp`` of (forward, vjp) -- what the
-numpy kernel computes on dual numbers: the outputs' tangents and the gradients' tangents (the second order).
+The cells' math is the reference's, written once (``program/ops/recurrence.py``): the forward is one input
+projection GEMM for every step, then ``lax.scan`` over time running the shared step (the recurrent GEMM and the
+gates, in the reference's order of operations); ``*_grad`` is the shared backpropagation through time, a reverse
+``lax.scan`` of the shared step gradient over what the forward scan kept, then the weight gradients as GEMMs, so
+the gradient is the reference's, special values included (an automatic derivative of the step parts from it on
+infinite output gradients: inf - inf where the reference has inf). When the forward op is in the same trace,
+reading the same values, it keeps its steps' values for the grad op rather than the grad op running the recurrence
+a second time. ``*_jvp`` is ``jax.jvp`` of (forward, backward): what the reference computes on dual numbers, the
+outputs' tangents and the gradients' tangents (the second order).
 
-A sequence length outside [0, steps] is a run-time check, as the numpy kernel raises (XLA would clamp it).
+Sequence lengths blend each step's new state with the old one by the step's 0/1 mask (steps past a sequence's end
+output zero and keep the state) and X past each end is not read (taken as 0); the reverse direction reverses each
+sequence in place (its own length) before and after. A sequence length outside [0, steps] is a run-time check, as
+the numpy kernel raises (XLA would clamp it).
 """
 from __future__ import annotations
 
-from typing import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradgen.program.ops.recurrent import ACTIVATIONS, GATES, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
+from gradgen.program.ops.recurrence import CELLS, Cell, backward_step, forward_step, input_projection, weight_gradients
+from gradgen.program.ops.recurrent import ACTIVATIONS, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
 from ..xp import XP
 
@@ -28,83 +33,65 @@ __all__ = ["LOWERINGS"]
 
 _HIGHEST = lax.Precision.HIGHEST
 
-
-def _mm(a, b):
-    return jnp.matmul(a, b, precision=_HIGHEST)
-
-
-def _gates(a, width: int, count: int) -> list:
-    return [a[:, k * width:(k + 1) * width] for k in range(count)]
+_OPS = SimpleNamespace(mm=lambda a, b: jnp.matmul(a, b, precision=_HIGHEST),
+                       concat=lambda parts, axis: jnp.concatenate(parts, axis))
+"""What the shared cell math asks of the engine (``recurrence``): XLA's product at its highest precision."""
 
 
-def _activation(name: str, alpha: float, beta: float) -> Callable:
-    """ONNX's activation ``name`` as a jax function, from ``ops.recurrent.ACTIVATIONS``; jax differentiates it."""
-    value = ACTIVATIONS[name].value
-    return lambda x: value(XP, x, alpha, beta).astype(x.dtype)
+def _activation(name: str, alpha: float, beta: float) -> SimpleNamespace:
+    """ONNX's activation ``name`` from ``ops.recurrent.ACTIVATIONS``: ``apply(x)``, whose tangent is the
+    reference's (the slope written in the output, times x's tangent: a sigmoid of a huge argument has tangent 0
+    there, where JAX's derivative of its formula gave NaN), and ``back(d, y)``, d f'(x) written in y = f(x) (the
+    piecewise slopes' masks read y's value, which has no tangent)."""
+    gate = ACTIVATIONS[name]
+
+    def slope(y):
+        return gate.slope(XP, y, lax.stop_gradient(y), alpha, beta)
+
+    @jax.custom_jvp
+    def apply(x):
+        return gate.value(XP, x, alpha, beta).astype(x.dtype)
+
+    @apply.defjvp
+    def _apply_tangent(primals, tangents):
+        y = apply(primals[0])
+        return y, tangents[0] * slope(y)
+
+    return SimpleNamespace(apply=apply, back=lambda d, y: d * slope(y))
 
 
-# -- one step of each cell: (input projection of the step, states) -> new states ---------------------------------
-def _lstm_step(xg, states, r, rb, _lbr, acts):
-    h, c = states
-    a = xg + _mm(h, r.T)
-    if rb is not None:
-        a = a + rb
-    i, f, g, o = _gates(a, h.shape[1], 4)
-    fa, ga, ha = acts
-    i, f, g, o = fa(i), fa(f), ga(g), fa(o)
-    c2 = f * c + i * g
-    return [o * ha(c2), c2]
-
-
-def _gru_step(xg, states, r, rb, lbr, acts):
-    (h,) = states
-    width = h.shape[1]
-    xr, xz, xn = _gates(xg, width, 3)
-    if lbr:
-        hr = _mm(h, r.T)
-        if rb is not None:
-            hr = hr + rb
-        hr_r, hr_z, hn = _gates(hr, width, 3)
-    else:
-        hrz = _mm(h, r[:2 * width].T)
-        if rb is not None:
-            hrz = hrz + rb[:2 * width]
-        hr_r, hr_z = _gates(hrz, width, 2)
-    fa, ga = acts
-    rg, z = fa(xr + hr_r), fa(xz + hr_z)
-    if lbr:
-        n = ga(xn + rg * hn)
-    else:
-        hn = _mm(rg * h, r[2 * width:].T)
-        if rb is not None:
-            hn = hn + rb[2 * width:]
-        n = ga(xn + hn)
-    return [n + z * (h - n)]
-
-
-_STEPS = {"lstm": _lstm_step, "gru": _gru_step}
 _STATES = {"lstm": ("H0", "C0"), "gru": ("H0",)}
 
 
-def _sequence(cell: str, lbr: bool, acts: list, x, w, r, wb, rb, states0: list, mask):
-    """Y and the final states of one forward direction over ``x`` (``mask`` ``[T, N, 1]`` or None)."""
-    steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
-    xg = _mm(x.reshape(steps * batch, x.shape[2]), w.T)
-    if wb is not None:
-        xg = xg + wb
-    xg = xg.reshape(steps, batch, GATES[cell] * width)
-    step = _STEPS[cell]
+def _sequence(c: Cell, lbr: bool, acts: list, x, w, r, wb, rb, states0: list, mask, keep: bool):
+    """Y, the final states and (``keep``) every step's values for the gradient (else None), of one forward
+    direction over ``x`` (``mask`` ``[T, N, 1]`` or None)."""
+    xg = input_projection(_OPS, c, x, w, wb)
 
     def body(states, inputs):
         xg_t, m = inputs
-        new = step(xg_t, states, r, rb, lbr, acts)
-        if m is None:
-            return new, new[0]
-        new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
-        return new, m * new[0]
+        new, y_t, saved = forward_step(_OPS, c, xg_t, states, m, r, rb, lbr, acts)
+        return new, (y_t, saved if keep else None)
 
-    states, y = lax.scan(body, list(states0), (xg, mask), length=steps)
-    return y, states
+    states, (y, saved) = lax.scan(body, list(states0), (xg, mask), length=x.shape[0])
+    return y, states, saved
+
+
+def _backward(c: Cell, lbr: bool, acts: list, x, w, r, saved, dy, dstates: list, mask) -> tuple:
+    """(dX, dW, dR, dWB, dRB, the initial states' gradients) of one direction: the reference's backpropagation
+    through time over the steps' kept values, ``dy`` None where Y has no gradient."""
+    steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
+
+    def body(ds, inputs):
+        saved_t, dy_t, m = inputs
+        dxg, dhr, ds = backward_step(_OPS, c, saved_t, ds, dy_t, m, r, lbr, acts)
+        return ds, (dxg, dhr)
+
+    ds, (dxg, dhr) = lax.scan(body, list(dstates), (saved, dy, mask), length=steps, reverse=True)
+    rows = steps * batch
+    h_prev, h_last = saved[0].reshape(rows, width), saved[-1].reshape(rows, width)
+    return (*weight_gradients(_OPS, c, x, w, r, dxg.reshape(rows, r.shape[0]), dhr.reshape(rows, r.shape[0]),
+                              h_prev, h_last), ds)
 
 
 def _reverse_index(lens, steps: int, batch: int):
@@ -117,14 +104,14 @@ def _reverse_index(lens, steps: int, batch: int):
 
 
 class _Direction:
-    """One op's attrs and present slots; ``function(lens)`` is its forward as a function of its present
-    differentiable inputs (PARAMS order) -> (Y, final states...)."""
+    """One op's attrs and present slots; ``forward`` and ``gradients`` run its recurrence on a run's values."""
 
     def __init__(self, op, cell: str):
-        self.cell, self.reverse = cell, bool(op.attr("is_reverse"))
+        self.c, self.reverse = CELLS[cell], bool(op.attr("is_reverse"))
         self.lbr = bool(op.attr("linear_before_reset")) if cell == "gru" else False
         self.acts = [_activation(*a) for a in activations(cell, op.attrs)]
         self.params = [p for p in PARAMS[cell] if op.input(p)]
+        self.initial, self.outputs = _STATES[cell], OUTPUTS[cell]
         self.dtype = jnp.dtype(op.block.var(op.input("X")[0]).dtype)
 
     def lengths(self, ctx, lens, steps: int):
@@ -134,33 +121,52 @@ class _Direction:
                   f"sequence lengths must be in [0, {steps}] (the time axis)")
         return lens
 
-    def function(self, lens) -> Callable:
-        def forward(*params):
-            vals = dict(zip(self.params, params))
-            x, r = vals["X"], vals["R"]
-            steps, batch = x.shape[0], x.shape[1]
-            zeros = jnp.zeros((batch, r.shape[1]), self.dtype)
-            states0 = [vals.get(s, zeros) for s in _STATES[self.cell]]
-            mask = None
-            if lens is not None:
-                mask = (jnp.arange(steps)[:, None] < lens[None, :]).astype(self.dtype)[:, :, None]
-                x = jnp.where(mask > 0, x, 0.0)  # the steps past a sequence's end are not read (numpy's ``bind``)
-            order = _reverse_index(lens, steps, batch) if self.reverse else None
-            flip = (lambda a: a[order]) if order is not None else (lambda a: a)
-            y, states = _sequence(self.cell, self.lbr, self.acts, flip(x), vals["W"], r, vals.get("WB"), vals.get("RB"),
-                                  states0, mask)
-            return (flip(y), *states)
+    def _layout(self, vals: dict, lens) -> tuple:
+        """(X as the recurrence reads it, the initial states, the mask, ``flip``): X past each sequence's end
+        taken as 0 (numpy's ``bind``), absent initial states zeros, ``flip`` reversing each sequence in place
+        for the reverse direction (its own inverse)."""
+        x, r = vals["X"], vals["R"]
+        steps, batch = x.shape[0], x.shape[1]
+        zeros = jnp.zeros((batch, r.shape[1]), self.dtype)
+        states0 = [vals.get(s, zeros) for s in self.initial]
+        mask = None
+        if lens is not None:
+            mask = (jnp.arange(steps)[:, None] < lens[None, :]).astype(self.dtype)[:, :, None]
+            x = jnp.where(mask > 0, x, 0.0)
+        order = _reverse_index(lens, steps, batch) if self.reverse else None
+        flip = (lambda a: a[order]) if order is not None else (lambda a: a)
+        return flip(x), states0, mask, flip
 
-        return forward
+    def forward(self, vals: dict, lens, keep: bool) -> tuple[tuple, Any]:
+        """((Y, final states...), what ``gradients`` reads: None unless ``keep``)."""
+        x, states0, mask, flip = self._layout(vals, lens)
+        y, states, saved = _sequence(self.c, self.lbr, self.acts, x, vals["W"], vals["R"], vals.get("WB"),
+                                     vals.get("RB"), states0, mask, keep)
+        return (flip(y), *states), saved
+
+    def gradients(self, vals: dict, lens, saved, dy, dstates: list) -> list:
+        """The gradients in the present params (PARAMS order) of <dy, Y> + <dstates, final states>."""
+        x, _, mask, flip = self._layout(vals, lens)
+        dx, dw, dr, dwb, drb, ds = _backward(self.c, self.lbr, self.acts, x, vals["W"], vals["R"], saved,
+                                             None if dy is None else flip(dy), dstates, mask)
+        grads = {"X": flip(dx), "W": dw, "R": dr, "WB": dwb, "RB": drb, **dict(zip(self.initial, ds))}
+        return [grads[p] for p in self.params]
+
+    def cotangents(self, vals: dict, name) -> tuple:
+        """dY (None where absent) and the final states' gradients (zeros where absent), by ``name(output)``."""
+        x, r = vals["X"], vals["R"]
+        zeros = jnp.zeros((x.shape[1], r.shape[1]), self.dtype)
+        dy, *ds = (vals.get(name(o)) for o in self.outputs)
+        return dy, [zeros if d is None else d for d in ds]
 
 
-def _bind(op, d: _Direction, ctx, slots: list[str], arrays) -> tuple[dict, Callable]:
-    """The op's arrays by slot (only present ones), and its forward with the lengths bound."""
+def _bind(op, d: _Direction, ctx, slots: list[str], arrays) -> tuple[dict, Any]:
+    """The op's arrays by slot (only present ones), and its lengths checked (None without SeqLens)."""
     vals = dict(zip([s for s in slots if op.input(s)], arrays))
     lens = vals.get("SeqLens")
     if lens is not None:
         lens = d.lengths(ctx, lens, vals["X"].shape[0])
-    return vals, d.function(lens)
+    return vals, lens
 
 
 def _cast(values, dtype):
@@ -183,15 +189,13 @@ def _forward(cell: str):
     def lowering(op, ctx):
         d = _Direction(op, cell)
         slots = [*PARAMS[cell], "SeqLens"]
-        keep_pullback = _has_gradient_op(op, cell)
+        keep = _has_gradient_op(op, cell)
 
         def run(*arrays):
-            vals, forward = _bind(op, d, ctx, slots, arrays)
-            params = tuple(vals[p] for p in d.params)
-            if not keep_pullback:
-                return _cast(forward(*params), d.dtype)
-            outs, pullback = jax.vjp(forward, *params)  # the same forward, its residuals kept for the grad op
-            ctx.pullbacks[_inputs_key(op, cell)] = (arrays, pullback)
+            vals, lens = _bind(op, d, ctx, slots, arrays)
+            outs, saved = d.forward(vals, lens, keep)
+            if keep:  # the steps' values, for the grad op reading the same arrays
+                ctx.kept_steps[_inputs_key(op, cell)] = (arrays, saved)
             return _cast(outs, d.dtype)
 
         return run
@@ -207,24 +211,17 @@ def _grad(cell: str):
         named = [bool(op.output(grad_slot(p))) for p in d.params]  # the gradients the op has outputs for
 
         def run(*arrays):
-            vals, forward = _bind(op, d, ctx, slots, arrays)
-            at, pullback = ctx.pullbacks.get(_inputs_key(op, cell), ((), None))
-            if pullback is None or len(at) != present or any(a is not b for a, b in zip(at, arrays)):
-                outs, pullback = jax.vjp(forward, *(vals[p] for p in d.params))  # run the forward again
-            else:
-                outs = jax.eval_shape(forward, *(vals[p] for p in d.params))
-            grads = pullback(_given(cell, vals, outs, grad_slot))
+            vals, lens = _bind(op, d, ctx, slots, arrays)
+            at, saved = ctx.kept_steps.get(_inputs_key(op, cell), ((), None))
+            if saved is None or len(at) != present or any(a is not b for a, b in zip(at, arrays)):
+                _, saved = d.forward(vals, lens, keep=True)  # run the forward again
+            dy, ds = d.cotangents(vals, grad_slot)
+            grads = d.gradients(vals, lens, saved, dy, ds)
             return _cast([g for g, keep in zip(grads, named) if keep], d.dtype)
 
         return run
 
     return lowering
-
-
-def _given(cell: str, vals: dict, like, name: Callable) -> tuple:
-    """``vals[name(o)]`` for each output o of the cell, zeros shaped like ``like``'s where absent."""
-    return tuple(vals[name(o)] if name(o) in vals else jnp.zeros(v.shape, v.dtype)
-                 for o, v in zip(OUTPUTS[cell], like))
 
 
 def _jvp(cell: str):
@@ -237,16 +234,20 @@ def _jvp(cell: str):
         grad_tangents = [bool(op.output(tangent_slot(grad_slot(p)))) for p in d.params]
 
         def run(*arrays):
-            vals, forward = _bind(op, d, ctx, slots, arrays)
+            vals, lens = _bind(op, d, ctx, slots, arrays)
             primals = tuple(vals[p] for p in d.params)
             dots = tuple(vals.get(tangent_slot(p), jnp.zeros_like(vals[p])) for p in d.params)
-            like = jax.eval_shape(forward, *primals)
-            cots = _given(cell, vals, like, grad_slot)
-            cot_dots = _given(cell, vals, like, lambda o: tangent_slot(grad_slot(o)))
+            like, _ = jax.eval_shape(lambda *p: d.forward({**vals, **dict(zip(d.params, p))}, lens, False),
+                                     *primals)
+            cots = tuple(vals[grad_slot(o)] if grad_slot(o) in vals else jnp.zeros(v.shape, v.dtype)
+                         for o, v in zip(outs, like))  # (dY as zeros too where absent: the reference's duals)
+            cot_dots = tuple(vals.get(tangent_slot(grad_slot(o)), jnp.zeros(v.shape, v.dtype))
+                             for o, v in zip(outs, like))
 
             def outputs_and_gradients(primals, cots):
-                outs, pullback = jax.vjp(forward, *primals)
-                return outs, pullback(cots)
+                given = {**vals, **dict(zip(d.params, primals))}
+                outputs, saved = d.forward(given, lens, keep=True)
+                return outputs, d.gradients(given, lens, saved, cots[0], list(cots[1:]))
 
             _, (out_dots, grad_dots) = jax.jvp(outputs_and_gradients, (primals, cots), (dots, cot_dots))
             results = [t for t, keep in zip(out_dots, out_tangents) if keep]

@@ -1,0 +1,158 @@
+"""The LSTM and GRU cells' math, written once for every engine that runs the recurrence step by step (the numpy
+reference, on arrays and on dual numbers, and the xla lowering in ``lax.scan``): one step forward, its gradient,
+a step of backpropagation through time under a sequence mask, and the weight gradients after the loop.
+
+One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]``. Gates follow PyTorch's layout,
+stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases WB, RB ``[G*H]``: LSTM (G = 4) input,
+forget, cell, output; GRU (G = 3) reset, update, new. The input projection of every step is one product before
+the loop; the loop does the recurrent product and the gates; the backward pass collects each step's gate
+gradients and does the weight gradients as products after its loop.
+
+``ops`` is what the engine supplies: ``mm(a, b)``, the matrix product (numpy's ``@``, which takes dual numbers;
+XLA's at its highest precision), and ``concat(parts, axis)``. A gate activation gives ``apply(x)`` and
+``back(d, y)``, d f'(x) written in the output y = f(x) (the trace keeps outputs only; ``ACTIVATIONS`` has each
+one's value and slope over ``xp``). Everything else is the arrays' own arithmetic, so a dual number runs the same
+lines. With one statement of the gradient, an engine's gradient is the reference's, special values included: an
+infinite output gradient gives the infinities the reference's dh' (1 - z) gives, where an automatic derivative of
+h' = n + z (h - n) forms dh' - dh' z, inf - inf.
+
+With sequence lengths, a step at or past a sequence's end leaves its state unchanged and outputs zero (ONNX's
+rule); ``m``, a step's ``[N, 1]`` mask, is 1 inside the sequence and 0 past its end.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+__all__ = ["CELLS", "Cell", "backward_step", "forward_step", "input_projection", "weight_gradients"]
+
+
+def _gates(a, width: int, count: int) -> list:
+    return [a[:, k * width:(k + 1) * width] for k in range(count)]
+
+
+def _lstm_step(ops, xg, states, r, rb, _lbr, acts):
+    h, c = states
+    a = xg + ops.mm(h, r.T)
+    if rb is not None:
+        a = a + rb
+    i, f, g, o = _gates(a, h.shape[1], 4)
+    fa, ga, ha = acts
+    i, f, g, o = fa.apply(i), fa.apply(f), ga.apply(g), fa.apply(o)
+    c2 = f * c + i * g
+    tc = ha.apply(c2)
+    return [o * tc, c2], (h, c, i, f, g, o, tc, h)
+
+
+def _lstm_back(ops, saved, dstates, r, _lbr, acts):
+    """Gradients in the step's input projection, its recurrent pre-activation and its incoming states."""
+    h, c, i, f, g, o, tc, _ = saved
+    dh2, dc2 = dstates
+    do = dh2 * tc
+    fa, ga, ha = acts
+    dc2 = dc2 + ha.back(dh2 * o, tc)
+    da = ops.concat([fa.back(dc2 * g, i), fa.back(dc2 * c, f), ga.back(dc2 * i, g), fa.back(do, o)], 1)
+    return da, da, [ops.mm(da, r), dc2 * f]
+
+
+def _gru_step(ops, xg, states, r, rb, lbr, acts):
+    (h,) = states
+    width = h.shape[1]
+    xr, xz, xn = _gates(xg, width, 3)
+    if lbr:
+        hr = ops.mm(h, r.T)
+        if rb is not None:
+            hr = hr + rb
+        hr_r, hr_z, hn = _gates(hr, width, 3)
+        hin = h
+    else:
+        hrz = ops.mm(h, r[:2 * width].T)
+        if rb is not None:
+            hrz = hrz + rb[:2 * width]
+        hr_r, hr_z = _gates(hrz, width, 2)
+    fa, ga = acts
+    rg, z = fa.apply(xr + hr_r), fa.apply(xz + hr_z)
+    if not lbr:
+        hin = rg * h
+        hn = ops.mm(hin, r[2 * width:].T)
+        if rb is not None:
+            hn = hn + rb[2 * width:]
+    n = ga.apply(xn + rg * hn) if lbr else ga.apply(xn + hn)
+    return [n + z * (h - n)], (h, rg, z, n, hn, hin)
+
+
+def _gru_back(ops, saved, dstates, r, lbr, acts):
+    h, rg, z, n, hn, _ = saved
+    (dh2,) = dstates
+    width = h.shape[1]
+    fa, ga = acts
+    dan = ga.back(dh2 * (1.0 - z), n)
+    daz = fa.back(dh2 * (h - n), z)
+    dh = dh2 * z
+    if lbr:
+        dar = fa.back(dan * hn, rg)
+        dhr = ops.concat([dar, daz, dan * rg], 1)
+        return ops.concat([dar, daz, dan], 1), dhr, [dh + ops.mm(dhr, r)]
+    drh = ops.mm(dan, r[2 * width:])
+    dar = fa.back(drh * h, rg)
+    dhr = ops.concat([dar, daz, dan], 1)
+    return dhr, dhr, [dh + drh * rg + ops.mm(dhr[:, :2 * width], r[:2 * width])]
+
+
+class Cell(NamedTuple):
+    """One recurrent cell: its gate count, its states (the first is the output h), one step forward
+    (``step(ops, xg, states, r, rb, lbr, acts)`` -> (new states, what its gradient reads)) and that step's
+    gradient (``back(ops, saved, dstates, r, lbr, acts)`` -> (d input projection, d recurrent pre-activation,
+    d incoming states)). The last of ``saved`` is what R's last gate block multiplied."""
+
+    gates: int
+    states: tuple[str, ...]
+    step: Callable
+    back: Callable
+
+
+CELLS = {"lstm": Cell(4, ("H", "C"), _lstm_step, _lstm_back), "gru": Cell(3, ("H",), _gru_step, _gru_back)}
+
+
+def input_projection(ops, cell: Cell, x, w, wb):
+    """Every step's input projection, X W^T + WB, as one product: ``[T, N, G*H]``."""
+    steps, batch = x.shape[0], x.shape[1]
+    xg = ops.mm(x.reshape(steps * batch, x.shape[2]), w.T)
+    if wb is not None:
+        xg = xg + wb
+    return xg.reshape(steps, batch, w.shape[0])
+
+
+def forward_step(ops, cell: Cell, xg_t, states: list, m, r, rb, lbr: bool, acts) -> tuple[list, Any, tuple]:
+    """One step: (the states after it, its output, what its gradient reads). Past a sequence's end (``m`` 0) the
+    states stay and the output is 0; ``m`` None: no lengths."""
+    new, saved = cell.step(ops, xg_t, states, r, rb, lbr, acts)
+    if m is None:
+        return new, new[0], saved
+    new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
+    return new, m * new[0], saved
+
+
+def backward_step(ops, cell: Cell, saved: tuple, dstates: list, dy_t, m, r, lbr: bool, acts) -> tuple:
+    """One step of backpropagation through time, from the gradients in the states after the step (``dstates``)
+    and in its output (``dy_t``, None when Y has none): (d input projection, d recurrent pre-activation, the
+    gradients in the states before the step). Past a sequence's end the state's gradient passes the step by."""
+    ds = list(dstates)
+    if dy_t is not None:
+        ds[0] = ds[0] + (dy_t if m is None else m * dy_t)
+    if m is not None:
+        kept = [(1.0 - m) * d for d in ds]
+        ds = [m * d for d in ds]
+    dxg, dhr, ds = cell.back(ops, saved, ds, r, lbr, acts)
+    if m is not None:
+        ds = [d + k for d, k in zip(ds, kept)]
+    return dxg, dhr, ds
+
+
+def weight_gradients(ops, cell: Cell, x, w, r, dxg, dhr, h_prev, h_last) -> tuple:
+    """(dX, dW, dR, dWB, dRB) from every step's gate gradients (``dxg``, ``dhr``: ``[T*N, G*H]``) and the states
+    R multiplied (``h_prev``, the step's incoming h, for all but the last gate block, ``h_last`` for that one:
+    ``[T*N, H]``), as products after the loop."""
+    cut = (cell.gates - 1) * r.shape[1]
+    x2 = x.reshape(x.shape[0] * x.shape[1], x.shape[2])
+    dr = ops.concat([ops.mm(dhr[:, :cut].T, h_prev), ops.mm(dhr[:, cut:].T, h_last)], 0)
+    return ops.mm(dxg, w).reshape(x.shape), ops.mm(dxg.T, x2), dr, dxg.sum(0), dhr.sum(0)
