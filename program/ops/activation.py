@@ -84,7 +84,7 @@ INV_SQRT2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 OUTPUT_SLOPES = {
-    "relu": lambda xp, y, v: (v > 0).astype(v.dtype),
+    "relu": lambda xp, y, v: xp.astype(v > 0, v.dtype),
     "sigmoid": lambda xp, y, v: (1.0 - y) * y,
     "tanh": lambda xp, y, v: 1.0 - y * y,
     "softplus": lambda xp, y, v: 1.0 - xp.exp(-y),
@@ -204,5 +204,6 @@ SCHEMAS = tuple(
 )
 
 
-__all__ = ["ANY_VALUES", "ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_FROM_FINITE", "FINITE_OUT", "INV_SQRT2", "INV_SQRT_2PI", "ONNX",
-           "OUTPUT_SLOPES", "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale", "sigmoid", "softplus"]
+__all__ = ["ANY_VALUES", "ATEN", "COMPUTE", "EXACT_ON_INTS", "FINITE_FROM_FINITE", "FINITE_OUT", "INV_SQRT2",
+           "INV_SQRT_2PI", "ONNX", "OUTPUT_SLOPES", "SCHEMAS", "UNARY_ATTRS", "gelu", "gelu_grad", "relu_grad", "scale",
+           "sigmoid", "softplus"]

@@ -9,15 +9,18 @@ the loop; the loop does the recurrent product and the gates; the backward pass c
 gradients and does the weight gradients as products after its loop.
 
 ``ops`` is what the engine supplies: ``mm(a, b)``, the matrix product (numpy's ``@``, which takes dual numbers;
-XLA's at its highest precision), and ``concat(parts, axis)``. A gate activation gives ``apply(x)`` and
-``back(d, y)``, d f'(x) written in the output y = f(x) (the trace keeps outputs only; ``ACTIVATIONS`` has each
-one's value and slope over ``xp``). Everything else is the arrays' own arithmetic, so a dual number runs the same
-lines. With one statement of the gradient, an engine's gradient is the reference's, special values included: an
-infinite output gradient gives the infinities the reference's dh' (1 - z) gives, where an automatic derivative of
-h' = n + z (h - n) forms dh' - dh' z, inf - inf.
+XLA's at its highest precision), ``concat(parts, axis)`` and ``where(cond, a, b)`` (b may be a Python number). A
+gate activation gives ``apply(x)`` and ``back(d, y)``, d f'(x) written in the output y = f(x) (the trace keeps
+outputs only; ``ACTIVATIONS`` has each one's value and slope over ``xp``). Everything else is the arrays' own
+arithmetic, so a dual number runs the same lines. With one statement of the gradient, an engine's gradient is the
+reference's, special values included: an infinite output gradient gives the infinities the reference's dh' (1 - z)
+gives, where an automatic derivative of h' = n + z (h - n) forms dh' - dh' z, inf - inf.
 
 With sequence lengths, a step at or past a sequence's end leaves its state unchanged and outputs zero (ONNX's
-rule); ``m``, a step's ``[N, 1]`` mask, is 1 inside the sequence and 0 past its end.
+rule, PyTorch's packed sequences); ``m``, a step's ``[N, 1]`` mask, is 1 inside the sequence and 0 past its end.
+The steps past the end are selected away, not multiplied by 0: whatever they compute (NaN from an infinite state
+or weight) reaches no output and no gradient, and their X gets the gradient 0 (it is not read). Until 2026-12-02
+a blend m s' + (1 - m) s made such a sequence's padding outputs, kept state and gradients NaN.
 """
 from __future__ import annotations
 
@@ -128,8 +131,9 @@ def forward_step(ops, cell: Cell, xg_t, states: list, m, r, rb, lbr: bool, acts)
     new, saved = cell.step(ops, xg_t, states, r, rb, lbr, acts)
     if m is None:
         return new, new[0], saved
-    new = [m * s2 + (1.0 - m) * s for s2, s in zip(new, states)]
-    return new, m * new[0], saved
+    inside = m > 0
+    new = [ops.where(inside, s2, s) for s2, s in zip(new, states)]
+    return new, ops.where(inside, new[0], 0.0), saved
 
 
 def backward_step(ops, cell: Cell, saved: tuple, dstates: list, dy_t, m, r, lbr: bool, acts) -> tuple:
@@ -137,22 +141,31 @@ def backward_step(ops, cell: Cell, saved: tuple, dstates: list, dy_t, m, r, lbr:
     and in its output (``dy_t``, None when Y has none): (d input projection, d recurrent pre-activation, the
     gradients in the states before the step). Past a sequence's end the state's gradient passes the step by."""
     ds = list(dstates)
+    if m is None:
+        if dy_t is not None:
+            ds[0] = ds[0] + dy_t
+        return cell.back(ops, saved, ds, r, lbr, acts)
+    inside = m > 0
     if dy_t is not None:
-        ds[0] = ds[0] + (dy_t if m is None else m * dy_t)
-    if m is not None:
-        kept = [(1.0 - m) * d for d in ds]
-        ds = [m * d for d in ds]
-    dxg, dhr, ds = cell.back(ops, saved, ds, r, lbr, acts)
-    if m is not None:
-        ds = [d + k for d, k in zip(ds, kept)]
-    return dxg, dhr, ds
+        ds[0] = ds[0] + ops.where(inside, dy_t, 0.0)
+    dxg, dhr, before = cell.back(ops, saved, [ops.where(inside, d, 0.0) for d in ds], r, lbr, acts)
+    return (ops.where(inside, dxg, 0.0), ops.where(inside, dhr, 0.0),
+            [ops.where(inside, b, d) for b, d in zip(before, ds)])
 
 
-def weight_gradients(ops, cell: Cell, x, w, r, dxg, dhr, h_prev, h_last) -> tuple:
+def weight_gradients(ops, cell: Cell, x, w, r, dxg, dhr, h_prev, h_last, mask) -> tuple:
     """(dX, dW, dR, dWB, dRB) from every step's gate gradients (``dxg``, ``dhr``: ``[T*N, G*H]``) and the states
     R multiplied (``h_prev``, the step's incoming h, for all but the last gate block, ``h_last`` for that one:
-    ``[T*N, H]``), as products after the loop."""
+    ``[T*N, H]``), as products after the loop; with lengths (``mask`` ``[T, N, 1]``) the steps past each end
+    take no part (their states 0 in the products, X's gradient 0 there)."""
     cut = (cell.gates - 1) * r.shape[1]
-    x2 = x.reshape(x.shape[0] * x.shape[1], x.shape[2])
+    rows = x.shape[0] * x.shape[1]
+    x2 = x.reshape(rows, x.shape[2])
+    if mask is not None:
+        inside = mask.reshape(rows, 1) > 0
+        h_prev, h_last = ops.where(inside, h_prev, 0.0), ops.where(inside, h_last, 0.0)
     dr = ops.concat([ops.mm(dhr[:, :cut].T, h_prev), ops.mm(dhr[:, cut:].T, h_last)], 0)
-    return ops.mm(dxg, w).reshape(x.shape), ops.mm(dxg.T, x2), dr, dxg.sum(0), dhr.sum(0)
+    dx = ops.mm(dxg, w).reshape(x.shape)
+    if mask is not None:
+        dx = ops.where(mask > 0, dx, 0.0)
+    return dx, ops.mm(dxg.T, x2), dr, dxg.sum(0), dhr.sum(0)

@@ -51,7 +51,7 @@ OPS_AS_GATES = {ONNX[t]: _as_op(t) for t in OUTPUT_SLOPES}
 
 def _relu_like_slope(xp, y, v, alpha, beta):
     """1 where y > 0, else alpha (LeakyRelu; Relu is alpha 0)."""
-    return (v > 0).astype(v.dtype) * (1.0 - alpha) + alpha
+    return xp.astype(v > 0, v.dtype) * (1.0 - alpha) + alpha
 
 
 def _scaled_tanh(plain: GateActivation) -> GateActivation:
@@ -63,7 +63,7 @@ def _scaled_tanh(plain: GateActivation) -> GateActivation:
 
 
 def _elu_slope(xp, y, v, alpha, beta):
-    up = (v > 0).astype(v.dtype)
+    up = xp.astype(v > 0, v.dtype)
     return up + (1.0 - up) * (y + alpha)
 
 
@@ -78,10 +78,10 @@ ACTIVATIONS: dict[str, GateActivation] = {
     "affine": GateActivation(lambda xp, x, a, b: a * x + b, lambda xp, y, v, a, b: a + 0.0 * y, (1.0, 0.0)),
     "leakyrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= 0, x, a * x), _relu_like_slope, (0.01,)),
     "thresholdedrelu": GateActivation(lambda xp, x, a, b: xp.where(x >= a, x, 0.0),
-                                      lambda xp, y, v, a, b: (v != 0).astype(v.dtype), (1.0,)),
+                                      lambda xp, y, v, a, b: xp.astype(v != 0, v.dtype), (1.0,)),
     "scaledtanh": _scaled_tanh(OPS_AS_GATES["Tanh"]),
     "hardsigmoid": GateActivation(lambda xp, x, a, b: xp.clip(a * x + b, 0.0, 1.0),
-                                  lambda xp, y, v, a, b: ((v > 0) & (v < 1)).astype(v.dtype) * a, (0.2, 0.5)),
+                                  lambda xp, y, v, a, b: xp.astype((v > 0) & (v < 1), v.dtype) * a, (0.2, 0.5)),
     "elu": GateActivation(lambda xp, x, a, b: COMPUTE["elu"](xp, x, alpha=a), _elu_slope, (1.0,)),
     "softsign": GateActivation(lambda xp, x, a, b: x / (1.0 + xp.abs(x)), _softsign_slope),
 }

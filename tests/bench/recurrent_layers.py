@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             steps[f"gradgen@{engine}"] = gradgen_step(args.cell, x, args.hidden, engine)[0]
             steps[f"gradgen@{engine}"]()
-        except Exception as e:  # an engine that cannot run the layer (torch's float64 LSTM): said, not timed
+        except Exception as e:  # an engine that cannot run the layer (not installed, unknown): said, not timed
             print(f"gradgen@{engine}: {type(e).__name__}: {str(e).splitlines()[0]}")
-            steps.pop(f"gradgen@{engine}")
+            steps.pop(f"gradgen@{engine}", None)
     steps["pytorch"] = pytorch_step(args.cell, x, args.hidden)
     medians = block_medians(steps, args.rounds, args.block, args.warm, settle=0.2)
     print(f"{args.cell}, {args.steps} steps, batch {args.batch}, {args.inputs} inputs, hidden {args.hidden}, "

@@ -1,11 +1,12 @@
 """What the torch engine does not run, one line per op: op types without a torch kernel (control flow among them:
-the engine walks block 0 only), and ops whose kernel does not run them (``kernels.REFUSES``: the LSTM in float64).
-The runner refuses such a program whole, before anything runs."""
+the engine walks block 0 only). A kernel runs every op of its type (where ATen's fused call does not take an op's
+dtype or attrs, the kernel takes the op's own math: the recurrences step by step, ``kernels/recurrence``). The
+runner refuses such a program whole, before anything runs."""
 from __future__ import annotations
 
 from gradgen.program.describe import op_location
 
-from .kernels import KERNELS, REFUSES
+from .kernels import KERNELS
 
 __all__ = ["problems"]
 
@@ -18,7 +19,6 @@ def problems(block) -> list[str]:
     torch engine cannot run, as one line each."""
     found = []
     for index, op in enumerate(block.ops):
-        reason = NO_KERNEL if op.type not in KERNELS else REFUSES[op.type](op) if op.type in REFUSES else None
-        if reason is not None:
-            found.append(f"{op_location(block, index, op.type, op.callsite)}: {reason}")
+        if op.type not in KERNELS:
+            found.append(f"{op_location(block, index, op.type, op.callsite)}: {NO_KERNEL}")
     return found

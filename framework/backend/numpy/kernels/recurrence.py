@@ -28,8 +28,8 @@ from gradgen.program.ops.recurrent import ACTIVATIONS
 
 from ..xp import XP
 
-__all__ = ["Dual", "Trace", "value", "tangent", "Activation", "activation", "concat", "stack", "sequence_mask",
-           "reverse_index", "forward", "backward"]
+__all__ = ["Dual", "Trace", "value", "tangent", "Activation", "activation", "concat", "stack", "where",
+           "sequence_mask", "reverse_index", "forward", "backward"]
 
 
 class Dual:
@@ -114,6 +114,7 @@ class _DualXP:
 
     exp = staticmethod(_lift(np.exp, lambda e: e))
     sign = staticmethod(np.sign)
+    astype = staticmethod(np.astype)  # (of a mask, made from a plain value)
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,16 @@ def stack(parts: list):
     return np.stack(parts)
 
 
-_OPS = SimpleNamespace(mm=lambda a, b: a @ b, concat=concat)
-"""What the shared cell math (``program/ops/recurrence``) asks of the engine: numpy's product and concat, on
-arrays and duals."""
+def where(cond, a, b):
+    """np.where of arrays or duals (a dual if either is; ``b`` may be a number)."""
+    if isinstance(a, Dual) or isinstance(b, Dual):
+        return Dual(np.where(cond, value(a), value(b)), np.where(cond, tangent(a), tangent(b)))
+    return np.where(cond, a, b)
+
+
+_OPS = SimpleNamespace(mm=lambda a, b: a @ b, concat=concat, where=where)
+"""What the shared cell math (``program/ops/recurrence``) asks of the engine: numpy's product, concat and select,
+on arrays and duals."""
 
 
 # -- whole sequences ----------------------------------------------------------------------------------------------
@@ -213,4 +221,4 @@ def backward(cell: Cell, trace: Trace, w, r, dy, dstates: list, mask, lbr: bool,
     dxg, dhr = stack(dxgs).reshape(rows, r.shape[0]), stack(dhrs).reshape(rows, r.shape[0])
     h_prev = stack([s[0] for s in trace.saved]).reshape(rows, width)
     h_last = stack([s[-1] for s in trace.saved]).reshape(rows, width)  # what R's last gate block multiplies
-    return (*weight_gradients(_OPS, cell, x, w, r, dxg, dhr, h_prev, h_last), ds)
+    return (*weight_gradients(_OPS, cell, x, w, r, dxg, dhr, h_prev, h_last, mask), ds)

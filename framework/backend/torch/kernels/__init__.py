@@ -2,10 +2,11 @@
 output tensor or a tuple of them (the numpy kernels' signature, over torch tensors). Derived from the op's
 ``compute`` (``derived``) where it has one, else hand-written in the family file of the numpy kernels' name
 (``creation``, ``linalg``, ``grad_ops``, ``normalization``, ``conv``, ``recurrent``: the LSTM on oneDNN's RNN
-primitive, the GRU on ATen's recurrence, its gradient by autograd), or of the op's own family where numpy derives it (``network``: layer norm's gradient; ``nn``: the softmax
-cross-entropy); an op whose schema names one ATen call (``OpSchema.aten``) is derived, on that call where its values
-allow (``derived``); ``kept`` and ``finite`` are helpers they share. An op in neither is refused
-(``refused.problems``), and so is one a family's ``REFUSES`` says its kernel does not run (the LSTM in float64).
+primitive, the GRU on ATen's recurrence, its gradient by autograd, each step by step where those do not run the op
+as the reference does, ``recurrence``), or of the op's own family where numpy derives it (``network``: layer norm's
+gradient; ``nn``: the softmax cross-entropy); an op whose schema names one ATen call (``OpSchema.aten``) is derived,
+on that call where its values allow (``derived``); ``kept`` and ``finite`` are helpers they share. An op in neither
+is refused (``refused.problems``).
 ``metrics`` holds only the metrics' primitive (``xp.tally``); ``indexing`` only rows written at positions
 (``xp.scatter_rows``)."""
 from __future__ import annotations
@@ -19,7 +20,7 @@ from . import conv, creation, grad_ops, indexing, linalg, metrics, network, nn, 
 from .derived import derived_kernel
 from .. import xp
 
-__all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "REFUSES", "XP"]
+__all__ = ["FAMILIES", "FASTER", "JOINT", "KERNELS", "XP"]
 
 FAMILIES = (creation, linalg, grad_ops, normalization, network, nn, conv, indexing, metrics, recurrent)
 
@@ -38,6 +39,4 @@ JOINT: Mapping[tuple[str, str], Callable] = collect(FAMILIES, "JOINT")
 """(first op type, second op type) -> factory(first op, second op) of one kernel computing both ops' outputs from
 the first op's inputs (``joint.pairs`` says when two ops may share one)."""
 
-REFUSES: Mapping[str, Callable] = collect(FAMILIES, "REFUSES")
-"""op type -> ``refused(op)``: why the kernel of that type does not run this op (its dtype, inputs or attrs), or
-None."""
+

@@ -9,10 +9,10 @@ gradient reads them instead of running the forward again: what the recomputation
 call on the same tensors). Measured on a 50-step sequence of batch 32, 64 inputs, hidden 128, float32, two threads:
 forward 3.1 ms, backward 5.8; the whole training step took 31 ms on the xla engine, 39 on numpy, 8.1 in PyTorch
 (2026-12-02). oneDNN's primitive runs the cell the reference runs: gates i, f, g, o in PyTorch's layout (the op's
-own), with the cell's default activations. Where it does not, the op is refused (``REFUSES``) and the program runs
-on numpy or xla: float64 and float16 (oneDNN's RNN takes float32), sequence lengths and other activations. The
-primitive fails on a zero size: zero steps or an empty batch leave the states as they came (no step runs) and every
-weight's gradient zero; no input features run as one feature of zeros.
+own), with the cell's default activations. Where it does not, the op runs step by step on the cells' shared math
+(``recurrence``, ``not_fused``): float64 (oneDNN's RNN takes float32), sequence lengths and other activations.
+The primitive fails on a zero size: zero steps or an empty batch leave the states as they came (no step runs) and
+every weight's gradient zero; no input features run as one feature of zeros.
 
 **The GRU** has no oneDNN primitive in ATen (its ``mkldnn_rnn_layer`` builds the LSTM's only). ATen's CPU GRU is a
 loop of ATen calls a step (a product of h by R and the gates' elementwise calls), which PyTorch trains by recording
@@ -25,11 +25,13 @@ Measured on the same sizes: forward and gradient this way 21.4 ms against PyTorc
 step's 19.9 (2026-12-02, a scratch script). ATen's cell is the op's with ``linear_before_reset`` (PyTorch's GRU:
 n = G(x W_n + WB_n + r (h R_n + RB_n))), gates reset, update, new in the op's layout, the default activations, and
 h' = (h - n) z + n as the reference writes it, in float32 and float64. An op that asks otherwise (ONNX's form
-without ``linear_before_reset``, other activations) is refused. Sequence lengths run as ``nn.GRU`` runs a packed
+without ``linear_before_reset``, other activations) runs step by step (``recurrence``, ``gru_not_fused``). Sequence
+lengths run as ``nn.GRU`` runs a packed
 batch (``_packed_gru``). ATen refuses zero steps: they
 leave the state as it came and every weight's gradient zero. Autograd differentiates h' in n as dh' - dh' z where
-the reference writes dh' (1 - z): an infinite output gradient gives NaN in X's gradient where the reference has an
-infinity (``tests/backends/test_torch_gru.py``).
+the reference writes dh' (1 - z): an infinite output gradient would give NaN in X's gradient where the reference has
+an infinity, so a gradient whose output gradients are not all finite (their sums, ``finite``) runs step by step,
+the reference's backward (``tests/backends/test_torch_gru.py``).
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, default_activations, grad_slot
 
 from . import kept
+from .finite import all_finite
+from .recurrence import stepwise_forward, stepwise_gradient
 
-__all__ = ["KERNELS", "REFUSES"]
+__all__ = ["KERNELS", "gru_not_fused", "not_fused"]
 
 _aten = torch.ops.aten
 
@@ -61,17 +65,16 @@ def _other_activations(op, runner: str) -> str | None:
     defaults = default_activations(op.type.removesuffix("_grad"))
     if [n.lower() for n in op.attr("activations") or []] in ([], defaults):
         return None
-    return f"{runner} runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}; run it on " \
-           "numpy or xla"
+    return f"{runner} runs the default activations ({', '.join(defaults)}), not {op.attr('activations')}"
 
 
-def refused(op) -> str | None:
-    """Why this ``lstm`` or ``lstm_grad`` does not run on oneDNN's primitive, or None."""
+def not_fused(op) -> str | None:
+    """Why this ``lstm`` or ``lstm_grad`` does not run on oneDNN's primitive (it runs step by step), or None."""
     dtype = op.block.var(op.input("X")[0]).dtype
     if dtype != "float32":
-        return f"oneDNN's LSTM runs float32, this one is {dtype}; run it on numpy or xla"
+        return f"oneDNN's LSTM runs float32, this one is {dtype}"
     if op.input("SeqLens"):
-        return "oneDNN's LSTM here takes no sequence lengths (SeqLens); run it on numpy or xla"
+        return "oneDNN's LSTM here takes no sequence lengths (SeqLens)"
     return _other_activations(op, "oneDNN's LSTM")
 
 
@@ -141,6 +144,8 @@ def _kept_for(x: torch.Tensor, key: tuple, given: dict):
 
 
 def lstm(op) -> Callable:
+    if not_fused(op):
+        return stepwise_forward(op, "lstm")
     slots = [s for s in (*PARAMS["lstm"], "SeqLens") if op.input(s)]
     reverse, train = bool(op.attr("is_reverse")), has_gradient(op, _WEIGHTS)
 
@@ -162,6 +167,8 @@ def _grad_slots(op) -> tuple[list[str], list[str], bool]:
 
 
 def lstm_grad(op) -> Callable:
+    if not_fused(op):
+        return stepwise_gradient(op, "lstm")
     slots, wanted, reverse = _grad_slots(op)
 
     def run_lstm_grad(*tensors):
@@ -190,11 +197,10 @@ _GRU_WEIGHTS = ("W", "R", "WB", "RB", "H0")
 """The inputs besides X that the forward's values depend on: a kept forward is read only for the same ones."""
 
 
-def gru_refused(op) -> str | None:
-    """Why this ``gru`` or ``gru_grad`` does not run on ATen's GRU, or None."""
+def gru_not_fused(op) -> str | None:
+    """Why this ``gru`` or ``gru_grad`` does not run on ATen's GRU (it runs step by step), or None."""
     if not op.attr("linear_before_reset"):
-        return ("ATen's GRU is the cell with linear_before_reset (PyTorch's), this op is ONNX's without it; "
-                "run it on numpy or xla")
+        return "ATen's GRU is the cell with linear_before_reset (PyTorch's), this op is ONNX's without it"
     return _other_activations(op, "ATen's GRU")
 
 
@@ -284,6 +290,8 @@ def _gru_key(reverse: bool, run: _GruRun) -> tuple:
 
 
 def gru(op) -> Callable:
+    if gru_not_fused(op):
+        return stepwise_forward(op, "gru")
     slots = [s for s in (*PARAMS["gru"], "SeqLens") if op.input(s)]
     reverse, train = bool(op.attr("is_reverse")), has_gradient(op, _GRU_WEIGHTS)
 
@@ -308,11 +316,16 @@ def _kept_gru(x: torch.Tensor, run: _GruRun, reverse: bool) -> _Recorded | None:
 
 
 def gru_grad(op) -> Callable:
+    stepwise = stepwise_gradient(op, "gru")
+    if gru_not_fused(op):
+        return stepwise
     slots, wanted, reverse = _grad_slots(op)
 
     def run_gru_grad(*tensors):
         run = _GruRun(slots, tensors)
         cotangents = [(o, run.get(grad_slot(o))) for o in OUTPUTS["gru"] if run.get(grad_slot(o)) is not None]
+        if not all_finite(*(d for _, d in cotangents)):  # (autograd's inf - inf: the module docstring)
+            return stepwise(*tensors)
         if not run.steps or not cotangents:
             grads = {s: torch.zeros_like(run[s]) for s in wanted}
             if not run.steps and run.get("H0") is not None and run.get("H@GRAD") is not None:
@@ -334,5 +347,4 @@ def gru_grad(op) -> Callable:
 
 KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad, "gru": gru, "gru_grad": gru_grad}
 
-REFUSES = {"lstm": refused, "lstm_grad": refused, "gru": gru_refused, "gru_grad": gru_refused}
-"""op type -> ``refused(op)``: why this op (its dtype, its inputs, its attrs) does not run here, or None."""
+

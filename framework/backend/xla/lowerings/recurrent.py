@@ -10,8 +10,8 @@ reading the same values, it keeps its steps' values for the grad op rather than 
 a second time. ``*_jvp`` is ``jax.jvp`` of (forward, backward): what the reference computes on dual numbers, the
 outputs' tangents and the gradients' tangents (the second order).
 
-Sequence lengths blend each step's new state with the old one by the step's 0/1 mask (steps past a sequence's end
-output zero and keep the state) and X past each end is not read (taken as 0); the reverse direction reverses each
+Sequence lengths select, at each step, the new state inside a sequence and the old one past its end (where the
+output is zero; ``recurrence``), and X past each end is not read (taken as 0); the reverse direction reverses each
 sequence in place (its own length) before and after. A sequence length outside [0, steps] is a run-time check, as
 the numpy kernel raises (XLA would clamp it).
 """
@@ -34,7 +34,7 @@ __all__ = ["LOWERINGS"]
 _HIGHEST = lax.Precision.HIGHEST
 
 _OPS = SimpleNamespace(mm=lambda a, b: jnp.matmul(a, b, precision=_HIGHEST),
-                       concat=lambda parts, axis: jnp.concatenate(parts, axis))
+                       concat=lambda parts, axis: jnp.concatenate(parts, axis), where=jnp.where)
 """What the shared cell math asks of the engine (``recurrence``): XLA's product at its highest precision."""
 
 
@@ -91,7 +91,7 @@ def _backward(c: Cell, lbr: bool, acts: list, x, w, r, saved, dy, dstates: list,
     rows = steps * batch
     h_prev, h_last = saved[0].reshape(rows, width), saved[-1].reshape(rows, width)
     return (*weight_gradients(_OPS, c, x, w, r, dxg.reshape(rows, r.shape[0]), dhr.reshape(rows, r.shape[0]),
-                              h_prev, h_last), ds)
+                              h_prev, h_last, mask), ds)
 
 
 def _reverse_index(lens, steps: int, batch: int):
