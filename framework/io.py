@@ -77,8 +77,8 @@ def save_params(path: str | os.PathLike, program, scope: Scope) -> list[str]:
     # Outside the lock the arrays stay as they were: a commit swaps whole arrays, and a run updates one in place
     # (or recycles it as a buffer) only while nobody else holds a reference, as ``arrays`` does.
     if not arrays:
-        raise ParamFileError(f"nothing to save: the scope holds none of the program's persistable vars "
-                             f"(run the startup program first)")
+        raise ParamFileError("nothing to save: the scope holds none of the program's persistable vars "
+                             "(run the startup program first)")
     write_atomically(path, arrays_to_npz(arrays))
     return list(arrays)
 

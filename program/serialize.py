@@ -16,7 +16,6 @@ from .errors import GradgenError, SerializationError
 from .describe import op_location
 from .files import write_atomically
 from .nesting import MAX_NESTING, make_room_for
-from .operator import Operator
 from .subblocks import owned_blocks
 from .validate import make_operator
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..backend.numpy.plan import build_plan
-from ..backend.numpy.plan_data import Plan, PlanOptions
+from ..backend.numpy.plan_data import PlanOptions
 
 __all__ = ["default_feeds", "plan_lines"]
 

@@ -17,7 +17,7 @@ from ..errors import ProgramError
 from ..guard import default_main_program
 from ..subblocks import building_block, check_writes_local, external_reads
 from ..variable import Variable
-from .helper import check_var, own_var
+from .helper import own_var
 from .naming import claim
 
 

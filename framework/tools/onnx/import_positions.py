@@ -13,7 +13,6 @@ import numpy as np
 
 from .errors import NotImportable
 from .import_checks import check_size, numpy_dtype
-from .import_dims import Dim
 
 __all__ = ["size", "eye_like"]
 

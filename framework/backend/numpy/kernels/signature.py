@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Sequence
 
-import numpy as np
-
 __all__ = ["KernelFactory", "SubBlock", "declares"]
 
 KernelFactory = Callable[..., Callable[..., Any]]
