@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot
+from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, grad_slot, tangent_slot
 from tests.backends.test_torch_recurrent import _compare, _cotangents, _grad_case
 from tests.framework.op_harness import Case
 from tests.recurrent.cases import GRU_ACTIVATIONS, LSTM_ACTIVATIONS, activation_attrs, inputs
@@ -61,9 +61,9 @@ SPECIAL = [np.nan, np.inf, -np.inf, 3e38, -0.0]
                                              ("gru", {}, None), ("gru", {}, [3, 1, 4])], ids=str)
 @pytest.mark.parametrize("slot", ["X", "W", "R", "WB", "RB", "H0", "Y@GRAD", "H@GRAD"])
 def test_a_special_value_in_any_input_gives_the_references_numbers(slot, cell, attrs, lens, value):
-    """One element of one input or output gradient NaN, infinite, near float32's end or -0, forward and gradient,
-    the reference's numbers exactly (non-finite entries alike): ATen's GRU with a non-finite output gradient among
-    them, whose gradient runs step by step."""
+    """One element of one input or output gradient NaN, infinite, near float32's end or -0, forward, gradient and
+    tangents, the reference's numbers exactly (non-finite entries alike): ATen's GRU with a non-finite output
+    gradient among them, whose gradient runs step by step."""
     ins, attrs = _feed(cell, (4, 3, 3, 2), "float32", attrs, lens, slot == "R", True, 3)
     cots = _cotangents(ins, np.random.default_rng(4), None, cell)
     arrays = {**ins, **cots}
@@ -73,6 +73,10 @@ def test_a_special_value_in_any_input_gives_the_references_numbers(slot, cell, a
     if not slot.endswith("@GRAD"):
         _compare(Case(cell, given, None, attrs))
     _compare(_grad_case(given, attrs, {k: arrays[k] for k in cots}, cell))
+    params = [p for p in PARAMS[cell] if p in ins]
+    dots = {tangent_slot(p): np.random.default_rng(5).standard_normal(ins[p].shape).astype("float32") for p in params}
+    outs = {**{tangent_slot(o): 1 for o in OUTPUTS[cell]}, **{tangent_slot(grad_slot(p)): 1 for p in params}}
+    _compare(Case(f"{cell}_jvp", {**arrays, **dots}, None, attrs, outs))
 
 
 def test_a_gradient_naming_some_of_its_inputs_gives_those():
@@ -81,3 +85,25 @@ def test_a_gradient_naming_some_of_its_inputs_gives_those():
     for wanted in (["R"], ["W", "C0"], ["X"]):
         _compare(Case("lstm_grad", {**ins, **cots}, None, attrs, {grad_slot(p): 1 for p in wanted}))
     assert set(PARAMS["lstm"]) >= {"R", "W", "C0", "X"}
+
+
+@pytest.mark.parametrize("reverse,full", [(False, True), (True, False)], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("case", [("lstm", "float32", {}, None), ("lstm", "float64", {}, [4, 0, 2]),
+                                  *CASES[3:5], ("gru", "float32", {}, None), ("gru", "float64", {}, [3, 1, 4]),
+                                  *CASES[6:]],
+                         ids=lambda c: f"{c[0]}-{c[1]}-{'+'.join(c[2].get('activations', []))}"
+                         f"-{'lbr' if c[2].get('linear_before_reset', True) else 'onnx'}-{c[3]}")
+def test_the_tangent_op_matches_numpy(case, shape, reverse, full):
+    """``lstm_jvp``/``gru_jvp``: the outputs' tangents and the gradients' tangents (the second order), the
+    forward and backward on dual numbers as the reference's; some tangents and cotangents absent."""
+    cell, dtype, attrs, lens = case
+    seed = 5 * sum(shape) + reverse + full
+    ins, attrs = _feed(cell, shape, dtype, attrs, lens, reverse, full, seed)
+    rng = np.random.default_rng(seed)
+    params = [p for p in PARAMS[cell] if p in ins]
+    dots = {tangent_slot(p): rng.standard_normal(ins[p].shape).astype(dtype) for p in params[reverse:]}
+    cots = _cotangents(ins, rng, "Y" if reverse else None, cell)
+    cot_dots = {tangent_slot(k): rng.standard_normal(v.shape).astype(dtype) for k, v in cots.items()}
+    outs = {**{tangent_slot(o): 1 for o in OUTPUTS[cell][reverse:]}, **{tangent_slot(grad_slot(p)): 1 for p in params}}
+    _compare(Case(f"{cell}_jvp", {**ins, **dots, **cots, **cot_dots}, None, attrs, outs))

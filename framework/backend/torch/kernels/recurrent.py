@@ -32,6 +32,9 @@ leave the state as it came and every weight's gradient zero. Autograd differenti
 the reference writes dh' (1 - z): an infinite output gradient would give NaN in X's gradient where the reference has
 an infinity, so a gradient whose output gradients are not all finite (their sums, ``finite``) runs step by step,
 the reference's backward (``tests/backends/test_torch_gru.py``).
+
+**The tangent ops** (``lstm_jvp``, ``gru_jvp``: the second order) have no ATen call; they run step by step on dual
+numbers (``recurrence.stepwise_tangent``), as the reference's do.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, default_activations, 
 
 from . import kept
 from .finite import all_finite
-from .recurrence import stepwise_forward, stepwise_gradient
+from .recurrence import stepwise_forward, stepwise_gradient, stepwise_tangent
 
 __all__ = ["KERNELS", "gru_not_fused", "not_fused"]
 
@@ -345,6 +348,7 @@ def gru_grad(op) -> Callable:
     return run_gru_grad
 
 
-KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad, "gru": gru, "gru_grad": gru_grad}
+KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad, "gru": gru, "gru_grad": gru_grad,
+           **{f"{cell}_jvp": (lambda op, cell=cell: stepwise_tangent(op, cell)) for cell in ("lstm", "gru")}}
 
 
