@@ -1,6 +1,8 @@
-"""The LSTM and GRU cells' math, written once for every engine that runs the recurrence step by step (the numpy
-reference, on arrays and on dual numbers, and the xla lowering in ``lax.scan``): one step forward, its gradient,
-a step of backpropagation through time under a sequence mask, and the weight gradients after the loop.
+"""The LSTM and GRU cells' math, written once for every engine (the numpy reference and the torch engine's
+step-by-step kernels, on arrays and on dual numbers, and the xla lowering in ``lax.scan``): one step forward, its
+gradient, a step of backpropagation through time under a sequence mask, and the weight gradients after the loop;
+for the engines that loop in Python, the loops themselves (``run_forward``, ``run_backward``) and the gate
+activations on arrays and duals (``gate_activation``).
 
 One direction of one layer, time-major: X is ``[T, N, I]``, the state ``[N, H]``. Gates follow PyTorch's layout,
 stacked along the rows of W ``[G*H, I]``, R ``[G*H, H]`` and the biases WB, RB ``[G*H]``: LSTM (G = 4) input,
@@ -24,9 +26,14 @@ a blend m s' + (1 - m) s made such a sequence's padding outputs, kept state and 
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["CELLS", "Cell", "backward_step", "forward_step", "input_projection", "weight_gradients"]
+from .dual import value
+from .recurrent import ACTIVATIONS
+
+__all__ = ["CELLS", "Cell", "backward_step", "forward_step", "gate_activation", "input_projection", "run_backward",
+           "run_forward", "weight_gradients"]
 
 
 def _gates(a, width: int, count: int) -> list:
@@ -169,3 +176,53 @@ def weight_gradients(ops, cell: Cell, x, w, r, dxg, dhr, h_prev, h_last, mask) -
     if mask is not None:
         dx = ops.where(mask > 0, dx, 0.0)
     return dx, ops.mm(dxg.T, x2), dr, dxg.sum(0), dhr.sum(0)
+
+
+def gate_activation(name: str, alpha: float, beta: float, xp, dual) -> SimpleNamespace:
+    """ONNX's activation ``name`` (``recurrent.ACTIVATIONS``) for an engine that runs the cells step by step, on
+    arrays and dual numbers: ``apply(x)``, in x's dtype, a dual's tangent the slope written in the output times
+    x's, and ``back(d, y)``, d f'(x) written in y (y may be a dual in the second-order backward; the piecewise
+    slopes' masks read its plain value). ``xp`` is the engine's namespace, ``dual`` its ``dual.dual_ops``."""
+    gate = ACTIVATIONS[name]
+    slope_xp = SimpleNamespace(exp=dual.exp, sign=xp.sign, astype=xp.astype)
+
+    def slope(y):
+        return gate.slope(slope_xp, y, value(y), alpha, beta)
+
+    apply = dual.lifted(lambda x: xp.astype(gate.value(xp, x, alpha, beta), x.dtype, copy=False), slope)
+    return SimpleNamespace(apply=apply, back=lambda d, y: d * slope(y))
+
+
+def run_forward(ops, cell: Cell, x, w, r, wb, rb, states0: list, mask, lbr: bool, acts) -> tuple:
+    """The cell over every step of ``x`` in a loop (``mask`` ``[T, N, 1]`` or None): (Y, the final states, what
+    each step's gradient reads). ``ops`` as ``dual.dual_ops`` gives (``mm``, ``concat``, ``where``, ``stack``,
+    ``zeros``)."""
+    steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
+    xg = input_projection(ops, cell, x, w, wb)
+    states, ys, saved = states0, [], []
+    for t in range(steps):
+        states, y_t, keep = forward_step(ops, cell, xg[t], states, None if mask is None else mask[t], r, rb, lbr,
+                                         acts)
+        ys.append(y_t)
+        saved.append(keep)
+    y = ops.stack(ys) if steps else ops.zeros((0, batch, width), x)
+    return y, states, saved
+
+
+def run_backward(ops, cell: Cell, x, saved: list, w, r, dy, dstates: list, mask, lbr: bool, acts) -> tuple:
+    """Gradients of <dy, Y> + <dstates, final states> in (X, W, R, WB, RB, the initial states), back through the
+    steps ``run_forward`` kept (``dy`` None: Y has none)."""
+    steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
+    dxgs, dhrs, ds = [None] * steps, [None] * steps, list(dstates)
+    for t in reversed(range(steps)):
+        dxgs[t], dhrs[t], ds = backward_step(ops, cell, saved[t], ds, None if dy is None else dy[t],
+                                             None if mask is None else mask[t], r, lbr, acts)
+    gates = r.shape[0]
+    if not steps:
+        return (ops.zeros(x.shape, x), ops.zeros(w.shape, x), ops.zeros(r.shape, x), ops.zeros((gates,), x),
+                ops.zeros((gates,), x), ds)
+    rows = steps * batch
+    dxg, dhr = ops.stack(dxgs).reshape(rows, gates), ops.stack(dhrs).reshape(rows, gates)
+    h_prev = ops.stack([s[0] for s in saved]).reshape(rows, width)
+    h_last = ops.stack([s[-1] for s in saved]).reshape(rows, width)  # what R's last gate block multiplies
+    return (*weight_gradients(ops, cell, x, w, r, dxg, dhr, h_prev, h_last, mask), ds)

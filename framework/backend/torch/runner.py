@@ -27,7 +27,7 @@ from ..shared.conformance import checked_feeds, declared, scope_value
 from ..shared.signature import run_signature
 from ..numpy.threads import blas_threads  # its products may run on numpy's OpenBLAS (PRODUCT_THREADS)
 from ..shared.cores import cores_for_runs
-from .kernels.finite import remembered_finite
+from .kernels.finite import broadcast_dims, remembered_finite
 from .kernels.linalg import KERNELS as PRODUCT_KERNELS, torch_is_faster
 from .refused import problems
 from .walk import build_steps, compile_walk
@@ -97,11 +97,6 @@ class _Entry:
         step (``torch_is_faster``), so that the ~0.2 s of that measurement shows in the profile's plan phase, not
         in the first product's row."""
         self.declared = {n: declared(block.var(n)) for n in (*feed_names, *sig.from_scope)}
-
-
-def _overlaps(value: torch.Tensor) -> bool:
-    """Whether two of ``value``'s elements are one place in memory (a dim of stride 0, broadcast)."""
-    return any(stride == 0 and size > 1 for stride, size in zip(value.stride(), value.shape))
 
 
 class TorchRunner:
@@ -179,6 +174,6 @@ class TorchRunner:
         """``value`` as a numpy array the scope may keep: a copy where it shares memory with a fed or scope array
         (an ``assign``, a view) or where its elements overlap (a broadcast view, one number at many places), else
         a view of the kernel's own tensor."""
-        if value.numel() and (value.untyped_storage().data_ptr() in shared or _overlaps(value)):
+        if value.numel() and (value.untyped_storage().data_ptr() in shared or broadcast_dims(value)):
             return np.array(value.numpy())
         return value.numpy()

@@ -11,10 +11,10 @@ import copy
 
 import numpy as np
 
-from gradgen.program.ops.recurrence import CELLS
+from gradgen.program.ops.recurrence import CELLS, run_backward as backward, run_forward as forward
 from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
-from .recurrence import Dual, activation, backward, forward, reverse_index, sequence_mask, tangent, value
+from .recurrence import DUAL, Dual, activation, reverse_index, sequence_mask, value
 
 __all__ = ["KERNELS"]
 
@@ -54,14 +54,13 @@ class _Direction:
         return a[self.order] if self.order is not None and a is not None else a
 
     def run_forward(self, vals: dict):
-        y, states, trace = forward(self.cell, self.flip(vals["X"]), vals["W"], vals["R"], vals.get("WB"),
-                                   vals.get("RB"), [vals[s] for s in self.initial], self.mask, self.lbr,
-                                   self.acts)
-        return self.flip(y), states, trace
+        y, states, saved = forward(DUAL, self.cell, self.flip(vals["X"]), vals["W"], vals["R"], vals.get("WB"),
+                                   vals.get("RB"), [vals[s] for s in self.initial], self.mask, self.lbr, self.acts)
+        return self.flip(y), states, saved
 
-    def run_backward(self, vals: dict, trace, dy, dstates):
-        dx, dw, dr, dwb, drb, ds = backward(self.cell, trace, vals["W"], vals["R"], self.flip(dy), dstates,
-                                            self.mask, self.lbr, self.acts)
+    def run_backward(self, vals: dict, saved: list, dy, dstates):
+        dx, dw, dr, dwb, drb, ds = backward(DUAL, self.cell, self.flip(vals["X"]), saved, vals["W"], vals["R"],
+                                            self.flip(dy), dstates, self.mask, self.lbr, self.acts)
         grads = {"X": self.flip(dx), "W": dw, "R": dr, "WB": dwb, "RB": drb, **dict(zip(self.initial, ds))}
         return [grads[p] for p in self.params if p in self.present]
 
@@ -102,9 +101,9 @@ def _grad_kernel(cell_type: str):
 
         def run(*arrays):
             run, vals = d.bind(arrays)
-            _, _, trace = run.run_forward(vals)
+            _, _, saved = run.run_forward(vals)
             dy, ds = _cotangents(run, vals)
-            grads = run.run_backward(vals, trace, dy, ds)
+            grads = run.run_backward(vals, saved, dy, ds)
             return _result(_cast([g for g, keep in zip(grads, named) if keep], vals["X"].dtype))
 
         return run
@@ -127,12 +126,12 @@ def _jvp_kernel(cell_type: str):
         def run(*arrays):
             run, vals = d.bind(arrays)
             duals = {**vals, **{p: dual(vals, p, None) for p in params if p in vals}}
-            y, states, trace = run.run_forward(duals)
-            results = [tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
+            y, states, saved = run.run_forward(duals)
+            results = [DUAL.tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
             if any(grad_tangents):
                 dy, *ds = (dual(vals, grad_slot(o), value(v)) for o, v in zip(outs, [y, *states]))
-                grads = run.run_backward(duals, trace, dy, ds)
-                results += [tangent(g) for g, keep in zip(grads, grad_tangents) if keep]
+                grads = run.run_backward(duals, saved, dy, ds)
+                results += [DUAL.tangent(g) for g, keep in zip(grads, grad_tangents) if keep]
             return _result(_cast(results, vals["X"].dtype))
 
         return run

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["FUSED", "all_finite", "fused", "known_finite", "remembered", "remembered_finite"]
+__all__ = ["FUSED", "all_finite", "broadcast_dims", "fused", "known_finite", "remembered", "remembered_finite"]
 
 _run = threading.local()
 """Inside ``remembered_finite`` on this thread: ``_run.finite``, id -> weak reference of each tensor known finite;
@@ -90,12 +90,16 @@ def remembered(x: torch.Tensor) -> bool:
     return known is not None and _remembered(x, known, _span(x))
 
 
+def broadcast_dims(x: torch.Tensor) -> list[int]:
+    """The dims along which ``x`` repeats one element (stride 0, more than one element): a broadcast view's."""
+    return [dim for dim, (stride, size) in enumerate(zip(x.stride(), x.shape)) if stride == 0 and size > 1]
+
+
 def _distinct(x: torch.Tensor) -> torch.Tensor:
-    """``x`` without its broadcast dims (stride 0): the same values, each once (reduce_mean's gradient, one number
-    a sample broadcast over ResNet's [32, 64, 32, 32], is summed over 32 numbers, not 2 million)."""
-    for dim, (stride, size) in enumerate(zip(x.stride(), x.shape)):
-        if stride == 0 and size > 1:
-            x = x.narrow(dim, 0, 1)
+    """``x`` without its broadcast dims: the same values, each once (reduce_mean's gradient, one number a sample
+    broadcast over ResNet's [32, 64, 32, 32], is summed over 32 numbers, not 2 million)."""
+    for dim in broadcast_dims(x):
+        x = x.narrow(dim, 0, 1)
     return x
 
 

@@ -20,31 +20,24 @@ from typing import Callable
 import numpy as np
 import torch
 
-from gradgen.program.ops.dual import Dual, value
-from gradgen.program.ops.recurrence import CELLS, backward_step, forward_step, input_projection, weight_gradients
-from gradgen.program.ops.recurrent import ACTIVATIONS, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
+from gradgen.program.ops.dual import Dual, dual_ops, value
+from gradgen.program.ops.recurrence import CELLS, gate_activation, run_backward, run_forward
+from gradgen.program.ops.recurrent import OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
 from ..xp import XP
 
 __all__ = ["stepwise_forward", "stepwise_gradient", "stepwise_tangent"]
 
 
-def _tangent(a):
-    """The tangent of a dual; zeros for a plain tensor."""
-    return a.d if isinstance(a, Dual) else torch.zeros_like(a)
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
 
 
-def _linear(fn):
-    """``fn``, a linear map of a list of tensors (a concatenation, a stack), on a list that may hold duals: their
-    values and their tangents mapped alike."""
-    def apply(parts, *args):
-        if any(isinstance(p, Dual) for p in parts):
-            return Dual(fn([value(p) for p in parts], *args), fn([_tangent(p) for p in parts], *args))
-        return fn(parts, *args)
-    return apply
-
-
-_concat, _stack = _linear(torch.cat), _linear(torch.stack)
+_DUAL = dual_ops(SimpleNamespace(zeros_like=torch.zeros_like, zeros=lambda shape, like: like.new_zeros(shape),
+                                 concat=torch.cat, stack=torch.stack, where=torch.where, matmul=_product,
+                                 exp=torch.exp))
+"""What the shared cell math and its loops ask of the engine, on tensors and duals: numpy's product (the
+reference's), torch's concatenation, stack and select, zeros."""
 
 
 def _flipped(a, order):
@@ -56,70 +49,13 @@ def _flipped(a, order):
     return a.gather(0, order[:, :, None].expand(-1, -1, a.shape[2]))
 
 
-def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(np.matmul(a.numpy(), b.numpy())))
-
-
-def _mm(a, b):
-    """The product on numpy's (the reference's), of tensors or duals, in the reference dual's order of terms."""
-    if isinstance(a, Dual):
-        if isinstance(b, Dual):
-            return Dual(_product(a.v, b.v), _product(a.d, b.v) + _product(a.v, b.d))
-        return Dual(_product(a.v, b), _product(a.d, b))
-    if isinstance(b, Dual):
-        return Dual(_product(a, b.v), _product(a, b.d))
-    return _product(a, b)
-
-
-def _where(cond, a, b):
-    """torch.where of tensors or duals (``b`` may be a number: its tangent 0)."""
-    if isinstance(a, Dual) or isinstance(b, Dual):
-        return Dual(torch.where(cond, value(a), value(b)),
-                    torch.where(cond, _tangent(a), _tangent(b) if isinstance(b, torch.Tensor | Dual) else 0.0))
-    return torch.where(cond, a, b)
-
-
-_OPS = SimpleNamespace(mm=_mm, concat=_concat, where=_where)
-"""What the shared cell math asks of the engine: numpy's product (the reference's), torch's concatenation and
-select, each on tensors and duals."""
-
-
-def _exp(x):
-    if isinstance(x, Dual):
-        e = torch.exp(x.v)
-        return Dual(e, x.d * e)
-    return torch.exp(x)
-
-
-_SLOPE_XP = SimpleNamespace(exp=_exp, sign=XP.sign, astype=XP.astype)
-"""What a gate's slope reads of ``xp`` (``ops.recurrent.GateActivation.slope``): torch's functions, ``exp`` also on
-duals (a slope runs on duals in the second-order backward; its masks read the plain value)."""
-
-
-def _activation(name: str, alpha: float, beta: float) -> SimpleNamespace:
-    """ONNX's activation ``name`` (``ops.recurrent.ACTIVATIONS``) over torch: ``apply(x)``, on a dual its tangent
-    the slope written in the output times x's (the reference's), and ``back(d, y)``, d f'(x) written in y."""
-    gate = ACTIVATIONS[name]
-
-    def slope(y):
-        return gate.slope(_SLOPE_XP, y, value(y), alpha, beta)
-
-    def apply(x):
-        if isinstance(x, Dual):
-            y = apply(x.v)
-            return Dual(y, x.d * slope(y))
-        return gate.value(XP, x, alpha, beta).to(x.dtype)
-
-    return SimpleNamespace(apply=apply, back=lambda d, y: d * slope(y))
-
-
 class _Direction:
     """One op's cell, direction and activations, and its slots present."""
 
     def __init__(self, op, cell: str, slots: list[str]):
         self.cell, self.reverse = CELLS[cell], bool(op.attr("is_reverse"))
         self.lbr = bool(op.attr("linear_before_reset")) if cell == "gru" else False
-        self.acts = [_activation(*a) for a in activations(cell, op.attrs)]
+        self.acts = [gate_activation(*a, XP, _DUAL) for a in activations(cell, op.attrs)]
         self.slots, self.initial, self.outputs = slots, [f"{s}0" for s in CELLS[cell].states], OUTPUTS[cell]
         self.params = [p for p in PARAMS[cell] if p in slots]
 
@@ -149,37 +85,16 @@ class _Direction:
 
         return vals, mask, lambda a: _flipped(a, order)
 
-    def forward(self, vals: dict, mask, flip) -> tuple[torch.Tensor, list, list]:
+    def forward(self, vals: dict, mask, flip) -> tuple:
         """(Y, the final states, every step's values for the gradient)."""
-        x, r = flip(vals["X"]), vals["R"]
-        xg = input_projection(_OPS, self.cell, x, vals["W"], vals.get("WB"))
-        states, ys, saved = [vals[s] for s in self.initial], [], []
-        for t in range(x.shape[0]):
-            states, y_t, keep = forward_step(_OPS, self.cell, xg[t], states, None if mask is None else mask[t], r,
-                                             vals.get("RB"), self.lbr, self.acts)
-            ys.append(y_t)
-            saved.append(keep)
-        y = _stack(ys) if ys else value(x).new_zeros((0, x.shape[1], r.shape[1]))
+        y, states, saved = run_forward(_DUAL, self.cell, flip(vals["X"]), vals["W"], vals["R"], vals.get("WB"),
+                                       vals.get("RB"), [vals[s] for s in self.initial], mask, self.lbr, self.acts)
         return flip(y), states, saved
 
     def gradients(self, vals: dict, mask, flip, saved: list, dy, dstates: list) -> dict:
         """The gradients of <dy, Y> + <dstates, final states> by param slot."""
-        x, w, r = flip(vals["X"]), vals["W"], vals["R"]
-        steps, batch, width = x.shape[0], x.shape[1], r.shape[1]
-        dy = None if dy is None else flip(dy)
-        dxgs, dhrs, ds = [None] * steps, [None] * steps, list(dstates)
-        for t in reversed(range(steps)):
-            dxgs[t], dhrs[t], ds = backward_step(_OPS, self.cell, saved[t], ds, None if dy is None else dy[t],
-                                                 None if mask is None else mask[t], r, self.lbr, self.acts)
-        rows, gates = steps * batch, r.shape[0]
-        if steps:
-            dxg, dhr = _stack(dxgs).reshape(rows, gates), _stack(dhrs).reshape(rows, gates)
-            h_prev = _stack([s[0] for s in saved]).reshape(rows, width)
-            h_last = _stack([s[-1] for s in saved]).reshape(rows, width)
-            dx, dw, dr, dwb, drb = weight_gradients(_OPS, self.cell, x, w, r, dxg, dhr, h_prev, h_last, mask)
-        else:
-            dx, dw, dr = (torch.zeros_like(value(a)) for a in (x, w, r))
-            dwb, drb = value(r).new_zeros(gates), value(r).new_zeros(gates)
+        dx, dw, dr, dwb, drb, ds = run_backward(_DUAL, self.cell, flip(vals["X"]), saved, vals["W"], vals["R"],
+                                                None if dy is None else flip(dy), dstates, mask, self.lbr, self.acts)
         return {"X": flip(dx), "W": dw, "R": dr, "WB": dwb, "RB": drb, **dict(zip(self.initial, ds))}
 
 
@@ -234,11 +149,11 @@ def stepwise_tangent(op, cell: str) -> Callable:
         vals, mask, flip = d.bind(tensors)
         duals = {**vals, **{p: dual(vals, p, None) for p in params if p in vals}}
         y, states, saved = d.forward(duals, mask, flip)
-        results = [_tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
+        results = [_DUAL.tangent(v) for v, keep in zip([y, *states], out_tangents) if keep]
         if any(grad_tangents):
             dy, *ds = (dual(vals, grad_slot(o), value(v)) for o, v in zip(outs, [y, *states]))
             grads = d.gradients(duals, mask, flip, saved, dy, ds)
-            results += [_tangent(grads[p]) for p, keep in zip(d.params, grad_tangents) if keep]
+            results += [_DUAL.tangent(grads[p]) for p, keep in zip(d.params, grad_tangents) if keep]
         return _result(results)
 
     return run

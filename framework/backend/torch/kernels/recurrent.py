@@ -115,11 +115,11 @@ def _forward(run: _Run, reverse: bool, train: bool) -> tuple:
         return _aten.mkldnn_rnn_layer(*run.args(), reverse, [], _LSTM, run.hidden, 1, True, False, False, train)
 
 
-def _key(reverse: bool, run: _Run) -> tuple:
-    """What a kept forward of X is found by: the direction and the input weights' tensor (two layers may read one X:
-    a bidirectional layer's two directions, two LSTMs side by side). The entry's inputs are checked too
-    (``_kept_for``): an id may be another tensor's once the first is gone."""
-    return "mkldnn_lstm", reverse, id(run.given["W"])
+def _key(kind: str, reverse: bool, run) -> tuple:
+    """What a kept forward (``kind``: oneDNN's LSTM, ATen's GRU) of X is found by: the direction and the input
+    weights' tensor (two layers may read one X: a bidirectional layer's two directions, two LSTMs side by side).
+    The entry's inputs are checked too (``_kept_for``): an id may be another tensor's once the first is gone."""
+    return kind, reverse, id(run.given["W"])
 
 
 def has_gradient(op, weights: tuple[str, ...]) -> bool:
@@ -156,7 +156,7 @@ def lstm(op) -> Callable:
         run = _Run(slots, tensors)
         y, h, c, workspace = _forward(run, reverse, train)
         if workspace is not None and train:
-            _keep_for(tensors[0], _key(reverse, run), run.given, (y, h, c, workspace))
+            _keep_for(tensors[0], _key("mkldnn_lstm", reverse, run), run.given, (y, h, c, workspace))
         return y, h, c
 
     return run_lstm
@@ -182,7 +182,8 @@ def lstm_grad(op) -> Callable:
             if run.empty:  # no step ran: the final states are the initial ones, and so are their gradients
                 grads.update({s: d for s, d in (("H0", dh), ("C0", dc)) if d is not None})
         else:
-            y, h, c, workspace = _kept_for(tensors[0], _key(reverse, run), run.given) or _forward(run, reverse, True)
+            kept_forward = _kept_for(tensors[0], _key("mkldnn_lstm", reverse, run), run.given)
+            y, h, c, workspace = kept_forward or _forward(run, reverse, True)
             dx, dw, dr, dwb, drb, dh0, dc0 = _aten.mkldnn_rnn_layer_backward(
                 *run.args(), y, h, c, dy, dh, dc, reverse, _LSTM, run.hidden, 1, True, True, False, [], False,
                 workspace)
@@ -286,12 +287,6 @@ def _recorded_forward(run: _GruRun, reverse: bool) -> _Recorded:
     return _Recorded(leaves, y, h)
 
 
-def _gru_key(reverse: bool, run: _GruRun) -> tuple:
-    """What a kept forward of X is found by: the direction and the input weights' tensor (a bidirectional layer's
-    two directions read one X). The entry's inputs are checked too (``_kept_gru``)."""
-    return "aten_gru", reverse, id(run.given["W"])
-
-
 def gru(op) -> Callable:
     if gru_not_fused(op):
         return stepwise_forward(op, "gru")
@@ -306,7 +301,7 @@ def gru(op) -> Callable:
             return _aten_gru(run["X"], run.initial_state(), run["W"], run["R"], run.get("WB"), run.get("RB"),
                              reverse, run.lengths)
         recorded = _recorded_forward(run, reverse)
-        _keep_for(tensors[0], _gru_key(reverse, run), run.given, recorded)
+        _keep_for(tensors[0], _key("aten_gru", reverse, run), run.given, recorded)
         return recorded.y.detach(), recorded.h.detach()
 
     return run_gru
@@ -314,7 +309,7 @@ def gru(op) -> Callable:
 
 def _kept_gru(x: torch.Tensor, run: _GruRun, reverse: bool) -> _Recorded | None:
     """The forward kept for ``x`` on these same inputs and not yet gone back through, or None."""
-    recorded = _kept_for(x, _gru_key(reverse, run), run.given)
+    recorded = _kept_for(x, _key("aten_gru", reverse, run), run.given)
     return recorded if recorded is not None and not recorded.used else None
 
 
