@@ -236,6 +236,12 @@ class OpSchema:
     max(x, 0), abs, a bounded function such as sin): the torch engine then knows the output finite where it knows
     every input so, and the next kernel that would sum it to prove so does not (ResNet's relu outputs, each read
     by a convolution that needs its operands finite)."""
+    finite_out_proves: tuple[str, ...] = ()
+    """The input slots a finite output proves finite, for every value: each of their elements is added into some
+    output element (a sum, a mean), and an IEEE sum with an infinity or a NaN among its terms is not finite. After
+    such a kernel whose output is much smaller than those inputs, the torch engine sums the output, and where it is
+    finite knows the inputs finite: the products that read the same values next sum nothing (the transformer
+    block's bias gradients, each a ``reduce_as`` of the gradient its layer's two products read)."""
     multiply_adds: "Callable[[Any, Callable[[str], tuple[int, ...]]], int] | None" = None
     """The op's products, which dominate its cost: ``multiply_adds(op, shape)`` counts one run's multiply-adds,
     ``shape(name)`` giving each var's run-time shape. None: an op whose work is about one step per element.

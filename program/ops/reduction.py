@@ -55,6 +55,10 @@ REDUCE_TYPES = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
 
 _RESULT_DTYPES = {"reduce_sum": SUM_DTYPE, "reduce_mean": MEAN_DTYPE}
 
+_ADDING = ("reduce_sum", "reduce_mean")
+"""The reductions that add every element of X into the output: a finite output proves X finite
+(``OpSchema.finite_out_proves``); a max or min can drop an infinity."""
+
 
 # The reductions' math, once, over ``xp`` (``OpSchema.compute``). A sum or mean adds up in the dtype the op
 # declares where it is not X's (``SUM_DTYPE``, ``MEAN_DTYPE``), a float16 mean in float32 (as numpy's mean
@@ -174,7 +178,7 @@ SCHEMAS = tuple(
     schema(t, ["X"], ["Out"], _reduce_to(_RESULT_DTYPES.get(t, {})), REDUCE_ATTRS,
            doc=f"{t[7:]} over `dim` (every dim when empty or reduce_all)."
                + (" max and min of an empty axis are a run-time error." if t in ("reduce_max", "reduce_min") else ""),
-           dtypes={"X": DTYPES}, compute=COMPUTE[t])
+           dtypes={"X": DTYPES}, compute=COMPUTE[t], finite_out_proves=("X",) if t in _ADDING else ())
     for t in REDUCE_TYPES
 ) + (
     schema("reduce_prod", ["X"], ["Out"], _reduce_to({}), REDUCE_ATTRS,
@@ -189,7 +193,7 @@ SCHEMAS = tuple(
            doc="log(sum(exp(X))) over `dim`, computed from X - max: finite for any finite X.",
            dtypes={"X": FLOAT_DTYPES}, compute=logsumexp),
     schema("mean", ["X"], ["Out"], _mean, doc="The mean of all elements, a scalar (float64 for ints and bools).",
-           dtypes={"X": DTYPES}, compute=mean),
+           dtypes={"X": DTYPES}, compute=mean, finite_out_proves=("X",)),
     schema("reduce_mean_grad", ["X", "Out@GRAD"], ["X@GRAD"], _mean_grad, REDUCE_ATTRS,
            doc="reduce_mean's gradient: Out@GRAD broadcast to X's run-time shape, divided by the count.",
            dtypes={"X": FLOAT_DTYPES, "Out@GRAD": "X"}, compute=reduce_mean_grad),

@@ -49,7 +49,9 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
     the values allow (module docstring)."""
     factory = _aten_kernel(schema, xp) if schema.aten is not None else computed_kernel(schema, xp)
-    return _finite_from_finite(factory) if schema.finite_from_finite else factory
+    if schema.finite_from_finite:
+        factory = _finite_from_finite(factory)
+    return _proving_inputs(factory, schema.finite_out_proves) if schema.finite_out_proves else factory
 
 
 def _finite_from_finite(factory: Callable) -> Callable:
@@ -66,6 +68,32 @@ def _finite_from_finite(factory: Callable) -> Callable:
         return known_run
 
     return finite_factory
+
+
+PROOF_RATIO = 8
+"""A kernel's output is summed to prove its inputs finite (``OpSchema.finite_out_proves``) only where those inputs
+not yet known finite have this many times its elements or more: the sum of a [256] bias gradient (a few us) to
+spare a later one of the [16, 128, 256] gradient it came from; where no later kernel reads them, the small sum is
+what it costs."""
+
+
+def _proving_inputs(factory: Callable, slots: tuple[str, ...]) -> Callable:
+    """``factory``'s kernels, the inputs in ``slots`` known finite where the output is found finite (one sum of the
+    output, where it is small beside them: ``PROOF_RATIO``): ``OpSchema.finite_out_proves``."""
+    def proving_factory(op) -> Callable:
+        run = factory(op)
+        places = [at for at, slot in enumerate(s for s, names in op.inputs.items() for _ in names) if slot in slots]
+
+        def proving_run(*xs):
+            out = run(*xs)
+            unknown = [xs[at] for at in places if not remembered(xs[at])]
+            if unknown and out.numel() * PROOF_RATIO <= sum(x.numel() for x in unknown) and all_finite(out):
+                for x in unknown:
+                    known_finite(x)
+            return out
+        return proving_run
+
+    return proving_factory
 
 
 def _aten_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
