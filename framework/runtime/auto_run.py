@@ -37,10 +37,11 @@ new trial, so each shape runs on its own winner):
    an op: on LeNet a torch-engine step took 7.1 ms right after numpy steps, still 7.7 five steps later, and 3.9
    alone), and a freshly compiled step runs slower for its first few runs (a digits classifier's xla step, 0.5 ms
    steady: its three timed runs straight after the warm one lost to numpy's 0.6 ms, and auto kept numpy). A run
-   that fails counts for none and is run again in the trial. A backend whose first timed run takes over
-   ``CUT_RATIO`` times the slowest run of the fastest complete block leaves the contest after that one run (its
-   time is kept for the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93 ms at
-   most) is no contest, and a block of it costs a second of runs.
+   that fails counts for none and is run again in the trial. A backend whose first ``CUT_RUNS`` (two) timed runs
+   each take over ``CUT_RATIO`` times the slowest run of the fastest complete block leaves the contest after them
+   (their times are kept for the check in 5): on ResNet blocks the xla step (260 ms) against the torch engine's (93
+   ms at most) is no contest, and a block of it costs a second of runs. Two, not one: a single slow run (a full
+   collection, a thread pool resized) once cut the fastest engine of the anchors' LeNet for good.
 5. A choice is checked again after ``RECHECK_SECONDS`` of runs on it (``RECHECK_SECONDS_OVERLAPPING`` when the trial
    ended with the times still overlapping, or sooner when the check costs little: ``first_check_after``): settled
    blocks in turns, runner-up first, ``RECHECK_TURNS`` each; the runner-up takes over if its pooled times are

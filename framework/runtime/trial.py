@@ -49,7 +49,7 @@ class Trial:
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
         self.cut: dict[str, str] = {}
-        """backend -> why it left the contest early: after one timed run (``CUT_RATIO``), or after a round whose times
+        """backend -> why it left the contest early: after two timed runs (``CUT_RATIO``), or after a round whose times
         put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
         self._numpy_runs: deque[float] = deque()
         """numpy's last runs before the compiles start, its first (the plan's build) never among them, as many as
@@ -298,8 +298,8 @@ class Trial:
                 return
             self.seconds[backend].append(seconds)
             self._spent += seconds
-            if self._block_timed == 1:
-                self._cut_if_far_behind(backend, seconds)
+            if self._block_timed == rules.CUT_RUNS:
+                self._cut_if_far_behind(backend, self.seconds[backend][-rules.CUT_RUNS:])
             done = self._block_done()
             if done:
                 self.blocks[backend] += 1
@@ -341,16 +341,16 @@ class Trial:
             self.blocks["numpy"] = 1
             self._spent += sum(self._numpy_runs)
 
-    def _cut_if_far_behind(self, backend: str, seconds: float) -> None:
-        """``backend`` leaves the contest if its run of ``seconds`` is over ``CUT_RATIO`` times the slowest run of
-        the fastest complete block."""
+    def _cut_if_far_behind(self, backend: str, runs: list[float]) -> None:
+        """``backend`` leaves the contest if each of its block's first timed ``runs`` (``CUT_RUNS``) is over
+        ``CUT_RATIO`` times the slowest run of the fastest complete block."""
         complete = [name for name in self._contenders() if name != backend and self.blocks[name]]
         if not complete:
             return
         best = min(complete, key=lambda name: statistics.median(self.seconds[name]))
         slowest = max(self.seconds[best])
-        if seconds > rules.CUT_RATIO * slowest:
-            self.cut[backend] = (f"{backend} left after one run of {seconds * 1e3:.3g} ms, over "
+        if min(runs) > rules.CUT_RATIO * slowest:
+            self.cut[backend] = (f"{backend} left after {len(runs)} runs of {min(runs) * 1e3:.3g} ms or more, over "
                                  f"{rules.CUT_RATIO:g}x {best}'s slowest ({slowest * 1e3:.3g} ms)")
 
     def _ran_on_choice(self, backend: str, seconds: float, idle: float) -> None:

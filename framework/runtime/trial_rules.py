@@ -6,11 +6,11 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-__all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "MAX_ROUNDS",
-           "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECALLED_WAIT_SECONDS", "RECHECK_MARGIN",
-           "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING", "RECHECK_SECONDS_REMEMBERED",
-           "RECHECK_TIE", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS", "check_overturns", "first_check_after",
-           "full_block", "parted", "recalled_wait", "separated"]
+__all__ = ["BLOCKS_TO_PART", "BLOCK_RUNS", "BLOCK_SECONDS", "CHECK_SHARE", "COMPILED_WARM", "CUT_RATIO", "CUT_RUNS",
+           "MAX_ROUNDS", "MIN_ROUNDS", "NUMPY_FIRST", "NUMPY_SECONDS_FIRST", "PART_RATIO", "RECALLED_WAIT_SECONDS",
+           "RECHECK_MARGIN", "RECHECK_MAX_SECONDS", "RECHECK_SECONDS", "RECHECK_SECONDS_OVERLAPPING",
+           "RECHECK_SECONDS_REMEMBERED", "RECHECK_TIE", "RECHECK_TURNS", "SETTLE_SECONDS", "TRIAL_SECONDS",
+           "check_overturns", "first_check_after", "full_block", "parted", "recalled_wait", "separated"]
 
 NUMPY_FIRST = 2
 """Runs a program makes on the numpy backend before the compiled backend is tried."""
@@ -77,10 +77,18 @@ pauses between (the anchors' harness: one transformer step a round) settles in i
 the trial would not time."""
 
 CUT_RATIO = 2.0
-"""A backend whose first timed run in a block is over this many times the slowest run of the fastest complete
-block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much slower for that
-run; the settling before it takes out the known slow starts (pool threads of the engine before: 1.8x on LeNet; a
-fresh compiled step: 1.7x on the RNN)."""
+"""A backend whose first ``CUT_RUNS`` timed runs in a block are each over this many times the slowest run of the
+fastest complete block leaves the contest at once. Noise only slows runs, so a cut backend was at least this much
+slower for those runs; the settling before them takes out the known slow starts (pool threads of the engine before:
+1.8x on LeNet; a fresh compiled step: 1.7x on the RNN)."""
+
+CUT_RUNS = 2
+"""Timed runs a block makes before its backend can be cut (``CUT_RATIO``): two, so that one slow run alone (a full
+collection, a thread pool resized, another process's burst) does not cut an engine, which then never runs again in
+the process, and whose one run a record would keep for later ones. Measured: with one run, one of the remembered
+choices made for the anchors' LeNet (``tests.bench.remember_choices``, 2026-12-02 17:04) kept a single torch run of
+139 ms as torch's time and chose xla at 12.3 ms a step, where 20 trials in fresh processes before and after chose
+torch at 5.1-7.2 ms; a second run costs a backend so far behind one run more (ResNet's numpy: ~0.5 s)."""
 
 MAX_ROUNDS = 15
 """Timed runs on each backend after which the smaller median wins even if the times still overlap."""

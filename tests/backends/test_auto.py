@@ -27,7 +27,7 @@ from tests.backends.xla_harness import need_jax
 @pytest.fixture(autouse=True)
 def _trial_from_the_third_run(monkeypatch):
     """The trials below start at the third run whatever the runs cost (the run-time threshold has its own test),
-    run whole blocks however far apart the costs (the cut after one run has its own tests), and blocks of
+    run whole blocks however far apart the costs (the cut after ``CUT_RUNS`` runs has its own tests), and blocks of
     ``BLOCK_RUNS`` runs however short (the least block time has its own test)."""
     monkeypatch.setattr(trial_rules, "NUMPY_SECONDS_FIRST", 0.0)
     monkeypatch.setattr(trial_rules, "CUT_RATIO", float("inf"))
@@ -91,7 +91,7 @@ assert MIN_ROUNDS == BLOCK_RUNS  # (the schedules below: one round of blocks is 
 def blocks(costs: list[tuple[str, float]], after: str, first: bool = True, timed: int = BLOCK_RUNS) -> list[str]:
     """The runs of one round of the trial's blocks, in order, the run before them on ``after``: a block whose
     backend differs from the run before it, or (``first``) the first block of its backend, first settles (untimed
-    runs until they took SETTLE_SECONDS, at least one), then makes ``timed`` timed runs (a cut block: one)."""
+    runs until they took SETTLE_SECONDS, at least one), then makes ``timed`` timed runs (a cut block: ``CUT_RUNS``)."""
     runs, last = [], after
     for name, cost in costs:
         spent = 0.0 if name != last or first else SETTLE_SECONDS

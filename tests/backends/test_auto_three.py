@@ -14,7 +14,7 @@ from gradgen.framework.backend.shared import weighing
 from gradgen.framework.runtime import auto_run
 from gradgen.framework.runtime import trial_rules
 from gradgen.framework.runtime.auto_run import AutoRunner
-from gradgen.framework.runtime.trial_rules import COMPILED_WARM, CUT_RATIO, MIN_ROUNDS, NUMPY_FIRST
+from gradgen.framework.runtime.trial_rules import COMPILED_WARM, CUT_RATIO, CUT_RUNS, MIN_ROUNDS, NUMPY_FIRST
 from gradgen.program import Program, layers, program_guard
 from tests.backends.test_auto import _Clock, _noisy, _Preparing, _program, _runs, _StandIn, blocks
 from tests.backends.test_torch_backend import need_torch
@@ -47,14 +47,16 @@ def _three(costs: dict, torch_problems=lambda block: []):
 @pytest.mark.parametrize("want", ["numpy", "xla", "torch"])
 def test_the_fastest_of_three_is_kept(want):
     """The engine that looks fastest (numpy by its second run, the others by their warm runs) runs its block first;
-    each other's block ends at its first timed run, over ``CUT_RATIO`` times the fastest's slowest: the trial is one
-    whole block and two cut ones, and the cut engine that looked faster is the runner-up a check runs against."""
+    each other's block ends at its ``CUT_RUNS``-th timed run, each over ``CUT_RATIO`` times the fastest's slowest: the
+    trial is one whole block and two cut ones, and the cut engine that looked faster is the runner-up a check runs
+    against."""
     costs = {"numpy": 1.0, "xla": 1.0, "torch": 1.0, want: 0.25}
     assert 1.0 > CUT_RATIO * 0.25
     runner, log, told = _three(costs)
     program = _program()
     behind = [name for name in ("numpy", "xla", "torch") if name != want]  # a tie in looks: in this order
-    trial = blocks([(want, 0.25)], after="torch") + blocks([(name, 1.0) for name in behind], after=want, timed=1)
+    trial = blocks([(want, 0.25)], after="torch") + blocks([(name, 1.0) for name in behind], after=want,
+                                                                timed=CUT_RUNS)
     warm = NUMPY_FIRST + 2 * INLINE_WARM
     trial_runs = warm + len(trial)
     _runs(runner, program, trial_runs - 1)
@@ -65,9 +67,25 @@ def test_the_fastest_of_three_is_kept(want):
     assert log[warm:trial_runs] == trial
     assert log[trial_runs:] == [want] * 3
     assert len(told) == 1 and told[0][0] == want and f"{want} 250 ms" in told[0][1]
-    assert all(f"{name} left after one run of 1e+03 ms, over 2x {want}'s slowest (250 ms)" in told[0][1]
+    assert all(f"{name} left after 2 runs of 1e+03 ms or more, over 2x {want}'s slowest (250 ms)" in told[0][1]
                for name in behind)
     assert runner.trial(program, {"x": np.zeros((2, 4))}, ["loss"]).runner_up == behind[0]
+
+
+@pytest.mark.usefixtures("_every_program")
+@pytest.mark.parametrize("cut_runs,want", [(CUT_RUNS, "torch"), (1, "xla")])
+def test_one_slow_run_does_not_cut_the_fastest_engine(monkeypatch, cut_runs, want):
+    """torch (0.25 s a run) looks slower than xla in its warm runs, so its block follows xla's whole one, and its
+    first timed run meets a hiccup (1.5 s, over ``CUT_RATIO`` times xla's slowest 0.6): with ``CUT_RUNS`` its
+    second run (0.25) keeps it in the contest, and it is chosen; cut after one run, as before, xla was kept."""
+    monkeypatch.setattr(trial_rules, "CUT_RUNS", cut_runs)
+    assert 1.5 > CUT_RATIO * 0.6 > 1.0
+    runner, log, told = _three({"numpy": 1.0, "xla": 0.6, "torch": 0.25})
+    costs = itertools.chain([0.7] * INLINE_WARM + [0.25, 1.5], itertools.repeat(0.25))
+    runner.runners["torch"].run = _noisy(runner.runners["torch"], costs)
+    _runs(runner, _program(), 80)
+    assert told and told[0][0] == want
+    assert ("torch left after" in told[0][1]) is (want != "torch")
 
 
 @pytest.mark.usefixtures("_every_program")
@@ -92,7 +110,7 @@ def test_an_engine_ready_first_warms_up_while_another_still_prepares():
     """torch is ready while xla still compiles: its untimed warm run comes then (on the anchors' transformer,
     whose harness runs one step a round, the warm run would otherwise be one of the few after xla's compile), and
     the runs after it stay on numpy until xla is ready; then xla warms and the blocks follow, torch's without a
-    second warm run (numpy's ends at its first timed run: over ``CUT_RATIO`` times torch's)."""
+    second warm run (numpy's ends at its ``CUT_RUNS``-th timed run: each over ``CUT_RATIO`` times torch's)."""
     clock, log, told = _Clock(), [], []
     xla, torch = _Preparing("xla", clock, 0.5, log), _Preparing("torch", clock, 0.25, log)
     runner = AutoRunner(_StandIn("numpy", clock, 1.0, log), [xla, torch],
@@ -108,7 +126,7 @@ def test_an_engine_ready_first_warms_up_while_another_still_prepares():
     assert xla.done.wait(10)
     time.sleep(0.05)
     del log[:]
-    trial = blocks([("torch", 0.25), ("xla", 0.5)], after="xla") + blocks([("numpy", 1.0)], "xla", timed=1)
+    trial = blocks([("torch", 0.25), ("xla", 0.5)], after="xla") + blocks([("numpy", 1.0)], "xla", timed=CUT_RUNS)
     _runs(runner, program, COMPILED_WARM + len(trial) + 1)
     assert log == ["xla"] * COMPILED_WARM + trial + ["torch"]
     assert told[0][0] == "torch"

@@ -3,7 +3,7 @@ the thread pools and a few timed products, ~0.2 s, at the first run of each thre
 run's own time: ``backend="auto"``'s trial times runs, and a run that calibrated is not a slower run of the
 engine. Measured: in a logged trial of the anchors' transformer, the first torch run at two threads (when xla's
 background compile ended and the free-core meter gave the runs both cores) took 277 ms against 85-90 before and
-after; a first timed run of a block that far behind leaves the contest (``trial_rules.CUT_RATIO``).
+after; a block whose first timed runs are that far behind leaves the contest (``trial_rules.CUT_RATIO``).
 """
 from __future__ import annotations
 
