@@ -87,8 +87,8 @@ CUT_RUNS = 2
 collection, a thread pool resized, another process's burst) does not cut an engine, which then never runs again in
 the process, and whose one run a record would keep for later ones. Measured: with one run, one of the remembered
 choices made for the anchors' LeNet (``tests.bench.remember_choices``, 2026-12-02 17:04) kept a single torch run of
-139 ms as torch's time and chose xla at 12.3 ms a step, where 20 trials in fresh processes before and after chose
-torch at 5.1-7.2 ms; a second run costs a backend so far behind one run more (ResNet's numpy: ~0.5 s)."""
+139 ms as torch's time and chose xla at 12.3 ms a step, where 23 trials in fresh processes after it chose torch
+at 5.1-7.2 ms; a second run costs a backend so far behind one run more (ResNet's numpy: ~0.5 s)."""
 
 MAX_ROUNDS = 15
 """Timed runs on each backend after which the smaller median wins even if the times still overlap."""

@@ -38,5 +38,3 @@ KERNELS: Mapping[str, Callable] = with_derived(collect(FAMILIES, "KERNELS"), par
 JOINT: Mapping[tuple[str, str], Callable] = collect(FAMILIES, "JOINT")
 """(first op type, second op type) -> factory(first op, second op) of one kernel computing both ops' outputs from
 the first op's inputs (``joint.pairs`` says when two ops may share one)."""
-
-

@@ -49,25 +49,9 @@ def derived_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
     """The kernel factory of an op with a ``compute``, run over ``xp``; of its ``aten`` call where it has one and
     the values allow (module docstring)."""
     factory = _aten_kernel(schema, xp) if schema.aten is not None else computed_kernel(schema, xp)
-    if schema.finite_from_finite:
-        factory = _finite_from_finite(factory)
-    return _proving_inputs(factory, schema.finite_out_proves) if schema.finite_out_proves else factory
-
-
-def _finite_from_finite(factory: Callable) -> Callable:
-    """``factory``'s kernels, their output known finite where each input is known so already (no sum taken):
-    ``OpSchema.finite_from_finite``."""
-    def finite_factory(op) -> Callable:
-        run = factory(op)
-
-        def known_run(*xs):
-            out = run(*xs)
-            if all(remembered(x) for x in xs):
-                known_finite(out)
-            return out
-        return known_run
-
-    return finite_factory
+    if schema.finite_from_finite or schema.finite_out_proves:
+        return _knowing_finite(factory, schema.finite_from_finite, schema.finite_out_proves)
+    return factory
 
 
 PROOF_RATIO = 8
@@ -77,23 +61,27 @@ spare a later one of the [16, 128, 256] gradient it came from; where no later ke
 what it costs."""
 
 
-def _proving_inputs(factory: Callable, slots: tuple[str, ...]) -> Callable:
-    """``factory``'s kernels, the inputs in ``slots`` known finite where the output is found finite (one sum of the
-    output, where it is small beside them: ``PROOF_RATIO``): ``OpSchema.finite_out_proves``."""
-    def proving_factory(op) -> Callable:
+def _knowing_finite(factory: Callable, keeps: bool, proves: tuple[str, ...]) -> Callable:
+    """``factory``'s kernels, telling the run what they learn of finiteness without a sum of their own inputs:
+    with ``keeps`` (``OpSchema.finite_from_finite``) the output is known finite where every input is known so
+    already; the inputs in the slots ``proves`` (``OpSchema.finite_out_proves``) are known finite where the output
+    is found finite (one sum of the output, where it is small beside them: ``PROOF_RATIO``)."""
+    def knowing_factory(op) -> Callable:
         run = factory(op)
-        places = [at for at, slot in enumerate(s for s, names in op.inputs.items() for _ in names) if slot in slots]
+        places = [at for at, slot in enumerate(s for s, names in op.inputs.items() for _ in names) if slot in proves]
 
-        def proving_run(*xs):
+        def knowing_run(*xs):
             out = run(*xs)
+            if keeps and all(remembered(x) for x in xs):
+                known_finite(out)
             unknown = [xs[at] for at in places if not remembered(xs[at])]
             if unknown and out.numel() * PROOF_RATIO <= sum(x.numel() for x in unknown) and all_finite(out):
                 for x in unknown:
                     known_finite(x)
             return out
-        return proving_run
+        return knowing_run
 
-    return proving_factory
+    return knowing_factory
 
 
 def _aten_kernel(schema: OpSchema, xp: SimpleNamespace) -> Callable:
