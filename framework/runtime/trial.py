@@ -49,8 +49,8 @@ class Trial:
         self.dropped: dict[str, str] = {}
         """candidate -> why it left the trial."""
         self.cut: dict[str, str] = {}
-        """backend -> why it left the contest early: after ``CUT_RUNS`` timed runs (``CUT_RATIO``), or after a round whose times
-        put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
+        """backend -> why it left the contest early: after ``CUT_RUNS`` timed runs (``CUT_RATIO``), or after a round
+        whose times put it clearly behind the fastest (``separated``); its times stay in ``seconds``."""
         self._numpy_runs: deque[float] = deque()
         """numpy's last runs before the compiles start, its first (the plan's build) never among them, as many as
         make a whole block (``full_block``): its first block."""
