@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradgen.program.ops.recurrence import CELLS, Cell, backward_step, forward_step, input_projection, weight_gradients
+from gradgen.program.ops.recurrence_kernels import reverse_order, sequence_mask
 from gradgen.program.ops.recurrent import ACTIVATIONS, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
 from ..xp import XP
@@ -94,15 +95,6 @@ def _backward(c: Cell, lbr: bool, acts: list, x, w, r, saved, dy, dstates: list,
                               h_prev, h_last, mask), ds)
 
 
-def _reverse_index(lens, steps: int, batch: int):
-    """The index reversing each sequence in place (its own first ``lens[n]`` steps, all when lens is None)."""
-    t = jnp.arange(steps)[:, None]
-    b = jnp.arange(batch)[None, :]
-    if lens is None:
-        return jnp.broadcast_to(steps - 1 - t, (steps, batch)), b
-    return jnp.where(t < lens[None, :], lens[None, :] - 1 - t, t), b
-
-
 class _Direction:
     """One op's attrs and present slots; ``forward`` and ``gradients`` run its recurrence on a run's values."""
 
@@ -123,18 +115,18 @@ class _Direction:
 
     def _layout(self, vals: dict, lens) -> tuple:
         """(X as the recurrence reads it, the initial states, the mask, ``flip``): X past each sequence's end
-        taken as 0 (numpy's ``bind``), absent initial states zeros, ``flip`` reversing each sequence in place
-        for the reverse direction (its own inverse)."""
+        taken as 0 (as ``recurrence_kernels`` binds it), absent initial states zeros, ``flip`` reversing each
+        sequence in place for the reverse direction (its own inverse)."""
         x, r = vals["X"], vals["R"]
         steps, batch = x.shape[0], x.shape[1]
         zeros = jnp.zeros((batch, r.shape[1]), self.dtype)
         states0 = [vals.get(s, zeros) for s in self.initial]
         mask = None
         if lens is not None:
-            mask = (jnp.arange(steps)[:, None] < lens[None, :]).astype(self.dtype)[:, :, None]
+            mask = sequence_mask(jnp, lens, steps, self.dtype)
             x = jnp.where(mask > 0, x, 0.0)
-        order = _reverse_index(lens, steps, batch) if self.reverse else None
-        flip = (lambda a: a[order]) if order is not None else (lambda a: a)
+        order = reverse_order(jnp, lens, steps, batch) if self.reverse else None
+        flip = (lambda a: jnp.take_along_axis(a, order[:, :, None], axis=0)) if order is not None else (lambda a: a)
         return flip(x), states0, mask, flip
 
     def forward(self, vals: dict, lens, keep: bool) -> tuple[tuple, Any]:
