@@ -25,9 +25,8 @@ Measured on the same sizes: forward and gradient this way 21.4 ms against PyTorc
 step's 19.9 (2026-12-02, a scratch script). ATen's cell is the op's with ``linear_before_reset`` (PyTorch's GRU:
 n = G(x W_n + WB_n + r (h R_n + RB_n))), gates reset, update, new in the op's layout, the default activations, and
 h' = (h - n) z + n as the reference writes it, in float32 and float64. An op that asks otherwise (ONNX's form
-without ``linear_before_reset``, other activations) runs step by step (``recurrence``, ``gru_not_fused``). Sequence
-lengths run as ``nn.GRU`` runs a packed
-batch (``_packed_gru``). ATen refuses zero steps: they
+without ``linear_before_reset``, other activations) runs step by step (``recurrence``, ``gru_not_fused``).
+Sequence lengths run as ``nn.GRU`` runs a packed batch (``_packed_gru``). ATen refuses zero steps: they
 leave the state as it came and every weight's gradient zero. Autograd differentiates h' in n as dh' - dh' z where
 the reference writes dh' (1 - z): an infinite output gradient would give NaN in X's gradient where the reference has
 an infinity, so a gradient whose output gradients are not all finite (their sums, ``finite``) runs step by step,
@@ -345,5 +344,3 @@ def gru_grad(op) -> Callable:
 
 KERNELS = {"lstm": lstm, "lstm_grad": lstm_grad, "gru": gru, "gru_grad": gru_grad,
            **{f"{cell}_jvp": (lambda op, cell=cell: stepwise_tangent(op, cell)) for cell in ("lstm", "gru")}}
-
-

@@ -61,9 +61,6 @@ def _activation(name: str, alpha: float, beta: float) -> SimpleNamespace:
     return SimpleNamespace(apply=apply, back=lambda d, y: d * slope(y))
 
 
-_STATES = {"lstm": ("H0", "C0"), "gru": ("H0",)}
-
-
 def _sequence(c: Cell, lbr: bool, acts: list, x, w, r, wb, rb, states0: list, mask, keep: bool):
     """Y, the final states and (``keep``) every step's values for the gradient (else None), of one forward
     direction over ``x`` (``mask`` ``[T, N, 1]`` or None)."""
@@ -103,7 +100,7 @@ class _Direction:
         self.lbr = bool(op.attr("linear_before_reset")) if cell == "gru" else False
         self.acts = [_activation(*a) for a in activations(cell, op.attrs)]
         self.params = [p for p in PARAMS[cell] if op.input(p)]
-        self.initial, self.outputs = _STATES[cell], OUTPUTS[cell]
+        self.initial, self.outputs = [f"{s}0" for s in self.c.states], OUTPUTS[cell]
         self.dtype = jnp.dtype(op.block.var(op.input("X")[0]).dtype)
 
     def lengths(self, ctx, lens, steps: int):
