@@ -17,6 +17,12 @@ holds (jax's import adds some 10^5), 15-90 ms on a 2-core AMD EPYC, whichever th
 columns tell those runs apart (``gc.callbacks``): how many runs held a full collection, and the longest later run
 that held none.
 
+Which runs waited, and on what. Before the default's choice its runs are the numpy reference's, beside the compiled
+engines' preparations (imports, traces, compiles) that share the interpreter lock with them; after it they are the
+chosen engine's. So two more columns: the longest run between the first second and the choice over numpy's step
+alone (the median of the first second's runs, before any preparation began: ``NUMPY_SECONDS_FIRST``), and the
+longest run after the choice over the steady step (``split_waits``).
+
 With ``--processes 2`` each size runs again in a second process sharing the first's cache folder (XLA's compile
 cache and the default's remembered choice, ``runtime/remembered.py``): a user's second run of the same program,
 whose first run waits for the remembered engine's preparation (``trial_rules.RECALLED_WAIT_SECONDS``) instead of
@@ -67,20 +73,48 @@ def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
 
     gc.callbacks.append(count_full)
     collected: list[bool] = []
+    chosen_after: int | None = None  # (the run after which the choice was first seen)
     began = time.perf_counter()
     while len(times) < runs or time.perf_counter() - began < seconds:
         before, start = full_collections[0], time.perf_counter()
         exe.run(main_program, feed=feed, fetch_list=[loss], scope=scope)
         times.append(time.perf_counter() - start)
         collected.append(full_collections[0] != before)
+        if chosen_after is None and exe.backend_choice(main_program) is not None:
+            chosen_after = len(times) - 1
     gc.callbacks.remove(count_full)
     steady = statistics.median(times[-10:])
     choice = exe.backend_choice(main_program)
     uncollected = [t for t, c in zip(times[1:], collected[1:]) if not c]
+    beside, after = split_waits(times, chosen_after if engine == "auto" else 0, steady)
     return {"ops": ops, "first_s": times[0], "steady_s": steady, "longest_wait": max(times[1:]) / steady,
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "choice": choice and choice[0],
             "runs": len(times), "collected_runs": sum(collected[1:]),
-            "longest_uncollected": max(uncollected, default=0.0) / steady}
+            "longest_uncollected": max(uncollected, default=0.0) / steady,
+            "longest_beside": beside, "longest_after_choice": after}
+
+
+def split_waits(times: list[float], chosen_after: int | None, steady: float, alone_seconds: float | None = None,
+                alone_runs: int | None = None) -> tuple[float | None, float | None]:
+    """(The longest run after numpy's first runs (``alone_runs`` and ``alone_seconds`` at least: ``NUMPY_FIRST``,
+    ``NUMPY_SECONDS_FIRST``, before any preparation) up to the choice, over the median of those first runs but the
+    very first; the longest run after the one the choice was first seen after, over ``steady``), each None where it
+    has no runs. ``chosen_after``: that run's index, 0 for an engine fixed from the start, None when no choice
+    came."""
+    import statistics
+
+    from gradgen.framework.runtime import trial_rules
+
+    alone_seconds = trial_rules.NUMPY_SECONDS_FIRST if alone_seconds is None else alone_seconds
+    alone_runs = trial_rules.NUMPY_FIRST if alone_runs is None else alone_runs
+    end = len(times) if chosen_after is None else chosen_after + 1
+    first = 0
+    while first < end and (first < alone_runs or sum(times[:first]) < alone_seconds):
+        first += 1
+    alone, beside = times[1:first], times[first:end]
+    after = times[max(1, end):] if chosen_after is not None else []
+    return (max(beside) / statistics.median(alone) if beside and alone else None,
+            max(after) / steady if after else None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,8 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print("| ops | first run (s) | steady step (ms) | longest later run / steady | peak memory (MiB) | engine | runs "
-          "| runs with a full collection | longest later run without one / steady |")
-    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+          "| runs with a full collection | longest later run without one / steady "
+          "| longest run before the choice / numpy's step alone | longest run after the choice / steady |")
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "GRADGEN_CACHE_DIR": cache}
@@ -116,7 +151,12 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"| {r['ops']}{'' if process == 1 else f' (process {process})'} | {r['first_s']:.2f} | "
                       f"{r['steady_s'] * 1e3:.2f} | {r['longest_wait']:.1f} | {r['peak_mib']:.0f} | "
                       f"{r['choice'] or args.engine} | {r['runs']} | {r['collected_runs']} | "
-                      f"{r['longest_uncollected']:.1f} |", flush=True)
+                      f"{r['longest_uncollected']:.1f} | {_ratio(r['longest_beside'])} | "
+                      f"{_ratio(r['longest_after_choice'])} |", flush=True)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":
