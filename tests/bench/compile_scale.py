@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "split_waits"]
 
 
 def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
