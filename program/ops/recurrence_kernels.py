@@ -18,18 +18,19 @@ from .dual import Dual, value
 from .recurrence import CELLS, gate_activation, run_backward, run_forward
 from .recurrent import OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
-__all__ = ["Finish", "forward_kernel", "gradient_kernel", "reverse_order", "sequence_mask", "tangent_kernel"]
+__all__ = ["Finish", "forward_kernel", "gradient_kernel", "reordered", "reverse_order", "sequence_mask",
+           "tangent_kernel"]
 
 Finish = Callable[[list, Any], list]
 """``finish(results, x)``: the engine's last word on a kernel's results (numpy's casts them to X's dtype)."""
 
 
-def _reordered(xp, a, order):
+def reordered(xp, a, order):
     """``a`` (time-major) with each sequence reordered by ``order`` ``[T, N]`` (None: as it is), array or dual."""
     if order is None or a is None:
         return a
     if isinstance(a, Dual):
-        return Dual(_reordered(xp, a.v, order), _reordered(xp, a.d, order))
+        return Dual(reordered(xp, a.v, order), reordered(xp, a.d, order))
     return xp.take_along_axis(a, order[:, :, None], axis=0)
 
 
@@ -83,14 +84,14 @@ class _Direction:
 
     def forward(self, vals: dict, mask, order) -> tuple:
         """(Y, the final states, every step's values for the gradient)."""
-        y, states, saved = run_forward(self.dual, self.cell, _reordered(self.xp, vals["X"], order), vals["W"],
+        y, states, saved = run_forward(self.dual, self.cell, reordered(self.xp, vals["X"], order), vals["W"],
                                        vals["R"], vals.get("WB"), vals.get("RB"), [vals[s] for s in self.initial],
                                        mask, self.lbr, self.acts)
-        return _reordered(self.xp, y, order), states, saved
+        return reordered(self.xp, y, order), states, saved
 
     def gradients(self, vals: dict, mask, order, saved: list, dy, dstates: list) -> dict:
         """The gradients of <dy, Y> + <dstates, final states> by param slot."""
-        flip = lambda a: _reordered(self.xp, a, order)  # noqa: E731
+        flip = lambda a: reordered(self.xp, a, order)  # noqa: E731
         dx, dw, dr, dwb, drb, ds = run_backward(self.dual, self.cell, flip(vals["X"]), saved, vals["W"], vals["R"],
                                                 flip(dy), dstates, mask, self.lbr, self.acts)
         return {"X": flip(dx), "W": dw, "R": dr, "WB": dwb, "RB": drb, **dict(zip(self.initial, ds))}

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,6 @@ def measure(engine: str, steps: int, runs: int, seconds: float = 0.0) -> dict:
     second of runs, so 40 runs of a short step would end before any compile began."""
     import gc
     import resource
-    import statistics
 
     import numpy as np
 
@@ -101,8 +101,6 @@ def split_waits(times: list[float], chosen_after: int | None, steady: float, alo
     very first; the longest run after the one the choice was first seen after, over ``steady``), each None where it
     has no runs. ``chosen_after``: that run's index, 0 for an engine fixed from the start, None when no choice
     came."""
-    import statistics
-
     from gradgen.framework.runtime import trial_rules
 
     alone_seconds = trial_rules.NUMPY_SECONDS_FIRST if alone_seconds is None else alone_seconds

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradgen.program.ops.recurrence import CELLS, Cell, backward_step, forward_step, input_projection, weight_gradients
-from gradgen.program.ops.recurrence_kernels import reverse_order, sequence_mask
+from gradgen.program.ops.recurrence_kernels import reordered, reverse_order, sequence_mask
 from gradgen.program.ops.recurrent import ACTIVATIONS, OUTPUTS, PARAMS, activations, grad_slot, tangent_slot
 
 from ..xp import XP
@@ -123,7 +123,7 @@ class _Direction:
             mask = sequence_mask(jnp, lens, steps, self.dtype)
             x = jnp.where(mask > 0, x, 0.0)
         order = reverse_order(jnp, lens, steps, batch) if self.reverse else None
-        flip = (lambda a: jnp.take_along_axis(a, order[:, :, None], axis=0)) if order is not None else (lambda a: a)
+        flip = lambda a: reordered(jnp, a, order)  # noqa: E731
         return flip(x), states0, mask, flip
 
     def forward(self, vals: dict, lens, keep: bool) -> tuple[tuple, Any]:
